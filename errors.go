@@ -1,0 +1,120 @@
+package kms
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Kind classifies an Error. The set is closed and only ever grows at the
+// end; callers branch on it with errors.Is against the sentinels below, or
+// with errors.As and Error.Kind.
+type Kind uint8
+
+const (
+	KindInternal         Kind = iota // an unexpected failure; details go to the log, not the caller
+	KindInvalid                      // the request is malformed or breaks a rule
+	KindUnauthenticated              // no credential, or one that is wrong, expired, revoked or inactive
+	KindPermissionDenied             // the credential lacks the flag the operation needs
+	KindNotFound                     // the named resource does not exist
+	KindConflict                     // the resource already exists, or is still in use
+	KindLimit                        // a plan limit was reached
+	KindUnprocessable                // the request is well-formed but failed verification
+	KindTooLarge                     // the request exceeds a size limit
+)
+
+var kindNames = [...]string{
+	KindInternal:         "internal",
+	KindInvalid:          "invalid",
+	KindUnauthenticated:  "unauthenticated",
+	KindPermissionDenied: "permission_denied",
+	KindNotFound:         "not_found",
+	KindConflict:         "conflict",
+	KindLimit:            "limit",
+	KindUnprocessable:    "unprocessable",
+	KindTooLarge:         "too_large",
+}
+
+// String returns the stable, lowercase code of the kind, as it appears in
+// the "code" member of an HTTP error body.
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", k)
+}
+
+// Error is the one error type of ringkms. Message is safe to show to the
+// caller; Err, when set, is the underlying cause and is for logs only.
+type Error struct {
+	Kind    Kind
+	Message string
+	Err     error
+
+	sentinel bool
+}
+
+// Error returns the message prefixed with "kms: ".
+func (e *Error) Error() string {
+	if e.Err != nil && e.Kind == KindInternal {
+		return "kms: " + e.Message + ": " + e.Err.Error()
+	}
+	return "kms: " + e.Message
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is reports whether target is the sentinel of e's kind, so that
+// errors.Is(err, kms.ErrNotFound) holds for every not-found error.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.sentinel && t.Kind == e.Kind
+}
+
+// Sentinels, one per kind, for errors.Is.
+var (
+	ErrInternal         = &Error{Kind: KindInternal, Message: "internal error", sentinel: true}
+	ErrInvalid          = &Error{Kind: KindInvalid, Message: "invalid request", sentinel: true}
+	ErrUnauthenticated  = &Error{Kind: KindUnauthenticated, Message: "unauthenticated", sentinel: true}
+	ErrPermissionDenied = &Error{Kind: KindPermissionDenied, Message: "permission denied", sentinel: true}
+	ErrNotFound         = &Error{Kind: KindNotFound, Message: "not found", sentinel: true}
+	ErrConflict         = &Error{Kind: KindConflict, Message: "conflict", sentinel: true}
+	ErrLimit            = &Error{Kind: KindLimit, Message: "limit reached", sentinel: true}
+	ErrUnprocessable    = &Error{Kind: KindUnprocessable, Message: "unprocessable", sentinel: true}
+	ErrTooLarge         = &Error{Kind: KindTooLarge, Message: "too large", sentinel: true}
+)
+
+// Errorf returns an Error of the given kind with a formatted message.
+func Errorf(kind Kind, format string, args ...any) error {
+	return &Error{Kind: kind, Message: fmt.Sprintf(format, args...)}
+}
+
+// internalError wraps an unexpected failure. Its message says what was
+// being done; the cause stays in Err for the log.
+func internalError(doing string, err error) error {
+	var e *Error
+	if errors.As(err, &e) {
+		return err
+	}
+	return &Error{Kind: KindInternal, Message: doing, Err: err}
+}
+
+// ErrorKind returns the kind of err: the Kind of the first *Error in its
+// chain, or KindInternal for any other error.
+func ErrorKind(err error) Kind {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Kind
+	}
+	return KindInternal
+}
+
+// ErrorMessage returns the message of err that is safe to show to a caller:
+// the Message of the first *Error in its chain, or "internal error".
+func ErrorMessage(err error) string {
+	var e *Error
+	if errors.As(err, &e) && e.Kind != KindInternal {
+		return e.Message
+	}
+	return "internal error"
+}

@@ -1,0 +1,71 @@
+package kms
+
+import "context"
+
+// Store is the storage the Service runs on: a small, ordered, transactional
+// key-value store. The Service owns the key layout and every secondary index;
+// a backend only keeps bytes in order. The Store is untrusted: it only ever
+// sees sealed secrets and digests of credentials.
+//
+// A Store is safe for concurrent use. Every backend must pass the conformance
+// suite in store/storetest.
+type Store interface {
+	// View runs fn in a read-only transaction that sees one consistent
+	// snapshot of the store.
+	View(ctx context.Context, fn func(Txn) error) error
+
+	// Update runs fn in a read-write transaction and commits it durably:
+	// when Update returns nil, the writes survive a crash of the process
+	// and of the machine. Serialisability conflicts with concurrent
+	// transactions are retried by the backend, so fn may run more than
+	// once and must have no effects outside the transaction. When every
+	// retry conflicts, Update returns an error of kind Conflict.
+	Update(ctx context.Context, fn func(Txn) error) error
+
+	// Close flushes and releases the store. It is safe to call once all
+	// transactions have returned.
+	Close() error
+}
+
+// Txn is one transaction of a Store. It is not safe for concurrent use and
+// is valid only inside the function it was passed to.
+type Txn interface {
+	// Get returns a copy of the value stored under key, owned by the
+	// caller, or an error of kind NotFound (errors.Is(err, ErrNotFound)).
+	Get(key []byte) ([]byte, error)
+
+	// Set stores value under key. The Txn copies neither slice until
+	// commit, so the caller must not modify them afterwards. A read-only
+	// transaction returns an error of kind Invalid.
+	Set(key, value []byte) error
+
+	// Delete removes key. Deleting a missing key is not an error.
+	Delete(key []byte) error
+
+	// Scan calls fn for each key in the range given by opts, in byte
+	// order (or reverse byte order), until fn returns false or an error.
+	// The key and value slices passed to fn are valid only during that
+	// call; copy them to keep them. Scan sees the transaction's own writes
+	// when the backend supports it (Badger does). Scan checks the
+	// transaction's context between items.
+	Scan(opts ScanOptions, fn func(key, value []byte) (more bool, err error)) error
+}
+
+// ScanOptions selects a range of keys for Txn.Scan.
+type ScanOptions struct {
+	// Prefix limits the scan to keys that start with it. Empty means the
+	// whole store.
+	Prefix []byte
+
+	// Start is where the scan begins, inclusive. It must start with
+	// Prefix when both are set. Forward scans begin at the first key >=
+	// Start; reverse scans at the last key <= Start. Empty means the
+	// beginning of the range (the end of it, for reverse scans).
+	Start []byte
+
+	// Reverse scans from the highest key to the lowest.
+	Reverse bool
+
+	// KeysOnly skips reading values; fn receives a nil value.
+	KeysOnly bool
+}
