@@ -1,0 +1,451 @@
+package kms
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"strings"
+	"time"
+)
+
+// Flags are the permissions of a credential: flag name -> granted. Names
+// are dot-separated and lower-case; docs/PERMISSIONS.md lists them. A
+// segment "*" stands for any value of that segment (keyring.*.rotate), and
+// the flag "*" alone grants everything.
+type Flags map[string]bool
+
+// Flag names outside the key rings. Key ring flags are built by RingFlag.
+const (
+	FlagRoot          = "*"
+	FlagAccountsRead  = "accounts.read"
+	FlagAccountsWrite = "accounts.write"
+	FlagAPIKeysRead   = "apikeys.read"
+	FlagAPIKeysWrite  = "apikeys.write"
+)
+
+// Operations on key rings, the last segment of keyring.<ring>.<op> flags.
+const (
+	OpCreate  = "create"  // create the ring
+	OpRead    = "read"    // read the ring, its keys' list, a key, its configuration; list rings (keyring.*.read); look up hashes and headers
+	OpEncrypt = "encrypt" // POST /ks/encrypt
+	OpDecrypt = "decrypt" // POST /ks/decrypt
+	OpRotate  = "rotate"  // rotate the ring
+	OpConfig  = "config"  // change the ring's configuration
+	OpDelete  = "delete"  // delete the ring
+)
+
+// RingFlag returns the flag that grants op on the ring named ring.
+func RingFlag(ring, op string) string {
+	return "keyring." + strings.ToLower(ring) + "." + op
+}
+
+// Allows reports whether the flags grant flag: exactly, through "*" alone,
+// or through a flag with "*" in place of one of flag's segments.
+func (f Flags) Allows(flag string) bool {
+	if f[FlagRoot] || f[flag] {
+		return true
+	}
+	segs := strings.Split(flag, ".")
+	for i := range segs {
+		saved := segs[i]
+		segs[i] = "*"
+		ok := f[strings.Join(segs, ".")]
+		segs[i] = saved
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// maxFlagLen bounds one flag name; maxFlags the flags of one credential.
+const (
+	maxFlagLen = 200
+	maxFlags   = 1000
+)
+
+// normalize validates the flags and returns them with lower-case names.
+func (f Flags) normalize() (Flags, error) {
+	if len(f) > maxFlags {
+		return nil, Errorf(KindInvalid, "flags: at most %d", maxFlags)
+	}
+	out := make(Flags, len(f))
+	for name, v := range f {
+		n := strings.ToLower(name)
+		if n == "" || len(n) > maxFlagLen {
+			return nil, Errorf(KindInvalid, "flags: a flag name must have 1 to %d characters", maxFlagLen)
+		}
+		for _, seg := range strings.Split(n, ".") {
+			if seg == "" {
+				return nil, Errorf(KindInvalid, "flags: %q has an empty segment", name)
+			}
+			for _, c := range seg {
+				if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '*') {
+					return nil, Errorf(KindInvalid, "flags: %q has a character other than a-z, 0-9, '_', '-', '*' and '.'", name)
+				}
+			}
+		}
+		out[n] = v
+	}
+	return out, nil
+}
+
+// rings returns the lower-case names of the rings that the flags name in a
+// keyring.<ring>.<op> flag (granted or not), without the wildcard.
+func (f Flags) rings() []string {
+	seen := map[string]bool{}
+	var out []string
+	for name := range f {
+		rest, ok := strings.CutPrefix(name, "keyring.")
+		if !ok {
+			continue
+		}
+		ring, _, ok := strings.Cut(rest, ".")
+		if !ok || ring == "*" || seen[ring] {
+			continue
+		}
+		seen[ring] = true
+		out = append(out, ring)
+	}
+	return out
+}
+
+// Account is a tenant: API keys belong to one.
+type Account struct {
+	ID        string         `json:"id"`
+	UID       string         `json:"uid"`
+	Notes     string         `json:"notes"`
+	Props     map[string]any `json:"props"`
+	CreatedAt time.Time      `json:"createdAt"`
+	UpdatedAt time.Time      `json:"updatedAt"`
+}
+
+// AccountInput creates an Account.
+type AccountInput struct {
+	UID   string         `json:"uid"`
+	Notes string         `json:"notes"`
+	Props map[string]any `json:"props"`
+}
+
+// APIKey is a credential of an Account. Key, the secret, is set only in the
+// answer to its creation; the service keeps only its SHA-256 digest.
+type APIKey struct {
+	Key        string         `json:"key,omitempty"`
+	KeyID      string         `json:"keyid"`
+	Active     bool           `json:"active"`
+	AccountID  string         `json:"accountId"`
+	References APIKeyRefs     `json:"references"`
+	Flags      Flags          `json:"flags"`
+	Props      map[string]any `json:"props"`
+	CreatedAt  time.Time      `json:"createdAt"`
+	UpdatedAt  time.Time      `json:"updatedAt"`
+}
+
+// APIKeyRefs are the references of an API key.
+type APIKeyRefs struct {
+	AccountID string `json:"accountId"`
+}
+
+// apiKeyRecord is an APIKey as stored: the digest in place of the secret.
+type apiKeyRecord struct {
+	APIKey
+	Digest string `json:"digest"`
+}
+
+// APIKeyInput creates an API key.
+type APIKeyInput struct {
+	// AccountID names the Account; with AccountByUID it is the Account's
+	// UID instead.
+	AccountID    string
+	AccountByUID bool
+	Flags        Flags
+	Props        map[string]any
+}
+
+// apiKeyPrefix starts every generated API key secret.
+const apiKeyPrefix = "rk_"
+
+// minSecretLen is the shortest API key secret accepted (bootstrap keys).
+const minSecretLen = 32
+
+func newSecret(prefix string) string {
+	var b [32]byte
+	rand.Read(b[:])
+	return prefix + base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func secretDigest(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:])
+}
+
+// CreateAccount creates an Account. It needs the flag accounts.write.
+func (s *Service) CreateAccount(ctx context.Context, in AccountInput) (*Account, error) {
+	p, err := s.authorize(ctx, "account.create", "", FlagAccountsWrite)
+	if err != nil {
+		return nil, err
+	}
+	if in.UID == "" {
+		return nil, Errorf(KindInvalid, "uid is required")
+	}
+	now := s.now()
+	a := &Account{ID: newID(now), UID: in.UID, Notes: in.Notes, Props: orEmpty(in.Props), CreatedAt: now, UpdatedAt: now}
+	act := s.newActivity(p, "account.create", "", true, map[string]any{"accountId": a.ID})
+	err = s.journal.submit(act, func(tx Txn) error { return putAccount(tx, a) }, nil)
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+func putAccount(tx Txn, a *Account) error {
+	uidKey := join(pfxAccountUI, []byte(a.UID))
+	if _, err := tx.Get(uidKey); err == nil {
+		return Errorf(KindConflict, "an account with uid %q already exists", a.UID)
+	} else if !isNotFound(err) {
+		return err
+	}
+	v, err := json.Marshal(a)
+	if err != nil {
+		return err
+	}
+	if err := tx.Set(join(pfxAccount, []byte(a.ID)), v); err != nil {
+		return err
+	}
+	return tx.Set(uidKey, []byte(a.ID))
+}
+
+func getAccount(tx Txn, id string, byUID bool) (*Account, error) {
+	if byUID {
+		v, err := tx.Get(join(pfxAccountUI, []byte(id)))
+		if isNotFound(err) {
+			return nil, Errorf(KindNotFound, "account not found")
+		} else if err != nil {
+			return nil, err
+		}
+		id = string(v)
+	}
+	v, err := tx.Get(join(pfxAccount, []byte(id)))
+	if isNotFound(err) {
+		return nil, Errorf(KindNotFound, "account not found")
+	} else if err != nil {
+		return nil, err
+	}
+	var a Account
+	if err := json.Unmarshal(v, &a); err != nil {
+		return nil, err
+	}
+	return &a, nil
+}
+
+// CreateAPIKey creates an API key for an Account and returns it in full,
+// with its secret: the only time the secret is shown. It needs the flag
+// apikeys.write, and the caller may grant only flags it holds itself.
+func (s *Service) CreateAPIKey(ctx context.Context, in APIKeyInput) (*APIKey, error) {
+	p, err := s.authorize(ctx, "apikey.create", "", FlagAPIKeysWrite)
+	if err != nil {
+		return nil, err
+	}
+	flags, err := in.Flags.normalize()
+	if err != nil {
+		return nil, err
+	}
+	for name, granted := range flags {
+		if granted && !p.Can(name) {
+			return nil, Errorf(KindPermissionDenied, "cannot grant flag %q: the caller does not hold it", name)
+		}
+	}
+	return s.createAPIKey(p, in, flags, newSecret(apiKeyPrefix))
+}
+
+func (s *Service) createAPIKey(p *Principal, in APIKeyInput, flags Flags, secret string) (*APIKey, error) {
+	if in.AccountID == "" {
+		return nil, Errorf(KindInvalid, "accountId is required")
+	}
+	now := s.now()
+	k := &apiKeyRecord{
+		APIKey: APIKey{KeyID: newID(now), Active: true, Flags: flags, Props: orEmpty(in.Props), CreatedAt: now, UpdatedAt: now},
+		Digest: secretDigest(secret),
+	}
+	act := s.newActivity(p, "apikey.create", "", true, map[string]any{"apikeyId": k.KeyID})
+	err := s.journal.submit(act, func(tx Txn) error {
+		a, err := getAccount(tx, in.AccountID, in.AccountByUID)
+		if err != nil {
+			return err
+		}
+		k.AccountID, k.References.AccountID = a.ID, a.ID
+		return putAPIKey(tx, k)
+	}, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := k.APIKey
+	out.Key = secret
+	return &out, nil
+}
+
+func putAPIKey(tx Txn, k *apiKeyRecord) error {
+	v, err := json.Marshal(k)
+	if err != nil {
+		return err
+	}
+	if err := tx.Set(join(pfxAPIKey, []byte(k.KeyID)), v); err != nil {
+		return err
+	}
+	if err := tx.Set(join(pfxAPIDigest, []byte(k.Digest)), []byte(k.KeyID)); err != nil {
+		return err
+	}
+	for _, ring := range k.Flags.rings() {
+		if err := tx.Set(join(pfxAPIRing, []byte(ring), sep, []byte(k.KeyID)), nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func getAPIKey(tx Txn, id string) (*apiKeyRecord, error) {
+	v, err := tx.Get(join(pfxAPIKey, []byte(id)))
+	if isNotFound(err) {
+		return nil, Errorf(KindNotFound, "API key not found")
+	} else if err != nil {
+		return nil, err
+	}
+	var k apiKeyRecord
+	if err := json.Unmarshal(v, &k); err != nil {
+		return nil, err
+	}
+	return &k, nil
+}
+
+// Authenticate returns the principal of a bearer secret: an active API key
+// of an existing Account. Any other secret is an Unauthenticated error that
+// says nothing of why.
+func (s *Service) Authenticate(ctx context.Context, secret string) (*Principal, error) {
+	if secret == "" || len(secret) > 512 {
+		return nil, errBadCredential
+	}
+	digest := secretDigest(secret)
+	if p, ok := s.principals.get(digest); ok {
+		return p, nil
+	}
+	gen := s.principals.generation()
+	var p *Principal
+	err := s.store.View(ctx, func(tx Txn) error {
+		id, err := tx.Get(join(pfxAPIDigest, []byte(digest)))
+		if err != nil {
+			return err
+		}
+		k, err := getAPIKey(tx, string(id))
+		if err != nil {
+			return err
+		}
+		if !k.Active {
+			return errBadCredential
+		}
+		if _, err := getAccount(tx, k.AccountID, false); err != nil {
+			return err
+		}
+		p = &Principal{Kind: PrincipalAPIKey, ID: k.KeyID, AccountID: k.AccountID, flags: k.Flags}
+		return nil
+	})
+	if isNotFound(err) || ErrorKind(err) == KindUnauthenticated {
+		return nil, errBadCredential
+	}
+	if err != nil {
+		return nil, internalError("authenticate", err)
+	}
+	s.principals.fill(digest, p, gen)
+	return p, nil
+}
+
+var errBadCredential = Errorf(KindUnauthenticated, "invalid credential")
+
+// authorize returns the caller when it holds flag. When it does not, it
+// records the denial of action (on ring, if any) and returns a
+// PermissionDenied error naming the flag.
+func (s *Service) authorize(ctx context.Context, action, ring, flag string) (*Principal, error) {
+	p, err := principal(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if p.Can(flag) {
+		return p, nil
+	}
+	act := s.newActivity(p, action, ring, false, map[string]any{"flag": flag})
+	if err := s.journal.submit(act, nil, nil); err != nil {
+		return nil, err
+	}
+	return nil, Errorf(KindPermissionDenied, "missing permission flag %s", flag)
+}
+
+// BootstrapResult says what Bootstrap did.
+type BootstrapResult struct {
+	Created   bool   // false when the store already had an API key
+	AccountID string // the root Account, when created
+	KeyID     string // the root API key, when created
+	Secret    string // the generated secret, when none was given; shown once
+}
+
+// BootstrapAccountUID is the uid of the Account that Bootstrap creates.
+const BootstrapAccountUID = "root"
+
+// Bootstrap makes a store usable: when it holds no API key at all, it
+// creates the root Account and an API key with the flag "*". The key's
+// secret is secret when given (at least 32 characters), or a new one that
+// the result carries, to be shown once. On a store that has API keys,
+// Bootstrap does nothing.
+func (s *Service) Bootstrap(ctx context.Context, secret string) (BootstrapResult, error) {
+	if secret != "" && len(secret) < minSecretLen {
+		return BootstrapResult{}, Errorf(KindInvalid, "bootstrap API key must have at least %d characters", minSecretLen)
+	}
+	var empty bool
+	err := s.store.View(ctx, func(tx Txn) error {
+		empty = true
+		return tx.Scan(ScanOptions{Prefix: pfxAPIKey, KeysOnly: true}, func(_, _ []byte) (bool, error) {
+			empty = false
+			return false, nil
+		})
+	})
+	if err != nil || !empty {
+		return BootstrapResult{}, err
+	}
+	generated := secret == ""
+	if generated {
+		secret = newSecret(apiKeyPrefix)
+	}
+	now := s.now()
+	sys := &Principal{Kind: PrincipalAPIKey, ID: "bootstrap", flags: Flags{FlagRoot: true}}
+	acct := &Account{ID: newID(now), UID: BootstrapAccountUID, Notes: "created by bootstrap", Props: map[string]any{}, CreatedAt: now, UpdatedAt: now}
+	k := &apiKeyRecord{
+		APIKey: APIKey{KeyID: newID(now), Active: true, AccountID: acct.ID, References: APIKeyRefs{AccountID: acct.ID},
+			Flags: Flags{FlagRoot: true}, Props: map[string]any{}, CreatedAt: now, UpdatedAt: now},
+		Digest: secretDigest(secret),
+	}
+	act := s.newActivity(sys, "bootstrap", "", true, map[string]any{"accountId": acct.ID, "apikeyId": k.KeyID})
+	// The Account and its key commit together, so a crash leaves either
+	// both or neither, and a restart bootstraps again.
+	err = s.journal.submit(act, func(tx Txn) error {
+		if err := putAccount(tx, acct); err != nil {
+			return err
+		}
+		return putAPIKey(tx, k)
+	}, nil)
+	if err != nil {
+		return BootstrapResult{}, err
+	}
+	res := BootstrapResult{Created: true, AccountID: acct.ID, KeyID: k.KeyID}
+	if generated {
+		res.Secret = secret
+	}
+	return res, nil
+}
+
+func orEmpty(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
+}

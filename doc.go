@@ -1,0 +1,38 @@
+// Package kms is ringkms: a key-management service as an embeddable Go
+// library. A Service keeps key rings of AES-256 keys, hands their keys out
+// wrapped for each ring's public key, binds every hand-out to a unique hash
+// and a signed header, checks credentials and permission flags, and keeps a
+// hash-chained audit trail of every operation, over a pluggable Store.
+//
+// # Using it
+//
+// Open a store (store/badgerstore), build a Service with a master key, and
+// call its methods with the caller's Principal in the context:
+//
+//	st, _ := badgerstore.OpenDir(dir)
+//	svc, _ := kms.New(st, kms.Options{MasterKey: mk})
+//	p, _ := svc.Authenticate(ctx, apiKeySecret)
+//	res, _ := svc.Encrypt(kms.WithPrincipal(ctx, p), kms.EncryptInput{RingName: "payments"})
+//
+// Package httpapi serves the same methods over HTTP; cmd/kmsd is the server.
+//
+// # Keys
+//
+// Rings of the /ks group are zero-knowledge: each key is generated, wrapped
+// with HPKE (X-Wing by default, X25519 or a caller's RSA key by choice) for
+// the ring's public key, and stored only wrapped. The ring's private key is
+// returned once at creation and never stored. Rings of the /asym group keep
+// their private key sealed under the master key and return keys in the
+// clear. docs/FORMAT.md describes keyData, hashes and headers bit for bit.
+//
+// # Writes and the audit trail
+//
+// Every write, and every activity record, goes through one journal that
+// commits them in batches, durably, with each operation and its record in
+// the same transaction. Records are hash-chained (VerifyActivityChain).
+//
+// # Errors
+//
+// Every error is an *Error of a Kind; branch with errors.Is against the
+// sentinels (ErrNotFound, ErrPermissionDenied...) or with ErrorKind.
+package kms

@@ -1,0 +1,175 @@
+package kms
+
+import (
+	"crypto/ed25519"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+)
+
+// Hash and header formats, version 1. docs/FORMAT.md is their
+// specification; the constants here are its numbers.
+//
+// hash (65 bytes, unpadded URL-safe base64, 87 characters):
+//
+//	0      version (0x01)
+//	1..16  ring ID
+//	17..32 key ID
+//	33..48 nonce (random)
+//	49..64 HMAC-SHA256(hash key, bytes 0..48), first 16 bytes
+//
+// header (unpadded URL-safe base64):
+//
+//	0       version (0x01)
+//	1       flags: bit 0 set when an Asset is signed
+//	2..9    signing key ID
+//	10..17  issued at, epoch milliseconds, big-endian
+//	18..82  the hash, raw
+//	[83..98 Asset ID, 99..130 SHA-256 digest of the Asset: only with flag bit 0]
+//	then    Ed25519 signature over "ringkms-header-v1" and every byte before it
+//	then    HMAC-SHA256(header key, every byte before it), first 16 bytes
+const (
+	formatVersion = 1
+
+	hashIDLen    = 16
+	hashNonceLen = 16
+	macLen       = 16
+	hashLen      = 1 + 2*hashIDLen + hashNonceLen + macLen // 65
+
+	headerFlagAsset = 1 << 0
+	headerFixedLen  = 1 + 1 + 8 + 8 + hashLen // 83
+	headerAssetLen  = 16 + 32
+	headerSigCtx    = "ringkms-header-v1"
+)
+
+// newHash makes the hash of one encrypt call for the key keyID of ring ringID.
+func (s *Service) newHash(ringID, keyID [16]byte) []byte {
+	b := make([]byte, hashLen)
+	b[0] = formatVersion
+	copy(b[1:17], ringID[:])
+	copy(b[17:33], keyID[:])
+	rand.Read(b[33:49])
+	mac := hmac.New(sha256.New, s.hashKey[:])
+	mac.Write(b[:49])
+	copy(b[49:], mac.Sum(nil)[:macLen])
+	return b
+}
+
+// hashRef is what a verified hash names.
+type hashRef struct {
+	raw    []byte
+	ringID string
+	keyID  string
+}
+
+// parseHash decodes and verifies a hash. A malformed hash and a forged or
+// altered one are both Invalid errors; the message says which.
+func (s *Service) parseHash(text string) (hashRef, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(text)
+	if err != nil || len(raw) != hashLen {
+		return hashRef{}, Errorf(KindInvalid, "hash is malformed")
+	}
+	if raw[0] != formatVersion {
+		return hashRef{}, Errorf(KindInvalid, "hash has unknown version %d", raw[0])
+	}
+	mac := hmac.New(sha256.New, s.hashKey[:])
+	mac.Write(raw[:49])
+	if !hmac.Equal(mac.Sum(nil)[:macLen], raw[49:]) {
+		return hashRef{}, Errorf(KindInvalid, "hash failed verification: it was altered or not issued by this service")
+	}
+	return hashRef{raw: raw, ringID: hex.EncodeToString(raw[1:17]), keyID: hex.EncodeToString(raw[17:33])}, nil
+}
+
+// assetSeal is what a header binds of an Asset.
+type assetSeal struct {
+	id     [16]byte
+	digest [32]byte
+}
+
+// newHeader makes the signed header of an encrypt call.
+func (s *Service) newHeader(hash []byte, issuedMs int64, asset *assetSeal) []byte {
+	n := headerFixedLen
+	if asset != nil {
+		n += headerAssetLen
+	}
+	b := make([]byte, n, n+ed25519.SignatureSize+macLen)
+	b[0] = formatVersion
+	copy(b[2:10], s.signID[:])
+	binary.BigEndian.PutUint64(b[10:18], uint64(issuedMs))
+	copy(b[18:83], hash)
+	if asset != nil {
+		b[1] |= headerFlagAsset
+		copy(b[83:99], asset.id[:])
+		copy(b[99:131], asset.digest[:])
+	}
+	msg := make([]byte, 0, len(headerSigCtx)+len(b))
+	msg = append(append(msg, headerSigCtx...), b...)
+	b = append(b, ed25519.Sign(s.signKey, msg)...)
+	mac := hmac.New(sha256.New, s.headerKey[:])
+	mac.Write(b)
+	return mac.Sum(b)[:len(b)+macLen]
+}
+
+// headerInfo is a decoded header.
+type headerInfo struct {
+	version  int
+	issuedMs int64
+	signID   [8]byte
+	hash     []byte
+	asset    *assetSeal
+	body     []byte // the signed bytes
+	sig      []byte
+	macOK    bool
+}
+
+// parseHeader decodes a header and checks its MAC, which proves that this
+// service issued it unchanged. It does not check the Ed25519 signature,
+// which is for third parties; verifySignature does.
+func (s *Service) parseHeader(text string) (*headerInfo, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(text)
+	if err != nil || len(raw) < headerFixedLen+ed25519.SignatureSize+macLen {
+		return nil, Errorf(KindInvalid, "header is malformed")
+	}
+	if raw[0] != formatVersion {
+		return nil, Errorf(KindInvalid, "header has unknown version %d", raw[0])
+	}
+	h := &headerInfo{version: int(raw[0])}
+	n := headerFixedLen
+	if raw[1]&headerFlagAsset != 0 {
+		n += headerAssetLen
+	}
+	if raw[1]&^headerFlagAsset != 0 || len(raw) != n+ed25519.SignatureSize+macLen {
+		return nil, Errorf(KindInvalid, "header is malformed")
+	}
+	copy(h.signID[:], raw[2:10])
+	h.issuedMs = int64(binary.BigEndian.Uint64(raw[10:18]))
+	h.hash = raw[18:83]
+	if n > headerFixedLen {
+		h.asset = &assetSeal{}
+		copy(h.asset.id[:], raw[83:99])
+		copy(h.asset.digest[:], raw[99:131])
+	}
+	h.body = raw[:n]
+	h.sig = raw[n : n+ed25519.SignatureSize]
+	mac := hmac.New(sha256.New, s.headerKey[:])
+	mac.Write(raw[:n+ed25519.SignatureSize])
+	h.macOK = hmac.Equal(mac.Sum(nil)[:macLen], raw[n+ed25519.SignatureSize:])
+	return h, nil
+}
+
+// verifySignature checks the header's Ed25519 signature against the
+// signing key it names.
+func (s *Service) verifySignature(h *headerInfo) bool {
+	s.verifyMu.RLock()
+	pub, ok := s.verify[h.signID]
+	s.verifyMu.RUnlock()
+	if !ok {
+		return false
+	}
+	msg := make([]byte, 0, len(headerSigCtx)+len(h.body))
+	msg = append(append(msg, headerSigCtx...), h.body...)
+	return ed25519.Verify(pub, msg, h.sig)
+}

@@ -1,0 +1,1006 @@
+package kms
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ringkms/kms/internal/wrap"
+)
+
+// AlgoAES256 is the one key algorithm of ringkms.
+const AlgoAES256 = "aes256"
+
+// Ring groups. Names are unique across both; each group sees only its own.
+const (
+	groupKS   = "ks"
+	groupAsym = "asym"
+)
+
+// maxRingNameLen bounds a key ring name.
+const maxRingNameLen = 64
+
+// KeyRing is a key ring of the /ks group, whose keys are handed out
+// wrapped for the ring's public key.
+type KeyRing struct {
+	ID              string         `json:"id"`
+	Name            string         `json:"name"`
+	DisplayName     string         `json:"displayName"`
+	ActiveKey       string         `json:"activeKey"`
+	ActiveAlgorithm string         `json:"activeAlgorithm"`
+	CreatedAt       time.Time      `json:"createdAt"`
+	UpdatedAt       time.Time      `json:"updatedAt"`
+	Props           map[string]any `json:"props"`
+	PublicKey       string         `json:"publicKey"`
+}
+
+// AsymKeyRing is a key ring of the /asym group, whose keys are handed out
+// as plain key strings.
+type AsymKeyRing struct {
+	ID              string    `json:"id"`
+	Name            string    `json:"name"`
+	DisplayName     string    `json:"displayName"`
+	ActiveKey       string    `json:"activeKey"`
+	ActiveAlgorithm string    `json:"activeAlgorithm"`
+	PublicKey       string    `json:"publicKey"`
+	CreatedAt       time.Time `json:"createdAt"`
+	UpdatedAt       time.Time `json:"updatedAt"`
+}
+
+// Key is an aes256 key of a /ks ring. KeyData is nil in key listings.
+type Key struct {
+	Type    string         `json:"type"`
+	ID      string         `json:"id"`
+	Props   map[string]any `json:"props"`
+	KeyData *KeyData       `json:"keyData,omitempty"`
+}
+
+// KeyData is a key wrapped for its ring's public key; docs/FORMAT.md
+// describes it bit for bit.
+type KeyData struct {
+	Version   int          `json:"version"`
+	Encrypted EncryptedKey `json:"encrypted"`
+	// IV is the HPKE encapsulated key (standard base64); empty for RSA.
+	IV string `json:"iv"`
+}
+
+// EncryptedKey holds the wrapped key.
+type EncryptedKey struct {
+	Key EncodedValue `json:"key"`
+}
+
+// EncodedValue is a wrapped value: Value is standard base64 of the
+// ciphertext; Encoding names the wrapping scheme (hpke-xwing, hpke-x25519
+// or rsa-oaep-sha256).
+type EncodedValue struct {
+	Value    string `json:"value"`
+	Encoding string `json:"encoding"`
+}
+
+// AsymKey is a key of an /asym ring, with the key itself.
+type AsymKey struct {
+	Type    string         `json:"type"`
+	ID      string         `json:"id"`
+	Props   map[string]any `json:"props"`
+	KeyData AsymKeyData    `json:"keyData"`
+}
+
+// AsymKeyData carries a plain key: standard base64 of its 32 bytes.
+type AsymKeyData struct {
+	Key string `json:"key"`
+}
+
+// KeyRingConfig is the configuration of a ring.
+type KeyRingConfig struct {
+	// Props are the ring's props (the same as KeyRing.Props).
+	Props map[string]any `json:"props"`
+	// Key.Props are given to every key the ring makes from now on.
+	Key ConfigKey `json:"key"`
+	// Algos configure each algorithm.
+	Algos ConfigAlgos `json:"algos"`
+}
+
+// ConfigKey configures the ring's new keys.
+type ConfigKey struct {
+	Props map[string]any `json:"props"`
+}
+
+// ConfigAlgos configures each algorithm of a ring.
+type ConfigAlgos struct {
+	AES256 AlgoConfig `json:"aes256"`
+}
+
+// AlgoConfig configures one algorithm.
+type AlgoConfig struct {
+	// MaxEncryptCount, when above zero, is how many encrypt calls one key
+	// serves: the call after the last one rotates the ring first.
+	MaxEncryptCount int64 `json:"maxEncryptCount"`
+}
+
+// RingRef names a ring: by name (case-insensitive), or by ID when ByID.
+type RingRef struct {
+	Name string
+	ByID bool
+}
+
+// CreateKeyRingInput creates a /ks key ring.
+type CreateKeyRingInput struct {
+	Name        string         `json:"name"`
+	DisplayName string         `json:"displayName"`
+	Algo        string         `json:"algo"`
+	Props       map[string]any `json:"props"`
+	KeyProps    map[string]any `json:"keyProps"`
+	// PublicKey is the caller's own public key (see docs/FORMAT.md for
+	// the encodings). When empty, the service makes a key pair and
+	// returns its private key once.
+	PublicKey string `json:"publicKey"`
+	// KEM chooses the generated key pair: "xwing" (ML-KEM-768 + X25519,
+	// the default) or "x25519". It is ignored with PublicKey.
+	KEM string `json:"kem"`
+}
+
+// CreateKeyRingResult is the answer to CreateKeyRing.
+type CreateKeyRingResult struct {
+	Ring *KeyRing `json:"ring"`
+	Key  *Key     `json:"key"`
+	// PrivateKey is standard base64 of the generated private key, set only
+	// when the caller brought no public key. The service keeps no copy.
+	PrivateKey string `json:"privateKey,omitempty"`
+}
+
+// CreateAsymKeyRingInput creates an /asym key ring.
+type CreateAsymKeyRingInput struct {
+	Name        string         `json:"name"`
+	DisplayName string         `json:"displayName"`
+	Algo        string         `json:"algo"`
+	Props       map[string]any `json:"props"`
+	KeyProps    map[string]any `json:"keyProps"`
+}
+
+// CreateAsymKeyRingResult is the answer to CreateAsymKeyRing.
+type CreateAsymKeyRingResult struct {
+	Ring *AsymKeyRing `json:"ring"`
+	Key  *AsymKey     `json:"key"`
+	// PrivateKey is standard base64 of the ring's X-Wing private key. The
+	// service keeps it, sealed under the master key, to unwrap the ring's
+	// keys; it is returned once so the caller can do the same offline.
+	PrivateKey string `json:"privateKey"`
+}
+
+// RotateInput rotates a ring.
+type RotateInput struct {
+	RingName string `json:"ringname"`
+	Algo     string `json:"algo"`
+}
+
+// DeleteKeyRingResult names the deleted ring.
+type DeleteKeyRingResult struct {
+	Name string `json:"name"`
+	ID   string `json:"id"`
+}
+
+// ringRecord is a ring as stored.
+type ringRecord struct {
+	ID          string         `json:"id"`
+	Name        string         `json:"name"`
+	DisplayName string         `json:"displayName"`
+	Group       string         `json:"group"`
+	ActiveKey   string         `json:"activeKey"`
+	CreatedAt   time.Time      `json:"createdAt"`
+	UpdatedAt   time.Time      `json:"updatedAt"`
+	Props       map[string]any `json:"props"`
+	PublicKey   string         `json:"publicKey"`
+	KeyProps    map[string]any `json:"keyProps"`
+	Algos       ConfigAlgos    `json:"algos"`
+	// SealedPrivate is the ring's private key, sealed: /asym rings only.
+	SealedPrivate []byte `json:"sealedPrivate,omitempty"`
+
+	pub *wrap.PublicKey
+}
+
+// keyRecord is a key as stored: wrapped, never in the clear.
+type keyRecord struct {
+	ID        string         `json:"id"`
+	RingID    string         `json:"ringId"`
+	Type      string         `json:"type"`
+	Props     map[string]any `json:"props"`
+	KeyData   KeyData        `json:"keyData"`
+	CreatedAt time.Time      `json:"createdAt"`
+}
+
+func (r *ringRecord) keyRing() *KeyRing {
+	return &KeyRing{ID: r.ID, Name: r.Name, DisplayName: r.DisplayName, ActiveKey: r.ActiveKey, ActiveAlgorithm: AlgoAES256,
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Props: orEmpty(r.Props), PublicKey: r.PublicKey}
+}
+
+func (r *ringRecord) asymKeyRing() *AsymKeyRing {
+	return &AsymKeyRing{ID: r.ID, Name: r.Name, DisplayName: r.DisplayName, ActiveKey: r.ActiveKey, ActiveAlgorithm: AlgoAES256,
+		PublicKey: r.PublicKey, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+}
+
+func (r *ringRecord) config() *KeyRingConfig {
+	return &KeyRingConfig{Props: orEmpty(r.Props), Key: ConfigKey{Props: orEmpty(r.KeyProps)}, Algos: r.Algos}
+}
+
+func (k *keyRecord) key(withData bool) *Key {
+	out := &Key{Type: AlgoAES256, ID: k.ID, Props: orEmpty(k.Props)}
+	if withData {
+		kd := k.KeyData
+		out.KeyData = &kd
+	}
+	return out
+}
+
+// ValidateRingName checks a key ring name: 1 to 64 characters, ASCII
+// letters, digits, '-' and '_', starting with a letter or digit. Names are
+// case-insensitive: "Payments" and "payments" are the same ring.
+func ValidateRingName(name string) error {
+	if name == "" {
+		return Errorf(KindInvalid, "name is required")
+	}
+	if len(name) > maxRingNameLen {
+		return Errorf(KindInvalid, "name must have at most %d characters", maxRingNameLen)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || c != '-' && c != '_') {
+			return Errorf(KindInvalid, "name %q is invalid: use 1 to %d letters, digits, '-' and '_', starting with a letter or digit", name, maxRingNameLen)
+		}
+	}
+	return nil
+}
+
+func checkAlgo(algo string) error {
+	if algo != "" && !strings.EqualFold(algo, AlgoAES256) {
+		return Errorf(KindInvalid, "algo %q is not supported: use aes256", algo)
+	}
+	return nil
+}
+
+// keyInfo binds a wrapped key to its ring and its ID; it is the HPKE info
+// string and the RSA-OAEP label.
+func keyInfo(ringID, keyID string) []byte {
+	return []byte("ringkms/keydata/v1/" + ringID + "/" + keyID)
+}
+
+// newKey makes an aes256 key and wraps it for pub. The plaintext key is
+// cleared before newKey returns.
+func (s *Service) newKey(ringID string, pub *wrap.PublicKey, props map[string]any) (*keyRecord, error) {
+	now := s.now().UTC()
+	k := &keyRecord{ID: newID(now), RingID: ringID, Type: AlgoAES256, Props: cloneMap(props), CreatedAt: now}
+	var secret [32]byte
+	rand.Read(secret[:])
+	defer clear(secret[:])
+	ct, enc, err := pub.Wrap(secret[:], keyInfo(ringID, k.ID))
+	if err != nil {
+		return nil, internalError("wrap key", err)
+	}
+	k.KeyData = KeyData{Version: formatVersion, IV: base64.StdEncoding.EncodeToString(enc),
+		Encrypted: EncryptedKey{Key: EncodedValue{Value: base64.StdEncoding.EncodeToString(ct), Encoding: string(pub.Scheme())}}}
+	return k, nil
+}
+
+func cloneMap(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// CreateKeyRing creates a /ks key ring and its first key. It needs the flag
+// keyring.<name>.create.
+func (s *Service) CreateKeyRing(ctx context.Context, in CreateKeyRingInput) (*CreateKeyRingResult, error) {
+	if err := ValidateRingName(in.Name); err != nil {
+		return nil, err
+	}
+	p, err := s.authorize(ctx, "keyring.create", strings.ToLower(in.Name), RingFlag(in.Name, OpCreate))
+	if err != nil {
+		return nil, err
+	}
+	if err := checkAlgo(in.Algo); err != nil {
+		return nil, err
+	}
+	var pub *wrap.PublicKey
+	var private string
+	if in.PublicKey != "" {
+		if pub, err = wrap.ParsePublicKey(in.PublicKey); err != nil {
+			return nil, Errorf(KindInvalid, "%v", err)
+		}
+	} else {
+		scheme, err := wrap.ParseScheme(in.KEM)
+		if err != nil {
+			return nil, Errorf(KindInvalid, "kem: %v", err)
+		}
+		priv, err := wrap.Generate(scheme)
+		if err != nil {
+			return nil, internalError("generate key pair", err)
+		}
+		raw := priv.Bytes()
+		private = base64.StdEncoding.EncodeToString(raw)
+		clear(raw)
+		pub = priv.Public()
+	}
+	r, k, err := s.createRing(p, groupKS, in.Name, in.DisplayName, in.Props, in.KeyProps, pub, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &CreateKeyRingResult{Ring: r.keyRing(), Key: k.key(true), PrivateKey: private}, nil
+}
+
+// CreateAsymKeyRing creates an /asym key ring and its first key. It needs
+// the flag keyring.<name>.create.
+func (s *Service) CreateAsymKeyRing(ctx context.Context, in CreateAsymKeyRingInput) (*CreateAsymKeyRingResult, error) {
+	if err := ValidateRingName(in.Name); err != nil {
+		return nil, err
+	}
+	p, err := s.authorize(ctx, "asym.keyring.create", strings.ToLower(in.Name), RingFlag(in.Name, OpCreate))
+	if err != nil {
+		return nil, err
+	}
+	if err := checkAlgo(in.Algo); err != nil {
+		return nil, err
+	}
+	priv, err := wrap.Generate(wrap.XWing)
+	if err != nil {
+		return nil, internalError("generate key pair", err)
+	}
+	raw := priv.Bytes()
+	defer clear(raw)
+	r, k, err := s.createRing(p, groupAsym, in.Name, in.DisplayName, in.Props, in.KeyProps, priv.Public(), raw)
+	if err != nil {
+		return nil, err
+	}
+	plain, err := s.openKey(r, k)
+	if err != nil {
+		return nil, err
+	}
+	return &CreateAsymKeyRingResult{Ring: r.asymKeyRing(), Key: plain, PrivateKey: base64.StdEncoding.EncodeToString(raw)}, nil
+}
+
+func (s *Service) createRing(p *Principal, group, name, display string, props, keyProps map[string]any,
+	pub *wrap.PublicKey, private []byte) (*ringRecord, *keyRecord, error) {
+	now := s.now().UTC()
+	if display == "" {
+		display = name
+	}
+	r := &ringRecord{ID: newID(now), Name: name, DisplayName: display, Group: group, CreatedAt: now, UpdatedAt: now,
+		Props: cloneMap(props), KeyProps: cloneMap(keyProps), PublicKey: pub.String(), pub: pub}
+	if private != nil {
+		r.SealedPrivate = s.sealer.Seal(private, ringPrivateAAD(r.ID))
+	}
+	k, err := s.newKey(r.ID, pub, r.KeyProps)
+	if err != nil {
+		return nil, nil, err
+	}
+	r.ActiveKey = k.ID
+	lower := strings.ToLower(name)
+	action := "keyring.create"
+	if group == groupAsym {
+		action = "asym.keyring.create"
+	}
+	act := s.newActivity(p, action, lower, true, map[string]any{"ringId": r.ID, "keyId": k.ID})
+	err = s.journal.submit(act, func(tx Txn) error {
+		nameKey := join(pfxRingName, []byte(lower))
+		if _, err := tx.Get(nameKey); err == nil {
+			return Errorf(KindConflict, "a key ring named %q already exists", name)
+		} else if !isNotFound(err) {
+			return err
+		}
+		if err := tx.Set(nameKey, []byte(r.ID)); err != nil {
+			return err
+		}
+		if err := tx.Set(join(pfxRingList, []byte(group), sep, []byte(lower)), []byte(r.ID)); err != nil {
+			return err
+		}
+		if err := putRing(tx, r); err != nil {
+			return err
+		}
+		return putKey(tx, k)
+	}, func() {
+		s.rings.set(r.ID, r)
+		s.ringNames.set(lower, r.ID)
+		s.keys.set(k.ID, k)
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, k, nil
+}
+
+func ringPrivateAAD(ringID string) []byte { return []byte("ring/private/" + ringID) }
+
+func putRing(tx Txn, r *ringRecord) error {
+	v, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return tx.Set(join(pfxRing, []byte(r.ID)), v)
+}
+
+func putKey(tx Txn, k *keyRecord) error {
+	v, err := json.Marshal(k)
+	if err != nil {
+		return err
+	}
+	return tx.Set(join(pfxKey, []byte(k.RingID), sep, []byte(k.ID)), v)
+}
+
+func loadRing(tx Txn, id string) (*ringRecord, error) {
+	v, err := tx.Get(join(pfxRing, []byte(id)))
+	if isNotFound(err) {
+		return nil, Errorf(KindNotFound, "key ring not found")
+	} else if err != nil {
+		return nil, err
+	}
+	var r ringRecord
+	if err := json.Unmarshal(v, &r); err != nil {
+		return nil, err
+	}
+	if r.pub, err = wrap.ParsePublicKey(r.PublicKey); err != nil {
+		return nil, Errorf(KindInternal, "key ring %s has a corrupt public key", r.ID)
+	}
+	return &r, nil
+}
+
+func loadKey(tx Txn, ringID, keyID string) (*keyRecord, error) {
+	v, err := tx.Get(join(pfxKey, []byte(ringID), sep, []byte(keyID)))
+	if isNotFound(err) {
+		return nil, Errorf(KindNotFound, "key not found")
+	} else if err != nil {
+		return nil, err
+	}
+	var k keyRecord
+	if err := json.Unmarshal(v, &k); err != nil {
+		return nil, err
+	}
+	return &k, nil
+}
+
+// ringByID returns a ring of group by ID, from the cache or the store.
+func (s *Service) ringByID(ctx context.Context, group, id string) (*ringRecord, error) {
+	r, ok := s.rings.get(id)
+	if !ok {
+		gen := s.rings.generation()
+		err := s.store.View(ctx, func(tx Txn) error {
+			var err error
+			r, err = loadRing(tx, id)
+			return err
+		})
+		if err != nil {
+			return nil, internalError("read key ring", err)
+		}
+		s.rings.fill(id, r, gen)
+	}
+	if r.Group != group {
+		return nil, Errorf(KindNotFound, "key ring not found")
+	}
+	return r, nil
+}
+
+// ringByName returns a ring of group by name, from the cache or the store.
+func (s *Service) ringByName(ctx context.Context, group, name string) (*ringRecord, error) {
+	if err := ValidateRingName(name); err != nil {
+		return nil, err
+	}
+	lower := strings.ToLower(name)
+	id, ok := s.ringNames.get(lower)
+	if !ok {
+		gen := s.ringNames.generation()
+		err := s.store.View(ctx, func(tx Txn) error {
+			v, err := tx.Get(join(pfxRingName, []byte(lower)))
+			if isNotFound(err) {
+				return Errorf(KindNotFound, "key ring %q not found", name)
+			}
+			id = string(v)
+			return err
+		})
+		if err != nil {
+			return nil, internalError("read key ring", err)
+		}
+		s.ringNames.fill(lower, id, gen)
+	}
+	r, err := s.ringByID(ctx, group, id)
+	if isNotFound(err) {
+		return nil, Errorf(KindNotFound, "key ring %q not found", name)
+	}
+	return r, err
+}
+
+// keyByID returns a key of a ring, from the cache or the store.
+func (s *Service) keyByID(ctx context.Context, ringID, keyID string) (*keyRecord, error) {
+	if k, ok := s.keys.get(keyID); ok && k.RingID == ringID {
+		return k, nil
+	}
+	gen := s.keys.generation()
+	var k *keyRecord
+	err := s.store.View(ctx, func(tx Txn) error {
+		var err error
+		k, err = loadKey(tx, ringID, keyID)
+		return err
+	})
+	if err != nil {
+		return nil, internalError("read key", err)
+	}
+	s.keys.fill(keyID, k, gen)
+	return k, nil
+}
+
+// resolveRing finds the ring named by ref and checks the caller holds op
+// on it. With a name, the flag is checked first, so a caller without it
+// learns nothing of the ring's existence; with an ID, the ring must be read
+// to learn its name.
+func (s *Service) resolveRing(ctx context.Context, group string, ref RingRef, action, op string) (*Principal, *ringRecord, error) {
+	if !ref.ByID {
+		if err := ValidateRingName(ref.Name); err != nil {
+			return nil, nil, err
+		}
+		p, err := s.authorize(ctx, action, strings.ToLower(ref.Name), RingFlag(ref.Name, op))
+		if err != nil {
+			return nil, nil, err
+		}
+		r, err := s.ringByName(ctx, group, ref.Name)
+		if err != nil {
+			return nil, nil, s.recordFailure(p, action, strings.ToLower(ref.Name), err)
+		}
+		return p, r, nil
+	}
+	p, err := principal(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, ok := parseID(ref.Name); !ok {
+		return nil, nil, Errorf(KindInvalid, "key ring ID %q is malformed", ref.Name)
+	}
+	r, err := s.ringByID(ctx, group, ref.Name)
+	if err != nil {
+		return nil, nil, s.recordFailure(p, action, "", err)
+	}
+	if _, err := s.authorize(ctx, action, strings.ToLower(r.Name), RingFlag(r.Name, op)); err != nil {
+		return nil, nil, err
+	}
+	return p, r, nil
+}
+
+// recordFailure records a granted operation that failed (a missing ring,
+// say) and returns its error, or the journal's when recording failed.
+func (s *Service) recordFailure(p *Principal, action, ring string, opErr error) error {
+	if ErrorKind(opErr) == KindInternal {
+		return opErr
+	}
+	if err := s.record(p, action, ring, nil, opErr); err != nil {
+		return err
+	}
+	return opErr
+}
+
+// GetKeyRing returns a /ks ring. It needs keyring.<name>.read.
+func (s *Service) GetKeyRing(ctx context.Context, ref RingRef) (*KeyRing, error) {
+	p, r, err := s.resolveRing(ctx, groupKS, ref, "keyring.read", OpRead)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.record(p, "keyring.read", strings.ToLower(r.Name), map[string]any{"ringId": r.ID}, nil); err != nil {
+		return nil, err
+	}
+	return r.keyRing(), nil
+}
+
+// ListKeyRings pages through the /ks rings in name order. It needs
+// keyring.*.read.
+func (s *Service) ListKeyRings(ctx context.Context, req PageRequest) (*List[*KeyRing], error) {
+	p, err := s.authorize(ctx, "keyring.list", "", RingFlag("*", OpRead))
+	if err != nil {
+		return nil, err
+	}
+	out := &List[*KeyRing]{Data: []*KeyRing{}}
+	prefix := join(pfxRingList, []byte(groupKS), sep)
+	err = s.store.View(ctx, func(tx Txn) error {
+		var err error
+		out.Pagination, err = s.pager.scan(ctx, tx, "keyrings", prefix, req, false, func(_, v []byte) (bool, error) {
+			r, err := loadRing(tx, string(v))
+			if err != nil {
+				return false, err
+			}
+			out.Data = append(out.Data, r.keyRing())
+			return true, nil
+		})
+		return err
+	})
+	if err != nil {
+		return nil, s.recordFailure(p, "keyring.list", "", internalError("list key rings", err))
+	}
+	if err := s.record(p, "keyring.list", "", map[string]any{"count": out.Pagination.Count}, nil); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ListKeys pages through the keys of a /ks ring, oldest first, without
+// their key data. It needs keyring.<name>.read.
+func (s *Service) ListKeys(ctx context.Context, ref RingRef, req PageRequest) (*List[*Key], error) {
+	p, r, err := s.resolveRing(ctx, groupKS, ref, "key.list", OpRead)
+	if err != nil {
+		return nil, err
+	}
+	out := &List[*Key]{Data: []*Key{}}
+	prefix := join(pfxKey, []byte(r.ID), sep)
+	err = s.store.View(ctx, func(tx Txn) error {
+		var err error
+		out.Pagination, err = s.pager.scan(ctx, tx, "keys/"+r.ID, prefix, req, false, func(_, v []byte) (bool, error) {
+			var k keyRecord
+			if err := json.Unmarshal(v, &k); err != nil {
+				return false, err
+			}
+			out.Data = append(out.Data, k.key(false))
+			return true, nil
+		})
+		return err
+	})
+	if err != nil {
+		return nil, s.recordFailure(p, "key.list", strings.ToLower(r.Name), internalError("list keys", err))
+	}
+	if err := s.record(p, "key.list", strings.ToLower(r.Name), map[string]any{"ringId": r.ID, "count": out.Pagination.Count}, nil); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// GetKey returns a key of a /ks ring with its wrapped key data. It needs
+// keyring.<name>.read.
+func (s *Service) GetKey(ctx context.Context, ref RingRef, keyID string) (*Key, error) {
+	p, r, k, err := s.resolveKey(ctx, groupKS, ref, keyID, "key.read")
+	if err != nil {
+		return nil, err
+	}
+	if err := s.record(p, "key.read", strings.ToLower(r.Name), map[string]any{"ringId": r.ID, "keyId": k.ID}, nil); err != nil {
+		return nil, err
+	}
+	return k.key(true), nil
+}
+
+func (s *Service) resolveKey(ctx context.Context, group string, ref RingRef, keyID, action string) (*Principal, *ringRecord, *keyRecord, error) {
+	p, r, err := s.resolveRing(ctx, group, ref, action, OpRead)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if _, ok := parseID(keyID); !ok {
+		return nil, nil, nil, s.recordFailure(p, action, strings.ToLower(r.Name), Errorf(KindInvalid, "key ID %q is malformed", keyID))
+	}
+	k, err := s.keyByID(ctx, r.ID, keyID)
+	if err != nil {
+		return nil, nil, nil, s.recordFailure(p, action, strings.ToLower(r.Name), err)
+	}
+	return p, r, k, nil
+}
+
+// GetAsymKey returns a key of an /asym ring, unwrapped. It needs
+// keyring.<name>.read.
+func (s *Service) GetAsymKey(ctx context.Context, ref RingRef, keyID string) (*AsymKey, error) {
+	p, r, k, err := s.resolveKey(ctx, groupAsym, ref, keyID, "asym.key.read")
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.openKey(r, k)
+	if err != nil {
+		return nil, s.recordFailure(p, "asym.key.read", strings.ToLower(r.Name), err)
+	}
+	if err := s.record(p, "asym.key.read", strings.ToLower(r.Name), map[string]any{"ringId": r.ID, "keyId": k.ID}, nil); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// openKey unwraps a key of an /asym ring with the ring's sealed private key.
+func (s *Service) openKey(r *ringRecord, k *keyRecord) (*AsymKey, error) {
+	raw, err := s.sealer.Open(r.SealedPrivate, ringPrivateAAD(r.ID))
+	if err != nil {
+		return nil, internalError("open ring private key", err)
+	}
+	defer clear(raw)
+	priv, err := wrap.ParsePrivateKey(wrap.Scheme(k.KeyData.Encrypted.Key.Encoding), raw)
+	if err != nil {
+		return nil, internalError("parse ring private key", err)
+	}
+	ct, err1 := base64.StdEncoding.DecodeString(k.KeyData.Encrypted.Key.Value)
+	enc, err2 := base64.StdEncoding.DecodeString(k.KeyData.IV)
+	if err1 != nil || err2 != nil {
+		return nil, Errorf(KindInternal, "key %s has corrupt key data", k.ID)
+	}
+	plain, err := priv.Unwrap(ct, enc, keyInfo(r.ID, k.ID))
+	if err != nil {
+		return nil, internalError("unwrap key", err)
+	}
+	defer clear(plain)
+	return &AsymKey{Type: "AES256", ID: k.ID, Props: orEmpty(k.Props), KeyData: AsymKeyData{Key: base64.StdEncoding.EncodeToString(plain)}}, nil
+}
+
+// DeleteKeyRing deletes a /ks ring and all its keys; hashes and headers
+// issued for it stop resolving. A ring that an active API key's flags name
+// cannot be deleted (Conflict). It needs keyring.<name>.delete.
+func (s *Service) DeleteKeyRing(ctx context.Context, name string) (*DeleteKeyRingResult, error) {
+	p, r, err := s.resolveRing(ctx, groupKS, RingRef{Name: name}, "keyring.delete", OpDelete)
+	if err != nil {
+		return nil, err
+	}
+	lower := strings.ToLower(r.Name)
+	var keyIDs []string
+	act := s.newActivity(p, "keyring.delete", lower, true, map[string]any{"ringId": r.ID})
+	err = s.journal.submit(act, func(tx Txn) error {
+		cur, err := loadRing(tx, r.ID)
+		if err != nil {
+			return err
+		}
+		var users []string
+		err = tx.Scan(ScanOptions{Prefix: join(pfxAPIRing, []byte(lower), sep), KeysOnly: true}, func(k, _ []byte) (bool, error) {
+			id := string(k[len(pfxAPIRing)+len(lower)+1:])
+			ak, err := getAPIKey(tx, id)
+			if isNotFound(err) {
+				return true, nil
+			} else if err != nil {
+				return false, err
+			}
+			if ak.Active && len(users) < 5 {
+				users = append(users, ak.KeyID)
+			}
+			return true, nil
+		})
+		if err != nil {
+			return err
+		}
+		if len(users) > 0 {
+			return Errorf(KindConflict, "key ring %q is named by the flags of active API keys (%s): deactivate them or change their flags first", cur.Name, strings.Join(users, ", "))
+		}
+		keyIDs = keyIDs[:0]
+		var dels [][]byte
+		err = tx.Scan(ScanOptions{Prefix: join(pfxKey, []byte(cur.ID), sep), KeysOnly: true}, func(k, _ []byte) (bool, error) {
+			dels = append(dels, bytes.Clone(k))
+			keyIDs = append(keyIDs, string(k[len(pfxKey)+len(cur.ID)+1:]))
+			return true, nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, id := range keyIDs {
+			dels = append(dels, join(pfxKeyCount, []byte(id)))
+		}
+		dels = append(dels, join(pfxRing, []byte(cur.ID)), join(pfxRingName, []byte(lower)),
+			join(pfxRingList, []byte(cur.Group), sep, []byte(lower)))
+		for _, k := range dels {
+			if err := tx.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, func() {
+		s.rings.remove(r.ID)
+		s.ringNames.remove(lower)
+		for _, id := range keyIDs {
+			s.keys.remove(id)
+			s.counters.Delete(id)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &DeleteKeyRingResult{Name: r.Name, ID: r.ID}, nil
+}
+
+// Rotate gives a /ks ring a new active key and returns it. It needs
+// keyring.<name>.rotate.
+func (s *Service) Rotate(ctx context.Context, in RotateInput) (*Key, error) {
+	k, _, err := s.rotateCmd(ctx, groupKS, in, "keyring.rotate")
+	if err != nil {
+		return nil, err
+	}
+	return k.key(true), nil
+}
+
+// RotateAsym gives an /asym ring a new active key and returns it,
+// unwrapped. It needs keyring.<name>.rotate.
+func (s *Service) RotateAsym(ctx context.Context, in RotateInput) (*AsymKey, error) {
+	k, r, err := s.rotateCmd(ctx, groupAsym, in, "asym.keyring.rotate")
+	if err != nil {
+		return nil, err
+	}
+	return s.openKey(r, k)
+}
+
+func (s *Service) rotateCmd(ctx context.Context, group string, in RotateInput, action string) (*keyRecord, *ringRecord, error) {
+	if in.RingName == "" {
+		return nil, nil, Errorf(KindInvalid, "ringname is required")
+	}
+	p, r, err := s.resolveRing(ctx, group, RingRef{Name: in.RingName}, action, OpRotate)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkAlgo(in.Algo); err != nil {
+		return nil, nil, s.recordFailure(p, action, strings.ToLower(r.Name), err)
+	}
+	mu := s.ringLock(r.ID)
+	mu.Lock()
+	defer mu.Unlock()
+	return s.rotate(p, r, action)
+}
+
+func (s *Service) ringLock(id string) *sync.Mutex {
+	if mu, ok := s.ringLocks.Load(id); ok {
+		return mu.(*sync.Mutex)
+	}
+	mu, _ := s.ringLocks.LoadOrStore(id, new(sync.Mutex))
+	return mu.(*sync.Mutex)
+}
+
+// rotate makes a new key for r and makes it active. The caller holds the
+// ring's lock.
+func (s *Service) rotate(p *Principal, r *ringRecord, action string) (*keyRecord, *ringRecord, error) {
+	k, err := s.newKey(r.ID, r.pub, r.KeyProps)
+	if err != nil {
+		return nil, nil, err
+	}
+	var next *ringRecord
+	lower := strings.ToLower(r.Name)
+	act := s.newActivity(p, action, lower, true, map[string]any{"ringId": r.ID, "keyId": k.ID, "previousKeyId": r.ActiveKey})
+	err = s.journal.submit(act, func(tx Txn) error {
+		cur, err := loadRing(tx, r.ID)
+		if err != nil {
+			return err
+		}
+		cur.ActiveKey = k.ID
+		cur.UpdatedAt = k.CreatedAt
+		if err := putRing(tx, cur); err != nil {
+			return err
+		}
+		next = cur
+		return putKey(tx, k)
+	}, func() {
+		s.rings.set(next.ID, next)
+		s.keys.set(k.ID, k)
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return k, next, nil
+}
+
+// GetConfig returns the configuration of a /ks ring. It needs
+// keyring.<name>.read.
+func (s *Service) GetConfig(ctx context.Context, ringName string) (*KeyRingConfig, error) {
+	if ringName == "" {
+		return nil, Errorf(KindInvalid, "ringname is required")
+	}
+	p, r, err := s.resolveRing(ctx, groupKS, RingRef{Name: ringName}, "keyring.config.read", OpRead)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.record(p, "keyring.config.read", strings.ToLower(r.Name), map[string]any{"ringId": r.ID}, nil); err != nil {
+		return nil, err
+	}
+	return r.config(), nil
+}
+
+// SetConfig replaces the configuration of a /ks ring and returns it. It
+// needs keyring.<name>.config.
+func (s *Service) SetConfig(ctx context.Context, ringName string, cfg *KeyRingConfig) (*KeyRingConfig, error) {
+	if ringName == "" {
+		return nil, Errorf(KindInvalid, "ringname is required")
+	}
+	if cfg == nil {
+		return nil, Errorf(KindInvalid, "config is required")
+	}
+	if cfg.Algos.AES256.MaxEncryptCount < 0 {
+		return nil, Errorf(KindInvalid, "algos.aes256.maxEncryptCount must be 0 (no limit) or more")
+	}
+	p, r, err := s.resolveRing(ctx, groupKS, RingRef{Name: ringName}, "keyring.config.write", OpConfig)
+	if err != nil {
+		return nil, err
+	}
+	lower := strings.ToLower(r.Name)
+	var next *ringRecord
+	act := s.newActivity(p, "keyring.config.write", lower, true, map[string]any{"ringId": r.ID, "maxEncryptCount": cfg.Algos.AES256.MaxEncryptCount})
+	err = s.journal.submit(act, func(tx Txn) error {
+		cur, err := loadRing(tx, r.ID)
+		if err != nil {
+			return err
+		}
+		cur.Props = cloneMap(cfg.Props)
+		cur.KeyProps = cloneMap(cfg.Key.Props)
+		cur.Algos = cfg.Algos
+		cur.UpdatedAt = s.now().UTC()
+		next = cur
+		return putRing(tx, cur)
+	}, func() { s.rings.set(next.ID, next) })
+	if err != nil {
+		return nil, err
+	}
+	return next.config(), nil
+}
+
+// counterBlock is how many encrypt calls are reserved in the store at a
+// time for a key of a ring with maxEncryptCount. After a crash the count
+// resumes at the reservation: it may overcount, never undercount.
+const counterBlock = 1024
+
+type keyCounter struct {
+	used, reserved uint64
+}
+
+// reserveEncrypt counts one encrypt call on the active key of a ring with
+// a maxEncryptCount, rotating the ring first when the key is spent, and
+// returns the ring and key to use.
+func (s *Service) reserveEncrypt(ctx context.Context, p *Principal, r *ringRecord, max uint64) (*ringRecord, error) {
+	mu := s.ringLock(r.ID)
+	mu.Lock()
+	defer mu.Unlock()
+	r, err := s.ringByID(ctx, groupKS, r.ID) // another call may have rotated it
+	if err != nil {
+		return nil, err
+	}
+	c, err := s.counter(ctx, r.ActiveKey)
+	if err != nil {
+		return nil, err
+	}
+	if c.used >= max {
+		if _, r, err = s.rotate(p, r, "keyring.rotate.auto"); err != nil {
+			return nil, err
+		}
+		if c, err = s.counter(ctx, r.ActiveKey); err != nil {
+			return nil, err
+		}
+	}
+	if c.used >= c.reserved {
+		next := c.reserved + min(counterBlock, max)
+		key := join(pfxKeyCount, []byte(r.ActiveKey))
+		v := binary.BigEndian.AppendUint64(nil, next)
+		if err := s.journal.submit(nil, func(tx Txn) error { return tx.Set(key, v) }, nil); err != nil {
+			return nil, err
+		}
+		c.reserved = next
+	}
+	c.used++
+	return r, nil
+}
+
+// counter returns the in-memory count of a key, loading its reservation.
+// The caller holds the ring's lock.
+func (s *Service) counter(ctx context.Context, keyID string) (*keyCounter, error) {
+	if c, ok := s.counters.Load(keyID); ok {
+		return c.(*keyCounter), nil
+	}
+	c := &keyCounter{}
+	err := s.store.View(ctx, func(tx Txn) error {
+		v, err := tx.Get(join(pfxKeyCount, []byte(keyID)))
+		if isNotFound(err) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if len(v) != 8 {
+			return Errorf(KindInternal, "encrypt counter of key %s is corrupt", keyID)
+		}
+		c.reserved = binary.BigEndian.Uint64(v)
+		c.used = c.reserved
+		return nil
+	})
+	if err != nil {
+		return nil, internalError("read encrypt counter", err)
+	}
+	s.counters.Store(keyID, c)
+	return c, nil
+}
+
+// decodeHexID turns an ID made by newID into its 16 bytes.
+func decodeHexID(id string) ([16]byte, error) {
+	b, ok := parseID(id)
+	if !ok {
+		return b, Errorf(KindInternal, "stored ID %q is malformed", id)
+	}
+	return b, nil
+}

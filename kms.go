@@ -1,0 +1,202 @@
+package kms
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/ringkms/kms/internal/seal"
+)
+
+// Options configure a Service. The zero value of each field is a working
+// default, except MasterKey, which is required.
+type Options struct {
+	// MasterKey is the root of trust. Required.
+	MasterKey MasterKey
+
+	// Logger receives operational events (never a secret). Nil means
+	// silent. The audit trail is data, not log lines.
+	Logger *zerolog.Logger
+
+	// Now returns the current time. Nil means time.Now.
+	Now func() time.Time
+
+	// CacheSize bounds each in-memory cache (key rings, keys,
+	// credentials) in entries. Zero means 100,000.
+	CacheSize int
+}
+
+// Service is ringkms: key rings, keys, credentials and the audit trail,
+// over a Store. It is safe for concurrent use. Every method that acts for
+// a caller takes the caller's Principal from its context (WithPrincipal).
+type Service struct {
+	store   Store
+	log     zerolog.Logger
+	now     func() time.Time
+	journal *journal
+
+	sealer    *seal.Sealer // secrets at rest
+	hashKey   [32]byte     // MAC of hashes
+	headerKey [32]byte     // MAC of headers
+	pager     pager
+
+	signID   [8]byte
+	signKey  ed25519.PrivateKey
+	verifyMu sync.RWMutex
+	verify   map[[8]byte]ed25519.PublicKey
+
+	rings      *cache[string, *ringRecord] // ring ID -> ring
+	ringNames  *cache[string, string]      // lower-case name -> ring ID
+	keys       *cache[string, *keyRecord]  // key ID -> key
+	principals *cache[string, *Principal]  // digest of a secret -> principal
+	counters   sync.Map                    // key ID -> *keyCounter
+	ringLocks  sync.Map                    // ring ID -> *sync.Mutex
+}
+
+// New returns a Service over st. It loads (or, on a new store, creates) the
+// header signing key and the audit chain head, and starts the journal that
+// performs every write. Close stops it.
+func New(st Store, opts Options) (*Service, error) {
+	if st == nil {
+		return nil, Errorf(KindInvalid, "a store is required")
+	}
+	if opts.MasterKey.IsZero() {
+		return nil, Errorf(KindInvalid, "a master key is required")
+	}
+	s := &Service{store: st, now: opts.Now, log: zerolog.Nop()}
+	if opts.Logger != nil {
+		s.log = *opts.Logger
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	size := opts.CacheSize
+	if size <= 0 {
+		size = 100_000
+	}
+	m := opts.MasterKey.b[:]
+	s.sealer = seal.New(seal.Derive(m, "seal"))
+	s.hashKey = seal.Derive(m, "hash-mac")
+	s.headerKey = seal.Derive(m, "header-mac")
+	s.pager = pager{sealer: seal.New(seal.Derive(m, "cursor"))}
+	s.rings = newCache[string, *ringRecord](size)
+	s.ringNames = newCache[string, string](size)
+	s.keys = newCache[string, *keyRecord](size)
+	s.principals = newCache[string, *Principal](size)
+	s.verify = map[[8]byte]ed25519.PublicKey{}
+
+	ctx := context.Background()
+	j, err := startJournal(ctx, st, s.now, func(err error, msg string) { s.log.Error().Err(err).Msg(msg) })
+	if err != nil {
+		return nil, err
+	}
+	s.journal = j
+	if err := s.loadSigningKey(ctx); err != nil {
+		j.close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close stops the journal after the writes in flight. It does not close
+// the Store, which the caller owns.
+func (s *Service) Close() error {
+	s.journal.close()
+	return nil
+}
+
+// Ping reports whether the service can serve: its store answers a read.
+func (s *Service) Ping(ctx context.Context) error {
+	err := s.store.View(ctx, func(tx Txn) error {
+		_, err := tx.Get(keySigningActive)
+		return err
+	})
+	if err != nil {
+		return internalError("store does not answer", err)
+	}
+	return nil
+}
+
+// loadSigningKey reads the sealed Ed25519 key that signs headers, creating
+// it on a new store. Older signing keys stay readable for verification.
+func (s *Service) loadSigningKey(ctx context.Context) error {
+	var active []byte
+	err := s.store.View(ctx, func(tx Txn) error {
+		var err error
+		active, err = tx.Get(keySigningActive)
+		if isNotFound(err) {
+			active = nil
+			return nil
+		} else if err != nil {
+			return err
+		}
+		return tx.Scan(ScanOptions{Prefix: pfxSigning}, func(k, v []byte) (bool, error) {
+			var id [8]byte
+			hexID := k[len(pfxSigning):]
+			if _, err := hex.Decode(id[:], hexID); err != nil {
+				return false, Errorf(KindInternal, "signing key ID %q is malformed", hexID)
+			}
+			seed, err := s.sealer.Open(v, k)
+			if err != nil {
+				return false, Errorf(KindInternal, "signing key %s does not open under this master key", hexID)
+			}
+			priv := ed25519.NewKeyFromSeed(seed)
+			clear(seed)
+			s.verify[id] = priv.Public().(ed25519.PublicKey)
+			if string(hexID) == string(active) {
+				s.signID, s.signKey = id, priv
+			}
+			return true, nil
+		})
+	})
+	if err != nil {
+		return internalError("load signing key", err)
+	}
+	if active != nil {
+		if s.signKey == nil {
+			return Errorf(KindInternal, "active signing key %s is missing", active)
+		}
+		return nil
+	}
+	seed := make([]byte, ed25519.SeedSize)
+	rand.Read(seed)
+	priv := ed25519.NewKeyFromSeed(seed)
+	pub := priv.Public().(ed25519.PublicKey)
+	sum := sha256.Sum256(pub)
+	var id [8]byte
+	copy(id[:], sum[:8])
+	hexID := []byte(hex.EncodeToString(id[:]))
+	key := join(pfxSigning, hexID)
+	sealed := s.sealer.Seal(seed, key)
+	clear(seed)
+	err = s.journal.submit(nil, func(tx Txn) error {
+		if err := tx.Set(key, sealed); err != nil {
+			return err
+		}
+		return tx.Set(keySigningActive, hexID)
+	}, nil)
+	if err != nil {
+		return internalError("store signing key", err)
+	}
+	s.signID, s.signKey = id, priv
+	s.verify[id] = pub
+	return nil
+}
+
+// SigningKeys returns the Ed25519 public keys that sign headers, by their
+// key ID (16 hex characters), so that a third party can verify a header.
+func (s *Service) SigningKeys() map[string]ed25519.PublicKey {
+	s.verifyMu.RLock()
+	defer s.verifyMu.RUnlock()
+	out := make(map[string]ed25519.PublicKey, len(s.verify))
+	for id, k := range s.verify {
+		out[hex.EncodeToString(id[:])] = k
+	}
+	return out
+}

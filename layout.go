@@ -1,0 +1,81 @@
+package kms
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"time"
+)
+
+// The key layout of the store. Every key starts with a short prefix naming
+// its table; secondary indexes are tables of their own whose keys end in
+// the primary ID and whose values are empty unless noted.
+var (
+	sep = []byte{0}
+
+	pfxRing      = []byte("ring/id/")   // ring ID -> KeyRing record
+	pfxRingName  = []byte("ring/name/") // lower-case name -> ring ID (names are unique across /ks and /asym)
+	pfxRingList  = []byte("ring/list/") // kind 0 lower-case name -> ring ID, for listing a group in name order
+	pfxKey       = []byte("key/")       // ring ID 0 key ID -> key record
+	pfxKeyCount  = []byte("keycount/")  // key ID -> encrypt calls reserved (uint64, big-endian)
+	pfxAccount   = []byte("acct/id/")   // account ID -> Account record
+	pfxAccountUI = []byte("acct/uid/")  // uid -> account ID
+	pfxAPIKey    = []byte("ak/id/")     // API key ID -> API key record (digest only)
+	pfxAPIDigest = []byte("ak/digest/") // SHA-256 of the secret -> API key ID
+	pfxAPIRing   = []byte("ak/ring/")   // lower-case ring name 0 API key ID: keys whose flags name the ring
+	pfxSigning   = []byte("sys/sign/")  // signing key ID -> sealed Ed25519 seed
+
+	keySigningActive = []byte("sys/sign-active") // ID of the signing key in use
+	keyActHead       = []byte("act/head")        // the activity chain head
+
+	pfxActSeq       = []byte("act/seq/") // seq (uint64, big-endian) -> digest | record JSON
+	pfxActID        = []byte("act/id/")  // activity ID -> seq
+	pfxActByKey     = []byte("act/k/")   // API key or user ID 0 seq
+	pfxActByAccount = []byte("act/a/")   // account ID 0 seq
+	pfxActByRing    = []byte("act/r/")   // ring name 0 seq
+	pfxActByAction  = []byte("act/x/")   // action 0 seq
+)
+
+// join concatenates key parts into a new slice.
+func join(parts ...[]byte) []byte {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	out := make([]byte, 0, n)
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+func isNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
+
+// newID returns a new identifier: 16 bytes, the first 6 the creation time in
+// milliseconds (so IDs sort roughly by age) and 10 random, as 32 lower-case
+// hex characters.
+func newID(now time.Time) string {
+	var b [16]byte
+	var ts [8]byte
+	binary.BigEndian.PutUint64(ts[:], uint64(now.UnixMilli()))
+	copy(b[:6], ts[2:])
+	rand.Read(b[6:])
+	return hex.EncodeToString(b[:])
+}
+
+// parseID decodes an identifier made by newID.
+func parseID(s string) ([16]byte, bool) {
+	var b [16]byte
+	if len(s) != 32 {
+		return b, false
+	}
+	if _, err := hex.Decode(b[:], []byte(s)); err != nil {
+		return b, false
+	}
+	return b, true
+}
+
+// afterKey returns the smallest key greater than k.
+func afterKey(k []byte) []byte { return append(bytes.Clone(k), 0) }

@@ -1,0 +1,169 @@
+package kms
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"strconv"
+	"strings"
+
+	"github.com/ringkms/kms/internal/seal"
+)
+
+// Page sizes of every list and search.
+const (
+	DefaultPageLimit = 100
+	MaxPageLimit     = 10000
+)
+
+// PageRequest asks for one page of a list or search.
+type PageRequest struct {
+	// Cursor is the NextCursor of the previous page; empty for the first.
+	Cursor string
+	// Limit is the page size: 0 means DefaultPageLimit, values above
+	// MaxPageLimit are capped, negative values are invalid.
+	Limit int
+}
+
+// Page describes a page of results.
+type Page struct {
+	Limit      int    `json:"limit"`
+	Count      int    `json:"count"`
+	HasMore    bool   `json:"hasMore"`
+	NextCursor string `json:"nextCursor,omitempty"`
+}
+
+// List is one page of a list or search.
+type List[T any] struct {
+	Data       []T  `json:"data"`
+	Pagination Page `json:"pagination"`
+}
+
+// ParseLimit parses the text of a limit parameter: empty means the default
+// (0); otherwise it must be a whole number of at least 1, and numbers over
+// MaxPageLimit are capped.
+func ParseLimit(text string) (int, error) {
+	if text == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(text), 10, 64)
+	if err != nil {
+		if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange && !strings.HasPrefix(strings.TrimSpace(text), "-") {
+			return MaxPageLimit, nil
+		}
+		return 0, Errorf(KindInvalid, "limit must be a whole number from 1 to %d", MaxPageLimit)
+	}
+	if n < 1 {
+		return 0, Errorf(KindInvalid, "limit must be a whole number from 1 to %d", MaxPageLimit)
+	}
+	return int(min(n, MaxPageLimit)), nil
+}
+
+func (r PageRequest) limit() (int, error) {
+	switch {
+	case r.Limit < 0:
+		return 0, Errorf(KindInvalid, "limit must be a whole number from 1 to %d", MaxPageLimit)
+	case r.Limit == 0:
+		return DefaultPageLimit, nil
+	}
+	return min(r.Limit, MaxPageLimit), nil
+}
+
+// pager seals cursors. A cursor is the store key of the last item of a
+// page, sealed with AES-256-GCM under a master-derived key and bound (as
+// associated data) to the list it belongs to and the filters it was made
+// with; it travels as unpadded URL-safe base64. A cursor that was altered,
+// or that is used with another list or other filters, is an Invalid error.
+type pager struct {
+	sealer *seal.Sealer
+}
+
+func cursorAAD(scope string) []byte {
+	sum := sha256.Sum256([]byte(scope))
+	return append([]byte("ringkms/cursor/v1/"), sum[:]...)
+}
+
+func (p *pager) seal(scope string, last []byte) string {
+	return base64.RawURLEncoding.EncodeToString(p.sealer.Seal(last, cursorAAD(scope)))
+}
+
+func (p *pager) open(scope, cursor string) ([]byte, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(cursor)
+	if err == nil {
+		var last []byte
+		if last, err = p.sealer.Open(raw, cursorAAD(scope)); err == nil {
+			return last, nil
+		}
+	}
+	return nil, Errorf(KindInvalid, "invalid cursor: it was altered, or made for another list or other filters")
+}
+
+// scan pages through the store keys under prefix in order, resuming after
+// the cursor's key. visit is called for each key in turn and reports
+// whether the item made it into the page (a filter may skip items). The
+// page ends after limit items; scan then looks ahead for one more to set
+// HasMore. scope names the list and its filters, so that a cursor cannot
+// be replayed against another.
+//
+// The cursor holds the store key of the last item returned, so items
+// inserted or deleted while a client pages neither repeat nor shift the
+// pages: each key is visited at most once per sequence of pages.
+func (p *pager) scan(ctx context.Context, tx Txn, scope string, prefix []byte, req PageRequest, reverse bool,
+	visit func(key, value []byte) (bool, error)) (Page, error) {
+	limit, err := req.limit()
+	if err != nil {
+		return Page{}, err
+	}
+	opts := ScanOptions{Prefix: prefix, Reverse: reverse}
+	if req.Cursor != "" {
+		last, err := p.open(scope, req.Cursor)
+		if err != nil {
+			return Page{}, err
+		}
+		if !bytes.HasPrefix(last, prefix) {
+			return Page{}, Errorf(KindInvalid, "invalid cursor: it was made for another list")
+		}
+		if reverse {
+			// The greatest key below last: last itself is excluded by
+			// skipping it in the visit below.
+			opts.Start = last
+		} else {
+			opts.Start = afterKey(last)
+		}
+	}
+	var skip []byte
+	if reverse && req.Cursor != "" {
+		skip = opts.Start
+	}
+	page := Page{Limit: limit}
+	var lastKey []byte
+	err = tx.Scan(opts, func(k, v []byte) (bool, error) {
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		if skip != nil && bytes.Equal(k, skip) {
+			return true, nil
+		}
+		if page.Count == limit {
+			page.HasMore = true
+			return false, nil
+		}
+		ok, err := visit(k, v)
+		if err != nil {
+			return false, err
+		}
+		if ok {
+			page.Count++
+			lastKey = append(lastKey[:0], k...)
+		}
+		return true, nil
+	})
+	if err != nil {
+		return Page{}, err
+	}
+	if page.HasMore {
+		page.NextCursor = p.seal(scope, lastKey)
+	}
+	return page, nil
+}
