@@ -27,6 +27,14 @@ type Options struct {
 	// Now returns the current time. Nil means time.Now.
 	Now func() time.Time
 
+	// Mailer sends invitations and password resets. Nil means that the
+	// operations that send mail fail with an Invalid error saying so.
+	Mailer Mailer
+
+	// BaseURL is the public address of the service, on which links in
+	// mail are built (for example https://kms.example.com).
+	BaseURL string
+
 	// CacheSize bounds each in-memory cache (key rings, keys,
 	// credentials) in entries. Zero means 100,000.
 	CacheSize int
@@ -37,6 +45,7 @@ type Options struct {
 // a caller takes the caller's Principal from its context (WithPrincipal).
 type Service struct {
 	store   Store
+	opts    Options
 	log     zerolog.Logger
 	now     func() time.Time
 	journal *journal
@@ -69,7 +78,7 @@ func New(st Store, opts Options) (*Service, error) {
 	if opts.MasterKey.IsZero() {
 		return nil, Errorf(KindInvalid, "a master key is required")
 	}
-	s := &Service{store: st, now: opts.Now, log: zerolog.Nop()}
+	s := &Service{store: st, opts: opts, now: opts.Now, log: zerolog.Nop()}
 	if opts.Logger != nil {
 		s.log = *opts.Logger
 	}
