@@ -99,6 +99,7 @@ func New(st Store, opts Options) (*Service, error) {
 	s.keys = newCache[string, *keyRecord](size)
 	s.principals = newCache[string, *Principal](size)
 	s.verify = map[[8]byte]ed25519.PublicKey{}
+	s.opts.MasterKey = MasterKey{} // only the derived keys stay in memory
 
 	ctx := context.Background()
 	j, err := startJournal(ctx, st, s.now, func(err error, msg string) { s.log.Error().Err(err).Msg(msg) })

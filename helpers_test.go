@@ -1,0 +1,87 @@
+package kms_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/store/badgerstore"
+)
+
+// env is a Service over a fresh in-memory store, with a root principal.
+type env struct {
+	svc  *kms.Service
+	root context.Context // carries the bootstrap key's principal (flag "*")
+	acct string          // the root Account ID
+}
+
+func newEnv(tb testing.TB) *env {
+	tb.Helper()
+	st, err := badgerstore.OpenInMemory()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return newEnvOn(tb, st, kms.Options{MasterKey: kms.GenerateMasterKey()})
+}
+
+func newEnvOn(tb testing.TB, st kms.Store, opts kms.Options) *env {
+	tb.Helper()
+	svc, err := kms.New(st, opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		svc.Close()
+		st.Close()
+	})
+	ctx := context.Background()
+	b, err := svc.Bootstrap(ctx, "")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p, err := svc.Authenticate(ctx, b.Secret)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &env{svc: svc, root: kms.WithPrincipal(ctx, p), acct: b.AccountID}
+}
+
+// as returns a context acting with a new API key of the root Account that
+// holds flags.
+func (e *env) as(tb testing.TB, flags kms.Flags) context.Context {
+	tb.Helper()
+	k, err := e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: e.acct, Flags: flags})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p, err := e.svc.Authenticate(context.Background(), k.Key)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return kms.WithPrincipal(context.Background(), p)
+}
+
+func (e *env) ring(tb testing.TB, name string) *kms.CreateKeyRingResult {
+	tb.Helper()
+	r, err := e.svc.CreateKeyRing(e.root, kms.CreateKeyRingInput{Name: name, KEM: "x25519"})
+	if err != nil {
+		tb.Fatalf("CreateKeyRing(%q) = %v", name, err)
+	}
+	return r
+}
+
+func wantKind(tb testing.TB, what string, err error, kind kms.Kind) {
+	tb.Helper()
+	if err == nil {
+		tb.Fatalf("%s = nil error, want kind %s", what, kind)
+	}
+	if got := kms.ErrorKind(err); got != kind {
+		tb.Fatalf("%s = %v (kind %s), want kind %s", what, err, got, kind)
+	}
+}
+
+// fixedClock is a settable clock for Options.Now.
+type fixedClock struct{ t time.Time }
+
+func (c *fixedClock) now() time.Time { return c.t }
