@@ -1,0 +1,293 @@
+package badgerstore
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/store/storetest"
+)
+
+// openInMemory returns a fresh in-memory Store, closed at the end of t.
+func openInMemory(t testing.TB) *Store {
+	t.Helper()
+	s, err := OpenInMemory()
+	if err != nil {
+		t.Fatalf("OpenInMemory() = %v, want nil", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close() = %v, want nil", err)
+		}
+	})
+	return s
+}
+
+// openDir returns a fresh on-disk Store in a temporary directory, closed at
+// the end of t.
+func openDir(t testing.TB) *Store {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := OpenDir(dir)
+	if err != nil {
+		t.Fatalf("OpenDir(%q) = %v, want nil", dir, err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close() = %v, want nil", err)
+		}
+	})
+	return s
+}
+
+func TestConformanceInMemory(t *testing.T) {
+	storetest.Run(t, func(t testing.TB) kms.Store { return openInMemory(t) })
+}
+
+func TestConformanceDisk(t *testing.T) {
+	storetest.Run(t, func(t testing.TB) kms.Store { return openDir(t) })
+}
+
+func TestReopen(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenDir(dir)
+	if err != nil {
+		t.Fatalf("OpenDir(%q) = %v, want nil", dir, err)
+	}
+	err = s.Update(t.Context(), func(tx kms.Txn) error {
+		if err := tx.Set([]byte("k"), []byte("durable")); err != nil {
+			return err
+		}
+		return tx.Set([]byte("gone"), []byte("x"))
+	})
+	if err != nil {
+		t.Fatalf("Update = %v, want nil", err)
+	}
+	err = s.Update(t.Context(), func(tx kms.Txn) error { return tx.Delete([]byte("gone")) })
+	if err != nil {
+		t.Fatalf("Update(Delete) = %v, want nil", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close() = %v, want nil", err)
+	}
+
+	s, err = OpenDir(dir)
+	if err != nil {
+		t.Fatalf("OpenDir(%q) again = %v, want nil", dir, err)
+	}
+	defer s.Close()
+	err = s.View(t.Context(), func(tx kms.Txn) error {
+		v, err := tx.Get([]byte("k"))
+		if err != nil || string(v) != "durable" {
+			t.Errorf("Get(%q) after reopen = %q, %v; want %q, nil", "k", v, err, "durable")
+		}
+		if v, err := tx.Get([]byte("gone")); !errors.Is(err, kms.ErrNotFound) {
+			t.Errorf("Get(%q) after reopen = %q, %v; want not_found", "gone", v, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("View = %v, want nil", err)
+	}
+}
+
+// TestLargeValuesOnDisk writes values on both sides of Badger's value
+// threshold (the larger ones go to the value log) and reads them back
+// after a reopen.
+func TestLargeValuesOnDisk(t *testing.T) {
+	sizes := map[string]int{"inline": 1<<20 - 1, "threshold": 1 << 20, "8MiB": 8 << 20}
+	value := func(size int) []byte {
+		v := make([]byte, size)
+		for i := range v {
+			v[i] = byte(i ^ i>>9 ^ size)
+		}
+		return v
+	}
+	dir := t.TempDir()
+	s, err := OpenDir(dir)
+	if err != nil {
+		t.Fatalf("OpenDir(%q) = %v, want nil", dir, err)
+	}
+	for name, size := range sizes {
+		err := s.Update(t.Context(), func(tx kms.Txn) error { return tx.Set([]byte(name), value(size)) })
+		if err != nil {
+			t.Fatalf("Update(Set(%q, %d bytes)) = %v, want nil", name, size, err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close() = %v, want nil", err)
+	}
+	s, err = OpenDir(dir)
+	if err != nil {
+		t.Fatalf("OpenDir(%q) again = %v, want nil", dir, err)
+	}
+	defer s.Close()
+	err = s.View(t.Context(), func(tx kms.Txn) error {
+		for name, size := range sizes {
+			got, err := tx.Get([]byte(name))
+			if err != nil || !bytes.Equal(got, value(size)) {
+				t.Errorf("Get(%q) after reopen = %d bytes, %v; want the %d bytes written, nil", name, len(got), err, size)
+			}
+		}
+		n := 0
+		err := tx.Scan(kms.ScanOptions{Reverse: true}, func(key, v []byte) (bool, error) {
+			n++
+			if want := value(sizes[string(key)]); !bytes.Equal(v, want) {
+				t.Errorf("Scan value of %q = %d bytes, want the %d bytes written", key, len(v), len(want))
+			}
+			return true, nil
+		})
+		if err != nil || n != len(sizes) {
+			t.Errorf("Scan(reverse) = %v after %d items, want nil after %d", err, n, len(sizes))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("View = %v, want nil", err)
+	}
+}
+
+func TestOpenForcesDurabilityAndConflicts(t *testing.T) {
+	// On disk: in memory, Badger turns SyncWrites off itself.
+	opts := badger.DefaultOptions(t.TempDir()).WithLogger(nil).
+		WithSyncWrites(false).WithDetectConflicts(false)
+	s, err := Open(opts)
+	if err != nil {
+		t.Fatalf("Open() = %v, want nil", err)
+	}
+	defer s.Close()
+	got := s.db.Opts()
+	if !got.SyncWrites || !got.DetectConflicts {
+		t.Errorf("Open(SyncWrites: false, DetectConflicts: false) opened with SyncWrites %v, DetectConflicts %v; want true, true",
+			got.SyncWrites, got.DetectConflicts)
+	}
+}
+
+func TestOpenError(t *testing.T) {
+	s := openDir(t)
+	// The directory is locked by s.
+	_, err := OpenDir(s.db.Opts().Dir)
+	var e *kms.Error
+	if !errors.As(err, &e) || e.Kind != kms.KindInternal {
+		t.Errorf("OpenDir(locked dir) = %v, want a kms error of kind internal", err)
+	}
+}
+
+// TestErrorTranslation checks the kinds of Badger's errors, and that no
+// Badger sentinel can be matched outside an internal error's cause.
+func TestErrorTranslation(t *testing.T) {
+	s := openInMemory(t)
+	big := bytes.Repeat([]byte{1}, 900<<10) // inline, under the value threshold
+
+	tests := []struct {
+		name string
+		fn   func(kms.Txn) error
+		kind kms.Kind
+	}{
+		{"Get missing", func(tx kms.Txn) error { _, err := tx.Get([]byte("missing")); return err }, kms.KindNotFound},
+		{"Get empty key", func(tx kms.Txn) error { _, err := tx.Get(nil); return err }, kms.KindInvalid},
+		{"Set empty key", func(tx kms.Txn) error { return tx.Set(nil, []byte("v")) }, kms.KindInvalid},
+		{"Delete empty key", func(tx kms.Txn) error { return tx.Delete([]byte{}) }, kms.KindInvalid},
+		{"Set reserved key", func(tx kms.Txn) error { return tx.Set([]byte("!badger!x"), []byte("v")) }, kms.KindInvalid},
+		{"Set key too large", func(tx kms.Txn) error { return tx.Set(make([]byte, maxKeySize+1), []byte("v")) }, kms.KindTooLarge},
+		{"Set value too large", func(tx kms.Txn) error { return tx.Set([]byte("k"), make([]byte, 1<<20)) }, kms.KindTooLarge},
+		{"transaction too large", func(tx kms.Txn) error {
+			for _, k := range []string{"a", "b", "c", "d"} {
+				if err := tx.Set([]byte(k), big); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, kms.KindTooLarge},
+	}
+	badgerErrs := []error{
+		badger.ErrKeyNotFound, badger.ErrEmptyKey, badger.ErrInvalidKey, badger.ErrTxnTooBig,
+		badger.ErrReadOnlyTxn, badger.ErrConflict, badger.ErrDiscardedTxn,
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := s.Update(t.Context(), tc.fn)
+			var e *kms.Error
+			if !errors.As(err, &e) || e.Kind != tc.kind {
+				t.Fatalf("Update(%s) = %v, want a kms error of kind %v", tc.name, err, tc.kind)
+			}
+			for _, be := range badgerErrs {
+				if errors.Is(err, be) {
+					t.Errorf("Update(%s) = %v, which matches badger's %q", tc.name, err, be)
+				}
+			}
+		})
+	}
+}
+
+func TestTxnAfterFnReturns(t *testing.T) {
+	s := openInMemory(t)
+	var kept kms.Txn
+	if err := s.Update(t.Context(), func(tx kms.Txn) error { kept = tx; return nil }); err != nil {
+		t.Fatalf("Update = %v, want nil", err)
+	}
+	checks := map[string]error{
+		"Get":    func() error { _, err := kept.Get([]byte("k")); return err }(),
+		"Set":    kept.Set([]byte("k"), []byte("v")),
+		"Delete": kept.Delete([]byte("k")),
+		"Scan": kept.Scan(kms.ScanOptions{}, func(key, value []byte) (bool, error) {
+			return true, nil
+		}),
+	}
+	for name, err := range checks {
+		if !errors.Is(err, kms.ErrInvalid) {
+			t.Errorf("%s on an ended Txn = %v, want kind invalid", name, err)
+		}
+	}
+}
+
+func TestClosed(t *testing.T) {
+	s, err := OpenInMemory()
+	if err != nil {
+		t.Fatalf("OpenInMemory() = %v, want nil", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close() = %v, want nil", err)
+	}
+	ran := false
+	fn := func(kms.Txn) error { ran = true; return nil }
+	for name, err := range map[string]error{
+		"View":   s.View(t.Context(), fn),
+		"Update": s.Update(t.Context(), fn),
+	} {
+		if !errors.Is(err, kms.ErrInternal) {
+			t.Errorf("%s on a closed Store = %v, want kind internal", name, err)
+		}
+	}
+	if ran {
+		t.Error("fn ran on a closed Store")
+	}
+}
+
+func TestPrefixEnd(t *testing.T) {
+	tests := []struct {
+		prefix, want []byte
+	}{
+		{nil, nil},
+		{[]byte{0xFF}, nil},
+		{[]byte{0xFF, 0xFF}, nil},
+		{[]byte("a"), []byte("b")},
+		{[]byte("b/"), []byte("b0")},
+		{[]byte{'a', 0xFF}, []byte("b")},
+		{[]byte{'a', 0xFE, 0xFF, 0xFF}, []byte{'a', 0xFF}},
+		{[]byte{0x00}, []byte{0x01}},
+	}
+	for _, tc := range tests {
+		in := bytes.Clone(tc.prefix)
+		got := prefixEnd(in)
+		if !bytes.Equal(got, tc.want) || (tc.want == nil) != (got == nil) {
+			t.Errorf("prefixEnd(%q) = %q, want %q", tc.prefix, got, tc.want)
+		}
+		if !bytes.Equal(in, tc.prefix) {
+			t.Errorf("prefixEnd(%q) modified its argument to %q", tc.prefix, in)
+		}
+	}
+}
