@@ -1,0 +1,262 @@
+package kms_test
+
+// These tests unwrap keys and decode hashes and headers with the standard
+// library alone, following docs/FORMAT.md, so the document and the code
+// cannot drift apart.
+
+import (
+	"bytes"
+	"crypto/ecdh"
+	"crypto/ed25519"
+	"crypto/hpke"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/ringkms/kms"
+)
+
+// wireKeyData is keyData as FORMAT.md describes it.
+type wireKeyData struct {
+	Version   int `json:"version"`
+	Encrypted struct {
+		Key struct {
+			Value    string `json:"value"`
+			Encoding string `json:"encoding"`
+		} `json:"key"`
+	} `json:"encrypted"`
+	IV string `json:"iv"`
+}
+
+// unwrap opens keyData per FORMAT.md section 2. priv is the base64 private
+// key of an HPKE ring, or an RSA key.
+func unwrap(t *testing.T, kd wireKeyData, ringID, keyID, priv string, rsaKey *rsa.PrivateKey) []byte {
+	t.Helper()
+	if kd.Version != 1 {
+		t.Fatalf("keyData version %d, want 1", kd.Version)
+	}
+	info := []byte("ringkms/keydata/v1/" + ringID + "/" + keyID)
+	ct, err := base64.StdEncoding.DecodeString(kd.Encrypted.Key.Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kd.Encrypted.Key.Encoding == "rsa-oaep-sha256" {
+		if kd.IV != "" {
+			t.Fatalf("rsa keyData iv = %q, want empty", kd.IV)
+		}
+		key, err := rsa.DecryptOAEP(sha256.New(), nil, rsaKey, ct, info)
+		if err != nil {
+			t.Fatalf("RSA-OAEP unwrap: %v", err)
+		}
+		return key
+	}
+	var kem hpke.KEM
+	switch kd.Encrypted.Key.Encoding {
+	case "hpke-xwing":
+		kem = hpke.MLKEM768X25519()
+	case "hpke-x25519":
+		kem = hpke.DHKEM(ecdh.X25519())
+	default:
+		t.Fatalf("unknown encoding %q", kd.Encrypted.Key.Encoding)
+	}
+	raw, err := base64.StdEncoding.DecodeString(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk, err := kem.NewPrivateKey(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, err := base64.StdEncoding.DecodeString(kd.IV)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := hpke.NewRecipient(enc, sk, hpke.HKDFSHA256(), hpke.AES256GCM(), info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := r.Open(nil, ct)
+	if err != nil {
+		t.Fatalf("HPKE unwrap: %v", err)
+	}
+	return key
+}
+
+// viaJSON re-reads v as the JSON a client receives.
+func viaJSON[T any](t *testing.T, v any) T {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out T
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+type wireKey struct {
+	ID      string      `json:"id"`
+	KeyData wireKeyData `json:"keyData"`
+}
+
+func TestUnwrapPerFormat(t *testing.T) {
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, _ := x509.MarshalPKIXPublicKey(&rsaKey.PublicKey)
+	rsaPEM := string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
+	callerX, _ := ecdh.X25519().GenerateKey(rand.Reader)
+
+	tests := []struct {
+		name     string
+		in       kms.CreateKeyRingInput
+		encoding string
+		priv     string // caller-held private key, when the caller brought the public key
+	}{
+		{"default x-wing", kms.CreateKeyRingInput{}, "hpke-xwing", ""},
+		{"generated x25519", kms.CreateKeyRingInput{KEM: "x25519"}, "hpke-x25519", ""},
+		{"caller x25519", kms.CreateKeyRingInput{PublicKey: base64.StdEncoding.EncodeToString(callerX.PublicKey().Bytes())},
+			"hpke-x25519", base64.StdEncoding.EncodeToString(callerX.Bytes())},
+		{"caller rsa", kms.CreateKeyRingInput{PublicKey: rsaPEM}, "rsa-oaep-sha256", ""},
+	}
+	e := newEnv(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.in.Name = strings.ReplaceAll(tt.name, " ", "-")
+			created, err := e.svc.CreateKeyRing(e.root, tt.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			priv := created.PrivateKey
+			if tt.priv != "" || tt.encoding == "rsa-oaep-sha256" {
+				if priv != "" {
+					t.Fatal("privateKey returned for a caller's public key")
+				}
+				priv = tt.priv
+			}
+			ringID := created.Ring.ID
+			fromCreate := viaJSON[wireKey](t, created.Key)
+			if fromCreate.KeyData.Encrypted.Key.Encoding != tt.encoding {
+				t.Fatalf("encoding = %q, want %q", fromCreate.KeyData.Encrypted.Key.Encoding, tt.encoding)
+			}
+			want := unwrap(t, fromCreate.KeyData, ringID, fromCreate.ID, priv, rsaKey)
+			if len(want) != 32 {
+				t.Fatalf("unwrapped key has %d bytes, want 32", len(want))
+			}
+			enc, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: tt.in.Name})
+			if err != nil {
+				t.Fatal(err)
+			}
+			dec, err := e.svc.Decrypt(e.root, kms.DecryptInput{Hash: enc.Hash, Header: enc.Header})
+			if err != nil {
+				t.Fatal(err)
+			}
+			read, err := e.svc.GetKey(e.root, kms.RingRef{Name: tt.in.Name}, fromCreate.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for what, k := range map[string]any{"encrypt": enc.Key, "decrypt": dec.Key, "key read": read} {
+				wk := viaJSON[wireKey](t, k)
+				if got := unwrap(t, wk.KeyData, ringID, wk.ID, priv, rsaKey); !bytes.Equal(got, want) {
+					t.Errorf("key from %s unwraps to %x, want %x", what, got, want)
+				}
+			}
+			// keyData bound to another key ID does not open.
+			if tt.encoding != "rsa-oaep-sha256" {
+				raw, _ := base64.StdEncoding.DecodeString(priv)
+				kem := hpke.MLKEM768X25519()
+				if tt.encoding == "hpke-x25519" {
+					kem = hpke.DHKEM(ecdh.X25519())
+				}
+				sk, _ := kem.NewPrivateKey(raw)
+				encap, _ := base64.StdEncoding.DecodeString(fromCreate.KeyData.IV)
+				r, _ := hpke.NewRecipient(encap, sk, hpke.HKDFSHA256(), hpke.AES256GCM(), []byte("ringkms/keydata/v1/"+ringID+"/other"))
+				ct, _ := base64.StdEncoding.DecodeString(fromCreate.KeyData.Encrypted.Key.Value)
+				if _, err := r.Open(nil, ct); err == nil {
+					t.Error("keyData opened with the info of another key")
+				}
+			}
+		})
+	}
+}
+
+func TestHashAndHeaderLayout(t *testing.T) {
+	e := newEnv(t)
+	created := e.ring(t, "layout")
+	res, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "layout"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash, err := base64.RawURLEncoding.DecodeString(res.Hash)
+	if err != nil || len(hash) != 65 || len(res.Hash) != 87 {
+		t.Fatalf("hash = %d bytes (%d chars), %v; want 65 (87)", len(hash), len(res.Hash), err)
+	}
+	if hash[0] != 1 || hex.EncodeToString(hash[1:17]) != created.Ring.ID || hex.EncodeToString(hash[17:33]) != created.Key.ID {
+		t.Fatalf("hash = %x, want version 1, ring %s, key %s", hash, created.Ring.ID, created.Key.ID)
+	}
+	header, err := base64.RawURLEncoding.DecodeString(res.Header)
+	if err != nil || len(header) != 163 {
+		t.Fatalf("header = %d bytes, %v; want 163", len(header), err)
+	}
+	if header[0] != 1 || header[1] != 0 || !bytes.Equal(header[18:83], hash) {
+		t.Fatalf("header = %x: want version 1, no flags, the hash at 18..82", header)
+	}
+	keys := e.svc.SigningKeys()
+	pub, ok := keys[hex.EncodeToString(header[2:10])]
+	if !ok {
+		t.Fatalf("signing key %x is not among SigningKeys %v", header[2:10], keys)
+	}
+	sum := sha256.Sum256(pub)
+	if !bytes.Equal(sum[:8], header[2:10]) {
+		t.Fatal("signing key ID is not the first 8 bytes of SHA-256 of the public key")
+	}
+	msg := append([]byte("ringkms-header-v1"), header[:83]...)
+	if !ed25519.Verify(pub, msg, header[83:147]) {
+		t.Fatal("header signature does not verify as FORMAT.md says")
+	}
+}
+
+// TestFormatExample unwraps the worked example of docs/FORMAT.md.
+func TestFormatExample(t *testing.T) {
+	doc, err := os.ReadFile("docs/FORMAT.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "```json format-example\n")
+	block, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("docs/FORMAT.md has no format-example block")
+	}
+	var ex struct {
+		PrivateKey, PublicKey, RingID, KeyID, Key, Hash, Header string
+		KeyData                                                 wireKeyData
+	}
+	if err := json.Unmarshal([]byte(block), &ex); err != nil {
+		t.Fatal(err)
+	}
+	got := unwrap(t, ex.KeyData, ex.RingID, ex.KeyID, ex.PrivateKey, nil)
+	if hex.EncodeToString(got) != ex.Key {
+		t.Fatalf("example unwraps to %x, want %s", got, ex.Key)
+	}
+	raw, _ := base64.StdEncoding.DecodeString(ex.PrivateKey)
+	sk, _ := ecdh.X25519().NewPrivateKey(raw)
+	if base64.StdEncoding.EncodeToString(sk.PublicKey().Bytes()) != ex.PublicKey {
+		t.Error("example publicKey is not the public half of privateKey")
+	}
+	hash, _ := base64.RawURLEncoding.DecodeString(ex.Hash)
+	header, _ := base64.RawURLEncoding.DecodeString(ex.Header)
+	if hex.EncodeToString(hash[1:17]) != ex.RingID || hex.EncodeToString(hash[17:33]) != ex.KeyID || !bytes.Equal(header[18:83], hash) {
+		t.Error("example hash and header do not match the layout")
+	}
+}
