@@ -5,7 +5,6 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
 )
@@ -68,7 +67,7 @@ type hashRef struct {
 // parseHash decodes and verifies a hash. A malformed hash and a forged or
 // altered one are both Invalid errors; the message says which.
 func (s *Service) parseHash(text string) (hashRef, error) {
-	raw, err := base64.RawURLEncoding.DecodeString(text)
+	raw, err := b64url.DecodeString(text)
 	if err != nil || len(raw) != hashLen {
 		return hashRef{}, Errorf(KindInvalid, "hash is malformed")
 	}
@@ -129,7 +128,7 @@ type headerInfo struct {
 // service issued it unchanged. It does not check the Ed25519 signature,
 // which is for third parties; verifySignature does.
 func (s *Service) parseHeader(text string) (*headerInfo, error) {
-	raw, err := base64.RawURLEncoding.DecodeString(text)
+	raw, err := b64url.DecodeString(text)
 	if err != nil || len(raw) < headerFixedLen+ed25519.SignatureSize+macLen {
 		return nil, Errorf(KindInvalid, "header is malformed")
 	}

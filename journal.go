@@ -151,6 +151,13 @@ func (j *journal) commit(batch []*job) {
 		}
 		return nil
 	})
+	if err != nil && ErrorKind(err) == KindTooLarge && len(batch) > 1 {
+		// The batch outgrew one transaction: commit it in halves, in order.
+		half := len(batch) / 2
+		j.commit(batch[:half])
+		j.commit(batch[half:])
+		return
+	}
 	if err != nil {
 		j.log(err, "journal commit failed")
 		err = internalError("commit", err)

@@ -3,6 +3,7 @@ package kms
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -79,3 +80,8 @@ func parseID(s string) ([16]byte, bool) {
 
 // afterKey returns the smallest key greater than k.
 func afterKey(k []byte) []byte { return append(bytes.Clone(k), 0) }
+
+// b64url decodes the base64url texts the service issues (hashes, headers,
+// cursors) strictly: a text with non-zero padding bits is refused, so each
+// value has exactly one spelling.
+var b64url = base64.RawURLEncoding.Strict()

@@ -89,7 +89,7 @@ func (p *pager) seal(scope string, last []byte) string {
 }
 
 func (p *pager) open(scope, cursor string) ([]byte, error) {
-	raw, err := base64.RawURLEncoding.DecodeString(cursor)
+	raw, err := b64url.DecodeString(cursor)
 	if err == nil {
 		var last []byte
 		if last, err = p.sealer.Open(raw, cursorAAD(scope)); err == nil {
