@@ -604,14 +604,14 @@ func (s *Service) ListKeyRings(ctx context.Context, req PageRequest) (*List[*Key
 	prefix := join(pfxRingList, []byte(groupKS), sep)
 	err = s.store.View(ctx, func(tx Txn) error {
 		var err error
-		out.Pagination, err = s.pager.scan(ctx, tx, "keyrings", prefix, req, false, func(_, v []byte) (bool, error) {
+		out.Pagination, err = s.pager.scan(ctx, tx, req, pageScan{scope: "keyrings", prefix: prefix, emit: func(_, v []byte) error {
 			r, err := loadRing(tx, string(v))
 			if err != nil {
-				return false, err
+				return err
 			}
 			out.Data = append(out.Data, r.keyRing())
-			return true, nil
-		})
+			return nil
+		}})
 		return err
 	})
 	if err != nil {
@@ -634,14 +634,14 @@ func (s *Service) ListKeys(ctx context.Context, ref RingRef, req PageRequest) (*
 	prefix := join(pfxKey, []byte(r.ID), sep)
 	err = s.store.View(ctx, func(tx Txn) error {
 		var err error
-		out.Pagination, err = s.pager.scan(ctx, tx, "keys/"+r.ID, prefix, req, false, func(_, v []byte) (bool, error) {
+		out.Pagination, err = s.pager.scan(ctx, tx, req, pageScan{scope: "keys/" + r.ID, prefix: prefix, emit: func(_, v []byte) error {
 			var k keyRecord
 			if err := json.Unmarshal(v, &k); err != nil {
-				return false, err
+				return err
 			}
 			out.Data = append(out.Data, k.key(false))
-			return true, nil
-		})
+			return nil
+		}})
 		return err
 	})
 	if err != nil {

@@ -99,42 +99,46 @@ func (p *pager) open(scope, cursor string) ([]byte, error) {
 	return nil, Errorf(KindInvalid, "invalid cursor: it was altered, or made for another list or other filters")
 }
 
-// scan pages through the store keys under prefix in order, resuming after
-// the cursor's key. visit is called for each key in turn and reports
-// whether the item made it into the page (a filter may skip items). The
-// page ends after limit items; scan then looks ahead for one more to set
-// HasMore. scope names the list and its filters, so that a cursor cannot
-// be replayed against another.
+// pageScan describes one paged walk of the store for pager.scan.
+type pageScan struct {
+	// scope names the list and its filters: a cursor made for one scope
+	// is refused by every other.
+	scope string
+	// prefix bounds the walk: every key visited starts with it.
+	prefix []byte
+	// from is the first key of the first page (inclusive); nil means the
+	// start of prefix. until, when set, ends the walk before that key.
+	from, until []byte
+	// match reports whether the item belongs in the results; nil means
+	// every item does. It may be called on an item that is then not
+	// emitted (the look-ahead for HasMore).
+	match func(key, value []byte) (bool, error)
+	// emit adds a matching item to the page.
+	emit func(key, value []byte) error
+}
+
+// scan pages through the keys of ps in order, resuming after the cursor's
+// key. The page ends after limit matching items; scan then looks ahead for
+// one more match to set HasMore, so HasMore is exact even with filters.
 //
 // The cursor holds the store key of the last item returned, so items
 // inserted or deleted while a client pages neither repeat nor shift the
 // pages: each key is visited at most once per sequence of pages.
-func (p *pager) scan(ctx context.Context, tx Txn, scope string, prefix []byte, req PageRequest, reverse bool,
-	visit func(key, value []byte) (bool, error)) (Page, error) {
+func (p *pager) scan(ctx context.Context, tx Txn, req PageRequest, ps pageScan) (Page, error) {
 	limit, err := req.limit()
 	if err != nil {
 		return Page{}, err
 	}
-	opts := ScanOptions{Prefix: prefix, Reverse: reverse}
+	opts := ScanOptions{Prefix: ps.prefix, Start: ps.from}
 	if req.Cursor != "" {
-		last, err := p.open(scope, req.Cursor)
+		last, err := p.open(ps.scope, req.Cursor)
 		if err != nil {
 			return Page{}, err
 		}
-		if !bytes.HasPrefix(last, prefix) {
+		if !bytes.HasPrefix(last, ps.prefix) {
 			return Page{}, Errorf(KindInvalid, "invalid cursor: it was made for another list")
 		}
-		if reverse {
-			// The greatest key below last: last itself is excluded by
-			// skipping it in the visit below.
-			opts.Start = last
-		} else {
-			opts.Start = afterKey(last)
-		}
-	}
-	var skip []byte
-	if reverse && req.Cursor != "" {
-		skip = opts.Start
+		opts.Start = afterKey(last)
 	}
 	page := Page{Limit: limit}
 	var lastKey []byte
@@ -142,28 +146,31 @@ func (p *pager) scan(ctx context.Context, tx Txn, scope string, prefix []byte, r
 		if err := ctx.Err(); err != nil {
 			return false, err
 		}
-		if skip != nil && bytes.Equal(k, skip) {
-			return true, nil
+		if ps.until != nil && bytes.Compare(k, ps.until) >= 0 {
+			return false, nil
+		}
+		if ps.match != nil {
+			ok, err := ps.match(k, v)
+			if err != nil || !ok {
+				return err == nil, err
+			}
 		}
 		if page.Count == limit {
 			page.HasMore = true
 			return false, nil
 		}
-		ok, err := visit(k, v)
-		if err != nil {
+		if err := ps.emit(k, v); err != nil {
 			return false, err
 		}
-		if ok {
-			page.Count++
-			lastKey = append(lastKey[:0], k...)
-		}
+		page.Count++
+		lastKey = append(lastKey[:0], k...)
 		return true, nil
 	})
 	if err != nil {
 		return Page{}, err
 	}
 	if page.HasMore {
-		page.NextCursor = p.seal(scope, lastKey)
+		page.NextCursor = p.seal(ps.scope, lastKey)
 	}
 	return page, nil
 }
