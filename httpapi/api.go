@@ -1,0 +1,158 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/julienschmidt/httprouter"
+	"github.com/rs/zerolog"
+
+	"github.com/ringkms/kms"
+)
+
+// DefaultMaxBodyBytes is the request body cap when Options.MaxBodyBytes
+// is zero.
+const DefaultMaxBodyBytes = 1 << 20
+
+// Options configure the handler. The zero value of each field is a working
+// default.
+type Options struct {
+	// Logger receives one line per request (request ID, method, path,
+	// status, size, duration, principal ID) and the detail of every
+	// internal error. It never receives a credential or a body. Nil
+	// means silent.
+	Logger *zerolog.Logger
+
+	// MaxBodyBytes caps the body of a request; a larger one is answered
+	// 413. Zero means DefaultMaxBodyBytes (1 MiB).
+	MaxBodyBytes int64
+}
+
+// api holds what every handler needs.
+type api struct {
+	svc     *kms.Service
+	log     zerolog.Logger
+	maxBody int64
+}
+
+// handler serves one route. It decodes the request, calls one Service
+// method and returns the body of the 200 answer, or an error that the
+// error writer renders. When it returns both a body and an error, the body
+// is written with the error's status: SPEC.md's decrypt 422 has the shape
+// of the 200 answer.
+type handler func(r *http.Request, ps httprouter.Params) (any, error)
+
+// route is one line of the route table.
+type route struct {
+	method string
+	path   string // httprouter pattern
+	handle handler
+
+	// public routes need no credential; every other route goes through
+	// the bearer middleware, which puts the caller's Principal in the
+	// request context.
+	public bool
+
+	// secretPath marks a route whose path carries a secret (an API key,
+	// a token): the log then gets the route pattern, not the path.
+	secretPath bool
+}
+
+// routes is the route table. It reads like SPEC.md section 4; a group of
+// routes added later (/auth) is one more block of lines.
+func (a *api) routes() []route {
+	return []route{
+		{method: http.MethodGet, path: "/healthz", handle: a.healthz, public: true},
+
+		// SPEC.md 4.2: key rings and keys.
+		{method: http.MethodGet, path: "/ks/hash/:hash", handle: a.lookupHash},
+		{method: http.MethodGet, path: "/ks/header/:header", handle: a.lookupHeader},
+		{method: http.MethodPost, path: "/ks/decrypt", handle: a.decrypt},
+		{method: http.MethodPost, path: "/ks/encrypt", handle: a.encrypt},
+		{method: http.MethodPost, path: "/ks/rotate", handle: a.rotate},
+		{method: http.MethodPost, path: "/ks/keyrings", handle: a.createKeyRing},
+		{method: http.MethodGet, path: "/ks/keyrings", handle: a.listKeyRings},
+		{method: http.MethodGet, path: "/ks/keyrings/:ringname", handle: a.getKeyRing},
+		{method: http.MethodGet, path: "/ks/config", handle: a.getConfig},
+		{method: http.MethodPut, path: "/ks/config", handle: a.setConfig},
+		{method: http.MethodDelete, path: "/ks/keyrings/:ringname", handle: a.deleteKeyRing},
+		{method: http.MethodGet, path: "/ks/keyrings/:ringname/keys", handle: a.listKeys},
+		{method: http.MethodGet, path: "/ks/keyrings/:ringname/keys/:keyId", handle: a.getKey},
+
+		// SPEC.md 4.6: the asym service.
+		{method: http.MethodPost, path: "/asym/keyrings", handle: a.createAsymKeyRing},
+		{method: http.MethodGet, path: "/asym/keyrings/:ringname/keys/:keyId", handle: a.getAsymKey},
+		{method: http.MethodPost, path: "/asym/rotate", handle: a.rotateAsym},
+	}
+}
+
+// New returns an http.Handler that serves the ringkms HTTP interface over
+// svc: the routes of SPEC.md sections 4.2 and 4.6, and GET /healthz. It
+// panics when svc is nil.
+func New(svc *kms.Service, opts Options) http.Handler {
+	return newHandler(svc, opts, nil)
+}
+
+// newHandler is New with extra routes, for tests.
+func newHandler(svc *kms.Service, opts Options, extra []route) http.Handler {
+	if svc == nil {
+		panic("httpapi: New needs a *kms.Service")
+	}
+	a := &api{svc: svc, log: zerolog.Nop(), maxBody: opts.MaxBodyBytes}
+	if opts.Logger != nil {
+		a.log = *opts.Logger
+	}
+	if a.maxBody <= 0 {
+		a.maxBody = DefaultMaxBodyBytes
+	}
+
+	router := httprouter.New()
+	// Redirects would drop the prefix of a mounted handler, and automatic
+	// OPTIONS answers would bypass the JSON shape: answer 404/405 instead.
+	router.RedirectTrailingSlash = false
+	router.RedirectFixedPath = false
+	router.HandleOPTIONS = false
+	router.HandleMethodNotAllowed = true
+	router.NotFound = http.HandlerFunc(a.notFound)
+	router.MethodNotAllowed = http.HandlerFunc(a.methodNotAllowed)
+	router.PanicHandler = a.panicked
+
+	for _, rt := range append(a.routes(), extra...) {
+		h := a.serve(rt)
+		if !rt.public {
+			h = a.requireBearer(h)
+		}
+		router.Handle(rt.method, rt.path, a.named(rt, h))
+	}
+	return a.logRequests(router)
+}
+
+// named records the matched route in the request's log state before h.
+func (a *api) named(rt route, h httprouter.Handle) httprouter.Handle {
+	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+		if st := stateFrom(r.Context()); st != nil {
+			st.route, st.secretPath = rt.path, rt.secretPath
+		}
+		h(w, r, ps)
+	}
+}
+
+// serve adapts a handler: it caps the body, runs the handler and writes
+// its answer or its error.
+func (a *api) serve(rt route) httprouter.Handle {
+	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = http.MaxBytesReader(rawWriter(w, r), r.Body, a.maxBody)
+		}
+		body, err := rt.handle(r, ps)
+		switch {
+		case err == nil:
+			a.writeJSON(w, r, http.StatusOK, body)
+		case body != nil:
+			status, code := statusOf(err)
+			noteError(r, err, code)
+			a.writeJSON(w, r, status, body)
+		default:
+			a.writeError(w, r, err)
+		}
+	}
+}

@@ -1,0 +1,100 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"reflect"
+	"strings"
+
+	"github.com/ringkms/kms"
+)
+
+// decode reads the JSON body of r into v. The body is required, must come
+// with Content-Type application/json (parameters such as charset allowed),
+// must be one JSON value with nothing after it, and must not exceed the
+// cap that serve put on it (413). Members that v does not know are ignored.
+func (a *api) decode(r *http.Request, v any) error {
+	if r.ContentLength > a.maxBody {
+		return kms.Errorf(kms.KindTooLarge, "request body is larger than %d bytes", a.maxBody)
+	}
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		return errBodyRequired
+	}
+	if err := checkContentType(r.Header.Get("Content-Type")); err != nil {
+		return err
+	}
+	data, err := io.ReadAll(r.Body)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return kms.Errorf(kms.KindTooLarge, "request body is larger than %d bytes", tooLarge.Limit)
+		}
+		return kms.Errorf(kms.KindInvalid, "cannot read the request body: %v", err)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return errBodyRequired
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return jsonError(err)
+	}
+	return nil
+}
+
+var errBodyRequired = kms.Errorf(kms.KindInvalid, "a JSON request body is required")
+
+func checkContentType(value string) error {
+	if value == "" {
+		return kms.Errorf(kms.KindInvalid, "missing Content-Type: send Content-Type: application/json")
+	}
+	mt, _, err := mime.ParseMediaType(value)
+	if err != nil || mt != "application/json" {
+		return kms.Errorf(kms.KindInvalid, "unsupported Content-Type %q: send Content-Type: application/json", value)
+	}
+	return nil
+}
+
+// jsonError turns an error of encoding/json into an Invalid error that
+// names the problem, and the member for a value of the wrong type.
+func jsonError(err error) error {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syntax):
+		return kms.Errorf(kms.KindInvalid, "invalid JSON body: %v (at byte %d)", syntax, syntax.Offset)
+	case errors.As(err, &typ) && typ.Field == "":
+		return kms.Errorf(kms.KindInvalid, "invalid JSON body: it must be %s, not %s", jsonType(typ.Type), typ.Value)
+	case errors.As(err, &typ):
+		return kms.Errorf(kms.KindInvalid, "invalid JSON body: member %q must be %s, not %s", typ.Field, jsonType(typ.Type), typ.Value)
+	}
+	return kms.Errorf(kms.KindInvalid, "invalid JSON body: %s", strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// jsonType names the JSON type that decodes into t.
+func jsonType(t reflect.Type) string {
+	if t == nil {
+		return "another type"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	}
+	return "another type"
+}

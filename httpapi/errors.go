@@ -1,0 +1,139 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"runtime/debug"
+	"strings"
+
+	"github.com/ringkms/kms"
+)
+
+// kindStatus is the one table from kms error kinds to HTTP statuses. A kind
+// missing here (a kind added to kms later) is a 500.
+var kindStatus = map[kms.Kind]int{
+	kms.KindInvalid:          http.StatusBadRequest,
+	kms.KindUnauthenticated:  http.StatusUnauthorized,
+	kms.KindPermissionDenied: http.StatusForbidden,
+	kms.KindNotFound:         http.StatusNotFound,
+	kms.KindConflict:         http.StatusBadRequest, // SPEC.md 7: an existing name, a ring still in use
+	kms.KindLimit:            http.StatusForbidden,  // SPEC.md 7: resource limit reached
+	kms.KindUnprocessable:    http.StatusUnprocessableEntity,
+	kms.KindTooLarge:         http.StatusRequestEntityTooLarge,
+	kms.KindInternal:         http.StatusInternalServerError,
+}
+
+// errorBody is the body of every error answer.
+type errorBody struct {
+	Message string `json:"message"`
+	Code    string `json:"code"`
+}
+
+// httpError is an outcome that exists only in HTTP, with no kms kind: a
+// method not allowed on a route, a service that cannot serve. Err, when
+// set, goes to the log.
+type httpError struct {
+	status  int
+	code    string
+	message string
+	err     error
+}
+
+func (e *httpError) Error() string {
+	if e.err != nil {
+		return e.message + ": " + e.err.Error()
+	}
+	return e.message
+}
+
+func (e *httpError) Unwrap() error { return e.err }
+
+// statusOf returns the status and the code of err.
+func statusOf(err error) (int, string) {
+	var he *httpError
+	if errors.As(err, &he) {
+		return he.status, he.code
+	}
+	kind := kms.ErrorKind(err)
+	status, ok := kindStatus[kind]
+	if !ok {
+		return http.StatusInternalServerError, kms.KindInternal.String()
+	}
+	return status, kind.String()
+}
+
+// messageOf returns the message of err that is safe to show the caller.
+// A 500 is always "internal error": its detail goes to the log only.
+func messageOf(err error, status int) string {
+	var he *httpError
+	if errors.As(err, &he) {
+		return he.message
+	}
+	if status >= 500 {
+		return "internal error"
+	}
+	return kms.ErrorMessage(err)
+}
+
+// writeError is the one error writer: {"message": ..., "code": ...} with
+// the status of the error's kind. The error itself goes to the request's
+// log line, with the request ID.
+func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	status, code := statusOf(err)
+	noteError(r, err, code)
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="ringkms"`)
+	}
+	a.writeJSON(w, r, status, errorBody{Message: messageOf(err, status), Code: code})
+}
+
+// writeJSON is the one JSON writer of every answer.
+func (a *api) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Only a programming error gets here (an unencodable type).
+		err = fmt.Errorf("encode answer: %w", err)
+		noteError(r, err, kms.KindInternal.String())
+		status = http.StatusInternalServerError
+		b, _ = json.Marshal(errorBody{Message: "internal error", Code: kms.KindInternal.String()})
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	// Answers carry key material and are per caller: no cache keeps them.
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+// notFound answers a path that no route serves.
+func (a *api) notFound(w http.ResponseWriter, r *http.Request) {
+	a.writeError(w, r, kms.Errorf(kms.KindNotFound, "no endpoint %s %s", r.Method, r.URL.Path))
+}
+
+// methodNotAllowed answers a path served by routes of other methods;
+// httprouter has set the Allow header.
+func (a *api) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	allow := strings.ReplaceAll(w.Header().Get("Allow"), " ", "")
+	a.writeError(w, r, &httpError{
+		status:  http.StatusMethodNotAllowed,
+		code:    "method_not_allowed",
+		message: fmt.Sprintf("method %s is not allowed on this endpoint; allowed: %s", r.Method, strings.ReplaceAll(allow, ",", ", ")),
+	})
+}
+
+// panicked answers a handler that panicked: a 500 in the same shape, and
+// the panic with its stack to the log.
+func (a *api) panicked(w http.ResponseWriter, r *http.Request, v any) {
+	if v == http.ErrAbortHandler {
+		panic(v) // net/http's way to abort a response; it logs nothing
+	}
+	err := fmt.Errorf("panic: %v\n%s", v, debug.Stack())
+	if st := stateFrom(r.Context()); st != nil && st.rec.wroteHeader {
+		noteError(r, err, kms.KindInternal.String())
+		return // too late for an error answer
+	}
+	a.writeError(w, r, err)
+}

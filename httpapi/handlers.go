@@ -1,0 +1,214 @@
+package httpapi
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/ringkms/kms"
+)
+
+// Each handler decodes its request, calls one Service method and returns
+// the answer's body. Authorization, validation and audit are the
+// Service's.
+
+// result returns v as a body, or err. It keeps a typed nil pointer from
+// becoming a non-nil body.
+func result[T any](v *T, err error) (any, error) {
+	if err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// ringRef names the ring of the :ringname parameter: by ID with ?id=true.
+func ringRef(r *http.Request, ps httprouter.Params) kms.RingRef {
+	return kms.RingRef{Name: ps.ByName("ringname"), ByID: strings.EqualFold(r.URL.Query().Get("id"), "true")}
+}
+
+// pageRequest reads the cursor and limit query parameters.
+func pageRequest(r *http.Request) (kms.PageRequest, error) {
+	q := r.URL.Query()
+	limit, err := kms.ParseLimit(q.Get("limit"))
+	if err != nil {
+		return kms.PageRequest{}, err
+	}
+	return kms.PageRequest{Cursor: q.Get("cursor"), Limit: limit}, nil
+}
+
+// GET /healthz
+func (a *api) healthz(r *http.Request, _ httprouter.Params) (any, error) {
+	if err := a.svc.Ping(r.Context()); err != nil {
+		return nil, &httpError{status: http.StatusServiceUnavailable, code: "unavailable", message: "service unavailable", err: err}
+	}
+	return struct {
+		Status string `json:"status"`
+	}{"ok"}, nil
+}
+
+// GET /ks/hash/:hash
+func (a *api) lookupHash(r *http.Request, ps httprouter.Params) (any, error) {
+	return result(a.svc.LookupHash(r.Context(), ps.ByName("hash")))
+}
+
+// GET /ks/header/:header
+func (a *api) lookupHeader(r *http.Request, ps httprouter.Params) (any, error) {
+	return result(a.svc.LookupHeader(r.Context(), ps.ByName("header")))
+}
+
+// POST /ks/decrypt. A failed verification answers 422 with the shape of
+// the 200 answer.
+func (a *api) decrypt(r *http.Request, _ httprouter.Params) (any, error) {
+	var in kms.DecryptInput
+	if err := a.decode(r, &in); err != nil {
+		return nil, err
+	}
+	res, err := a.svc.Decrypt(r.Context(), in)
+	if err != nil && res != nil && kms.ErrorKind(err) == kms.KindUnprocessable {
+		return res, err
+	}
+	return result(res, err)
+}
+
+// POST /ks/encrypt
+func (a *api) encrypt(r *http.Request, _ httprouter.Params) (any, error) {
+	var in kms.EncryptInput
+	if err := a.decode(r, &in); err != nil {
+		return nil, err
+	}
+	return result(a.svc.Encrypt(r.Context(), in))
+}
+
+// keyBody is the answer to a rotation: {"key": ...}.
+type keyBody[K any] struct {
+	Key *K `json:"key"`
+}
+
+// POST /ks/rotate
+func (a *api) rotate(r *http.Request, _ httprouter.Params) (any, error) {
+	var in kms.RotateInput
+	if err := a.decode(r, &in); err != nil {
+		return nil, err
+	}
+	k, err := a.svc.Rotate(r.Context(), in)
+	if err != nil {
+		return nil, err
+	}
+	return keyBody[kms.Key]{Key: k}, nil
+}
+
+// POST /ks/keyrings
+func (a *api) createKeyRing(r *http.Request, _ httprouter.Params) (any, error) {
+	var in kms.CreateKeyRingInput
+	if err := a.decode(r, &in); err != nil {
+		return nil, err
+	}
+	return result(a.svc.CreateKeyRing(r.Context(), in))
+}
+
+// GET /ks/keyrings
+func (a *api) listKeyRings(r *http.Request, _ httprouter.Params) (any, error) {
+	page, err := pageRequest(r)
+	if err != nil {
+		return nil, err
+	}
+	return result(a.svc.ListKeyRings(r.Context(), page))
+}
+
+// GET /ks/keyrings/:ringname
+func (a *api) getKeyRing(r *http.Request, ps httprouter.Params) (any, error) {
+	ring, err := a.svc.GetKeyRing(r.Context(), ringRef(r, ps))
+	if err != nil {
+		return nil, err
+	}
+	return struct {
+		Ring *kms.KeyRing `json:"ring"`
+	}{ring}, nil
+}
+
+// configBody is the answer to GET and PUT /ks/config: {"config": ...}.
+type configBody struct {
+	Config *kms.KeyRingConfig `json:"config"`
+}
+
+// GET /ks/config?ringname=...
+func (a *api) getConfig(r *http.Request, _ httprouter.Params) (any, error) {
+	cfg, err := a.svc.GetConfig(r.Context(), r.URL.Query().Get("ringname"))
+	if err != nil {
+		return nil, err
+	}
+	return configBody{cfg}, nil
+}
+
+// setConfigRequest is the body of PUT /ks/config. SPEC.md spells the ring
+// name member both ringname and ringanme; ringanme counts when ringname is
+// absent.
+type setConfigRequest struct {
+	RingName *string            `json:"ringname"`
+	RingAnme string             `json:"ringanme"`
+	Config   *kms.KeyRingConfig `json:"config"`
+}
+
+// PUT /ks/config
+func (a *api) setConfig(r *http.Request, _ httprouter.Params) (any, error) {
+	var in setConfigRequest
+	if err := a.decode(r, &in); err != nil {
+		return nil, err
+	}
+	name := in.RingAnme
+	if in.RingName != nil {
+		name = *in.RingName
+	}
+	cfg, err := a.svc.SetConfig(r.Context(), name, in.Config)
+	if err != nil {
+		return nil, err
+	}
+	return configBody{cfg}, nil
+}
+
+// DELETE /ks/keyrings/:ringname
+func (a *api) deleteKeyRing(r *http.Request, ps httprouter.Params) (any, error) {
+	return result(a.svc.DeleteKeyRing(r.Context(), ps.ByName("ringname")))
+}
+
+// GET /ks/keyrings/:ringname/keys
+func (a *api) listKeys(r *http.Request, ps httprouter.Params) (any, error) {
+	page, err := pageRequest(r)
+	if err != nil {
+		return nil, err
+	}
+	return result(a.svc.ListKeys(r.Context(), ringRef(r, ps), page))
+}
+
+// GET /ks/keyrings/:ringname/keys/:keyId
+func (a *api) getKey(r *http.Request, ps httprouter.Params) (any, error) {
+	return result(a.svc.GetKey(r.Context(), ringRef(r, ps), ps.ByName("keyId")))
+}
+
+// POST /asym/keyrings
+func (a *api) createAsymKeyRing(r *http.Request, _ httprouter.Params) (any, error) {
+	var in kms.CreateAsymKeyRingInput
+	if err := a.decode(r, &in); err != nil {
+		return nil, err
+	}
+	return result(a.svc.CreateAsymKeyRing(r.Context(), in))
+}
+
+// GET /asym/keyrings/:ringname/keys/:keyId
+func (a *api) getAsymKey(r *http.Request, ps httprouter.Params) (any, error) {
+	return result(a.svc.GetAsymKey(r.Context(), ringRef(r, ps), ps.ByName("keyId")))
+}
+
+// POST /asym/rotate
+func (a *api) rotateAsym(r *http.Request, _ httprouter.Params) (any, error) {
+	var in kms.RotateInput
+	if err := a.decode(r, &in); err != nil {
+		return nil, err
+	}
+	k, err := a.svc.RotateAsym(r.Context(), in)
+	if err != nil {
+		return nil, err
+	}
+	return keyBody[kms.AsymKey]{Key: k}, nil
+}

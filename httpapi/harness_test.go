@@ -1,0 +1,356 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/httpapi"
+	"github.com/ringkms/kms/store/badgerstore"
+)
+
+// env is a Service on an in-memory store, served by httpapi over a real
+// HTTP server, with a root API key.
+type env struct {
+	store   *downStore
+	svc     *kms.Service
+	srv     *httptest.Server
+	root    string          // secret of the root API key (flag "*")
+	rootCtx context.Context // carries the root principal, for direct Service calls
+	account string          // ID of the Account that test API keys belong to
+	logs    *syncBuffer     // the handler's log
+}
+
+type envOptions struct {
+	maxBody int64
+}
+
+// newEnv starts an env; everything stops at the end of the test.
+func newEnv(t testing.TB, opts ...func(*envOptions)) *env {
+	t.Helper()
+	var o envOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	st, err := badgerstore.OpenInMemory()
+	if err != nil {
+		t.Fatalf("badgerstore.OpenInMemory() = %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ds := &downStore{Store: st}
+	svc, err := kms.New(ds, kms.Options{MasterKey: kms.GenerateMasterKey()})
+	if err != nil {
+		t.Fatalf("kms.New() = %v", err)
+	}
+	t.Cleanup(func() { svc.Close() })
+	ctx := context.Background()
+	boot, err := svc.Bootstrap(ctx, "")
+	if err != nil {
+		t.Fatalf("Bootstrap() = %v", err)
+	}
+	rootP, err := svc.Authenticate(ctx, boot.Secret)
+	if err != nil {
+		t.Fatalf("Authenticate(root) = %v", err)
+	}
+	rootCtx := kms.WithPrincipal(ctx, rootP)
+	acct, err := svc.CreateAccount(rootCtx, kms.AccountInput{UID: "tests"})
+	if err != nil {
+		t.Fatalf("CreateAccount() = %v", err)
+	}
+	logs := &syncBuffer{}
+	logger := zerolog.New(logs)
+	h := httpapi.New(svc, httpapi.Options{Logger: &logger, MaxBodyBytes: o.maxBody})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return &env{store: ds, svc: svc, srv: srv, root: boot.Secret, rootCtx: rootCtx, account: acct.ID, logs: logs}
+}
+
+// downStore is a kms.Store that can be made to fail reads, for /healthz.
+type downStore struct {
+	kms.Store
+	down atomic.Bool
+}
+
+func (s *downStore) View(ctx context.Context, fn func(kms.Txn) error) error {
+	if s.down.Load() {
+		return fmt.Errorf("disk on fire at /var/lib/secret-path")
+	}
+	return s.Store.View(ctx, fn)
+}
+
+// syncBuffer is a log sink safe for concurrent writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// lines returns the JSON log lines.
+func (b *syncBuffer) lines(t testing.TB) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(b.String()), "\n") {
+		if l == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("log line %q is not JSON: %v", l, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// apiKey creates an API key with the given flags (all granted) and
+// returns its secret and ID.
+func (e *env) apiKey(t testing.TB, flags ...string) (secret, id string) {
+	t.Helper()
+	f := kms.Flags{}
+	for _, name := range flags {
+		f[name] = true
+	}
+	k, err := e.svc.CreateAPIKey(e.rootCtx, kms.APIKeyInput{AccountID: e.account, Flags: f})
+	if err != nil {
+		t.Fatalf("CreateAPIKey(%v) = %v", flags, err)
+	}
+	return k.Key, k.KeyID
+}
+
+// reply is an HTTP answer.
+type reply struct {
+	method, path string
+	status       int
+	header       http.Header
+	body         []byte
+}
+
+// req describes a request beyond method, path and credential.
+type req struct {
+	body        any    // nil: no body; string or []byte: sent as is; else JSON-encoded
+	contentType string // default application/json when there is a body; "-" for none
+	auth        []string
+	chunked     bool // send the body without Content-Length
+}
+
+// do sends method path with the credential secret ("" for none) and body
+// (see req.body), and reads the answer.
+func (e *env) do(t testing.TB, method, path, secret string, body any) reply {
+	t.Helper()
+	var auth []string
+	if secret != "" {
+		auth = []string{"Bearer " + secret}
+	}
+	return e.send(t, method, path, req{body: body, auth: auth})
+}
+
+func (e *env) send(t testing.TB, method, path string, rq req) reply {
+	t.Helper()
+	return send(t, e.srv.URL, method, path, rq)
+}
+
+func send(t testing.TB, base, method, path string, rq req) reply {
+	t.Helper()
+	var rd io.Reader
+	if rq.body != nil {
+		var b []byte
+		switch v := rq.body.(type) {
+		case string:
+			b = []byte(v)
+		case []byte:
+			b = v
+		default:
+			var err error
+			if b, err = json.Marshal(v); err != nil {
+				t.Fatalf("encode request body: %v", err)
+			}
+		}
+		rd = bytes.NewReader(b)
+		if rq.chunked {
+			rd = io.MultiReader(rd) // hides the length
+		}
+	}
+	r, err := http.NewRequest(method, base+path, rd)
+	if err != nil {
+		t.Fatalf("NewRequest(%s %s) = %v", method, path, err)
+	}
+	if rq.body != nil {
+		switch rq.contentType {
+		case "":
+			r.Header.Set("Content-Type", "application/json")
+		case "-":
+		default:
+			r.Header.Set("Content-Type", rq.contentType)
+		}
+	}
+	for _, a := range rq.auth {
+		r.Header.Add("Authorization", a)
+	}
+	resp, err := http.DefaultClient.Do(r)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: read body: %v", method, path, err)
+	}
+	return reply{method: method, path: path, status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+// want fails the test unless the status is status.
+func (r reply) want(t testing.TB, status int) reply {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("%s %s = %d, want %d; body %s", r.method, r.path, r.status, status, r.body)
+	}
+	if ct := r.header.Get("Content-Type"); ct != "application/json; charset=utf-8" {
+		t.Errorf("%s %s: Content-Type = %q, want application/json; charset=utf-8", r.method, r.path, ct)
+	}
+	return r
+}
+
+// wantError fails the test unless the answer is an error of status and
+// code in the error shape, and returns its message.
+func (r reply) wantError(t testing.TB, status int, code string) string {
+	t.Helper()
+	r.want(t, status)
+	var body map[string]any
+	if err := json.Unmarshal(r.body, &body); err != nil {
+		t.Fatalf("%s %s: body %q is not JSON: %v", r.method, r.path, r.body, err)
+	}
+	msg, _ := body["message"].(string)
+	if msg == "" {
+		t.Errorf("%s %s: body %s has no message", r.method, r.path, r.body)
+	}
+	if got, _ := body["code"].(string); got != code {
+		t.Errorf("%s %s: code = %q, want %q; body %s", r.method, r.path, got, code, r.body)
+	}
+	if len(body) != 2 {
+		t.Errorf("%s %s: error body %s has members other than message and code", r.method, r.path, r.body)
+	}
+	return msg
+}
+
+// decode decodes the body into a T.
+func decode[T any](t testing.TB, r reply) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal(r.body, &v); err != nil {
+		t.Fatalf("%s %s: decode %s: %v", r.method, r.path, r.body, err)
+	}
+	return v
+}
+
+// object decodes the body as a JSON object.
+func (r reply) object(t testing.TB) map[string]any {
+	t.Helper()
+	return decode[map[string]any](t, r)
+}
+
+// createRing creates a /ks ring named name with kem x25519 (the quickest)
+// and returns the answer.
+func (e *env) createRing(t testing.TB, name string) kms.CreateKeyRingResult {
+	t.Helper()
+	r := e.do(t, "POST", "/ks/keyrings", e.root, map[string]any{"name": name, "kem": "x25519"}).want(t, http.StatusOK)
+	return decode[kms.CreateKeyRingResult](t, r)
+}
+
+// encrypt calls POST /ks/encrypt on ring as root.
+func (e *env) encrypt(t testing.TB, ring string) kms.EncryptResult {
+	t.Helper()
+	r := e.do(t, "POST", "/ks/encrypt", e.root, map[string]any{"ringname": ring}).want(t, http.StatusOK)
+	return decode[kms.EncryptResult](t, r)
+}
+
+// flip changes the character in the middle of s to another of the
+// URL-safe base64 alphabet.
+func flip(s string) string {
+	i := len(s) / 2
+	c := byte('A')
+	if s[i] == 'A' {
+		c = 'B'
+	}
+	return s[:i] + string(c) + s[i+1:]
+}
+
+// authCases are the credential failures every protected route answers 401.
+var authCases = []struct {
+	name string
+	auth []string
+}{
+	{"no Authorization", nil},
+	{"wrong secret", []string{"Bearer rk_not-a-real-key-000000000000000000000000"}},
+	{"Basic scheme", []string{"Basic dXNlcjpwYXNz"}},
+}
+
+// checkAuth checks that method path answers 401 without a valid
+// credential and 403 with a credential lacking the flag it needs.
+func (e *env) checkAuth(t *testing.T, method, path string, body any) {
+	t.Helper()
+	for _, c := range authCases {
+		t.Run("401 "+c.name, func(t *testing.T) {
+			r := e.send(t, method, path, req{body: body, auth: c.auth})
+			r.wantError(t, http.StatusUnauthorized, "unauthenticated")
+		})
+	}
+	t.Run("403 no flag", func(t *testing.T) {
+		secret, _ := e.apiKey(t, "keyring.unrelated.read")
+		e.do(t, method, path, secret, body).wantError(t, http.StatusForbidden, "permission_denied")
+	})
+}
+
+// activity returns the activity records that match. SPEC.md's activity
+// search has no Service method yet (no SearchActivity), so the IDs come
+// from the store's activity ID index ("act/id/", kms/layout.go) and each
+// record is read through Service.GetActivity.
+func (e *env) activity(t testing.TB, match func(*kms.Activity) bool) []*kms.Activity {
+	t.Helper()
+	prefix := []byte("act/id/")
+	var ids []string
+	err := e.store.View(context.Background(), func(tx kms.Txn) error {
+		return tx.Scan(kms.ScanOptions{Prefix: prefix, KeysOnly: true}, func(k, _ []byte) (bool, error) {
+			ids = append(ids, string(k[len(prefix):]))
+			return true, nil
+		})
+	})
+	if err != nil {
+		t.Fatalf("scan activity IDs: %v", err)
+	}
+	if len(ids) == 0 {
+		t.Fatalf("no activity IDs under %q: has the store layout changed?", prefix)
+	}
+	var out []*kms.Activity
+	for _, id := range ids {
+		a, err := e.svc.GetActivity(e.rootCtx, id)
+		if err != nil {
+			t.Fatalf("GetActivity(%s) = %v", id, err)
+		}
+		if match(a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}

@@ -1,0 +1,181 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/ringkms/kms"
+)
+
+// RequestIDHeader is the response header that carries the request ID,
+// which every log line of the request carries too.
+const RequestIDHeader = "X-Request-Id"
+
+// reqState is what the inner layers tell the request log line. It lives in
+// the request context, set up by logRequests.
+type reqState struct {
+	rec        *recorder
+	raw        http.ResponseWriter // the writer logRequests was given
+	route      string              // matched route pattern
+	secretPath bool
+	principal  string // ID of the authenticated caller
+	err        error  // the error answered, for the log
+	code       string // its code
+}
+
+type stateKey struct{}
+
+func stateFrom(ctx context.Context) *reqState {
+	st, _ := ctx.Value(stateKey{}).(*reqState)
+	return st
+}
+
+// noteError keeps the error answered to r for its log line.
+func noteError(r *http.Request, err error, code string) {
+	if st := stateFrom(r.Context()); st != nil {
+		st.err, st.code = err, code
+	}
+}
+
+// rawWriter returns the writer the server handed to logRequests, so that
+// http.MaxBytesReader can tell the server to close the connection.
+func rawWriter(w http.ResponseWriter, r *http.Request) http.ResponseWriter {
+	if st := stateFrom(r.Context()); st != nil && st.raw != nil {
+		return st.raw
+	}
+	return w
+}
+
+// recorder counts what a handler writes.
+type recorder struct {
+	http.ResponseWriter
+	status      int
+	size        int64
+	wroteHeader bool
+}
+
+func (w *recorder) WriteHeader(status int) {
+	if !w.wroteHeader && status >= 200 {
+		w.status, w.wroteHeader = status, true
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *recorder) Write(b []byte) (int, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.size += int64(n)
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the server's writer.
+func (w *recorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+var idEncoding = base32.HexEncoding.WithPadding(base32.NoPadding)
+
+// newRequestID returns a random request ID of 20 characters.
+func newRequestID() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return strings.ToLower(idEncoding.EncodeToString(b[:]))
+}
+
+// logRequests gives every request an ID (the X-Request-Id response header
+// and the req_id field of its log lines), puts a logger carrying it in the
+// request context (zerolog.Ctx(r.Context()), as zerolog/hlog does), and
+// logs one line when the request is done: method, path, status, size,
+// duration and principal ID; for a 5xx, the full error at level error.
+// Neither headers nor bodies are logged, and a route marked secretPath is
+// logged by its pattern only.
+func (a *api) logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		id := newRequestID()
+		w.Header().Set(RequestIDHeader, id)
+		l := a.log.With().Str("req_id", id).Logger()
+		rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+		st := &reqState{rec: rec, raw: w}
+		ctx := context.WithValue(l.WithContext(r.Context()), stateKey{}, st)
+		next.ServeHTTP(rec, r.WithContext(ctx))
+
+		ev := l.Info()
+		if rec.status >= 500 {
+			ev = l.Error().Err(st.err)
+		}
+		if !ev.Enabled() {
+			return
+		}
+		ev = ev.Str("method", r.Method)
+		if st.route != "" {
+			ev = ev.Str("route", st.route)
+		}
+		if !st.secretPath {
+			ev = ev.Str("path", r.URL.Path)
+		}
+		ev = ev.Int("status", rec.status).Int64("size", rec.size).Dur("duration", time.Since(start))
+		if st.principal != "" {
+			ev = ev.Str("principal", st.principal)
+		}
+		if st.code != "" {
+			ev = ev.Str("code", st.code)
+		}
+		ev.Msg("request")
+	})
+}
+
+// requireBearer is the bearer middleware of SPEC.md 5.2: the request must
+// carry exactly one "Authorization: Bearer <secret>" header whose secret
+// the Service accepts; otherwise the answer is 401. The caller's Principal
+// goes into the request context for the Service.
+func (a *api) requireBearer(next httprouter.Handle) httprouter.Handle {
+	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+		p, err := a.authenticate(r)
+		if err != nil {
+			a.writeError(w, r, err)
+			return
+		}
+		if st := stateFrom(r.Context()); st != nil {
+			st.principal = p.ID
+		}
+		next(w, r.WithContext(kms.WithPrincipal(r.Context(), p)), ps)
+	}
+}
+
+func (a *api) authenticate(r *http.Request) (*kms.Principal, error) {
+	values := r.Header.Values("Authorization")
+	switch len(values) {
+	case 0:
+		return nil, kms.Errorf(kms.KindUnauthenticated, "missing credential: send Authorization: Bearer <API key>")
+	case 1:
+	default:
+		return nil, kms.Errorf(kms.KindUnauthenticated, "send one Authorization header, not %d", len(values))
+	}
+	secret, ok := bearerToken(values[0])
+	if !ok {
+		return nil, kms.Errorf(kms.KindUnauthenticated, "malformed Authorization header: use Bearer <API key>")
+	}
+	return a.svc.Authenticate(r.Context(), secret)
+}
+
+// bearerToken returns the token of an Authorization header value of the
+// form "Bearer <token>": the scheme compared case-insensitively (RFC 7235),
+// then exactly one space and a non-empty token.
+func bearerToken(value string) (string, bool) {
+	const scheme = "Bearer"
+	if len(value) < len(scheme)+2 || !strings.EqualFold(value[:len(scheme)], scheme) || value[len(scheme)] != ' ' {
+		return "", false
+	}
+	token := value[len(scheme)+1:]
+	if token[0] == ' ' || token[0] == '\t' {
+		return "", false
+	}
+	return token, true
+}
