@@ -1,0 +1,198 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+)
+
+// config is kmsd's configuration, from flags and KMS_* environment
+// variables. Secrets (the master key itself, the bootstrap API key, the
+// SMTP password) come only from the environment or a file, never from a
+// flag, so they do not show in the process list.
+type config struct {
+	addr          string
+	data          string
+	dev           bool
+	masterKeyFile string
+	mailOutbox    string
+	baseURL       string
+	tlsCert       string
+	tlsKey        string
+	logLevel      string
+	logFormat     string
+}
+
+// setting is one flag and the environment variable that backs it.
+type setting struct {
+	flag  string
+	env   string
+	arg   string // the name of the value in the usage text
+	usage string
+	def   string // the default, for the usage text
+}
+
+var settings = []setting{
+	{"addr", "KMS_ADDR", "host:port", "address to listen on", "127.0.0.1:8200"},
+	{"data", "KMS_DATA", "dir", "data directory of the embedded Badger store", "./data"},
+	{"dev", "KMS_DEV", "", "development mode: generate a master key into <data>/master.key if none is given", "false"},
+	{"master-key-file", "KMS_MASTER_KEY_FILE", "file", "file holding the master key in base64 (or set KMS_MASTER_KEY)", ""},
+	{"mail-outbox", "KMS_MAIL_OUTBOX", "dir", "write outgoing mail as files in dir instead of sending it", ""},
+	{"base-url", "KMS_BASE_URL", "url", "public address of the service, for links in mail", "http(s)://<addr>"},
+	{"tls-cert", "KMS_TLS_CERT", "file", "TLS certificate chain, PEM (with -tls-key)", ""},
+	{"tls-key", "KMS_TLS_KEY", "file", "TLS private key, PEM (with -tls-cert)", ""},
+	{"log-level", "KMS_LOG_LEVEL", "level", "debug, info, warn or error", "info"},
+	{"log-format", "KMS_LOG_FORMAT", "format", "json or console", "json"},
+}
+
+// envOnly are the variables that have no flag.
+var envOnly = [][2]string{
+	{"KMS_MASTER_KEY", "the master key: base64 of 32 random bytes (head -c 32 /dev/urandom | base64)"},
+	{"KMS_BOOTSTRAP_API_KEY", "secret (>= 32 characters) of the root API key created on an empty store"},
+	{"KMS_SMTP_ADDR", "SMTP server host:port; sends mail over SMTP (unless -mail-outbox)"},
+	{"KMS_SMTP_FROM", "sender address of the mail (required with KMS_SMTP_ADDR)"},
+	{"KMS_SMTP_USER", "SMTP user name (AUTH PLAIN, over STARTTLS)"},
+	{"KMS_SMTP_PASSWORD", "SMTP password"},
+}
+
+// usageError is an error in the command line or the environment: kmsd
+// exits with status 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+// parseConfig reads the flags in args and, for every flag not on the
+// command line, its environment variable. cmd is "" for the server or the
+// name of a subcommand, for the usage text. It returns flag.ErrHelp after
+// printing the usage to stdout when asked for help.
+func parseConfig(cmd string, args []string, getenv func(string) string, stdout io.Writer) (*config, error) {
+	c := &config{}
+	name := "kmsd"
+	if cmd != "" {
+		name += " " + cmd
+	}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&c.addr, "addr", "127.0.0.1:8200", "")
+	fs.StringVar(&c.data, "data", "./data", "")
+	fs.BoolVar(&c.dev, "dev", false, "")
+	fs.StringVar(&c.masterKeyFile, "master-key-file", "", "")
+	fs.StringVar(&c.mailOutbox, "mail-outbox", "", "")
+	fs.StringVar(&c.baseURL, "base-url", "", "")
+	fs.StringVar(&c.tlsCert, "tls-cert", "", "")
+	fs.StringVar(&c.tlsKey, "tls-key", "", "")
+	fs.StringVar(&c.logLevel, "log-level", "info", "")
+	fs.StringVar(&c.logFormat, "log-format", "json", "")
+
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(stdout, cmd)
+			return nil, flag.ErrHelp
+		}
+		return nil, usagef("%v (see kmsd -h)", err)
+	}
+	if fs.NArg() > 0 {
+		return nil, usagef("unexpected argument %q (see kmsd -h)", fs.Arg(0))
+	}
+	onCommandLine := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
+	for _, s := range settings {
+		if onCommandLine[s.flag] {
+			continue
+		}
+		v := getenv(s.env)
+		if v == "" {
+			continue
+		}
+		if err := fs.Set(s.flag, v); err != nil {
+			return nil, usagef("%s=%q: %v", s.env, v, err)
+		}
+	}
+	if err := c.validate(); err != nil {
+		return nil, usageError{err}
+	}
+	return c, nil
+}
+
+func (c *config) validate() error {
+	// An empty host means every interface; port 0 means any free port.
+	if _, port, err := net.SplitHostPort(c.addr); err != nil || port == "" {
+		return fmt.Errorf("-addr %q: want host:port, for example 127.0.0.1:8200", c.addr)
+	}
+	if c.data == "" {
+		return errors.New("-data: a data directory is required")
+	}
+	switch c.logLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return fmt.Errorf("-log-level %q: want debug, info, warn or error", c.logLevel)
+	}
+	switch c.logFormat {
+	case "json", "console":
+	default:
+		return fmt.Errorf("-log-format %q: want json or console", c.logFormat)
+	}
+	if (c.tlsCert == "") != (c.tlsKey == "") {
+		return errors.New("-tls-cert and -tls-key go together: give both for TLS, or neither for plain HTTP")
+	}
+	if c.baseURL != "" {
+		u, err := url.Parse(c.baseURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("-base-url %q: want an absolute http or https URL, for example https://kms.example.com", c.baseURL)
+		}
+		c.baseURL = strings.TrimSuffix(c.baseURL, "/")
+	}
+	return nil
+}
+
+func printUsage(w io.Writer, cmd string) {
+	if cmd == "verify-audit" {
+		fmt.Fprint(w, `Usage: kmsd verify-audit [flags]
+
+Checks the hash chain of the activity trail in the data directory: every
+record's digest, the link to the record before it, no gaps, and the head.
+Prints the number of records checked and the head digest. Exit status: 0
+when the chain is intact, 3 when it is broken, 1 on any other error.
+Stop kmsd first: the store can be opened by one process at a time.
+The master key is read as for the server (KMS_MASTER_KEY,
+-master-key-file, or <data>/master.key with -dev).
+
+`)
+	} else {
+		fmt.Fprint(w, `Usage: kmsd [flags]               run the server
+       kmsd verify-audit [flags]  check the activity trail's hash chain
+
+`)
+	}
+	fmt.Fprint(w, "Flags (each can be set by the environment variable beside it; the command line wins):\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, s := range settings {
+		name := "-" + s.flag
+		if s.arg != "" {
+			name += " " + s.arg
+		}
+		def := ""
+		if s.def != "" {
+			def = " (default " + s.def + ")"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s%s\n", name, s.env, s.usage, def)
+	}
+	tw.Flush()
+	fmt.Fprint(w, "\nEnvironment only (secrets never go on the command line):\n")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, e := range envOnly {
+		fmt.Fprintf(tw, "  %s\t%s\n", e[0], e[1])
+	}
+	tw.Flush()
+	fmt.Fprint(w, "\nSee docs/OPERATIONS.md.\n")
+}

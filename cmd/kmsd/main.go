@@ -1,0 +1,100 @@
+// Command kmsd is the ringkms server: the HTTP API of package httpapi over
+// a kms.Service on the embedded Badger store.
+//
+//	kmsd [flags]               run the server
+//	kmsd verify-audit [flags]  check the activity trail's hash chain
+//
+// Every flag can also be set by a KMS_* environment variable; a flag on the
+// command line wins. Secrets come only from the environment or files:
+// KMS_MASTER_KEY (or -master-key-file), KMS_BOOTSTRAP_API_KEY,
+// KMS_SMTP_PASSWORD. Run kmsd -h for the list, and see docs/OPERATIONS.md.
+//
+// Exit status: 0 after a clean shutdown (SIGINT or SIGTERM) or an intact
+// audit chain; 1 on an error; 2 on a bad flag or environment variable; 3
+// when verify-audit finds the chain broken.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		// After the first signal, a second one kills the process at once.
+		<-ctx.Done()
+		stop()
+	}()
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kmsd: %v\n", err)
+		os.Exit(exitCode(err))
+	}
+}
+
+// exitError carries an exit status other than 1.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e exitError) Error() string { return e.err.Error() }
+func (e exitError) Unwrap() error { return e.err }
+
+func exitCode(err error) int {
+	var ee exitError
+	var ue usageError
+	switch {
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.As(err, &ue):
+		return 2
+	}
+	return 1
+}
+
+// run is kmsd: it parses args (without the program name) and the
+// environment through getenv, then serves until ctx is done, or runs a
+// subcommand. Logs go to stderr; so does the bootstrap API key when one
+// is generated. verify-audit prints its result to stdout.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	stderr = &lockedWriter{w: stderr}
+	cmd := ""
+	if len(args) > 0 && args[0] == "verify-audit" {
+		cmd, args = args[0], args[1:]
+	}
+	c, err := parseConfig(cmd, args, getenv, stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	log := newLogger(c, stderr)
+	if cmd == "verify-audit" {
+		return verifyAudit(ctx, c, getenv, stdout, &log)
+	}
+	return serve(ctx, c, getenv, stderr, &log)
+}
+
+// lockedWriter serialises writes from the logger and from plain lines
+// printed beside it.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}

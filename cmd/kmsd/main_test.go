@@ -1,0 +1,606 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"flag"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+func TestMain(m *testing.M) {
+	// Tests that call run() serve from this process; do not mlockall it.
+	lockMemory = func(*zerolog.Logger) {}
+	code := m.Run()
+	cleanupBinary()
+	os.Exit(code)
+}
+
+// env is a fake environment for run.
+type env map[string]string
+
+func (e env) get(k string) string { return e[k] }
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// waitFor polls cond every 10ms until it holds or timeout passes.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func newKey() string {
+	b := make([]byte, 32)
+	rand.Read(b)
+	return base64.StdEncoding.EncodeToString(b)
+}
+
+var listeningRE = regexp.MustCompile(`kmsd listening on (https?://\S+)`)
+
+// server is a kmsd run() in this process.
+type server struct {
+	url    string
+	stderr *syncBuffer
+	stdout *syncBuffer
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// startRun runs kmsd in this process and waits until it listens. The
+// server is stopped at the end of the test if stop was not called.
+func startRun(t *testing.T, args []string, e env) *server {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &server{stderr: &syncBuffer{}, stdout: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
+	go func() { s.done <- run(ctx, args, e.get, s.stdout, s.stderr) }()
+	var runErr error
+	waitFor(t, 20*time.Second, "kmsd to listen", func() bool {
+		select {
+		case runErr = <-s.done:
+			return true
+		default:
+		}
+		return listeningRE.MatchString(s.stderr.String())
+	})
+	if !listeningRE.MatchString(s.stderr.String()) {
+		cancel()
+		t.Fatalf("run = %v before listening; stderr:\n%s", runErr, s.stderr)
+	}
+	s.url = listeningRE.FindStringSubmatch(s.stderr.String())[1]
+	t.Cleanup(func() { s.stop(t) })
+	return s
+}
+
+// stop cancels the server's context and waits for run to return nil.
+func (s *server) stop(t *testing.T) {
+	t.Helper()
+	if s.cancel == nil {
+		return
+	}
+	s.cancel()
+	s.cancel = nil
+	select {
+	case err := <-s.done:
+		if err != nil {
+			t.Errorf("run after cancel = %v, want nil; stderr:\n%s", err, s.stderr)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("run did not return after cancel")
+	}
+}
+
+// call sends a JSON request with a bearer key and decodes the answer.
+func call(t testing.TB, client *http.Client, method, url, key string, body any) (int, map[string]any) {
+	t.Helper()
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, url, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	if client == nil {
+		client = http.DefaultClient
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: read body: %v", method, url, err)
+	}
+	var out map[string]any
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &out); err != nil {
+			t.Fatalf("%s %s: %d %q is not JSON: %v", method, url, resp.StatusCode, raw, err)
+		}
+	}
+	return resp.StatusCode, out
+}
+
+func TestParseConfig(t *testing.T) {
+	defaults := config{addr: "127.0.0.1:8200", data: "./data", logLevel: "info", logFormat: "json"}
+	tests := []struct {
+		name string
+		args []string
+		env  env
+		want func(c *config)
+	}{
+		{"defaults", nil, nil, func(*config) {}},
+		{"flags", []string{"-addr", ":9000", "-data", "/var/lib/kms", "-dev", "-log-level", "debug", "-log-format", "console", "-mail-outbox", "/tmp/out", "-base-url", "https://kms.example.com/"},
+			nil, func(c *config) {
+				c.addr, c.data, c.dev, c.logLevel, c.logFormat, c.mailOutbox, c.baseURL = ":9000", "/var/lib/kms", true, "debug", "console", "/tmp/out", "https://kms.example.com"
+			}},
+		{"environment", nil, env{"KMS_ADDR": "0.0.0.0:8300", "KMS_DATA": "/d", "KMS_DEV": "true", "KMS_MASTER_KEY_FILE": "/k", "KMS_LOG_LEVEL": "warn", "KMS_LOG_FORMAT": "console",
+			"KMS_MAIL_OUTBOX": "/o", "KMS_BASE_URL": "http://x:1", "KMS_TLS_CERT": "/c", "KMS_TLS_KEY": "/kk"},
+			func(c *config) {
+				c.addr, c.data, c.dev, c.masterKeyFile, c.logLevel, c.logFormat = "0.0.0.0:8300", "/d", true, "/k", "warn", "console"
+				c.mailOutbox, c.baseURL, c.tlsCert, c.tlsKey = "/o", "http://x:1", "/c", "/kk"
+			}},
+		{"flag wins over environment", []string{"-addr", "127.0.0.1:1", "-log-level", "error", "-dev=false"},
+			env{"KMS_ADDR": "0.0.0.0:2", "KMS_LOG_LEVEL": "debug", "KMS_DATA": "/from-env", "KMS_DEV": "1"},
+			func(c *config) { c.addr, c.logLevel, c.data, c.dev = "127.0.0.1:1", "error", "/from-env", false }},
+		{"TLS: cert by flag, key by environment", []string{"-tls-cert", "/c"}, env{"KMS_TLS_KEY": "/k"},
+			func(c *config) { c.tlsCert, c.tlsKey = "/c", "/k" }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseConfig("", tt.args, tt.env.get, io.Discard)
+			if err != nil {
+				t.Fatalf("parseConfig(%q) = %v", tt.args, err)
+			}
+			want := defaults
+			tt.want(&want)
+			if *got != want {
+				t.Errorf("parseConfig(%q) = %+v, want %+v", tt.args, *got, want)
+			}
+		})
+	}
+}
+
+func TestParseConfigErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  env
+		want string
+	}{
+		{"unknown flag", []string{"-nope"}, nil, "-nope"},
+		{"extra argument", []string{"serve"}, nil, `"serve"`},
+		{"bad address", []string{"-addr", "localhost"}, nil, "-addr"},
+		{"bad address in environment", nil, env{"KMS_ADDR": "nowhere"}, "-addr"},
+		{"bad level", []string{"-log-level", "verbose"}, nil, "-log-level"},
+		{"bad level in environment", nil, env{"KMS_LOG_LEVEL": "trace"}, "-log-level"},
+		{"bad format", []string{"-log-format", "xml"}, nil, "-log-format"},
+		{"bad boolean in environment", nil, env{"KMS_DEV": "maybe"}, "KMS_DEV"},
+		{"bad base URL", []string{"-base-url", "kms.example.com"}, nil, "-base-url"},
+		{"TLS cert without key", []string{"-tls-cert", "/c"}, nil, "-tls-key"},
+		{"TLS key without cert", nil, env{"KMS_TLS_KEY": "/k"}, "-tls-cert"},
+		{"empty data", []string{"-data", ""}, nil, "-data"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseConfig("", tt.args, tt.env.get, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("parseConfig(%q) = %v, want an error about %s", tt.args, err, tt.want)
+			}
+			if code := exitCode(err); code != 2 {
+				t.Errorf("exitCode(%v) = %d, want 2", err, code)
+			}
+		})
+	}
+}
+
+func TestHelp(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"-h"}, env{}.get, &out, io.Discard); err != nil {
+		t.Fatalf("run(-h) = %v, want nil", err)
+	}
+	for _, s := range settings {
+		if !strings.Contains(out.String(), "-"+s.flag) || !strings.Contains(out.String(), s.env) {
+			t.Errorf("kmsd -h does not list -%s and %s:\n%s", s.flag, s.env, out.String())
+		}
+	}
+	for _, e := range envOnly {
+		if !strings.Contains(out.String(), e[0]) {
+			t.Errorf("kmsd -h does not list %s", e[0])
+		}
+	}
+	if _, err := parseConfig("verify-audit", []string{"-help"}, env{}.get, io.Discard); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("verify-audit -help = %v, want flag.ErrHelp", err)
+	}
+}
+
+// runErr runs kmsd with a context that is already canceled, for the cases
+// where it must refuse to start.
+func runErr(t *testing.T, args []string, e env) (error, string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var stderr syncBuffer
+	err := run(ctx, args, e.get, io.Discard, &stderr)
+	return err, stderr.String()
+}
+
+func TestRunRefusesWithoutMasterKey(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	err, _ := runErr(t, []string{"-data", data, "-addr", "127.0.0.1:0"}, env{})
+	if err == nil {
+		t.Fatal("run without a master key = nil, want an error")
+	}
+	for _, want := range []string{"no master key", "KMS_MASTER_KEY", "head -c 32 /dev/urandom | base64", "-master-key-file", "-dev"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if code := exitCode(err); code == 0 {
+		t.Errorf("exit code = 0")
+	}
+	if _, err := os.Stat(data); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("run without a key created the data directory (%v)", err)
+	}
+}
+
+func TestRunBadMasterKey(t *testing.T) {
+	short := base64.StdEncoding.EncodeToString(make([]byte, 16))
+	tests := []struct {
+		name, key, want string
+	}{
+		{"not base64", "this is not base64!", "not base64"},
+		{"16 bytes", short, "16 bytes"},
+		{"blank", "   ", "0 bytes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err, _ := runErr(t, []string{"-data", t.TempDir(), "-addr", "127.0.0.1:0"}, env{"KMS_MASTER_KEY": tt.key})
+			if err == nil || !strings.Contains(err.Error(), "KMS_MASTER_KEY") || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("run = %v, want an error about KMS_MASTER_KEY: %s", err, tt.want)
+			}
+			if strings.TrimSpace(tt.key) != "" && strings.Contains(err.Error(), tt.key) {
+				t.Errorf("error %q repeats the key", err)
+			}
+		})
+	}
+}
+
+func TestRunMasterKeyTwoWays(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "mk")
+	os.WriteFile(file, []byte(newKey()), 0o600)
+	err, _ := runErr(t, []string{"-data", dir, "-master-key-file", file}, env{"KMS_MASTER_KEY": newKey()})
+	if err == nil || !strings.Contains(err.Error(), "one way") {
+		t.Fatalf("run with KMS_MASTER_KEY and -master-key-file = %v, want an error", err)
+	}
+}
+
+func TestMasterKeyFile(t *testing.T) {
+	key := newKey()
+	tests := []struct {
+		name     string
+		content  string
+		mode     os.FileMode
+		wantErr  string
+		wantWarn bool
+	}{
+		{"0600", key + "\n", 0o600, "", false},
+		{"0400", key, 0o400, "", false},
+		{"0640 warns", key, 0o640, "", true},
+		{"0644 refused", key, 0o644, "chmod 600", false},
+		{"0606 refused", key, 0o606, "other users", false},
+		{"bad content", "hello", 0o600, "base64", false},
+		{"wrong size", base64.StdEncoding.EncodeToString(make([]byte, 31)), 0o600, "31 bytes", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "master.key")
+			if err := os.WriteFile(path, []byte(tt.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(path, tt.mode); err != nil {
+				t.Fatal(err)
+			}
+			var logs bytes.Buffer
+			log := zerolog.New(&logs)
+			k, err := loadMasterKey(&config{masterKeyFile: path}, env{}.get, true, &log)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("loadMasterKey = %v, want an error about %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("loadMasterKey = %v", err)
+			}
+			if k.Base64() != key {
+				t.Errorf("loadMasterKey read a different key")
+			}
+			if got := strings.Contains(logs.String(), `"level":"warn"`); got != tt.wantWarn {
+				t.Errorf("warned = %v, want %v; logs: %s", got, tt.wantWarn, logs.String())
+			}
+			if strings.Contains(logs.String(), key) {
+				t.Errorf("the key was logged")
+			}
+		})
+	}
+	t.Run("missing", func(t *testing.T) {
+		log := zerolog.Nop()
+		_, err := loadMasterKey(&config{masterKeyFile: filepath.Join(t.TempDir(), "nope")}, env{}.get, true, &log)
+		if err == nil || !strings.Contains(err.Error(), "master key file") {
+			t.Errorf("loadMasterKey(missing file) = %v, want an error naming the master key file", err)
+		}
+	})
+}
+
+func TestRunBootstrapKeyTooShort(t *testing.T) {
+	err, _ := runErr(t, []string{"-data", t.TempDir(), "-addr", "127.0.0.1:0"},
+		env{"KMS_MASTER_KEY": newKey(), "KMS_BOOTSTRAP_API_KEY": "short-secret"})
+	if err == nil || !strings.Contains(err.Error(), "at least 32") {
+		t.Fatalf("run = %v, want an error about the bootstrap key's length", err)
+	}
+	if strings.Contains(err.Error(), "short-secret") {
+		t.Errorf("error %q repeats the secret", err)
+	}
+}
+
+func TestRunSMTPNeedsSender(t *testing.T) {
+	err, _ := runErr(t, []string{"-data", t.TempDir(), "-addr", "127.0.0.1:0"},
+		env{"KMS_MASTER_KEY": newKey(), "KMS_SMTP_ADDR": "mail.example.com:587"})
+	if err == nil || !strings.Contains(err.Error(), "KMS_SMTP_FROM") {
+		t.Fatalf("run = %v, want an error about KMS_SMTP_FROM", err)
+	}
+}
+
+var bootstrapRE = regexp.MustCompile(`bootstrap API key \(shown once\): (rk_\S+)`)
+
+func TestRunDevGeneratesThenReusesMasterKey(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	args := []string{"-dev", "-data", data, "-addr", "127.0.0.1:0"}
+
+	// First start: a new key in <data>/master.key, a generated bootstrap key.
+	s := startRun(t, args, env{})
+	keyFile := filepath.Join(data, "master.key")
+	fi, err := os.Stat(keyFile)
+	if err != nil {
+		t.Fatalf("-dev did not write %s: %v", keyFile, err)
+	}
+	if mode := fi.Mode().Perm(); mode != 0o600 {
+		t.Errorf("%s has mode %o, want 600", keyFile, mode)
+	}
+	mk1, _ := os.ReadFile(keyFile)
+	logs := s.stderr.String()
+	if !strings.Contains(logs, "DEV MODE") {
+		t.Errorf("no dev mode warning in:\n%s", logs)
+	}
+	if strings.Contains(logs, strings.TrimSpace(string(mk1))) {
+		t.Errorf("the master key was logged")
+	}
+	m := bootstrapRE.FindStringSubmatch(logs)
+	if m == nil {
+		t.Fatalf("no bootstrap API key printed:\n%s", logs)
+	}
+	apiKey := m[1]
+	if n := strings.Count(logs, apiKey); n != 1 {
+		t.Errorf("the bootstrap key appears %d times on stderr, want once", n)
+	}
+	if code, body := call(t, nil, "POST", s.url+"/ks/keyrings", apiKey, map[string]any{"name": "kept"}); code != 200 {
+		t.Fatalf("create ring = %d %v", code, body)
+	}
+	s.stop(t)
+
+	// Second start: the same key, the ring still there, no new bootstrap.
+	s = startRun(t, args, env{})
+	mk2, _ := os.ReadFile(keyFile)
+	if !bytes.Equal(mk1, mk2) {
+		t.Errorf("-dev replaced master.key on the second start")
+	}
+	if bootstrapRE.MatchString(s.stderr.String()) {
+		t.Errorf("second start printed a bootstrap key again")
+	}
+	if code, body := call(t, nil, "GET", s.url+"/ks/keyrings/kept", apiKey, nil); code != 200 {
+		t.Errorf("GET ring after restart = %d %v", code, body)
+	}
+	s.stop(t)
+
+	// A store without its master.key is refused, not given a new key.
+	os.Remove(keyFile)
+	err, _ = runErr(t, args, env{})
+	if err == nil || !strings.Contains(err.Error(), "holds a store") {
+		t.Errorf("run -dev on a store without master.key = %v, want a refusal", err)
+	}
+	if _, err := os.Stat(keyFile); err == nil {
+		t.Errorf("-dev wrote a new master.key for an existing store")
+	}
+}
+
+func TestRunBootstrapKeyFromEnvironment(t *testing.T) {
+	secret := "test-bootstrap-secret-0123456789abcdef"
+	s := startRun(t, []string{"-data", t.TempDir(), "-addr", "127.0.0.1:0"},
+		env{"KMS_MASTER_KEY": newKey(), "KMS_BOOTSTRAP_API_KEY": secret})
+	if code, body := call(t, nil, "GET", s.url+"/ks/keyrings", secret, nil); code != 200 {
+		t.Errorf("GET /ks/keyrings with the bootstrap key = %d %v", code, body)
+	}
+	logs := s.stderr.String()
+	if strings.Contains(logs, secret) || bootstrapRE.MatchString(logs) {
+		t.Errorf("a given bootstrap key must be neither printed nor logged:\n%s", logs)
+	}
+	if !strings.Contains(logs, "bootstrap: created") {
+		t.Errorf("bootstrap was not logged:\n%s", logs)
+	}
+}
+
+// writeCert writes a self-signed certificate for 127.0.0.1 and its key,
+// and returns their paths and a pool that trusts the certificate.
+func writeCert(t *testing.T) (certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "kmsd test"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600)
+	cert, _ := x509.ParseCertificate(der)
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	return certFile, keyFile, pool
+}
+
+func TestRunTLS(t *testing.T) {
+	certFile, keyFile, pool := writeCert(t)
+	s := startRun(t, []string{"-data", t.TempDir(), "-addr", "127.0.0.1:0", "-tls-cert", certFile},
+		env{"KMS_MASTER_KEY": newKey(), "KMS_TLS_KEY": keyFile})
+	if !strings.HasPrefix(s.url, "https://") {
+		t.Fatalf("listening on %s, want https", s.url)
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	if code, body := call(t, client, "GET", s.url+"/healthz", "", nil); code != 200 {
+		t.Errorf("GET /healthz over TLS = %d %v", code, body)
+	}
+	// Plain HTTP to the TLS port gets no JSON answer.
+	if resp, err := http.Get("http" + strings.TrimPrefix(s.url, "https") + "/healthz"); err == nil {
+		if resp.StatusCode == 200 {
+			t.Errorf("plain HTTP to the TLS port answered 200")
+		}
+		resp.Body.Close()
+	}
+}
+
+func TestRunTLSErrors(t *testing.T) {
+	certFile, _, _ := writeCert(t)
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"cert only", []string{"-tls-cert", certFile}, "-tls-key"},
+		{"key only", []string{"-tls-key", certFile}, "-tls-cert"},
+		{"missing files", []string{"-tls-cert", certFile, "-tls-key", filepath.Join(t.TempDir(), "nope.pem")}, "TLS"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append([]string{"-data", t.TempDir(), "-addr", "127.0.0.1:0"}, tt.args...)
+			err, _ := runErr(t, args, env{"KMS_MASTER_KEY": newKey()})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("run(%q) = %v, want an error about %s", tt.args, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestRunMailOutbox(t *testing.T) {
+	outbox := filepath.Join(t.TempDir(), "outbox")
+	startRun(t, []string{"-data", t.TempDir(), "-addr", "127.0.0.1:0", "-mail-outbox", outbox}, env{"KMS_MASTER_KEY": newKey()})
+	fi, err := os.Stat(outbox)
+	if err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+		t.Errorf("-mail-outbox did not create a 0700 directory: %v %v", fi, err)
+	}
+}
+
+func TestVerifyAuditErrors(t *testing.T) {
+	dir := t.TempDir()
+	if err, _ := runErr(t, []string{"verify-audit", "-data", filepath.Join(dir, "nope")}, env{"KMS_MASTER_KEY": newKey()}); err == nil {
+		t.Errorf("verify-audit on a missing directory = nil, want an error")
+	}
+	if err, _ := runErr(t, []string{"verify-audit", "-data", dir}, env{"KMS_MASTER_KEY": newKey()}); err == nil || !strings.Contains(err.Error(), "no store") {
+		t.Errorf("verify-audit on an empty directory = %v, want an error about no store", err)
+	}
+}
+
+func TestVerifyAuditInProcess(t *testing.T) {
+	data := t.TempDir()
+	e := env{"KMS_MASTER_KEY": newKey(), "KMS_BOOTSTRAP_API_KEY": "in-process-bootstrap-secret-0123456789"}
+	s := startRun(t, []string{"-data", data, "-addr", "127.0.0.1:0"}, e)
+	for i := range 3 {
+		if code, body := call(t, nil, "POST", s.url+"/ks/keyrings", e["KMS_BOOTSTRAP_API_KEY"], map[string]any{"name": "r" + string(rune('a'+i))}); code != 200 {
+			t.Fatalf("create ring = %d %v", code, body)
+		}
+	}
+	s.stop(t)
+
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"verify-audit", "-data", data}, e.get, &out, io.Discard); err != nil {
+		t.Fatalf("verify-audit = %v; output:\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "intact") || !regexp.MustCompile(`records checked: [1-9]`).MatchString(out.String()) {
+		t.Errorf("verify-audit printed:\n%s", out.String())
+	}
+	// With another master key, it cannot open the store.
+	err := run(context.Background(), []string{"verify-audit", "-data", data}, env{"KMS_MASTER_KEY": newKey()}.get, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "master key") {
+		t.Errorf("verify-audit with another master key = %v, want an error about the master key", err)
+	}
+}

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	stdlog "log"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/httpapi"
+	"github.com/ringkms/kms/mail"
+	"github.com/ringkms/kms/store/badgerstore"
+)
+
+// Timeouts of the HTTP server. A request is small JSON both ways, so a
+// client that takes longer than these is broken or hostile.
+const (
+	readHeaderTimeout = 10 * time.Second
+	readTimeout       = 30 * time.Second
+	writeTimeout      = 30 * time.Second
+	idleTimeout       = 2 * time.Minute
+	maxHeaderBytes    = 64 << 10
+
+	// shutdownTimeout bounds the wait for requests in flight after
+	// SIGINT or SIGTERM; connections still open after it are closed.
+	shutdownTimeout = 10 * time.Second
+)
+
+// lockMemory is mlockall; tests that run the server in their own process
+// replace it.
+var lockMemory = mlockall
+
+// minBootstrapKeyLen is the shortest KMS_BOOTSTRAP_API_KEY accepted.
+const minBootstrapKeyLen = 32
+
+// serve runs the server until ctx is done, then shuts it down: HTTP first
+// (requests in flight finish, within shutdownTimeout), then the Service,
+// then the store.
+func serve(ctx context.Context, c *config, getenv func(string) string, stderr io.Writer, log *zerolog.Logger) error {
+	// Check everything that can be checked before touching the data.
+	bootstrapKey := getenv("KMS_BOOTSTRAP_API_KEY")
+	if bootstrapKey != "" && len(bootstrapKey) < minBootstrapKeyLen {
+		return usagef("KMS_BOOTSTRAP_API_KEY has %d characters; it needs at least %d (generate one with: head -c 32 /dev/urandom | base64)",
+			len(bootstrapKey), minBootstrapKeyLen)
+	}
+	var tlsConfig *tls.Config
+	if c.tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(c.tlsCert, c.tlsKey)
+		if err != nil {
+			return fmt.Errorf("TLS: load -tls-cert %s and -tls-key %s: %w", c.tlsCert, c.tlsKey, err)
+		}
+		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	mailer, err := newMailer(c, getenv, log)
+	if err != nil {
+		return err
+	}
+
+	lockMemory(log) // before the master key is in memory
+	mk, err := loadMasterKey(c, getenv, true, log)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(c.data, 0o700); err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	st, err := badgerstore.OpenDir(c.data)
+	if err != nil {
+		return fmt.Errorf("open store in %s (is another kmsd using it?): %w", c.data, err)
+	}
+	ln, err := net.Listen("tcp", c.addr)
+	if err != nil {
+		st.Close()
+		return fmt.Errorf("listen on %s: %w", c.addr, err)
+	}
+	scheme := "http"
+	if tlsConfig != nil {
+		scheme = "https"
+	}
+	url := scheme + "://" + ln.Addr().String()
+	baseURL := c.baseURL
+	if baseURL == "" {
+		baseURL = defaultBaseURL(scheme, ln.Addr())
+	}
+
+	svcLog := log.With().Str("component", "kms").Logger()
+	svc, err := kms.New(st, kms.Options{MasterKey: mk, Logger: &svcLog, Mailer: mailer, BaseURL: baseURL})
+	mk = kms.MasterKey{}
+	if err != nil {
+		ln.Close()
+		st.Close()
+		return fmt.Errorf("start service (is the master key the one this store was created with?): %w", err)
+	}
+	closeAll := func() error {
+		errSvc := svc.Close()
+		errSt := st.Close()
+		return errors.Join(errSvc, errSt)
+	}
+	if err := bootstrap(ctx, svc, bootstrapKey, stderr, log); err != nil {
+		ln.Close()
+		closeAll()
+		return err
+	}
+
+	httpLog := log.With().Str("component", "http").Logger()
+	srv := &http.Server{
+		Handler:           httpapi.New(svc, httpapi.Options{Logger: &httpLog}),
+		TLSConfig:         tlsConfig,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          stdlog.New(httpErrorLog{log}, "", 0),
+	}
+	served := make(chan error, 1)
+	go func() {
+		if tlsConfig != nil {
+			served <- srv.ServeTLS(ln, "", "")
+		} else {
+			served <- srv.Serve(ln)
+		}
+	}()
+	log.Info().Str("addr", ln.Addr().String()).Str("url", url).Str("base_url", baseURL).
+		Bool("tls", tlsConfig != nil).Str("data", c.data).Msg("listening")
+	fmt.Fprintf(stderr, "kmsd listening on %s\n", url)
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+		log.Info().Msg("shutting down: finishing requests in flight")
+	case serveErr = <-served:
+		log.Error().Err(serveErr).Msg("server failed; shutting down")
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn().Err(err).Dur("timeout", shutdownTimeout).Msg("requests still in flight after the shutdown timeout; closing their connections")
+		srv.Close()
+	}
+	if serveErr == nil {
+		<-served // http.ErrServerClosed
+	}
+	if err := closeAll(); err != nil {
+		log.Error().Err(err).Msg("close")
+		return errors.Join(serveErr, err)
+	}
+	if serveErr != nil {
+		return fmt.Errorf("serve: %w", serveErr)
+	}
+	log.Info().Msg("stopped")
+	return nil
+}
+
+// defaultBaseURL is scheme://<bound address>, with "localhost" in place of
+// an unspecified (all interfaces) host.
+func defaultBaseURL(scheme string, addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return scheme + "://" + addr.String()
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port)
+}
+
+// bootstrap creates the root Account and API key on an empty store. A
+// generated secret is printed once to stderr, outside the log; the log
+// records that bootstrap happened, never the secret.
+func bootstrap(ctx context.Context, svc *kms.Service, secret string, stderr io.Writer, log *zerolog.Logger) error {
+	res, err := svc.Bootstrap(ctx, secret)
+	if err != nil {
+		return fmt.Errorf("bootstrap: %w", err)
+	}
+	if !res.Created {
+		if secret != "" {
+			log.Info().Msg("KMS_BOOTSTRAP_API_KEY ignored: the store already has API keys (it may be removed from the environment)")
+		}
+		return nil
+	}
+	log.Info().Str("account_id", res.AccountID).Str("apikey_id", res.KeyID).Bool("generated", res.Secret != "").
+		Msg(`bootstrap: created the root account and an API key with the flag "*"`)
+	if res.Secret != "" {
+		fmt.Fprintf(stderr, "bootstrap API key (shown once): %s\n", res.Secret)
+		fmt.Fprintf(stderr, "  it holds every permission; store it now: kmsd keeps only its digest and will not show it again\n")
+	}
+	return nil
+}
+
+// newMailer returns the outbox with -mail-outbox, else an SMTP mailer
+// when KMS_SMTP_ADDR is set, else nil (no mail: invitations and password
+// resets fail with an error that says so).
+func newMailer(c *config, getenv func(string) string, log *zerolog.Logger) (kms.Mailer, error) {
+	if c.mailOutbox != "" {
+		if err := os.MkdirAll(c.mailOutbox, 0o700); err != nil {
+			return nil, fmt.Errorf("-mail-outbox: %w", err)
+		}
+		log.Info().Str("dir", c.mailOutbox).Msg("mail: written to the outbox directory, not sent")
+		return mail.NewOutbox(c.mailOutbox), nil
+	}
+	if addr := getenv("KMS_SMTP_ADDR"); addr != "" {
+		m := &mail.SMTP{
+			Addr:     addr,
+			From:     getenv("KMS_SMTP_FROM"),
+			Username: getenv("KMS_SMTP_USER"),
+			Password: getenv("KMS_SMTP_PASSWORD"),
+		}
+		if err := m.Check(); err != nil {
+			return nil, usagef("KMS_SMTP_ADDR and KMS_SMTP_FROM: %v", err)
+		}
+		log.Info().Str("smtp_addr", m.Addr).Str("from", m.From).Bool("auth", m.Username != "").Msg("mail: sent over SMTP")
+		return m, nil
+	}
+	log.Info().Msg("mail: none configured (set -mail-outbox or KMS_SMTP_ADDR); invitations and password resets will fail")
+	return nil, nil
+}
