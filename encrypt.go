@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"slices"
 	"strings"
 )
 
@@ -31,7 +34,8 @@ type EncryptResult struct {
 	RingID string `json:"ringId"`
 	Hash   string `json:"hash"`
 	Header string `json:"header"`
-	Asset  any    `json:"asset,omitempty"`
+	// Asset is the Asset created or updated by the call, if any.
+	Asset *Asset `json:"asset,omitempty"`
 }
 
 // DecryptInput names the key of an earlier encrypt call.
@@ -84,8 +88,12 @@ func (s *Service) Encrypt(ctx context.Context, in EncryptInput) (*EncryptResult,
 		return nil, err
 	}
 	lower := strings.ToLower(r.Name)
+	var data json.RawMessage
+	var parents []string
 	if in.Asset != nil {
-		return nil, s.recordFailure(p, "encrypt", lower, Errorf(KindInvalid, "asset: this server keeps no Asset store"))
+		if data, parents, err = checkAssetInput(in.Asset); err != nil {
+			return nil, s.recordFailure(p, "encrypt", lower, err)
+		}
 	}
 	if max := r.Algos.AES256.MaxEncryptCount; max > 0 {
 		if r, err = s.reserveEncrypt(ctx, p, r, uint64(max)); err != nil {
@@ -105,17 +113,69 @@ func (s *Service) Encrypt(ctx context.Context, in EncryptInput) (*EncryptResult,
 		return nil, err
 	}
 	hash := s.newHash(ringID, keyID)
-	header := s.newHeader(hash, s.now().UnixMilli(), nil)
+	now := s.now().UTC()
 	act := s.newActivity(p, "encrypt", lower, true, map[string]any{"ringId": r.ID, "keyId": k.ID})
-	if err := s.journal.submit(act, nil, nil); err != nil {
+	res := &EncryptResult{Key: k.key(true), RingID: r.ID, Hash: base64.RawURLEncoding.EncodeToString(hash)}
+	if in.Asset == nil {
+		if err := s.journal.submit(act, nil, nil); err != nil {
+			return nil, err
+		}
+		res.Header = base64.RawURLEncoding.EncodeToString(s.newHeader(hash, now.UnixMilli(), nil))
+		return res, nil
+	}
+
+	// The Asset is written in the same transaction as the record of the
+	// call; the header then signs the Asset as written.
+	assetID := in.Asset.AssetID
+	act.Props["assetOp"] = "update"
+	if assetID == "" {
+		assetID = newID(now)
+		act.Props["assetOp"] = "create"
+	}
+	act.Props["assetId"] = assetID
+	var rec *assetRecord
+	err = s.journal.submit(act, func(tx Txn) error {
+		var err error
+		rec, err = s.writeAsset(tx, p, r.ID, assetID, in.Asset, data, parents, now)
+		return err
+	}, nil)
+	if err != nil {
 		return nil, err
 	}
-	return &EncryptResult{
-		Key:    k.key(true),
-		RingID: r.ID,
-		Hash:   base64.RawURLEncoding.EncodeToString(hash),
-		Header: base64.RawURLEncoding.EncodeToString(header),
-	}, nil
+	id, err := decodeHexID(rec.ID)
+	if err != nil {
+		return nil, err
+	}
+	if res.Asset, err = rec.asset(); err != nil {
+		return nil, internalError("decode asset", err)
+	}
+	res.Header = base64.RawURLEncoding.EncodeToString(s.newHeader(hash, now.UnixMilli(), &assetSeal{id: id, digest: rec.digest()}))
+	return res, nil
+}
+
+// checkAssetInput validates the Asset of an encrypt call and returns its
+// data as canonical JSON and its parents sorted.
+func checkAssetInput(in *AssetInput) (json.RawMessage, []string, error) {
+	if in.AssetID != "" {
+		if _, ok := parseID(in.AssetID); !ok {
+			return nil, nil, Errorf(KindInvalid, "asset.assetId %q is not an Asset ID", in.AssetID)
+		}
+	}
+	var data json.RawMessage
+	if in.Data != nil || in.AssetID == "" {
+		var err error
+		if data, err = canonicalData(in.Data); err != nil {
+			return nil, nil, err
+		}
+	}
+	parents, err := cleanParents(in.Parents)
+	if err != nil {
+		return nil, nil, err
+	}
+	if in.AssetID != "" && slices.Contains(parents, in.AssetID) {
+		return nil, nil, Errorf(KindInvalid, "asset.parents: an asset cannot be its own parent")
+	}
+	return data, parents, nil
 }
 
 // Decrypt verifies a hash and its header and returns the key they name,
@@ -156,25 +216,36 @@ func (s *Service) Decrypt(ctx context.Context, in DecryptInput) (*DecryptResult,
 		return s.decryptFailed(p, lower, res, "header failed verification: its signature does not match")
 	case !bytes.Equal(h.hash, ref.raw):
 		return s.decryptFailed(p, lower, res, "header failed verification: it was issued for another hash")
-	case h.asset != nil:
-		return s.decryptFailed(p, lower, res, "asset failed verification: this server keeps no Asset store")
 	}
 	k, err := s.keyByID(ctx, r.ID, ref.keyID)
 	if err != nil {
 		return nil, s.recordFailure(p, "decrypt", lower, err)
 	}
-	if err := s.record(p, "decrypt", lower, map[string]any{"ringId": r.ID, "keyId": k.ID}, nil); err != nil {
+	props := map[string]any{"ringId": r.ID, "keyId": k.ID}
+	res.Asset = SignedAsset{Valid: true, Message: "hash and header verified; the header signs no asset", Data: map[string]any{}}
+	if h.asset != nil {
+		a, failed, err := s.verifyAsset(ctx, h.asset)
+		if err != nil {
+			return nil, err
+		}
+		if failed != "" {
+			res.Asset.ID = hex.EncodeToString(h.asset.id[:])
+			return s.decryptFailed(p, lower, res, failed)
+		}
+		props["assetId"] = a.ID
+		res.Asset = SignedAsset{Valid: true, ID: a.ID, Message: "hash, header and asset verified", Data: a.Data}
+	}
+	if err := s.record(p, "decrypt", lower, props, nil); err != nil {
 		return nil, err
 	}
 	res.Key = k.key(true)
-	res.Asset = SignedAsset{Valid: true, Message: "hash and header verified; the header signs no asset", Data: map[string]any{}}
 	return res, nil
 }
 
 // decryptFailed records a decrypt that failed verification and returns its
 // 422 result.
 func (s *Service) decryptFailed(p *Principal, ring string, res *DecryptResult, msg string) (*DecryptResult, error) {
-	res.Asset = SignedAsset{Valid: false, Message: msg, Data: map[string]any{}}
+	res.Asset = SignedAsset{Valid: false, ID: res.Asset.ID, Message: msg, Data: map[string]any{}}
 	opErr := Errorf(KindUnprocessable, "%s", msg)
 	if err := s.record(p, "decrypt", ring, map[string]any{"reason": msg}, opErr); err != nil {
 		return nil, err

@@ -85,3 +85,12 @@ func wantKind(tb testing.TB, what string, err error, kind kms.Kind) {
 type fixedClock struct{ t time.Time }
 
 func (c *fixedClock) now() time.Time { return c.t }
+
+func newMemStore(tb testing.TB) kms.Store {
+	tb.Helper()
+	st, err := badgerstore.OpenInMemory()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return st
+}
