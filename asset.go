@@ -50,10 +50,6 @@ const (
 const (
 	FlagAssetsRead   = "assets.read"   // read and search Assets, and their lineage
 	FlagAssetsDelete = "assets.delete" // delete Assets
-	// FlagAllAccounts lets a credential act on the resources of every
-	// Account; without it (or "*"), a credential sees only its own
-	// Account's Assets.
-	FlagAllAccounts = "accounts.all"
 )
 
 // Layout of the Asset store.
@@ -140,11 +136,6 @@ func loadAsset(tx Txn, id string) (*assetRecord, error) {
 		return nil, err
 	}
 	return &r, nil
-}
-
-// visibleTo reports whether p may see an Asset of account.
-func visibleTo(p *Principal, account string) bool {
-	return p.AccountID == account || p.Can(FlagAllAccounts)
 }
 
 // writeAsset creates or updates an Asset for an encrypt call by p on ring,

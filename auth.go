@@ -24,7 +24,17 @@ const (
 	FlagAccountsWrite = "accounts.write"
 	FlagAPIKeysRead   = "apikeys.read"
 	FlagAPIKeysWrite  = "apikeys.write"
+
+	// FlagAllAccounts lets a credential act on the resources of every
+	// Account. Without it (or "*"), a credential sees and changes only the
+	// Users, API keys, activity and Assets of its own Account.
+	FlagAllAccounts = "accounts.all"
 )
+
+// visibleTo reports whether p may see and act on a resource of account.
+func visibleTo(p *Principal, account string) bool {
+	return p.AccountID == account || p.Can(FlagAllAccounts)
+}
 
 // Operations on key rings, the last segment of keyring.<ring>.<op> flags.
 const (

@@ -45,3 +45,18 @@ func principal(ctx context.Context) (*Principal, error) {
 	}
 	return nil, Errorf(KindUnauthenticated, "no credential")
 }
+
+type clientKey struct{}
+
+// WithClientAddr returns a context that carries the network address of the
+// client (an IP address, without port), for the throttling of failed
+// logins. httpapi sets it from the connection.
+func WithClientAddr(ctx context.Context, addr string) context.Context {
+	return context.WithValue(ctx, clientKey{}, addr)
+}
+
+// clientAddr returns the client address carried by ctx, or "".
+func clientAddr(ctx context.Context) string {
+	a, _ := ctx.Value(clientKey{}).(string)
+	return a
+}

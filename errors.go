@@ -20,6 +20,7 @@ const (
 	KindLimit                        // a plan limit was reached
 	KindUnprocessable                // the request is well-formed but failed verification
 	KindTooLarge                     // the request exceeds a size limit
+	KindRateLimited                  // too many attempts; try again later
 )
 
 var kindNames = [...]string{
@@ -32,6 +33,7 @@ var kindNames = [...]string{
 	KindLimit:            "limit",
 	KindUnprocessable:    "unprocessable",
 	KindTooLarge:         "too_large",
+	KindRateLimited:      "rate_limited",
 }
 
 // String returns the stable, lowercase code of the kind, as it appears in
@@ -49,6 +51,16 @@ type Error struct {
 	Kind    Kind
 	Message string
 	Err     error
+
+	// Fields, when set, gives a message for each request field at fault,
+	// keyed by the field's JSON name (HTTP: the "errors" member).
+	Fields map[string]string
+	// State, when set, is the machine-readable state of a flow, such as
+	// "expired" for an invitation (HTTP: the "state" member).
+	State string
+	// Details, when set, is structured detail safe to show the caller,
+	// such as a PasswordCheck (HTTP: the "results" member).
+	Details any
 
 	sentinel bool
 }
@@ -82,6 +94,7 @@ var (
 	ErrLimit            = &Error{Kind: KindLimit, Message: "limit reached", sentinel: true}
 	ErrUnprocessable    = &Error{Kind: KindUnprocessable, Message: "unprocessable", sentinel: true}
 	ErrTooLarge         = &Error{Kind: KindTooLarge, Message: "too large", sentinel: true}
+	ErrRateLimited      = &Error{Kind: KindRateLimited, Message: "too many attempts", sentinel: true}
 )
 
 // Errorf returns an Error of the given kind with a formatted message.
@@ -97,6 +110,15 @@ func internalError(doing string, err error) error {
 		return err
 	}
 	return &Error{Kind: KindInternal, Message: doing, Err: err}
+}
+
+// AsError returns the first *Error in err's chain, or nil.
+func AsError(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return nil
 }
 
 // ErrorKind returns the kind of err: the Kind of the first *Error in its

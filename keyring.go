@@ -394,6 +394,9 @@ func (s *Service) createRing(p *Principal, group, name, display string, props, k
 		} else if !isNotFound(err) {
 			return err
 		}
+		if err := adjustCount(tx, countKeyRings, 1, s.opts.Limits.MaxKeyRings, "key rings"); err != nil {
+			return err
+		}
 		if err := tx.Set(nameKey, []byte(r.ID)); err != nil {
 			return err
 		}
@@ -778,7 +781,7 @@ func (s *Service) DeleteKeyRing(ctx context.Context, name string) (*DeleteKeyRin
 				return err
 			}
 		}
-		return nil
+		return adjustCount(tx, countKeyRings, -1, 0, "key rings")
 	}, func() {
 		s.rings.remove(r.ID)
 		s.ringNames.remove(lower)

@@ -309,3 +309,20 @@ func TestBootstrapOnce(t *testing.T) {
 	_, err = e.svc.Bootstrap(context.Background(), "short")
 	wantKind(t, "Bootstrap(short secret)", err, kms.KindInvalid)
 }
+
+func TestKeyRingPlanLimit(t *testing.T) {
+	e := newEnvOn(t, newMemStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), Limits: kms.Limits{MaxKeyRings: 2}})
+	e.ring(t, "one")
+	if _, err := e.svc.CreateAsymKeyRing(e.root, kms.CreateAsymKeyRingInput{Name: "two"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.svc.CreateKeyRing(e.root, kms.CreateKeyRingInput{Name: "three"})
+	wantKind(t, "CreateKeyRing(past the limit)", err, kms.KindLimit)
+	if !strings.Contains(err.Error(), "at most 2 key rings") {
+		t.Errorf("limit error %q does not name the maximum", err)
+	}
+	if _, err := e.svc.DeleteKeyRing(e.root, "one"); err != nil {
+		t.Fatal(err)
+	}
+	e.ring(t, "three")
+}

@@ -35,9 +35,22 @@ type Options struct {
 	// mail are built (for example https://kms.example.com).
 	BaseURL string
 
+	// Limits are the plan limits: how many resources may exist. The zero
+	// value of each means no limit.
+	Limits Limits
+
 	// CacheSize bounds each in-memory cache (key rings, keys,
 	// credentials) in entries. Zero means 100,000.
 	CacheSize int
+}
+
+// Limits are plan limits. Creating a resource past one is a Limit error
+// whose message names the maximum.
+type Limits struct {
+	MaxKeyRings          int // key rings of both groups, in all
+	MaxUsers             int // Users, in all
+	MaxAccounts          int // Accounts, in all
+	MaxAPIKeysPerAccount int // API keys of one Account
 }
 
 // Service is ringkms: key rings, keys, credentials and the audit trail,

@@ -1,0 +1,42 @@
+package kms
+
+import "encoding/binary"
+
+// pfxCount holds the number of resources of each kind, kept by the
+// journal jobs that create and delete them: count/<kind>[/<account ID>]
+// -> uint64, big-endian.
+var pfxCount = []byte("count/")
+
+// Resource kinds that plan limits count.
+const (
+	countKeyRings = "keyrings"
+	countUsers    = "users"
+	countAccounts = "accounts"
+	countAPIKeys  = "apikeys/" // + account ID
+)
+
+// adjustCount adds delta to the count of a resource kind inside a journal
+// job. When delta is positive and max is above zero, it refuses (Limit) to
+// take the count past max; what names the resource in the message.
+func adjustCount(tx Txn, kind string, delta, max int, what string) error {
+	key := join(pfxCount, []byte(kind))
+	var n uint64
+	v, err := tx.Get(key)
+	switch {
+	case err == nil && len(v) == 8:
+		n = binary.BigEndian.Uint64(v)
+	case err == nil:
+		return Errorf(KindInternal, "count of %s is corrupt", kind)
+	case !isNotFound(err):
+		return err
+	}
+	switch {
+	case delta > 0 && max > 0 && n+uint64(delta) > uint64(max):
+		return Errorf(KindLimit, "plan limit reached: at most %d %s", max, what)
+	case delta < 0 && uint64(-delta) > n:
+		n = 0
+	default:
+		n = uint64(int64(n) + int64(delta))
+	}
+	return tx.Set(key, binary.BigEndian.AppendUint64(nil, n))
+}
