@@ -35,6 +35,15 @@ type Options struct {
 	// mail are built (for example https://kms.example.com).
 	BaseURL string
 
+	// TokenTTL is how long a user access token lasts. Zero means one hour.
+	TokenTTL time.Duration
+	// InviteTTL is how long an invitation can be completed. Zero means
+	// seven days.
+	InviteTTL time.Duration
+	// ResetTTL is how long a password reset can be completed. Zero means
+	// one hour.
+	ResetTTL time.Duration
+
 	// Limits are the plan limits: how many resources may exist. The zero
 	// value of each means no limit.
 	Limits Limits
@@ -113,6 +122,15 @@ func New(st Store, opts Options) (*Service, error) {
 	s.principals = newCache[string, *Principal](size)
 	s.verify = map[[8]byte]ed25519.PublicKey{}
 	s.opts.MasterKey = MasterKey{} // only the derived keys stay in memory
+	if s.opts.TokenTTL <= 0 {
+		s.opts.TokenTTL = time.Hour
+	}
+	if s.opts.InviteTTL <= 0 {
+		s.opts.InviteTTL = 7 * 24 * time.Hour
+	}
+	if s.opts.ResetTTL <= 0 {
+		s.opts.ResetTTL = time.Hour
+	}
 
 	ctx := context.Background()
 	j, err := startJournal(ctx, st, s.now, func(err error, msg string) { s.log.Error().Err(err).Msg(msg) })

@@ -26,6 +26,7 @@ var (
 	pfxAPIKey    = []byte("ak/id/")     // API key ID -> API key record (digest only)
 	pfxAPIDigest = []byte("ak/digest/") // SHA-256 of the secret -> API key ID
 	pfxAPIRing   = []byte("ak/ring/")   // lower-case ring name 0 API key ID: keys whose flags name the ring
+	pfxAPIOwner  = []byte("ak/owner/")  // user ID 0 API key ID: keys created with that User's access token
 	pfxSigning   = []byte("sys/sign/")  // signing key ID -> sealed Ed25519 seed
 
 	keySigningActive = []byte("sys/sign-active") // ID of the signing key in use
