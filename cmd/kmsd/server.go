@@ -72,6 +72,10 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stderr io
 	if err := os.MkdirAll(c.data, 0o700); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
+	if fi, err := os.Stat(c.data); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		log.Warn().Str("dir", c.data).Str("mode", fmt.Sprintf("%04o", fi.Mode().Perm())).
+			Msg("the data directory is accessible to other users; chmod 700 it")
+	}
 	st, err := badgerstore.OpenDir(c.data)
 	if err != nil {
 		return fmt.Errorf("open store in %s (is another kmsd using it?): %w", c.data, err)
