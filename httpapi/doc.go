@@ -45,7 +45,20 @@
 // 500. A 500 says only "internal error"; its detail goes to the log with
 // the request ID, which every answer carries in X-Request-Id. An unknown
 // path is a 404 and a known path with another method a 405 (code
-// method_not_allowed), in the same shape.
+// method_not_allowed, with an Allow header), in the same shape; /healthz
+// answers 503 (code unavailable) when the store does not answer. POST
+// /ks/decrypt is the one exception to the shape: a hash or header that
+// fails verification is a 422 whose body is the decrypt answer, with
+// asset.valid false and asset.message saying which check failed.
+//
+// # Logging
+//
+// With Options.Logger set, every request gets one line: req_id (also
+// answered in X-Request-Id), method, route, path, status, size, duration,
+// principal (the API key ID) and, for errors, code; a 5xx line is at level
+// error and carries the full error. Headers, query strings and bodies are
+// never logged. The request's logger is in its context
+// (zerolog.Ctx(r.Context())).
 //
 // # Mounting
 //

@@ -113,14 +113,22 @@ func (a *api) notFound(w http.ResponseWriter, r *http.Request) {
 	a.writeError(w, r, kms.Errorf(kms.KindNotFound, "no endpoint %s %s", r.Method, r.URL.Path))
 }
 
-// methodNotAllowed answers a path served by routes of other methods;
-// httprouter has set the Allow header.
+// methodNotAllowed answers a path served by routes of other methods.
+// httprouter has set the Allow header, with OPTIONS in it even though
+// OPTIONS is not answered; it is taken out.
 func (a *api) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
-	allow := strings.ReplaceAll(w.Header().Get("Allow"), " ", "")
+	var allow []string
+	for _, m := range strings.Split(w.Header().Get("Allow"), ",") {
+		if m = strings.TrimSpace(m); m != "" && m != http.MethodOptions {
+			allow = append(allow, m)
+		}
+	}
+	list := strings.Join(allow, ", ")
+	w.Header().Set("Allow", list)
 	a.writeError(w, r, &httpError{
 		status:  http.StatusMethodNotAllowed,
 		code:    "method_not_allowed",
-		message: fmt.Sprintf("method %s is not allowed on this endpoint; allowed: %s", r.Method, strings.ReplaceAll(allow, ",", ", ")),
+		message: fmt.Sprintf("method %s is not allowed on this endpoint; allowed: %s", r.Method, list),
 	})
 }
 

@@ -76,10 +76,19 @@ func newEnv(t testing.TB, opts ...func(*envOptions)) *env {
 	return &env{store: ds, svc: svc, srv: srv, root: boot.Secret, rootCtx: rootCtx, account: acct.ID, logs: logs}
 }
 
-// downStore is a kms.Store that can be made to fail reads, for /healthz.
+// downStore is a kms.Store that can be made to fail reads (down), for
+// /healthz, or writes (readOnly), for the 500 answers.
 type downStore struct {
 	kms.Store
-	down atomic.Bool
+	down     atomic.Bool
+	readOnly atomic.Bool
+}
+
+func (s *downStore) Update(ctx context.Context, fn func(kms.Txn) error) error {
+	if s.readOnly.Load() {
+		return fmt.Errorf("write failed: disk on fire at /var/lib/secret-path")
+	}
+	return s.Store.Update(ctx, fn)
 }
 
 func (s *downStore) View(ctx context.Context, fn func(kms.Txn) error) error {
