@@ -3,10 +3,11 @@ package kms
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"time"
 )
 
-// Account is a tenant: API keys belong to one.
+// Account is a tenant: API keys and Users belong to one.
 type Account struct {
 	ID        string         `json:"id"`
 	UID       string         `json:"uid"`
@@ -23,40 +24,101 @@ type AccountInput struct {
 	Props map[string]any `json:"props"`
 }
 
-// CreateAccount creates an Account. It needs the flag accounts.write.
+// AccountUpdate changes an Account; nil fields are left as they are.
+type AccountUpdate struct {
+	UID   *string        `json:"uid"`
+	Notes *string        `json:"notes"`
+	Props map[string]any `json:"props"` // replaces the props when set
+}
+
+// AccountRef names an Account: by ID, or by UID when ByUID.
+type AccountRef struct {
+	Value string
+	ByUID bool
+}
+
+// maxUIDLen bounds an Account UID.
+const maxUIDLen = 200
+
+var pfxAPIAccount = []byte("ak/acct/") // account ID 0 API key ID
+
+func validUID(uid string) error {
+	if strings.TrimSpace(uid) == "" {
+		return Errorf(KindInvalid, "uid is required")
+	}
+	if len(uid) > maxUIDLen {
+		return Errorf(KindInvalid, "uid must have at most %d characters", maxUIDLen)
+	}
+	return nil
+}
+
+// CreateAccount creates an Account. It needs accounts.write and, since a
+// new Account is another tenant, accounts.all.
 func (s *Service) CreateAccount(ctx context.Context, in AccountInput) (*Account, error) {
-	p, err := s.authorize(ctx, "account.create", "", FlagAccountsWrite)
+	p, err := s.authorizeAll(ctx, "account.create", FlagAccountsWrite, FlagAllAccounts)
 	if err != nil {
 		return nil, err
 	}
-	if in.UID == "" {
-		return nil, Errorf(KindInvalid, "uid is required")
+	if err := validUID(in.UID); err != nil {
+		return nil, s.recordFailure(p, "account.create", "", err)
 	}
-	now := s.now()
-	a := &Account{ID: newID(now), UID: in.UID, Notes: in.Notes, Props: orEmpty(in.Props), CreatedAt: now, UpdatedAt: now}
+	now := s.now().UTC()
+	a := &Account{ID: newID(now), UID: in.UID, Notes: in.Notes, Props: cloneMap(in.Props), CreatedAt: now, UpdatedAt: now}
 	act := s.newActivity(p, "account.create", "", true, map[string]any{"accountId": a.ID})
-	err = s.journal.submit(act, func(tx Txn) error { return putAccount(tx, a) }, nil)
+	err = s.journal.submit(act, func(tx Txn) error {
+		if err := adjustCount(tx, countAccounts, 1, s.opts.Limits.MaxAccounts, "accounts"); err != nil {
+			return err
+		}
+		return putAccount(tx, a, "")
+	}, nil)
 	if err != nil {
 		return nil, err
 	}
 	return a, nil
 }
 
-func putAccount(tx Txn, a *Account) error {
-	uidKey := join(pfxAccountUI, []byte(a.UID))
-	if _, err := tx.Get(uidKey); err == nil {
-		return Errorf(KindConflict, "an account with uid %q already exists", a.UID)
-	} else if !isNotFound(err) {
-		return err
+// authorizeAll is authorize for an operation that needs every one of flags.
+func (s *Service) authorizeAll(ctx context.Context, action string, flags ...string) (*Principal, error) {
+	var p *Principal
+	for _, f := range flags {
+		var err error
+		if p, err = s.authorize(ctx, action, "", f); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// putAccount writes a, keeping its uid unique; oldUID is the uid a had
+// before (empty for a new Account).
+func putAccount(tx Txn, a *Account, oldUID string) error {
+	if a.UID != oldUID {
+		uidKey := join(pfxAccountUI, []byte(a.UID))
+		if _, err := tx.Get(uidKey); err == nil {
+			return &Error{Kind: KindConflict, Message: "an account with uid " + quote(a.UID) + " already exists",
+				Fields: map[string]string{"uid": "already taken"}}
+		} else if !isNotFound(err) {
+			return err
+		}
+		if oldUID != "" {
+			if err := tx.Delete(join(pfxAccountUI, []byte(oldUID))); err != nil {
+				return err
+			}
+		}
+		if err := tx.Set(uidKey, []byte(a.ID)); err != nil {
+			return err
+		}
 	}
 	v, err := json.Marshal(a)
 	if err != nil {
 		return err
 	}
-	if err := tx.Set(join(pfxAccount, []byte(a.ID)), v); err != nil {
-		return err
-	}
-	return tx.Set(uidKey, []byte(a.ID))
+	return tx.Set(join(pfxAccount, []byte(a.ID)), v)
+}
+
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }
 
 func getAccount(tx Txn, id string, byUID bool) (*Account, error) {
@@ -80,4 +142,144 @@ func getAccount(tx Txn, id string, byUID bool) (*Account, error) {
 		return nil, err
 	}
 	return &a, nil
+}
+
+// visibleAccount reads an Account the caller may see: its own, or any with
+// accounts.all. Others are NotFound.
+func visibleAccount(tx Txn, p *Principal, ref AccountRef) (*Account, error) {
+	if ref.Value == "" {
+		return nil, Errorf(KindInvalid, "account id is required")
+	}
+	a, err := getAccount(tx, ref.Value, ref.ByUID)
+	if err != nil {
+		return nil, err
+	}
+	if !visibleTo(p, a.ID) {
+		return nil, Errorf(KindNotFound, "account not found")
+	}
+	return a, nil
+}
+
+// GetAccount returns an Account. It needs accounts.read; without
+// accounts.all only the caller's own Account is found.
+func (s *Service) GetAccount(ctx context.Context, ref AccountRef) (*Account, error) {
+	p, err := s.authorize(ctx, "account.read", "", FlagAccountsRead)
+	if err != nil {
+		return nil, err
+	}
+	var a *Account
+	err = s.store.View(ctx, func(tx Txn) error {
+		var err error
+		a, err = visibleAccount(tx, p, ref)
+		return err
+	})
+	if err != nil {
+		return nil, s.recordFailure(p, "account.read", "", internalError("read account", err))
+	}
+	return a, s.record(p, "account.read", "", map[string]any{"accountId": a.ID}, nil)
+}
+
+// ListAccounts pages through the Accounts, oldest first. It needs
+// accounts.read; without accounts.all the list holds the caller's own
+// Account only.
+func (s *Service) ListAccounts(ctx context.Context, req PageRequest) (*List[*Account], error) {
+	p, err := s.authorize(ctx, "account.list", "", FlagAccountsRead)
+	if err != nil {
+		return nil, err
+	}
+	out := &List[*Account]{Data: []*Account{}}
+	ps := pageScan{scope: "accounts", prefix: pfxAccount}
+	if !p.Can(FlagAllAccounts) {
+		ps.prefix = join(pfxAccount, []byte(p.AccountID))
+		ps.scope = "accounts/" + p.AccountID
+	}
+	ps.emit = func(_, v []byte) error {
+		var a Account
+		if err := json.Unmarshal(v, &a); err != nil {
+			return err
+		}
+		out.Data = append(out.Data, &a)
+		return nil
+	}
+	err = s.store.View(ctx, func(tx Txn) error {
+		var err error
+		out.Pagination, err = s.pager.scan(ctx, tx, req, ps)
+		return err
+	})
+	if err != nil {
+		return nil, s.recordFailure(p, "account.list", "", internalError("list accounts", err))
+	}
+	return out, s.record(p, "account.list", "", map[string]any{"count": out.Pagination.Count}, nil)
+}
+
+// UpdateAccount changes an Account. It needs accounts.write; without
+// accounts.all only the caller's own Account.
+func (s *Service) UpdateAccount(ctx context.Context, ref AccountRef, in AccountUpdate) (*Account, error) {
+	p, err := s.authorize(ctx, "account.update", "", FlagAccountsWrite)
+	if err != nil {
+		return nil, err
+	}
+	if in.UID != nil {
+		if err := validUID(*in.UID); err != nil {
+			return nil, err
+		}
+	}
+	var out *Account
+	act := s.newActivity(p, "account.update", "", true, map[string]any{"account": ref.Value})
+	err = s.journal.submit(act, func(tx Txn) error {
+		a, err := visibleAccount(tx, p, ref)
+		if err != nil {
+			return err
+		}
+		old := a.UID
+		if in.UID != nil {
+			a.UID = *in.UID
+		}
+		if in.Notes != nil {
+			a.Notes = *in.Notes
+		}
+		if in.Props != nil {
+			a.Props = cloneMap(in.Props)
+		}
+		a.UpdatedAt = s.now().UTC()
+		out = a
+		return putAccount(tx, a, old)
+	}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// DeleteAccount deletes an Account and answers it as it was. Its API keys
+// and Users stop authenticating at once. It needs accounts.write and
+// accounts.all, and a caller cannot delete the Account it acts for.
+func (s *Service) DeleteAccount(ctx context.Context, ref AccountRef) (*Account, error) {
+	p, err := s.authorizeAll(ctx, "account.delete", FlagAccountsWrite, FlagAllAccounts)
+	if err != nil {
+		return nil, err
+	}
+	var out *Account
+	act := s.newActivity(p, "account.delete", "", true, map[string]any{"account": ref.Value})
+	err = s.journal.submit(act, func(tx Txn) error {
+		a, err := visibleAccount(tx, p, ref)
+		if err != nil {
+			return err
+		}
+		if a.ID == p.AccountID {
+			return Errorf(KindConflict, "cannot delete the account of the credential in use")
+		}
+		out = a
+		if err := tx.Delete(join(pfxAccount, []byte(a.ID))); err != nil {
+			return err
+		}
+		if err := tx.Delete(join(pfxAccountUI, []byte(a.UID))); err != nil {
+			return err
+		}
+		return adjustCount(tx, countAccounts, -1, 0, "accounts")
+	}, func() { s.principals.reset() })
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }

@@ -1,12 +1,15 @@
 package kms
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -20,8 +23,10 @@ type APIKey struct {
 	References APIKeyRefs     `json:"references"`
 	Flags      Flags          `json:"flags"`
 	Props      map[string]any `json:"props"`
-	CreatedAt  time.Time      `json:"createdAt"`
-	UpdatedAt  time.Time      `json:"updatedAt"`
+	// OwnerID is the User whose access token created the key, if any.
+	OwnerID   string    `json:"ownerId,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
 }
 
 // APIKeyRefs are the references of an API key.
@@ -62,42 +67,70 @@ func secretDigest(secret string) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// FlagAPIKeysValidate grants POST /auth/validate: checking another
+// credential and recording the activity it reports.
+const FlagAPIKeysValidate = "apikeys.validate"
+
+// API key update operations (SPEC.md 4.5 PUT /auth/apikey).
+const (
+	UpdateMerge   = "merge"   // set the flags and props given, keep the others
+	UpdateReplace = "replace" // the flags (props) given become all the flags (props)
+	UpdateDelete  = "delete"  // remove the flags and props named
+)
+
+// checkGrant refuses flags that p does not hold itself: a credential can
+// only hand on what it has.
+func checkGrant(p *Principal, flags Flags) error {
+	for name, granted := range flags {
+		if granted && !p.Can(name) {
+			return Errorf(KindPermissionDenied, "cannot grant flag %q: the caller does not hold it", name)
+		}
+	}
+	return nil
+}
+
 // CreateAPIKey creates an API key for an Account and returns it in full,
-// with its secret: the only time the secret is shown. It needs the flag
-// apikeys.write, and the caller may grant only flags it holds itself.
+// with its secret: the only time the secret is shown. It needs
+// apikeys.write; the caller may grant only flags it holds itself, and
+// without accounts.all may create keys only for its own Account. A key made
+// with a User's access token is owned by that User.
 func (s *Service) CreateAPIKey(ctx context.Context, in APIKeyInput) (*APIKey, error) {
 	p, err := s.authorize(ctx, "apikey.create", "", FlagAPIKeysWrite)
 	if err != nil {
 		return nil, err
 	}
-	flags, err := in.Flags.normalize()
-	if err != nil {
-		return nil, err
-	}
-	for name, granted := range flags {
-		if granted && !p.Can(name) {
-			return nil, Errorf(KindPermissionDenied, "cannot grant flag %q: the caller does not hold it", name)
-		}
-	}
-	return s.createAPIKey(p, in, flags, newSecret(apiKeyPrefix))
-}
-
-func (s *Service) createAPIKey(p *Principal, in APIKeyInput, flags Flags, secret string) (*APIKey, error) {
 	if in.AccountID == "" {
-		return nil, Errorf(KindInvalid, "accountId is required")
+		return nil, s.recordFailure(p, "apikey.create", "", Errorf(KindInvalid, "accountId is required"))
 	}
-	now := s.now()
+	flags, err := in.Flags.normalize()
+	if err == nil {
+		err = checkGrant(p, flags)
+	}
+	if err != nil {
+		return nil, s.recordFailure(p, "apikey.create", "", err)
+	}
+	secret := newSecret(apiKeyPrefix)
+	now := s.now().UTC()
 	k := &apiKeyRecord{
-		APIKey: APIKey{KeyID: newID(now), Active: true, Flags: flags, Props: orEmpty(in.Props), CreatedAt: now, UpdatedAt: now},
+		APIKey: APIKey{KeyID: newID(now), Active: true, Flags: flags, Props: cloneMap(in.Props), CreatedAt: now, UpdatedAt: now},
 		Digest: secretDigest(secret),
 	}
+	if p.Kind == PrincipalUser {
+		k.OwnerID = p.ID
+	}
 	act := s.newActivity(p, "apikey.create", "", true, map[string]any{"apikeyId": k.KeyID})
-	err := s.journal.submit(act, func(tx Txn) error {
+	err = s.journal.submit(act, func(tx Txn) error {
 		a, err := getAccount(tx, in.AccountID, in.AccountByUID)
 		if err != nil {
 			return err
 		}
+		if !visibleTo(p, a.ID) {
+			return Errorf(KindNotFound, "account not found")
+		}
 		k.AccountID, k.References.AccountID = a.ID, a.ID
+		if err := adjustCount(tx, countAPIKeys+a.ID, 1, s.opts.Limits.MaxAPIKeysPerAccount, "API keys per account"); err != nil {
+			return err
+		}
 		return putAPIKey(tx, k)
 	}, nil)
 	if err != nil {
@@ -108,7 +141,44 @@ func (s *Service) createAPIKey(p *Principal, in APIKeyInput, flags Flags, secret
 	return &out, nil
 }
 
-func putAPIKey(tx Txn, k *apiKeyRecord) error {
+// wildcardRing is the ring name under which the ring index lists keys whose
+// flags reach every ring (keyring.*.<op>, or "*").
+const wildcardRing = "*"
+
+// ringIndex returns the ring index entries of k.
+func (k *apiKeyRecord) ringIndex() [][]byte {
+	var out [][]byte
+	for _, ring := range k.Flags.rings() {
+		out = append(out, join(pfxAPIRing, []byte(ring), sep, []byte(k.KeyID)))
+	}
+	for name := range k.Flags {
+		if name == FlagRoot || strings.HasPrefix(name, "keyring.*.") {
+			out = append(out, join(pfxAPIRing, []byte(wildcardRing), sep, []byte(k.KeyID)))
+			break
+		}
+	}
+	return out
+}
+
+// indexKeys returns every index entry of k but the digest's.
+func (k *apiKeyRecord) indexKeys() [][]byte {
+	out := append(k.ringIndex(), join(pfxAPIAccount, []byte(k.AccountID), sep, []byte(k.KeyID)))
+	if k.OwnerID != "" {
+		out = append(out, join(pfxAPIOwner, []byte(k.OwnerID), sep, []byte(k.KeyID)))
+	}
+	return out
+}
+
+// putAPIKey writes k and its index entries; old, when set, is the record
+// it replaces, whose entries are removed first.
+func putAPIKey(tx Txn, k *apiKeyRecord, old ...*apiKeyRecord) error {
+	for _, o := range old {
+		for _, idx := range o.indexKeys() {
+			if err := tx.Delete(idx); err != nil {
+				return err
+			}
+		}
+	}
 	v, err := json.Marshal(k)
 	if err != nil {
 		return err
@@ -119,8 +189,8 @@ func putAPIKey(tx Txn, k *apiKeyRecord) error {
 	if err := tx.Set(join(pfxAPIDigest, []byte(k.Digest)), []byte(k.KeyID)); err != nil {
 		return err
 	}
-	for _, ring := range k.Flags.rings() {
-		if err := tx.Set(join(pfxAPIRing, []byte(ring), sep, []byte(k.KeyID)), nil); err != nil {
+	for _, idx := range k.indexKeys() {
+		if err := tx.Set(idx, nil); err != nil {
 			return err
 		}
 	}
@@ -139,4 +209,408 @@ func getAPIKey(tx Txn, id string) (*apiKeyRecord, error) {
 		return nil, err
 	}
 	return &k, nil
+}
+
+// APIKeyRef names an API key: by its ID, or by its secret when BySecret.
+type APIKeyRef struct {
+	Value    string
+	BySecret bool
+}
+
+// visibleAPIKey reads the API key ref names, if the caller may see it.
+func visibleAPIKey(tx Txn, p *Principal, ref APIKeyRef) (*apiKeyRecord, error) {
+	id := ref.Value
+	if id == "" {
+		return nil, Errorf(KindInvalid, "API key is required")
+	}
+	if ref.BySecret {
+		v, err := tx.Get(join(pfxAPIDigest, []byte(secretDigest(ref.Value))))
+		if isNotFound(err) {
+			return nil, Errorf(KindNotFound, "API key not found")
+		} else if err != nil {
+			return nil, err
+		}
+		id = string(v)
+	}
+	k, err := getAPIKey(tx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !visibleTo(p, k.AccountID) {
+		return nil, Errorf(KindNotFound, "API key not found")
+	}
+	return k, nil
+}
+
+// GetAPIKey returns an API key in its safe form (no secret). It needs
+// apikeys.read; without accounts.all, only keys of the caller's Account.
+func (s *Service) GetAPIKey(ctx context.Context, id string) (*APIKey, error) {
+	p, err := s.authorize(ctx, "apikey.read", "", FlagAPIKeysRead)
+	if err != nil {
+		return nil, err
+	}
+	var k *apiKeyRecord
+	err = s.store.View(ctx, func(tx Txn) error {
+		var err error
+		k, err = visibleAPIKey(tx, p, APIKeyRef{Value: id})
+		return err
+	})
+	if err != nil {
+		return nil, s.recordFailure(p, "apikey.read", "", internalError("read API key", err))
+	}
+	return &k.APIKey, s.record(p, "apikey.read", "", map[string]any{"apikeyId": id}, nil)
+}
+
+// listAPIKeys pages through the API keys found under the index prefixes
+// (keys end in the API key ID), checking match on each.
+func (s *Service) listAPIKeys(ctx context.Context, p *Principal, action string, req PageRequest, ps pageScan,
+	match func(key []byte, k *apiKeyRecord) bool) (*List[*APIKey], error) {
+	out := &List[*APIKey]{Data: []*APIKey{}}
+	var cur *apiKeyRecord
+	err := s.store.View(ctx, func(tx Txn) error {
+		ps.match = func(key, _ []byte) (bool, error) {
+			if len(key) < idLen {
+				return false, Errorf(KindInternal, "API key index entry %q is malformed", key)
+			}
+			k, err := getAPIKey(tx, string(key[len(key)-idLen:]))
+			if isNotFound(err) {
+				return false, nil
+			} else if err != nil {
+				return false, err
+			}
+			cur = k
+			return visibleTo(p, k.AccountID) && (match == nil || match(key, k)), nil
+		}
+		ps.emit = func(_, _ []byte) error {
+			out.Data = append(out.Data, &cur.APIKey)
+			return nil
+		}
+		var err error
+		out.Pagination, err = s.pager.scan(ctx, tx, req, ps)
+		return err
+	})
+	if err != nil {
+		return nil, s.recordFailure(p, action, "", internalError("list API keys", err))
+	}
+	return out, s.record(p, action, "", map[string]any{"count": out.Pagination.Count}, nil)
+}
+
+// ListAPIKeys pages through the API keys, oldest first, in their safe
+// form. It needs apikeys.read; without accounts.all it lists the caller's
+// Account's keys.
+func (s *Service) ListAPIKeys(ctx context.Context, req PageRequest) (*List[*APIKey], error) {
+	p, err := s.authorize(ctx, "apikey.list", "", FlagAPIKeysRead)
+	if err != nil {
+		return nil, err
+	}
+	ps := pageScan{scope: "apikeys", prefix: pfxAPIKey}
+	if !p.Can(FlagAllAccounts) {
+		ps = pageScan{scope: "apikeys/" + p.AccountID, prefix: join(pfxAPIAccount, []byte(p.AccountID), sep)}
+	}
+	return s.listAPIKeys(ctx, p, "apikey.list", req, ps, nil)
+}
+
+// ListAccountAPIKeys pages through the API keys of one Account. It needs
+// apikeys.read; without accounts.all only for the caller's own Account.
+func (s *Service) ListAccountAPIKeys(ctx context.Context, ref AccountRef, req PageRequest) (*List[*APIKey], error) {
+	p, err := s.authorize(ctx, "apikey.list", "", FlagAPIKeysRead)
+	if err != nil {
+		return nil, err
+	}
+	var a *Account
+	err = s.store.View(ctx, func(tx Txn) error {
+		var err error
+		a, err = visibleAccount(tx, p, ref)
+		return err
+	})
+	if err != nil {
+		return nil, s.recordFailure(p, "apikey.list", "", internalError("read account", err))
+	}
+	ps := pageScan{scope: "apikeys/" + a.ID, prefix: join(pfxAPIAccount, []byte(a.ID), sep)}
+	return s.listAPIKeys(ctx, p, "apikey.list", req, ps, nil)
+}
+
+// SearchAPIKeysByRing pages through the API keys whose flags name a ring,
+// then those whose flags reach every ring (keyring.*.<op> or "*"). It
+// needs apikeys.read; without accounts.all only the caller's Account's
+// keys are listed.
+func (s *Service) SearchAPIKeysByRing(ctx context.Context, ref RingRef, req PageRequest) (*List[*APIKey], error) {
+	p, err := s.authorize(ctx, "apikey.search", "", FlagAPIKeysRead)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.anyRing(ctx, ref)
+	if err != nil {
+		return nil, s.recordFailure(p, "apikey.search", "", err)
+	}
+	lower := strings.ToLower(r.Name)
+	explicit := join(pfxAPIRing, []byte(lower), sep)
+	ps := pageScan{scope: "apikeys/ring/" + r.ID, prefix: explicit, then: [][]byte{join(pfxAPIRing, []byte(wildcardRing), sep)}}
+	return s.listAPIKeys(ctx, p, "apikey.search", req, ps, func(key []byte, k *apiKeyRecord) bool {
+		// A key both naming the ring and reaching every ring was listed
+		// with the first prefix already.
+		return bytes.HasPrefix(key, explicit) || !slices.Contains(k.Flags.rings(), lower)
+	})
+}
+
+// anyRing finds a ring of either group by name or ID.
+func (s *Service) anyRing(ctx context.Context, ref RingRef) (*ringRecord, error) {
+	find := s.ringByName
+	if ref.ByID {
+		if _, ok := parseID(ref.Name); !ok {
+			return nil, Errorf(KindInvalid, "key ring ID %q is malformed", ref.Name)
+		}
+		find = s.ringByID
+	}
+	r, err := find(ctx, groupKS, ref.Name)
+	if isNotFound(err) {
+		r, err = find(ctx, groupAsym, ref.Name)
+	}
+	return r, err
+}
+
+// APIKeyUpdate changes an API key (PUT /auth/apikey and /auth/apikeyid).
+type APIKeyUpdate struct {
+	// Op says what Flags and Props do: UpdateMerge, UpdateReplace or
+	// UpdateDelete (which removes the members named, whatever their values).
+	Op string
+	// Ref names the key: by ID, or by secret.
+	Ref APIKeyRef
+	// Active, when set, activates or deactivates the key.
+	Active *bool
+	// References, when set, moves the key to another Account (needs
+	// accounts.all).
+	References *APIKeyRefs
+	Flags      Flags
+	Props      map[string]any
+}
+
+// APIKeyUpdateResult is the answer to UpdateAPIKey: the key as it is now.
+// Key is the secret the caller named the key by, echoed; empty when the key
+// was named by ID.
+type APIKeyUpdateResult struct {
+	Key        string         `json:"key,omitempty"`
+	KeyID      string         `json:"keyid"`
+	Op         string         `json:"op"`
+	Active     bool           `json:"active"`
+	References APIKeyRefs     `json:"references"`
+	Flags      Flags          `json:"flags"`
+	Props      map[string]any `json:"props"`
+}
+
+// UpdateAPIKey changes an API key's flags, props, state or Account. It
+// needs apikeys.write; the caller may grant only flags it holds, and
+// without accounts.all may change only its own Account's keys. The change
+// takes effect on the key's next request.
+func (s *Service) UpdateAPIKey(ctx context.Context, in APIKeyUpdate) (*APIKeyUpdateResult, error) {
+	p, err := s.authorize(ctx, "apikey.update", "", FlagAPIKeysWrite)
+	if err != nil {
+		return nil, err
+	}
+	if in.Op != UpdateMerge && in.Op != UpdateReplace && in.Op != UpdateDelete {
+		return nil, s.recordFailure(p, "apikey.update", "", Errorf(KindInvalid, "op must be merge, replace or delete"))
+	}
+	flags, err := in.Flags.normalize()
+	if err != nil {
+		return nil, s.recordFailure(p, "apikey.update", "", err)
+	}
+	if in.References != nil && !p.Can(FlagAllAccounts) {
+		return nil, s.recordFailure(p, "apikey.update", "", Errorf(KindPermissionDenied, "moving an API key to another account needs %s", FlagAllAccounts))
+	}
+	var out *apiKeyRecord
+	var oldDigest string
+	act := s.newActivity(p, "apikey.update", "", true, map[string]any{"op": in.Op})
+	err = s.journal.submit(act, func(tx Txn) error {
+		old, err := visibleAPIKey(tx, p, in.Ref)
+		if err != nil {
+			return err
+		}
+		act.Props["apikeyId"] = old.KeyID
+		k := *old
+		k.Flags = applyOp(in.Op, old.Flags, flags)
+		k.Props = applyOp(in.Op, old.Props, in.Props)
+		added := Flags{}
+		for name, granted := range k.Flags {
+			if granted && !old.Flags[name] {
+				added[name] = true
+			}
+		}
+		if err := checkGrant(p, added); err != nil {
+			return err
+		}
+		if in.Active != nil {
+			k.Active = *in.Active
+		}
+		if in.References != nil && in.References.AccountID != old.AccountID {
+			a, err := getAccount(tx, in.References.AccountID, false)
+			if err != nil {
+				return err
+			}
+			if err := adjustCount(tx, countAPIKeys+a.ID, 1, s.opts.Limits.MaxAPIKeysPerAccount, "API keys per account"); err != nil {
+				return err
+			}
+			if err := adjustCount(tx, countAPIKeys+old.AccountID, -1, 0, ""); err != nil {
+				return err
+			}
+			k.AccountID, k.References.AccountID = a.ID, a.ID
+		}
+		k.UpdatedAt = s.now().UTC()
+		out, oldDigest = &k, old.Digest
+		return putAPIKey(tx, &k, old)
+	}, func() { s.principals.remove(oldDigest) })
+	if err != nil {
+		return nil, err
+	}
+	res := &APIKeyUpdateResult{KeyID: out.KeyID, Op: in.Op, Active: out.Active, References: out.References, Flags: out.Flags, Props: orEmpty(out.Props)}
+	if in.Ref.BySecret {
+		res.Key = in.Ref.Value
+	}
+	return res, nil
+}
+
+// applyOp applies an update operation to a map and returns the new map.
+func applyOp[V any](op string, cur, given map[string]V) map[string]V {
+	out := make(map[string]V, len(cur)+len(given))
+	switch op {
+	case UpdateReplace:
+		if given == nil {
+			given = cur
+		}
+		for k, v := range given {
+			out[k] = v
+		}
+	case UpdateDelete:
+		for k, v := range cur {
+			if _, drop := given[k]; !drop {
+				out[k] = v
+			}
+		}
+	default: // merge
+		for k, v := range cur {
+			out[k] = v
+		}
+		for k, v := range given {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// DeleteAPIKeyResult is the answer to DeleteAPIKey: the value the key was
+// named by, and whether that was its ID.
+type DeleteAPIKeyResult struct {
+	APIKey string `json:"apikey"`
+	ID     bool   `json:"id"`
+}
+
+// DeleteAPIKey deletes an API key, named by ID or by secret. It stops
+// authenticating at once. It needs apikeys.write; without accounts.all only
+// keys of the caller's Account.
+func (s *Service) DeleteAPIKey(ctx context.Context, ref APIKeyRef) (*DeleteAPIKeyResult, error) {
+	p, err := s.authorize(ctx, "apikey.delete", "", FlagAPIKeysWrite)
+	if err != nil {
+		return nil, err
+	}
+	var digest string
+	act := s.newActivity(p, "apikey.delete", "", true, nil)
+	err = s.journal.submit(act, func(tx Txn) error {
+		k, err := visibleAPIKey(tx, p, ref)
+		if err != nil {
+			return err
+		}
+		act.Props["apikeyId"] = k.KeyID
+		digest = k.Digest
+		dels := append(k.indexKeys(), join(pfxAPIKey, []byte(k.KeyID)), join(pfxAPIDigest, []byte(k.Digest)))
+		for _, d := range dels {
+			if err := tx.Delete(d); err != nil {
+				return err
+			}
+		}
+		return adjustCount(tx, countAPIKeys+k.AccountID, -1, 0, "")
+	}, func() { s.principals.remove(digest) })
+	if err != nil {
+		return nil, err
+	}
+	return &DeleteAPIKeyResult{APIKey: ref.Value, ID: !ref.BySecret}, nil
+}
+
+// ValidateInput asks whether an API key is valid and records the activity
+// the caller reports for it (POST /auth/validate).
+type ValidateInput struct {
+	Key      string            `json:"key"`
+	Activity *ValidateActivity `json:"activity,omitempty"`
+}
+
+// ValidateActivity is the activity reported with a validation: what the
+// key is about to do.
+type ValidateActivity struct {
+	// Action is an operation on a ring (encrypt, decrypt, rotate...) when
+	// RingName is set, else a flag name; the key's flags decide whether
+	// it is allowed.
+	Action   string         `json:"action"`
+	RingName string         `json:"ringname"`
+	Props    map[string]any `json:"props"`
+}
+
+// ValidateResult is the answer to ValidateAPIKey.
+type ValidateResult struct {
+	Valid bool `json:"valid"`
+	// ValidAction, set when an activity with an action was given, says
+	// whether the key's flags allow it.
+	ValidAction *bool  `json:"validAction,omitempty"`
+	KeyID       string `json:"keyid,omitempty"`
+	AccountID   string `json:"accountId,omitempty"`
+}
+
+// ValidateAPIKey checks another API key: whether it is valid (active, of an
+// existing Account) and, with an activity, whether its flags allow the
+// activity's action. It records the activity as that key's, granted or
+// denied. It needs apikeys.validate; without accounts.all, keys of other
+// Accounts are reported invalid.
+func (s *Service) ValidateAPIKey(ctx context.Context, in ValidateInput) (*ValidateResult, error) {
+	p, err := s.authorize(ctx, "apikey.validate", "", FlagAPIKeysValidate)
+	if err != nil {
+		return nil, err
+	}
+	if in.Key == "" {
+		return nil, s.recordFailure(p, "apikey.validate", "", Errorf(KindInvalid, "key is required"))
+	}
+	res := &ValidateResult{}
+	var subject *Principal
+	if q, err := s.Authenticate(ctx, in.Key); err == nil && q.Kind == PrincipalAPIKey && visibleTo(p, q.AccountID) {
+		subject = q
+		res.Valid, res.KeyID, res.AccountID = true, q.ID, q.AccountID
+	} else if err != nil && ErrorKind(err) != KindUnauthenticated {
+		return nil, err
+	}
+	action, ring := "validate", ""
+	props := map[string]any{"validatedBy": p.ID}
+	granted := res.Valid
+	if in.Activity != nil {
+		for k, v := range in.Activity.Props {
+			props[k] = v
+		}
+		if in.Activity.Action != "" {
+			action = in.Activity.Action
+			flag := in.Activity.Action
+			if in.Activity.RingName != "" {
+				ring = strings.ToLower(in.Activity.RingName)
+				flag = RingFlag(in.Activity.RingName, in.Activity.Action)
+			}
+			ok := subject.Can(flag)
+			res.ValidAction = &ok
+			granted = granted && ok
+			props["flag"] = flag
+		}
+	}
+	actor := p
+	if subject != nil {
+		actor = subject
+	}
+	props["action"] = action
+	act := s.newActivity(actor, action, ring, granted, props)
+	if err := s.journal.submit(act, nil, nil); err != nil {
+		return nil, err
+	}
+	return res, nil
 }

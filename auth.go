@@ -225,7 +225,13 @@ func (s *Service) Bootstrap(ctx context.Context, secret string) (BootstrapResult
 	// The Account and its key commit together, so a crash leaves either
 	// both or neither, and a restart bootstraps again.
 	err = s.journal.submit(act, func(tx Txn) error {
-		if err := putAccount(tx, acct); err != nil {
+		if err := putAccount(tx, acct, ""); err != nil {
+			return err
+		}
+		if err := adjustCount(tx, countAccounts, 1, 0, "accounts"); err != nil {
+			return err
+		}
+		if err := adjustCount(tx, countAPIKeys+acct.ID, 1, 0, "API keys"); err != nil {
 			return err
 		}
 		return putAPIKey(tx, k)

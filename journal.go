@@ -160,7 +160,9 @@ func (j *journal) commit(batch []*job) {
 	}
 	if err != nil {
 		j.log(err, "journal commit failed")
-		err = internalError("commit", err)
+		// Whatever the store said (even a Conflict after its retries), the
+		// caller sees an internal failure: nothing of its job was written.
+		err = &Error{Kind: KindInternal, Message: "commit", Err: err}
 		for _, jb := range batch {
 			jb.done <- err
 		}

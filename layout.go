@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"sync"
 	"time"
 )
 
@@ -56,16 +57,39 @@ func join(parts ...[]byte) []byte {
 func isNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
 
 // newID returns a new identifier: 16 bytes, the first 6 the creation time in
-// milliseconds (so IDs sort roughly by age) and 10 random, as 32 lower-case
-// hex characters.
+// milliseconds and 10 random, as 32 lower-case hex characters. IDs made by
+// one process strictly increase: an ID made in the same millisecond as the
+// one before (or while the clock stood still or went back) is that ID plus
+// one, so lists in ID order are in creation order and a page cursor never
+// skips an item created after it.
 func newID(now time.Time) string {
 	var b [16]byte
 	var ts [8]byte
 	binary.BigEndian.PutUint64(ts[:], uint64(now.UnixMilli()))
 	copy(b[:6], ts[2:])
 	rand.Read(b[6:])
+	idMu.Lock()
+	if bytes.Compare(b[:], lastID[:]) <= 0 {
+		b = lastID
+		for i := len(b) - 1; i >= 0; i-- { // lastID + 1
+			b[i]++
+			if b[i] != 0 {
+				break
+			}
+		}
+	}
+	lastID = b
+	idMu.Unlock()
 	return hex.EncodeToString(b[:])
 }
+
+var (
+	idMu   sync.Mutex
+	lastID [16]byte
+)
+
+// idLen is the length of an identifier's text.
+const idLen = 32
 
 // parseID decodes an identifier made by newID.
 func parseID(s string) ([16]byte, bool) {

@@ -106,8 +106,11 @@ type pageScan struct {
 	scope string
 	// prefix bounds the walk: every key visited starts with it.
 	prefix []byte
+	// then are more prefixes walked after prefix, in order, as one list.
+	then [][]byte
 	// from is the first key of the first page (inclusive); nil means the
 	// start of prefix. until, when set, ends the walk before that key.
+	// Both are for a walk of one prefix.
 	from, until []byte
 	// match reports whether the item belongs in the results; nil means
 	// every item does. It may be called on an item that is then not
@@ -129,45 +132,59 @@ func (p *pager) scan(ctx context.Context, tx Txn, req PageRequest, ps pageScan) 
 	if err != nil {
 		return Page{}, err
 	}
-	opts := ScanOptions{Prefix: ps.prefix, Start: ps.from}
+	prefixes := append([][]byte{ps.prefix}, ps.then...)
+	first, start := 0, ps.from
 	if req.Cursor != "" {
 		last, err := p.open(ps.scope, req.Cursor)
 		if err != nil {
 			return Page{}, err
 		}
-		if !bytes.HasPrefix(last, ps.prefix) {
+		first = -1
+		for i, pfx := range prefixes {
+			if bytes.HasPrefix(last, pfx) {
+				first = i
+				break
+			}
+		}
+		if first < 0 {
 			return Page{}, Errorf(KindInvalid, "invalid cursor: it was made for another list")
 		}
-		opts.Start = afterKey(last)
+		start = afterKey(last)
 	}
 	page := Page{Limit: limit}
 	var lastKey []byte
-	err = tx.Scan(opts, func(k, v []byte) (bool, error) {
-		if err := ctx.Err(); err != nil {
-			return false, err
+	for i := first; i < len(prefixes) && !page.HasMore; i++ {
+		opts := ScanOptions{Prefix: prefixes[i]}
+		if i == first {
+			opts.Start = start
 		}
-		if ps.until != nil && bytes.Compare(k, ps.until) >= 0 {
-			return false, nil
-		}
-		if ps.match != nil {
-			ok, err := ps.match(k, v)
-			if err != nil || !ok {
-				return err == nil, err
+		err = tx.Scan(opts, func(k, v []byte) (bool, error) {
+			if err := ctx.Err(); err != nil {
+				return false, err
 			}
+			if ps.until != nil && bytes.Compare(k, ps.until) >= 0 {
+				return false, nil
+			}
+			if ps.match != nil {
+				ok, err := ps.match(k, v)
+				if err != nil || !ok {
+					return err == nil, err
+				}
+			}
+			if page.Count == limit {
+				page.HasMore = true
+				return false, nil
+			}
+			if err := ps.emit(k, v); err != nil {
+				return false, err
+			}
+			page.Count++
+			lastKey = append(lastKey[:0], k...)
+			return true, nil
+		})
+		if err != nil {
+			return Page{}, err
 		}
-		if page.Count == limit {
-			page.HasMore = true
-			return false, nil
-		}
-		if err := ps.emit(k, v); err != nil {
-			return false, err
-		}
-		page.Count++
-		lastKey = append(lastKey[:0], k...)
-		return true, nil
-	})
-	if err != nil {
-		return Page{}, err
 	}
 	if page.HasMore {
 		page.NextCursor = p.seal(ps.scope, lastKey)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ringkms/kms"
 )
@@ -141,6 +142,31 @@ func TestPagingWhileWriting(t *testing.T) {
 	for id := range before {
 		if !seen[id] {
 			t.Errorf("key %s existed before paging and was not listed", id)
+		}
+	}
+}
+
+// TestKeysListInCreationOrder checks that keys made within one millisecond
+// still list in the order they were made.
+func TestKeysListInCreationOrder(t *testing.T) {
+	clock := &fixedClock{t: time.UnixMilli(1_800_000_000_000)}
+	e := newEnvOn(t, newMemStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.now})
+	first := e.ring(t, "still")
+	made := []string{first.Key.ID}
+	for i := 0; i < 40; i++ {
+		k, err := e.svc.Rotate(e.root, kms.RotateInput{RingName: "still"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		made = append(made, k.ID)
+	}
+	list, err := e.svc.ListKeys(e.root, kms.RingRef{Name: "still"}, kms.PageRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range list.Data {
+		if k.ID != made[i] {
+			t.Fatalf("key %d listed is %s, want %s (creation order)", i, k.ID, made[i])
 		}
 	}
 }

@@ -1,0 +1,288 @@
+package kms_test
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/ringkms/kms"
+)
+
+func TestAccounts(t *testing.T) {
+	e := newEnvOn(t, newMemStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), Limits: kms.Limits{MaxAccounts: 3}})
+	a, err := e.svc.CreateAccount(e.root, kms.AccountInput{UID: "acme", Notes: "n", Props: map[string]any{"tier": "gold"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.svc.CreateAccount(e.root, kms.AccountInput{UID: "acme"})
+	wantKind(t, "CreateAccount(duplicate uid)", err, kms.KindConflict)
+	_, err = e.svc.CreateAccount(e.root, kms.AccountInput{UID: " "})
+	wantKind(t, "CreateAccount(blank uid)", err, kms.KindInvalid)
+	for _, ref := range []kms.AccountRef{{Value: a.ID}, {Value: "acme", ByUID: true}} {
+		got, err := e.svc.GetAccount(e.root, ref)
+		if err != nil || got.ID != a.ID || got.Props["tier"] != "gold" {
+			t.Fatalf("GetAccount(%+v) = %+v, %v", ref, got, err)
+		}
+	}
+	_, err = e.svc.GetAccount(e.root, kms.AccountRef{Value: "nope", ByUID: true})
+	wantKind(t, "GetAccount(unknown uid)", err, kms.KindNotFound)
+
+	uid, notes := "acme-2", "renamed"
+	up, err := e.svc.UpdateAccount(e.root, kms.AccountRef{Value: "acme", ByUID: true}, kms.AccountUpdate{UID: &uid, Notes: &notes})
+	if err != nil || up.UID != "acme-2" || up.Notes != "renamed" || up.Props["tier"] != "gold" {
+		t.Fatalf("UpdateAccount = %+v, %v", up, err)
+	}
+	_, err = e.svc.GetAccount(e.root, kms.AccountRef{Value: "acme", ByUID: true})
+	wantKind(t, "GetAccount(old uid)", err, kms.KindNotFound)
+	rootUID := kms.BootstrapAccountUID
+	_, err = e.svc.UpdateAccount(e.root, kms.AccountRef{Value: a.ID}, kms.AccountUpdate{UID: &rootUID})
+	wantKind(t, "UpdateAccount(uid taken)", err, kms.KindConflict)
+
+	// Plan limit: root + acme-2 + one more.
+	if _, err := e.svc.CreateAccount(e.root, kms.AccountInput{UID: "third"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.svc.CreateAccount(e.root, kms.AccountInput{UID: "fourth"})
+	wantKind(t, "CreateAccount(past the limit)", err, kms.KindLimit)
+	if !strings.Contains(err.Error(), "at most 3 accounts") {
+		t.Errorf("limit error %q does not name the maximum", err)
+	}
+
+	list, err := e.svc.ListAccounts(e.root, kms.PageRequest{Limit: 2})
+	if err != nil || len(list.Data) != 2 || !list.Pagination.HasMore {
+		t.Fatalf("ListAccounts = %+v, %v", list, err)
+	}
+	next, err := e.svc.ListAccounts(e.root, kms.PageRequest{Limit: 2, Cursor: list.Pagination.NextCursor})
+	if err != nil || len(next.Data) != 1 || next.Pagination.HasMore {
+		t.Fatalf("ListAccounts page 2 = %+v, %v", next, err)
+	}
+
+	// An API key of acme-2 sees its own Account only.
+	k, err := e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: a.ID, Flags: kms.Flags{"accounts.read": true, "accounts.write": true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := e.svc.Authenticate(t.Context(), k.Key)
+	tenant := kms.WithPrincipal(t.Context(), p)
+	own, err := e.svc.ListAccounts(tenant, kms.PageRequest{})
+	if err != nil || len(own.Data) != 1 || own.Data[0].ID != a.ID {
+		t.Fatalf("ListAccounts(tenant) = %+v, %v; want its own account only", own, err)
+	}
+	_, err = e.svc.GetAccount(tenant, kms.AccountRef{Value: e.acct})
+	wantKind(t, "GetAccount(other account)", err, kms.KindNotFound)
+	_, err = e.svc.CreateAccount(tenant, kms.AccountInput{UID: "x"})
+	wantKind(t, "CreateAccount without accounts.all", err, kms.KindPermissionDenied)
+	if _, err := e.svc.UpdateAccount(tenant, kms.AccountRef{Value: a.ID}, kms.AccountUpdate{Notes: &notes}); err != nil {
+		t.Errorf("UpdateAccount(own) = %v", err)
+	}
+
+	// Deleting an Account stops its keys at once; the caller's own cannot go.
+	_, err = e.svc.DeleteAccount(e.root, kms.AccountRef{Value: e.acct})
+	wantKind(t, "DeleteAccount(own)", err, kms.KindConflict)
+	del, err := e.svc.DeleteAccount(e.root, kms.AccountRef{Value: "acme-2", ByUID: true})
+	if err != nil || del.ID != a.ID {
+		t.Fatalf("DeleteAccount = %+v, %v", del, err)
+	}
+	_, err = e.svc.Authenticate(t.Context(), k.Key)
+	wantKind(t, "Authenticate(key of deleted account)", err, kms.KindUnauthenticated)
+	_, err = e.svc.DeleteAccount(e.root, kms.AccountRef{Value: a.ID})
+	wantKind(t, "DeleteAccount(again)", err, kms.KindNotFound)
+}
+
+func TestAPIKeyLifecycle(t *testing.T) {
+	e := newEnvOn(t, newMemStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), Limits: kms.Limits{MaxAPIKeysPerAccount: 4}})
+	e.ring(t, "pay")
+	acct, _ := e.svc.CreateAccount(e.root, kms.AccountInput{UID: "tenant"})
+	k, err := e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: "tenant", AccountByUID: true,
+		Flags: kms.Flags{"keyring.pay.encrypt": true}, Props: map[string]any{"team": "a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(k.Key, "rk_") || k.AccountID != acct.ID || k.References.AccountID != acct.ID || !k.Active {
+		t.Fatalf("CreateAPIKey = %+v", k)
+	}
+	_, err = e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: "missing", AccountByUID: true})
+	wantKind(t, "CreateAPIKey(unknown account)", err, kms.KindNotFound)
+	_, err = e.svc.CreateAPIKey(e.root, kms.APIKeyInput{})
+	wantKind(t, "CreateAPIKey(no account)", err, kms.KindInvalid)
+	_, err = e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: acct.ID, Flags: kms.Flags{"bad flag!": true}})
+	wantKind(t, "CreateAPIKey(bad flag)", err, kms.KindInvalid)
+
+	got, err := e.svc.GetAPIKey(e.root, k.KeyID)
+	if err != nil || got.Key != "" || got.Props["team"] != "a" {
+		t.Fatalf("GetAPIKey = %+v, %v; want the safe form", got, err)
+	}
+
+	// merge, replace, delete on flags and props; by secret and by ID.
+	res, err := e.svc.UpdateAPIKey(e.root, kms.APIKeyUpdate{Op: kms.UpdateMerge, Ref: kms.APIKeyRef{Value: k.Key, BySecret: true},
+		Flags: kms.Flags{"keyring.pay.decrypt": true}, Props: map[string]any{"env": "prod"}})
+	if err != nil || res.Key != k.Key || !res.Flags["keyring.pay.encrypt"] || !res.Flags["keyring.pay.decrypt"] || res.Props["team"] != "a" || res.Props["env"] != "prod" {
+		t.Fatalf("UpdateAPIKey(merge) = %+v, %v", res, err)
+	}
+	p, _ := e.svc.Authenticate(t.Context(), k.Key)
+	if !p.Can("keyring.pay.decrypt") {
+		t.Fatal("a merged flag does not take effect")
+	}
+	res, err = e.svc.UpdateAPIKey(e.root, kms.APIKeyUpdate{Op: kms.UpdateDelete, Ref: kms.APIKeyRef{Value: k.KeyID},
+		Flags: kms.Flags{"keyring.pay.encrypt": true}, Props: map[string]any{"team": nil}})
+	if err != nil || res.Key != "" || res.Flags["keyring.pay.encrypt"] || !res.Flags["keyring.pay.decrypt"] || res.Props["team"] != nil || res.Props["env"] != "prod" {
+		t.Fatalf("UpdateAPIKey(delete) = %+v, %v", res, err)
+	}
+	res, err = e.svc.UpdateAPIKey(e.root, kms.APIKeyUpdate{Op: kms.UpdateReplace, Ref: kms.APIKeyRef{Value: k.KeyID},
+		Flags: kms.Flags{"keyring.*.read": true}})
+	if err != nil || len(res.Flags) != 1 || !res.Flags["keyring.*.read"] || res.Props["env"] != "prod" {
+		t.Fatalf("UpdateAPIKey(replace flags) = %+v, %v", res, err)
+	}
+	_, err = e.svc.UpdateAPIKey(e.root, kms.APIKeyUpdate{Op: "upsert", Ref: kms.APIKeyRef{Value: k.KeyID}})
+	wantKind(t, "UpdateAPIKey(bad op)", err, kms.KindInvalid)
+	_, err = e.svc.UpdateAPIKey(e.root, kms.APIKeyUpdate{Op: kms.UpdateMerge, Ref: kms.APIKeyRef{Value: "rk_nope", BySecret: true}})
+	wantKind(t, "UpdateAPIKey(unknown key)", err, kms.KindNotFound)
+
+	// Deactivation stops the key at once.
+	off := false
+	if _, err := e.svc.UpdateAPIKey(e.root, kms.APIKeyUpdate{Op: kms.UpdateMerge, Ref: kms.APIKeyRef{Value: k.KeyID}, Active: &off}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.svc.Authenticate(t.Context(), k.Key)
+	wantKind(t, "Authenticate(inactive key)", err, kms.KindUnauthenticated)
+
+	// Plan limit per Account: 1 made, 3 more allowed.
+	for i := 0; i < 3; i++ {
+		if _, err := e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: acct.ID}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: acct.ID})
+	wantKind(t, "CreateAPIKey(past the limit)", err, kms.KindLimit)
+	list, err := e.svc.ListAccountAPIKeys(e.root, kms.AccountRef{Value: "tenant", ByUID: true}, kms.PageRequest{Limit: 3})
+	if err != nil || len(list.Data) != 3 || !list.Pagination.HasMore {
+		t.Fatalf("ListAccountAPIKeys = %+v, %v", list.Pagination, err)
+	}
+	all, err := e.svc.ListAPIKeys(e.root, kms.PageRequest{})
+	if err != nil || len(all.Data) != 5 { // the bootstrap key and four
+		t.Fatalf("ListAPIKeys = %d keys, %v; want 5", len(all.Data), err)
+	}
+
+	// Delete by secret and by ID.
+	d, err := e.svc.DeleteAPIKey(e.root, kms.APIKeyRef{Value: k.Key, BySecret: true})
+	if err != nil || d.APIKey != k.Key || d.ID {
+		t.Fatalf("DeleteAPIKey(by secret) = %+v, %v", d, err)
+	}
+	_, err = e.svc.GetAPIKey(e.root, k.KeyID)
+	wantKind(t, "GetAPIKey(deleted)", err, kms.KindNotFound)
+	_, err = e.svc.DeleteAPIKey(e.root, kms.APIKeyRef{Value: k.KeyID})
+	wantKind(t, "DeleteAPIKey(again)", err, kms.KindNotFound)
+	if _, err := e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: acct.ID}); err != nil {
+		t.Errorf("CreateAPIKey after a delete freed a place = %v", err)
+	}
+}
+
+func TestAPIKeyTenancyAndEscalation(t *testing.T) {
+	e := newEnv(t)
+	acct, _ := e.svc.CreateAccount(e.root, kms.AccountInput{UID: "b"})
+	admin, err := e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: acct.ID,
+		Flags: kms.Flags{"apikeys.read": true, "apikeys.write": true, "keyring.x.encrypt": true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := e.svc.Authenticate(t.Context(), admin.Key)
+	b := kms.WithPrincipal(t.Context(), p)
+	_, err = e.svc.CreateAPIKey(b, kms.APIKeyInput{AccountID: e.acct})
+	wantKind(t, "CreateAPIKey(other account)", err, kms.KindNotFound)
+	rootKeyID := kms.PrincipalFrom(e.root).ID
+	_, err = e.svc.GetAPIKey(b, rootKeyID)
+	wantKind(t, "GetAPIKey(other account)", err, kms.KindNotFound)
+	_, err = e.svc.DeleteAPIKey(b, kms.APIKeyRef{Value: rootKeyID})
+	wantKind(t, "DeleteAPIKey(other account)", err, kms.KindNotFound)
+	mine, err := e.svc.CreateAPIKey(b, kms.APIKeyInput{AccountID: acct.ID, Flags: kms.Flags{"keyring.x.encrypt": true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.svc.UpdateAPIKey(b, kms.APIKeyUpdate{Op: kms.UpdateMerge, Ref: kms.APIKeyRef{Value: mine.KeyID}, Flags: kms.Flags{"*": true}})
+	wantKind(t, "UpdateAPIKey(escalate)", err, kms.KindPermissionDenied)
+	_, err = e.svc.UpdateAPIKey(b, kms.APIKeyUpdate{Op: kms.UpdateMerge, Ref: kms.APIKeyRef{Value: mine.KeyID}, References: &kms.APIKeyRefs{AccountID: e.acct}})
+	wantKind(t, "UpdateAPIKey(move account without accounts.all)", err, kms.KindPermissionDenied)
+	list, err := e.svc.ListAPIKeys(b, kms.PageRequest{})
+	if err != nil || len(list.Data) != 2 {
+		t.Fatalf("ListAPIKeys(tenant) = %d keys, %v; want its 2", len(list.Data), err)
+	}
+	// Root moves a key between Accounts.
+	moved, err := e.svc.UpdateAPIKey(e.root, kms.APIKeyUpdate{Op: kms.UpdateMerge, Ref: kms.APIKeyRef{Value: mine.KeyID}, References: &kms.APIKeyRefs{AccountID: e.acct}})
+	if err != nil || moved.References.AccountID != e.acct {
+		t.Fatalf("UpdateAPIKey(move) = %+v, %v", moved, err)
+	}
+	if q, err := e.svc.Authenticate(t.Context(), mine.Key); err != nil || q.AccountID != e.acct {
+		t.Fatalf("moved key authenticates as %+v, %v", q, err)
+	}
+}
+
+func TestSearchAPIKeysByRing(t *testing.T) {
+	e := newEnv(t)
+	e.ring(t, "pay")
+	e.ring(t, "other")
+	mk := func(flags kms.Flags) string {
+		k, err := e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: e.acct, Flags: flags})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k.KeyID
+	}
+	want := []string{
+		mk(kms.Flags{"keyring.pay.encrypt": true}),
+		mk(kms.Flags{"keyring.PAY.rotate": true, "keyring.*.read": true}), // both: listed once
+		mk(kms.Flags{"keyring.*.decrypt": true}),
+		kms.PrincipalFrom(e.root).ID, // "*"
+	}
+	mk(kms.Flags{"keyring.other.encrypt": true})
+	mk(kms.Flags{"apikeys.read": true})
+	for _, ref := range []kms.RingRef{{Name: "pay"}, {Name: "PAY"}} {
+		var got []string
+		req := kms.PageRequest{Limit: 1}
+		for {
+			page, err := e.svc.SearchAPIKeysByRing(e.root, ref, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range page.Data {
+				got = append(got, k.KeyID)
+			}
+			if !page.Pagination.HasMore {
+				break
+			}
+			req.Cursor = page.Pagination.NextCursor
+		}
+		sort.Strings(got)
+		w := append([]string{}, want...)
+		sort.Strings(w)
+		if strings.Join(got, ",") != strings.Join(w, ",") {
+			t.Fatalf("SearchAPIKeysByRing(%+v) = %v, want %v", ref, got, w)
+		}
+	}
+	_, err := e.svc.SearchAPIKeysByRing(e.root, kms.RingRef{Name: "missing"}, kms.PageRequest{})
+	wantKind(t, "SearchAPIKeysByRing(missing ring)", err, kms.KindNotFound)
+}
+
+func TestValidateAPIKey(t *testing.T) {
+	e := newEnv(t)
+	e.ring(t, "pay")
+	target, _ := e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: e.acct, Flags: kms.Flags{"keyring.pay.encrypt": true}})
+	gw := e.as(t, kms.Flags{"apikeys.validate": true})
+	res, err := e.svc.ValidateAPIKey(gw, kms.ValidateInput{Key: target.Key, Activity: &kms.ValidateActivity{Action: "encrypt", RingName: "pay", Props: map[string]any{"file": "a.txt"}}})
+	if err != nil || !res.Valid || res.ValidAction == nil || !*res.ValidAction || res.KeyID != target.KeyID {
+		t.Fatalf("ValidateAPIKey(allowed) = %+v, %v", res, err)
+	}
+	res, err = e.svc.ValidateAPIKey(gw, kms.ValidateInput{Key: target.Key, Activity: &kms.ValidateActivity{Action: "rotate", RingName: "pay"}})
+	if err != nil || !res.Valid || *res.ValidAction {
+		t.Fatalf("ValidateAPIKey(not allowed) = %+v, %v", res, err)
+	}
+	res, err = e.svc.ValidateAPIKey(gw, kms.ValidateInput{Key: "rk_wrong"})
+	if err != nil || res.Valid || res.KeyID != "" {
+		t.Fatalf("ValidateAPIKey(wrong) = %+v, %v", res, err)
+	}
+	_, err = e.svc.ValidateAPIKey(gw, kms.ValidateInput{})
+	wantKind(t, "ValidateAPIKey(no key)", err, kms.KindInvalid)
+	_, err = e.svc.ValidateAPIKey(e.as(t, kms.Flags{}), kms.ValidateInput{Key: target.Key})
+	wantKind(t, "ValidateAPIKey without the flag", err, kms.KindPermissionDenied)
+	_ = context.Background
+}
