@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"net"
 	"net/http"
 
 	"github.com/julienschmidt/httprouter"
@@ -78,6 +79,12 @@ func (a *api) routes() []route {
 		{method: http.MethodGet, path: "/ks/keyrings/:ringname/keys", handle: a.listKeys},
 		{method: http.MethodGet, path: "/ks/keyrings/:ringname/keys/:keyId", handle: a.getKey},
 
+		// SPEC.md 4.1: the Asset store, and lineage (our addition).
+		{method: http.MethodGet, path: "/assets/:id", handle: a.getAsset},
+		{method: http.MethodDelete, path: "/assets/:id", handle: a.deleteAsset},
+		{method: http.MethodPost, path: "/assets/search", handle: a.searchAssets},
+		{method: http.MethodGet, path: "/assets/:id/lineage", handle: a.getLineage},
+
 		// SPEC.md 4.6: the asym service.
 		{method: http.MethodPost, path: "/asym/keyrings", handle: a.createAsymKeyRing},
 		{method: http.MethodGet, path: "/asym/keyrings/:ringname/keys/:keyId", handle: a.getAsymKey},
@@ -142,6 +149,9 @@ func (a *api) serve(rt route) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 		if r.Body != nil && r.Body != http.NoBody {
 			r.Body = http.MaxBytesReader(rawWriter(w, r), r.Body, a.maxBody)
+		}
+		if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+			r = r.WithContext(kms.WithClientAddr(r.Context(), host))
 		}
 		body, err := rt.handle(r, ps)
 		switch {

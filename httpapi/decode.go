@@ -44,6 +44,15 @@ func (a *api) decode(r *http.Request, v any) error {
 	return nil
 }
 
+// decodeOptional is decode for a request whose body may be absent (a
+// search with no filter): no body leaves v as it is.
+func (a *api) decodeOptional(r *http.Request, v any) error {
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		return nil
+	}
+	return a.decode(r, v)
+}
+
 var errBodyRequired = kms.Errorf(kms.KindInvalid, "a JSON request body is required")
 
 func checkContentType(value string) error {

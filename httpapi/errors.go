@@ -22,13 +22,19 @@ var kindStatus = map[kms.Kind]int{
 	kms.KindLimit:            http.StatusForbidden,  // SPEC.md 7: resource limit reached
 	kms.KindUnprocessable:    http.StatusUnprocessableEntity,
 	kms.KindTooLarge:         http.StatusRequestEntityTooLarge,
+	kms.KindRateLimited:      http.StatusTooManyRequests,
 	kms.KindInternal:         http.StatusInternalServerError,
 }
 
-// errorBody is the body of every error answer.
+// errorBody is the body of every error answer. Errors, State and Results
+// carry the documented exceptions of SPEC.md 7: per-field errors of user
+// creation, the state of an invitation, the results of a password check.
 type errorBody struct {
-	Message string `json:"message"`
-	Code    string `json:"code"`
+	Message string            `json:"message"`
+	Code    string            `json:"code"`
+	Errors  map[string]string `json:"errors,omitempty"`
+	State   string            `json:"state,omitempty"`
+	Results any               `json:"results,omitempty"`
 }
 
 // httpError is an outcome that exists only in HTTP, with no kms kind: a
@@ -86,7 +92,11 @@ func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="ringkms"`)
 	}
-	a.writeJSON(w, r, status, errorBody{Message: messageOf(err, status), Code: code})
+	body := errorBody{Message: messageOf(err, status), Code: code}
+	if e := kms.AsError(err); e != nil && status < 500 {
+		body.Errors, body.State, body.Results = e.Fields, e.State, e.Details
+	}
+	a.writeJSON(w, r, status, body)
 }
 
 // writeJSON is the one JSON writer of every answer.

@@ -1,0 +1,228 @@
+package httpapi_test
+
+import (
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ringkms/kms"
+)
+
+// encryptAsset calls POST /ks/encrypt with an Asset as root.
+func (e *env) encryptAsset(t testing.TB, ring string, asset map[string]any) kms.EncryptResult {
+	t.Helper()
+	r := e.do(t, "POST", "/ks/encrypt", e.root, map[string]any{"ringname": ring, "asset": asset}).want(t, http.StatusOK)
+	res := decode[kms.EncryptResult](t, r)
+	if res.Asset == nil || res.Asset.ID == "" {
+		t.Fatalf("POST /ks/encrypt with an asset answered no asset: %s", r.body)
+	}
+	return res
+}
+
+func (e *env) decrypt(t testing.TB, res kms.EncryptResult) reply {
+	t.Helper()
+	return e.do(t, "POST", "/ks/decrypt", e.root, map[string]any{"hash": res.Hash, "header": res.Header})
+}
+
+// wantInvalidAsset checks a 422 in the decrypt shape whose message
+// contains want.
+func wantInvalidAsset(t testing.TB, r reply, want string) {
+	t.Helper()
+	r.want(t, http.StatusUnprocessableEntity)
+	body := r.object(t)
+	asset, _ := body["asset"].(map[string]any)
+	if asset == nil || asset["valid"] != false {
+		t.Fatalf("%s %s: asset = %v, want valid false", r.method, r.path, body["asset"])
+	}
+	if msg, _ := asset["message"].(string); !strings.Contains(msg, want) {
+		t.Fatalf("%s %s: asset.message = %q, want it to contain %q", r.method, r.path, msg, want)
+	}
+	if body["key"] != nil {
+		t.Fatalf("%s %s: a failed verification answered a key", r.method, r.path)
+	}
+}
+
+func TestAssetsOverHTTP(t *testing.T) {
+	e := newEnv(t)
+	e.createRing(t, "files")
+	parent := e.encryptAsset(t, "files", map[string]any{"data": map[string]any{"name": "raw.csv"}})
+	child := e.encryptAsset(t, "files", map[string]any{"data": map[string]any{"name": "clean.csv"}, "parents": []string{parent.Asset.ID}})
+
+	t.Run("decrypt verifies", func(t *testing.T) {
+		body := e.decrypt(t, child).want(t, http.StatusOK).object(t)
+		asset := body["asset"].(map[string]any)
+		if asset["valid"] != true || asset["id"] != child.Asset.ID || asset["data"].(map[string]any)["name"] != "clean.csv" {
+			t.Fatalf("decrypt asset = %v", asset)
+		}
+		hi := e.do(t, "GET", "/ks/header/"+child.Header, e.root, nil).want(t, http.StatusOK).object(t)
+		if hi["hasSignedAsset"] != true || hi["valid"] != true {
+			t.Fatalf("header info = %v", hi)
+		}
+	})
+	t.Run("get", func(t *testing.T) {
+		got := decode[kms.Asset](t, e.do(t, "GET", "/assets/"+child.Asset.ID, e.root, nil).want(t, http.StatusOK))
+		if got.ID != child.Asset.ID || len(got.Parents) != 1 || got.Parents[0] != parent.Asset.ID || got.Data["name"] != "clean.csv" {
+			t.Fatalf("GET /assets/{id} = %+v", got)
+		}
+		e.do(t, "GET", "/assets/01a2000000000000000000000000beef", e.root, nil).wantError(t, http.StatusNotFound, "not_found")
+		e.do(t, "GET", "/assets/nope", e.root, nil).wantError(t, http.StatusBadRequest, "invalid")
+		e.checkAuth(t, "GET", "/assets/"+child.Asset.ID, nil)
+	})
+	t.Run("lineage", func(t *testing.T) {
+		l := decode[kms.Lineage](t, e.do(t, "GET", "/assets/"+parent.Asset.ID+"/lineage?depth=2", e.root, nil).want(t, http.StatusOK))
+		if len(l.Descendants) != 1 || l.Descendants[0].ID != child.Asset.ID || l.Depth != 2 || len(l.Ancestors) != 0 {
+			t.Fatalf("lineage = %+v", l)
+		}
+		e.do(t, "GET", "/assets/"+parent.Asset.ID+"/lineage?depth=x", e.root, nil).wantError(t, http.StatusBadRequest, "invalid")
+		e.do(t, "GET", "/assets/"+parent.Asset.ID+"/lineage?depth=99", e.root, nil).wantError(t, http.StatusBadRequest, "invalid")
+	})
+	t.Run("unknown parent or assetId", func(t *testing.T) {
+		missing := "01a2000000000000000000000000beef"
+		e.do(t, "POST", "/ks/encrypt", e.root, map[string]any{"ringname": "files", "asset": map[string]any{"parents": []string{missing}}}).
+			wantError(t, http.StatusNotFound, "not_found")
+		e.do(t, "POST", "/ks/encrypt", e.root, map[string]any{"ringname": "files", "asset": map[string]any{"assetId": missing}}).
+			wantError(t, http.StatusNotFound, "not_found")
+		e.do(t, "POST", "/ks/encrypt", e.root, map[string]any{"ringname": "files", "asset": map[string]any{"parents": "x"}}).
+			wantError(t, http.StatusBadRequest, "invalid")
+	})
+	t.Run("422 altered header", func(t *testing.T) {
+		bad := child
+		bad.Header = flip(child.Header)
+		wantInvalidAsset(t, e.decrypt(t, bad), "header")
+	})
+	t.Run("422 altered hash", func(t *testing.T) {
+		bad := child
+		bad.Hash = flip(child.Hash)
+		wantInvalidAsset(t, e.decrypt(t, bad), "hash")
+	})
+	t.Run("update, then 422 data changed", func(t *testing.T) {
+		upd := e.encryptAsset(t, "files", map[string]any{"assetId": child.Asset.ID, "data": map[string]any{"name": "clean-v2.csv"}})
+		if upd.Asset.ID != child.Asset.ID || upd.Asset.Data["name"] != "clean-v2.csv" {
+			t.Fatalf("update = %+v", upd.Asset)
+		}
+		wantInvalidAsset(t, e.decrypt(t, child), "changed")
+		e.decrypt(t, upd).want(t, http.StatusOK)
+	})
+	t.Run("delete, then 422 deleted", func(t *testing.T) {
+		e.do(t, "DELETE", "/assets/"+parent.Asset.ID, e.root, nil).wantError(t, http.StatusBadRequest, "conflict")
+		leaf := e.encryptAsset(t, "files", map[string]any{"data": map[string]any{}})
+		body := e.do(t, "DELETE", "/assets/"+leaf.Asset.ID, e.root, nil).want(t, http.StatusOK).object(t)
+		if body["id"] != leaf.Asset.ID || body["deleted"] != true {
+			t.Fatalf("DELETE /assets/{id} = %v", body)
+		}
+		wantInvalidAsset(t, e.decrypt(t, leaf), "deleted")
+		e.do(t, "DELETE", "/assets/"+leaf.Asset.ID, e.root, nil).wantError(t, http.StatusNotFound, "not_found")
+		e.checkAuth(t, "DELETE", "/assets/"+leaf.Asset.ID, nil)
+	})
+}
+
+func TestSearchAssetsOverHTTP(t *testing.T) {
+	e := newEnv(t)
+	r1 := e.createRing(t, "one")
+	e.createRing(t, "two")
+	p := e.encryptAsset(t, "one", map[string]any{}).Asset.ID
+	// The second key may name root's parent Asset: accounts.all.
+	secret, keyID := e.apiKey(t, "keyring.*.encrypt", "accounts.all")
+	type made struct {
+		id, ring, key string
+		ms            int64
+		even          bool
+	}
+	var all []made
+	for i := 0; i < 24; i++ {
+		ring, sec, kid := "one", e.root, ""
+		if i%3 == 0 {
+			ring = "two"
+		}
+		if i%2 == 0 {
+			sec, kid = secret, keyID
+		}
+		asset := map[string]any{"data": map[string]any{"i": i, "even": i%2 == 0}}
+		if i%4 == 0 {
+			asset["parents"] = []string{p}
+		}
+		res := decode[kms.EncryptResult](t, e.do(t, "POST", "/ks/encrypt", sec, map[string]any{"ringname": ring, "asset": asset}).want(t, http.StatusOK))
+		all = append(all, made{res.Asset.ID, ring, kid, res.Asset.CreatedAt.UnixMilli(), i%2 == 0})
+		time.Sleep(2 * time.Millisecond) // spread createdAt for the range filter
+	}
+	start, end := all[6].ms, all[15].ms
+	tests := []struct {
+		name string
+		body map[string]any
+		want func(m made) bool
+	}{
+		{"no filter", nil, func(made) bool { return true }},
+		{"parents", map[string]any{"parents": []string{p}}, nil},
+		{"keyringId", map[string]any{"keyringId": r1.Ring.ID}, func(m made) bool { return m.ring == "one" }},
+		{"apikeyId", map[string]any{"apikeyId": keyID}, func(m made) bool { return m.key == keyID }},
+		{"accountId", map[string]any{"accountId": e.account}, func(m made) bool { return m.key == keyID }},
+		{"start and end", map[string]any{"start": start, "end": end}, func(m made) bool { return m.ms >= start && m.ms <= end }},
+		{"data", map[string]any{"data": map[string]any{"even": false}}, func(m made) bool { return !m.even }},
+		{"combined", map[string]any{"keyringId": r1.Ring.ID, "apikeyId": keyID, "start": start, "data": map[string]any{"even": true}},
+			func(m made) bool { return m.ring == "one" && m.key == keyID && m.ms >= start && m.even }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			want := map[string]bool{}
+			for i, m := range all {
+				if tt.want == nil && i%4 == 0 || tt.want != nil && tt.want(m) {
+					want[m.id] = true
+				}
+			}
+			got := map[string]bool{}
+			cursor := ""
+			for pages := 0; ; pages++ {
+				if pages > 30 {
+					t.Fatal("too many pages")
+				}
+				path := "/assets/search?limit=5"
+				if cursor != "" {
+					path += "&cursor=" + cursor
+				}
+				var body any
+				if tt.body != nil {
+					body = tt.body
+				}
+				page := decode[kms.List[*kms.Asset]](t, e.do(t, "POST", path, e.root, body).want(t, http.StatusOK))
+				for _, a := range page.Data {
+					if a.ID == p {
+						continue
+					}
+					if got[a.ID] {
+						t.Fatalf("asset %s listed twice", a.ID)
+					}
+					got[a.ID] = true
+				}
+				if !page.Pagination.HasMore {
+					break
+				}
+				cursor = page.Pagination.NextCursor
+			}
+			if fmt.Sprint(sortedKeys(got)) != fmt.Sprint(sortedKeys(want)) {
+				t.Fatalf("search %s found %d assets, want %d", tt.name, len(got), len(want))
+			}
+		})
+	}
+	t.Run("cursor with another body", func(t *testing.T) {
+		page := decode[kms.List[*kms.Asset]](t, e.do(t, "POST", "/assets/search?limit=2", e.root, map[string]any{"parents": []string{p}}).want(t, http.StatusOK))
+		e.do(t, "POST", "/assets/search?limit=2&cursor="+page.Pagination.NextCursor, e.root, map[string]any{"keyringId": r1.Ring.ID}).
+			wantError(t, http.StatusBadRequest, "invalid")
+	})
+	t.Run("bad body", func(t *testing.T) {
+		e.do(t, "POST", "/assets/search", e.root, map[string]any{"start": "yesterday"}).wantError(t, http.StatusBadRequest, "invalid")
+		e.do(t, "POST", "/assets/search?limit=0", e.root, nil).wantError(t, http.StatusBadRequest, "invalid")
+	})
+	e.checkAuth(t, "POST", "/assets/search", map[string]any{})
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
