@@ -52,11 +52,13 @@ var _ kms.Store = (*Store)(nil)
 // Retry policy of Update. After a conflicting commit, Update waits a random
 // duration in [d/2, d), where d starts at minBackoff and doubles up to
 // maxBackoff, then runs the function again; it gives up after maxAttempts
-// commits. The worst case adds up to about 130ms of waiting.
+// commits. The worst case adds up to about a second of waiting: enough for
+// many writers of one key on a loaded 2-core machine (the race detector
+// and parallel test packages included) to all get through.
 const (
-	maxAttempts = 20
+	maxAttempts = 50
 	minBackoff  = 100 * time.Microsecond
-	maxBackoff  = 10 * time.Millisecond
+	maxBackoff  = 25 * time.Millisecond
 )
 
 // maxKeySize is the longest key Badger accepts (badger's txn.modify).
@@ -185,7 +187,7 @@ func (s *Store) View(ctx context.Context, fn func(kms.Txn) error) error {
 
 // Update runs fn in a read-write transaction and commits it durably. If
 // the commit conflicts with a concurrent transaction, Update runs fn again
-// in a fresh transaction, up to 20 attempts with a short jittered backoff
+// in a fresh transaction, up to maxAttempts attempts with a short jittered backoff
 // between them, checking ctx before each; fn must therefore have no effect
 // outside the transaction. It returns:
 //
