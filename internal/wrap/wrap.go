@@ -125,6 +125,12 @@ func newHPKEPublic(s Scheme, raw []byte) (*PublicKey, error) {
 	if err != nil {
 		return nil, fmt.Errorf("publicKey is not a valid %s key", s)
 	}
+	// Some keys decode but cannot be encapsulated to (an X25519 point of
+	// low order, say): one trial encapsulation refuses them here, as bad
+	// input, rather than at the first wrap.
+	if _, _, err := hpke.NewSender(pk, hpke.HKDFSHA256(), hpke.AES256GCM(), nil); err != nil {
+		return nil, fmt.Errorf("publicKey is not a usable %s key", s)
+	}
 	return &PublicKey{scheme: s, hpke: pk}, nil
 }
 

@@ -79,6 +79,8 @@ func TestParsePublicKey(t *testing.T) {
 		{"bad pem", "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n", "", "SubjectPublicKeyInfo"},
 		{"private pem", "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n", "", "PRIVATE KEY"},
 		{"empty", "", "", "0 bytes"},
+		{"x-wing low-order point", base64.StdEncoding.EncodeToString(make([]byte, 1216)), "", "not a usable"},
+		{"x25519 low-order point", base64.StdEncoding.EncodeToString(make([]byte, 32)), "", "not a usable"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
