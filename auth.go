@@ -118,14 +118,23 @@ func (f Flags) rings() []string {
 }
 
 // Authenticate returns the principal of a bearer secret: an active API key
-// of an existing Account. Any other secret is an Unauthenticated error that
-// says nothing of why.
+// of an existing Account, or a User's access token ("rkt_...") that has not
+// expired nor been revoked, of an active User of an existing Account. Any
+// other secret is an Unauthenticated error that says nothing of why.
 func (s *Service) Authenticate(ctx context.Context, secret string) (*Principal, error) {
 	if secret == "" || len(secret) > 512 {
 		return nil, errBadCredential
 	}
 	digest := secretDigest(secret)
-	if p, ok := s.principals.get(digest); ok {
+	if strings.HasPrefix(secret, accessTokenPrefix) {
+		// An access token, unless no session has that digest: then it may
+		// still be an API key whose secret an operator chose (bootstrap).
+		// The cache of API keys is not consulted for it, since an access
+		// token's principal may linger there after its session is gone.
+		if p, err := s.authenticateToken(ctx, secret); err != errNoSession {
+			return p, err
+		}
+	} else if p, ok := s.principals.get(digest); ok {
 		return p, nil
 	}
 	gen := s.principals.generation()

@@ -1,0 +1,433 @@
+package kms
+
+import (
+	"context"
+	"encoding/json"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Invitations and password resets travel as single-use tokens in a link:
+// "rki_" (invitation) or "rkr_" (reset) and 32 random bytes in unpadded
+// base64url. The service keeps only their SHA-256 digest, under which it
+// stores a tokenRecord, and the digest in the User's record, so that a new
+// token or the User's deletion removes the old one. Invitations last
+// Options.InviteTTL, resets Options.ResetTTL.
+const (
+	inviteTokenPrefix = "rki_"
+	resetTokenPrefix  = "rkr_"
+)
+
+// tokenRecord is the stored state of an invitation or reset token.
+type tokenRecord struct {
+	UserID    string    `json:"userId"`
+	ExpiresAt time.Time `json:"expiresAt"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// States of an invitation, in the State of the errors of ValidateInvite and
+// CompleteInvite and in InviteValidation (SPEC.md section 3).
+const (
+	InviteSuccess = "success"
+	InviteExpired = "expired"
+	InviteInvalid = "invalid"
+)
+
+// InviteInput invites a User: the fields of UserInput, of which username,
+// email, firstName and lastName are required.
+type InviteInput UserInput
+
+// InviteResult is the link of an invitation. The same link is mailed to
+// the User.
+type InviteResult struct {
+	LoginURL string `json:"loginUrl"`
+}
+
+// InviteValidation is the answer to a valid invitation token.
+type InviteValidation struct {
+	State string `json:"state"` // InviteSuccess
+	User  *User  `json:"user"`
+}
+
+// InviteCompletion is the User who completed its invitation, signed in.
+type InviteCompletion struct {
+	User        *User  `json:"user"`
+	AccessToken string `json:"accesstoken"` // SPEC.md spells it in lower case here
+}
+
+// inviteLink is the link that completes an invitation.
+func (s *Service) inviteLink(token string) string {
+	return strings.TrimRight(s.opts.BaseURL, "/") + "/auth/user/invite-validate?token=" + url.QueryEscape(token)
+}
+
+// Invite creates a User in the state "invited", with no password, and an
+// invitation to complete: a single-use token that lasts Options.InviteTTL.
+// It answers the link, BaseURL + "/auth/user/invite-validate?token=...",
+// and mails the same link to the User through Options.Mailer. Without a
+// Mailer the invitation still succeeds (the record says mailed: false) and
+// the caller passes the link on; when sending fails, the invitation stands,
+// the failure is logged and recorded (action user.invite.mail), and the
+// link is answered all the same.
+//
+// It needs users.write; the rules of CreateUser apply (unique username
+// and email, flags, Account, plan limit: invited Users count).
+func (s *Service) Invite(ctx context.Context, in InviteInput) (*InviteResult, error) {
+	const action = "user.invite"
+	p, err := s.authorize(ctx, action, "", FlagUsersWrite)
+	if err != nil {
+		return nil, err
+	}
+	u, err := s.prepareUser(p, UserInput(in), UserInvited)
+	if err != nil {
+		return nil, s.recordFailure(p, action, "", err)
+	}
+	token := newSecret(inviteTokenPrefix)
+	digest := secretDigest(token)
+	u.InviteDigest = digest
+	tok := &tokenRecord{UserID: u.ID, ExpiresAt: u.CreatedAt.Add(s.opts.InviteTTL), CreatedAt: u.CreatedAt}
+	mailer := s.opts.Mailer
+	act := s.newActivity(p, action, "", true, map[string]any{"userId": u.ID, "accountId": u.AccountID, "mailed": mailer != nil})
+	err = s.journal.submit(act, func(tx Txn) error {
+		if err := s.insertUser(tx, u); err != nil {
+			return err
+		}
+		return putToken(tx, pfxInvite, digest, tok)
+	}, nil)
+	if err != nil {
+		return nil, err
+	}
+	link := s.inviteLink(token)
+	if mailer != nil {
+		msg := Message{
+			To:      u.Email,
+			Subject: "Your invitation to ringkms",
+			Body: "Hello " + u.DisplayName + ",\n\n" +
+				"You have been invited to ringkms as " + u.Username + ". To accept, open this link and choose a password:\n\n" +
+				link + "\n\n" +
+				"The link can be used once and expires on " + tok.ExpiresAt.Format(time.RFC1123) + ".\n",
+		}
+		if err := mailer.Send(ctx, msg); err != nil {
+			s.log.Error().Err(err).Str("userId", u.ID).Msg("send invitation mail")
+			_ = s.record(p, "user.invite.mail", "", map[string]any{"userId": u.ID, "mailed": false}, internalError("send mail", err))
+		}
+	}
+	return &InviteResult{LoginURL: link}, nil
+}
+
+func putToken(tx Txn, prefix []byte, digest string, t *tokenRecord) error {
+	v, err := json.Marshal(t)
+	if err != nil {
+		return err
+	}
+	return tx.Set(join(prefix, []byte(digest)), v)
+}
+
+// findToken looks up an invitation or reset token and its User, and says
+// whether it is usable: InviteSuccess, InviteExpired or InviteInvalid. The
+// User is nil when unknown. A token of the wrong shape, one already used,
+// one of a deleted User or one replaced by a newer token is invalid.
+func findToken(tx Txn, prefix []byte, tokenPrefix, token string, now time.Time) (*userRecord, string, error) {
+	if !strings.HasPrefix(token, tokenPrefix) || len(token) > 512 {
+		return nil, InviteInvalid, nil
+	}
+	digest := secretDigest(token)
+	v, err := tx.Get(join(prefix, []byte(digest)))
+	if isNotFound(err) {
+		return nil, InviteInvalid, nil
+	} else if err != nil {
+		return nil, "", err
+	}
+	var t tokenRecord
+	if err := json.Unmarshal(v, &t); err != nil {
+		return nil, "", err
+	}
+	u, err := getUser(tx, t.UserID)
+	if isNotFound(err) {
+		return nil, InviteInvalid, nil
+	} else if err != nil {
+		return nil, "", err
+	}
+	current := u.InviteDigest
+	if tokenPrefix == resetTokenPrefix {
+		current = u.ResetDigest
+	}
+	switch {
+	case current != digest:
+		return u, InviteInvalid, nil
+	case tokenPrefix == inviteTokenPrefix && u.Status != UserInvited,
+		tokenPrefix == resetTokenPrefix && u.Status != UserActive:
+		return u, InviteInvalid, nil
+	case !now.Before(t.ExpiresAt):
+		return u, InviteExpired, nil
+	}
+	return u, InviteSuccess, nil
+}
+
+// inviteError is the Unauthenticated error of an invitation token in
+// state (expired or invalid).
+func inviteError(state string) error {
+	msg := "invalid invitation token"
+	if state == InviteExpired {
+		msg = "the invitation has expired"
+	}
+	return &Error{Kind: KindUnauthenticated, Message: msg, State: state}
+}
+
+// ValidateInvite checks an invitation token and returns its User. It needs
+// no credential. A token that is unknown, used or replaced is an
+// Unauthenticated error with State "invalid"; one past its time, State
+// "expired".
+func (s *Service) ValidateInvite(ctx context.Context, token string) (*InviteValidation, error) {
+	const action = "user.invite.validate"
+	now := s.now()
+	var u *userRecord
+	var state string
+	var out *User
+	err := s.store.View(ctx, func(tx Txn) error {
+		var err error
+		u, state, err = findToken(tx, pfxInvite, inviteTokenPrefix, token, now)
+		if err == nil && state == InviteSuccess {
+			out, err = u.public(tx)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, internalError("validate invitation", err)
+	}
+	if state != InviteSuccess {
+		return nil, s.recordPublic(u, action, map[string]any{"state": state}, inviteError(state))
+	}
+	if err := s.recordPublic(u, action, map[string]any{"state": state}, nil); err != nil {
+		return nil, err
+	}
+	return &InviteValidation{State: InviteSuccess, User: out}, nil
+}
+
+// CompleteInvite sets the password of an invited User, makes it active,
+// uses up the token and signs the User in. It needs no credential. A
+// password that breaks the rules is an Invalid error with State
+// "malformed-password" and Details the PasswordCheck (checked first); a
+// token that is unknown, used or replaced is Unauthenticated with State
+// "invalid", one past its time State "expired".
+func (s *Service) CompleteInvite(ctx context.Context, token, password string) (*InviteCompletion, error) {
+	const action = "user.invite.complete"
+	now := s.now()
+	var u *userRecord
+	var state string
+	err := s.store.View(ctx, func(tx Txn) error {
+		var err error
+		u, state, err = findToken(tx, pfxInvite, inviteTokenPrefix, token, now)
+		return err
+	})
+	if err != nil {
+		return nil, internalError("complete invitation", err)
+	}
+	if check := CheckPassword(password); !check.IsValid {
+		return nil, s.recordPublic(u, action, map[string]any{"reason": "malformed password"}, errMalformedPassword(check))
+	}
+	if state != InviteSuccess {
+		return nil, s.recordPublic(u, action, map[string]any{"state": state}, inviteError(state))
+	}
+	hash, err := hashPassword(ctx, password)
+	if err != nil {
+		return nil, err
+	}
+	sealed := s.sealPassword(u.ID, hash)
+	access := newSecret(accessTokenPrefix)
+	digest := secretDigest(token)
+	at := s.now().UTC()
+	var out *User
+	act := s.newActivity(actor(u), action, "", true, map[string]any{"userId": u.ID})
+	err = s.journal.submit(act, func(tx Txn) error {
+		cur, state, err := findToken(tx, pfxInvite, inviteTokenPrefix, token, now)
+		if err != nil {
+			return err
+		}
+		if state != InviteSuccess {
+			return inviteError(state) // used or changed since the check
+		}
+		n := *cur
+		n.Password, n.Status, n.InviteDigest, n.UpdatedAt = sealed, UserActive, "", at
+		if err := putUser(tx, &n, cur); err != nil {
+			return err
+		}
+		if err := tx.Delete(join(pfxInvite, []byte(digest))); err != nil {
+			return err
+		}
+		if err := s.startSession(tx, &n, secretDigest(access), at); err != nil {
+			return err
+		}
+		out, err = n.public(tx)
+		return err
+	}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &InviteCompletion{User: out, AccessToken: access}, nil
+}
+
+// resetMessage is the one answer of StartPasswordReset.
+const resetMessage = "if the address is known, a reset link has been sent"
+
+// resetInterval is the least time between two reset mails to one User.
+const resetInterval = time.Minute
+
+// resetMailTimeout bounds the sending of a reset mail.
+const resetMailTimeout = time.Minute
+
+// StartPasswordReset sends a password reset link to the address, when it
+// is that of an active User, and answers the same message whether or not
+// it is: "if the address is known, a reset link has been sent". It needs
+// no credential. The link, BaseURL +
+// "/auth/basic/reset-password-complete?token=...", carries the single-use
+// token that CompletePasswordReset takes (POST
+// /auth/basic/reset-password-complete with the token and a new password).
+// The token lasts Options.ResetTTL and replaces any earlier one; at most
+// one mail a minute goes to one User. The mail is sent in the background,
+// so the answer takes about the same time either way. Without a Mailer it
+// fails (Invalid) for every address alike.
+func (s *Service) StartPasswordReset(ctx context.Context, email string) (string, error) {
+	const action = "user.reset.start"
+	if msg := validEmail(email); msg != "" {
+		return "", &Error{Kind: KindInvalid, Message: msg, Fields: map[string]string{"email": msg}}
+	}
+	mailer := s.opts.Mailer
+	if mailer == nil {
+		return "", s.recordPublic(nil, action, map[string]any{"mailed": false},
+			Errorf(KindInvalid, "password reset needs outgoing mail, and none is configured"))
+	}
+	now := s.now().UTC()
+	var u *userRecord
+	err := s.store.View(ctx, func(tx Txn) error {
+		var err error
+		u, err = findUser(tx, UserRef{Value: email, ByEmail: true})
+		return err
+	})
+	if isNotFound(err) {
+		u, err = nil, nil
+	} else if err != nil {
+		return "", internalError("read user", err)
+	}
+	send := u != nil && u.Status == UserActive && now.Sub(u.ResetSentAt) >= resetInterval
+	token := newSecret(resetTokenPrefix)
+	digest := secretDigest(token)
+	tok := &tokenRecord{ExpiresAt: now.Add(s.opts.ResetTTL), CreatedAt: now}
+	var mutate func(Txn) error
+	if send {
+		tok.UserID = u.ID
+		mutate = func(tx Txn) error {
+			cur, err := getUser(tx, u.ID)
+			if err != nil {
+				return err
+			}
+			n := *cur
+			if n.ResetDigest != "" {
+				if err := tx.Delete(join(pfxReset, []byte(n.ResetDigest))); err != nil {
+					return err
+				}
+			}
+			n.ResetDigest, n.ResetSentAt = digest, now
+			if err := putUser(tx, &n, cur); err != nil {
+				return err
+			}
+			return putToken(tx, pfxReset, digest, tok)
+		}
+	}
+	props := map[string]any{"mailed": send}
+	if u != nil && !send {
+		props["reason"] = "not active or mailed recently"
+	}
+	if err := s.journal.submit(s.newActivity(actor(u), action, "", true, props), mutate, nil); err != nil {
+		return "", err
+	}
+	if send {
+		msg := Message{
+			To:      u.Email,
+			Subject: "Reset your ringkms password",
+			Body: "Hello " + u.DisplayName + ",\n\n" +
+				"Someone asked to reset the password of " + u.Username + ". To choose a new password, open this link:\n\n" +
+				s.resetLink(token) + "\n\n" +
+				"The link can be used once and expires on " + tok.ExpiresAt.Format(time.RFC1123) + ". " +
+				"If you did not ask for it, ignore this mail: your password stays as it is.\n",
+		}
+		go s.sendResetMail(context.WithoutCancel(ctx), mailer, msg, u)
+	}
+	return resetMessage, nil
+}
+
+// resetLink is the link that completes a password reset.
+func (s *Service) resetLink(token string) string {
+	return strings.TrimRight(s.opts.BaseURL, "/") + "/auth/basic/reset-password-complete?token=" + url.QueryEscape(token)
+}
+
+func (s *Service) sendResetMail(ctx context.Context, mailer Mailer, msg Message, u *userRecord) {
+	ctx, cancel := context.WithTimeout(ctx, resetMailTimeout)
+	defer cancel()
+	if err := mailer.Send(ctx, msg); err != nil {
+		s.log.Error().Err(err).Str("userId", u.ID).Msg("send password reset mail")
+		_ = s.recordPublic(u, "user.reset.mail", map[string]any{"mailed": false}, internalError("send mail", err))
+	}
+}
+
+// errBadReset is the answer to a reset token that is unknown, used,
+// replaced or expired.
+var errBadReset = Errorf(KindInvalid, "invalid or expired reset token")
+
+// CompletePasswordReset sets a new password with a reset token, uses the
+// token up and revokes every access token of the User. It needs no
+// credential. A password that breaks the rules is an Invalid error with
+// State "malformed-password" and Details the PasswordCheck; a bad token
+// is an Invalid error too. (SPEC.md answers 200 {} and 400 {}: httpapi
+// renders an empty object for both, whatever the error carries.)
+func (s *Service) CompletePasswordReset(ctx context.Context, token, password string) error {
+	const action = "user.reset.complete"
+	now := s.now()
+	var u *userRecord
+	var state string
+	err := s.store.View(ctx, func(tx Txn) error {
+		var err error
+		u, state, err = findToken(tx, pfxReset, resetTokenPrefix, token, now)
+		return err
+	})
+	if err != nil {
+		return internalError("complete password reset", err)
+	}
+	if check := CheckPassword(password); !check.IsValid {
+		return s.recordPublic(u, action, map[string]any{"reason": "malformed password"}, errMalformedPassword(check))
+	}
+	if state != InviteSuccess {
+		return s.recordPublic(u, action, map[string]any{"state": state}, errBadReset)
+	}
+	hash, err := hashPassword(ctx, password)
+	if err != nil {
+		return err
+	}
+	sealed := s.sealPassword(u.ID, hash)
+	digest := secretDigest(token)
+	at := s.now().UTC()
+	act := s.newActivity(actor(u), action, "", true, map[string]any{"userId": u.ID})
+	err = s.journal.submit(act, func(tx Txn) error {
+		cur, state, err := findToken(tx, pfxReset, resetTokenPrefix, token, now)
+		if err != nil {
+			return err
+		}
+		if state != InviteSuccess {
+			return errBadReset
+		}
+		n := *cur
+		n.Password, n.ResetDigest, n.UpdatedAt = sealed, "", at
+		if err := putUser(tx, &n, cur); err != nil {
+			return err
+		}
+		if err := tx.Delete(join(pfxReset, []byte(digest))); err != nil {
+			return err
+		}
+		return deleteUserSessions(tx, n.ID)
+	}, s.forgetSessions)
+	if err != nil {
+		return err
+	}
+	s.userState().users.clear("u/" + u.ID)
+	return nil
+}

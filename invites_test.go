@@ -1,0 +1,182 @@
+package kms_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ringkms/kms"
+)
+
+func TestInvite(t *testing.T) {
+	e := newUserEnv(t)
+	bg := context.Background()
+	in := kms.InviteInput(userInput("Olga", kms.Flags{"keyring.x.read": true}))
+	res, err := e.svc.Invite(e.root, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(res.LoginURL, "https://kms.example.com/auth/user/invite-validate?token=rki_") {
+		t.Fatalf("loginUrl = %q", res.LoginURL)
+	}
+	msg := e.mail.wait(t)
+	if msg.To != "Olga@example.com" || !strings.Contains(msg.Body, res.LoginURL+"\n") {
+		t.Fatalf("mail = %+v, want one to Olga@example.com with the link %s", msg, res.LoginURL)
+	}
+	token := tokenOf(t, res.LoginURL)
+
+	v, err := e.svc.ValidateInvite(bg, token)
+	if err != nil || v.State != "success" || v.User.Username != "Olga" || v.User.Status != kms.UserInvited {
+		t.Fatalf("ValidateInvite = %+v, %v", v, err)
+	}
+	got, err := e.svc.GetUser(e.root, kms.UserRef{Value: "olga"})
+	if err != nil || got.Status != kms.UserInvited {
+		t.Fatalf("GetUser of the invitee = %+v, %v", got, err)
+	}
+
+	_, err = e.svc.CompleteInvite(bg, token, "weak")
+	ke := wantError(t, "CompleteInvite with a weak password", err, kms.KindInvalid, "malformed-password")
+	if check, ok := ke.Details.(kms.PasswordCheck); !ok || check.IsValid || check.Details.NewPasswordLength != 4 {
+		t.Fatalf("CompleteInvite details = %#v, want the PasswordCheck", ke.Details)
+	}
+	_, err = e.svc.CompleteInvite(bg, "rki_nope", "weak")
+	wantError(t, "CompleteInvite with a bad token and a weak password", err, kms.KindInvalid, "malformed-password")
+
+	const pw = "Olga-pass1"
+	done, err := e.svc.CompleteInvite(bg, token, pw)
+	if err != nil || done.User.Status != kms.UserActive || done.User.Username != "Olga" || !strings.HasPrefix(done.AccessToken, "rkt_") {
+		t.Fatalf("CompleteInvite = %+v, %v", done, err)
+	}
+	if p := kms.PrincipalFrom(e.actingWith(t, done.AccessToken)); p.ID != done.User.ID || !p.Can("keyring.x.read") {
+		t.Fatalf("principal of the access token = %+v", p)
+	}
+	e.signIn(t, "olga", pw)
+
+	// The token is single-use.
+	_, err = e.svc.CompleteInvite(bg, token, pw)
+	wantError(t, "CompleteInvite again", err, kms.KindUnauthenticated, "invalid")
+	_, err = e.svc.ValidateInvite(bg, token)
+	wantError(t, "ValidateInvite after completion", err, kms.KindUnauthenticated, "invalid")
+
+	for _, bad := range []string{"", "rki_unknown", "rk_" + token[4:], token + "x"} {
+		_, err := e.svc.ValidateInvite(bg, bad)
+		wantError(t, "ValidateInvite("+bad+")", err, kms.KindUnauthenticated, "invalid")
+	}
+
+	t.Run("expired", func(t *testing.T) {
+		res, err := e.svc.Invite(e.root, kms.InviteInput(userInput("pat", nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		token := tokenOf(t, res.LoginURL)
+		e.advance(7*24*time.Hour - time.Second)
+		if _, err := e.svc.ValidateInvite(bg, token); err != nil {
+			t.Fatalf("ValidateInvite before expiry = %v", err)
+		}
+		e.advance(time.Second)
+		_, err = e.svc.ValidateInvite(bg, token)
+		wantError(t, "ValidateInvite after expiry", err, kms.KindUnauthenticated, "expired")
+		_, err = e.svc.CompleteInvite(bg, token, pw)
+		wantError(t, "CompleteInvite after expiry", err, kms.KindUnauthenticated, "expired")
+	})
+
+	t.Run("taken and denied", func(t *testing.T) {
+		_, err := e.svc.Invite(e.root, kms.InviteInput(userInput("OLGA", nil)))
+		if ke := wantError(t, "Invite of a taken username", err, kms.KindInvalid, ""); ke.Fields["username"] == "" {
+			t.Fatalf("fields = %v", ke.Fields)
+		}
+		_, err = e.svc.Invite(e.as(t, kms.Flags{kms.FlagUsersRead: true}), kms.InviteInput(userInput("quinn", nil)))
+		wantKind(t, "Invite without users.write", err, kms.KindPermissionDenied)
+		_, err = e.svc.Invite(e.root, kms.InviteInput{Username: "quinn", Email: "quinn@example.com"})
+		wantKind(t, "Invite without names", err, kms.KindInvalid)
+	})
+}
+
+func TestInviteWithoutMailer(t *testing.T) {
+	e := newUserEnv(t, func(o *kms.Options) { o.Mailer = nil })
+	res, err := e.svc.Invite(e.root, kms.InviteInput(userInput("rob", nil)))
+	if err != nil || !strings.Contains(res.LoginURL, "token=rki_") {
+		t.Fatalf("Invite = %+v, %v", res, err)
+	}
+	var mailed any = "no record"
+	for _, a := range records(t, e.st) {
+		if a.Action == "user.invite" {
+			mailed = a.Props["mailed"]
+		}
+	}
+	if mailed != false {
+		t.Fatalf("user.invite record says mailed = %v, want false", mailed)
+	}
+	_, err = e.svc.StartPasswordReset(context.Background(), "rob@example.com")
+	wantKind(t, "StartPasswordReset without a mailer", err, kms.KindInvalid)
+}
+
+func TestPasswordReset(t *testing.T) {
+	e := newUserEnv(t)
+	bg := context.Background()
+	_, oldPw := e.createUser(t, "sam", nil)
+	_, oldToken := e.signIn(t, "sam", oldPw)
+
+	unknown, err := e.svc.StartPasswordReset(bg, "nobody@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	known, err := e.svc.StartPasswordReset(bg, "SAM@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if known != unknown || known != "if the address is known, a reset link has been sent" {
+		t.Fatalf("StartPasswordReset = %q (known), %q (unknown); want the same", known, unknown)
+	}
+	msg := e.mail.wait(t)
+	if msg.To != "sam@example.com" || e.mail.count() != 1 {
+		t.Fatalf("mail = %+v, %d sent; want one to sam@example.com", msg, e.mail.count())
+	}
+	token := resetToken(t, msg)
+
+	const newPw = "Sam-new-pass1"
+	err = e.svc.CompletePasswordReset(bg, "rkr_unknown", newPw)
+	wantError(t, "CompletePasswordReset with a bad token", err, kms.KindInvalid, "")
+	err = e.svc.CompletePasswordReset(bg, token, "weakpass")
+	wantError(t, "CompletePasswordReset with a weak password", err, kms.KindInvalid, "malformed-password")
+	if err := e.svc.CompletePasswordReset(bg, token, newPw); err != nil {
+		t.Fatalf("CompletePasswordReset = %v", err)
+	}
+	_, err = e.svc.Authenticate(bg, oldToken)
+	wantKind(t, "Authenticate with a token from before the reset", err, kms.KindUnauthenticated)
+	_, err = e.svc.Login(bg, kms.LoginInput{Username: "sam", Password: oldPw})
+	wantKind(t, "Login with the old password", err, kms.KindInvalid)
+	e.signIn(t, "sam", newPw)
+	err = e.svc.CompletePasswordReset(bg, token, "Sam-other-pass2")
+	wantKind(t, "CompletePasswordReset again", err, kms.KindInvalid)
+
+	t.Run("expired", func(t *testing.T) {
+		if _, err := e.svc.StartPasswordReset(bg, "sam@example.com"); err != nil {
+			t.Fatal(err)
+		}
+		e.advance(2 * time.Minute) // past the least time between two mails
+		if _, err := e.svc.StartPasswordReset(bg, "sam@example.com"); err != nil {
+			t.Fatal(err)
+		}
+		token := resetToken(t, e.mail.wait(t))
+		if n := e.mail.count(); n != 2 {
+			t.Fatalf("%d mails sent, want 2: none within a minute of the last", n)
+		}
+		e.advance(time.Hour)
+		err := e.svc.CompletePasswordReset(bg, token, newPw)
+		wantError(t, "CompletePasswordReset after expiry", err, kms.KindInvalid, "")
+	})
+}
+
+// resetToken returns the token of the link in a reset mail.
+func resetToken(tb testing.TB, msg kms.Message) string {
+	tb.Helper()
+	for _, f := range strings.Fields(msg.Body) {
+		if strings.HasPrefix(f, testBaseURL+"auth/basic/reset-password-complete?token=rkr_") {
+			return tokenOf(tb, f)
+		}
+	}
+	tb.Fatalf("reset mail has no link: %q", msg.Body)
+	return ""
+}

@@ -1,0 +1,465 @@
+package kms
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"time"
+)
+
+// Access tokens. A User who logs in (or completes an invitation) gets an
+// access token: "rkt_" and 32 random bytes in unpadded base64url. The
+// service keeps only its SHA-256 digest, under which it stores a session.
+// The token acts for the User's Account with the User's flags (as they are
+// at each request) until it expires (Options.TokenTTL after it was issued),
+// is refreshed or logged out, the User is deleted or resets its password.
+// Expired sessions are deleted when next presented, and a User's expired
+// sessions when it next logs in.
+const accessTokenPrefix = "rkt_"
+
+// session is the stored state of an access token.
+type session struct {
+	UserID    string    `json:"userId"`
+	AccountID string    `json:"accountId"`
+	ExpiresAt time.Time `json:"expiresAt"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// sessionEntry is a cached session: the principal it authenticates and
+// when it expires.
+type sessionEntry struct {
+	p         *Principal
+	userID    string
+	expiresAt time.Time
+}
+
+// LoginInput signs a User in.
+type LoginInput struct {
+	Username string // the username, or the email address with ByEmail
+	Password string
+	ByEmail  bool
+}
+
+// LoginResult is a signed-in User and its new access token.
+type LoginResult struct {
+	User        *User  `json:"user"`
+	AccessToken string `json:"accessToken"`
+}
+
+// errBadLogin is the one answer to wrong credentials, whether the User
+// exists or not.
+var errBadLogin = Errorf(KindInvalid, "invalid username or password")
+
+// errNoSession says that a secret shaped like an access token has no
+// session; Authenticate then tries it as an API key.
+var errNoSession = Errorf(KindUnauthenticated, "no session")
+
+// anonymous is the actor of the records of public flows (login,
+// invitation, reset) when no User is known.
+var anonymous = &Principal{Kind: PrincipalUser, ID: "anonymous"}
+
+// actor is the principal that records of a public flow name: the User
+// when known, else anonymous.
+func actor(u *userRecord) *Principal {
+	if u == nil {
+		return anonymous
+	}
+	return &Principal{Kind: PrincipalUser, ID: u.ID, AccountID: u.AccountID}
+}
+
+// recordPublic writes the record of a step of a public flow. When opErr is
+// set the step was refused: the record says so (valid false, result the
+// kind of opErr) and recordPublic returns opErr (or the journal's error).
+func (s *Service) recordPublic(u *userRecord, action string, props map[string]any, opErr error) error {
+	act := s.newActivity(actor(u), action, "", opErr == nil, props)
+	var mutate func(Txn) error
+	if opErr != nil {
+		mutate = func(Txn) error { return opErr }
+	}
+	return s.journal.submit(act, mutate, nil)
+}
+
+// forgetSessions empties the cache of sessions, after a change to a User
+// that its access tokens must see at once.
+func (s *Service) forgetSessions() { s.userState().sessions.reset() }
+
+// authenticateToken returns the principal of an access token: a session
+// that has not expired, of an active User of an existing Account. A
+// session that does not exist is errNoSession; any other refusal is
+// errBadCredential.
+//
+// A cached session counts only while the credential cache (s.principals)
+// still holds the same principal under the token's digest: whatever drops
+// credentials from that cache (an Account deleted...) drops sessions too.
+func (s *Service) authenticateToken(ctx context.Context, secret string) (*Principal, error) {
+	st := s.userState()
+	digest := secretDigest(secret)
+	now := s.now()
+	if e, ok := st.sessions.get(digest); ok {
+		if p, ok := s.principals.get(digest); ok && p == e.p {
+			if now.Before(e.expiresAt) {
+				return e.p, nil
+			}
+			s.expireSession(digest, e.userID)
+			return nil, errBadCredential
+		}
+	}
+	gen, pgen := st.sessions.generation(), s.principals.generation()
+	var e *sessionEntry
+	err := s.store.View(ctx, func(tx Txn) error {
+		v, err := tx.Get(join(pfxSession, []byte(digest)))
+		if isNotFound(err) {
+			return errNoSession
+		} else if err != nil {
+			return err
+		}
+		var sess session
+		if err := json.Unmarshal(v, &sess); err != nil {
+			return err
+		}
+		e = &sessionEntry{userID: sess.UserID, expiresAt: sess.ExpiresAt}
+		if !now.Before(sess.ExpiresAt) {
+			return nil
+		}
+		u, err := getUser(tx, sess.UserID)
+		if err != nil {
+			return err
+		}
+		if u.Status != UserActive {
+			return errBadCredential
+		}
+		if _, err := getAccount(tx, u.AccountID, false); err != nil {
+			return err
+		}
+		e.p = &Principal{Kind: PrincipalUser, ID: u.ID, AccountID: u.AccountID, flags: u.Flags}
+		return nil
+	})
+	switch {
+	case err == errNoSession:
+		return nil, err
+	case isNotFound(err) || ErrorKind(err) == KindUnauthenticated:
+		return nil, errBadCredential
+	case err != nil:
+		return nil, internalError("authenticate", err)
+	}
+	if e.p == nil { // expired
+		s.expireSession(digest, e.userID)
+		return nil, errBadCredential
+	}
+	st.sessions.fill(digest, e, gen)
+	s.principals.fill(digest, e.p, pgen)
+	return e.p, nil
+}
+
+// expireSession deletes an expired session. A failure only delays it.
+func (s *Service) expireSession(digest, userID string) {
+	err := s.journal.submit(nil, func(tx Txn) error {
+		return deleteSession(tx, digest, userID)
+	}, func() { s.dropSession(digest) })
+	if err != nil {
+		s.log.Warn().Err(err).Msg("delete expired session")
+	}
+}
+
+// dropSession removes a session from the caches.
+func (s *Service) dropSession(digest string) {
+	s.userState().sessions.remove(digest)
+	s.principals.remove(digest)
+}
+
+// putSession stores a new session for the token whose digest is given.
+func putSession(tx Txn, digest string, sess *session) error {
+	v, err := json.Marshal(sess)
+	if err != nil {
+		return err
+	}
+	if err := tx.Set(join(pfxSession, []byte(digest)), v); err != nil {
+		return err
+	}
+	return tx.Set(join(pfxSessionUser, []byte(sess.UserID), sep, []byte(digest)), nil)
+}
+
+func deleteSession(tx Txn, digest, userID string) error {
+	if err := tx.Delete(join(pfxSession, []byte(digest))); err != nil {
+		return err
+	}
+	return tx.Delete(join(pfxSessionUser, []byte(userID), sep, []byte(digest)))
+}
+
+// userSessions returns the digests of a User's sessions.
+func userSessions(tx Txn, userID string) ([]string, error) {
+	prefix := join(pfxSessionUser, []byte(userID), sep)
+	var out []string
+	err := tx.Scan(ScanOptions{Prefix: prefix, KeysOnly: true}, func(k, _ []byte) (bool, error) {
+		out = append(out, string(k[len(prefix):]))
+		return true, nil
+	})
+	return out, err
+}
+
+// deleteUserSessions revokes every session of a User.
+func deleteUserSessions(tx Txn, userID string) error {
+	digests, err := userSessions(tx, userID)
+	if err != nil {
+		return err
+	}
+	for _, d := range digests {
+		if err := deleteSession(tx, d, userID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pruneSessions deletes a User's expired sessions.
+func pruneSessions(tx Txn, userID string, now time.Time) error {
+	digests, err := userSessions(tx, userID)
+	if err != nil {
+		return err
+	}
+	for _, d := range digests {
+		v, err := tx.Get(join(pfxSession, []byte(d)))
+		if err != nil && !isNotFound(err) {
+			return err
+		}
+		var sess session
+		if err == nil {
+			if err := json.Unmarshal(v, &sess); err != nil {
+				return err
+			}
+		}
+		if !now.Before(sess.ExpiresAt) {
+			if err := deleteSession(tx, d, userID); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// startSession stores a new session of u inside a journal job, for the
+// token whose digest is given. u must be active.
+func (s *Service) startSession(tx Txn, u *userRecord, digest string, now time.Time) error {
+	if err := pruneSessions(tx, u.ID, now); err != nil {
+		return err
+	}
+	return putSession(tx, digest, &session{UserID: u.ID, AccountID: u.AccountID, ExpiresAt: now.Add(s.opts.TokenTTL), CreatedAt: now})
+}
+
+// Login signs a User in by username (or email) and password and returns
+// the User with a new access token.
+//
+// Wrong credentials get one answer, an Invalid error "invalid username or
+// password", whether the User exists, is only invited, or gave a wrong
+// password; a missing User costs the same argon2id computation as a wrong
+// password. Failures are throttled per User and per client address
+// (WithClientAddr): after 5 failures for one User, or 20 from one address,
+// within 15 minutes, attempts are refused for 15 minutes with a RateLimited
+// error saying when to retry, without checking the password; each further
+// lockout lasts twice as long, up to a day. A successful login clears the
+// User's count.
+func (s *Service) Login(ctx context.Context, in LoginInput) (*LoginResult, error) {
+	const action = "user.login"
+	if in.Username == "" {
+		return nil, &Error{Kind: KindInvalid, Message: "username is required", Fields: map[string]string{"username": "username is required"}}
+	}
+	if in.Password == "" {
+		return nil, &Error{Kind: KindInvalid, Message: "password is required", Fields: map[string]string{"password": "password is required"}}
+	}
+	by := "username"
+	if in.ByEmail {
+		by = "email"
+	}
+	var u *userRecord
+	err := s.store.View(ctx, func(tx Txn) error {
+		var err error
+		u, err = findUser(tx, UserRef{Value: in.Username, ByEmail: in.ByEmail})
+		return err
+	})
+	if isNotFound(err) || ErrorKind(err) == KindInvalid {
+		u, err = nil, nil
+	} else if err != nil {
+		return nil, internalError("read user", err)
+	}
+	st := s.userState()
+	userKey := "n/" + secretDigest(strings.ToLower(in.Username)) // bounded, whatever the name's length
+	if u != nil {
+		userKey = "u/" + u.ID
+	}
+	addr := clientAddr(ctx)
+	now := s.now()
+	if until, ok := st.beginLogin(userKey, addr, now); !ok {
+		err := Errorf(KindRateLimited, "too many failed logins: try again after %s", until.UTC().Format(time.RFC3339))
+		return nil, s.recordPublic(u, action, map[string]any{"by": by, "reason": "throttled"}, err)
+	}
+	ok, reason, err := s.checkLogin(ctx, u, in.Password)
+	if err != nil {
+		st.users.cancel(userKey)
+		st.addrs.cancel(addr)
+		return nil, err
+	}
+	if !ok {
+		st.endLogin(userKey, addr, s.now(), true)
+		return nil, s.recordPublic(u, action, map[string]any{"by": by, "reason": reason}, errBadLogin)
+	}
+	token := newSecret(accessTokenPrefix)
+	digest := secretDigest(token)
+	created := s.now().UTC()
+	var out *User
+	act := s.newActivity(actor(u), action, "", true, map[string]any{"by": by})
+	err = s.journal.submit(act, func(tx Txn) error {
+		cur, err := getUser(tx, u.ID)
+		if isNotFound(err) || err == nil && cur.Status != UserActive {
+			return errBadLogin // deleted or changed since the check
+		} else if err != nil {
+			return err
+		}
+		if _, err := getAccount(tx, cur.AccountID, false); isNotFound(err) {
+			return errBadLogin // the Account is gone: its Users cannot act
+		} else if err != nil {
+			return err
+		}
+		if err := s.startSession(tx, cur, digest, created); err != nil {
+			return err
+		}
+		out, err = cur.public(tx)
+		return err
+	}, nil)
+	switch {
+	case err == nil:
+		st.endLogin(userKey, addr, s.now(), false)
+	case err == errBadLogin:
+		st.endLogin(userKey, addr, s.now(), true)
+	default:
+		st.users.cancel(userKey)
+		st.addrs.cancel(addr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &LoginResult{User: out, AccessToken: token}, nil
+}
+
+// checkLogin verifies pw for u (nil when no such User). It always runs
+// argon2id once (against a dummy hash when u cannot log in), except for a
+// password too long to be anyone's. reason is for the activity record.
+func (s *Service) checkLogin(ctx context.Context, u *userRecord, pw string) (ok bool, reason string, err error) {
+	if len(pw) > PasswordMaxLength {
+		return false, "password too long", nil
+	}
+	hash, reason := dummyPasswordHash(), ""
+	switch {
+	case u == nil:
+		reason = "unknown user"
+	case u.Status != UserActive || len(u.Password) == 0:
+		reason = "user not active"
+	default:
+		if hash, err = s.openPassword(u); err != nil {
+			return false, "", err
+		}
+	}
+	match, err := verifyPassword(ctx, hash, pw)
+	if err != nil {
+		return false, "", err
+	}
+	if reason != "" {
+		return false, reason, nil
+	}
+	if !match {
+		return false, "wrong password", nil
+	}
+	return true, "", nil
+}
+
+// userSession checks that token is an access token of the User p and
+// returns its digest and session, inside a journal job.
+func userSession(tx Txn, p *Principal, token string, now time.Time) (string, *session, error) {
+	if !strings.HasPrefix(token, accessTokenPrefix) || len(token) > 512 {
+		return "", nil, errBadCredential
+	}
+	digest := secretDigest(token)
+	v, err := tx.Get(join(pfxSession, []byte(digest)))
+	if isNotFound(err) {
+		return "", nil, errBadCredential
+	} else if err != nil {
+		return "", nil, err
+	}
+	var sess session
+	if err := json.Unmarshal(v, &sess); err != nil {
+		return "", nil, err
+	}
+	if sess.UserID != p.ID || !now.Before(sess.ExpiresAt) {
+		return "", nil, errBadCredential
+	}
+	return digest, &sess, nil
+}
+
+// Refresh exchanges the caller's access token for a new one and returns it
+// with the User. token is the access token the caller presented (the
+// bearer secret); it must be one of the caller's own and is revoked. An API
+// key gets an Invalid error.
+func (s *Service) Refresh(ctx context.Context, token string) (*LoginResult, error) {
+	const action = "user.refresh"
+	p, err := principal(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if p.Kind != PrincipalUser {
+		return nil, s.recordFailure(p, action, "", Errorf(KindInvalid, "refresh needs a user access token"))
+	}
+	fresh := newSecret(accessTokenPrefix)
+	digest := secretDigest(fresh)
+	now := s.now().UTC()
+	var out *User
+	var old string
+	act := s.newActivity(p, action, "", true, nil)
+	err = s.journal.submit(act, func(tx Txn) error {
+		d, sess, err := userSession(tx, p, token, now)
+		if err != nil {
+			return err
+		}
+		u, err := getUser(tx, sess.UserID)
+		if isNotFound(err) || err == nil && u.Status != UserActive {
+			return errBadCredential
+		} else if err != nil {
+			return err
+		}
+		if err := deleteSession(tx, d, u.ID); err != nil {
+			return err
+		}
+		if err := s.startSession(tx, u, digest, now); err != nil {
+			return err
+		}
+		old = d
+		out, err = u.public(tx)
+		return err
+	}, func() { s.dropSession(old) })
+	if err != nil {
+		return nil, err
+	}
+	return &LoginResult{User: out, AccessToken: fresh}, nil
+}
+
+// Logout revokes token, an access token of the caller (the bearer secret
+// it presented). An API key gets an Invalid error.
+func (s *Service) Logout(ctx context.Context, token string) error {
+	const action = "user.logout"
+	p, err := principal(ctx)
+	if err != nil {
+		return err
+	}
+	if p.Kind != PrincipalUser {
+		return s.recordFailure(p, action, "", Errorf(KindInvalid, "logout needs a user access token"))
+	}
+	now := s.now().UTC()
+	var old string
+	act := s.newActivity(p, action, "", true, nil)
+	return s.journal.submit(act, func(tx Txn) error {
+		d, sess, err := userSession(tx, p, token, now)
+		if err != nil {
+			return err
+		}
+		old = d
+		return deleteSession(tx, d, sess.UserID)
+	}, func() { s.dropSession(old) })
+}

@@ -1,0 +1,746 @@
+package kms
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Flags of the Users' administration. users.write covers invitation,
+// creation, change (flags included) and deletion. Without them, a User
+// signed in with an access token may still read and change (but for its
+// flags) its own User, refresh its token and log out.
+const (
+	FlagUsersRead  = "users.read"
+	FlagUsersWrite = "users.write"
+)
+
+// States of a User.
+const (
+	UserInvited = "invited" // invited, has not set a password yet: cannot log in
+	UserActive  = "active"  // can log in
+)
+
+// User is a person who signs in with a username (or email) and password and
+// acts with an access token. A User belongs to one Account and holds
+// permission flags, as an API key does: its access token acts for that
+// Account with those flags.
+//
+// Usernames (1 to 64 characters: ASCII letters, digits and . _ - @) and
+// email addresses are unique across all Accounts, without regard to case.
+type User struct {
+	ID          string         `json:"id"`
+	Username    string         `json:"username"`
+	FirstName   string         `json:"firstName"`
+	LastName    string         `json:"lastName"`
+	DisplayName string         `json:"displayName"`
+	Keys        []string       `json:"keys"` // IDs of the API keys the User created (owns)
+	Email       string         `json:"email"`
+	Props       map[string]any `json:"props"`
+	AccountID   string         `json:"accountId"`
+	Flags       Flags          `json:"flags"`
+	Status      string         `json:"status"` // UserInvited or UserActive
+	CreatedAt   time.Time      `json:"createdAt"`
+	UpdatedAt   time.Time      `json:"updatedAt"`
+}
+
+// userRecord is a User as stored. Keys are not stored: they are read from
+// the index of API keys by owner. Password is the PHC string of the
+// password's argon2id hash (see hashPassword), sealed under the master key
+// with the User's ID as associated data, so the store sees neither the
+// password nor its hash. The digests are those of the User's outstanding
+// invitation and password reset tokens, if any.
+type userRecord struct {
+	User
+	Password     []byte    `json:"password,omitempty"`
+	InviteDigest string    `json:"inviteDigest,omitempty"`
+	ResetDigest  string    `json:"resetDigest,omitempty"`
+	ResetSentAt  time.Time `json:"resetSentAt,omitzero"`
+}
+
+// Store layout of Users and their tokens.
+var (
+	pfxUser        = []byte("user/id/")     // user ID -> userRecord
+	pfxUserName    = []byte("user/name/")   // lower-case username -> user ID; also the listing of every Account's Users
+	pfxUserEmail   = []byte("user/email/")  // lower-case email -> user ID
+	pfxUserAccount = []byte("user/acct/")   // account ID 0 lower-case username -> user ID: the listing of one Account
+	pfxInvite      = []byte("user/invite/") // digest of an invitation token -> tokenRecord
+	pfxReset       = []byte("user/reset/")  // digest of a password reset token -> tokenRecord
+	pfxSession     = []byte("sess/id/")     // digest of an access token -> session
+	pfxSessionUser = []byte("sess/user/")   // user ID 0 digest of an access token
+)
+
+// Limits of a User's fields.
+const (
+	maxUsernameLen = 64
+	maxEmailLen    = 254
+	maxNameLen     = 200
+)
+
+// UserInput creates a User (CreateUser) or invites one (Invite).
+type UserInput struct {
+	Username    string         `json:"username"`  // required
+	Email       string         `json:"email"`     // required
+	FirstName   string         `json:"firstName"` // required
+	LastName    string         `json:"lastName"`  // required
+	DisplayName string         `json:"displayName"`
+	Props       map[string]any `json:"props"`
+	// Flags are the User's permissions; the caller may grant only flags
+	// it holds itself.
+	Flags Flags `json:"flags"`
+	// AccountID is the Account of the User: empty means the caller's.
+	// Another Account needs accounts.all.
+	AccountID string `json:"accountId"`
+}
+
+// UserRef names a User: by username (the default), by email address, or by
+// ID. Usernames and addresses match without regard to case.
+type UserRef struct {
+	Value   string
+	ByEmail bool
+	ByID    bool
+}
+
+// UserUpdate changes a User. Nil fields are left as they are; Props, when
+// not nil, replaces the props. Flags, when not nil, replaces the flags: it
+// needs users.write, and the caller may grant only flags it holds itself.
+type UserUpdate struct {
+	Email       *string        `json:"email"`
+	FirstName   *string        `json:"firstName"`
+	LastName    *string        `json:"lastName"`
+	DisplayName *string        `json:"displayName"`
+	Props       map[string]any `json:"props"`
+	Flags       Flags          `json:"flags"`
+}
+
+// CreateUserResult is a new User and its generated password, shown once.
+type CreateUserResult struct {
+	User     *User  `json:"user"`
+	Password string `json:"password"`
+}
+
+// DeleteUserResult says which User was deleted.
+type DeleteUserResult struct {
+	Message string `json:"message"`
+}
+
+// validUsername checks a username's form.
+func validUsername(name string) string {
+	if name == "" {
+		return "username is required"
+	}
+	if len(name) > maxUsernameLen {
+		return "username must have at most 64 characters"
+	}
+	for _, c := range []byte(name) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-' || c == '@') {
+			return "username may only have letters, digits, '.', '_', '-' and '@'"
+		}
+	}
+	return ""
+}
+
+// validEmail checks an email address's form: local@domain, at most 254
+// characters, in ASCII; a local part of at most 64 characters of letters,
+// digits and !#$%&'*+/=?^_`{|}~.- without a leading, trailing or double dot;
+// a domain of at least two dot-separated labels of letters, digits and
+// hyphens (not at either end of a label). Quoted local parts, address
+// literals and non-ASCII addresses are refused (give a domain in punycode).
+func validEmail(addr string) string {
+	if addr == "" {
+		return "email is required"
+	}
+	bad := "email is not a valid address"
+	if len(addr) > maxEmailLen {
+		return "email must have at most 254 characters"
+	}
+	local, domain, ok := strings.Cut(addr, "@")
+	if !ok || local == "" || len(local) > 64 || strings.Contains(domain, "@") {
+		return bad
+	}
+	if local[0] == '.' || local[len(local)-1] == '.' || strings.Contains(local, "..") {
+		return bad
+	}
+	for _, c := range []byte(local) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+/=?^_`{|}~.-", c) >= 0) {
+			return bad
+		}
+	}
+	labels := strings.Split(domain, ".")
+	if len(labels) < 2 {
+		return bad
+	}
+	for _, l := range labels {
+		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+			return bad
+		}
+		for _, c := range []byte(l) {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+				return bad
+			}
+		}
+	}
+	return ""
+}
+
+// validName checks a first, last or display name.
+func validName(field, v string, required bool) string {
+	if v == "" {
+		if required {
+			return field + " is required"
+		}
+		return ""
+	}
+	if !utf8.ValidString(v) || utf8.RuneCountInString(v) > maxNameLen {
+		return field + " must be valid text of at most 200 characters"
+	}
+	for _, r := range v {
+		if unicode.IsControl(r) {
+			return field + " must not contain control characters"
+		}
+	}
+	return ""
+}
+
+// fieldsError is an Invalid error that names each field at fault.
+func fieldsError(fields map[string]string) error {
+	if len(fields) == 0 {
+		return nil
+	}
+	names := slices.Sorted(maps.Keys(fields))
+	msgs := make([]string, len(names))
+	for i, n := range names {
+		msgs[i] = fields[n]
+	}
+	return &Error{Kind: KindInvalid, Message: strings.Join(msgs, "; "), Fields: fields}
+}
+
+func (in *UserInput) validate() error {
+	fields := map[string]string{}
+	add := func(field, msg string) {
+		if msg != "" {
+			fields[field] = msg
+		}
+	}
+	add("username", validUsername(in.Username))
+	add("email", validEmail(in.Email))
+	add("firstName", validName("firstName", in.FirstName, true))
+	add("lastName", validName("lastName", in.LastName, true))
+	add("displayName", validName("displayName", in.DisplayName, false))
+	return fieldsError(fields)
+}
+
+func (ref UserRef) key() ([]byte, error) {
+	if ref.Value == "" {
+		return nil, Errorf(KindInvalid, "a username, email or user ID is required")
+	}
+	switch {
+	case ref.ByID:
+		if _, ok := parseID(ref.Value); !ok {
+			return nil, errUserNotFound
+		}
+		return nil, nil
+	case ref.ByEmail:
+		if len(ref.Value) > maxEmailLen {
+			return nil, errUserNotFound
+		}
+		return join(pfxUserEmail, []byte(strings.ToLower(ref.Value))), nil
+	default:
+		if len(ref.Value) > maxEmailLen {
+			return nil, errUserNotFound
+		}
+		return join(pfxUserName, []byte(strings.ToLower(ref.Value))), nil
+	}
+}
+
+var errUserNotFound = Errorf(KindNotFound, "user not found")
+
+// findUser reads the User that ref names.
+func findUser(tx Txn, ref UserRef) (*userRecord, error) {
+	idx, err := ref.key()
+	if err != nil {
+		return nil, err
+	}
+	id := ref.Value
+	if idx != nil {
+		v, err := tx.Get(idx)
+		if isNotFound(err) {
+			return nil, errUserNotFound
+		} else if err != nil {
+			return nil, err
+		}
+		id = string(v)
+	}
+	return getUser(tx, id)
+}
+
+func getUser(tx Txn, id string) (*userRecord, error) {
+	v, err := tx.Get(join(pfxUser, []byte(id)))
+	if isNotFound(err) {
+		return nil, errUserNotFound
+	} else if err != nil {
+		return nil, err
+	}
+	var u userRecord
+	if err := json.Unmarshal(v, &u); err != nil {
+		return nil, err
+	}
+	return &u, nil
+}
+
+// putUser writes u and its index entries. old, when set, is the record it
+// replaces, whose index entries are removed first.
+func putUser(tx Txn, u, old *userRecord) error {
+	if old != nil {
+		for _, k := range old.indexKeys() {
+			if err := tx.Delete(k); err != nil {
+				return err
+			}
+		}
+	}
+	rec := *u
+	rec.Keys = nil
+	v, err := json.Marshal(&rec)
+	if err != nil {
+		return err
+	}
+	if err := tx.Set(join(pfxUser, []byte(u.ID)), v); err != nil {
+		return err
+	}
+	for _, k := range u.indexKeys() {
+		if err := tx.Set(k, []byte(u.ID)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (u *userRecord) indexKeys() [][]byte {
+	lower := []byte(strings.ToLower(u.Username))
+	return [][]byte{
+		join(pfxUserName, lower),
+		join(pfxUserEmail, []byte(strings.ToLower(u.Email))),
+		join(pfxUserAccount, []byte(u.AccountID), sep, lower),
+	}
+}
+
+// checkUnique refuses a username or email that another User has, as an
+// Invalid error naming the field (SPEC: 400 with errors.username or
+// errors.email).
+func checkUnique(tx Txn, id, username, email string) error {
+	fields := map[string]string{}
+	if username != "" {
+		if v, err := tx.Get(join(pfxUserName, []byte(strings.ToLower(username)))); err == nil && string(v) != id {
+			fields["username"] = "username is already taken"
+		} else if err != nil && !isNotFound(err) {
+			return err
+		}
+	}
+	if email != "" {
+		if v, err := tx.Get(join(pfxUserEmail, []byte(strings.ToLower(email)))); err == nil && string(v) != id {
+			fields["email"] = "email is already taken"
+		} else if err != nil && !isNotFound(err) {
+			return err
+		}
+	}
+	return fieldsError(fields)
+}
+
+// userKeys returns the IDs of the API keys that the User owns.
+func userKeys(tx Txn, userID string) ([]string, error) {
+	prefix := join(pfxAPIOwner, []byte(userID), sep)
+	keys := []string{}
+	err := tx.Scan(ScanOptions{Prefix: prefix, KeysOnly: true}, func(k, _ []byte) (bool, error) {
+		keys = append(keys, string(k[len(prefix):]))
+		return true, nil
+	})
+	return keys, err
+}
+
+// public returns the User as answered: with its keys, without secrets.
+func (u *userRecord) public(tx Txn) (*User, error) {
+	keys, err := userKeys(tx, u.ID)
+	if err != nil {
+		return nil, err
+	}
+	out := u.User
+	out.Keys = keys
+	out.Props = orEmpty(out.Props)
+	if out.Flags == nil {
+		out.Flags = Flags{}
+	}
+	return &out, nil
+}
+
+// sealPassword seals the PHC hash of a User's password for its record.
+func (s *Service) sealPassword(userID, hash string) []byte {
+	return s.sealer.Seal([]byte(hash), passwordAAD(userID))
+}
+
+// openPassword returns the PHC hash of a User's password.
+func (s *Service) openPassword(u *userRecord) (string, error) {
+	b, err := s.sealer.Open(u.Password, passwordAAD(u.ID))
+	if err != nil {
+		return "", internalError("open password hash", err)
+	}
+	return string(b), nil
+}
+
+func passwordAAD(userID string) []byte { return []byte("user/password/" + userID) }
+
+// checkUserGrant refuses flags that p does not hold itself.
+func checkUserGrant(p *Principal, flags Flags) error {
+	for _, name := range slices.Sorted(maps.Keys(flags)) {
+		if flags[name] && !p.Can(name) {
+			return Errorf(KindPermissionDenied, "cannot grant flag %q: the caller does not hold it", name)
+		}
+	}
+	return nil
+}
+
+// checkReach refuses to let p change or delete another User that holds a
+// flag p does not hold: otherwise a credential with users.write could
+// take over a more powerful User (change its email, then reset its
+// password).
+func checkReach(p *Principal, u *userRecord) error {
+	if u.ID == p.ID {
+		return nil
+	}
+	for _, name := range slices.Sorted(maps.Keys(u.Flags)) {
+		if u.Flags[name] && !p.Can(name) {
+			return Errorf(KindPermissionDenied, "cannot change user %s: it holds flag %q, which the caller does not", u.Username, name)
+		}
+	}
+	return nil
+}
+
+// prepareUser validates in for p and returns the new User's record, with
+// the given status, not yet stored.
+func (s *Service) prepareUser(p *Principal, in UserInput, status string) (*userRecord, error) {
+	if err := in.validate(); err != nil {
+		return nil, err
+	}
+	flags, err := in.Flags.normalize()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkUserGrant(p, flags); err != nil {
+		return nil, err
+	}
+	account := in.AccountID
+	if account == "" {
+		account = p.AccountID
+	}
+	if !visibleTo(p, account) {
+		return nil, Errorf(KindNotFound, "account not found")
+	}
+	display := in.DisplayName
+	if display == "" {
+		display = in.FirstName + " " + in.LastName
+	}
+	now := s.now().UTC()
+	return &userRecord{User: User{
+		ID: newID(now), Username: in.Username, FirstName: in.FirstName, LastName: in.LastName, DisplayName: display,
+		Email: in.Email, Props: cloneMap(in.Props), AccountID: account, Flags: flags, Status: status,
+		CreatedAt: now, UpdatedAt: now,
+	}}, nil
+}
+
+// insertUser stores a new User inside a journal job: its Account must
+// exist, its username and email must be free, and the plan must have room.
+func (s *Service) insertUser(tx Txn, u *userRecord) error {
+	if _, err := getAccount(tx, u.AccountID, false); err != nil {
+		return err
+	}
+	if err := checkUnique(tx, u.ID, u.Username, u.Email); err != nil {
+		return err
+	}
+	if err := adjustCount(tx, countUsers, 1, s.opts.Limits.MaxUsers, "users"); err != nil {
+		return err
+	}
+	return putUser(tx, u, nil)
+}
+
+// CreateUser creates an active User with a generated password (24
+// characters that meet the password rules) and returns both: the only time
+// the password is shown. It needs users.write; see UserInput for the
+// Account and the flags. A username or email that another User has is an
+// Invalid error whose Fields name it.
+func (s *Service) CreateUser(ctx context.Context, in UserInput) (*CreateUserResult, error) {
+	const action = "user.create"
+	p, err := s.authorize(ctx, action, "", FlagUsersWrite)
+	if err != nil {
+		return nil, err
+	}
+	u, err := s.prepareUser(p, in, UserActive)
+	if err != nil {
+		return nil, s.recordFailure(p, action, "", err)
+	}
+	// Check before the slow hashing; the journal job checks again.
+	err = s.store.View(ctx, func(tx Txn) error { return checkUnique(tx, u.ID, u.Username, u.Email) })
+	if err != nil {
+		return nil, s.recordFailure(p, action, "", internalError("check user", err))
+	}
+	pw := generatePassword()
+	hash, err := hashPassword(ctx, pw)
+	if err != nil {
+		return nil, err
+	}
+	u.Password = s.sealPassword(u.ID, hash)
+	var out *User
+	act := s.newActivity(p, action, "", true, map[string]any{"userId": u.ID, "accountId": u.AccountID})
+	err = s.journal.submit(act, func(tx Txn) error {
+		if err := s.insertUser(tx, u); err != nil {
+			return err
+		}
+		out, err = u.public(tx)
+		return err
+	}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &CreateUserResult{User: out, Password: pw}, nil
+}
+
+// resolveUser finds the User that ref names for the caller of action. A
+// caller that holds flag reaches the Users of its own Account (of every
+// Account with accounts.all; others are NotFound); a User signed in with
+// an access token reaches itself without the flag when self is set. Any
+// other caller is denied (and the denial recorded), whether or not the
+// User exists.
+func (s *Service) resolveUser(ctx context.Context, action string, ref UserRef, flag string, self bool) (*Principal, *userRecord, error) {
+	p, err := principal(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	held := p.Can(flag)
+	deny := func() error {
+		_, err := s.authorize(ctx, action, "", flag)
+		return err
+	}
+	if !held && !(self && p.Kind == PrincipalUser) {
+		return nil, nil, deny()
+	}
+	var u *userRecord
+	err = s.store.View(ctx, func(tx Txn) error {
+		var err error
+		u, err = findUser(tx, ref)
+		return err
+	})
+	if !held && (err != nil || u.ID != p.ID) {
+		return nil, nil, deny()
+	}
+	if err != nil {
+		return nil, nil, s.recordFailure(p, action, "", internalError("read user", err))
+	}
+	if u.ID != p.ID && !visibleTo(p, u.AccountID) {
+		return nil, nil, s.recordFailure(p, action, "", errUserNotFound)
+	}
+	return p, u, nil
+}
+
+// GetUser returns a User. It needs users.read, except for a User reading
+// itself with its access token. A User missing (or of another Account,
+// without accounts.all) is NotFound: 404, where SPEC.md shows "500 {}".
+func (s *Service) GetUser(ctx context.Context, ref UserRef) (*User, error) {
+	const action = "user.read"
+	p, u, err := s.resolveUser(ctx, action, ref, FlagUsersRead, true)
+	if err != nil {
+		return nil, err
+	}
+	var out *User
+	err = s.store.View(ctx, func(tx Txn) error {
+		out, err = u.public(tx)
+		return err
+	})
+	if err != nil {
+		return nil, s.recordFailure(p, action, "", internalError("read user", err))
+	}
+	if err := s.record(p, action, "", map[string]any{"userId": u.ID}, nil); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// UpdateUser changes a User and returns it. It needs users.write, except
+// for a User changing itself with its access token, which may change
+// anything but its flags. A caller may change another User only if it
+// holds every flag that User holds. A new email must be free (Invalid with
+// Fields otherwise).
+func (s *Service) UpdateUser(ctx context.Context, ref UserRef, in UserUpdate) (*User, error) {
+	const action = "user.update"
+	p, u, err := s.resolveUser(ctx, action, ref, FlagUsersWrite, true)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkReach(p, u); err != nil {
+		return nil, s.recordFailure(p, action, "", err)
+	}
+	var flags Flags
+	if in.Flags != nil {
+		if !p.Can(FlagUsersWrite) {
+			_, err := s.authorize(ctx, action, "", FlagUsersWrite)
+			return nil, err
+		}
+		if flags, err = in.Flags.normalize(); err == nil {
+			err = checkUserGrant(p, flags)
+		}
+		if err != nil {
+			return nil, s.recordFailure(p, action, "", err)
+		}
+	}
+	fields := map[string]string{}
+	var changed []string
+	check := func(field string, v *string, msg func(string) string) {
+		if v == nil {
+			return
+		}
+		changed = append(changed, field)
+		if m := msg(*v); m != "" {
+			fields[field] = m
+		}
+	}
+	check("email", in.Email, validEmail)
+	check("firstName", in.FirstName, func(v string) string { return validName("firstName", v, true) })
+	check("lastName", in.LastName, func(v string) string { return validName("lastName", v, true) })
+	check("displayName", in.DisplayName, func(v string) string { return validName("displayName", v, false) })
+	if in.Props != nil {
+		changed = append(changed, "props")
+	}
+	if flags != nil {
+		changed = append(changed, "flags")
+	}
+	if err := fieldsError(fields); err != nil {
+		return nil, s.recordFailure(p, action, "", err)
+	}
+	var after func()
+	if flags != nil {
+		after = s.forgetSessions // the User's tokens act with the new flags at once
+	}
+	now := s.now().UTC()
+	var out *User
+	act := s.newActivity(p, action, "", true, map[string]any{"userId": u.ID, "fields": changed})
+	err = s.journal.submit(act, func(tx Txn) error {
+		old, err := getUser(tx, u.ID)
+		if err != nil {
+			return err
+		}
+		n := *old
+		if in.Email != nil {
+			if err := checkUnique(tx, n.ID, "", *in.Email); err != nil {
+				return err
+			}
+			n.Email = *in.Email
+		}
+		if in.FirstName != nil {
+			n.FirstName = *in.FirstName
+		}
+		if in.LastName != nil {
+			n.LastName = *in.LastName
+		}
+		if in.DisplayName != nil {
+			n.DisplayName = *in.DisplayName
+		}
+		if in.Props != nil {
+			n.Props = cloneMap(in.Props)
+		}
+		if flags != nil {
+			n.Flags = flags
+		}
+		n.UpdatedAt = now
+		if err := putUser(tx, &n, old); err != nil {
+			return err
+		}
+		out, err = n.public(tx)
+		return err
+	}, after)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// DeleteUser deletes a User, its access tokens and its outstanding
+// invitation or reset. The API keys it created stay (they belong to the
+// Account). It needs users.write, and every flag the User holds.
+func (s *Service) DeleteUser(ctx context.Context, ref UserRef) (*DeleteUserResult, error) {
+	const action = "user.delete"
+	p, u, err := s.resolveUser(ctx, action, ref, FlagUsersWrite, false)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkReach(p, u); err != nil {
+		return nil, s.recordFailure(p, action, "", err)
+	}
+	act := s.newActivity(p, action, "", true, map[string]any{"userId": u.ID, "accountId": u.AccountID})
+	err = s.journal.submit(act, func(tx Txn) error {
+		cur, err := getUser(tx, u.ID)
+		if err != nil {
+			return err
+		}
+		dels := append(cur.indexKeys(), join(pfxUser, []byte(cur.ID)))
+		if cur.InviteDigest != "" {
+			dels = append(dels, join(pfxInvite, []byte(cur.InviteDigest)))
+		}
+		if cur.ResetDigest != "" {
+			dels = append(dels, join(pfxReset, []byte(cur.ResetDigest)))
+		}
+		for _, k := range dels {
+			if err := tx.Delete(k); err != nil {
+				return err
+			}
+		}
+		if err := deleteUserSessions(tx, cur.ID); err != nil {
+			return err
+		}
+		return adjustCount(tx, countUsers, -1, 0, "users")
+	}, s.forgetSessions)
+	if err != nil {
+		return nil, err
+	}
+	return &DeleteUserResult{Message: "user " + u.Username + " deleted"}, nil
+}
+
+// ListUsers pages through Users in username order: those of the caller's
+// Account, or of every Account with accounts.all. It needs users.read.
+func (s *Service) ListUsers(ctx context.Context, req PageRequest) (*List[*User], error) {
+	const action = "user.list"
+	p, err := s.authorize(ctx, action, "", FlagUsersRead)
+	if err != nil {
+		return nil, err
+	}
+	ps := pageScan{scope: "users/all", prefix: pfxUserName}
+	if !p.Can(FlagAllAccounts) {
+		ps = pageScan{scope: "users/account/" + p.AccountID, prefix: join(pfxUserAccount, []byte(p.AccountID), sep)}
+	}
+	out := &List[*User]{Data: []*User{}}
+	err = s.store.View(ctx, func(tx Txn) error {
+		ps.emit = func(_, v []byte) error {
+			u, err := getUser(tx, string(v))
+			if err != nil {
+				return err
+			}
+			pub, err := u.public(tx)
+			if err != nil {
+				return err
+			}
+			out.Data = append(out.Data, pub)
+			return nil
+		}
+		var err error
+		out.Pagination, err = s.pager.scan(ctx, tx, req, ps)
+		return err
+	})
+	if err != nil {
+		return nil, s.recordFailure(p, action, "", internalError("list users", err))
+	}
+	if err := s.record(p, action, "", map[string]any{"count": out.Pagination.Count}, nil); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
