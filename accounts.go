@@ -251,9 +251,10 @@ func (s *Service) UpdateAccount(ctx context.Context, ref AccountRef, in AccountU
 	return out, nil
 }
 
-// DeleteAccount deletes an Account and answers it as it was. Its API keys
-// and Users stop authenticating at once. It needs accounts.write and
-// accounts.all, and a caller cannot delete the Account it acts for.
+// DeleteAccount deletes an Account and answers it as it was. An Account
+// that still has API keys or Users cannot be deleted (Conflict): nothing is
+// removed in bulk by accident. It needs accounts.write and accounts.all,
+// and a caller cannot delete the Account it acts for.
 func (s *Service) DeleteAccount(ctx context.Context, ref AccountRef) (*Account, error) {
 	p, err := s.authorizeAll(ctx, "account.delete", FlagAccountsWrite, FlagAllAccounts)
 	if err != nil {
@@ -268,6 +269,25 @@ func (s *Service) DeleteAccount(ctx context.Context, ref AccountRef) (*Account, 
 		}
 		if a.ID == p.AccountID {
 			return Errorf(KindConflict, "cannot delete the account of the credential in use")
+		}
+		for _, owned := range []struct {
+			prefix []byte
+			what   string
+		}{
+			{join(pfxAPIAccount, []byte(a.ID), sep), "API keys"},
+			{join(pfxUserAccount, []byte(a.ID), sep), "users"},
+		} {
+			any := false
+			err := tx.Scan(ScanOptions{Prefix: owned.prefix, KeysOnly: true}, func(_, _ []byte) (bool, error) {
+				any = true
+				return false, nil
+			})
+			if err != nil {
+				return err
+			}
+			if any {
+				return Errorf(KindConflict, "account %s still has %s: delete them first", a.UID, owned.what)
+			}
 		}
 		out = a
 		if err := tx.Delete(join(pfxAccount, []byte(a.ID))); err != nil {

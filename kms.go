@@ -27,8 +27,9 @@ type Options struct {
 	// Now returns the current time. Nil means time.Now.
 	Now func() time.Time
 
-	// Mailer sends invitations and password resets. Nil means that the
-	// operations that send mail fail with an Invalid error saying so.
+	// Mailer sends invitations and password resets. With none, an
+	// invitation still succeeds (its loginUrl is the only copy of the
+	// link) and a password reset cannot start (Invalid).
 	Mailer Mailer
 
 	// BaseURL is the public address of the service, on which links in
@@ -86,6 +87,7 @@ type Service struct {
 	ringNames  *cache[string, string]      // lower-case name -> ring ID
 	keys       *cache[string, *keyRecord]  // key ID -> key
 	principals *cache[string, *Principal]  // digest of a secret -> principal
+	users      *userState                  // sessions and login throttles
 	counters   sync.Map                    // key ID -> *keyCounter
 	ringLocks  sync.Map                    // ring ID -> *sync.Mutex
 }
@@ -120,6 +122,7 @@ func New(st Store, opts Options) (*Service, error) {
 	s.ringNames = newCache[string, string](size)
 	s.keys = newCache[string, *keyRecord](size)
 	s.principals = newCache[string, *Principal](size)
+	s.users = newUserState(size)
 	s.verify = map[[8]byte]ed25519.PublicKey{}
 	s.opts.MasterKey = MasterKey{} // only the derived keys stay in memory
 	if s.opts.TokenTTL <= 0 {

@@ -1,10 +1,8 @@
 package kms
 
 import (
-	"runtime"
 	"sync"
 	"time"
-	"weak"
 )
 
 // Throttling of failed logins. Failures are counted in memory, per User
@@ -166,40 +164,22 @@ func (t *throttle) room(now time.Time) bool {
 
 // userState is the in-memory state of the Users' half of a Service: the
 // cache of access-token sessions and the login throttles.
-//
-// It lives beside the Service in a table keyed by a weak pointer, because
-// the Service struct (kms.go) is not ours to change in this work item; the
-// entry goes when the Service is garbage collected. Once kms.go can take
-// it, this becomes a plain field of Service, set up in New.
 type userState struct {
 	sessions *cache[string, *sessionEntry] // digest of an access token -> session
 	users    *throttle                     // "u/" + user ID, or "n/" + digest of an unknown login name
 	addrs    *throttle                     // client address
 }
 
-var userStates sync.Map // weak.Pointer[Service] -> *userState
-
-func (s *Service) userState() *userState {
-	key := weak.Make(s)
-	if v, ok := userStates.Load(key); ok {
-		return v.(*userState)
-	}
-	size := s.opts.CacheSize
-	if size <= 0 {
-		size = 100_000
-	}
-	st := &userState{
+func newUserState(size int) *userState {
+	go dummyPasswordHash() // ready before the first failed login needs it
+	return &userState{
 		sessions: newCache[string, *sessionEntry](size),
 		users:    newThrottle(maxUserFailures),
 		addrs:    newThrottle(maxAddrFailures),
 	}
-	v, loaded := userStates.LoadOrStore(key, st)
-	if !loaded {
-		runtime.AddCleanup(s, func(k weak.Pointer[Service]) { userStates.Delete(k) }, key)
-		go dummyPasswordHash() // ready before the first failed login needs it
-	}
-	return v.(*userState)
 }
+
+func (s *Service) userState() *userState { return s.users }
 
 // beginLogin starts a login attempt under both throttles; when either
 // refuses, it returns the time when the caller may try again.

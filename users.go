@@ -393,16 +393,6 @@ func (s *Service) openPassword(u *userRecord) (string, error) {
 
 func passwordAAD(userID string) []byte { return []byte("user/password/" + userID) }
 
-// checkUserGrant refuses flags that p does not hold itself.
-func checkUserGrant(p *Principal, flags Flags) error {
-	for _, name := range slices.Sorted(maps.Keys(flags)) {
-		if flags[name] && !p.Can(name) {
-			return Errorf(KindPermissionDenied, "cannot grant flag %q: the caller does not hold it", name)
-		}
-	}
-	return nil
-}
-
 // checkReach refuses to let p change or delete another User that holds a
 // flag p does not hold: otherwise a credential with users.write could
 // take over a more powerful User (change its email, then reset its
@@ -429,7 +419,7 @@ func (s *Service) prepareUser(p *Principal, in UserInput, status string) (*userR
 	if err != nil {
 		return nil, err
 	}
-	if err := checkUserGrant(p, flags); err != nil {
+	if err := checkGrant(p, flags); err != nil {
 		return nil, err
 	}
 	account := in.AccountID
@@ -588,7 +578,7 @@ func (s *Service) UpdateUser(ctx context.Context, ref UserRef, in UserUpdate) (*
 			return nil, err
 		}
 		if flags, err = in.Flags.normalize(); err == nil {
-			err = checkUserGrant(p, flags)
+			err = checkGrant(p, flags)
 		}
 		if err != nil {
 			return nil, s.recordFailure(p, action, "", err)

@@ -457,8 +457,8 @@ func TestAuthenticateAPIKeyShapedLikeToken(t *testing.T) {
 	}
 }
 
-// The Users of a deleted Account stop authenticating at once, and cannot
-// log in.
+// An Account with Users cannot be deleted; once its Users are gone it can,
+// and their tokens and logins stay dead.
 func TestUsersOfDeletedAccount(t *testing.T) {
 	e := newUserEnv(t)
 	other, err := e.svc.CreateAccount(e.root, kms.AccountInput{UID: "doomed"})
@@ -472,11 +472,16 @@ func TestUsersOfDeletedAccount(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, token := e.signIn(t, "uma", res.Password) // cached from here on
+	_, err = e.svc.DeleteAccount(e.root, kms.AccountRef{Value: other.ID})
+	wantKind(t, "DeleteAccount with a User", err, kms.KindConflict)
+	if _, err := e.svc.DeleteUser(e.root, kms.UserRef{Value: "uma"}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := e.svc.DeleteAccount(e.root, kms.AccountRef{Value: other.ID}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = e.svc.Authenticate(context.Background(), token)
-	wantKind(t, "Authenticate with a token of a deleted Account", err, kms.KindUnauthenticated)
+	wantKind(t, "Authenticate with a token of a deleted User", err, kms.KindUnauthenticated)
 	_, err = e.svc.Login(context.Background(), kms.LoginInput{Username: "uma", Password: res.Password})
-	wantKind(t, "Login to a deleted Account", err, kms.KindInvalid)
+	wantKind(t, "Login of a deleted User", err, kms.KindInvalid)
 }
