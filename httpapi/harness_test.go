@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -34,7 +35,83 @@ type env struct {
 
 type envOptions struct {
 	maxBody int64
+	clock   *testClock // the Service's clock; nil: time.Now
+	mailer  kms.Mailer // the Service's Mailer; nil: none
+	svcLog  bool       // the Service logs to e.logs too
+	limits  kms.Limits // plan limits
 }
+
+// withClock gives the Service a settable clock, which starts at a fixed
+// time and moves only when the test advances it.
+func withClock(c *testClock) func(*envOptions) { return func(o *envOptions) { o.clock = c } }
+
+// withMailer gives the Service a Mailer (for example a fakeMailer).
+func withMailer(m kms.Mailer) func(*envOptions) { return func(o *envOptions) { o.mailer = m } }
+
+// withServiceLog sends the Service's own log to e.logs, beside the
+// handler's.
+func withServiceLog(o *envOptions) { o.svcLog = true }
+
+// testClock is a settable clock, safe for concurrent use.
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newTestClock() *testClock {
+	return &testClock{t: time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)}
+}
+
+func (c *testClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *testClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// fakeMailer is a kms.Mailer that keeps the messages it is asked to send.
+type fakeMailer struct {
+	sent chan kms.Message // every message, buffered
+}
+
+func newFakeMailer() *fakeMailer { return &fakeMailer{sent: make(chan kms.Message, 100)} }
+
+func (m *fakeMailer) Send(_ context.Context, msg kms.Message) error {
+	m.sent <- msg
+	return nil
+}
+
+// next returns the next message sent, failing the test when none comes
+// (reset mails are sent in the background).
+func (m *fakeMailer) next(t testing.TB) kms.Message {
+	t.Helper()
+	select {
+	case msg := <-m.sent:
+		return msg
+	case <-time.After(20 * time.Second):
+		t.Fatal("no mail was sent")
+		return kms.Message{}
+	}
+}
+
+// none fails the test when a message was sent.
+func (m *fakeMailer) none(t testing.TB) {
+	t.Helper()
+	select {
+	case msg := <-m.sent:
+		t.Fatalf("mail sent to %s, want none", msg.To)
+	default:
+	}
+}
+
+// testBaseURL is the BaseURL of the Service, on which mailed links are
+// built.
+const testBaseURL = "https://kms.example.com"
 
 // newEnv starts an env; everything stops at the end of the test.
 func newEnv(t testing.TB, opts ...func(*envOptions)) *env {
@@ -49,7 +126,16 @@ func newEnv(t testing.TB, opts ...func(*envOptions)) *env {
 	}
 	t.Cleanup(func() { st.Close() })
 	ds := &downStore{Store: st}
-	svc, err := kms.New(ds, kms.Options{MasterKey: kms.GenerateMasterKey()})
+	logs := &syncBuffer{}
+	logger := zerolog.New(logs)
+	kopts := kms.Options{MasterKey: kms.GenerateMasterKey(), Mailer: o.mailer, BaseURL: testBaseURL, Limits: o.limits}
+	if o.clock != nil {
+		kopts.Now = o.clock.now
+	}
+	if o.svcLog {
+		kopts.Logger = &logger
+	}
+	svc, err := kms.New(ds, kopts)
 	if err != nil {
 		t.Fatalf("kms.New() = %v", err)
 	}
@@ -68,8 +154,6 @@ func newEnv(t testing.TB, opts ...func(*envOptions)) *env {
 	if err != nil {
 		t.Fatalf("CreateAccount() = %v", err)
 	}
-	logs := &syncBuffer{}
-	logger := zerolog.New(logs)
 	h := httpapi.New(svc, httpapi.Options{Logger: &logger, MaxBodyBytes: o.maxBody})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -362,4 +446,36 @@ func (e *env) activity(t testing.TB, match func(*kms.Activity) bool) []*kms.Acti
 		}
 	}
 	return out
+}
+
+// wantErrorBody is wantError for the documented exceptions of SPEC.md 7:
+// an error of status and code whose body may also carry errors, state and
+// results (and nothing else). It returns the body.
+func (r reply) wantErrorBody(t testing.TB, status int, code string) map[string]any {
+	t.Helper()
+	r.want(t, status)
+	body := r.object(t)
+	if msg, _ := body["message"].(string); msg == "" {
+		t.Errorf("%s %s: body %s has no message", r.method, r.path, r.body)
+	}
+	if got, _ := body["code"].(string); got != code {
+		t.Errorf("%s %s: code = %q, want %q; body %s", r.method, r.path, got, code, r.body)
+	}
+	for k := range body {
+		switch k {
+		case "message", "code", "errors", "state", "results":
+		default:
+			t.Errorf("%s %s: error body %s has member %q", r.method, r.path, r.body, k)
+		}
+	}
+	return body
+}
+
+// wantEmpty fails the test unless the answer has status and the body {}.
+func (r reply) wantEmpty(t testing.TB, status int) {
+	t.Helper()
+	r.want(t, status)
+	if got := strings.TrimSpace(string(r.body)); got != "{}" {
+		t.Fatalf("%s %s: body = %s, want {}", r.method, r.path, got)
+	}
 }
