@@ -1,0 +1,54 @@
+// Package client calls ringkms over HTTP: kmsd, or the handler of package
+// httpapi mounted in another server.
+//
+// A Client has the methods of kms.Service, with the same names, arguments
+// and results (the types of package kms), so code moves between the
+// in-process library and a remote service with little change:
+//
+//	c, err := client.New("https://kms.example.com", client.WithAPIKey(os.Getenv("KMS_API_KEY")))
+//	if err != nil {
+//		return err
+//	}
+//	enc, err := c.Encrypt(ctx, kms.EncryptInput{RingName: "payments"})
+//	if err != nil {
+//		return err
+//	}
+//	// Keep enc.Hash and enc.Header with the data; unwrap enc.Key.KeyData
+//	// with the ring's private key (docs/FORMAT.md) and encrypt with it.
+//	dec, err := c.Decrypt(ctx, kms.DecryptInput{Hash: enc.Hash, Header: enc.Header})
+//
+// # Credentials
+//
+// Every call but Healthz, Login, the invitation and the password reset
+// sends the client's bearer secret: an API key (WithAPIKey) or a User's
+// access token (WithToken). WithBearer derives a client with another
+// secret, as after Login:
+//
+//	res, err := c.Login(ctx, kms.LoginInput{Username: "ada", Password: pw})
+//	user := c.WithBearer(res.AccessToken)
+//
+// Refresh and Logout act on the client's own access token.
+//
+// # Errors
+//
+// Every error is a *kms.Error of the kind the server reported, so callers
+// branch as they would on the Service's errors:
+//
+//	if errors.Is(err, kms.ErrNotFound) { ... }
+//	if e := kms.AsError(err); e != nil && e.State == kms.InviteExpired { ... }
+//
+// Message is the server's message; Fields, State and Details carry the
+// members errors, state and results of the answer (Details is a
+// kms.PasswordCheck when State is "malformed-password", else the raw JSON).
+// A network failure, a 5xx or an answer that is not JSON is an Internal
+// error; the status is in its message and the cause, if any, in Err.
+// Decrypt, like Service.Decrypt, returns its result together with the
+// Unprocessable error of a failed verification.
+//
+// # Base URL
+//
+// The base URL may carry a path prefix, for a handler mounted under one
+// (http://127.0.0.1:8080/kms). Path parameters are escaped; answers are
+// read up to MaxResponseBytes. A Client is safe for concurrent use; set
+// timeouts on the http.Client given to WithHTTPClient, or on the context.
+package client

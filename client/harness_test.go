@@ -1,0 +1,196 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/client"
+	"github.com/ringkms/kms/httpapi"
+	"github.com/ringkms/kms/store/badgerstore"
+)
+
+// env is a Service on an in-memory Badger store, served by the real
+// httpapi handler over a real HTTP server, and a Client of it holding the
+// root API key.
+type env struct {
+	store   *badgerstore.Store
+	svc     *kms.Service
+	srv     *httptest.Server
+	c       *client.Client  // with the root API key (flag "*")
+	rootCtx context.Context // the root principal, for direct Service calls
+	mail    mailbox         // what the Service mails
+}
+
+// newEnv starts an env; everything stops at the end of the test. With
+// mount set, the handler is served under that prefix of a mux (as
+// "/kms/"), and the client's base URL carries it.
+func newEnv(t testing.TB, mount string) *env {
+	t.Helper()
+	st, err := badgerstore.OpenInMemory()
+	if err != nil {
+		t.Fatalf("badgerstore.OpenInMemory() = %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	mail := make(mailbox, 16)
+	svc, err := kms.New(st, kms.Options{MasterKey: kms.GenerateMasterKey(), Mailer: mail, BaseURL: "https://kms.example"})
+	if err != nil {
+		t.Fatalf("kms.New() = %v", err)
+	}
+	t.Cleanup(func() { svc.Close() })
+	ctx := context.Background()
+	boot, err := svc.Bootstrap(ctx, "")
+	if err != nil {
+		t.Fatalf("Bootstrap() = %v", err)
+	}
+	root, err := svc.Authenticate(ctx, boot.Secret)
+	if err != nil {
+		t.Fatalf("Authenticate(root) = %v", err)
+	}
+	var h http.Handler = httpapi.New(svc, httpapi.Options{})
+	base := ""
+	if mount != "" {
+		mux := http.NewServeMux()
+		mux.Handle(mount, http.StripPrefix(mount[:len(mount)-1], h))
+		mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "the app", http.StatusTeapot) })
+		h, base = mux, mount
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	c, err := client.New(srv.URL+base, client.WithAPIKey(boot.Secret))
+	if err != nil {
+		t.Fatalf("client.New(%q) = %v", srv.URL+base, err)
+	}
+	return &env{store: st, svc: svc, srv: srv, c: c, rootCtx: kms.WithPrincipal(ctx, root), mail: mail}
+}
+
+// keyClient creates an API key of the root Account with flags (granted)
+// and returns a client that uses it.
+func (e *env) keyClient(t testing.TB, flags ...string) *client.Client {
+	t.Helper()
+	f := kms.Flags{}
+	for _, name := range flags {
+		f[name] = true
+	}
+	boot, err := e.svc.ListAccounts(e.rootCtx, kms.PageRequest{Limit: 1})
+	if err != nil || len(boot.Data) == 0 {
+		t.Fatalf("ListAccounts() = %v, %v", boot, err)
+	}
+	k, err := e.svc.CreateAPIKey(e.rootCtx, kms.APIKeyInput{AccountID: boot.Data[0].ID, Flags: f})
+	if err != nil {
+		t.Fatalf("CreateAPIKey(%v) = %v", flags, err)
+	}
+	return e.c.WithBearer(k.Key)
+}
+
+// lastActivityID returns the ID of an activity record: the last in the
+// store's index of activity IDs ("act/id/", kms/layout.go), as httpapi's
+// tests find them.
+func (e *env) lastActivityID(t testing.TB) string {
+	t.Helper()
+	prefix := []byte("act/id/")
+	var id string
+	err := e.store.View(context.Background(), func(tx kms.Txn) error {
+		return tx.Scan(kms.ScanOptions{Prefix: prefix, KeysOnly: true}, func(k, _ []byte) (bool, error) {
+			id = string(k[len(prefix):])
+			return true, nil
+		})
+	})
+	if err != nil || id == "" {
+		t.Fatalf("no activity ID under %q (%v): has the store layout changed?", prefix, err)
+	}
+	return id
+}
+
+// mailbox is a kms.Mailer that hands each message to the test.
+type mailbox chan kms.Message
+
+func (m mailbox) Send(ctx context.Context, msg kms.Message) error {
+	select {
+	case m <- msg:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+var tokenRE = regexp.MustCompile(`token=([^\s&"]+)`)
+
+// token waits for the next mail and returns the token of its link.
+func (m mailbox) token(t testing.TB) string {
+	t.Helper()
+	select {
+	case msg := <-m:
+		return tokenOf(t, msg.Body)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no mail within 10s")
+		return ""
+	}
+}
+
+// tokenOf returns the token of the link in text.
+func tokenOf(t testing.TB, text string) string {
+	t.Helper()
+	sub := tokenRE.FindStringSubmatch(text)
+	if sub == nil {
+		t.Fatalf("no token in %q", text)
+	}
+	tok, err := url.QueryUnescape(sub[1])
+	if err != nil {
+		t.Fatalf("token %q: %v", sub[1], err)
+	}
+	return tok
+}
+
+// check returns v, failing the test (named what) when err is set. Use:
+// check(c.GetKeyRing(ctx, ref))(t, "GetKeyRing").
+func check[T any](v T, err error) func(t testing.TB, what string) T {
+	return func(t testing.TB, what string) T {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s = %v", what, err)
+		}
+		return v
+	}
+}
+
+// same fails the test unless got and want encode to the same JSON: the
+// client's answer carries what the Service returned.
+func same(t testing.TB, what string, got, want any) {
+	t.Helper()
+	g, err := json.Marshal(got)
+	if err != nil {
+		t.Fatalf("%s: encode the client's answer: %v", what, err)
+	}
+	w, err := json.Marshal(want)
+	if err != nil {
+		t.Fatalf("%s: encode the Service's answer: %v", what, err)
+	}
+	if !bytes.Equal(g, w) {
+		t.Errorf("%s via the client = %s\nwant (the Service's) %s", what, g, w)
+	}
+}
+
+// wantKind fails the test unless err is a *kms.Error of kind that
+// errors.Is matches with sentinel, and returns it.
+func wantKind(t testing.TB, what string, err error, kind kms.Kind) *kms.Error {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("%s = nil error, want kind %v", what, kind)
+	}
+	e := kms.AsError(err)
+	if e == nil {
+		t.Fatalf("%s = %T %v, want a *kms.Error", what, err, err)
+	}
+	if e.Kind != kind {
+		t.Fatalf("%s: kind = %v (%v), want %v", what, e.Kind, err, kind)
+	}
+	return e
+}

@@ -1,0 +1,152 @@
+package client
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/ringkms/kms"
+)
+
+// Key rings and keys: SPEC.md 4.2 (/ks) and 4.6 (/asym).
+
+// ringBody, keyBody and configBody are the answers that wrap their value:
+// {"ring": ...}, {"key": ...}, {"config": ...}.
+type ringBody struct {
+	Ring *kms.KeyRing `json:"ring"`
+}
+
+type keyBody[K any] struct {
+	Key *K `json:"key"`
+}
+
+type configBody struct {
+	Config *kms.KeyRingConfig `json:"config"`
+}
+
+// setConfigRequest is the body of PUT /ks/config.
+type setConfigRequest struct {
+	RingName string             `json:"ringname"`
+	Config   *kms.KeyRingConfig `json:"config"`
+}
+
+// CreateKeyRing creates a /ks key ring and its first key (POST
+// /ks/keyrings). Without in.PublicKey the answer carries the ring's
+// private key, this once.
+func (c *Client) CreateKeyRing(ctx context.Context, in kms.CreateKeyRingInput) (*kms.CreateKeyRingResult, error) {
+	return call[kms.CreateKeyRingResult](c, ctx, req{method: http.MethodPost, path: "/ks/keyrings", body: in})
+}
+
+// GetKeyRing returns a /ks key ring, by name or by ID (GET
+// /ks/keyrings/{ring}).
+func (c *Client) GetKeyRing(ctx context.Context, ref kms.RingRef) (*kms.KeyRing, error) {
+	b, err := call[ringBody](c, ctx, req{method: http.MethodGet, path: endpoint("/ks/keyrings/%s", ref.Name), query: query("id", yes(ref.ByID))})
+	if err != nil {
+		return nil, err
+	}
+	return b.Ring, nil
+}
+
+// ListKeyRings returns a page of the /ks key rings (GET /ks/keyrings).
+func (c *Client) ListKeyRings(ctx context.Context, page kms.PageRequest) (*kms.List[*kms.KeyRing], error) {
+	return call[kms.List[*kms.KeyRing]](c, ctx, req{method: http.MethodGet, path: "/ks/keyrings", query: pageQuery(page)})
+}
+
+// DeleteKeyRing deletes a /ks key ring and its keys (DELETE
+// /ks/keyrings/{name}).
+func (c *Client) DeleteKeyRing(ctx context.Context, name string) (*kms.DeleteKeyRingResult, error) {
+	return call[kms.DeleteKeyRingResult](c, ctx, req{method: http.MethodDelete, path: endpoint("/ks/keyrings/%s", name)})
+}
+
+// ListKeys returns a page of a ring's keys, without their key data (GET
+// /ks/keyrings/{ring}/keys).
+func (c *Client) ListKeys(ctx context.Context, ref kms.RingRef, page kms.PageRequest) (*kms.List[*kms.Key], error) {
+	return call[kms.List[*kms.Key]](c, ctx, req{method: http.MethodGet, path: endpoint("/ks/keyrings/%s/keys", ref.Name), query: pageQuery(page, "id", yes(ref.ByID))})
+}
+
+// GetKey returns a key of a ring with its wrapped key data (GET
+// /ks/keyrings/{ring}/keys/{keyId}).
+func (c *Client) GetKey(ctx context.Context, ref kms.RingRef, keyID string) (*kms.Key, error) {
+	return call[kms.Key](c, ctx, req{method: http.MethodGet, path: endpoint("/ks/keyrings/%s/keys/%s", ref.Name, keyID), query: query("id", yes(ref.ByID))})
+}
+
+// Rotate gives a /ks ring a new active key and returns it (POST /ks/rotate).
+func (c *Client) Rotate(ctx context.Context, in kms.RotateInput) (*kms.Key, error) {
+	b, err := call[keyBody[kms.Key]](c, ctx, req{method: http.MethodPost, path: "/ks/rotate", body: in})
+	if err != nil {
+		return nil, err
+	}
+	return b.Key, nil
+}
+
+// GetConfig returns the configuration of a ring (GET /ks/config).
+func (c *Client) GetConfig(ctx context.Context, ringName string) (*kms.KeyRingConfig, error) {
+	b, err := call[configBody](c, ctx, req{method: http.MethodGet, path: "/ks/config", query: query("ringname", ringName)})
+	if err != nil {
+		return nil, err
+	}
+	return b.Config, nil
+}
+
+// SetConfig replaces the configuration of a ring and returns it (PUT
+// /ks/config).
+func (c *Client) SetConfig(ctx context.Context, ringName string, cfg *kms.KeyRingConfig) (*kms.KeyRingConfig, error) {
+	b, err := call[configBody](c, ctx, req{method: http.MethodPut, path: "/ks/config", body: setConfigRequest{RingName: ringName, Config: cfg}})
+	if err != nil {
+		return nil, err
+	}
+	return b.Config, nil
+}
+
+// Encrypt returns the active key of a ring, wrapped for the ring's public
+// key, with a new hash and a signed header; with in.Asset it creates or
+// updates an Asset (POST /ks/encrypt).
+func (c *Client) Encrypt(ctx context.Context, in kms.EncryptInput) (*kms.EncryptResult, error) {
+	return call[kms.EncryptResult](c, ctx, req{method: http.MethodPost, path: "/ks/encrypt", body: in})
+}
+
+// Decrypt returns the key of an earlier Encrypt, named by its hash and
+// header (POST /ks/decrypt). As with Service.Decrypt, a hash, header or
+// Asset that fails verification returns both the result (Asset.Valid
+// false, Asset.Message saying which check failed, no Key) and an
+// Unprocessable error.
+func (c *Client) Decrypt(ctx context.Context, in kms.DecryptInput) (*kms.DecryptResult, error) {
+	out := new(kms.DecryptResult)
+	err := c.do(ctx, req{method: http.MethodPost, path: "/ks/decrypt", body: in, out: out, outOn422: true})
+	if err != nil && kms.ErrorKind(err) != kms.KindUnprocessable {
+		return nil, err
+	}
+	return out, err
+}
+
+// LookupHash returns the ring and key a hash names (GET /ks/hash/{hash}).
+func (c *Client) LookupHash(ctx context.Context, hash string) (*kms.HashInfo, error) {
+	return call[kms.HashInfo](c, ctx, req{method: http.MethodGet, path: endpoint("/ks/hash/%s", hash)})
+}
+
+// LookupHeader describes a header and whether it verifies (GET
+// /ks/header/{header}).
+func (c *Client) LookupHeader(ctx context.Context, header string) (*kms.HeaderInfo, error) {
+	return call[kms.HeaderInfo](c, ctx, req{method: http.MethodGet, path: endpoint("/ks/header/%s", header)})
+}
+
+// CreateAsymKeyRing creates an /asym key ring, whose keys are returned in
+// the clear (POST /asym/keyrings).
+func (c *Client) CreateAsymKeyRing(ctx context.Context, in kms.CreateAsymKeyRingInput) (*kms.CreateAsymKeyRingResult, error) {
+	return call[kms.CreateAsymKeyRingResult](c, ctx, req{method: http.MethodPost, path: "/asym/keyrings", body: in})
+}
+
+// GetAsymKey returns a key of an /asym ring (GET
+// /asym/keyrings/{ring}/keys/{keyId}).
+func (c *Client) GetAsymKey(ctx context.Context, ref kms.RingRef, keyID string) (*kms.AsymKey, error) {
+	return call[kms.AsymKey](c, ctx, req{method: http.MethodGet, path: endpoint("/asym/keyrings/%s/keys/%s", ref.Name, keyID), query: query("id", yes(ref.ByID))})
+}
+
+// RotateAsym gives an /asym ring a new active key and returns it (POST
+// /asym/rotate).
+func (c *Client) RotateAsym(ctx context.Context, in kms.RotateInput) (*kms.AsymKey, error) {
+	b, err := call[keyBody[kms.AsymKey]](c, ctx, req{method: http.MethodPost, path: "/asym/rotate", body: in})
+	if err != nil {
+		return nil, err
+	}
+	return b.Key, nil
+}
