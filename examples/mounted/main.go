@@ -1,0 +1,140 @@
+// Command mounted serves ringkms inside an existing application: the
+// httpapi handler is mounted under /kms/ of the application's own
+// http.ServeMux, next to the application's routes.
+//
+// It listens on 127.0.0.1 (a free port) for a moment, calls a few
+// endpoints through the /kms prefix with package client and the
+// application's own route with plain net/http, then shuts down.
+//
+//	go run ./examples/mounted            # a temporary data directory
+//	go run ./examples/mounted -data DIR  # DIR, kept
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/client"
+	"github.com/ringkms/kms/httpapi"
+	"github.com/ringkms/kms/store/badgerstore"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "mounted:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	data := flag.String("data", "", "data directory of the Badger store (default: a new temporary directory, removed at the end)")
+	flag.Parse()
+	if *data == "" {
+		dir, err := os.MkdirTemp("", "ringkms-mounted-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		*data = dir
+	}
+	ctx := context.Background()
+
+	// The Service, as in examples/inprocess.
+	st, err := badgerstore.OpenDir(*data)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	svc, err := kms.New(st, kms.Options{MasterKey: kms.GenerateMasterKey()})
+	if err != nil {
+		return err
+	}
+	defer svc.Close()
+	boot, err := svc.Bootstrap(ctx, "")
+	if err != nil {
+		return err
+	}
+
+	// The application's mux: its own route, and ringkms under /kms/. The
+	// handler expects its paths from the root, so the prefix is stripped.
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /hello", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "hello from the application")
+	})
+	mux.Handle("/kms/", http.StripPrefix("/kms", httpapi.New(svc, httpapi.Options{})))
+
+	// A server with timeouts, as any server facing a network should have.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	base := "http://" + ln.Addr().String()
+	fmt.Printf("serving on %s: the application on /, ringkms on /kms/\n", base)
+
+	callErr := calls(ctx, base, boot.Secret)
+
+	// Shut down: stop taking requests, finish those in flight, within a
+	// bound; the deferred Close calls then stop the Service and the store.
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return err
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	fmt.Println("shut down")
+	return callErr
+}
+
+// calls talks to the application and, through the /kms prefix, to ringkms.
+func calls(ctx context.Context, base, apiKey string) error {
+	resp, err := http.Get(base + "/hello")
+	if err != nil {
+		return err
+	}
+	hello, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("GET /hello: %s", hello)
+
+	// The client's base URL carries the prefix.
+	c, err := client.New(base+"/kms", client.WithAPIKey(apiKey))
+	if err != nil {
+		return err
+	}
+	if err := c.Healthz(ctx); err != nil {
+		return err
+	}
+	fmt.Println("GET /kms/healthz: ok")
+	ring, err := c.CreateKeyRing(ctx, kms.CreateKeyRingInput{Name: "sessions", KEM: "x25519"})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("POST /kms/ks/keyrings: created %q with public key %s...\n", ring.Ring.Name, ring.Ring.PublicKey[:12])
+	enc, err := c.Encrypt(ctx, kms.EncryptInput{RingName: "sessions"})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("POST /kms/ks/encrypt: key %s, header of %d characters\n", enc.Key.ID, len(enc.Header))
+	list, err := c.ListKeyRings(ctx, kms.PageRequest{})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("GET /kms/ks/keyrings: %d ring(s)\n", list.Pagination.Count)
+	return nil
+}
