@@ -97,7 +97,11 @@ func (c *Client) UpdateAPIKey(ctx context.Context, in kms.APIKeyUpdate) (*kms.AP
 // DeleteAPIKey deletes an API key, named by ID or by secret (DELETE
 // /auth/apikey/{apikey}).
 func (c *Client) DeleteAPIKey(ctx context.Context, ref kms.APIKeyRef) (*kms.DeleteAPIKeyResult, error) {
-	return call[kms.DeleteAPIKeyResult](c, ctx, req{method: http.MethodDelete, path: endpoint("/auth/apikey/%s", ref.Value), query: query("id", yes(!ref.BySecret))})
+	r := req{method: http.MethodDelete, path: endpoint("/auth/apikey/%s", ref.Value), query: query("id", yes(!ref.BySecret))}
+	if ref.BySecret {
+		r.pattern = "/auth/apikey/{apikey}"
+	}
+	return call[kms.DeleteAPIKeyResult](c, ctx, r)
 }
 
 // SearchAPIKeysByRing returns a page of the API keys whose flags name a

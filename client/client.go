@@ -48,8 +48,8 @@ func WithAPIKey(secret string) Option { return func(c *Client) { c.secret = secr
 func WithToken(accessToken string) Option { return WithAPIKey(accessToken) }
 
 // WithHTTPClient makes the client send its requests with hc instead of
-// http.DefaultClient: for timeouts, TLS settings or a proxy. The client
-// does not follow redirects of its own accord; hc's policy applies.
+// http.DefaultClient: for timeouts, TLS settings or a proxy. Redirects
+// follow hc's policy (httpapi answers none).
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
 
 // WithUserAgent sets the User-Agent header of every request.
@@ -110,6 +110,19 @@ type req struct {
 	// outOn422 also decodes a 422 answer into out: the decrypt answer
 	// that failed verification has the shape of the 200 answer.
 	outOn422 bool
+	// pattern, when set, names the request in error messages in place of
+	// path, which then holds a secret (an API key in DELETE
+	// /auth/apikey/{apikey}).
+	pattern string
+}
+
+// String names the request in error messages: method and path, or the
+// path's pattern when the path holds a secret. The query is never shown.
+func (r req) String() string {
+	if r.pattern != "" {
+		return r.method + " " + r.pattern
+	}
+	return r.method + " " + r.path
 }
 
 // do sends r and decodes its answer. Every failure is a *kms.Error: the
@@ -124,13 +137,13 @@ func (c *Client) do(ctx context.Context, r req) error {
 	if r.body != nil {
 		b, err := json.Marshal(r.body)
 		if err != nil {
-			return kms.Errorf(kms.KindInvalid, "encode the request body of %s %s: %v", r.method, r.path, err)
+			return kms.Errorf(kms.KindInvalid, "encode the request body of %v: %v", r, err)
 		}
 		body = bytes.NewReader(b)
 	}
 	hr, err := http.NewRequestWithContext(ctx, r.method, target, body)
 	if err != nil {
-		return &kms.Error{Kind: kms.KindInternal, Message: fmt.Sprintf("build request %s %s", r.method, r.path), Err: err}
+		return &kms.Error{Kind: kms.KindInternal, Message: fmt.Sprintf("build request %v", r), Err: err}
 	}
 	if r.body != nil {
 		hr.Header.Set("Content-Type", "application/json")
@@ -150,15 +163,15 @@ func (c *Client) do(ctx context.Context, r req) error {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return &kms.Error{Kind: kms.KindInternal, Message: fmt.Sprintf("%s %s failed", r.method, r.path), Err: err}
+		return &kms.Error{Kind: kms.KindInternal, Message: fmt.Sprintf("%v failed", r), Err: err}
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes+1))
 	if err != nil {
-		return &kms.Error{Kind: kms.KindInternal, Message: fmt.Sprintf("%s %s: read the answer (HTTP %d)", r.method, r.path, resp.StatusCode), Err: err}
+		return &kms.Error{Kind: kms.KindInternal, Message: fmt.Sprintf("%v: read the answer (HTTP %d)", r, resp.StatusCode), Err: err}
 	}
 	if len(data) > MaxResponseBytes {
-		return kms.Errorf(kms.KindInternal, "%s %s: the answer is larger than %d bytes (HTTP %d)", r.method, r.path, MaxResponseBytes, resp.StatusCode)
+		return kms.Errorf(kms.KindInternal, "%v: the answer is larger than %d bytes (HTTP %d)", r, MaxResponseBytes, resp.StatusCode)
 	}
 	isJSON := jsonContent(resp.Header.Get("Content-Type"))
 	switch {
@@ -167,15 +180,15 @@ func (c *Client) do(ctx context.Context, r req) error {
 			return nil
 		}
 		if !isJSON {
-			return kms.Errorf(kms.KindInternal, "%s %s: the answer is not JSON (HTTP %d, Content-Type %q)", r.method, r.path, resp.StatusCode, resp.Header.Get("Content-Type"))
+			return kms.Errorf(kms.KindInternal, "%v: the answer is not JSON (HTTP %d, Content-Type %q)", r, resp.StatusCode, resp.Header.Get("Content-Type"))
 		}
 		if err := json.Unmarshal(data, r.out); err != nil {
-			return &kms.Error{Kind: kms.KindInternal, Message: fmt.Sprintf("%s %s: cannot decode the answer (HTTP %d)", r.method, r.path, resp.StatusCode), Err: err}
+			return &kms.Error{Kind: kms.KindInternal, Message: fmt.Sprintf("%v: cannot decode the answer (HTTP %d)", r, resp.StatusCode), Err: err}
 		}
 		return nil
 	case resp.StatusCode == http.StatusUnprocessableEntity && r.outOn422 && r.out != nil && isJSON && !hasCode(data):
 		if err := json.Unmarshal(data, r.out); err != nil {
-			return &kms.Error{Kind: kms.KindInternal, Message: fmt.Sprintf("%s %s: cannot decode the answer (HTTP %d)", r.method, r.path, resp.StatusCode), Err: err}
+			return &kms.Error{Kind: kms.KindInternal, Message: fmt.Sprintf("%v: cannot decode the answer (HTTP %d)", r, resp.StatusCode), Err: err}
 		}
 		return unprocessable(r.out)
 	}
@@ -220,7 +233,7 @@ func answerError(r req, resp *http.Response, data []byte, isJSON bool) error {
 	status := resp.StatusCode
 	var eb errorBody
 	if !isJSON || json.Unmarshal(data, &eb) != nil {
-		return kms.Errorf(kms.KindInternal, "%s %s: HTTP %d with an answer that is not JSON", r.method, r.path, status)
+		return kms.Errorf(kms.KindInternal, "%v: HTTP %d with an answer that is not JSON", r, status)
 	}
 	kind, ok := kindOfCode[eb.Code]
 	if !ok {

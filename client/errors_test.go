@@ -241,6 +241,13 @@ func TestTransportErrors(t *testing.T) {
 		if got.Err == nil {
 			t.Error("Err = nil, want the network error")
 		}
+		// A secret in the path stays out of the error.
+		const secret = "rk_do-not-show-me-0000000000000000000000"
+		_, err = c.DeleteAPIKey(context.Background(), kms.APIKeyRef{Value: secret, BySecret: true})
+		wantKind(t, "DeleteAPIKey(closed server)", err, kms.KindInternal)
+		if strings.Contains(err.Error(), secret) || !strings.Contains(err.Error(), "/auth/apikey/{apikey}") {
+			t.Errorf("DeleteAPIKey(closed server) = %q, want the route's pattern and no secret", err)
+		}
 	})
 
 	t.Run("context canceled", func(t *testing.T) {

@@ -112,7 +112,9 @@ func (c *Client) Encrypt(ctx context.Context, in kms.EncryptInput) (*kms.Encrypt
 func (c *Client) Decrypt(ctx context.Context, in kms.DecryptInput) (*kms.DecryptResult, error) {
 	out := new(kms.DecryptResult)
 	err := c.do(ctx, req{method: http.MethodPost, path: "/ks/decrypt", body: in, out: out, outOn422: true})
-	if err != nil && kms.ErrorKind(err) != kms.KindUnprocessable {
+	// A 422 in the decrypt shape always says which check failed; any
+	// other error comes without a result.
+	if err != nil && (kms.ErrorKind(err) != kms.KindUnprocessable || out.Asset.Message == "") {
 		return nil, err
 	}
 	return out, err
