@@ -132,8 +132,8 @@ func (a *api) routes() []route {
 }
 
 // New returns an http.Handler that serves the ringkms HTTP interface over
-// svc: the routes of SPEC.md sections 4.2 and 4.6, and GET /healthz. It
-// panics when svc is nil.
+// svc: the routes of SPEC.md section 4, and GET /healthz. It panics when
+// svc is nil.
 func New(svc *kms.Service, opts Options) http.Handler {
 	return newHandler(svc, opts, nil)
 }

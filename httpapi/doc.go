@@ -1,5 +1,5 @@
 // Package httpapi serves a *kms.Service over HTTP: the interface of
-// SPEC.md sections 4.2 and 4.6, and a health check.
+// SPEC.md section 4 (Assets, /ks, /auth and /asym), and a health check.
 //
 // It is a thin adapter. A handler decodes the request, calls one Service
 // method and encodes its answer; authorization, validation and the audit
@@ -26,8 +26,45 @@
 //	POST   /asym/keyrings                          CreateAsymKeyRing
 //	GET    /asym/keyrings/:ringname/keys/:keyId    GetAsymKey (?id=true)
 //	POST   /asym/rotate                            RotateAsym, answered {"key": ...}
+//	GET    /assets/:id                             GetAsset
+//	DELETE /assets/:id                             DeleteAsset
+//	POST   /assets/search                          SearchAssets (?cursor, ?limit; filters in the body, which may be absent)
+//	GET    /assets/:id/lineage                     GetLineage (?depth)
 //
-// Every route but /healthz needs "Authorization: Bearer <API key>".
+//	POST   /auth/validate                          ValidateAPIKey
+//	POST   /auth/user/invite                       Invite, answered {"loginUrl": ...}
+//	GET    /auth/user/invite-validate              public; ValidateInvite (?token); 401 {"state": "invalid"|"expired"}
+//	POST   /auth/user/invite-complete              public; CompleteInvite {token, password}, answered {"user", "accesstoken"}
+//	POST   /auth/basic/login                       public; Login (?email=true: username is the email address)
+//	GET    /auth/basic/refresh                     Refresh of the access token presented, answered {"user", "accessToken"}
+//	POST   /auth/basic/logout                      Logout of the access token presented, answered {"message": ...}
+//	POST   /auth/basic/reset-password-start        public; StartPasswordReset {email}, answered {"message": ...}
+//	POST   /auth/basic/reset-password-complete     public; CompletePasswordReset {token, password}: 200 {} or 400 {}
+//	GET    /auth/users/:username                   GetUser (?email=true: by email; ?id=true: by ID)
+//	PATCH  /auth/users/:username                   UpdateUser (?email=true, ?id=true)
+//	DELETE /auth/users/:username                   DeleteUser (?email=true, ?id=true)
+//	GET    /auth/users                             ListUsers (?cursor, ?limit)
+//	POST   /auth/users                             CreateUser, answered {"user", "password"}
+//	POST   /auth/accounts                          CreateAccount
+//	GET    /auth/accounts                          ListAccounts (?cursor, ?limit)
+//	GET    /auth/accounts/:id                      GetAccount (?uid=true: by UID)
+//	PATCH  /auth/accounts/:id                      UpdateAccount (?uid=true)
+//	DELETE /auth/accounts/:id                      DeleteAccount (?uid=true), answered with the Account
+//	GET    /auth/accounts/:id/apikeys              ListAccountAPIKeys (?uid=true, ?cursor, ?limit)
+//	GET    /auth/apikey                            ListAPIKeys (?cursor, ?limit)
+//	POST   /auth/apikey                            CreateAPIKey {accountId, flags, props} (?uid=true: accountId is a UID)
+//	PUT    /auth/apikey                            UpdateAPIKey of the key named by its secret {op, key, ...}
+//	PUT    /auth/apikeyid                          UpdateAPIKey of the key named by its ID {op, apikeyid, ...}
+//	GET    /auth/apikey/:apikeyid                  GetAPIKey
+//	GET    /auth/apikey/:apikeyid/props            GetAPIKey
+//	DELETE /auth/apikey/:apikey                    DeleteAPIKey by secret (?id=true: by ID), answered {"apikey", "id"}
+//	GET    /auth/search/keyring/:keyringname/apikey  SearchAPIKeysByRing (?id=true, ?cursor, ?limit)
+//	GET    /auth/activity/:id                      GetActivity
+//
+// Every route but the public ones needs "Authorization: Bearer <secret>",
+// an API key or a User's access token; docs/PERMISSIONS.md gives the flag
+// of each route. The public ones carry their own credential (a password,
+// an invitation or reset token) or protect nothing (/healthz).
 // Lists take the query parameters cursor and limit (default 100, 1 to
 // 10000, larger values capped; anything else is a 400).
 //
@@ -47,18 +84,26 @@
 // path is a 404 and a known path with another method a 405 (code
 // method_not_allowed, with an Allow header), in the same shape; /healthz
 // answers 503 (code unavailable) when the store does not answer. POST
-// /ks/decrypt is the one exception to the shape: a hash or header that
+// /ks/decrypt departs from the shape: a hash or header that
 // fails verification is a 422 whose body is the decrypt answer, with
-// asset.valid false and asset.message saying which check failed.
+// asset.valid false and asset.message saying which check failed. The
+// other exceptions, from SPEC.md 7, add members to the error shape:
+// "errors" (the fields at fault: a username or email already taken),
+// "state" (an invitation "invalid" or "expired", a "malformed-password")
+// and "results" (the password check). POST
+// /auth/basic/reset-password-complete answers {} for every failure, with
+// its status (400 for a bad token or password), so it tells nothing of the
+// token. Failed logins are throttled: 429 (code rate_limited).
 //
 // # Logging
 //
 // With Options.Logger set, every request gets one line: req_id (also
 // answered in X-Request-Id), method, route, path, status, size, duration,
-// principal (the API key ID) and, for errors, code; a 5xx line is at level
-// error and carries the full error. Headers, query strings and bodies are
-// never logged. The request's logger is in its context
-// (zerolog.Ctx(r.Context())).
+// principal (the API key or User ID) and, for errors, code; a 5xx line is
+// at level error and carries the full error. Headers, query strings and
+// bodies are never logged, and a route whose path carries a secret
+// (DELETE /auth/apikey/:apikey) is logged by its route only. The
+// request's logger is in its context (zerolog.Ctx(r.Context())).
 //
 // # Mounting
 //
