@@ -64,6 +64,7 @@ type route struct {
 func (a *api) routes() []route {
 	return []route{
 		{method: http.MethodGet, path: "/healthz", handle: a.healthz, public: true},
+		{method: http.MethodGet, path: "/openapi.json", handle: a.openAPI, public: true},
 
 		// SPEC.md 4.2: key rings and keys.
 		{method: http.MethodGet, path: "/ks/hash/:hash", handle: a.lookupHash},

@@ -58,7 +58,8 @@ type walkFixtures struct {
 func walkCases(e *env, f *walkFixtures) map[string]walkCase {
 	ks, asym := "walk", "walkasym"
 	return map[string]walkCase{
-		"GET /healthz": {flag: flagPublic, path: "/healthz"},
+		"GET /healthz":      {flag: flagPublic, path: "/healthz"},
+		"GET /openapi.json": {flag: flagPublic, path: "/openapi.json"},
 
 		"GET /ks/hash/:hash":                     {flag: "keyring.<ring>.read", ring: ks, path: "/ks/hash/" + f.hash},
 		"GET /ks/header/:header":                 {flag: "keyring.<ring>.read", ring: ks, path: "/ks/header/" + f.header},
