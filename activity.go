@@ -1,9 +1,16 @@
 package kms
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
 )
 
 // Activity is one record of the audit trail: an operation that a credential
@@ -67,13 +74,15 @@ func decodeActivity(v []byte) (*Activity, error) {
 }
 
 // GetActivity returns an activity record by ID. It needs the flag
-// activity.read.
+// activity.read; without accounts.all, the records of other Accounts are
+// not found.
 func (s *Service) GetActivity(ctx context.Context, id string) (*Activity, error) {
-	if _, err := s.authorize(ctx, "activity.read", "", FlagActivityRead); err != nil {
+	p, err := s.authorize(ctx, "activity.read", "", FlagActivityRead)
+	if err != nil {
 		return nil, err
 	}
 	var a *Activity
-	err := s.store.View(ctx, func(tx Txn) error {
+	err = s.store.View(ctx, func(tx Txn) error {
 		seq, err := tx.Get(join(pfxActID, []byte(id)))
 		if isNotFound(err) {
 			return Errorf(KindNotFound, "activity not found")
@@ -84,8 +93,14 @@ func (s *Service) GetActivity(ctx context.Context, id string) (*Activity, error)
 		if err != nil {
 			return err
 		}
-		a, err = decodeActivity(v)
-		return err
+		if a, err = decodeActivity(v); err != nil {
+			return err
+		}
+		if !visibleTo(p, a.AccountID) {
+			// Another Account's record is as absent as a missing one.
+			return Errorf(KindNotFound, "activity not found")
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, internalError("read activity", err)
@@ -152,4 +167,471 @@ func (s *Service) VerifyActivityChain(ctx context.Context) (VerifyChainResult, e
 		return nil
 	})
 	return res, err
+}
+
+// The indexes of the activity trail, besides act/k (keyid), act/x (action),
+// act/a (account) and act/r (ring) of layout.go. Every index key ends in the
+// record's seq (uint64, big-endian), so an index lists its records in chain
+// order, and any index can be bounded by a range of seqs.
+//
+// An index entry costs a write on the hot path of every encrypt, so values
+// that nearly every record has get none: a granted record (valid true) and
+// the prop result "ok". An index of them would hold nearly the whole trail,
+// and walking the trail itself, checking each record, costs the same.
+var (
+	// act/t/ ms (uint64, big-endian) seq: the first record of each
+	// millisecond of the trail. createdAt never decreases along the chain,
+	// so the first entry at or after a time names the first record at or
+	// after it; a record of the same millisecond as the one before it
+	// needs no entry.
+	pfxActByTime = []byte("act/t/")
+	// act/v/0/ seq: the denied records (valid false).
+	pfxActDenied = []byte("act/v/0/")
+	// act/p/ name 0 value 0 seq: a top-level prop whose value is a
+	// string, number or boolean, as canonical JSON of at most
+	// maxPropIndexValue bytes, and whose name has at most maxPropIndexName
+	// bytes and no 0 byte (see propIndexed). Props action and ring are
+	// left out: they always repeat the action and ring of the record (see
+	// appendActivity), which have their own indexes.
+	pfxActByProp = []byte("act/p/")
+)
+
+const (
+	maxPropIndexName  = 128
+	maxPropIndexValue = 128
+)
+
+// propIndexed reports whether the prop name with the value canon (its
+// canonical JSON) has entries in the props index.
+func propIndexed(name string, canon []byte) bool {
+	switch {
+	case name == "" || len(name) > maxPropIndexName || strings.IndexByte(name, 0) >= 0:
+		return false
+	case name == "action" || name == "ring":
+		return false
+	case name == "result" && string(canon) == `"ok"`:
+		return false
+	}
+	return len(canon) <= maxPropIndexValue && scalarJSON(canon)
+}
+
+// timeIndexMillis is the key of a time in the time index. Times before
+// the epoch count as the epoch.
+func timeIndexMillis(ms int64) uint64 { return uint64(max(ms, 0)) }
+
+// actIndex builds the index keys of one activity record in one buffer, to
+// keep allocations off the journal's hot path. A key is begun, written
+// into buf and ended with the record's seq.
+type actIndex struct {
+	buf   []byte
+	keys  [][]byte
+	seq   []byte
+	start int
+}
+
+func (x *actIndex) begin(prefix []byte) {
+	x.start = len(x.buf)
+	x.buf = append(x.buf, prefix...)
+}
+
+func (x *actIndex) end() {
+	x.buf = append(x.buf, x.seq...)
+	x.keys = append(x.keys, x.buf[x.start:len(x.buf):len(x.buf)])
+}
+
+// field adds the key prefix value 0 seq.
+func (x *actIndex) field(prefix []byte, value string) {
+	x.begin(prefix)
+	x.buf = append(x.buf, value...)
+	x.buf = append(x.buf, 0)
+	x.end()
+}
+
+// prop adds the key act/p/ name 0 value 0 seq, when the prop is indexed.
+func (x *actIndex) prop(name string, v any) {
+	if name == "action" || name == "ring" {
+		return // the common case, before any work
+	}
+	x.begin(pfxActByProp)
+	x.buf = append(x.buf, name...)
+	x.buf = append(x.buf, 0)
+	n := len(x.buf)
+	var ok bool
+	if x.buf, ok = appendScalarJSON(x.buf, v); !ok || !propIndexed(name, x.buf[n:]) {
+		x.buf = x.buf[:x.start]
+		return
+	}
+	x.buf = append(x.buf, 0)
+	x.end()
+}
+
+// appendScalarJSON appends canonicalJSON(json.Marshal(v)) to dst when that
+// is a string, number or boolean, and reports whether it did. The common
+// cases take a short path.
+func appendScalarJSON(dst []byte, v any) ([]byte, bool) {
+	switch v := v.(type) {
+	case nil, map[string]any, []any:
+		return dst, false
+	case string:
+		if len(v)+2 > maxPropIndexValue {
+			return dst, false // every byte takes at least one in JSON
+		}
+		if plainJSONString(v) {
+			dst = append(dst, '"')
+			dst = append(dst, v...)
+			return append(dst, '"'), true
+		}
+	case bool:
+		return strconv.AppendBool(dst, v), true
+	case int:
+		return strconv.AppendInt(dst, int64(v), 10), true
+	case int64:
+		return strconv.AppendInt(dst, v, 10), true
+	case uint64:
+		return strconv.AppendUint(dst, v, 10), true
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return dst, false
+	}
+	b = canonicalJSON(b)
+	if !scalarJSON(b) {
+		return dst, false
+	}
+	return append(dst, b...), true
+}
+
+// plainJSONString reports whether json.Marshal writes s as it is, between
+// quotes.
+func plainJSONString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		}
+	}
+	return true
+}
+
+// scalarJSON reports whether b is a JSON string, number or boolean.
+func scalarJSON(b []byte) bool {
+	if len(b) == 0 {
+		return false
+	}
+	c := b[0]
+	return c == '"' || c == 't' || c == 'f' || c == '-' || c >= '0' && c <= '9'
+}
+
+// ActivityFilter selects activity records in SearchActivity. Every field
+// set must match.
+type ActivityFilter struct {
+	// AccountUID names the Account that the acting credential acted for,
+	// by its uid; an unknown uid matches no record.
+	AccountUID string `json:"accountUid,omitempty"`
+	// AccountID names the Account that the acting credential acted for.
+	AccountID string `json:"accountId,omitempty"`
+	Action    string `json:"action,omitempty"`
+	// Ring is the name of a key ring, in any case.
+	Ring string `json:"ring,omitempty"`
+	// KeyID is the API key (or User) that acted.
+	KeyID string `json:"keyid,omitempty"`
+	// Start and End bound createdAt, inclusive, in epoch milliseconds.
+	Start *int64 `json:"start,omitempty"`
+	End   *int64 `json:"end,omitempty"`
+	// Valid selects granted (true) or denied (false) operations.
+	Valid *bool `json:"valid,omitempty"`
+	// Props are strings, numbers or booleans that the record's props of
+	// the same names must equal.
+	Props map[string]any `json:"props,omitempty"`
+}
+
+// activityQuery is an ActivityFilter checked and normalised, which records
+// are matched against. Its JSON, before the Account uid is resolved, is the
+// scope that binds cursors to the filters.
+type activityQuery struct {
+	AccountUID string                     `json:"accountUid,omitempty"`
+	AccountID  string                     `json:"accountId,omitempty"`
+	Action     string                     `json:"action,omitempty"`
+	Ring       string                     `json:"ring,omitempty"`
+	KeyID      string                     `json:"keyid,omitempty"`
+	Start      *int64                     `json:"start,omitempty"`
+	End        *int64                     `json:"end,omitempty"`
+	Valid      *bool                      `json:"valid,omitempty"`
+	Props      map[string]json.RawMessage `json:"props,omitempty"` // canonical JSON
+	none       bool                       // no record can match
+	scope      string                     // the list a cursor belongs to
+	served     string                     // the props member the chosen index answers
+}
+
+// SearchActivity pages through the activity records that match f, in
+// chain order (oldest first), so that records appended while a client
+// pages come last and none is skipped or repeated.
+//
+// One filter is served from an index, in this order of preference (most
+// selective first, as a rule): keyid, ring (or props ring), account, action
+// (or props action), the first indexed props member by name, valid false;
+// without any of these, the trail itself is walked. The time range bounds
+// that walk to the range of seqs that the time index gives for it, and the
+// other filters are checked on the records the walk yields. So a page costs
+// work in proportion to the entries of one index between one page's first
+// and last record, not to the size of the trail.
+//
+// It needs activity.read. Without accounts.all, a caller searches only its
+// own Account's records: a filter that names another Account is a
+// PermissionDenied error.
+func (s *Service) SearchActivity(ctx context.Context, f ActivityFilter, req PageRequest) (*List[*Activity], error) {
+	p, err := s.authorize(ctx, "activity.search", "", FlagActivityRead)
+	if err != nil {
+		return nil, err
+	}
+	q, err := s.activityQuery(ctx, p, f)
+	if err != nil {
+		return nil, err
+	}
+	ps := pageScan{scope: q.scope}
+	indexed := "none"
+	out := &List[*Activity]{Data: []*Activity{}}
+	err = s.store.View(ctx, func(tx Txn) error {
+		from, until, none, err := activitySeqRange(tx, q.Start, q.End)
+		if err != nil {
+			return err
+		}
+		if none || q.none {
+			out.Pagination, err = s.emptyPage(q.scope, req)
+			return err
+		}
+		ps.prefix, indexed = q.index()
+		if from > 0 {
+			ps.from = join(ps.prefix, seqKey(from))
+		}
+		if until > 0 {
+			ps.until = join(ps.prefix, seqKey(until))
+		}
+		trail := indexed == "trail"
+		var cur *Activity
+		ps.match = func(k, v []byte) (bool, error) {
+			if !trail {
+				var err error
+				if v, err = tx.Get(join(pfxActSeq, k[len(k)-8:])); err != nil {
+					return false, err
+				}
+			}
+			a, err := decodeActivity(v)
+			if err != nil {
+				return false, err
+			}
+			cur = a
+			return q.matches(a, v)
+		}
+		ps.emit = func(_, _ []byte) error {
+			out.Data = append(out.Data, cur)
+			return nil
+		}
+		out.Pagination, err = s.pager.scan(ctx, tx, req, ps)
+		return err
+	})
+	if err != nil {
+		return nil, s.recordFailure(p, "activity.search", "", internalError("search activity", err))
+	}
+	if err := s.record(p, "activity.search", "", map[string]any{"count": out.Pagination.Count, "index": indexed}, nil); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// emptyPage answers a search that no record can match, after checking
+// its page request as pager.scan does.
+func (s *Service) emptyPage(scope string, req PageRequest) (Page, error) {
+	limit, err := req.limit()
+	if err != nil {
+		return Page{}, err
+	}
+	if req.Cursor != "" {
+		if _, err := s.pager.open(scope, req.Cursor); err != nil {
+			return Page{}, err
+		}
+	}
+	return Page{Limit: limit}, nil
+}
+
+// activityQuery checks f, applies the caller's tenancy and resolves the
+// Account uid.
+func (s *Service) activityQuery(ctx context.Context, p *Principal, f ActivityFilter) (*activityQuery, error) {
+	if f.Start != nil && f.End != nil && *f.Start > *f.End {
+		return nil, Errorf(KindInvalid, "start must not be after end")
+	}
+	q := &activityQuery{
+		AccountUID: f.AccountUID, AccountID: f.AccountID, Action: f.Action,
+		Ring: strings.ToLower(f.Ring), KeyID: f.KeyID,
+		Start: f.Start, End: f.End, Valid: f.Valid,
+	}
+	if len(f.Props) > 0 {
+		q.Props = make(map[string]json.RawMessage, len(f.Props))
+		for name, v := range f.Props {
+			b, err := json.Marshal(v)
+			if err == nil {
+				b = canonicalJSON(b)
+			}
+			if err != nil || !scalarJSON(b) {
+				return nil, Errorf(KindInvalid, "props filter values must be strings, numbers or booleans (props.%s)", name)
+			}
+			q.Props[name] = b
+		}
+		for _, name := range []string{"action", "ring"} {
+			if v, ok := q.Props[name]; ok && (v[0] != '"' || len(v) == 2) {
+				q.none = true // they are never anything but non-empty strings
+			}
+		}
+	}
+	uidAccount := ""
+	if q.AccountUID != "" {
+		err := s.store.View(ctx, func(tx Txn) error {
+			a, err := getAccount(tx, q.AccountUID, true)
+			if err == nil {
+				uidAccount = a.ID
+			} else if !isNotFound(err) {
+				return err
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, s.recordFailure(p, "activity.search", "", internalError("search activity", err))
+		}
+	}
+	if !p.Can(FlagAllAccounts) {
+		// An unknown uid names another Account too, so that the answer
+		// does not tell which uids exist.
+		if q.AccountUID != "" && uidAccount != p.AccountID || q.AccountID != "" && q.AccountID != p.AccountID {
+			return nil, s.recordFailure(p, "activity.search", "", Errorf(KindPermissionDenied, "cannot search the activity of another account without %s", FlagAllAccounts))
+		}
+		q.AccountID = p.AccountID
+	}
+	// The cursor is bound to the filters as given (normalised), with the
+	// caller's own Account when it sees no other.
+	scope, err := json.Marshal(q)
+	if err != nil {
+		return nil, Errorf(KindInvalid, "filter cannot be encoded: %v", err)
+	}
+	q.scope = "activity/" + string(scope)
+	if q.AccountUID != "" {
+		if uidAccount == "" || q.AccountID != "" && q.AccountID != uidAccount {
+			q.none = true
+		}
+		q.AccountID = uidAccount
+	}
+	return q, nil
+}
+
+// index chooses the index a search walks: the prefix of its keys, each
+// followed by a seq, and its name. When it is the props index, it notes
+// the prop it serves in q.served.
+func (q *activityQuery) index() ([]byte, string) {
+	// props action and ring are the record's action and ring.
+	ring, action := q.Ring, q.Action
+	if ring == "" {
+		ring = q.propString("ring")
+	}
+	if action == "" {
+		action = q.propString("action")
+	}
+	switch {
+	case q.KeyID != "":
+		return join(pfxActByKey, []byte(q.KeyID), sep), "keyid"
+	case ring != "":
+		return join(pfxActByRing, []byte(ring), sep), "ring"
+	case q.AccountID != "":
+		return join(pfxActByAccount, []byte(q.AccountID), sep), "account"
+	case action != "":
+		return join(pfxActByAction, []byte(action), sep), "action"
+	}
+	if len(q.Props) > 0 {
+		for _, name := range slices.Sorted(maps.Keys(q.Props)) {
+			if v := q.Props[name]; propIndexed(name, v) {
+				q.served = name
+				return join(pfxActByProp, []byte(name), sep, v, sep), "props"
+			}
+		}
+	}
+	if q.Valid != nil && !*q.Valid {
+		return pfxActDenied, "valid"
+	}
+	return pfxActSeq, "trail"
+}
+
+// propString returns the props filter name when it is a string.
+func (q *activityQuery) propString(name string) string {
+	var s string
+	if v, ok := q.Props[name]; !ok || json.Unmarshal(v, &s) != nil {
+		return ""
+	}
+	return s
+}
+
+// matches reports whether the record a, stored as v, matches every filter
+// of q.
+func (q *activityQuery) matches(a *Activity, v []byte) (bool, error) {
+	if q.AccountID != "" && a.AccountID != q.AccountID ||
+		q.Action != "" && a.Action != q.Action ||
+		q.Ring != "" && a.Ring != q.Ring ||
+		q.KeyID != "" && a.KeyID != q.KeyID ||
+		q.Start != nil && a.CreatedAt < *q.Start ||
+		q.End != nil && a.CreatedAt > *q.End ||
+		q.Valid != nil && a.Valid != *q.Valid {
+		return false, nil
+	}
+	if len(q.Props) == 0 || len(q.Props) == 1 && q.served != "" {
+		return true, nil
+	}
+	// Compare props as the index does: canonical JSON of the values as
+	// stored, numbers as written.
+	var raw struct {
+		Props map[string]json.RawMessage `json:"props"`
+	}
+	if err := json.Unmarshal(v[32:], &raw); err != nil {
+		return false, err
+	}
+	for name, want := range q.Props {
+		if name == q.served {
+			continue
+		}
+		got, ok := raw.Props[name]
+		if !ok || !bytes.Equal(canonicalJSON(got), want) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// activitySeqRange turns the time range [start, end] (either may be nil)
+// into a range of seqs [from, until) that holds its records, with the time
+// index; 0 means no bound. none reports that no record is in range.
+func activitySeqRange(tx Txn, start, end *int64) (from, until uint64, none bool, err error) {
+	if start != nil {
+		var found bool
+		if from, found, err = firstSeqAt(tx, *start); err != nil || !found {
+			return 0, 0, err == nil, err
+		}
+	}
+	if end != nil && *end < math.MaxInt64 {
+		var found bool
+		if until, found, err = firstSeqAt(tx, max(*end, 0)+1); err != nil {
+			return 0, 0, false, err
+		}
+		if found && until <= from || found && until <= 1 {
+			return 0, 0, true, nil
+		}
+	}
+	return from, until, false, nil
+}
+
+// firstSeqAt returns the seq of the first record created at or after ms.
+func firstSeqAt(tx Txn, ms int64) (seq uint64, found bool, err error) {
+	start := binary.BigEndian.AppendUint64(bytes.Clone(pfxActByTime), timeIndexMillis(ms))
+	err = tx.Scan(ScanOptions{Prefix: pfxActByTime, Start: start, KeysOnly: true}, func(k, _ []byte) (bool, error) {
+		if len(k) == len(pfxActByTime)+16 {
+			seq, found = binary.BigEndian.Uint64(k[len(k)-8:]), true
+		}
+		return !found, nil
+	})
+	return seq, found, err
 }

@@ -190,9 +190,13 @@ func (j *journal) appendActivity(tx Txn, head *chainHead, act *Activity, opErr e
 	if act.Props == nil {
 		act.Props = map[string]any{}
 	}
+	// props action and ring repeat the fields, always: a search by those
+	// props is served by the action and ring indexes.
 	act.Props["action"] = act.Action
 	if act.Ring != "" {
 		act.Props["ring"] = act.Ring
+	} else {
+		delete(act.Props, "ring")
 	}
 	act.Props["result"] = resultOf(opErr)
 	act.Digest = ""
@@ -207,23 +211,37 @@ func (j *journal) appendActivity(tx Txn, head *chainHead, act *Activity, opErr e
 	if err := tx.Set(join(pfxActSeq, seq), v); err != nil {
 		return err
 	}
-	idx := [][]byte{
-		join(pfxActID, []byte(act.ID)),
-		join(pfxActByKey, []byte(act.KeyID), sep, seq),
-		join(pfxActByAction, []byte(act.Action), sep, seq),
+	if err := tx.Set(join(pfxActID, []byte(act.ID)), seq); err != nil {
+		return err
 	}
+	// The index entries (see actIndex) share one buffer: the Txn
+	// keeps the slices until commit, and nothing writes to them again.
+	ix := actIndex{buf: make([]byte, 0, 384), keys: make([][]byte, 0, 8+len(act.Props)), seq: seq}
+	ix.field(pfxActByKey, act.KeyID)
+	ix.field(pfxActByAction, act.Action)
 	if act.AccountID != "" {
-		idx = append(idx, join(pfxActByAccount, []byte(act.AccountID), sep, seq))
+		ix.field(pfxActByAccount, act.AccountID)
 	}
 	if act.Ring != "" {
-		idx = append(idx, join(pfxActByRing, []byte(act.Ring), sep, seq))
+		ix.field(pfxActByRing, act.Ring)
 	}
-	for i, k := range idx {
-		val := []byte(nil)
-		if i == 0 {
-			val = seq
-		}
-		if err := tx.Set(k, val); err != nil {
+	if !act.Valid {
+		ix.begin(pfxActDenied)
+		ix.end()
+	}
+	if head.Seq == 0 || now != head.Time {
+		// Only the first record of each millisecond enters the time
+		// index: createdAt never decreases along the chain, so that is
+		// enough to find where a time range begins and ends.
+		ix.begin(pfxActByTime)
+		ix.buf = binary.BigEndian.AppendUint64(ix.buf, timeIndexMillis(now))
+		ix.end()
+	}
+	for name, val := range act.Props {
+		ix.prop(name, val)
+	}
+	for _, k := range ix.keys {
+		if err := tx.Set(k, nil); err != nil {
 			return err
 		}
 	}
