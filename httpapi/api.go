@@ -128,6 +128,7 @@ func (a *api) routes() []route {
 		{method: http.MethodGet, path: "/auth/apikey/:apikeyid/props", handle: a.getAPIKey},
 		{method: http.MethodDelete, path: "/auth/apikey/:apikey", handle: a.deleteAPIKey, secretPath: true},
 		{method: http.MethodGet, path: "/auth/search/keyring/:keyringname/apikey", handle: a.searchAPIKeysByRing},
+		{method: http.MethodPost, path: "/auth/search/activity", handle: a.searchActivity},
 		{method: http.MethodGet, path: "/auth/activity/:id", handle: a.getActivity},
 	}
 }

@@ -59,6 +59,7 @@
 //	GET    /auth/apikey/:apikeyid/props            GetAPIKey
 //	DELETE /auth/apikey/:apikey                    DeleteAPIKey by secret (?id=true: by ID), answered {"apikey", "id"}
 //	GET    /auth/search/keyring/:keyringname/apikey  SearchAPIKeysByRing (?id=true, ?cursor, ?limit)
+//	POST   /auth/search/activity                   SearchActivity (?cursor, ?limit; filters in the body, which may be absent)
 //	GET    /auth/activity/:id                      GetActivity
 //
 // Every route but the public ones needs "Authorization: Bearer <secret>",

@@ -112,6 +112,7 @@ func walkCases(e *env, f *walkFixtures) map[string]walkCase {
 		"GET /auth/apikey/:apikeyid/props":             {flag: "apikeys.read", path: "/auth/apikey/" + f.keyID2 + "/props"},
 		"DELETE /auth/apikey/:apikey":                  {flag: "apikeys.write", path: "/auth/apikey/" + f.doomedKeySecret},
 		"GET /auth/search/keyring/:keyringname/apikey": {flag: "apikeys.read", path: "/auth/search/keyring/" + ks + "/apikey"},
+		"POST /auth/search/activity":                   {flag: "activity.read", path: "/auth/search/activity?limit=5", body: map[string]any{"action": "encrypt"}},
 		"GET /auth/activity/:id":                       {flag: "activity.read", path: "/auth/activity/" + f.activityID},
 	}
 }
