@@ -30,7 +30,7 @@ type Activity struct {
 	Props  map[string]any `json:"props"`
 	Seq    uint64         `json:"seq"`              // position in the chain, from 1
 	Prev   string         `json:"prev"`             // digest of the previous record, hex; empty for the first
-	Digest string         `json:"digest,omitempty"` // SHA-256 of Prev and the record without Digest, hex
+	Digest string         `json:"digest,omitempty"` // HMAC-SHA256 (master-derived key) of Prev and the record without Digest, hex
 }
 
 // newActivity starts a record of action by p. The journal fills in the
@@ -149,7 +149,7 @@ func (s *Service) VerifyActivityChain(ctx context.Context) (VerifyChainResult, e
 			if a.Prev != prev {
 				return false, Errorf(KindUnprocessable, "activity record %d (%s) does not follow the record before it", a.Seq, a.ID)
 			}
-			sum := chainDigest(a.Prev, v[32:])
+			sum := chainDigest(&s.journal.chainKey, a.Prev, v[32:])
 			if hex.EncodeToString(sum[:]) != a.Digest {
 				return false, Errorf(KindUnprocessable, "activity record %d (%s) was altered", a.Seq, a.ID)
 			}

@@ -1,6 +1,8 @@
 package kms_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"testing"
 
@@ -84,6 +86,40 @@ func TestActivityChainDetectsTampering(t *testing.T) {
 			return tx.Set(k, append(append([]byte{}, v[:32]...), body...))
 		},
 		"removed": func(k, _ []byte, tx kms.Txn) error { return tx.Delete(k) },
+		// Whoever can write the store but holds no master key cannot
+		// rewrite the chain consistently: here every digest from the
+		// altered record on is recomputed with plain SHA-256.
+		"rechained without the key": func(k, v []byte, tx kms.Txn) error {
+			var recs [][]byte
+			var keys [][]byte
+			err := tx.Scan(kms.ScanOptions{Prefix: []byte("act/seq/")}, func(k, v []byte) (bool, error) {
+				keys = append(keys, append([]byte{}, k...))
+				recs = append(recs, append([]byte{}, v...))
+				return true, nil
+			})
+			if err != nil {
+				return err
+			}
+			prev := ""
+			var head map[string]any
+			for i := range recs {
+				var a map[string]any
+				json.Unmarshal(recs[i][32:], &a)
+				if i == 1 {
+					a["valid"] = !a["valid"].(bool)
+				}
+				a["prev"] = prev
+				body, _ := json.Marshal(a)
+				sum := sha256.Sum256(append([]byte(prev), body...))
+				prev = hex.EncodeToString(sum[:])
+				if err := tx.Set(keys[i], append(sum[:], body...)); err != nil {
+					return err
+				}
+				head = map[string]any{"seq": a["seq"], "digest": prev, "time": a["createdAt"]}
+			}
+			hb, _ := json.Marshal(head)
+			return tx.Set([]byte("act/head"), hb)
+		},
 		"digest": func(k, v []byte, tx kms.Txn) error {
 			c := append([]byte{}, v...)
 			c[0] ^= 1

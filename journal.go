@@ -3,6 +3,7 @@ package kms
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -46,9 +47,10 @@ type chainHead struct {
 }
 
 type journal struct {
-	store Store
-	now   func() time.Time
-	log   func(err error, msg string)
+	store    Store
+	chainKey [32]byte // keys the activity chain (chainDigest)
+	now      func() time.Time
+	log      func(err error, msg string)
 
 	mu     sync.RWMutex // guards closed and sends on jobs
 	closed bool
@@ -58,8 +60,8 @@ type journal struct {
 	head chainHead // owned by the run goroutine after start
 }
 
-func startJournal(ctx context.Context, st Store, now func() time.Time, log func(error, string)) (*journal, error) {
-	j := &journal{store: st, now: now, log: log, jobs: make(chan *job, 4*maxBatch)}
+func startJournal(ctx context.Context, st Store, chainKey [32]byte, now func() time.Time, log func(error, string)) (*journal, error) {
+	j := &journal{store: st, chainKey: chainKey, now: now, log: log, jobs: make(chan *job, 4*maxBatch)}
 	err := st.View(ctx, func(tx Txn) error {
 		v, err := tx.Get(keyActHead)
 		if isNotFound(err) {
@@ -204,7 +206,7 @@ func (j *journal) appendActivity(tx Txn, head *chainHead, act *Activity, opErr e
 	if err != nil {
 		return err
 	}
-	sum := chainDigest(act.Prev, body)
+	sum := chainDigest(&j.chainKey, act.Prev, body)
 	act.Digest = hex.EncodeToString(sum[:])
 	v := append(sum[:], body...) // stored: digest (32 bytes) | record JSON
 	seq := seqKey(act.Seq)
@@ -249,10 +251,12 @@ func (j *journal) appendActivity(tx Txn, head *chainHead, act *Activity, opErr e
 	return nil
 }
 
-// chainDigest is the digest of a record: SHA-256 of the previous record's
-// digest (hex) followed by the record's JSON, which itself names prev.
-func chainDigest(prev string, body []byte) [32]byte {
-	h := sha256.New()
+// chainDigest is the digest of a record: HMAC-SHA256, under a key derived
+// from the master key, of the previous record's digest (hex) followed by
+// the record's JSON, which itself names prev. Keyed, so that whoever can
+// write the store but holds no master key cannot forge a consistent chain.
+func chainDigest(key *[32]byte, prev string, body []byte) [32]byte {
+	h := hmac.New(sha256.New, key[:])
 	h.Write([]byte(prev))
 	h.Write(body)
 	var out [32]byte

@@ -136,7 +136,7 @@ func New(st Store, opts Options) (*Service, error) {
 	}
 
 	ctx := context.Background()
-	j, err := startJournal(ctx, st, s.now, func(err error, msg string) { s.log.Error().Err(err).Msg(msg) })
+	j, err := startJournal(ctx, st, seal.Derive(m, "audit-chain"), s.now, func(err error, msg string) { s.log.Error().Err(err).Msg(msg) })
 	if err != nil {
 		return nil, err
 	}
