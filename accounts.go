@@ -221,7 +221,7 @@ func (s *Service) UpdateAccount(ctx context.Context, ref AccountRef, in AccountU
 	}
 	if in.UID != nil {
 		if err := validUID(*in.UID); err != nil {
-			return nil, err
+			return nil, s.recordFailure(p, "account.update", "", err)
 		}
 	}
 	var out *Account

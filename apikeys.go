@@ -414,9 +414,6 @@ func (s *Service) UpdateAPIKey(ctx context.Context, in APIKeyUpdate) (*APIKeyUpd
 	if err != nil {
 		return nil, s.recordFailure(p, "apikey.update", "", err)
 	}
-	if in.References != nil && !p.Can(FlagAllAccounts) {
-		return nil, s.recordFailure(p, "apikey.update", "", Errorf(KindPermissionDenied, "moving an API key to another account needs %s", FlagAllAccounts))
-	}
 	var out *apiKeyRecord
 	var oldDigest string
 	act := s.newActivity(p, "apikey.update", "", true, map[string]any{"op": in.Op})
@@ -442,6 +439,11 @@ func (s *Service) UpdateAPIKey(ctx context.Context, in APIKeyUpdate) (*APIKeyUpd
 			k.Active = *in.Active
 		}
 		if in.References != nil && in.References.AccountID != old.AccountID {
+			// Naming the key's own Account again (a GET answer sent back)
+			// changes nothing; moving it needs accounts.all.
+			if !p.Can(FlagAllAccounts) {
+				return Errorf(KindPermissionDenied, "moving an API key to another account needs %s", FlagAllAccounts)
+			}
 			a, err := getAccount(tx, in.References.AccountID, false)
 			if err != nil {
 				return err

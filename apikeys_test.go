@@ -206,6 +206,9 @@ func TestAPIKeyTenancyAndEscalation(t *testing.T) {
 	wantKind(t, "UpdateAPIKey(escalate)", err, kms.KindPermissionDenied)
 	_, err = e.svc.UpdateAPIKey(b, kms.APIKeyUpdate{Op: kms.UpdateMerge, Ref: kms.APIKeyRef{Value: mine.KeyID}, References: &kms.APIKeyRefs{AccountID: e.acct}})
 	wantKind(t, "UpdateAPIKey(move account without accounts.all)", err, kms.KindPermissionDenied)
+	if _, err := e.svc.UpdateAPIKey(b, kms.APIKeyUpdate{Op: kms.UpdateMerge, Ref: kms.APIKeyRef{Value: mine.KeyID}, References: &kms.APIKeyRefs{AccountID: acct.ID}}); err != nil {
+		t.Errorf("UpdateAPIKey(references naming its own account) = %v", err)
+	}
 	list, err := e.svc.ListAPIKeys(b, kms.PageRequest{})
 	if err != nil || len(list.Data) != 2 {
 		t.Fatalf("ListAPIKeys(tenant) = %d keys, %v; want its 2", len(list.Data), err)

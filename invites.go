@@ -431,3 +431,24 @@ func (s *Service) CompletePasswordReset(ctx context.Context, token, password str
 	s.userState().users.clear("u/" + u.ID)
 	return nil
 }
+
+// ValidatePasswordReset checks a password-reset token without using it, so
+// that the page a reset link opens can tell at once whether to ask for a
+// new password: nil when the token can complete a reset, else the same
+// Invalid error CompletePasswordReset gives. Public: no principal needed.
+func (s *Service) ValidatePasswordReset(ctx context.Context, token string) error {
+	var u *userRecord
+	var state string
+	err := s.store.View(ctx, func(tx Txn) error {
+		var err error
+		u, state, err = findToken(tx, pfxReset, resetTokenPrefix, token, s.now())
+		return err
+	})
+	if err != nil {
+		return internalError("validate password reset", err)
+	}
+	if state != InviteSuccess {
+		return s.recordPublic(u, "user.reset.validate", map[string]any{"state": state}, errBadReset)
+	}
+	return s.recordPublic(u, "user.reset.validate", nil, nil)
+}

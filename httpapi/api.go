@@ -104,6 +104,7 @@ func (a *api) routes() []route {
 		{method: http.MethodPost, path: "/auth/basic/logout", handle: a.logout},
 		{method: http.MethodPost, path: "/auth/basic/reset-password-start", handle: a.startPasswordReset, public: true},
 		{method: http.MethodPost, path: "/auth/basic/reset-password-complete", handle: a.completePasswordReset, public: true},
+		{method: http.MethodGet, path: "/auth/basic/reset-password-complete", handle: a.checkPasswordReset, public: true},
 		{method: http.MethodGet, path: "/auth/users/:username", handle: a.getUser},
 		{method: http.MethodPatch, path: "/auth/users/:username", handle: a.updateUser},
 		{method: http.MethodDelete, path: "/auth/users/:username", handle: a.deleteUser},

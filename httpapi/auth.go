@@ -140,6 +140,18 @@ func (a *api) completePasswordReset(r *http.Request, _ httprouter.Params) (any, 
 	return emptyBody{}, nil
 }
 
+// GET /auth/basic/reset-password-complete?token=: whether a reset token
+// can still complete a reset, for the page the mailed link opens. 200
+// {"state":"valid"}, or 400 {} like the POST, telling nothing more.
+func (a *api) checkPasswordReset(r *http.Request, _ httprouter.Params) (any, error) {
+	if err := a.svc.ValidatePasswordReset(r.Context(), r.URL.Query().Get("token")); err != nil {
+		return emptyBody{}, err
+	}
+	return struct {
+		State string `json:"state"`
+	}{"valid"}, nil
+}
+
 // userRef names the User of the :username parameter: by email address
 // with ?email=true, by ID with ?id=true.
 func userRef(r *http.Request, ps httprouter.Params) kms.UserRef {

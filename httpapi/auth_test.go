@@ -461,8 +461,19 @@ func TestPasswordResetOverHTTP(t *testing.T) {
 		e.do(t, "POST", "/auth/basic/reset-password-complete", "", `{"token":`).wantEmpty(t, http.StatusBadRequest)
 		e.send(t, "POST", "/auth/basic/reset-password-complete", req{body: `{}`, contentType: "text/plain"}).wantEmpty(t, http.StatusBadRequest)
 	})
+	t.Run("GET checks the token without using it", func(t *testing.T) {
+		for range 2 {
+			body := e.do(t, "GET", "/auth/basic/reset-password-complete?token="+url.QueryEscape(token), "", nil).want(t, http.StatusOK).object(t)
+			if body["state"] != "valid" || len(body) != 1 {
+				t.Fatalf("GET reset-password-complete = %v, want {state: valid}", body)
+			}
+		}
+		e.do(t, "GET", "/auth/basic/reset-password-complete?token=rkr_unknown", "", nil).wantEmpty(t, http.StatusBadRequest)
+		e.do(t, "GET", "/auth/basic/reset-password-complete", "", nil).wantEmpty(t, http.StatusBadRequest)
+	})
 	t.Run("200 {}", func(t *testing.T) {
 		complete(token, strongPassword).wantEmpty(t, http.StatusOK)
+		e.do(t, "GET", "/auth/basic/reset-password-complete?token="+url.QueryEscape(token), "", nil).wantEmpty(t, http.StatusBadRequest)
 		e.do(t, "POST", "/auth/basic/login", "", map[string]any{"username": "jill", "password": old}).wantError(t, http.StatusBadRequest, "invalid")
 		e.login(t, "jill", strongPassword)
 		// Access tokens from before the reset are revoked.

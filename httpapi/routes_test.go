@@ -93,6 +93,7 @@ func walkCases(e *env, f *walkFixtures) map[string]walkCase {
 		"POST /auth/basic/logout":                      {flag: flagSelf, path: "/auth/basic/logout"},
 		"POST /auth/basic/reset-password-start":        {flag: flagPublic, path: "/auth/basic/reset-password-start", body: map[string]any{"email": "nobody@example.com"}},
 		"POST /auth/basic/reset-password-complete":     {flag: flagPublic, path: "/auth/basic/reset-password-complete", body: map[string]any{"token": "rkr_x", "password": "weak"}},
+		"GET /auth/basic/reset-password-complete":      {flag: flagPublic, path: "/auth/basic/reset-password-complete?token=rkr_x"},
 		"GET /auth/users/:username":                    {flag: "users.read", path: "/auth/users/" + f.walker},
 		"PATCH /auth/users/:username":                  {flag: "users.write", path: "/auth/users/" + f.walker, body: map[string]any{"lastName": "Walked"}},
 		"DELETE /auth/users/:username":                 {flag: "users.write", path: "/auth/users/" + f.doomedUser},
