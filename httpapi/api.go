@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net"
 	"net/http"
+	"strings"
 
 	"github.com/julienschmidt/httprouter"
 	"github.com/rs/zerolog"
@@ -26,13 +27,22 @@ type Options struct {
 	// MaxBodyBytes caps the body of a request; a larger one is answered
 	// 413. Zero means DefaultMaxBodyBytes (1 MiB).
 	MaxBodyBytes int64
+
+	// ClientIPHeader, when set, names the request header that carries the
+	// client's address, as a reverse proxy in front of the service sets it
+	// ("X-Forwarded-For": its first address; "X-Real-IP"). The address
+	// throttles failed logins, so set it only behind a proxy that
+	// overwrites the header: a client could otherwise pick its own. Empty
+	// means the address of the connection.
+	ClientIPHeader string
 }
 
 // api holds what every handler needs.
 type api struct {
-	svc     *kms.Service
-	log     zerolog.Logger
-	maxBody int64
+	svc      *kms.Service
+	log      zerolog.Logger
+	maxBody  int64
+	ipHeader string
 }
 
 // handler serves one route. It decodes the request, calls one Service
@@ -146,7 +156,7 @@ func newHandler(svc *kms.Service, opts Options, extra []route) http.Handler {
 	if svc == nil {
 		panic("httpapi: New needs a *kms.Service")
 	}
-	a := &api{svc: svc, log: zerolog.Nop(), maxBody: opts.MaxBodyBytes}
+	a := &api{svc: svc, log: zerolog.Nop(), maxBody: opts.MaxBodyBytes, ipHeader: http.CanonicalHeaderKey(opts.ClientIPHeader)}
 	if opts.Logger != nil {
 		a.log = *opts.Logger
 	}
@@ -192,8 +202,8 @@ func (a *api) serve(rt route) httprouter.Handle {
 		if r.Body != nil && r.Body != http.NoBody {
 			r.Body = http.MaxBytesReader(rawWriter(w, r), r.Body, a.maxBody)
 		}
-		if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-			r = r.WithContext(kms.WithClientAddr(r.Context(), host))
+		if addr := a.clientAddr(r); addr != "" {
+			r = r.WithContext(kms.WithClientAddr(r.Context(), addr))
 		}
 		body, err := rt.handle(r, ps)
 		switch {
@@ -207,4 +217,22 @@ func (a *api) serve(rt route) httprouter.Handle {
 			a.writeError(w, r, err)
 		}
 	}
+}
+
+// clientAddr is the address of the client: from Options.ClientIPHeader
+// when set and present, else the connection's.
+func (a *api) clientAddr(r *http.Request) string {
+	if a.ipHeader != "" {
+		if v := r.Header.Get(a.ipHeader); v != "" {
+			first, _, _ := strings.Cut(v, ",")
+			if ip := net.ParseIP(strings.TrimSpace(first)); ip != nil {
+				return ip.String()
+			}
+		}
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return ""
+	}
+	return host
 }

@@ -253,3 +253,28 @@ func TestJSONErrorMessages(t *testing.T) {
 		}
 	}
 }
+
+func TestClientAddr(t *testing.T) {
+	tests := []struct {
+		header, value, remote, want string
+	}{
+		{"", "", "10.1.2.3:4567", "10.1.2.3"},
+		{"", "9.9.9.9", "10.1.2.3:4567", "10.1.2.3"}, // no header configured: ignored
+		{"X-Forwarded-For", "9.9.9.9, 10.0.0.1", "10.1.2.3:4567", "9.9.9.9"},
+		{"x-real-ip", "2001:db8::1", "10.1.2.3:4567", "2001:db8::1"},
+		{"X-Forwarded-For", "not an address", "10.1.2.3:4567", "10.1.2.3"},
+		{"X-Forwarded-For", "", "[::1]:80", "::1"},
+	}
+	for _, tt := range tests {
+		a := &api{ipHeader: http.CanonicalHeaderKey(tt.header)}
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = tt.remote
+		if tt.value != "" {
+			r.Header.Set("X-Forwarded-For", tt.value)
+			r.Header.Set("X-Real-Ip", tt.value)
+		}
+		if got := a.clientAddr(r); got != tt.want {
+			t.Errorf("clientAddr(header %q = %q, remote %s) = %q, want %q", tt.header, tt.value, tt.remote, got, tt.want)
+		}
+	}
+}

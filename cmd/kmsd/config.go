@@ -26,6 +26,7 @@ type config struct {
 	tlsKey        string
 	logLevel      string
 	logFormat     string
+	clientIP      string
 }
 
 // setting is one flag and the environment variable that backs it.
@@ -48,6 +49,7 @@ var settings = []setting{
 	{"tls-key", "KMS_TLS_KEY", "file", "TLS private key, PEM (with -tls-cert)", ""},
 	{"log-level", "KMS_LOG_LEVEL", "level", "debug, info, warn or error", "info"},
 	{"log-format", "KMS_LOG_FORMAT", "format", "json or console", "json"},
+	{"client-ip-header", "KMS_CLIENT_IP_HEADER", "name", "header with the client address set by a trusted reverse proxy (X-Forwarded-For, X-Real-IP); only behind one", ""},
 }
 
 // envOnly are the variables that have no flag.
@@ -93,6 +95,7 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stdout i
 	fs.StringVar(&c.tlsKey, "tls-key", "", "")
 	fs.StringVar(&c.logLevel, "log-level", "info", "")
 	fs.StringVar(&c.logFormat, "log-format", "json", "")
+	fs.StringVar(&c.clientIP, "client-ip-header", "", "")
 
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

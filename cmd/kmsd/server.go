@@ -116,7 +116,7 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stderr io
 
 	httpLog := log.With().Str("component", "http").Logger()
 	srv := &http.Server{
-		Handler:           httpapi.New(svc, httpapi.Options{Logger: &httpLog}),
+		Handler:           httpapi.New(svc, httpapi.Options{Logger: &httpLog, ClientIPHeader: c.clientIP}),
 		TLSConfig:         tlsConfig,
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
