@@ -1,0 +1,25 @@
+// Package e2e holds the end-to-end tests of ringkms: they build the real
+// kmsd, run it on 127.0.0.1:0 in a temporary data directory, and drive it
+// through the Go client (package client) the way a user would.
+//
+// # What runs
+//
+//   - TestFlows: the flows of a user, from the bootstrap key through
+//     Accounts, API keys and their flags, key rings, rotation,
+//     configuration, encrypt and decrypt with Assets, invitations, sign-in
+//     and password reset (mail read from kmsd's -mail-outbox directory),
+//     and the activity trail.
+//   - TestCrashDurability: concurrent writers while kmsd is killed with
+//     SIGKILL at random moments, several times on one data directory;
+//     every acknowledged write must survive, and the audit chain must
+//     verify (kmsd verify-audit).
+//
+// Every request and answer of the client goes through a validating
+// http.RoundTripper that checks it against the OpenAPI document kmsd
+// serves (httpapi/openapi.json, with kin-openapi): a request or answer
+// the document does not describe, a status it does not list, or a route
+// it lacks fails the test, so the document cannot drift from the code.
+//
+// The tests are skipped with -short. The package holds no code beyond its
+// tests.
+package e2e
