@@ -407,6 +407,9 @@ func TestFlows(t *testing.T) {
 		}
 		_, err := root.SetConfig(breaksDoc(bg), "payments", &kms.KeyRingConfig{Algos: kms.ConfigAlgos{AES256: kms.AlgoConfig{MaxEncryptCount: -1}}})
 		wantKind(t, "SetConfig with a negative maxEncryptCount", err, kms.KindInvalid)
+		// A body over the cap (1 MiB) answers 413.
+		_, err = root.Encrypt(bg, kms.EncryptInput{RingName: "payments", Asset: &kms.AssetInput{Data: map[string]any{"big": strings.Repeat("x", 1<<20)}}})
+		wantKind(t, "Encrypt with a 1 MiB body", err, kms.KindTooLarge)
 	})
 
 	// Encrypt and decrypt with Assets.
@@ -620,6 +623,19 @@ func TestFlows(t *testing.T) {
 		_, err = anon.Login(bg, kms.LoginInput{Username: "grace", Password: "Grace-Hopper-1906"})
 		wantKind(t, "Login with the old password", err, kms.KindInvalid)
 		must[*kms.LoginResult](t, "Login with the new password")(anon.Login(bg, kms.LoginInput{Username: "grace", Password: "Amazing-Grace-1992"}))
+
+		// Failed logins of one User are throttled: 429 after five.
+		must[*kms.CreateUserResult](t, "CreateUser mallory")(root.CreateUser(bg, kms.UserInput{Username: "mallory", Email: "mallory@example.com", FirstName: "M", LastName: "M"}))
+		for i := 1; ; i++ {
+			_, err := anon.Login(bg, kms.LoginInput{Username: "mallory", Password: "Not-the-password-1"})
+			if kms.ErrorKind(err) == kms.KindRateLimited {
+				break
+			}
+			wantKind(t, "Login with a wrong password", err, kms.KindInvalid)
+			if i > 6 {
+				t.Fatalf("%d failed logins, and no 429", i)
+			}
+		}
 
 		if d := must[*kms.DeleteUserResult](t, "DeleteUser")(root.DeleteUser(bg, kms.UserRef{Value: done.User.ID, ByID: true})); d.Message == "" {
 			t.Fatalf("DeleteUser = %+v", d)
