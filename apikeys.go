@@ -106,6 +106,9 @@ func (s *Service) CreateAPIKey(ctx context.Context, in APIKeyInput) (*APIKey, er
 	if err == nil {
 		err = checkGrant(p, flags)
 	}
+	if flags == nil {
+		flags = Flags{}
+	}
 	if err != nil {
 		return nil, s.recordFailure(p, "apikey.create", "", err)
 	}

@@ -137,6 +137,12 @@ func TestAPIKeyLifecycle(t *testing.T) {
 	if err != nil || len(res.Flags) != 1 || !res.Flags["keyring.*.read"] || res.Props["env"] != "prod" {
 		t.Fatalf("UpdateAPIKey(replace flags) = %+v, %v", res, err)
 	}
+	// Replacing the props alone keeps the flags, and the other way round.
+	res, err = e.svc.UpdateAPIKey(e.root, kms.APIKeyUpdate{Op: kms.UpdateReplace, Ref: kms.APIKeyRef{Value: k.KeyID},
+		Props: map[string]any{"only": "this"}})
+	if err != nil || len(res.Flags) != 1 || !res.Flags["keyring.*.read"] || len(res.Props) != 1 || res.Props["only"] != "this" {
+		t.Fatalf("UpdateAPIKey(replace props) = %+v, %v", res, err)
+	}
 	_, err = e.svc.UpdateAPIKey(e.root, kms.APIKeyUpdate{Op: "upsert", Ref: kms.APIKeyRef{Value: k.KeyID}})
 	wantKind(t, "UpdateAPIKey(bad op)", err, kms.KindInvalid)
 	_, err = e.svc.UpdateAPIKey(e.root, kms.APIKeyUpdate{Op: kms.UpdateMerge, Ref: kms.APIKeyRef{Value: "rk_nope", BySecret: true}})

@@ -72,7 +72,12 @@ const (
 )
 
 // normalize validates the flags and returns them with lower-case names.
+//
+// Nil stays nil, so that an update that names no flags keeps them.
 func (f Flags) normalize() (Flags, error) {
+	if f == nil {
+		return nil, nil
+	}
 	if len(f) > maxFlags {
 		return nil, Errorf(KindInvalid, "flags: at most %d", maxFlags)
 	}

@@ -83,7 +83,7 @@ func TestInvite(t *testing.T) {
 
 	t.Run("taken and denied", func(t *testing.T) {
 		_, err := e.svc.Invite(e.root, kms.InviteInput(userInput("OLGA", nil)))
-		if ke := wantError(t, "Invite of a taken username", err, kms.KindInvalid, ""); ke.Fields["username"] == "" {
+		if ke := wantError(t, "Invite of a taken username", err, kms.KindConflict, ""); ke.Fields["username"] == "" {
 			t.Fatalf("fields = %v", ke.Fields)
 		}
 		_, err = e.svc.Invite(e.as(t, kms.Flags{kms.FlagUsersRead: true}), kms.InviteInput(userInput("quinn", nil)))

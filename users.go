@@ -329,9 +329,9 @@ func (u *userRecord) indexKeys() [][]byte {
 	}
 }
 
-// checkUnique refuses a username or email that another User has, as an
-// Invalid error naming the field (SPEC: 400 with errors.username or
-// errors.email).
+// checkUnique refuses a username or email that another User has, as a
+// Conflict error naming the field (SPEC: 400 with errors.username or
+// errors.email), like any other name already taken.
 func checkUnique(tx Txn, id, username, email string) error {
 	fields := map[string]string{}
 	if username != "" {
@@ -348,7 +348,11 @@ func checkUnique(tx Txn, id, username, email string) error {
 			return err
 		}
 	}
-	return fieldsError(fields)
+	if err := fieldsError(fields); err != nil {
+		err.(*Error).Kind = KindConflict
+		return err
+	}
+	return nil
 }
 
 // userKeys returns the IDs of the API keys that the User owns.
@@ -421,6 +425,9 @@ func (s *Service) prepareUser(p *Principal, in UserInput, status string) (*userR
 	}
 	if err := checkGrant(p, flags); err != nil {
 		return nil, err
+	}
+	if flags == nil {
+		flags = Flags{}
 	}
 	account := in.AccountID
 	if account == "" {

@@ -48,7 +48,7 @@ func TestCreateUser(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
 				_, err := e.svc.CreateUser(e.root, kms.UserInput{Username: tt.username, Email: tt.email, FirstName: "A", LastName: "B"})
-				ke := wantError(t, "CreateUser", err, kms.KindInvalid, "")
+				ke := wantError(t, "CreateUser", err, kms.KindConflict, "")
 				var got []string
 				for f := range ke.Fields {
 					got = append(got, f)
@@ -185,7 +185,7 @@ func TestUpdateUser(t *testing.T) {
 
 	taken := "FRANK@example.com"
 	_, err = e.svc.UpdateUser(e.root, kms.UserRef{Value: "erin"}, kms.UserUpdate{Email: &taken})
-	if ke := wantError(t, "UpdateUser to a taken email", err, kms.KindInvalid, ""); ke.Fields["email"] == "" {
+	if ke := wantError(t, "UpdateUser to a taken email", err, kms.KindConflict, ""); ke.Fields["email"] == "" {
 		t.Fatalf("fields = %v, want email", ke.Fields)
 	}
 	empty := ""

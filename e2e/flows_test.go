@@ -531,9 +531,9 @@ func TestFlows(t *testing.T) {
 			t.Fatalf("CreateUser = %+v", created)
 		}
 		_, err := root.CreateUser(bg, kms.UserInput{Username: "ada", Email: "other@example.com", FirstName: "A", LastName: "B"})
-		// 400 invalid (not conflict, as for the names of rings and
-		// Accounts), with errors naming the member.
-		if e := wantKind(t, "CreateUser with a taken username", err, kms.KindInvalid); e.Fields["username"] == "" {
+		// 400 conflict, as for the names of rings and Accounts, with
+		// errors naming the member.
+		if e := wantKind(t, "CreateUser with a taken username", err, kms.KindConflict); e.Fields["username"] == "" {
 			t.Errorf("the 400 names no username in errors: %+v", e)
 		}
 		login := must[*kms.LoginResult](t, "Login")(anon.Login(bg, kms.LoginInput{Username: "ada", Password: created.Password}))

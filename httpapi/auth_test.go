@@ -100,13 +100,13 @@ func TestUsersOverHTTP(t *testing.T) {
 	t.Run("400 username or email taken", func(t *testing.T) {
 		body := e.userBody("ALICE")
 		body["email"] = "other@example.com"
-		errs, _ := e.do(t, "POST", "/auth/users", e.root, body).wantErrorBody(t, http.StatusBadRequest, "invalid")["errors"].(map[string]any)
+		errs, _ := e.do(t, "POST", "/auth/users", e.root, body).wantErrorBody(t, http.StatusBadRequest, "conflict")["errors"].(map[string]any)
 		if errs["username"] == nil || errs["email"] != nil {
 			t.Errorf("errors = %v, want username only", errs)
 		}
 		body = e.userBody("other")
 		body["email"] = "Alice@Example.com"
-		errs, _ = e.do(t, "POST", "/auth/users", e.root, body).wantErrorBody(t, http.StatusBadRequest, "invalid")["errors"].(map[string]any)
+		errs, _ = e.do(t, "POST", "/auth/users", e.root, body).wantErrorBody(t, http.StatusBadRequest, "conflict")["errors"].(map[string]any)
 		if errs["email"] == nil || errs["username"] != nil {
 			t.Errorf("errors = %v, want email only", errs)
 		}
@@ -161,7 +161,7 @@ func TestUsersOverHTTP(t *testing.T) {
 		}
 		e.do(t, "PATCH", "/auth/users/nobody", e.root, map[string]any{"firstName": "X"}).wantError(t, http.StatusNotFound, "not_found")
 		errs, _ := e.do(t, "PATCH", "/auth/users/alice", e.root, map[string]any{"email": "rooted@example.com"}).
-			wantErrorBody(t, http.StatusBadRequest, "invalid")["errors"].(map[string]any)
+			wantErrorBody(t, http.StatusBadRequest, "conflict")["errors"].(map[string]any)
 		if errs["email"] == nil {
 			t.Errorf("errors = %v, want email", errs)
 		}
@@ -350,7 +350,7 @@ func TestInviteOverHTTP(t *testing.T) {
 	t.Run("invite", func(t *testing.T) {
 		e.checkAuth(t, "POST", "/auth/user/invite", e.userBody("nobody"))
 		errs, _ := e.do(t, "POST", "/auth/user/invite", e.root, e.userBody("GINA")).
-			wantErrorBody(t, http.StatusBadRequest, "invalid")["errors"].(map[string]any)
+			wantErrorBody(t, http.StatusBadRequest, "conflict")["errors"].(map[string]any)
 		if errs["username"] == nil {
 			t.Errorf("errors = %v, want username", errs)
 		}
