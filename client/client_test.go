@@ -299,6 +299,8 @@ func TestUserFlows(t *testing.T) {
 			t.Fatal("StartPasswordReset = \"\", want a message")
 		}
 		token := e.mail.token(t)
+		check(struct{}{}, public.ValidatePasswordReset(ctx, token))(t, "ValidatePasswordReset")
+		wantKind(t, "ValidatePasswordReset(bad token)", public.ValidatePasswordReset(ctx, token+"x"), kms.KindInvalid)
 		wantKind(t, "CompletePasswordReset(bad token)", public.CompletePasswordReset(ctx, token+"x", "N3w-password"), kms.KindInvalid)
 		check(struct{}{}, public.CompletePasswordReset(ctx, token, "N3w-password"))(t, "CompletePasswordReset")
 		check(public.Login(ctx, kms.LoginInput{Username: "grace", Password: "N3w-password"}))(t, "Login with the new password")

@@ -345,7 +345,7 @@ func TestMethodsMatchService(t *testing.T) {
 		"CreateAccount", "GetAccount", "ListAccounts", "UpdateAccount", "DeleteAccount", "ListAccountAPIKeys",
 		"CreateAPIKey", "ListAPIKeys", "GetAPIKey", "UpdateAPIKey", "DeleteAPIKey", "SearchAPIKeysByRing", "ValidateAPIKey",
 		"CreateUser", "GetUser", "UpdateUser", "DeleteUser", "ListUsers", "Invite", "ValidateInvite", "CompleteInvite",
-		"Login", "Refresh", "Logout", "StartPasswordReset", "CompletePasswordReset", "SearchActivity", "GetActivity", "Healthz",
+		"Login", "Refresh", "Logout", "StartPasswordReset", "ValidatePasswordReset", "CompletePasswordReset", "SearchActivity", "GetActivity", "Healthz",
 	} {
 		if _, ok := ct.MethodByName(name); !ok {
 			t.Errorf("Client has no method %s", name)

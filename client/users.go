@@ -130,3 +130,10 @@ func (c *Client) StartPasswordReset(ctx context.Context, email string) (string, 
 func (c *Client) CompletePasswordReset(ctx context.Context, token, password string) error {
 	return c.do(ctx, req{method: http.MethodPost, path: "/auth/basic/reset-password-complete", body: tokenPassword{Token: token, Password: password}})
 }
+
+// ValidatePasswordReset checks a password-reset token without using it
+// (GET /auth/basic/reset-password-complete?token=): nil when it can still
+// complete a reset. Public: no credential needed.
+func (c *Client) ValidatePasswordReset(ctx context.Context, token string) error {
+	return c.do(ctx, req{method: http.MethodGet, path: "/auth/basic/reset-password-complete", query: url.Values{"token": {token}}})
+}
