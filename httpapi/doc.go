@@ -10,6 +10,7 @@
 // # Routes
 //
 //	GET    /healthz                                public; 200 {"status":"ok"}, 503 when the store does not answer
+//	GET    /openapi.json                           public; the OpenAPI 3.1 document of every route
 //	GET    /ks/hash/:hash                          LookupHash
 //	GET    /ks/header/:header                      LookupHeader
 //	POST   /ks/decrypt                             Decrypt (a failed verification is a 422 in the 200 shape)
@@ -40,6 +41,7 @@
 //	POST   /auth/basic/logout                      Logout of the access token presented, answered {"message": ...}
 //	POST   /auth/basic/reset-password-start        public; StartPasswordReset {email}, answered {"message": ...}
 //	POST   /auth/basic/reset-password-complete     public; CompletePasswordReset {token, password}: 200 {} or 400 {}
+//	GET    /auth/basic/reset-password-complete     public; ValidatePasswordReset (?token): 200 {"state":"valid"} or 400 {}
 //	GET    /auth/users/:username                   GetUser (?email=true: by email; ?id=true: by ID)
 //	PATCH  /auth/users/:username                   UpdateUser (?email=true, ?id=true)
 //	DELETE /auth/users/:username                   DeleteUser (?email=true, ?id=true)
