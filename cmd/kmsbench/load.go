@@ -1,0 +1,192 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// maxAnswerBytes caps how much of an answer is read; kmsd's answers are
+// a few KiB.
+const maxAnswerBytes = 1 << 20
+
+// A request is one call of the load: a POST of a JSON body.
+type request struct {
+	path string
+	body []byte
+}
+
+// load is one measured run against one target: concurrency workers send
+// requests one after the other until duration has passed, requests have
+// been sent (when above zero), or ctx is done, whichever comes first.
+type load struct {
+	client      *http.Client
+	url         string // the target, without a trailing slash
+	key         string // the bearer API key; empty sends none
+	pick        func(rng *rand.Rand) request
+	concurrency int
+	duration    time.Duration
+	requests    int64
+
+	// progress, when not nil, gets a line a second: label, elapsed time,
+	// ops/s over the last second and errors so far. With tty set, the
+	// line is rewritten in place.
+	progress io.Writer
+	label    string
+	tty      bool
+}
+
+// stats is the outcome of a load.
+type stats struct {
+	requests int64         // answered or failed, not counting those cut short by ctx
+	errors   int64         // answers other than 200, and transport errors
+	byStatus map[int]int64 // errors by HTTP status; 0 is a transport error
+	elapsed  time.Duration
+	hist     Histogram // latency of every answered request
+}
+
+// newClient returns the HTTP client of every target: one keep-alive
+// Transport with room for concurrency connections per host, no proxy (the
+// traffic must stay on the address given), no redirects, and timeout on
+// each request.
+func newClient(concurrency int, timeout time.Duration) *http.Client {
+	return &http.Client{
+		Transport: &http.Transport{
+			Proxy:               nil,
+			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConns:        2 * concurrency,
+			MaxIdleConnsPerHost: concurrency,
+			IdleConnTimeout:     90 * time.Second,
+			DisableCompression:  true,
+		},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		Timeout:       timeout,
+	}
+}
+
+// run runs the load and returns what it measured. It returns early, with
+// what was measured so far, when ctx is done.
+func (l *load) run(ctx context.Context) *stats {
+	var (
+		issued, done, failed atomic.Int64
+		wg                   sync.WaitGroup
+		results              = make([]*stats, l.concurrency)
+		auth                 = ""
+	)
+	if l.key != "" {
+		auth = "Bearer " + l.key
+	}
+	start := time.Now()
+	deadline := start.Add(l.duration)
+	seed := rand.Uint64()
+	for w := range l.concurrency {
+		s := &stats{byStatus: map[int]int64{}}
+		results[w] = s
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(seed, uint64(w)))
+			for ctx.Err() == nil && time.Now().Before(deadline) {
+				if l.requests > 0 && issued.Add(1) > l.requests {
+					return
+				}
+				status, lat, err := l.do(ctx, l.pick(rng), auth)
+				if ctx.Err() != nil {
+					return // cut short: neither a result nor an error
+				}
+				s.requests++
+				done.Add(1)
+				if err == nil {
+					s.hist.Record(lat)
+				}
+				if err != nil || status != http.StatusOK {
+					s.errors++
+					s.byStatus[status]++
+					failed.Add(1)
+				}
+			}
+		})
+	}
+
+	stopProgress := make(chan struct{})
+	progressDone := make(chan struct{})
+	go func() {
+		defer close(progressDone)
+		if l.progress != nil {
+			l.report(start, &done, &failed, stopProgress)
+		}
+	}()
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(stopProgress)
+	<-progressDone
+
+	total := &stats{byStatus: map[int]int64{}, elapsed: elapsed}
+	for _, s := range results {
+		total.requests += s.requests
+		total.errors += s.errors
+		for k, v := range s.byStatus {
+			total.byStatus[k] += v
+		}
+		total.hist.Merge(&s.hist)
+	}
+	return total
+}
+
+// do sends one request and reads the answer. A transport error, or an
+// answer that cannot be read, returns an error and status 0.
+func (l *load) do(ctx context.Context, r request, auth string) (status int, latency time.Duration, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.url+r.path, bytes.NewReader(r.body))
+	if err != nil {
+		return 0, 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	t0 := time.Now()
+	resp, err := l.client.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	_, err = io.Copy(io.Discard, io.LimitReader(resp.Body, maxAnswerBytes))
+	resp.Body.Close()
+	latency = time.Since(t0)
+	if err != nil {
+		return 0, latency, err
+	}
+	return resp.StatusCode, latency, nil
+}
+
+// report writes a progress line every second until stop is closed.
+func (l *load) report(start time.Time, done, failed *atomic.Int64, stop <-chan struct{}) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	last, lastAt := int64(0), start
+	printed := false
+	for {
+		select {
+		case <-stop:
+			if printed && l.tty {
+				fmt.Fprintln(l.progress)
+			}
+			return
+		case now := <-tick.C:
+			n := done.Load()
+			rate := float64(n-last) / now.Sub(lastAt).Seconds()
+			last, lastAt = n, now
+			line := fmt.Sprintf("%-8s %6.0fs %10.0f ops/s %8d errors", l.label, now.Sub(start).Seconds(), rate, failed.Load())
+			if l.tty {
+				fmt.Fprintf(l.progress, "\r%s", line)
+			} else {
+				fmt.Fprintln(l.progress, line)
+			}
+			printed = true
+		}
+	}
+}

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// fakeServer answers POSTs: every fifth request (in arrival order) a 500,
+// the others a 200. It counts the requests and checks the bearer key.
+type fakeServer struct {
+	*httptest.Server
+	hits    atomic.Int64
+	badAuth atomic.Int64
+}
+
+func newFakeServer(t testing.TB, delay time.Duration) *fakeServer {
+	t.Helper()
+	f := &fakeServer{}
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := f.hits.Add(1)
+		// Read the body, as a real handler does: only then does the
+		// server notice a client that goes away.
+		io.Copy(io.Discard, r.Body)
+		if r.Header.Get("Authorization") != "Bearer k" {
+			f.badAuth.Add(1)
+		}
+		if delay > 0 {
+			select {
+			case <-time.After(delay):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		if n%5 == 0 {
+			w.WriteHeader(http.StatusInternalServerError)
+			w.Write([]byte(`{"message":"internal error"}`))
+			return
+		}
+		w.Write([]byte(`{"ok":true}`))
+	}))
+	t.Cleanup(f.Close)
+	return f
+}
+
+func newTestLoad(url string, c int, d time.Duration, n int64) *load {
+	return &load{
+		client:      newClient(c, 5*time.Second),
+		url:         url,
+		key:         "k",
+		pick:        func(*rand.Rand) request { return request{path: "/ks/encrypt", body: []byte(`{"ringname":"r"}`)} },
+		concurrency: c,
+		duration:    d,
+		requests:    n,
+	}
+}
+
+func TestLoadCountsErrorsByStatus(t *testing.T) {
+	f := newFakeServer(t, 0)
+	st := newTestLoad(f.URL, 4, time.Minute, 100).run(context.Background())
+	if st.requests != 100 || f.hits.Load() != 100 {
+		t.Fatalf("requests = %d, server saw %d; want 100 and 100", st.requests, f.hits.Load())
+	}
+	if st.errors != 20 || st.byStatus[500] != 20 || len(st.byStatus) != 1 {
+		t.Errorf("errors = %d, by status %v; want 20, all 500", st.errors, st.byStatus)
+	}
+	if st.hist.Count() != 100 {
+		t.Errorf("latencies recorded = %d, want 100 (every answer)", st.hist.Count())
+	}
+	if f.badAuth.Load() != 0 {
+		t.Errorf("%d requests without the bearer key", f.badAuth.Load())
+	}
+}
+
+func TestLoadRespectsN(t *testing.T) {
+	f := newFakeServer(t, 0)
+	for _, tt := range []struct {
+		name string
+		c    int
+		n    int64
+	}{
+		{"fewer requests than clients", 8, 3},
+		{"one client", 1, 7},
+		{"many", 16, 1000},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			before := f.hits.Load()
+			st := newTestLoad(f.URL, tt.c, time.Minute, tt.n).run(context.Background())
+			if st.requests != tt.n || f.hits.Load()-before != tt.n {
+				t.Errorf("requests = %d, server saw %d; want %d", st.requests, f.hits.Load()-before, tt.n)
+			}
+		})
+	}
+}
+
+func TestLoadRespectsDuration(t *testing.T) {
+	f := newFakeServer(t, time.Millisecond)
+	const d = 300 * time.Millisecond
+	t0 := time.Now()
+	st := newTestLoad(f.URL, 4, d, 0).run(context.Background())
+	took := time.Since(t0)
+	if took < d || took > d+2*time.Second {
+		t.Errorf("run took %v, want about %v", took, d)
+	}
+	if st.elapsed < d || st.requests == 0 || st.requests != f.hits.Load() {
+		t.Errorf("elapsed %v, requests %d, server saw %d; want >= %v and all counted", st.elapsed, st.requests, f.hits.Load(), d)
+	}
+	// -n larger than what fits in -d: -d ends it.
+	st = newTestLoad(f.URL, 2, d, 1_000_000).run(context.Background())
+	if st.requests >= 1_000_000 || st.elapsed > d+2*time.Second {
+		t.Errorf("with -n 1e6: %d requests in %v, want -d to end it", st.requests, st.elapsed)
+	}
+}
+
+func TestLoadStopsOnCancel(t *testing.T) {
+	f := newFakeServer(t, time.Hour) // every request hangs until cancelled
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	t0 := time.Now()
+	st := newTestLoad(f.URL, 8, time.Hour, 0).run(ctx)
+	if took := time.Since(t0); took > 5*time.Second {
+		t.Errorf("run took %v after cancel at 200ms", took)
+	}
+	if st.requests != 0 || st.errors != 0 {
+		t.Errorf("requests %d, errors %d; want requests cut short not counted", st.requests, st.errors)
+	}
+}
+
+func TestLoadTransportErrors(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	ln.Close() // nothing listens there now
+	st := newTestLoad(url, 2, time.Minute, 10).run(context.Background())
+	if st.requests != 10 || st.errors != 10 || st.byStatus[0] != 10 || st.hist.Count() != 0 {
+		t.Errorf("requests %d, errors %d, by status %v, latencies %d; want 10 transport errors, no latency",
+			st.requests, st.errors, st.byStatus, st.hist.Count())
+	}
+}
+
+func TestLoadProgress(t *testing.T) {
+	f := newFakeServer(t, time.Millisecond)
+	var out syncBuffer
+	l := newTestLoad(f.URL, 2, 1300*time.Millisecond, 0)
+	l.progress, l.label = &out, "fake"
+	l.run(context.Background())
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 1 || !strings.HasPrefix(lines[0], "fake ") || !strings.Contains(lines[0], "ops/s") || !strings.Contains(lines[0], "errors") {
+		t.Errorf("progress = %q, want one line: fake, elapsed, ops/s, errors", out.String())
+	}
+	out = syncBuffer{}
+	l.tty = true
+	l.run(context.Background())
+	if got := out.String(); !strings.HasPrefix(got, "\rfake ") || !strings.HasSuffix(got, "\n") {
+		t.Errorf("tty progress = %q, want \\r-rewritten line ended by a newline", got)
+	}
+}
+
+func TestBaselineHandler(t *testing.T) {
+	srv := httptest.NewServer(baselineHandler())
+	t.Cleanup(srv.Close)
+	for _, tt := range []struct {
+		name, method, body string
+		status             int
+	}{
+		{"encrypt body", "POST", `{"ringname":"r"}`, 200},
+		{"decrypt body", "POST", `{"hash":"h","header":"x"}`, 200},
+		{"not JSON", "POST", `{`, 400},
+		{"GET", "GET", ``, 405},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest(tt.method, srv.URL+"/ks/encrypt", strings.NewReader(tt.body))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var out map[string]any
+			if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != tt.status {
+				t.Errorf("status %d, body %v (%v); want %d and a JSON object", resp.StatusCode, out, err, tt.status)
+			}
+		})
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

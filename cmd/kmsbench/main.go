@@ -1,0 +1,286 @@
+// Command kmsbench is a load tool for kmsd: it drives POST /ks/encrypt
+// and /ks/decrypt from many keep-alive clients and reports throughput and
+// latency quantiles.
+//
+//	kmsbench -start [flags]                  start a kmsd of its own and load it
+//	kmsbench -url http://127.0.0.1:8200 ...  load a running kmsd (API key in KMSBENCH_KEY)
+//
+// With -baseline it also measures, in the same run, a minimal Go net/http
+// JSON handler, the floor under any HTTP API on the same machine, and
+// prints kmsd's figures as a share of it. With -start and -rss it reports
+// kmsd's peak resident memory. Traffic goes to loopback addresses only,
+// unless -allow-remote. Run kmsbench -h for the flags.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		// After the first signal, a second one kills the process at once.
+		<-ctx.Done()
+		stop()
+	}()
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			err = errors.New("interrupted")
+		}
+		fmt.Fprintf(os.Stderr, "kmsbench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// Bounds of the flags: every run ends.
+const (
+	maxConcurrency = 4096
+	maxDuration    = 24 * time.Hour
+	maxRequests    = 1_000_000_000
+	maxPool        = 1_000_000
+	// nDuration bounds a run given -n but no -d.
+	nDuration = time.Hour
+)
+
+// options are the flags.
+type options struct {
+	url         string
+	key         string
+	allowRemote bool
+	start       bool
+	kmsd        string
+	logLevel    string
+	mode        string
+	mix         float64
+	concurrency int
+	duration    time.Duration
+	requests    int64
+	warmup      time.Duration
+	timeout     time.Duration
+	ring        string
+	asset       bool
+	pool        int
+	baseline    bool
+	rss         bool
+	json        bool
+}
+
+const usageHead = `Usage: kmsbench -start [flags]
+       kmsbench -url URL [flags]    (API key in KMSBENCH_KEY, or -key)
+
+Loads kmsd with POST /ks/encrypt and /ks/decrypt calls from -c keep-alive
+clients for -d (or -n requests, whichever ends first), after -warmup, and
+prints requests, errors, ops/s and latency quantiles to stdout; a progress
+line goes to stderr every second. A run is always bounded: -n without -d
+stops after 1h at most.
+
+The API key needs the flag "*" or the flags for the ring (read, create
+when it is missing) and for encrypt and decrypt. With -start, kmsbench
+runs its own kmsd (built from ./cmd/kmsd unless -kmsd) on 127.0.0.1:0 with
+a temporary data directory, a random master key and a random bootstrap API
+key, and stops it with SIGTERM at the end, or on Ctrl-C.
+
+Flags:
+`
+
+// parseFlags reads args; KMSBENCH_KEY stands in for -key. It returns
+// flag.ErrHelp after printing the usage to stdout when asked for help.
+func parseFlags(args []string, getenv func(string) string, stdout io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("kmsbench", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&o.url, "url", "", "`URL` of a running kmsd, e.g. http://127.0.0.1:8200 (loopback only, unless -allow-remote)")
+	fs.StringVar(&o.key, "key", "", "API `KEY` for -url (better: the environment variable KMSBENCH_KEY, which keeps it out of the process list)")
+	fs.BoolVar(&o.allowRemote, "allow-remote", false, "allow a -url whose host is not a loopback address")
+	fs.BoolVar(&o.start, "start", false, "start a kmsd of its own on 127.0.0.1:0 instead of -url, and stop it at the end")
+	fs.StringVar(&o.kmsd, "kmsd", "", "the kmsd binary to run with -start, at `PATH` (default: go build ./cmd/kmsd into a temporary directory)")
+	fs.StringVar(&o.logLevel, "kmsd-log-level", "info", "the -log-level (`LEVEL`) of the kmsd started with -start (info logs every request, as kmsd does by default)")
+	fs.StringVar(&o.mode, "mode", "encrypt", "what to call (`MODE`): encrypt, decrypt (hashes and headers from -pool encrypt calls made first) or mix")
+	fs.Float64Var(&o.mix, "mix", 0.5, "with -mode mix, the `SHARE` of decrypt calls, 0 to 1")
+	fs.IntVar(&o.concurrency, "c", 64, "concurrent clients, each sending one request after the other")
+	fs.DurationVar(&o.duration, "d", 10*time.Second, "how long to measure (with -n and no -d: at most 1h)")
+	fs.Int64Var(&o.requests, "n", 0, "stop after `N` requests in all (0: no limit but -d)")
+	fs.DurationVar(&o.warmup, "warmup", time.Second, "load before measuring, not counted, for each target")
+	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "time limit of one request; a request over it counts as an error")
+	fs.StringVar(&o.ring, "ring", "kmsbench", "key ring `NAME` to use; created (KEM x25519) if missing")
+	fs.BoolVar(&o.asset, "asset", false, "encrypt with an Asset: every encrypt call creates one")
+	fs.IntVar(&o.pool, "pool", 1000, "decrypt and mix modes: make `N` (hash, header) pairs first and decrypt them at random")
+	fs.BoolVar(&o.baseline, "baseline", false, "also measure a minimal Go net/http JSON handler on 127.0.0.1:0 the same way, and print the ratios")
+	fs.BoolVar(&o.rss, "rss", false, "with -start: sample kmsd's resident memory (VmRSS) every second and report the peak")
+	fs.BoolVar(&o.json, "json", false, "print the summary as JSON instead of a table")
+
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usageHead)
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+			return nil, flag.ErrHelp
+		}
+		return nil, fmt.Errorf("%v (see kmsbench -h)", err)
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q (see kmsbench -h)", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if o.key == "" {
+		o.key = getenv("KMSBENCH_KEY")
+	}
+	if set["n"] && !set["d"] {
+		o.duration = nDuration
+	}
+	if err := o.validate(set); err != nil {
+		return nil, fmt.Errorf("%v (see kmsbench -h)", err)
+	}
+	return o, nil
+}
+
+func (o *options) validate(set map[string]bool) error {
+	switch {
+	case o.start && o.url != "":
+		return errors.New("-start and -url exclude each other: load a kmsd of kmsbench's own, or a running one")
+	case !o.start && o.url == "":
+		return errors.New("give -url of a running kmsd (and its API key), or -start")
+	case !o.start && o.key == "":
+		return errors.New("-url needs an API key: set KMSBENCH_KEY (or -key)")
+	case !o.start && (o.kmsd != "" || o.rss):
+		return errors.New("-kmsd and -rss go with -start")
+	case o.mode != "encrypt" && o.mode != "decrypt" && o.mode != "mix":
+		return fmt.Errorf("-mode %q: want encrypt, decrypt or mix", o.mode)
+	case set["mix"] && o.mode != "mix":
+		return errors.New("-mix goes with -mode mix")
+	case !(o.mix >= 0 && o.mix <= 1):
+		return fmt.Errorf("-mix %v: want a share from 0 to 1", o.mix)
+	case o.concurrency < 1 || o.concurrency > maxConcurrency:
+		return fmt.Errorf("-c %d: want 1 to %d", o.concurrency, maxConcurrency)
+	case o.duration <= 0 || o.duration > maxDuration:
+		return fmt.Errorf("-d %v: want above 0 and at most %v", o.duration, maxDuration)
+	case o.requests < 0 || o.requests > maxRequests:
+		return fmt.Errorf("-n %d: want 0 (no limit) to %d", o.requests, maxRequests)
+	case o.warmup < 0 || o.warmup > maxDuration:
+		return fmt.Errorf("-warmup %v: want 0 to %v", o.warmup, maxDuration)
+	case o.timeout <= 0 || o.timeout > 10*time.Minute:
+		return fmt.Errorf("-timeout %v: want above 0 and at most 10m", o.timeout)
+	case o.pool < 1 || o.pool > maxPool:
+		return fmt.Errorf("-pool %d: want 1 to %d", o.pool, maxPool)
+	case o.ring == "":
+		return errors.New("-ring: a ring name is required")
+	}
+	if o.url != "" {
+		u, err := url.Parse(o.url)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("-url %q: want http://host:port", o.url)
+		}
+		if !o.allowRemote && !isLoopback(u.Hostname()) {
+			return fmt.Errorf("-url %q: %s is not a loopback address; kmsbench loads only this machine unless -allow-remote", o.url, u.Hostname())
+		}
+		o.url = strings.TrimSuffix(u.Scheme+"://"+u.Host+u.Path, "/")
+	}
+	return nil
+}
+
+// isLoopback reports whether host is a loopback IP address, or
+// "localhost" resolving to loopback addresses only.
+func isLoopback(host string) bool {
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback()
+	}
+	if !strings.EqualFold(host, "localhost") {
+		return false
+	}
+	addrs, err := net.LookupIP(host)
+	if err != nil || len(addrs) == 0 {
+		return false
+	}
+	for _, ip := range addrs {
+		if !ip.IsLoopback() {
+			return false
+		}
+	}
+	return true
+}
+
+// run is kmsbench: it parses args (without the program name), loads kmsd
+// (and the baseline) and prints the summary to stdout, progress to
+// stderr. When ctx is done it stops the load, prints what it measured,
+// stops kmsd and returns ctx's error.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) (err error) {
+	o, err := parseFlags(args, getenv, stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	b := &bench{o: o, client: newClient(o.concurrency, o.timeout), stderr: stderr, tty: isTerminal(stderr)}
+	defer b.client.CloseIdleConnections()
+
+	var k *kmsd
+	if o.start {
+		if k, err = b.startKmsd(ctx); err != nil {
+			return err
+		}
+		defer func() {
+			// For the early returns: kmsd is stopped before the
+			// baseline. An error of kmsd's exit matters only when
+			// nothing else went wrong (kmsd exiting early is one).
+			if serr := k.stop(); err == nil {
+				err = serr
+			}
+		}()
+		o.url, o.key = k.url, k.key
+	}
+	sum := newSummary(o)
+	row, work, err := b.measureKmsd(ctx, k)
+	if row != nil {
+		sum.Rows = append(sum.Rows, *row)
+		sum.Interrupted = err != nil // the load was cut short
+	}
+	if k != nil {
+		// Stop kmsd before the baseline runs, so that it is alone.
+		if serr := k.stop(); err == nil {
+			err = serr
+		}
+		if o.rss {
+			sum.RSS = &k.rss
+		}
+	}
+	if err == nil && o.baseline {
+		row, err = b.measureBaseline(ctx, work)
+		if row != nil {
+			sum.Rows = append(sum.Rows, *row)
+			sum.Interrupted = err != nil
+		}
+	}
+	if len(sum.Rows) > 0 {
+		sum.finish()
+		if perr := sum.print(stdout, o.json); perr != nil {
+			return errors.Join(err, perr)
+		}
+	}
+	return err
+}
+
+// isTerminal reports whether w is a terminal (a character device; good
+// enough to choose between rewriting the progress line and appending).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

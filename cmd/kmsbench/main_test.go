@@ -1,0 +1,152 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+func noEnv(string) string { return "" }
+
+func TestParseFlags(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		wantErr string // "" for none
+		check   func(*options) bool
+	}{
+		{name: "start", args: []string{"-start"}, check: func(o *options) bool {
+			return o.start && o.mode == "encrypt" && o.concurrency == 64 && o.duration == 10*time.Second && o.warmup == time.Second
+		}},
+		{name: "url and key", args: []string{"-url", "http://127.0.0.1:8200/", "-key", "k"}, check: func(o *options) bool {
+			return o.url == "http://127.0.0.1:8200" && o.key == "k"
+		}},
+		{name: "key from the environment", args: []string{"-url", "http://[::1]:8200"}, env: map[string]string{"KMSBENCH_KEY": "envkey"},
+			check: func(o *options) bool { return o.key == "envkey" }},
+		{name: "localhost", args: []string{"-url", "http://localhost:8200", "-key", "k"}},
+		{name: "-n without -d is bounded by 1h", args: []string{"-start", "-n", "1000000"}, check: func(o *options) bool {
+			return o.requests == 1000000 && o.duration == nDuration
+		}},
+		{name: "-n and -d", args: []string{"-start", "-n", "5", "-d", "3s"}, check: func(o *options) bool { return o.duration == 3*time.Second }},
+		{name: "remote allowed", args: []string{"-url", "http://10.0.0.1:8200", "-key", "k", "-allow-remote"}},
+		{name: "mix", args: []string{"-start", "-mode", "mix", "-mix", "0.2"}, check: func(o *options) bool { return o.mix == 0.2 }},
+
+		{name: "remote refused", args: []string{"-url", "http://10.0.0.1:8200", "-key", "k"}, wantErr: "not a loopback address"},
+		{name: "remote name refused", args: []string{"-url", "http://kms.example.com", "-key", "k"}, wantErr: "not a loopback address"},
+		{name: "nothing to load", args: nil, wantErr: "give -url"},
+		{name: "no key", args: []string{"-url", "http://127.0.0.1:8200"}, wantErr: "KMSBENCH_KEY"},
+		{name: "start and url", args: []string{"-start", "-url", "http://127.0.0.1:1"}, wantErr: "exclude"},
+		{name: "rss without start", args: []string{"-url", "http://127.0.0.1:1", "-key", "k", "-rss"}, wantErr: "-start"},
+		{name: "bad mode", args: []string{"-start", "-mode", "rotate"}, wantErr: "-mode"},
+		{name: "mix share without mix", args: []string{"-start", "-mix", "0.3"}, wantErr: "-mix goes with"},
+		{name: "mix share out of range", args: []string{"-start", "-mode", "mix", "-mix", "1.5"}, wantErr: "-mix 1.5"},
+		{name: "no concurrency", args: []string{"-start", "-c", "0"}, wantErr: "-c 0"},
+		{name: "unbounded duration", args: []string{"-start", "-d", "0"}, wantErr: "-d 0s"},
+		{name: "negative n", args: []string{"-start", "-n", "-1"}, wantErr: "-n -1"},
+		{name: "ftp url", args: []string{"-url", "ftp://127.0.0.1", "-key", "k"}, wantErr: "want http"},
+		{name: "stray argument", args: []string{"-start", "now"}, wantErr: "unexpected argument"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			getenv := func(k string) string { return tt.env[k] }
+			o, err := parseFlags(tt.args, getenv, &bytes.Buffer{})
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("parseFlags(%q) = %v, want an error with %q", tt.args, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("parseFlags(%q) = %v, want no error", tt.args, err)
+			}
+			if tt.check != nil && !tt.check(o) {
+				t.Errorf("parseFlags(%q) = %+v, not what was asked", tt.args, *o)
+			}
+		})
+	}
+}
+
+func TestHelpDocumentsEveryFlag(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"-h"}, noEnv, &out, &bytes.Buffer{}); err != nil {
+		t.Fatalf("run -h = %v, want nil", err)
+	}
+	for _, f := range []string{"url", "key", "allow-remote", "start", "kmsd", "kmsd-log-level", "mode", "mix", "c",
+		"d", "n", "warmup", "timeout", "ring", "asset", "pool", "baseline", "rss", "json"} {
+		if !regexp.MustCompile(`(?m)^  -` + f + `( |$)`).MatchString(out.String()) {
+			t.Errorf("kmsbench -h does not document -%s:\n%s", f, out.String())
+		}
+	}
+	if !strings.Contains(out.String(), "KMSBENCH_KEY") {
+		t.Errorf("kmsbench -h does not mention KMSBENCH_KEY")
+	}
+}
+
+func TestSummaryTable(t *testing.T) {
+	o := &options{mode: "encrypt", concurrency: 64, ring: "r", warmup: time.Second}
+	var kh, bh Histogram
+	kh.Record(4 * time.Millisecond)
+	bh.Record(time.Millisecond)
+	s := newSummary(o)
+	s.Rows = []row{
+		newRow("kmsd", "http://127.0.0.1:1", o, &stats{requests: 1000, errors: 2, byStatus: map[int]int64{500: 1, 0: 1}, elapsed: time.Second, hist: kh}),
+		newRow("baseline", "http://127.0.0.1:2", o, &stats{requests: 4000, elapsed: time.Second, hist: bh}),
+	}
+	s.finish()
+	var out bytes.Buffer
+	if err := s.print(&out, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"target    mode     concurrency  requests  errors  seconds  ops/s  p50 ms  p90 ms  p99 ms  max ms",
+		"kmsd      encrypt           64      1000       2      1.0   1000    4.00    4.00    4.00    4.00",
+		"kmsd errors by status: 500: 1, transport: 1",
+		"kmsd / baseline: throughput 25.0 %, p99 4.0x",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q; got:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestRunEndToEnd builds kmsd, and runs kmsbench against it and the
+// baseline.
+func TestRunEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: builds and runs kmsd; skipped with -short")
+	}
+	var stdout, stderr bytes.Buffer
+	args := []string{"-start", "-mode", "mix", "-c", "8", "-n", "200", "-baseline", "-json", "-rss",
+		"-warmup", "200ms", "-pool", "50", "-kmsd-log-level", "warn"}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := run(ctx, args, noEnv, &stdout, &stderr); err != nil {
+		t.Fatalf("run %q = %v; stderr:\n%s", args, err, stderr.String())
+	}
+	var sum struct {
+		Rows []row    `json:"rows"`
+		RSS  rssStats `json:"rss"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil {
+		t.Fatalf("stdout is not the JSON summary: %v\n%s", err, stdout.String())
+	}
+	if len(sum.Rows) != 2 || sum.Rows[0].Target != "kmsd" || sum.Rows[1].Target != "baseline" {
+		t.Fatalf("rows = %+v, want kmsd and baseline", sum.Rows)
+	}
+	for _, r := range sum.Rows {
+		if r.Requests != 200 || r.Errors != 0 || r.OpsPerSec <= 0 || r.P99Ms <= 0 || r.Mode != "mix" || r.Concurrency != 8 {
+			t.Errorf("%s row = %+v, want 200 requests, no error", r.Target, r)
+		}
+	}
+	if sum.RSS.Samples == 0 || sum.RSS.PeakBytes <= 0 {
+		t.Errorf("rss = %+v, want samples of kmsd's memory", sum.RSS)
+	}
+	if !strings.Contains(stderr.String(), "kmsd (pid ") {
+		t.Errorf("stderr lacks the note that kmsd started:\n%s", stderr.String())
+	}
+}

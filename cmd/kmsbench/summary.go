@@ -1,0 +1,237 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// summary is what kmsbench prints at the end, as a table or as JSON.
+type summary struct {
+	Machine machine `json:"machine"`
+	Mode    string  `json:"mode"`
+	// Ratios compare kmsd with the baseline (with -baseline).
+	Ratios      *ratios   `json:"ratios,omitempty"`
+	RSS         *rssStats `json:"rss,omitempty"` // kmsd's resident memory (with -rss)
+	Rows        []row     `json:"rows"`
+	Interrupted bool      `json:"interrupted,omitempty"` // the run stopped early
+	Warmup      string    `json:"warmup"`
+	ring        string
+	pool        int
+	asset       bool
+}
+
+type machine struct {
+	CPUs       int    `json:"cpus"`
+	CPUModel   string `json:"cpuModel"`
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	Go         string `json:"go"` // kmsbench's Go; a kmsd it built has the same
+	OS         string `json:"os"`
+}
+
+// row is the measurement of one target.
+type row struct {
+	Target         string           `json:"target"` // kmsd or baseline
+	URL            string           `json:"url"`
+	Mode           string           `json:"mode"`
+	Concurrency    int              `json:"concurrency"`
+	Requests       int64            `json:"requests"`
+	Errors         int64            `json:"errors"`
+	ErrorsByStatus map[string]int64 `json:"errorsByStatus,omitempty"` // "transport" for no answer
+	Seconds        float64          `json:"seconds"`
+	OpsPerSec      float64          `json:"opsPerSec"` // requests (errors included) per second
+	P50Ms          float64          `json:"p50Ms"`
+	P90Ms          float64          `json:"p90Ms"`
+	P99Ms          float64          `json:"p99Ms"`
+	MaxMs          float64          `json:"maxMs"`
+}
+
+type ratios struct {
+	ThroughputPct float64 `json:"throughputPct"` // kmsd ops/s / baseline ops/s, in %
+	P99Factor     float64 `json:"p99Factor"`     // kmsd p99 / baseline p99
+}
+
+func newSummary(o *options) *summary {
+	mode := o.mode
+	if mode == "mix" {
+		mode = fmt.Sprintf("mix %.0f%% decrypt", o.mix*100)
+	}
+	return &summary{
+		Machine: machine{
+			CPUs:       runtime.NumCPU(),
+			CPUModel:   cpuModel(),
+			GOMAXPROCS: runtime.GOMAXPROCS(0),
+			Go:         runtime.Version(),
+			OS:         runtime.GOOS + "/" + runtime.GOARCH,
+		},
+		Mode:   mode,
+		Warmup: o.warmup.String(),
+		ring:   o.ring,
+		pool:   o.pool,
+		asset:  o.asset,
+	}
+}
+
+func newRow(target, url string, o *options, st *stats) row {
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	r := row{
+		Target:      target,
+		URL:         url,
+		Mode:        o.mode,
+		Concurrency: o.concurrency,
+		Requests:    st.requests,
+		Errors:      st.errors,
+		Seconds:     st.elapsed.Seconds(),
+		P50Ms:       ms(st.hist.Quantile(0.50)),
+		P90Ms:       ms(st.hist.Quantile(0.90)),
+		P99Ms:       ms(st.hist.Quantile(0.99)),
+		MaxMs:       ms(st.hist.Max()),
+	}
+	if st.elapsed > 0 {
+		r.OpsPerSec = float64(st.requests) / st.elapsed.Seconds()
+	}
+	for status, n := range st.byStatus {
+		if r.ErrorsByStatus == nil {
+			r.ErrorsByStatus = map[string]int64{}
+		}
+		r.ErrorsByStatus[statusName(status)] = n
+	}
+	return r
+}
+
+func statusName(status int) string {
+	if status == 0 {
+		return "transport"
+	}
+	return strconv.Itoa(status)
+}
+
+// byStatusText is ` (500: 3, transport: 1)`, or "" without errors.
+func byStatusText(byStatus map[int]int64) string {
+	if len(byStatus) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, status := range slices.Sorted(maps.Keys(byStatus)) {
+		parts = append(parts, fmt.Sprintf("%s: %d", statusName(status), byStatus[status]))
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
+}
+
+// finish computes the ratios when there are a kmsd and a baseline row.
+func (s *summary) finish() {
+	var k, b *row
+	for i := range s.Rows {
+		switch s.Rows[i].Target {
+		case "kmsd":
+			k = &s.Rows[i]
+		case "baseline":
+			b = &s.Rows[i]
+		}
+	}
+	if k == nil || b == nil || b.OpsPerSec == 0 || b.P99Ms == 0 {
+		return
+	}
+	s.Ratios = &ratios{
+		ThroughputPct: 100 * k.OpsPerSec / b.OpsPerSec,
+		P99Factor:     k.P99Ms / b.P99Ms,
+	}
+}
+
+// print writes the summary to w: a table, or JSON.
+func (s *summary) print(w io.Writer, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(s)
+	}
+	m := s.Machine
+	fmt.Fprintf(w, "machine: %d CPUs (%s), GOMAXPROCS %d, %s %s\n", m.CPUs, m.CPUModel, m.GOMAXPROCS, m.Go, m.OS)
+	fmt.Fprintf(w, "mode: %s, ring %s", s.Mode, s.ring)
+	if s.asset {
+		fmt.Fprint(w, ", with an Asset per encrypt")
+	}
+	if s.Mode != "encrypt" {
+		fmt.Fprintf(w, ", %d headers to decrypt", s.pool)
+	}
+	fmt.Fprintf(w, ", warm-up %s per target\n", s.Warmup)
+	if s.Interrupted {
+		fmt.Fprintln(w, "INTERRUPTED: the figures cover only part of the run")
+	}
+	fmt.Fprintln(w)
+	table := [][]string{{"target", "mode", "concurrency", "requests", "errors", "seconds", "ops/s", "p50 ms", "p90 ms", "p99 ms", "max ms"}}
+	for _, r := range s.Rows {
+		table = append(table, []string{r.Target, r.Mode, strconv.Itoa(r.Concurrency),
+			strconv.FormatInt(r.Requests, 10), strconv.FormatInt(r.Errors, 10), fmt.Sprintf("%.1f", r.Seconds),
+			fmt.Sprintf("%.0f", r.OpsPerSec), fmt.Sprintf("%.2f", r.P50Ms), fmt.Sprintf("%.2f", r.P90Ms),
+			fmt.Sprintf("%.2f", r.P99Ms), fmt.Sprintf("%.2f", r.MaxMs)})
+	}
+	writeTable(w, table, 2)
+	for _, r := range s.Rows {
+		if len(r.ErrorsByStatus) > 0 {
+			var parts []string
+			for _, k := range slices.Sorted(maps.Keys(r.ErrorsByStatus)) {
+				parts = append(parts, fmt.Sprintf("%s: %d", k, r.ErrorsByStatus[k]))
+			}
+			fmt.Fprintf(w, "%s errors by status: %s\n", r.Target, strings.Join(parts, ", "))
+		}
+	}
+	if s.Ratios != nil {
+		fmt.Fprintf(w, "\nkmsd / baseline: throughput %.1f %%, p99 %.1fx\n", s.Ratios.ThroughputPct, s.Ratios.P99Factor)
+	}
+	if s.RSS != nil {
+		fmt.Fprintf(w, "kmsd resident memory: peak %.1f MiB, last %.1f MiB (VmRSS sampled every second, %d samples)\n",
+			float64(s.RSS.PeakBytes)/(1<<20), float64(s.RSS.LastBytes)/(1<<20), s.RSS.Samples)
+	}
+	return nil
+}
+
+// cpuModel is the first "model name" of /proc/cpuinfo, or "unknown CPU".
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "unknown CPU"
+	}
+	for line := range strings.Lines(string(b)) {
+		if name, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(name) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown CPU"
+}
+
+// writeTable writes rows in aligned columns, two spaces apart: the first
+// left columns aligned left, the others (numbers) right.
+func writeTable(w io.Writer, rows [][]string, left int) {
+	var width []int
+	for _, r := range rows {
+		for i, c := range r {
+			if i == len(width) {
+				width = append(width, 0)
+			}
+			width[i] = max(width[i], len(c))
+		}
+	}
+	for _, r := range rows {
+		var b strings.Builder
+		for i, c := range r {
+			if i > 0 {
+				b.WriteString("  ")
+			}
+			pad := strings.Repeat(" ", width[i]-len(c))
+			if i < left {
+				b.WriteString(c + pad)
+			} else {
+				b.WriteString(pad + c)
+			}
+		}
+		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
+	}
+}

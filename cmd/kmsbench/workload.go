@@ -1,0 +1,144 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+)
+
+// workload is what the load sends to kmsd: encrypt calls on one ring, and
+// decrypt calls of the (hash, header) pairs of earlier encrypt calls.
+type workload struct {
+	mode    string  // encrypt, decrypt or mix
+	mix     float64 // the share of decrypt calls in mix mode
+	encrypt request
+	pool    []request // decrypt calls
+}
+
+// newEncrypt returns the encrypt call on ring, with a new Asset when
+// asset is set.
+func newEncrypt(ring string, asset bool) request {
+	in := map[string]any{"ringname": ring}
+	if asset {
+		in["asset"] = map[string]any{"data": map[string]any{"source": "kmsbench"}}
+	}
+	body, _ := json.Marshal(in)
+	return request{path: "/ks/encrypt", body: body}
+}
+
+// pick returns the next request of a worker.
+func (w *workload) pick(rng *rand.Rand) request {
+	switch {
+	case w.mode == "encrypt":
+		return w.encrypt
+	case w.mode == "mix" && rng.Float64() >= w.mix:
+		return w.encrypt
+	}
+	return w.pool[rng.IntN(len(w.pool))]
+}
+
+// call sends one request to kmsd and decodes a 200 answer into out (when
+// not nil). Any other status is an error that carries kmsd's message.
+func call(ctx context.Context, c *http.Client, base, key, method, path string, body []byte, out any) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, method, base+path, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
+	if err != nil {
+		return resp.StatusCode, fmt.Errorf("%s %s: read answer: %w", method, path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct {
+			Message string `json:"message"`
+		}
+		json.Unmarshal(raw, &e)
+		return resp.StatusCode, fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, e.Message)
+	}
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return resp.StatusCode, fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+// ensureRing creates the ring (KEM x25519) unless it exists.
+func ensureRing(ctx context.Context, c *http.Client, base, key, ring string) (created bool, err error) {
+	status, err := call(ctx, c, base, key, http.MethodGet, "/ks/keyrings/"+url.PathEscape(ring), nil, nil)
+	if err == nil {
+		return false, nil
+	}
+	if status != http.StatusNotFound {
+		return false, err
+	}
+	body, _ := json.Marshal(map[string]string{"name": ring, "kem": "x25519"})
+	status, err = call(ctx, c, base, key, http.MethodPost, "/ks/keyrings", body, nil)
+	if status == http.StatusConflict { // made meanwhile by someone else
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// makePool makes size decrypt calls from as many encrypt calls, with
+// concurrency workers; it fails on the first error.
+func makePool(ctx context.Context, c *http.Client, base, key string, encrypt request, size, concurrency int) ([]request, error) {
+	pool := make([]request, size)
+	var (
+		next    atomic.Int64
+		wg      sync.WaitGroup
+		errOnce sync.Once
+		first   error
+	)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for range min(concurrency, size) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= size || ctx.Err() != nil {
+					return
+				}
+				var out struct {
+					Hash   string `json:"hash"`
+					Header string `json:"header"`
+				}
+				_, err := call(ctx, c, base, key, http.MethodPost, encrypt.path, encrypt.body, &out)
+				if err == nil && (out.Hash == "" || out.Header == "") {
+					err = errors.New("encrypt answer without hash or header")
+				}
+				if err != nil {
+					errOnce.Do(func() { first = err; cancel() })
+					return
+				}
+				body, _ := json.Marshal(out)
+				pool[i] = request{path: "/ks/decrypt", body: body}
+			}
+		})
+	}
+	wg.Wait()
+	if first != nil {
+		return nil, fmt.Errorf("decrypt pool: %w", first)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return pool, nil
+}
