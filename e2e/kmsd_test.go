@@ -113,11 +113,13 @@ type proc struct {
 var listening = regexp.MustCompile(`kmsd listening on (http://\S+)`)
 
 // start runs kmsd on the instance, on 127.0.0.1:0, and waits until it
-// listens. It is killed at the end of the test if it still runs.
-func (in *instance) start(t *testing.T) *proc {
+// listens. It is killed at the end of the test if it still runs. Flags in
+// extra come after the defaults (a later flag wins).
+func (in *instance) start(t *testing.T, extra ...string) *proc {
 	t.Helper()
 	p := &proc{stderr: &syncBuffer{}, exited: make(chan struct{})}
-	p.cmd = exec.Command(kmsdPath, "-addr", "127.0.0.1:0", "-data", in.data, "-mail-outbox", in.outbox, "-log-level", "warn")
+	args := append([]string{"-addr", "127.0.0.1:0", "-data", in.data, "-mail-outbox", in.outbox, "-log-level", "warn"}, extra...)
+	p.cmd = exec.Command(kmsdPath, args...)
 	p.cmd.Env = in.env()
 	p.cmd.Stdout, p.cmd.Stderr = p.stderr, p.stderr
 	if err := p.cmd.Start(); err != nil {

@@ -1,0 +1,126 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/ringkms/kms"
+)
+
+// TestNoSecretAtRestOrInLogs runs the credential flows against kmsd with
+// the most talkative log level, stops it, and looks for every secret it
+// handed out or was given, in every file of the data directory and in
+// everything kmsd printed: passwords, API key secrets, access tokens,
+// invitation and reset tokens. The outbox is outside the data directory:
+// mail is how tokens reach people.
+func TestNoSecretAtRestOrInLogs(t *testing.T) {
+	in := newInstance(t)
+	p := in.start(t, "-log-level", "debug")
+	v := newValidator(t)
+	bg := context.Background()
+	root := p.client(t, v, in.bootstrap)
+	anon := p.client(t, v, "")
+	seen := map[string]bool{}
+	secrets := map[string]string{"bootstrap API key": in.bootstrap}
+
+	acct, err := root.CreateAccount(bg, kms.AccountInput{UID: "secrets"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := root.CreateAPIKey(bg, kms.APIKeyInput{AccountID: acct.ID, Flags: kms.Flags{"users.read": true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets["API key"] = key.Key
+	created, err := root.CreateUser(bg, kms.UserInput{Username: "sam", Email: "sam@example.com", FirstName: "S", LastName: "M"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets["generated password"] = created.Password
+	login, err := anon.Login(bg, kms.LoginInput{Username: "sam", Password: created.Password})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets["access token"] = login.AccessToken
+	sam := p.client(t, v, login.AccessToken)
+	refreshed, err := sam.Refresh(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets["refreshed access token"] = refreshed.AccessToken
+
+	if _, err := root.Invite(bg, kms.InviteInput{Username: "ivy", Email: "ivy@example.com", FirstName: "I", LastName: "V"}); err != nil {
+		t.Fatal(err)
+	}
+	_, inviteToken := in.waitMail(t, "ivy@example.com", seen).link(t, "/auth/user/invite-validate")
+	secrets["invitation token"] = inviteToken
+	const invitePassword = "Ivy-passw0rd!"
+	secrets["invitation password"] = invitePassword
+	done, err := anon.CompleteInvite(bg, inviteToken, invitePassword)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets["invitation access token"] = done.AccessToken
+
+	if _, err := anon.StartPasswordReset(bg, "sam@example.com"); err != nil {
+		t.Fatal(err)
+	}
+	_, resetToken := in.waitMail(t, "sam@example.com", seen).link(t, "/auth/basic/reset-password-complete")
+	secrets["reset token"] = resetToken
+	const newPassword = "Sam-new-passw0rd!"
+	secrets["reset password"] = newPassword
+	if err := anon.CompletePasswordReset(bg, resetToken, newPassword); err != nil {
+		t.Fatal(err)
+	}
+	// A failed login with a wrong password: the attempt must not be logged.
+	const wrongPassword = "Wr0ng-password!"
+	secrets["wrong password"] = wrongPassword
+	if _, err := anon.Login(bg, kms.LoginInput{Username: "sam", Password: wrongPassword}); err == nil {
+		t.Fatal("Login with a wrong password succeeded")
+	}
+	p.stop(t)
+
+	forms := func(s string) [][]byte {
+		return [][]byte{[]byte(s), []byte(base64.StdEncoding.EncodeToString([]byte(s)))}
+	}
+	logs := []byte(p.stderr.String())
+	var files int
+	err = filepath.WalkDir(in.data, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		files++
+		for what, s := range secrets {
+			for _, f := range forms(s) {
+				if bytes.Contains(b, f) {
+					t.Errorf("the %s is in %s", what, path)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files == 0 {
+		t.Fatal("no file in the data directory")
+	}
+	for what, s := range secrets {
+		for _, f := range forms(s) {
+			if bytes.Contains(logs, f) {
+				t.Errorf("the %s is in kmsd's output", what)
+			}
+		}
+	}
+	if !bytes.Contains(logs, []byte(`"message":"request"`)) {
+		t.Errorf("kmsd logged no request; the scan of its output proves little:\n%s", logs)
+	}
+}
