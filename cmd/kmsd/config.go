@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
 
 // config is kmsd's configuration, from flags and KMS_* environment
@@ -27,6 +28,14 @@ type config struct {
 	logLevel      string
 	logFormat     string
 	clientIP      string
+
+	tokenTTL    time.Duration
+	inviteTTL   time.Duration
+	resetTTL    time.Duration
+	maxKeyRings int
+	maxUsers    int
+	maxAccounts int
+	maxAPIKeys  int
 }
 
 // setting is one flag and the environment variable that backs it.
@@ -49,6 +58,13 @@ var settings = []setting{
 	{"tls-key", "KMS_TLS_KEY", "file", "TLS private key, PEM (with -tls-cert)", ""},
 	{"log-level", "KMS_LOG_LEVEL", "level", "debug, info, warn or error", "info"},
 	{"log-format", "KMS_LOG_FORMAT", "format", "json or console", "json"},
+	{"token-ttl", "KMS_TOKEN_TTL", "duration", "lifetime of a User's access token", "1h"},
+	{"invite-ttl", "KMS_INVITE_TTL", "duration", "how long an invitation can be completed", "168h"},
+	{"reset-ttl", "KMS_RESET_TTL", "duration", "how long a password reset can be completed", "1h"},
+	{"max-keyrings", "KMS_MAX_KEYRINGS", "n", "plan limit: key rings in all (0: none)", "0"},
+	{"max-users", "KMS_MAX_USERS", "n", "plan limit: Users in all (0: none)", "0"},
+	{"max-accounts", "KMS_MAX_ACCOUNTS", "n", "plan limit: Accounts in all (0: none)", "0"},
+	{"max-apikeys-per-account", "KMS_MAX_APIKEYS_PER_ACCOUNT", "n", "plan limit: API keys of one Account (0: none)", "0"},
 	{"client-ip-header", "KMS_CLIENT_IP_HEADER", "name", "header with the client address set by a trusted reverse proxy (X-Forwarded-For, X-Real-IP); only behind one", ""},
 }
 
@@ -96,6 +112,13 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stdout i
 	fs.StringVar(&c.logLevel, "log-level", "info", "")
 	fs.StringVar(&c.logFormat, "log-format", "json", "")
 	fs.StringVar(&c.clientIP, "client-ip-header", "", "")
+	fs.DurationVar(&c.tokenTTL, "token-ttl", time.Hour, "")
+	fs.DurationVar(&c.inviteTTL, "invite-ttl", 7*24*time.Hour, "")
+	fs.DurationVar(&c.resetTTL, "reset-ttl", time.Hour, "")
+	fs.IntVar(&c.maxKeyRings, "max-keyrings", 0, "")
+	fs.IntVar(&c.maxUsers, "max-users", 0, "")
+	fs.IntVar(&c.maxAccounts, "max-accounts", 0, "")
+	fs.IntVar(&c.maxAPIKeys, "max-apikeys-per-account", 0, "")
 
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -144,6 +167,22 @@ func (c *config) validate() error {
 	case "json", "console":
 	default:
 		return fmt.Errorf("-log-format %q: want json or console", c.logFormat)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"token-ttl", c.tokenTTL}, {"invite-ttl", c.inviteTTL}, {"reset-ttl", c.resetTTL}} {
+		if d.v < time.Minute {
+			return fmt.Errorf("-%s %s: want a duration of at least 1m, for example 1h", d.name, d.v)
+		}
+	}
+	for _, n := range []struct {
+		name string
+		v    int
+	}{{"max-keyrings", c.maxKeyRings}, {"max-users", c.maxUsers}, {"max-accounts", c.maxAccounts}, {"max-apikeys-per-account", c.maxAPIKeys}} {
+		if n.v < 0 {
+			return fmt.Errorf("-%s %d: want 0 (no limit) or more", n.name, n.v)
+		}
 	}
 	if (c.tlsCert == "") != (c.tlsKey == "") {
 		return errors.New("-tls-cert and -tls-key go together: give both for TLS, or neither for plain HTTP")

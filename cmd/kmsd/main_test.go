@@ -175,7 +175,8 @@ func call(t testing.TB, client *http.Client, method, url, key string, body any) 
 }
 
 func TestParseConfig(t *testing.T) {
-	defaults := config{addr: "127.0.0.1:8200", data: "./data", logLevel: "info", logFormat: "json"}
+	defaults := config{addr: "127.0.0.1:8200", data: "./data", logLevel: "info", logFormat: "json",
+		tokenTTL: time.Hour, inviteTTL: 7 * 24 * time.Hour, resetTTL: time.Hour}
 	tests := []struct {
 		name string
 		args []string
@@ -192,6 +193,12 @@ func TestParseConfig(t *testing.T) {
 			func(c *config) {
 				c.addr, c.data, c.dev, c.masterKeyFile, c.logLevel, c.logFormat = "0.0.0.0:8300", "/d", true, "/k", "warn", "console"
 				c.mailOutbox, c.baseURL, c.tlsCert, c.tlsKey = "/o", "http://x:1", "/c", "/kk"
+			}},
+		{"lifetimes and limits", []string{"-token-ttl", "15m", "-max-keyrings", "10", "-max-apikeys-per-account", "3"},
+			env{"KMS_INVITE_TTL": "48h", "KMS_RESET_TTL": "30m", "KMS_MAX_USERS": "7", "KMS_MAX_ACCOUNTS": "2"},
+			func(c *config) {
+				c.tokenTTL, c.inviteTTL, c.resetTTL = 15*time.Minute, 48*time.Hour, 30*time.Minute
+				c.maxKeyRings, c.maxUsers, c.maxAccounts, c.maxAPIKeys = 10, 7, 2, 3
 			}},
 		{"flag wins over environment", []string{"-addr", "127.0.0.1:1", "-log-level", "error", "-dev=false"},
 			env{"KMS_ADDR": "0.0.0.0:2", "KMS_LOG_LEVEL": "debug", "KMS_DATA": "/from-env", "KMS_DEV": "1"},
@@ -222,6 +229,9 @@ func TestParseConfigErrors(t *testing.T) {
 		want string
 	}{
 		{"unknown flag", []string{"-nope"}, nil, "-nope"},
+		{"token lifetime too short", []string{"-token-ttl", "10s"}, nil, "-token-ttl"},
+		{"bad duration", nil, env{"KMS_RESET_TTL": "soon"}, "KMS_RESET_TTL"},
+		{"negative limit", []string{"-max-users", "-1"}, nil, "-max-users"},
 		{"extra argument", []string{"serve"}, nil, `"serve"`},
 		{"bad address", []string{"-addr", "localhost"}, nil, "-addr"},
 		{"bad address in environment", nil, env{"KMS_ADDR": "nowhere"}, "-addr"},
