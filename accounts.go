@@ -167,16 +167,13 @@ func (s *Service) GetAccount(ctx context.Context, ref AccountRef) (*Account, err
 	if err != nil {
 		return nil, err
 	}
-	var a *Account
-	err = s.store.View(ctx, func(tx Txn) error {
-		var err error
-		a, err = visibleAccount(tx, p, ref)
-		return err
+	return audited(s, ctx, p, "account.read", "", func(tx Txn) (*Account, map[string]any, error) {
+		a, err := visibleAccount(tx, p, ref)
+		if err != nil {
+			return nil, nil, err
+		}
+		return a, map[string]any{"accountId": a.ID}, nil
 	})
-	if err != nil {
-		return nil, s.recordFailure(p, "account.read", "", internalError("read account", err))
-	}
-	return a, s.record(p, "account.read", "", map[string]any{"accountId": a.ID}, nil)
 }
 
 // ListAccounts pages through the Accounts, oldest first. It needs
@@ -187,29 +184,25 @@ func (s *Service) ListAccounts(ctx context.Context, req PageRequest) (*List[*Acc
 	if err != nil {
 		return nil, err
 	}
-	out := &List[*Account]{Data: []*Account{}}
 	ps := pageScan{scope: "accounts", prefix: pfxAccount}
 	if !p.Can(FlagAllAccounts) {
 		ps.prefix = join(pfxAccount, []byte(p.AccountID))
 		ps.scope = "accounts/" + p.AccountID
 	}
-	ps.emit = func(_, v []byte) error {
-		var a Account
-		if err := json.Unmarshal(v, &a); err != nil {
-			return err
+	return audited(s, ctx, p, "account.list", "", func(tx Txn) (*List[*Account], map[string]any, error) {
+		out := &List[*Account]{Data: []*Account{}}
+		ps.emit = func(_, v []byte) error {
+			var a Account
+			if err := json.Unmarshal(v, &a); err != nil {
+				return err
+			}
+			out.Data = append(out.Data, &a)
+			return nil
 		}
-		out.Data = append(out.Data, &a)
-		return nil
-	}
-	err = s.store.View(ctx, func(tx Txn) error {
 		var err error
 		out.Pagination, err = s.pager.scan(ctx, tx, req, ps)
-		return err
+		return out, map[string]any{"count": out.Pagination.Count}, err
 	})
-	if err != nil {
-		return nil, s.recordFailure(p, "account.list", "", internalError("list accounts", err))
-	}
-	return out, s.record(p, "account.list", "", map[string]any{"count": out.Pagination.Count}, nil)
 }
 
 // UpdateAccount changes an Account. It needs accounts.write; without

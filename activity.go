@@ -60,6 +60,28 @@ func (s *Service) record(p *Principal, action, ring string, props map[string]any
 	return s.journal.submit(act, nil, nil)
 }
 
+// audited answers a read of the store for p: it runs read in a read
+// transaction and records the operation, with the props read returns, or
+// its failure, before the answer goes out. Every read the Service answers
+// goes this way, so none escapes the trail.
+func audited[T any](s *Service, ctx context.Context, p *Principal, action, ring string,
+	read func(tx Txn) (T, map[string]any, error)) (T, error) {
+	var out, zero T
+	var props map[string]any
+	err := s.store.View(ctx, func(tx Txn) error {
+		var err error
+		out, props, err = read(tx)
+		return err
+	})
+	if err != nil {
+		return zero, s.recordFailure(p, action, ring, internalError(action, err))
+	}
+	if err := s.record(p, action, ring, props, nil); err != nil {
+		return zero, err
+	}
+	return out, nil
+}
+
 // decodeActivity parses a stored record: digest (32 bytes) | JSON.
 func decodeActivity(v []byte) (*Activity, error) {
 	if len(v) < 33 {

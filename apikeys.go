@@ -252,25 +252,22 @@ func (s *Service) GetAPIKey(ctx context.Context, id string) (*APIKey, error) {
 	if err != nil {
 		return nil, err
 	}
-	var k *apiKeyRecord
-	err = s.store.View(ctx, func(tx Txn) error {
-		var err error
-		k, err = visibleAPIKey(tx, p, APIKeyRef{Value: id})
-		return err
+	return audited(s, ctx, p, "apikey.read", "", func(tx Txn) (*APIKey, map[string]any, error) {
+		k, err := visibleAPIKey(tx, p, APIKeyRef{Value: id})
+		if err != nil {
+			return nil, nil, err
+		}
+		return &k.APIKey, map[string]any{"apikeyId": id}, nil
 	})
-	if err != nil {
-		return nil, s.recordFailure(p, "apikey.read", "", internalError("read API key", err))
-	}
-	return &k.APIKey, s.record(p, "apikey.read", "", map[string]any{"apikeyId": id}, nil)
 }
 
 // listAPIKeys pages through the API keys found under the index prefixes
 // (keys end in the API key ID), checking match on each.
 func (s *Service) listAPIKeys(ctx context.Context, p *Principal, action string, req PageRequest, ps pageScan,
 	match func(key []byte, k *apiKeyRecord) bool) (*List[*APIKey], error) {
-	out := &List[*APIKey]{Data: []*APIKey{}}
-	var cur *apiKeyRecord
-	err := s.store.View(ctx, func(tx Txn) error {
+	return audited(s, ctx, p, action, "", func(tx Txn) (*List[*APIKey], map[string]any, error) {
+		out := &List[*APIKey]{Data: []*APIKey{}}
+		var cur *apiKeyRecord
 		ps.match = func(key, _ []byte) (bool, error) {
 			if len(key) < idLen {
 				return false, Errorf(KindInternal, "API key index entry %q is malformed", key)
@@ -290,12 +287,8 @@ func (s *Service) listAPIKeys(ctx context.Context, p *Principal, action string, 
 		}
 		var err error
 		out.Pagination, err = s.pager.scan(ctx, tx, req, ps)
-		return err
+		return out, map[string]any{"count": out.Pagination.Count}, err
 	})
-	if err != nil {
-		return nil, s.recordFailure(p, action, "", internalError("list API keys", err))
-	}
-	return out, s.record(p, action, "", map[string]any{"count": out.Pagination.Count}, nil)
 }
 
 // ListAPIKeys pages through the API keys, oldest first, in their safe

@@ -258,22 +258,14 @@ func (s *Service) GetAsset(ctx context.Context, id string) (*Asset, error) {
 	if err != nil {
 		return nil, err
 	}
-	var a *Asset
-	err = s.store.View(ctx, func(tx Txn) error {
+	return audited(s, ctx, p, "asset.read", "", func(tx Txn) (*Asset, map[string]any, error) {
 		r, err := s.visibleAsset(tx, p, id)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
-		a, err = r.asset()
-		return err
+		a, err := r.asset()
+		return a, map[string]any{"assetId": id}, err
 	})
-	if err != nil {
-		return nil, s.recordFailure(p, "asset.read", "", internalError("read asset", err))
-	}
-	if err := s.record(p, "asset.read", "", map[string]any{"assetId": id}, nil); err != nil {
-		return nil, err
-	}
-	return a, nil
 }
 
 func (s *Service) visibleAsset(tx Txn, p *Principal, id string) (*assetRecord, error) {

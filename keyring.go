@@ -603,9 +603,9 @@ func (s *Service) ListKeyRings(ctx context.Context, req PageRequest) (*List[*Key
 	if err != nil {
 		return nil, err
 	}
-	out := &List[*KeyRing]{Data: []*KeyRing{}}
 	prefix := join(pfxRingList, []byte(groupKS), sep)
-	err = s.store.View(ctx, func(tx Txn) error {
+	return audited(s, ctx, p, "keyring.list", "", func(tx Txn) (*List[*KeyRing], map[string]any, error) {
+		out := &List[*KeyRing]{Data: []*KeyRing{}}
 		var err error
 		out.Pagination, err = s.pager.scan(ctx, tx, req, pageScan{scope: "keyrings", prefix: prefix, emit: func(_, v []byte) error {
 			r, err := loadRing(tx, string(v))
@@ -615,15 +615,8 @@ func (s *Service) ListKeyRings(ctx context.Context, req PageRequest) (*List[*Key
 			out.Data = append(out.Data, r.keyRing())
 			return nil
 		}})
-		return err
+		return out, map[string]any{"count": out.Pagination.Count}, err
 	})
-	if err != nil {
-		return nil, s.recordFailure(p, "keyring.list", "", internalError("list key rings", err))
-	}
-	if err := s.record(p, "keyring.list", "", map[string]any{"count": out.Pagination.Count}, nil); err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 // ListKeys pages through the keys of a /ks ring, oldest first, without
@@ -633,9 +626,9 @@ func (s *Service) ListKeys(ctx context.Context, ref RingRef, req PageRequest) (*
 	if err != nil {
 		return nil, err
 	}
-	out := &List[*Key]{Data: []*Key{}}
 	prefix := join(pfxKey, []byte(r.ID), sep)
-	err = s.store.View(ctx, func(tx Txn) error {
+	return audited(s, ctx, p, "key.list", strings.ToLower(r.Name), func(tx Txn) (*List[*Key], map[string]any, error) {
+		out := &List[*Key]{Data: []*Key{}}
 		var err error
 		out.Pagination, err = s.pager.scan(ctx, tx, req, pageScan{scope: "keys/" + r.ID, prefix: prefix, emit: func(_, v []byte) error {
 			var k keyRecord
@@ -645,15 +638,8 @@ func (s *Service) ListKeys(ctx context.Context, ref RingRef, req PageRequest) (*
 			out.Data = append(out.Data, k.key(false))
 			return nil
 		}})
-		return err
+		return out, map[string]any{"ringId": r.ID, "count": out.Pagination.Count}, err
 	})
-	if err != nil {
-		return nil, s.recordFailure(p, "key.list", strings.ToLower(r.Name), internalError("list keys", err))
-	}
-	if err := s.record(p, "key.list", strings.ToLower(r.Name), map[string]any{"ringId": r.ID, "count": out.Pagination.Count}, nil); err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 // GetKey returns a key of a /ks ring with its wrapped key data. It needs
