@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -33,6 +34,14 @@ const (
 	// SIGINT or SIGTERM; connections still open after it are closed.
 	shutdownTimeout = 10 * time.Second
 )
+
+// defaultMemoryLimit is the Go runtime's soft memory limit when
+// GOMEMLIMIT is not set. Under sustained writes, Badger's compactions
+// allocate and drop buffers of megabytes at a high rate; with the default
+// GOGC alone the heap then grows to twice what is live. The limit makes the
+// collector run earlier instead. It bounds the Go heap only: the pages of
+// the store that Badger maps come on top (docs/OPERATIONS.md, section 9).
+const defaultMemoryLimit = 160 << 20
 
 // lockMemory is mlockall; tests that run the server in their own process
 // replace it.
@@ -64,6 +73,9 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stderr io
 		return err
 	}
 
+	if getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(defaultMemoryLimit)
+	}
 	lockMemory(log) // before the master key is in memory
 	mk, err := loadMasterKey(c, getenv, true, log)
 	if err != nil {
