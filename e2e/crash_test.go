@@ -175,7 +175,7 @@ func TestCrashDurability(t *testing.T) {
 	}
 	p := in.start(t)
 	for round := 1; round <= crashRounds; round++ {
-		l := &crashLoad{c: p.client(t, v, in.bootstrap), round: round}
+		l := &crashLoad{c: clientOf(p, t, v, in.bootstrap), round: round}
 		var wg sync.WaitGroup
 		for _, k := range workers {
 			wg.Go(func() {
@@ -187,7 +187,7 @@ func TestCrashDurability(t *testing.T) {
 		// Not an assertion: the random moment of the kill.
 		time.Sleep(delay)
 		l.killed.Store(true)
-		p.kill(t)
+		p.Kill(t)
 		wg.Wait()
 		if t.Failed() {
 			t.FailNow()
@@ -201,12 +201,12 @@ func TestCrashDurability(t *testing.T) {
 		// acknowledged write is there after the restart.
 		in.verifyAudit(t)
 		p = in.start(t)
-		checkAcked(t, p.client(t, v, in.bootstrap), workers)
+		checkAcked(t, clientOf(p, t, v, in.bootstrap), workers)
 		if t.Failed() {
 			t.FailNow()
 		}
 	}
-	p.stop(t)
+	p.Stop(t)
 	out := in.verifyAudit(t)
 	t.Logf("after %d rounds: %s", crashRounds, strings.ReplaceAll(strings.TrimSpace(out), "\n", "; "))
 }

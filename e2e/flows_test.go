@@ -152,8 +152,8 @@ func TestFlows(t *testing.T) {
 	in := newInstance(t)
 	p := in.start(t)
 	v := newValidator(t)
-	root := p.client(t, v, in.bootstrap)
-	anon := p.client(t, v, "")
+	root := clientOf(p, t, v, in.bootstrap)
+	anon := clientOf(p, t, v, "")
 	mails := map[string]bool{}
 
 	t.Run("bootstrap", func(t *testing.T) {
@@ -161,7 +161,7 @@ func TestFlows(t *testing.T) {
 			t.Fatalf("Healthz: %v", err)
 		}
 		var doc map[string]any
-		if code := raw(t, v, "GET", p.url+"/openapi.json", "", nil, &doc); code != 200 || doc["openapi"] != "3.1.0" {
+		if code := raw(t, v, "GET", p.URL+"/openapi.json", "", nil, &doc); code != 200 || doc["openapi"] != "3.1.0" {
 			t.Fatalf("GET /openapi.json = %d, openapi %v", code, doc["openapi"])
 		}
 		keys := allPages(t, "ListAPIKeys", 10, func(r kms.PageRequest) (*kms.List[*kms.APIKey], error) { return root.ListAPIKeys(bg, r) })
@@ -175,7 +175,7 @@ func TestFlows(t *testing.T) {
 		// No credential breaks the document (bearer); a wrong one does not.
 		_, err := anon.ListKeyRings(breaksDoc(bg), kms.PageRequest{})
 		wantKind(t, "ListKeyRings without a credential", err, kms.KindUnauthenticated)
-		_, err = p.client(t, v, "rk_wrong").ListKeyRings(bg, kms.PageRequest{})
+		_, err = clientOf(p, t, v, "rk_wrong").ListKeyRings(bg, kms.PageRequest{})
 		wantKind(t, "ListKeyRings with a wrong key", err, kms.KindUnauthenticated)
 		// A malformed limit breaks the document too, and kmsd says 400.
 		_, err = root.ListKeyRings(breaksDoc(bg), kms.PageRequest{Limit: -1})
@@ -270,7 +270,7 @@ func TestFlows(t *testing.T) {
 		if limited.Key == "" || limited.AccountID != acme.ID || !limited.Flags["keyring.payments.read"] {
 			t.Fatalf("CreateAPIKey = %+v", limited)
 		}
-		limitedC = p.client(t, v, limited.Key)
+		limitedC = clientOf(p, t, v, limited.Key)
 		if _, err := limitedC.Encrypt(bg, kms.EncryptInput{RingName: "payments"}); err != nil {
 			t.Fatalf("Encrypt with keyring.payments.encrypt: %v", err)
 		}
@@ -289,7 +289,7 @@ func TestFlows(t *testing.T) {
 			t.Fatalf("GetAPIKey = %+v", got)
 		}
 		var props kms.APIKey
-		if code := raw(t, v, "GET", p.url+"/auth/apikey/"+limited.KeyID+"/props", in.bootstrap, nil, &props); code != 200 || props.KeyID != limited.KeyID {
+		if code := raw(t, v, "GET", p.URL+"/auth/apikey/"+limited.KeyID+"/props", in.bootstrap, nil, &props); code != 200 || props.KeyID != limited.KeyID {
 			t.Fatalf("GET /auth/apikey/{id}/props = %d %+v", code, props)
 		}
 
@@ -358,7 +358,7 @@ func TestFlows(t *testing.T) {
 			}
 			_, err := root.GetAPIKey(bg, k.KeyID)
 			wantKind(t, "GetAPIKey of a deleted key", err, kms.KindNotFound)
-			_, err = p.client(t, v, k.Key).ListKeyRings(bg, kms.PageRequest{})
+			_, err = clientOf(p, t, v, k.Key).ListKeyRings(bg, kms.PageRequest{})
 			wantKind(t, "a deleted key", err, kms.KindUnauthenticated)
 		}
 	})
@@ -402,7 +402,7 @@ func TestFlows(t *testing.T) {
 		}
 		// SPEC.md's other spelling of the ring name member, and no limit.
 		var body struct{ Config kms.KeyRingConfig }
-		if code := raw(t, v, "PUT", p.url+"/ks/config", in.bootstrap, map[string]any{"ringanme": "payments", "config": map[string]any{"props": map[string]any{"team": "billing"}}}, &body); code != 200 || body.Config.Algos.AES256.MaxEncryptCount != 0 {
+		if code := raw(t, v, "PUT", p.URL+"/ks/config", in.bootstrap, map[string]any{"ringanme": "payments", "config": map[string]any{"props": map[string]any{"team": "billing"}}}, &body); code != 200 || body.Config.Algos.AES256.MaxEncryptCount != 0 {
 			t.Fatalf("PUT /ks/config with ringanme = %d %+v", code, body.Config)
 		}
 		_, err := root.SetConfig(breaksDoc(bg), "payments", &kms.KeyRingConfig{Algos: kms.ConfigAlgos{AES256: kms.AlgoConfig{MaxEncryptCount: -1}}})
@@ -649,7 +649,7 @@ func TestFlows(t *testing.T) {
 		activityFlow(t, v, root, limited)
 	})
 
-	p.stop(t)
+	p.Stop(t)
 	in.verifyAudit(t)
 
 	unseen, no200 := v.coverage()

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -11,16 +10,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"runtime"
 	"slices"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ringkms/kms/client"
+	"github.com/ringkms/kms/internal/kmsdtest"
 )
 
 // kmsdPath is the kmsd binary that TestMain builds once; empty with
@@ -38,7 +34,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	kmsdPath = filepath.Join(dir, "kmsd")
-	cmd := exec.Command(goTool(), "build", "-o", kmsdPath, "github.com/ringkms/kms/cmd/kmsd")
+	cmd := exec.Command(kmsdtest.GoTool(), "build", "-o", kmsdPath, "github.com/ringkms/kms/cmd/kmsd")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: go build kmsd: %v\n%s", err, out)
 		os.RemoveAll(dir)
@@ -47,15 +43,6 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// goTool is the go command of the toolchain that runs the tests.
-func goTool() string {
-	p := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(p); err == nil {
-		return p
-	}
-	return "go"
 }
 
 // needKmsd skips the test with -short.
@@ -93,89 +80,19 @@ func newInstance(t *testing.T) *instance {
 
 // env is the child's environment: ours without KMS_*, plus the instance's.
 func (in *instance) env() []string {
-	var out []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "KMS_") {
-			out = append(out, kv)
-		}
-	}
-	return append(out, "KMS_MASTER_KEY="+in.masterKey, "KMS_BOOTSTRAP_API_KEY="+in.bootstrap)
+	return kmsdtest.Env("KMS_MASTER_KEY="+in.masterKey, "KMS_BOOTSTRAP_API_KEY="+in.bootstrap)
 }
 
 // proc is a running kmsd.
-type proc struct {
-	cmd    *exec.Cmd
-	url    string
-	stderr *syncBuffer
-	exited chan struct{}
-}
-
-var listening = regexp.MustCompile(`kmsd listening on (http://\S+)`)
+type proc = kmsdtest.Proc
 
 // start runs kmsd on the instance, on 127.0.0.1:0, and waits until it
 // listens. It is killed at the end of the test if it still runs. Flags in
 // extra come after the defaults (a later flag wins).
 func (in *instance) start(t *testing.T, extra ...string) *proc {
 	t.Helper()
-	p := &proc{stderr: &syncBuffer{}, exited: make(chan struct{})}
 	args := append([]string{"-addr", "127.0.0.1:0", "-data", in.data, "-mail-outbox", in.outbox, "-log-level", "warn"}, extra...)
-	p.cmd = exec.Command(kmsdPath, args...)
-	p.cmd.Env = in.env()
-	p.cmd.Stdout, p.cmd.Stderr = p.stderr, p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		p.cmd.Wait()
-		close(p.exited)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.exited:
-		default:
-			p.cmd.Process.Kill()
-			<-p.exited
-		}
-	})
-	waitFor(t, 30*time.Second, "kmsd to listen", func() bool {
-		select {
-		case <-p.exited:
-			t.Fatalf("kmsd exited before listening: %v\n%s", p.cmd.ProcessState, p.stderr)
-		default:
-		}
-		return listening.MatchString(p.stderr.String())
-	})
-	p.url = listening.FindStringSubmatch(p.stderr.String())[1]
-	return p
-}
-
-// kill sends SIGKILL and waits for kmsd to die.
-func (p *proc) kill(t *testing.T) {
-	t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatalf("SIGKILL: %v", err)
-	}
-	select {
-	case <-p.exited:
-	case <-time.After(10 * time.Second):
-		t.Fatal("kmsd did not die within 10s of SIGKILL")
-	}
-}
-
-// stop sends SIGTERM and requires a clean exit within 20 s.
-func (p *proc) stop(t *testing.T) {
-	t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatalf("SIGTERM: %v", err)
-	}
-	select {
-	case <-p.exited:
-		if code := p.cmd.ProcessState.ExitCode(); code != 0 {
-			t.Fatalf("kmsd exited %d after SIGTERM, want 0\n%s", code, p.stderr)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("kmsd did not exit within 20s of SIGTERM\n%s", p.stderr)
-	}
+	return kmsdtest.Start(t, kmsdPath, in.env(), 30*time.Second, args...)
 }
 
 // verifyAudit runs kmsd verify-audit on the instance's data directory
@@ -194,9 +111,9 @@ func (in *instance) verifyAudit(t *testing.T) string {
 	return string(out)
 }
 
-// client returns a client of p with the secret (none when empty) whose
+// clientOf returns a client of p with the secret (none when empty) whose
 // every request and answer v validates.
-func (p *proc) client(t *testing.T, v *validator, secret string) *client.Client {
+func clientOf(p *proc, t *testing.T, v *validator, secret string) *client.Client {
 	t.Helper()
 	hc := v.client()
 	hc.Timeout = 30 * time.Second
@@ -204,7 +121,7 @@ func (p *proc) client(t *testing.T, v *validator, secret string) *client.Client 
 	if secret != "" {
 		opts = append(opts, client.WithAPIKey(secret))
 	}
-	c, err := client.New(p.url, opts...)
+	c, err := client.New(p.URL, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,36 +190,8 @@ func (in *instance) waitMail(t *testing.T, to string, skip map[string]bool) mail
 	return found
 }
 
-// waitFor polls cond every 20 ms until it holds, failing the test when it
-// does not within timeout.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// waitFor polls cond until it holds, failing the test at the timeout.
+var waitFor = kmsdtest.WaitFor
 
 // bg is the context of requests that need no mark.
 var bg = context.Background()

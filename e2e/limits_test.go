@@ -14,7 +14,7 @@ func TestPlanLimits(t *testing.T) {
 	in := newInstance(t)
 	p := in.start(t, "-max-keyrings", "1", "-max-accounts", "2", "-max-apikeys-per-account", "2", "-max-users", "1")
 	v := newValidator(t)
-	root := p.client(t, v, in.bootstrap)
+	root := clientOf(p, t, v, in.bootstrap)
 	bg := context.Background()
 	check := func(what string, err error, max string) {
 		t.Helper()
@@ -50,5 +50,5 @@ func TestPlanLimits(t *testing.T) {
 	}
 	_, err = root.Invite(bg, kms.InviteInput{Username: "u2", Email: "u2@example.com", FirstName: "U", LastName: "Two"})
 	check("Invite", err, "at most 1 users")
-	p.stop(t)
+	p.Stop(t)
 }

@@ -22,8 +22,8 @@ func TestNoSecretAtRestOrInLogs(t *testing.T) {
 	p := in.start(t, "-log-level", "debug")
 	v := newValidator(t)
 	bg := context.Background()
-	root := p.client(t, v, in.bootstrap)
-	anon := p.client(t, v, "")
+	root := clientOf(p, t, v, in.bootstrap)
+	anon := clientOf(p, t, v, "")
 	seen := map[string]bool{}
 	secrets := map[string]string{"bootstrap API key": in.bootstrap}
 
@@ -46,7 +46,7 @@ func TestNoSecretAtRestOrInLogs(t *testing.T) {
 		t.Fatal(err)
 	}
 	secrets["access token"] = login.AccessToken
-	sam := p.client(t, v, login.AccessToken)
+	sam := clientOf(p, t, v, login.AccessToken)
 	refreshed, err := sam.Refresh(bg)
 	if err != nil {
 		t.Fatal(err)
@@ -82,12 +82,12 @@ func TestNoSecretAtRestOrInLogs(t *testing.T) {
 	if _, err := anon.Login(bg, kms.LoginInput{Username: "sam", Password: wrongPassword}); err == nil {
 		t.Fatal("Login with a wrong password succeeded")
 	}
-	p.stop(t)
+	p.Stop(t)
 
 	forms := func(s string) [][]byte {
 		return [][]byte{[]byte(s), []byte(base64.StdEncoding.EncodeToString([]byte(s)))}
 	}
-	logs := []byte(p.stderr.String())
+	logs := []byte(p.Stdout.String() + p.Stderr.String())
 	var files int
 	err = filepath.WalkDir(in.data, func(path string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() {

@@ -19,13 +19,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ringkms/kms/internal/kmsdtest"
 )
 
 var (
@@ -52,7 +53,7 @@ func kmsdBinary(t *testing.T) string {
 		if raceEnabled {
 			args = append(args, "-race")
 		}
-		cmd := exec.Command(goTool(), append(args, ".")...)
+		cmd := exec.Command(kmsdtest.GoTool(), append(args, ".")...)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			binErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
@@ -69,37 +70,16 @@ func cleanupBinary() {
 	}
 }
 
-// goTool is the go command that runs these tests.
-func goTool() string {
-	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); runtime.GOROOT() != "" {
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	return "go"
-}
-
 // proc is a running kmsd.
-type proc struct {
-	cmd    *exec.Cmd
-	url    string
-	stdout *syncBuffer
-	stderr *syncBuffer
-	exited chan struct{}
-}
+type proc = kmsdtest.Proc
 
 // childEnv is this process's environment without KMS_* variables, plus e.
 func childEnv(e env) []string {
-	var out []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "KMS_") {
-			out = append(out, kv)
-		}
-	}
+	var kv []string
 	for k, v := range e {
-		out = append(out, k+"="+v)
+		kv = append(kv, k+"="+v)
 	}
-	return out
+	return kmsdtest.Env(kv...)
 }
 
 // startKmsd starts kmsd on data and waits until it listens. It is killed
@@ -107,64 +87,7 @@ func childEnv(e env) []string {
 func startKmsd(t *testing.T, data string, e env, args ...string) *proc {
 	t.Helper()
 	bin := kmsdBinary(t)
-	p := &proc{stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
-	p.cmd = exec.Command(bin, append([]string{"-data", data, "-addr", "127.0.0.1:0"}, args...)...)
-	p.cmd.Env = childEnv(e)
-	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		p.cmd.Wait()
-		close(p.exited)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.exited:
-		default:
-			p.cmd.Process.Kill()
-			<-p.exited
-		}
-	})
-	waitFor(t, 60*time.Second, "kmsd to listen", func() bool {
-		select {
-		case <-p.exited:
-			t.Fatalf("kmsd exited before listening: %v\nstderr:\n%s", p.cmd.ProcessState, p.stderr)
-		default:
-		}
-		return listeningRE.MatchString(p.stderr.String())
-	})
-	p.url = listeningRE.FindStringSubmatch(p.stderr.String())[1]
-	return p
-}
-
-func (p *proc) signal(t *testing.T, sig os.Signal) {
-	t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		t.Fatalf("signal %v: %v", sig, err)
-	}
-}
-
-// wait waits for kmsd to exit within timeout and returns its exit code
-// (-1 when killed by a signal).
-func (p *proc) wait(t *testing.T, timeout time.Duration) int {
-	t.Helper()
-	select {
-	case <-p.exited:
-		return p.cmd.ProcessState.ExitCode()
-	case <-time.After(timeout):
-		t.Fatalf("kmsd did not exit within %v; stderr:\n%s", timeout, p.stderr)
-		return 0
-	}
-}
-
-// stop sends SIGTERM and checks that kmsd exits 0 within 20 s.
-func (p *proc) stop(t *testing.T) {
-	t.Helper()
-	p.signal(t, syscall.SIGTERM)
-	if code := p.wait(t, 20*time.Second); code != 0 {
-		t.Fatalf("kmsd exited %d after SIGTERM, want 0; stderr:\n%s", code, p.stderr)
-	}
+	return kmsdtest.Start(t, bin, childEnv(e), 60*time.Second, append([]string{"-data", data, "-addr", "127.0.0.1:0"}, args...)...)
 }
 
 // post sends one JSON request and returns the status and the raw body; a
@@ -203,13 +126,13 @@ func e2eEnv() env {
 
 func TestE2EHealthz(t *testing.T) {
 	p := startKmsd(t, t.TempDir(), e2eEnv())
-	if code, body := call(t, nil, "GET", p.url+"/healthz", "", nil); code != 200 {
+	if code, body := call(t, nil, "GET", p.URL+"/healthz", "", nil); code != 200 {
 		t.Errorf("GET /healthz = %d %v", code, body)
 	}
-	if code, _ := call(t, nil, "GET", p.url+"/ks/keyrings", "rk_wrong", nil); code != 401 {
+	if code, _ := call(t, nil, "GET", p.URL+"/ks/keyrings", "rk_wrong", nil); code != 401 {
 		t.Errorf("GET /ks/keyrings with a wrong key = %d, want 401", code)
 	}
-	p.stop(t)
+	p.Stop(t)
 }
 
 // ack is one acknowledged write.
@@ -225,10 +148,10 @@ func TestE2ECrashDurability(t *testing.T) {
 	data := t.TempDir()
 	e := e2eEnv()
 	p := startKmsd(t, data, e)
-	if code, body := call(t, nil, "GET", p.url+"/healthz", "", nil); code != 200 {
+	if code, body := call(t, nil, "GET", p.URL+"/healthz", "", nil); code != 200 {
 		t.Fatalf("GET /healthz = %d %v", code, body)
 	}
-	if code, body := call(t, nil, "POST", p.url+"/ks/keyrings", e2eBootstrap, map[string]any{"name": "crash"}); code != 200 {
+	if code, body := call(t, nil, "POST", p.URL+"/ks/keyrings", e2eBootstrap, map[string]any{"name": "crash"}); code != 200 {
 		t.Fatalf("create ring crash = %d %v", code, body)
 	}
 
@@ -256,13 +179,13 @@ func TestE2ECrashDurability(t *testing.T) {
 				switch i % 5 {
 				case 0:
 					a = ack{op: "ring", ring: fmt.Sprintf("crash-%d", i)}
-					status, raw, err = post(client, "POST", p.url+"/ks/keyrings", e2eBootstrap, map[string]any{"name": a.ring})
+					status, raw, err = post(client, "POST", p.URL+"/ks/keyrings", e2eBootstrap, map[string]any{"name": a.ring})
 				case 1:
 					a = ack{op: "rotate"}
-					status, raw, err = post(client, "POST", p.url+"/ks/rotate", e2eBootstrap, map[string]any{"ringname": "crash", "algo": "aes256"})
+					status, raw, err = post(client, "POST", p.URL+"/ks/rotate", e2eBootstrap, map[string]any{"ringname": "crash", "algo": "aes256"})
 				default:
 					a = ack{op: "encrypt"}
-					status, raw, err = post(client, "POST", p.url+"/ks/encrypt", e2eBootstrap, map[string]any{"ringname": "crash"})
+					status, raw, err = post(client, "POST", p.URL+"/ks/encrypt", e2eBootstrap, map[string]any{"ringname": "crash"})
 				}
 				if err != nil {
 					if !killed.Load() {
@@ -303,8 +226,8 @@ func TestE2ECrashDurability(t *testing.T) {
 		t.Fatalf("fewer than %d writes acknowledged in 60s", want)
 	}
 	killed.Store(true)
-	p.signal(t, syscall.SIGKILL)
-	if code := p.wait(t, 10*time.Second); code != -1 {
+	p.Signal(t, syscall.SIGKILL)
+	if code := p.Wait(t, 10*time.Second); code != -1 {
 		t.Fatalf("kmsd exited %d, want killed by SIGKILL", code)
 	}
 	wg.Wait()
@@ -323,19 +246,19 @@ func TestE2ECrashDurability(t *testing.T) {
 		counts[a.op]++
 		switch a.op {
 		case "ring":
-			if code, body := call(t, nil, "GET", p.url+"/ks/keyrings/"+a.ring, e2eBootstrap, nil); code != 200 {
+			if code, body := call(t, nil, "GET", p.URL+"/ks/keyrings/"+a.ring, e2eBootstrap, nil); code != 200 {
 				t.Errorf("after the crash, GET ring %s = %d %v", a.ring, code, body)
 			}
 		case "rotate":
-			if code, body := call(t, nil, "GET", p.url+"/ks/keyrings/crash/keys/"+a.keyID, e2eBootstrap, nil); code != 200 {
+			if code, body := call(t, nil, "GET", p.URL+"/ks/keyrings/crash/keys/"+a.keyID, e2eBootstrap, nil); code != 200 {
 				t.Errorf("after the crash, GET rotated key %s = %d %v", a.keyID, code, body)
 			}
 		case "encrypt":
-			code, body := call(t, nil, "GET", p.url+"/ks/hash/"+a.hash, e2eBootstrap, nil)
+			code, body := call(t, nil, "GET", p.URL+"/ks/hash/"+a.hash, e2eBootstrap, nil)
 			if code != 200 || body["keyId"] != a.keyID {
 				t.Errorf("after the crash, GET hash = %d %v, want 200 with keyId %s", code, body, a.keyID)
 			}
-			code, body = call(t, nil, "POST", p.url+"/ks/decrypt", e2eBootstrap, map[string]any{"hash": a.hash, "header": a.header})
+			code, body = call(t, nil, "POST", p.URL+"/ks/decrypt", e2eBootstrap, map[string]any{"hash": a.hash, "header": a.header})
 			if code != 200 {
 				t.Errorf("after the crash, decrypt = %d %v", code, body)
 			} else if k, _ := body["key"].(map[string]any); k["id"] != a.keyID {
@@ -344,7 +267,7 @@ func TestE2ECrashDurability(t *testing.T) {
 		}
 	}
 	t.Logf("checked: %v", counts)
-	p.stop(t)
+	p.Stop(t)
 
 	// The audit chain is intact.
 	cmd := exec.Command(kmsdBinary(t), "verify-audit", "-data", data)
@@ -402,7 +325,7 @@ func TestE2ESecretsAtRest(t *testing.T) {
 	e := e2eEnv()
 	p := startKmsd(t, data, e)
 
-	code, body := call(t, nil, "POST", p.url+"/ks/keyrings", e2eBootstrap, map[string]any{"name": "secrets"})
+	code, body := call(t, nil, "POST", p.URL+"/ks/keyrings", e2eBootstrap, map[string]any{"name": "secrets"})
 	if code != 200 {
 		t.Fatalf("create ring = %d %v", code, body)
 	}
@@ -413,20 +336,20 @@ func TestE2ESecretsAtRest(t *testing.T) {
 	}
 	ringID := body["ring"].(map[string]any)["id"].(string)
 
-	code, body = call(t, nil, "POST", p.url+"/ks/encrypt", e2eBootstrap, map[string]any{"ringname": "secrets"})
+	code, body = call(t, nil, "POST", p.URL+"/ks/encrypt", e2eBootstrap, map[string]any{"ringname": "secrets"})
 	if code != 200 {
 		t.Fatalf("encrypt = %d %v", code, body)
 	}
 	aesKey := unwrapKey(t, seed, ringID, body["key"].(map[string]any))
 	// Decrypt hands out the same key.
-	code, dec := call(t, nil, "POST", p.url+"/ks/decrypt", e2eBootstrap, map[string]any{"hash": body["hash"], "header": body["header"]})
+	code, dec := call(t, nil, "POST", p.URL+"/ks/decrypt", e2eBootstrap, map[string]any{"hash": body["hash"], "header": body["header"]})
 	if code != 200 {
 		t.Fatalf("decrypt = %d %v", code, dec)
 	}
 	if k := unwrapKey(t, seed, ringID, dec["key"].(map[string]any)); !bytes.Equal(k, aesKey) {
 		t.Errorf("decrypt unwraps to another key than encrypt")
 	}
-	p.stop(t)
+	p.Stop(t)
 
 	mk, _ := base64.StdEncoding.DecodeString(e["KMS_MASTER_KEY"])
 	secrets := map[string][]byte{
@@ -466,7 +389,7 @@ func TestE2ESecretsAtRest(t *testing.T) {
 	if files == 0 {
 		t.Fatalf("no files under %s", data)
 	}
-	logs := p.stdout.String() + p.stderr.String()
+	logs := p.Stdout.String() + p.Stderr.String()
 	for _, name := range []string{"bootstrap API key", "master key, base64", "private key, base64", "AES key, base64", "AES key, hex"} {
 		if strings.Contains(logs, string(secrets[name])) {
 			t.Errorf("the logs hold the %s", name)
@@ -476,10 +399,10 @@ func TestE2ESecretsAtRest(t *testing.T) {
 
 func TestE2EGracefulShutdown(t *testing.T) {
 	p := startKmsd(t, t.TempDir(), e2eEnv())
-	if code, body := call(t, nil, "POST", p.url+"/ks/keyrings", e2eBootstrap, map[string]any{"name": "inflight"}); code != 200 {
+	if code, body := call(t, nil, "POST", p.URL+"/ks/keyrings", e2eBootstrap, map[string]any{"name": "inflight"}); code != 200 {
 		t.Fatalf("create ring = %d %v", code, body)
 	}
-	host := strings.TrimPrefix(p.url, "http://")
+	host := strings.TrimPrefix(p.URL, "http://")
 
 	// One request is surely in flight: its handler is reading the body
 	// (the server has sent 100 Continue) when SIGTERM arrives, and the
@@ -512,7 +435,7 @@ func TestE2EGracefulShutdown(t *testing.T) {
 		wg.Go(func() {
 			client := &http.Client{Timeout: 30 * time.Second}
 			for {
-				status, raw, err := post(client, "POST", p.url+"/ks/encrypt", e2eBootstrap, map[string]any{"ringname": "inflight"})
+				status, raw, err := post(client, "POST", p.URL+"/ks/encrypt", e2eBootstrap, map[string]any{"ringname": "inflight"})
 				if err != nil {
 					if !signalled.Load() {
 						t.Errorf("request before SIGTERM: %v", err)
@@ -534,9 +457,9 @@ func TestE2EGracefulShutdown(t *testing.T) {
 	waitFor(t, 30*time.Second, "requests to be answered", func() bool { return answered.Load() >= 50 })
 	signalled.Store(true)
 	sigAt := time.Now()
-	p.signal(t, syscall.SIGTERM)
+	p.Signal(t, syscall.SIGTERM)
 	waitFor(t, 10*time.Second, "kmsd to begin shutting down", func() bool {
-		return strings.Contains(p.stderr.String(), "shutting down")
+		return strings.Contains(p.Stderr.String(), "shutting down")
 	})
 	// New connections are refused once the listener is closed.
 	waitFor(t, 10*time.Second, "the listener to close", func() bool {
@@ -564,11 +487,11 @@ func TestE2EGracefulShutdown(t *testing.T) {
 	}
 
 	wg.Wait()
-	if code := p.wait(t, 15*time.Second); code != 0 {
-		t.Errorf("kmsd exited %d after SIGTERM, want 0; stderr:\n%s", code, p.stderr)
+	if code := p.Wait(t, 15*time.Second); code != 0 {
+		t.Errorf("kmsd exited %d after SIGTERM, want 0; stderr:\n%s", code, p.Stderr)
 	}
 	t.Logf("%d requests answered; exit %v after SIGTERM", answered.Load(), time.Since(sigAt).Round(time.Millisecond))
-	if !strings.Contains(p.stderr.String(), `"stopped"`) {
+	if !strings.Contains(p.Stderr.String(), `"stopped"`) {
 		t.Errorf("no \"stopped\" log line")
 	}
 }

@@ -1,0 +1,158 @@
+// Package kmsdtest runs the real kmsd binary for tests: it builds it,
+// starts it on a loopback port, waits until it listens, and stops or kills
+// it. The end-to-end tests of several packages share it.
+package kmsdtest
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Buffer is a bytes.Buffer safe for concurrent use: the output of a
+// process that a test reads while it runs.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *Buffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *Buffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// WaitFor polls cond every 10 ms until it holds, failing the test when it
+// does not within timeout.
+func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// GoTool is the go command of the toolchain that runs the tests.
+func GoTool() string {
+	if root := runtime.GOROOT(); root != "" {
+		p := filepath.Join(root, "bin", "go")
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return "go"
+}
+
+// Env is this process's environment without any KMS_* variable, plus the
+// given KEY=value pairs: a child sees only the configuration the test
+// gives it.
+func Env(extra ...string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "KMS_") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, extra...)
+}
+
+// Proc is a running kmsd.
+type Proc struct {
+	Cmd    *exec.Cmd
+	URL    string  // http://127.0.0.1:PORT
+	Stdout *Buffer // what it printed to stdout
+	Stderr *Buffer // what it printed to stderr: its log
+	Exited chan struct{}
+}
+
+var listening = regexp.MustCompile(`kmsd listening on (https?://\S+)`)
+
+// Start runs the kmsd binary bin with args and env and waits until it
+// listens (within timeout). It is killed at the end of the test if it
+// still runs.
+func Start(t testing.TB, bin string, env []string, timeout time.Duration, args ...string) *Proc {
+	t.Helper()
+	p := &Proc{Stdout: &Buffer{}, Stderr: &Buffer{}, Exited: make(chan struct{})}
+	p.Cmd = exec.Command(bin, args...)
+	p.Cmd.Env = env
+	p.Cmd.Stdout, p.Cmd.Stderr = p.Stdout, p.Stderr
+	if err := p.Cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		p.Cmd.Wait()
+		close(p.Exited)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.Exited:
+		default:
+			p.Cmd.Process.Kill()
+			<-p.Exited
+		}
+	})
+	WaitFor(t, timeout, "kmsd to listen", func() bool {
+		select {
+		case <-p.Exited:
+			t.Fatalf("kmsd exited before listening: %v\nstderr:\n%s", p.Cmd.ProcessState, p.Stderr)
+		default:
+		}
+		return listening.MatchString(p.Stderr.String())
+	})
+	p.URL = listening.FindStringSubmatch(p.Stderr.String())[1]
+	return p
+}
+
+// Signal sends sig to kmsd.
+func (p *Proc) Signal(t testing.TB, sig os.Signal) {
+	t.Helper()
+	if err := p.Cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signal %v: %v", sig, err)
+	}
+}
+
+// Wait waits for kmsd to exit within timeout and returns its exit code
+// (-1 when a signal killed it).
+func (p *Proc) Wait(t testing.TB, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.Exited:
+		return p.Cmd.ProcessState.ExitCode()
+	case <-time.After(timeout):
+		t.Fatalf("kmsd did not exit within %v; stderr:\n%s", timeout, p.Stderr)
+		return 0
+	}
+}
+
+// Kill sends SIGKILL and waits for kmsd to die.
+func (p *Proc) Kill(t testing.TB) {
+	t.Helper()
+	p.Signal(t, syscall.SIGKILL)
+	p.Wait(t, 10*time.Second)
+}
+
+// Stop sends SIGTERM and requires kmsd to exit 0 within 20 s.
+func (p *Proc) Stop(t testing.TB) {
+	t.Helper()
+	p.Signal(t, syscall.SIGTERM)
+	if code := p.Wait(t, 20*time.Second); code != 0 {
+		t.Fatalf("kmsd exited %d after SIGTERM, want 0; stderr:\n%s", code, p.Stderr)
+	}
+}
