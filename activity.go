@@ -39,8 +39,7 @@ func (s *Service) newActivity(p *Principal, action, ring string, valid bool, pro
 	if props == nil {
 		props = make(map[string]any, 4)
 	}
-	return &Activity{
-		ID:        newID(s.now()),
+	return &Activity{ // the journal sets ID, CreatedAt and the chain fields
 		KeyID:     p.ID,
 		AccountID: p.AccountID,
 		Action:    action,
@@ -103,29 +102,24 @@ func (s *Service) GetActivity(ctx context.Context, id string) (*Activity, error)
 	if err != nil {
 		return nil, err
 	}
+	notFound := Errorf(KindNotFound, "activity not found")
+	raw, ok := parseID(id)
+	seq := binary.BigEndian.Uint64(raw[8:])
+	if !ok || seq == 0 {
+		return nil, notFound
+	}
 	var a *Activity
-	err = s.store.View(ctx, func(tx Txn) error {
-		seq, err := tx.Get(join(pfxActID, []byte(id)))
-		if isNotFound(err) {
-			return Errorf(KindNotFound, "activity not found")
-		} else if err != nil {
-			return err
-		}
-		v, err := tx.Get(join(pfxActSeq, seq))
-		if err != nil {
-			return err
-		}
-		if a, err = decodeActivity(v); err != nil {
-			return err
-		}
-		if !visibleTo(p, a.AccountID) {
-			// Another Account's record is as absent as a missing one.
-			return Errorf(KindNotFound, "activity not found")
-		}
-		return nil
+	err = s.trail.Scan(seq, func(_ uint64, rec []byte) (bool, error) {
+		var err error
+		a, err = decodeActivity(rec)
+		return false, err
 	})
 	if err != nil {
 		return nil, internalError("read activity", err)
+	}
+	// Another Account's record is as absent as a missing one.
+	if a == nil || a.ID != id || !visibleTo(p, a.AccountID) {
+		return nil, notFound
 	}
 	return a, nil
 }
@@ -141,62 +135,65 @@ type VerifyChainResult struct {
 
 // VerifyActivityChain walks the whole activity trail in order and checks
 // that every record's digest matches its contents and names the record
-// before it, that sequence numbers have no gap, and that the chain ends at
-// the recorded head. It returns an Unprocessable error naming the first
+// before it, that sequence numbers have no gap, and that the chain reaches
+// the last record its index names (so records cut from the end of the
+// trail are detected too). It returns an Unprocessable error naming the first
 // record that fails. It reads the store directly and needs no principal,
 // for use by operators (kmsd verify-audit).
 func (s *Service) VerifyActivityChain(ctx context.Context) (VerifyChainResult, error) {
 	var res VerifyChainResult
+	var head chainHead
 	err := s.store.View(ctx, func(tx Txn) error {
-		var head chainHead
-		if v, err := tx.Get(keyActHead); err == nil {
-			if err := json.Unmarshal(v, &head); err != nil {
-				return err
-			}
-		} else if !isNotFound(err) {
-			return err
-		}
-		prev := ""
-		err := tx.Scan(ScanOptions{Prefix: pfxActSeq}, func(k, v []byte) (bool, error) {
-			if err := ctx.Err(); err != nil {
-				return false, err
-			}
-			a, err := decodeActivity(v)
-			if err != nil {
-				return false, Errorf(KindUnprocessable, "activity record %d does not parse", res.Records+1)
-			}
-			if a.Seq != res.Records+1 {
-				return false, Errorf(KindUnprocessable, "activity chain has a gap before record %d", a.Seq)
-			}
-			if a.Prev != prev {
-				return false, Errorf(KindUnprocessable, "activity record %d (%s) does not follow the record before it", a.Seq, a.ID)
-			}
-			sum := chainDigest(&s.journal.chainKey, a.Prev, v[32:])
-			if hex.EncodeToString(sum[:]) != a.Digest {
-				return false, Errorf(KindUnprocessable, "activity record %d (%s) was altered", a.Seq, a.ID)
-			}
-			prev = a.Digest
-			res.Records++
-			return true, nil
-		})
-		if err != nil {
-			return err
-		}
-		if res.Records != head.Seq || prev != head.Digest {
-			return Errorf(KindUnprocessable, "activity chain ends at record %d but the head names record %d", res.Records, head.Seq)
-		}
-		res.Head = prev
-		return nil
+		var err error
+		head, err = loadHead(tx)
+		return err
 	})
-	return res, err
+	if err != nil {
+		return res, err
+	}
+	prev := ""
+	err = s.trail.Scan(1, func(seq uint64, rec []byte) (bool, error) {
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		a, err := decodeActivity(rec)
+		if err != nil {
+			return false, Errorf(KindUnprocessable, "activity record %d does not parse", seq)
+		}
+		if a.Seq != seq {
+			return false, Errorf(KindUnprocessable, "activity record %d names itself record %d", seq, a.Seq)
+		}
+		if a.Prev != prev {
+			return false, Errorf(KindUnprocessable, "activity record %d (%s) does not follow the record before it", a.Seq, a.ID)
+		}
+		sum := chainDigest(&s.journal.chainKey, a.Prev, rec[32:])
+		if hex.EncodeToString(sum[:]) != a.Digest {
+			return false, Errorf(KindUnprocessable, "activity record %d (%s) was altered", a.Seq, a.ID)
+		}
+		if seq == head.Seq && a.Digest != head.Digest {
+			return false, Errorf(KindUnprocessable, "activity record %d is not the record the index names", seq)
+		}
+		prev = a.Digest
+		res.Records++
+		return true, nil
+	})
+	if err != nil {
+		return res, err
+	}
+	// The trail may run past the index (records written just before a
+	// crash are indexed at the next start), never stop short of it.
+	if res.Records < head.Seq {
+		return res, Errorf(KindUnprocessable, "activity chain ends at record %d but the index names record %d", res.Records, head.Seq)
+	}
+	res.Head = prev
+	return res, nil
 }
 
 // The indexes of the activity trail, besides act/k (keyid), act/x (action),
-// act/a (account) and act/r (ring) of layout.go. Every index key ends in the
-// record's seq (uint64, big-endian), so an index lists its records in chain
-// order, and any index can be bounded by a range of seqs.
+// act/a (account) and act/r (ring) of layout.go; postings.go says how their
+// entries are kept.
 //
-// An index entry costs a write on the hot path of every encrypt, so values
+// An index entry costs work on the hot path of every encrypt, so values
 // that nearly every record has get none: a granted record (valid true) and
 // the prop result "ok". An index of them would hold nearly the whole trail,
 // and walking the trail itself, checking each record, costs the same.
@@ -207,14 +204,14 @@ var (
 	// after it; a record of the same millisecond as the one before it
 	// needs no entry.
 	pfxActByTime = []byte("act/t/")
-	// act/v/0/ seq: the denied records (valid false).
+	// act/v/0/ (a term): the denied records (valid false).
 	pfxActDenied = []byte("act/v/0/")
-	// act/p/ name 0 value 0 seq: a top-level prop whose value is a
+	// act/p/ name 0 value 0 (a term): a top-level prop whose value is a
 	// string, number or boolean, as canonical JSON of at most
 	// maxPropIndexValue bytes, and whose name has at most maxPropIndexName
 	// bytes and no 0 byte (see propIndexed). Props action and ring are
 	// left out: they always repeat the action and ring of the record (see
-	// appendActivity), which have their own indexes.
+	// journal.appendRecord), which have their own indexes.
 	pfxActByProp = []byte("act/p/")
 )
 
@@ -240,52 +237,6 @@ func propIndexed(name string, canon []byte) bool {
 // timeIndexMillis is the key of a time in the time index. Times before
 // the epoch count as the epoch.
 func timeIndexMillis(ms int64) uint64 { return uint64(max(ms, 0)) }
-
-// actIndex builds the index keys of one activity record in one buffer, to
-// keep allocations off the journal's hot path. A key is begun, written
-// into buf and ended with the record's seq.
-type actIndex struct {
-	buf   []byte
-	keys  [][]byte
-	seq   []byte
-	start int
-}
-
-func (x *actIndex) begin(prefix []byte) {
-	x.start = len(x.buf)
-	x.buf = append(x.buf, prefix...)
-}
-
-func (x *actIndex) end() {
-	x.buf = append(x.buf, x.seq...)
-	x.keys = append(x.keys, x.buf[x.start:len(x.buf):len(x.buf)])
-}
-
-// field adds the key prefix value 0 seq.
-func (x *actIndex) field(prefix []byte, value string) {
-	x.begin(prefix)
-	x.buf = append(x.buf, value...)
-	x.buf = append(x.buf, 0)
-	x.end()
-}
-
-// prop adds the key act/p/ name 0 value 0 seq, when the prop is indexed.
-func (x *actIndex) prop(name string, v any) {
-	if name == "action" || name == "ring" {
-		return // the common case, before any work
-	}
-	x.begin(pfxActByProp)
-	x.buf = append(x.buf, name...)
-	x.buf = append(x.buf, 0)
-	n := len(x.buf)
-	var ok bool
-	if x.buf, ok = appendScalarJSON(x.buf, v); !ok || !propIndexed(name, x.buf[n:]) {
-		x.buf = x.buf[:x.start]
-		return
-	}
-	x.buf = append(x.buf, 0)
-	x.end()
-}
 
 // appendScalarJSON appends canonicalJSON(json.Marshal(v)) to dst when that
 // is a string, number or boolean, and reports whether it did. The common
@@ -414,6 +365,10 @@ func (s *Service) SearchActivity(ctx context.Context, f ActivityFilter, req Page
 	indexed := "none"
 	out := &List[*Activity]{Data: []*Activity{}}
 	err = s.store.View(ctx, func(tx Txn) error {
+		head, err := loadHead(tx)
+		if err != nil {
+			return err
+		}
 		from, until, none, err := activitySeqRange(tx, q.Start, q.End)
 		if err != nil {
 			return err
@@ -422,22 +377,30 @@ func (s *Service) SearchActivity(ctx context.Context, f ActivityFilter, req Page
 			out.Pagination, err = s.emptyPage(q.scope, req)
 			return err
 		}
+		// The search sees the records the index names in this snapshot:
+		// the trail may already hold a few more.
+		from = max(from, 1)
+		if until == 0 || until > head.Seq+1 {
+			until = head.Seq + 1
+		}
 		ps.prefix, indexed = q.index()
-		if from > 0 {
-			ps.from = join(ps.prefix, seqKey(from))
-		}
-		if until > 0 {
-			ps.until = join(ps.prefix, seqKey(until))
-		}
-		trail := indexed == "trail"
 		var cur *Activity
-		ps.match = func(k, v []byte) (bool, error) {
-			if !trail {
-				var err error
-				if v, err = tx.Get(join(pfxActSeq, k[len(k)-8:])); err != nil {
-					return false, err
-				}
+		ps.walk = func(start []byte, fn func(k, v []byte) (bool, error)) error {
+			first := max(from, seqAfter(start, ps.prefix))
+			visit := func(seq uint64, rec []byte) (bool, error) {
+				return fn(join(ps.prefix, seqKey(seq)), rec)
 			}
+			if indexed == "trail" {
+				return s.trail.Scan(first, func(seq uint64, rec []byte) (bool, error) {
+					if seq >= until {
+						return false, nil
+					}
+					return visit(seq, rec)
+				})
+			}
+			return s.readSeqs(tx, ps.prefix, first, until, visit)
+		}
+		ps.match = func(_, v []byte) (bool, error) {
 			a, err := decodeActivity(v)
 			if err != nil {
 				return false, err
@@ -459,6 +422,66 @@ func (s *Service) SearchActivity(ctx context.Context, f ActivityFilter, req Page
 		return nil, err
 	}
 	return out, nil
+}
+
+// seqAfter returns the first seq at or after start, a key of the list
+// prefix (prefix seq, or the key just after it); 0 for no start.
+func seqAfter(start, prefix []byte) uint64 {
+	if len(start) < len(prefix)+8 {
+		return 0
+	}
+	seq := binary.BigEndian.Uint64(start[len(prefix):])
+	if len(start) > len(prefix)+8 {
+		seq++
+	}
+	return seq
+}
+
+// readSeqs calls fn with the records of the index term in [from, until),
+// in order, until fn returns false or an error. It reads them from the
+// trail in runs: records close together in one sequential read.
+func (s *Service) readSeqs(tx Txn, term []byte, from, until uint64, fn func(seq uint64, rec []byte) (bool, error)) error {
+	const chunk, gap = 256, 64
+	seqs := make([]uint64, 0, chunk)
+	more := true
+	flush := func() error {
+		for i := 0; i < len(seqs) && more; {
+			at := i
+			err := s.trail.Scan(seqs[i], func(seq uint64, rec []byte) (bool, error) {
+				switch {
+				case seq == seqs[i]:
+					i++
+					var err error
+					if more, err = fn(seq, rec); err != nil || !more {
+						return false, err
+					}
+					return i < len(seqs) && seqs[i]-seq <= gap, nil
+				case seq > seqs[i]:
+					return false, Errorf(KindInternal, "activity record %d is missing from the trail", seqs[i])
+				}
+				return true, nil
+			})
+			if err == nil && i == at {
+				err = Errorf(KindInternal, "activity record %d is missing from the trail", seqs[i])
+			}
+			if err != nil {
+				return err
+			}
+		}
+		seqs = seqs[:0]
+		return nil
+	}
+	err := walkPostings(tx, term, from, until, func(seq uint64) (bool, error) {
+		if seqs = append(seqs, seq); len(seqs) == chunk {
+			err := flush()
+			return more, err
+		}
+		return true, nil
+	})
+	if err == nil && more {
+		err = flush()
+	}
+	return err
 }
 
 // emptyPage answers a search that no record can match, after checking

@@ -8,21 +8,30 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
 	"sync"
 	"time"
 )
 
 // The journal is the Service's single writer. Every write of the domain,
 // and every activity record, goes through it as a job: the journal gathers
-// the jobs that are waiting, runs their mutations and appends their activity
-// records in one store transaction, commits it durably, and then answers each
-// job. So
+// the jobs that are waiting and, for each batch,
 //
-//   - an operation and its activity record commit together or not at all
-//     (the trail is fail-closed);
-//   - the activity chain has one appender, and no transaction conflicts on
-//     its head;
-//   - durable commits are shared: one fsync serves every job of a batch.
+//  1. runs their mutations in one store transaction, committed durably
+//     (only when a job has a mutation), together with the batch's
+//     activity records under act/pending;
+//  2. appends the activity records to the Trail, durably;
+//  3. writes their index entries to the store (UpdateNoSync: they can be
+//     rebuilt from the trail);
+//  4. answers each job.
+//
+// So an operation is answered only once its activity record is durable
+// (the trail is fail-closed); the activity chain has one appender; and one
+// durable write of the trail serves every job of a batch. An operation
+// that changes the store and its record become durable together: a crash
+// between steps 1 and 2 leaves the records in act/pending, from which
+// startJournal appends them to the trail. A crash before step 3 leaves
+// records that the index does not name yet; startJournal indexes them.
 //
 // A job's mutation runs against an overlay of the batch transaction: when it
 // fails, its writes are dropped and the other jobs of the batch go on. Gets
@@ -30,6 +39,11 @@ import (
 // Scans see earlier jobs' writes but not the job's own.
 
 const maxBatch = 256
+
+// maxUnindexed bounds the records the journal keeps in memory while the
+// store refuses their index entries; past it, the journal stops: a trail
+// whose search misses records is not one to keep writing.
+const maxUnindexed = 1 << 16
 
 type job struct {
 	act    *Activity         // nil for a write with no activity record
@@ -48,6 +62,7 @@ type chainHead struct {
 
 type journal struct {
 	store    Store
+	trail    Trail
 	chainKey [32]byte // keys the activity chain (chainDigest)
 	now      func() time.Time
 	log      func(err error, msg string)
@@ -57,27 +72,99 @@ type journal struct {
 	jobs   chan *job
 	wg     sync.WaitGroup
 
-	head chainHead // owned by the run goroutine after start
+	// Owned by the run goroutine after start:
+	head    chainHead  // the last record in the trail
+	index   *termIndex // entries of the records after the indexed head
+	indexed chainHead  // the last record the store's index names
+	failed  error      // set when the journal can no longer write safely
+	recs    [][]byte   // scratch: the records of a batch
 }
 
 func startJournal(ctx context.Context, st Store, chainKey [32]byte, now func() time.Time, log func(error, string)) (*journal, error) {
-	j := &journal{store: st, chainKey: chainKey, now: now, log: log, jobs: make(chan *job, 4*maxBatch)}
-	err := st.View(ctx, func(tx Txn) error {
-		v, err := tx.Get(keyActHead)
-		if isNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		return json.Unmarshal(v, &j.head)
-	})
-	if err != nil {
-		return nil, internalError("load activity chain head", err)
+	j := &journal{store: st, trail: st.Trail(), chainKey: chainKey, now: now, log: log,
+		jobs: make(chan *job, 4*maxBatch), index: newTermIndex()}
+	if j.trail == nil {
+		return nil, Errorf(KindInvalid, "the store has no activity trail")
+	}
+	if err := j.recover(ctx); err != nil {
+		return nil, err
 	}
 	j.wg.Add(1)
 	go j.run()
 	return j, nil
+}
+
+// recover brings the trail and its index up to date after a crash: it
+// appends the records of act/pending that the trail lacks, and indexes the
+// records the index does not name yet, checking that they chain on from
+// the last indexed record.
+func (j *journal) recover(ctx context.Context) error {
+	var pending []byte
+	err := j.store.View(ctx, func(tx Txn) error {
+		var err error
+		if j.indexed, err = loadHead(tx); err != nil {
+			return err
+		}
+		pending, err = tx.Get(keyActPending)
+		if isNotFound(err) {
+			err = nil
+		}
+		return err
+	})
+	if err != nil {
+		return internalError("load activity chain head", err)
+	}
+	if len(pending) > 0 {
+		first, recs, err := decodePending(pending)
+		if err != nil {
+			return internalError("read pending activity", err)
+		}
+		n := j.trail.Len()
+		if last := first + uint64(len(recs)) - 1; last > n {
+			if first > n+1 {
+				return Errorf(KindInternal, "activity trail ends at record %d, before the pending records %d-%d", n, first, last)
+			}
+			if err := j.trail.Append(recs[n+1-first:]); err != nil {
+				return internalError("append pending activity", err)
+			}
+		}
+	}
+	if n := j.trail.Len(); n < j.indexed.Seq {
+		return Errorf(KindInternal, "activity trail ends at record %d but its index names record %d: records were removed", n, j.indexed.Seq)
+	}
+	j.head = j.indexed
+	if j.indexed.Seq > 0 {
+		// The last indexed record must be the one the index names.
+		err := j.trail.Scan(j.indexed.Seq, func(seq uint64, rec []byte) (bool, error) {
+			if len(rec) < 32 || hex.EncodeToString(rec[:32]) != j.indexed.Digest {
+				return false, Errorf(KindInternal, "activity record %d is not the one the index names: the trail was altered", seq)
+			}
+			return false, nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	err = j.trail.Scan(j.indexed.Seq+1, func(seq uint64, rec []byte) (bool, error) {
+		a, err := decodeActivity(rec)
+		if err != nil {
+			return false, internalError("read activity record", err)
+		}
+		sum := chainDigest(&j.chainKey, j.head.Digest, rec[32:])
+		if a.Seq != seq || a.Prev != j.head.Digest || hex.EncodeToString(sum[:]) != a.Digest {
+			return false, Errorf(KindInternal, "activity record %d does not chain on from record %d: the trail was altered", seq, j.head.Seq)
+		}
+		j.index.add(a, j.head.Time, j.head.Seq == 0)
+		j.head = chainHead{Seq: seq, Digest: a.Digest, Time: a.CreatedAt}
+		if j.index.last-j.indexed.Seq >= 8192 {
+			return true, j.writeIndex(ctx)
+		}
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	return j.writeIndex(ctx)
 }
 
 // submit runs one job and waits for its commit. It returns the mutation's
@@ -128,31 +215,46 @@ func (j *journal) run() {
 }
 
 func (j *journal) commit(batch []*job) {
-	var head chainHead
-	err := j.store.Update(context.Background(), func(tx Txn) error {
-		head = j.head
-		for _, jb := range batch {
-			jb.err = nil
-			if jb.mutate != nil {
-				o := newOverlay(tx)
-				if jb.err = jb.mutate(o); jb.err == nil {
-					if err := o.flush(); err != nil {
-						return err
+	if j.failed != nil {
+		j.answer(batch, &Error{Kind: KindInternal, Message: "activity trail unavailable", Err: j.failed})
+		return
+	}
+	head := j.head
+	wrote := false // whether the store transaction wrote anything
+	mutates := slices.ContainsFunc(batch, func(jb *job) bool { return jb.mutate != nil })
+	var err error
+	if mutates {
+		err = j.store.Update(context.Background(), func(tx Txn) error {
+			head, wrote, j.recs = j.head, false, j.recs[:0]
+			for _, jb := range batch {
+				jb.err = nil
+				if jb.mutate != nil {
+					o := newOverlay(tx)
+					if jb.err = jb.mutate(o); jb.err == nil && len(o.order) > 0 {
+						wrote = true
+						if err := o.flush(); err != nil {
+							return err
+						}
 					}
 				}
-			}
-			if jb.act != nil {
-				if err := j.appendActivity(tx, &head, jb.act, jb.err); err != nil {
+				if err := j.appendRecord(&head, jb.act, jb.err); err != nil {
 					return err
 				}
 			}
+			if !wrote || len(j.recs) == 0 {
+				return nil
+			}
+			return tx.Set(keyActPending, encodePending(j.head.Seq+1, j.recs))
+		})
+	} else {
+		j.recs = j.recs[:0]
+		for _, jb := range batch {
+			jb.err = nil
+			if err = j.appendRecord(&head, jb.act, nil); err != nil {
+				break
+			}
 		}
-		if head != j.head {
-			v, _ := json.Marshal(head)
-			return tx.Set(keyActHead, v)
-		}
-		return nil
-	})
+	}
 	if err != nil && ErrorKind(err) == KindTooLarge && len(batch) > 1 {
 		// The batch outgrew one transaction: commit it in halves, in order.
 		half := len(batch) / 2
@@ -160,17 +262,30 @@ func (j *journal) commit(batch []*job) {
 		j.commit(batch[half:])
 		return
 	}
+	if err == nil {
+		if err = j.trail.Append(j.recs); err != nil && wrote {
+			// The store has the batch's writes and its records are in
+			// act/pending: the next start appends them. Until then,
+			// no record may take their place in the chain.
+			j.failed = err
+		}
+	}
 	if err != nil {
 		j.log(err, "journal commit failed")
 		// Whatever the store said (even a Conflict after its retries), the
-		// caller sees an internal failure: nothing of its job was written.
-		err = &Error{Kind: KindInternal, Message: "commit", Err: err}
-		for _, jb := range batch {
-			jb.done <- err
-		}
+		// caller sees an internal failure.
+		j.answer(batch, &Error{Kind: KindInternal, Message: "commit", Err: err})
 		return
 	}
+	// The records are durable: index them, then answer.
+	j.indexRecords(batch)
 	j.head = head
+	if err := j.writeIndex(context.Background()); err != nil {
+		j.log(err, "activity index write failed; it is retried with the next batch")
+		if j.index.last-j.indexed.Seq > maxUnindexed {
+			j.failed = err
+		}
+	}
 	for _, jb := range batch {
 		if jb.err == nil && jb.after != nil {
 			jb.after()
@@ -179,15 +294,98 @@ func (j *journal) commit(batch []*job) {
 	}
 }
 
-// appendActivity stamps act with its place in the chain and writes it and
-// its index entries.
-func (j *journal) appendActivity(tx Txn, head *chainHead, act *Activity, opErr error) error {
+func (j *journal) answer(batch []*job, err error) {
+	for _, jb := range batch {
+		jb.done <- err
+	}
+}
+
+// indexRecords adds the index entries of the batch's records, which follow
+// j.head.
+func (j *journal) indexRecords(batch []*job) {
+	prev := j.head
+	for _, jb := range batch {
+		if a := jb.act; a != nil {
+			j.index.add(a, prev.Time, prev.Seq == 0)
+			prev = chainHead{Seq: a.Seq, Time: a.CreatedAt}
+		}
+	}
+}
+
+// writeIndex writes the gathered index entries and the new indexed head
+// to the store. A store that refuses a transaction as too large gets the
+// entries in smaller ones, the head in the last.
+func (j *journal) writeIndex(ctx context.Context) error {
+	if j.index.empty() {
+		return nil
+	}
+	err := j.store.UpdateNoSync(ctx, func(tx Txn) error {
+		if err := j.index.write(tx); err != nil {
+			return err
+		}
+		return storeHead(tx, j.head)
+	})
+	if ErrorKind(err) == KindTooLarge {
+		err = j.writeIndexInParts(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	j.indexed = j.head
+	j.index.reset()
+	return nil
+}
+
+func (j *journal) writeIndexInParts(ctx context.Context) error {
+	type kv struct{ k, v []byte }
+	var all []kv
+	collect := collectTxn{set: func(k, v []byte) { all = append(all, kv{k, v}) }}
+	if err := j.index.write(&collect); err != nil {
+		return err
+	}
+	for n := len(all); len(all) > 0; {
+		part := all[:min(n, len(all))]
+		err := j.store.UpdateNoSync(ctx, func(tx Txn) error {
+			for _, e := range part {
+				if err := tx.Set(e.k, e.v); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		switch {
+		case ErrorKind(err) == KindTooLarge && n > 1:
+			n /= 2
+			continue
+		case err != nil:
+			return err
+		}
+		all = all[len(part):]
+	}
+	return j.store.UpdateNoSync(ctx, func(tx Txn) error { return storeHead(tx, j.head) })
+}
+
+// collectTxn is a Txn that only gathers writes.
+type collectTxn struct {
+	Txn
+	set func(k, v []byte)
+}
+
+func (c *collectTxn) Set(k, v []byte) error { c.set(k, v); return nil }
+
+// appendRecord stamps act with its place in the chain after head, encodes
+// it into j.recs and moves head on. A nil act is no record.
+func (j *journal) appendRecord(head *chainHead, act *Activity, opErr error) error {
+	if act == nil {
+		return nil
+	}
 	now := j.now().UnixMilli()
 	if now < head.Time {
 		now = head.Time // the chain's clock never runs backwards
 	}
 	act.CreatedAt = now
 	act.Seq = head.Seq + 1
+	act.ID = activityID(now, act.Seq)
 	act.Prev = head.Digest
 	if act.Props == nil {
 		act.Props = map[string]any{}
@@ -206,49 +404,57 @@ func (j *journal) appendActivity(tx Txn, head *chainHead, act *Activity, opErr e
 	if err != nil {
 		return err
 	}
+	rec := make([]byte, 32, 32+len(body))
 	sum := chainDigest(&j.chainKey, act.Prev, body)
+	copy(rec, sum[:])
+	j.recs = append(j.recs, append(rec, body...)) // stored: digest (32 bytes) | record JSON
 	act.Digest = hex.EncodeToString(sum[:])
-	v := append(sum[:], body...) // stored: digest (32 bytes) | record JSON
-	seq := seqKey(act.Seq)
-	if err := tx.Set(join(pfxActSeq, seq), v); err != nil {
-		return err
-	}
-	if err := tx.Set(join(pfxActID, []byte(act.ID)), seq); err != nil {
-		return err
-	}
-	// The index entries (see actIndex) share one buffer: the Txn
-	// keeps the slices until commit, and nothing writes to them again.
-	ix := actIndex{buf: make([]byte, 0, 384), keys: make([][]byte, 0, 8+len(act.Props)), seq: seq}
-	ix.field(pfxActByKey, act.KeyID)
-	ix.field(pfxActByAction, act.Action)
-	if act.AccountID != "" {
-		ix.field(pfxActByAccount, act.AccountID)
-	}
-	if act.Ring != "" {
-		ix.field(pfxActByRing, act.Ring)
-	}
-	if !act.Valid {
-		ix.begin(pfxActDenied)
-		ix.end()
-	}
-	if head.Seq == 0 || now != head.Time {
-		// Only the first record of each millisecond enters the time
-		// index: createdAt never decreases along the chain, so that is
-		// enough to find where a time range begins and ends.
-		ix.begin(pfxActByTime)
-		ix.buf = binary.BigEndian.AppendUint64(ix.buf, timeIndexMillis(now))
-		ix.end()
-	}
-	for name, val := range act.Props {
-		ix.prop(name, val)
-	}
-	for _, k := range ix.keys {
-		if err := tx.Set(k, nil); err != nil {
-			return err
-		}
-	}
 	*head = chainHead{Seq: act.Seq, Digest: act.Digest, Time: now}
 	return nil
+}
+
+// activityID is the ID of the record seq, created at ms: 16 bytes, the
+// first 6 the time in milliseconds (as every ID of newID), then 2 zero
+// bytes and the seq, so that a record is found from its ID alone.
+func activityID(ms int64, seq uint64) string {
+	var b [16]byte
+	var ts [8]byte
+	binary.BigEndian.PutUint64(ts[:], uint64(max(ms, 0)))
+	copy(b[:6], ts[2:])
+	binary.BigEndian.PutUint64(b[8:], seq)
+	return hex.EncodeToString(b[:])
+}
+
+// encodePending encodes the records first, first+1...: first (uint64),
+// then each record as its length (uvarint) and bytes.
+func encodePending(first uint64, recs [][]byte) []byte {
+	n := 8
+	for _, r := range recs {
+		n += binary.MaxVarintLen64 + len(r)
+	}
+	b := binary.BigEndian.AppendUint64(make([]byte, 0, n), first)
+	for _, r := range recs {
+		b = append(binary.AppendUvarint(b, uint64(len(r))), r...)
+	}
+	return b
+}
+
+func decodePending(b []byte) (first uint64, recs [][]byte, err error) {
+	if len(b) < 8 {
+		return 0, nil, Errorf(KindInternal, "pending activity is truncated")
+	}
+	first, b = binary.BigEndian.Uint64(b), b[8:]
+	for len(b) > 0 {
+		l, n := binary.Uvarint(b)
+		if n <= 0 || uint64(len(b)-n) < l {
+			return 0, nil, Errorf(KindInternal, "pending activity is truncated")
+		}
+		recs, b = append(recs, b[n:n+int(l)]), b[n+int(l):]
+	}
+	if first == 0 || len(recs) == 0 {
+		return 0, nil, Errorf(KindInternal, "pending activity is empty")
+	}
+	return first, recs, nil
 }
 
 // chainDigest is the digest of a record: HMAC-SHA256, under a key derived

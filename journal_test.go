@@ -32,8 +32,14 @@ func (s *smallTxnStore) Update(ctx context.Context, fn func(kms.Txn) error) erro
 	return s.Store.Update(ctx, func(tx kms.Txn) error { return fn(&countingTxn{Txn: tx, max: s.max}) })
 }
 
+func (s *smallTxnStore) UpdateNoSync(ctx context.Context, fn func(kms.Txn) error) error {
+	return s.Store.UpdateNoSync(ctx, func(tx kms.Txn) error { return fn(&countingTxn{Txn: tx, max: s.max}) })
+}
+
 // TestJournalSplitsLargeBatches checks that a batch too large for one
-// transaction is committed in parts, every job succeeds, and the chain holds.
+// transaction is committed in parts (the writes of a batch, and its index
+// entries), every job succeeds, the chain holds and the index names every
+// record.
 func TestJournalSplitsLargeBatches(t *testing.T) {
 	inner, err := badgerstore.OpenInMemory()
 	if err != nil {
@@ -48,7 +54,11 @@ func TestJournalSplitsLargeBatches(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 5; i++ {
-				if _, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "split"}); err != nil {
+				in := kms.EncryptInput{RingName: "split"}
+				if i%2 == 0 {
+					in.Asset = &kms.AssetInput{Data: map[string]any{"g": g, "i": i}}
+				}
+				if _, err := e.svc.Encrypt(e.root, in); err != nil {
 					t.Error(err)
 					return
 				}
@@ -59,5 +69,18 @@ func TestJournalSplitsLargeBatches(t *testing.T) {
 	res, err := e.svc.VerifyActivityChain(t.Context())
 	if err != nil || res.Records < 320 {
 		t.Fatalf("VerifyActivityChain = %+v, %v; want at least 320 records", res, err)
+	}
+	for _, f := range []kms.ActivityFilter{{Action: "encrypt"}, {Ring: "split"}, {Props: map[string]any{"assetOp": "create"}}} {
+		want := 320
+		if f.Props != nil {
+			want = 64 * 3
+		}
+		l, err := e.svc.SearchActivity(e.root, f, kms.PageRequest{Limit: kms.MaxPageLimit})
+		if err != nil {
+			t.Fatalf("SearchActivity(%+v) = %v", f, err)
+		}
+		if l.Pagination.Count < want {
+			t.Errorf("SearchActivity(%+v) found %d records, want at least %d", f, l.Pagination.Count, want)
+		}
 	}
 }

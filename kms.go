@@ -68,6 +68,7 @@ type Limits struct {
 // a caller takes the caller's Principal from its context (WithPrincipal).
 type Service struct {
 	store   Store
+	trail   Trail // the activity trail, beside the store
 	opts    Options
 	log     zerolog.Logger
 	now     func() time.Time
@@ -102,7 +103,7 @@ func New(st Store, opts Options) (*Service, error) {
 	if opts.MasterKey.IsZero() {
 		return nil, Errorf(KindInvalid, "a master key is required")
 	}
-	s := &Service{store: st, opts: opts, now: opts.Now, log: zerolog.Nop()}
+	s := &Service{store: st, trail: st.Trail(), opts: opts, now: opts.Now, log: zerolog.Nop()}
 	if opts.Logger != nil {
 		s.log = *opts.Logger
 	}

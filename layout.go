@@ -31,14 +31,19 @@ var (
 	pfxSigning   = []byte("sys/sign/")  // signing key ID -> sealed Ed25519 seed
 
 	keySigningActive = []byte("sys/sign-active") // ID of the signing key in use
-	keyActHead       = []byte("act/head")        // the activity chain head
+	// The activity trail itself is in the Store's Trail (see trail.go);
+	// the Store holds its indexes. Each index is a set of terms, and a
+	// term's entries are postings blocks: term firstSeq (uint64,
+	// big-endian) -> the seqs of the term's records from firstSeq on
+	// (see postings.go).
+	keyActHead    = []byte("act/head")    // the last indexed record: chainHead JSON
+	keyActPending = []byte("act/pending") // the records of the last batch that wrote to the store (see journal.go)
 
-	pfxActSeq       = []byte("act/seq/") // seq (uint64, big-endian) -> digest | record JSON
-	pfxActID        = []byte("act/id/")  // activity ID -> seq
-	pfxActByKey     = []byte("act/k/")   // API key or user ID 0 seq
-	pfxActByAccount = []byte("act/a/")   // account ID 0 seq
-	pfxActByRing    = []byte("act/r/")   // ring name 0 seq
-	pfxActByAction  = []byte("act/x/")   // action 0 seq
+	pfxActSeq       = []byte("act/seq/") // the trail itself, in cursors: seq (uint64, big-endian)
+	pfxActByKey     = []byte("act/k/")   // term: API key or user ID 0
+	pfxActByAccount = []byte("act/a/")   // term: account ID 0
+	pfxActByRing    = []byte("act/r/")   // term: ring name 0
+	pfxActByAction  = []byte("act/x/")   // term: action 0
 )
 
 // join concatenates key parts into a new slice.

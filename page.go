@@ -118,6 +118,11 @@ type pageScan struct {
 	match func(key, value []byte) (bool, error)
 	// emit adds a matching item to the page.
 	emit func(key, value []byte) error
+	// walk, when set, lists the items in place of a store scan of
+	// prefix (then is not used): it calls fn with each item from the key
+	// start on (inclusive; nil for the first item), in key order, until fn
+	// returns false or an error. Every key starts with prefix.
+	walk func(start []byte, fn func(key, value []byte) (bool, error)) error
 }
 
 // scan pages through the keys of ps in order, resuming after the cursor's
@@ -158,7 +163,7 @@ func (p *pager) scan(ctx context.Context, tx Txn, req PageRequest, ps pageScan) 
 		if i == first {
 			opts.Start = start
 		}
-		err = tx.Scan(opts, func(k, v []byte) (bool, error) {
+		visit := func(k, v []byte) (bool, error) {
 			if err := ctx.Err(); err != nil {
 				return false, err
 			}
@@ -181,7 +186,12 @@ func (p *pager) scan(ctx context.Context, tx Txn, req PageRequest, ps pageScan) 
 			page.Count++
 			lastKey = append(lastKey[:0], k...)
 			return true, nil
-		})
+		}
+		if ps.walk != nil {
+			err = ps.walk(opts.Start, visit)
+		} else {
+			err = tx.Scan(opts, visit)
+		}
 		if err != nil {
 			return Page{}, err
 		}

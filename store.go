@@ -22,6 +22,17 @@ type Store interface {
 	// retry conflicts, Update returns an error of kind Conflict.
 	Update(ctx context.Context, fn func(Txn) error) error
 
+	// UpdateNoSync is Update without the wait for durability: it returns
+	// once the commit is visible to later transactions, and a crash of
+	// the machine may lose it, whole (never in part). A crash of the
+	// process alone must not. The Service uses it only for what it can
+	// rebuild from the Trail: the trail's indexes.
+	UpdateNoSync(ctx context.Context, fn func(Txn) error) error
+
+	// Trail returns the store's activity trail. It is opened and closed
+	// with the Store.
+	Trail() Trail
+
 	// Close flushes and releases the store. It is safe to call once all
 	// transactions have returned.
 	Close() error

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -90,21 +91,22 @@ func (e *env) keyClient(t testing.TB, flags ...string) *client.Client {
 	return e.c.WithBearer(k.Key)
 }
 
-// lastActivityID returns the ID of an activity record: the last in the
-// store's index of activity IDs ("act/id/", kms/layout.go), as httpapi's
-// tests find them.
+// lastActivityID returns the ID of the last record of the store's
+// activity trail (kms.Trail, whose records are a 32-byte digest and the
+// record's JSON).
 func (e *env) lastActivityID(t testing.TB) string {
 	t.Helper()
-	prefix := []byte("act/id/")
 	var id string
-	err := e.store.View(context.Background(), func(tx kms.Txn) error {
-		return tx.Scan(kms.ScanOptions{Prefix: prefix, KeysOnly: true}, func(k, _ []byte) (bool, error) {
-			id = string(k[len(prefix):])
-			return true, nil
-		})
+	err := e.store.Trail().Scan(1, func(_ uint64, rec []byte) (bool, error) {
+		var a struct{ ID string }
+		if len(rec) < 32 || json.Unmarshal(rec[32:], &a) != nil || a.ID == "" {
+			return false, fmt.Errorf("activity record %q does not parse: has the trail's format changed?", rec)
+		}
+		id = a.ID
+		return true, nil
 	})
 	if err != nil || id == "" {
-		t.Fatalf("no activity ID under %q (%v): has the store layout changed?", prefix, err)
+		t.Fatalf("no activity ID in the trail (%v)", err)
 	}
 	return id
 }

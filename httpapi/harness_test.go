@@ -175,6 +175,28 @@ func (s *downStore) Update(ctx context.Context, fn func(kms.Txn) error) error {
 	return s.Store.Update(ctx, fn)
 }
 
+func (s *downStore) UpdateNoSync(ctx context.Context, fn func(kms.Txn) error) error {
+	if s.readOnly.Load() {
+		return fmt.Errorf("write failed: disk on fire at /var/lib/secret-path")
+	}
+	return s.Store.UpdateNoSync(ctx, fn)
+}
+
+// Trail fails appends while the store is read-only.
+func (s *downStore) Trail() kms.Trail { return downTrail{s.Store.Trail(), s} }
+
+type downTrail struct {
+	kms.Trail
+	s *downStore
+}
+
+func (t downTrail) Append(recs [][]byte) error {
+	if t.s.readOnly.Load() {
+		return fmt.Errorf("write failed: disk on fire at /var/lib/secret-path")
+	}
+	return t.Trail.Append(recs)
+}
+
 func (s *downStore) View(ctx context.Context, fn func(kms.Txn) error) error {
 	if s.down.Load() {
 		return fmt.Errorf("disk on fire at /var/lib/secret-path")
@@ -415,26 +437,13 @@ func (e *env) checkAuth(t *testing.T, method, path string, body any) {
 	})
 }
 
-// activity returns the activity records that match. SPEC.md's activity
-// search has no Service method yet (no SearchActivity), so the IDs come
-// from the store's activity ID index ("act/id/", kms/layout.go) and each
-// record is read through Service.GetActivity.
+// activity returns the activity records that match: the IDs come from
+// the store's activity trail (kms.Trail, whose records are a 32-byte digest
+// and the record's JSON) and each record is read through
+// Service.GetActivity.
 func (e *env) activity(t testing.TB, match func(*kms.Activity) bool) []*kms.Activity {
 	t.Helper()
-	prefix := []byte("act/id/")
-	var ids []string
-	err := e.store.View(context.Background(), func(tx kms.Txn) error {
-		return tx.Scan(kms.ScanOptions{Prefix: prefix, KeysOnly: true}, func(k, _ []byte) (bool, error) {
-			ids = append(ids, string(k[len(prefix):]))
-			return true, nil
-		})
-	})
-	if err != nil {
-		t.Fatalf("scan activity IDs: %v", err)
-	}
-	if len(ids) == 0 {
-		t.Fatalf("no activity IDs under %q: has the store layout changed?", prefix)
-	}
+	ids := trailIDs(t, e.store)
 	var out []*kms.Activity
 	for _, id := range ids {
 		a, err := e.svc.GetActivity(e.rootCtx, id)
@@ -478,4 +487,22 @@ func (r reply) wantEmpty(t testing.TB, status int) {
 	if got := strings.TrimSpace(string(r.body)); got != "{}" {
 		t.Fatalf("%s %s: body = %s, want {}", r.method, r.path, got)
 	}
+}
+
+// trailIDs returns the IDs of the records of st's activity trail, in order.
+func trailIDs(t testing.TB, st kms.Store) []string {
+	t.Helper()
+	var ids []string
+	err := st.Trail().Scan(1, func(_ uint64, rec []byte) (bool, error) {
+		var a struct{ ID string }
+		if len(rec) < 32 || json.Unmarshal(rec[32:], &a) != nil || a.ID == "" {
+			return false, fmt.Errorf("activity record %q does not parse: has the trail's format changed?", rec)
+		}
+		ids = append(ids, a.ID)
+		return true, nil
+	})
+	if err != nil || len(ids) == 0 {
+		t.Fatalf("no activity IDs in the trail (%v)", err)
+	}
+	return ids
 }

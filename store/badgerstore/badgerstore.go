@@ -3,10 +3,17 @@
 //
 // # Durability
 //
-// Every Store is opened with SyncWrites on: when Update returns nil, the
-// commit has been fsynced and survives kill -9 and power loss. Badger
-// batches concurrent commits, so durability does not cost one fsync per
-// transaction.
+// When Update returns nil, the commit has been fsynced and survives kill -9
+// and power loss. UpdateNoSync commits without the fsync: its writes
+// survive kill -9 (they are in Badger's memory-mapped write-ahead log) but
+// not a crash of the machine, unless a later Update synced them. Badger
+// itself runs with SyncWrites off; the Store syncs after each Update.
+//
+// # Activity trail
+//
+// The Store's kms.Trail is a store/filetrail log in the subdirectory
+// "trail" of the Badger directory (in memory for an in-memory Store). It is
+// opened after Badger, so Badger's directory lock covers it too.
 //
 // # Conflicts
 //
@@ -40,12 +47,15 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/store/filetrail"
 )
 
 var _ kms.Store = (*Store)(nil)
@@ -83,7 +93,14 @@ var (
 // Store is a kms.Store backed by a Badger database. It is safe for
 // concurrent use.
 type Store struct {
-	db *badger.DB
+	db    *badger.DB
+	trail kms.Trail
+	close func() error // closes the trail
+
+	// commitMu orders commits, so that between an Update's commit and its
+	// sync no other commit can rotate the memtable whose write-ahead log
+	// the sync must reach.
+	commitMu sync.Mutex
 
 	// maxValueSize is the largest value Set accepts; Badger reports larger
 	// ones with an untyped error, so Set checks first.
@@ -92,19 +109,31 @@ type Store struct {
 
 // Open opens a Store with Badger options as the caller set them (Dir,
 // ValueDir, InMemory, EncryptionKey, Logger...), with two exceptions that
-// the kms.Store contract requires: SyncWrites is forced on, so that a
-// commit is durable when Update returns, and DetectConflicts is forced on,
-// so that transactions are serialisable. The Logger is used as given; nil
-// silences Badger.
+// the kms.Store contract requires: SyncWrites is forced off, because the
+// Store syncs each Update itself (and UpdateNoSync not), and
+// DetectConflicts is forced on, so that transactions are serialisable. The
+// Logger is used as given; nil silences Badger. The activity trail is
+// opened in the subdirectory "trail" of opts.Dir.
 //
 // An error from Badger (a locked or corrupt directory, invalid options) is
 // returned as a kms error of kind Internal.
 func Open(opts badger.Options) (*Store, error) {
-	opts.SyncWrites = true
+	opts.SyncWrites = false
 	opts.DetectConflicts = true
 	db, err := badger.Open(opts)
 	if err != nil {
 		return nil, &kms.Error{Kind: kms.KindInternal, Message: "open badger store", Err: err}
+	}
+	st := &Store{db: db}
+	if opts.InMemory {
+		st.trail, st.close = filetrail.NewMemory(), func() error { return nil }
+	} else {
+		t, err := filetrail.Open(filepath.Join(opts.Dir, "trail"))
+		if err != nil {
+			db.Close()
+			return nil, err
+		}
+		st.trail, st.close = t, t.Close
 	}
 	maxValue := opts.ValueLogFileSize
 	if opts.InMemory && opts.ValueThreshold-1 < maxValue {
@@ -115,8 +144,12 @@ func Open(opts badger.Options) (*Store, error) {
 		// first.
 		maxValue = opts.ValueThreshold - 1
 	}
-	return &Store{db: db, maxValueSize: maxValue}, nil
+	st.maxValueSize = maxValue
+	return st, nil
 }
+
+// Trail returns the Store's activity trail.
+func (s *Store) Trail() kms.Trail { return s.trail }
 
 // OpenDir opens, creating it if needed, a Store in dir with options sized
 // for a key-management service: a small data set of small values, where
@@ -182,10 +215,11 @@ func DefaultOptions(dir string) badger.Options {
 // Close flushes and closes the database. Call it once, after every
 // transaction has returned.
 func (s *Store) Close() error {
+	terr := s.close()
 	if err := s.db.Close(); err != nil {
 		return &kms.Error{Kind: kms.KindInternal, Message: "close badger store", Err: err}
 	}
-	return nil
+	return terr
 }
 
 // View runs fn in a read-only transaction over one consistent snapshot. It
@@ -217,6 +251,17 @@ func (s *Store) View(ctx context.Context, fn func(kms.Txn) error) error {
 //   - an error of kind Conflict if every attempt conflicted;
 //   - an error of kind Internal if the commit failed otherwise.
 func (s *Store) Update(ctx context.Context, fn func(kms.Txn) error) error {
+	return s.update(ctx, fn, true)
+}
+
+// UpdateNoSync is Update without the fsync: it returns once the commit is
+// visible. Its writes survive kill -9 but not a crash of the machine,
+// unless a later Update synced them.
+func (s *Store) UpdateNoSync(ctx context.Context, fn func(kms.Txn) error) error {
+	return s.update(ctx, fn, false)
+}
+
+func (s *Store) update(ctx context.Context, fn func(kms.Txn) error, sync bool) error {
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -224,7 +269,7 @@ func (s *Store) Update(ctx context.Context, fn func(kms.Txn) error) error {
 		if s.db.IsClosed() {
 			return errClosed
 		}
-		retry, err := s.attempt(ctx, fn)
+		retry, err := s.attempt(ctx, fn, sync)
 		if !retry {
 			return err
 		}
@@ -240,7 +285,7 @@ func (s *Store) Update(ctx context.Context, fn func(kms.Txn) error) error {
 // attempt runs fn once in a fresh read-write transaction and commits it. It
 // reports whether the commit failed with a conflict and should be retried;
 // otherwise err is the result of Update.
-func (s *Store) attempt(ctx context.Context, fn func(kms.Txn) error) (retry bool, err error) {
+func (s *Store) attempt(ctx context.Context, fn func(kms.Txn) error, sync bool) (retry bool, err error) {
 	btx := s.db.NewTransaction(true)
 	defer btx.Discard()
 	t := &txn{ctx: ctx, btx: btx, store: s, update: true}
@@ -249,7 +294,14 @@ func (s *Store) attempt(ctx context.Context, fn func(kms.Txn) error) (retry bool
 	if err != nil {
 		return false, err
 	}
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
 	switch err := btx.Commit(); {
+	case err == nil && sync:
+		if err := s.db.Sync(); err != nil {
+			return false, translate("sync", err)
+		}
+		return false, nil
 	case err == nil:
 		return false, nil
 	case errors.Is(err, badger.ErrConflict):

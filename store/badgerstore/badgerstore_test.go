@@ -2,7 +2,11 @@ package badgerstore
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/dgraph-io/badger/v4"
@@ -150,19 +154,70 @@ func TestLargeValuesOnDisk(t *testing.T) {
 	}
 }
 
-func TestOpenForcesDurabilityAndConflicts(t *testing.T) {
-	// On disk: in memory, Badger turns SyncWrites off itself.
+func TestOpenForcesConflictsAndOwnSync(t *testing.T) {
+	// Badger's own sync is off: the Store syncs after each Update and
+	// not after UpdateNoSync.
 	opts := badger.DefaultOptions(t.TempDir()).WithLogger(nil).
-		WithSyncWrites(false).WithDetectConflicts(false)
+		WithSyncWrites(true).WithDetectConflicts(false)
 	s, err := Open(opts)
 	if err != nil {
 		t.Fatalf("Open() = %v, want nil", err)
 	}
 	defer s.Close()
 	got := s.db.Opts()
-	if !got.SyncWrites || !got.DetectConflicts {
-		t.Errorf("Open(SyncWrites: false, DetectConflicts: false) opened with SyncWrites %v, DetectConflicts %v; want true, true",
+	if got.SyncWrites || !got.DetectConflicts {
+		t.Errorf("Open(SyncWrites: true, DetectConflicts: false) opened with SyncWrites %v, DetectConflicts %v; want false, true",
 			got.SyncWrites, got.DetectConflicts)
+	}
+}
+
+// TestReopenKeepsWritesAndTrail checks that what Update, UpdateNoSync and
+// the trail's Append wrote is there after the Store is closed and opened
+// again, and that the trail lives in the subdirectory "trail".
+func TestReopenKeepsWritesAndTrail(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := s.Update(ctx, func(tx kms.Txn) error { return tx.Set([]byte("synced"), []byte("1")) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UpdateNoSync(ctx, func(tx kms.Txn) error { return tx.Set([]byte("unsynced"), []byte("2")) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Trail().Append([][]byte{[]byte("one"), []byte("two")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "trail")); err != nil || !fi.IsDir() {
+		t.Fatalf("trail directory: %v", err)
+	}
+	if s, err = OpenDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for k, want := range map[string]string{"synced": "1", "unsynced": "2"} {
+		var got []byte
+		err := s.View(ctx, func(tx kms.Txn) error {
+			var err error
+			got, err = tx.Get([]byte(k))
+			return err
+		})
+		if err != nil || string(got) != want {
+			t.Errorf("Get(%s) after reopen = %q, %v; want %q", k, got, err, want)
+		}
+	}
+	var recs []string
+	err = s.Trail().Scan(1, func(_ uint64, rec []byte) (bool, error) {
+		recs = append(recs, string(rec))
+		return true, nil
+	})
+	if err != nil || s.Trail().Len() != 2 || strings.Join(recs, ",") != "one,two" {
+		t.Errorf("trail after reopen: Len %d, records %q, %v; want one,two", s.Trail().Len(), recs, err)
 	}
 }
 

@@ -1,0 +1,63 @@
+// Package filetrail implements kms.Trail as append-only segment files in a
+// directory, and in memory (NewMemory) for stores that keep nothing on
+// disk.
+//
+//	tr, err := filetrail.Open(filepath.Join(dataDir, "trail"))
+//	...
+//	defer tr.Close()
+//
+// # Format
+//
+// The trail is a run of segment files, each named for the seq of its first
+// record as 20 decimal digits, zero-padded, with the suffix ".trail"
+// (00000000000000000001.trail, then for instance 00000000000000170113.trail).
+// A segment is a run of frames, one per record, with nothing before, between
+// or after them:
+//
+//	[u32 length][u32 CRC-32C][u64 seq][payload]
+//
+// All integers are big-endian. Length is the payload's, at most
+// MaxRecordSize bytes. The CRC-32C (Castagnoli) covers the 8 seq bytes and
+// the payload, so a frame moved, duplicated or cut short is detected as
+// surely as a flipped bit. Seqs run 1, 2, 3... across segments without a
+// gap: each segment starts at the seq after the previous one's last.
+//
+// Append writes a batch to the newest segment, after starting a new one if
+// the newest has reached Options.SegmentSize; a batch never spans two
+// segments, so a segment may exceed SegmentSize by at most one batch.
+//
+// # Durability and crashes
+//
+// Append encodes its batch into one buffer, writes it with one positioned
+// write after the last good frame, and returns only after fdatasync: the
+// records then survive a crash of the process or of the machine. A new
+// segment's directory entry is fsynced before the segment is used. If the
+// write or the sync fails, the file is truncated back to its last good
+// frame, so that no frame of a failed Append can turn into a record at the
+// next Open; if even that fails, the Trail refuses every later Append.
+//
+// A crash during an Append leaves at most the newest segment ending in a
+// torn frame: short, with a bad length or CRC, or with an unexpected seq.
+// Open reads every frame, truncates the newest segment at its first bad
+// frame and fsyncs it; the records cut off were never acknowledged. A bad
+// frame in any older segment, a gap or overlap between segments, or a
+// first segment that does not start at seq 1, is damage that no crash
+// explains: Open fails rather than guess.
+//
+// # Reading
+//
+// Open keeps a sparse index in memory, the file offset of every 64th
+// record of each segment, so Scan seeks close to its first record and then
+// reads forward through the page cache with positioned reads (never a
+// memory map: the process does not keep the trail resident). Scan checks
+// every frame's CRC and seq again, and reports damage as an error that
+// names the seq. Scans run concurrently with each other and with Append;
+// each sees the records appended before it began.
+//
+// # Errors
+//
+// Every error is a *kms.Error: kind TooLarge for a record over
+// MaxRecordSize, Invalid for bad Options, Internal for everything else,
+// with the cause in its Err field. Errors returned by the function passed
+// to Scan are returned unchanged.
+package filetrail

@@ -1,0 +1,461 @@
+package filetrail
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/ringkms/kms"
+)
+
+var _ kms.Trail = (*Trail)(nil)
+
+const (
+	// MaxRecordSize is the largest record Append takes, in bytes.
+	MaxRecordSize = 16 << 20
+
+	// DefaultSegmentSize is Options.SegmentSize when it is zero.
+	DefaultSegmentSize = 64 << 20
+
+	headerSize = 16       // u32 length, u32 CRC, u64 seq
+	indexEvery = 64       // the sparse index holds every 64th record's offset
+	suffix     = ".trail" // of segment file names, after 20 digits
+	maxKeptBuf = 1 << 20  // Append keeps its encoding buffer up to this size
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// errCorrupt marks a frame that is not a valid record: short, with a bad
+// length, CRC or seq. Open truncates the newest segment at such a frame.
+var errCorrupt = errors.New("corrupt frame")
+
+// Options configures a Trail.
+type Options struct {
+	// SegmentSize is the size in bytes at which a segment is full: the
+	// next Append starts a new segment. Zero means DefaultSegmentSize.
+	SegmentSize int64
+}
+
+// Trail is a kms.Trail kept in segment files in one directory; see the
+// package documentation for the format. It is safe for concurrent use by
+// one appender and any number of readers.
+type Trail struct {
+	dir      string
+	segSize  int64
+	datasync func(*os.File) error // fdatasync; tests replace it to fail
+
+	wmu    sync.Mutex // held by Append and Close: one writer at a time
+	buf    []byte     // Append's encoding buffer, under wmu
+	broken error      // set under wmu when a failed Append could not be undone
+
+	mu     sync.RWMutex // guards what readers see: n, segs, and each segment's end and index
+	n      uint64
+	segs   []*segment
+	closed bool
+}
+
+// segment is one file of the trail. first and f never change; end and
+// index grow under Trail.mu, in the newest segment only.
+type segment struct {
+	first uint64   // seq of the first record, also when there is none yet
+	f     *os.File // read-write for the newest segment, read-only for the others
+	end   int64    // offset after the last good frame
+	index []int64  // index[i] is the offset of record first+i*indexEvery
+}
+
+// Open opens the trail in dir, creating dir if it does not exist, with the
+// default Options.
+func Open(dir string) (*Trail, error) { return OpenWith(dir, Options{}) }
+
+// OpenWith opens the trail in dir, creating dir (mode 0700) if it does not
+// exist. It reads every segment to check it and build the sparse index,
+// and truncates a torn frame at the end of the newest segment.
+func OpenWith(dir string, opts Options) (*Trail, error) {
+	if opts.SegmentSize < 0 {
+		return nil, kms.Errorf(kms.KindInvalid, "trail segment size %d is negative", opts.SegmentSize)
+	}
+	if opts.SegmentSize == 0 {
+		opts.SegmentSize = DefaultSegmentSize
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, internal(err, "creating trail directory %s", dir)
+	}
+	firsts, err := listSegments(dir)
+	if err != nil {
+		return nil, err
+	}
+	t := &Trail{dir: dir, segSize: opts.SegmentSize, datasync: fdatasync}
+	for i, first := range firsts {
+		if first != t.n+1 {
+			t.closeFiles()
+			return nil, internal(nil, "trail segment %s starts at seq %d, want %d: a gap or overlap", segName(first), first, t.n+1)
+		}
+		seg, n, err := loadSegment(dir, first, i == len(firsts)-1)
+		if err != nil {
+			t.closeFiles()
+			return nil, err
+		}
+		t.segs = append(t.segs, seg)
+		t.n += n
+	}
+	return t, nil
+}
+
+// listSegments returns the first seqs of the segments in dir, in order.
+// Files without the ".trail" suffix are not the trail's and are left alone.
+func listSegments(dir string) ([]uint64, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, internal(err, "listing trail directory %s", dir)
+	}
+	var firsts []uint64
+	for _, e := range entries {
+		digits, ok := strings.CutSuffix(e.Name(), suffix)
+		if !ok {
+			continue
+		}
+		first, err := strconv.ParseUint(digits, 10, 64)
+		if err != nil || len(digits) != 20 || first == 0 || !e.Type().IsRegular() {
+			return nil, internal(err, "trail directory %s holds %s, which is not a segment", dir, e.Name())
+		}
+		firsts = append(firsts, first) // in order: ReadDir sorts by name
+	}
+	return firsts, nil
+}
+
+// loadSegment opens the segment that starts at first, checks every frame
+// and indexes it, and returns it with its number of records. In the newest
+// segment (last), a bad frame is a torn tail: the file is cut there.
+func loadSegment(dir string, first uint64, last bool) (_ *segment, _ uint64, err error) {
+	flag := os.O_RDONLY
+	if last {
+		flag = os.O_RDWR
+	}
+	name := segName(first)
+	f, err := os.OpenFile(filepath.Join(dir, name), flag, 0)
+	if err != nil {
+		return nil, 0, internal(err, "opening trail segment %s", name)
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+		}
+	}()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, 0, internal(err, "opening trail segment %s", name)
+	}
+	seg := &segment{first: first, f: f}
+	var r frameReader
+	r.reset(f, 0, fi.Size())
+	seq := first
+	for ; ; seq++ {
+		off := r.off
+		_, err := r.next(seq)
+		if err == io.EOF {
+			break
+		}
+		if errors.Is(err, errCorrupt) && last {
+			if err = f.Truncate(off); err == nil {
+				err = fdatasync(f)
+			}
+			if err != nil {
+				return nil, 0, internal(err, "truncating the torn tail of trail segment %s at offset %d", name, off)
+			}
+			break
+		}
+		if err != nil {
+			return nil, 0, internal(err, "reading record %d of trail segment %s at offset %d", seq, name, off)
+		}
+		if (seq-first)%indexEvery == 0 {
+			seg.index = append(seg.index, off)
+		}
+		seg.end = r.off
+	}
+	return seg, seq - first, nil
+}
+
+// Len returns the number of records.
+func (t *Trail) Len() uint64 {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.n
+}
+
+// Append writes recs as the next records and returns once they are on
+// disk. It rejects a record over MaxRecordSize with an error of kind
+// TooLarge, writing nothing. On any error, Len is unchanged.
+func (t *Trail) Append(recs [][]byte) error {
+	size := 0
+	for i, rec := range recs {
+		if len(rec) > MaxRecordSize {
+			return kms.Errorf(kms.KindTooLarge, "trail record %d of the batch is %d bytes, over the limit of %d", i, len(rec), MaxRecordSize)
+		}
+		size += headerSize + len(rec)
+	}
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	switch {
+	case t.closed: // written only under wmu, so it can be read here
+		return errClosed
+	case t.broken != nil:
+		return internal(t.broken, "trail is broken by an earlier append that could not be undone")
+	case len(recs) == 0:
+		return nil
+	}
+	var seg *segment
+	if len(t.segs) > 0 {
+		seg = t.segs[len(t.segs)-1]
+	}
+	if seg == nil || seg.end >= t.segSize {
+		var err error
+		if seg, err = t.roll(); err != nil {
+			return err
+		}
+	}
+
+	// Encode the batch, noting the offsets the sparse index gains.
+	buf, idx := t.buf[:0], []int64(nil)
+	if cap(buf) < size {
+		buf = make([]byte, 0, size)
+	}
+	for i, rec := range recs {
+		seq := t.n + 1 + uint64(i)
+		if (seq-seg.first)%indexEvery == 0 {
+			idx = append(idx, seg.end+int64(len(buf)))
+		}
+		buf = binary.BigEndian.AppendUint32(buf, uint32(len(rec)))
+		at := len(buf)
+		buf = binary.BigEndian.AppendUint32(buf, 0) // the CRC, below
+		buf = binary.BigEndian.AppendUint64(buf, seq)
+		buf = append(buf, rec...)
+		binary.BigEndian.PutUint32(buf[at:], crc32.Checksum(buf[at+4:], castagnoli))
+	}
+	if cap(buf) <= maxKeptBuf {
+		t.buf = buf
+	}
+
+	_, err := seg.f.WriteAt(buf, seg.end)
+	if err == nil {
+		err = t.datasync(seg.f)
+	}
+	if err != nil {
+		// Cut what may have reached the file, so that no frame of this
+		// failed batch is read as a record after a reopen.
+		if terr := seg.f.Truncate(seg.end); terr != nil {
+			t.broken = terr
+		} else if terr := t.datasync(seg.f); terr != nil {
+			t.broken = terr
+		}
+		return internal(err, "appending %d records to trail segment %s", len(recs), segName(seg.first))
+	}
+	t.mu.Lock()
+	seg.end += int64(len(buf))
+	seg.index = append(seg.index, idx...)
+	t.n += uint64(len(recs))
+	t.mu.Unlock()
+	return nil
+}
+
+// roll starts a new segment at the next seq and makes it the newest.
+// The caller holds wmu.
+func (t *Trail) roll() (*segment, error) {
+	first := t.n + 1
+	path := filepath.Join(t.dir, segName(first))
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, internal(err, "creating trail segment %s", segName(first))
+	}
+	if err := syncDir(t.dir); err != nil {
+		f.Close()
+		os.Remove(path)
+		return nil, internal(err, "syncing trail directory %s", t.dir)
+	}
+	seg := &segment{first: first, f: f}
+	t.mu.Lock()
+	t.segs = append(t.segs, seg)
+	t.mu.Unlock()
+	return seg, nil
+}
+
+// segmentView is what a Scan reads of one segment: its records up to end.
+type segmentView struct {
+	first uint64
+	f     *os.File
+	end   int64
+}
+
+// Scan calls fn with the records from seq from onwards (from 0 counts as
+// 1), up to the last one appended when Scan began, until fn returns false
+// or an error; fn's error is returned unchanged. The slice passed to fn is
+// reused after fn returns. A frame that fails its check is an error of
+// kind Internal that names the seq.
+func (t *Trail) Scan(from uint64, fn func(seq uint64, rec []byte) (more bool, err error)) error {
+	from = max(from, 1)
+	t.mu.RLock()
+	if t.closed {
+		t.mu.RUnlock()
+		return errClosed
+	}
+	n := t.n
+	if from > n {
+		t.mu.RUnlock()
+		return nil
+	}
+	// The segment holding from is the last one that starts at or before it.
+	i := sort.Search(len(t.segs), func(i int) bool { return t.segs[i].first > from }) - 1
+	seg := t.segs[i]
+	k := (from - seg.first) / indexEvery
+	seq, off := seg.first+k*indexEvery, seg.index[k]
+	views := make([]segmentView, 0, len(t.segs)-i)
+	for _, s := range t.segs[i:] {
+		views = append(views, segmentView{s.first, s.f, s.end})
+	}
+	t.mu.RUnlock()
+
+	var r frameReader
+	for _, v := range views {
+		r.reset(v.f, off, v.end)
+		for ; seq <= n; seq++ {
+			rec, err := r.next(seq)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return internal(err, "reading trail record %d in segment %s at offset %d", seq, segName(v.first), r.off)
+			}
+			if seq < from {
+				continue
+			}
+			if more, err := fn(seq, rec); err != nil || !more {
+				return err
+			}
+		}
+		off = 0
+	}
+	if seq <= n {
+		return internal(nil, "trail record %d is missing: the segments end before it", seq)
+	}
+	return nil
+}
+
+// Close closes the segment files. Every later call fails with an error of
+// kind Internal; Scans in progress may fail too.
+func (t *Trail) Close() error {
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return errClosed
+	}
+	t.closed = true
+	return t.closeFiles()
+}
+
+// closeFiles closes every segment file and returns the first error.
+func (t *Trail) closeFiles() error {
+	var first error
+	for _, s := range t.segs {
+		if err := s.f.Close(); err != nil && first == nil {
+			first = internal(err, "closing trail segment %s", segName(s.first))
+		}
+	}
+	t.segs = nil
+	return first
+}
+
+// frameReader reads the frames of one segment in order, from an offset up
+// to an end, through a buffer of positioned reads.
+type frameReader struct {
+	br  *bufio.Reader
+	off int64  // offset of the next frame
+	buf []byte // seq and payload of the last frame read
+}
+
+// reset makes r read f from off to end.
+func (r *frameReader) reset(f *os.File, off, end int64) {
+	sr := io.NewSectionReader(f, off, end-off)
+	if r.br == nil {
+		r.br = bufio.NewReaderSize(sr, 64<<10)
+	} else {
+		r.br.Reset(sr)
+	}
+	r.off = off
+}
+
+// next reads the frame at r.off, checks that it is record seq, and returns
+// its payload, valid until the next call. At the end, exactly after a
+// frame, it returns io.EOF; a frame that fails a check is an error that
+// wraps errCorrupt; other errors are the file's.
+func (r *frameReader) next(seq uint64) ([]byte, error) {
+	var hdr [headerSize]byte
+	if _, err := io.ReadFull(r.br, hdr[:]); err != nil {
+		if err == io.ErrUnexpectedEOF {
+			err = fmt.Errorf("%w: short header", errCorrupt)
+		}
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(hdr[0:])
+	if n > MaxRecordSize {
+		return nil, fmt.Errorf("%w: length %d over the limit of %d", errCorrupt, n, MaxRecordSize)
+	}
+	if need := 8 + int(n); cap(r.buf) < need {
+		r.buf = make([]byte, need)
+	}
+	r.buf = r.buf[:8+n]
+	copy(r.buf, hdr[8:])
+	if _, err := io.ReadFull(r.br, r.buf[8:]); err != nil {
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			err = fmt.Errorf("%w: short payload", errCorrupt)
+		}
+		return nil, err
+	}
+	if crc := crc32.Checksum(r.buf, castagnoli); crc != binary.BigEndian.Uint32(hdr[4:]) {
+		return nil, fmt.Errorf("%w: bad CRC", errCorrupt)
+	}
+	if got := binary.BigEndian.Uint64(hdr[8:]); got != seq {
+		return nil, fmt.Errorf("%w: seq %d, want %d", errCorrupt, got, seq)
+	}
+	r.off += headerSize + int64(n)
+	return r.buf[8:], nil
+}
+
+// segName returns the file name of the segment that starts at first.
+func segName(first uint64) string { return fmt.Sprintf("%020d%s", first, suffix) }
+
+// syncDir fsyncs dir, so that a file created in it survives a crash.
+// Windows cannot sync a directory, and does not need to.
+func syncDir(dir string) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// errClosed is the error of a Trail used after Close.
+var errClosed = &kms.Error{Kind: kms.KindInternal, Message: "trail is closed"}
+
+// internal returns an error of kind Internal with a formatted message and
+// cause err, which may be nil.
+func internal(err error, format string, args ...any) error {
+	return &kms.Error{Kind: kms.KindInternal, Message: fmt.Sprintf(format, args...), Err: err}
+}

@@ -1,0 +1,33 @@
+package kms
+
+// Trail is the append-only log that holds the activity trail: records
+// numbered 1, 2, 3... in the order they were appended, each an opaque
+// byte string, never changed or removed. The Service is its only writer;
+// it keeps the trail's indexes in the Store.
+//
+// The trail lives beside the Store rather than in it because it is the
+// one thing that grows with every call: an append-only file takes a
+// record with one sequential write, is never compacted, and is read
+// through the page cache rather than kept in the process's memory.
+//
+// A Trail is safe for concurrent use by one appender and any number of
+// readers. Every backend must pass the conformance suite in
+// store/storetest (RunTrail).
+type Trail interface {
+	// Len returns the number of records: the seq of the last one, 0 when
+	// the trail is empty.
+	Len() uint64
+
+	// Append writes recs as the records Len()+1, Len()+2... and returns
+	// once they are durable: they survive a crash of the process and of
+	// the machine. When Append returns an error, none of recs counts as
+	// appended (Len is unchanged) and the next Append writes in their
+	// place. Appending no records is a no-op.
+	Append(recs [][]byte) error
+
+	// Scan calls fn with the records from seq from (at least 1) onwards,
+	// in order, until fn returns false or an error, or the last record
+	// that was appended when Scan began. A from past the end calls fn
+	// never. The slice passed to fn is valid only during that call.
+	Scan(from uint64, fn func(seq uint64, rec []byte) (more bool, err error)) error
+}
