@@ -168,7 +168,7 @@ func OpenInMemory() (*Store, error) {
 }
 
 // DefaultOptions returns the Badger options OpenDir uses for dir: Badger's
-// defaults with SyncWrites on, no logger, one version per key, and smaller
+// defaults with no logger, one version per key, and smaller
 // memory budgets:
 //
 //   - two 8 MiB memtables (Badger: five of 64 MiB), a 32 MiB block cache, a
@@ -178,16 +178,15 @@ func OpenInMemory() (*Store, error) {
 //     builders in flight, each with a buffer of twice its table size that
 //     Badger pools for reuse, so under sustained writes the builders of
 //     deep levels (16 MiB tables and more) held hundreds of MiB;
-//   - ZSTD level 1 instead of Snappy: the audit trail (JSON, hex IDs)
-//     takes about 30% less room, and every table is memory-mapped, so its
-//     size on disk is resident memory too (see below).
+//   - ZSTD level 1 instead of Snappy: JSON records and hex IDs take about
+//     30% less room, and every table is memory-mapped, so its size on disk
+//     is resident memory too.
 //
-// Measured with kmsbench (encrypt, 64 clients, 200,000 calls) on a 2-core
-// machine, kmsd's peak resident memory went from 362-415 MiB to 294 MiB
-// (203 MiB with kmsd's Go memory limit). What remains grows with the store: Badger maps every
-// table, memtable and value-log file it writes and keeps the pages it
-// touched, so resident memory is at least the size of the data directory
-// (about 190 bytes per encrypt call, mostly its activity record).
+// Badger maps every table, memtable and value-log file it writes and keeps
+// the pages it touched, so resident memory grows with the store. What grows
+// with every call, the activity trail, is therefore kept out of Badger, in
+// the Store's Trail (see the package documentation); Badger holds the
+// trail's indexes, a few keys per batch of records.
 //
 // Values of 1 MiB and more go to the value log; smaller ones live in the LSM
 // tree. One transaction may write up to about 1.2 MiB of keys and inline
@@ -196,7 +195,6 @@ func OpenInMemory() (*Store, error) {
 // Open.
 func DefaultOptions(dir string) badger.Options {
 	opts := badger.DefaultOptions(dir).
-		WithSyncWrites(true).
 		WithLogger(nil).
 		WithNumVersionsToKeep(1).
 		WithMemTableSize(8 << 20).
