@@ -17,8 +17,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/ringkms/kms"
@@ -206,8 +209,8 @@ func TestHashAndHeaderLayout(t *testing.T) {
 		t.Fatalf("hash = %x, want version 1, ring %s, key %s", hash, created.Ring.ID, created.Key.ID)
 	}
 	header, err := base64.RawURLEncoding.DecodeString(res.Header)
-	if err != nil || len(header) != 163 {
-		t.Fatalf("header = %d bytes, %v; want 163", len(header), err)
+	if err != nil || len(header) != 165 {
+		t.Fatalf("header = %d bytes, %v; want 165 (signed alone: proof depth 0)", len(header), err)
 	}
 	if header[0] != 1 || header[1] != 0 || !bytes.Equal(header[18:83], hash) {
 		t.Fatalf("header = %x: want version 1, no flags, the hash at 18..82", header)
@@ -221,9 +224,84 @@ func TestHashAndHeaderLayout(t *testing.T) {
 	if !bytes.Equal(sum[:8], header[2:10]) {
 		t.Fatal("signing key ID is not the first 8 bytes of SHA-256 of the public key")
 	}
-	msg := append([]byte("ringkms-header-v1"), header[:83]...)
-	if !ed25519.Verify(pub, msg, header[83:147]) {
-		t.Fatal("header signature does not verify as FORMAT.md says")
+	if err := verifyHeaderPerFormat(header, pub); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// verifyHeaderPerFormat checks a header's signature as docs/FORMAT.md
+// section 4 tells a third party to, with the standard library alone.
+func verifyHeaderPerFormat(header []byte, pub ed25519.PublicKey) error {
+	n := 83
+	if header[1]&1 != 0 {
+		n = 131
+	}
+	if len(header) < n+2 {
+		return fmt.Errorf("header of %d bytes is too short", len(header))
+	}
+	depth, index := int(header[n]), int(header[n+1])
+	if len(header) != n+2+32*depth+64+16 {
+		return fmt.Errorf("header of %d bytes, want %d for proof depth %d", len(header), n+2+32*depth+64+16, depth)
+	}
+	h := sha256.Sum256(append([]byte("\x00ringkms-header-v1"), header[:n]...))
+	for l := range depth {
+		sib := header[n+2+32*l : n+2+32*(l+1)]
+		if index>>l&1 == 0 {
+			h = sha256.Sum256(slices.Concat([]byte{1}, h[:], sib))
+		} else {
+			h = sha256.Sum256(slices.Concat([]byte{1}, sib, h[:]))
+		}
+	}
+	sig := header[n+2+32*depth : n+2+32*depth+64]
+	if !ed25519.Verify(pub, append([]byte("ringkms-header-root-v1"), h[:]...), sig) {
+		return fmt.Errorf("header signature does not verify as FORMAT.md says")
+	}
+	return nil
+}
+
+// TestBatchSignedHeadersPerFormat issues headers from many goroutines at
+// once, so that they are signed in batches, and checks each as a third
+// party would.
+func TestBatchSignedHeadersPerFormat(t *testing.T) {
+	e := newEnv(t)
+	e.ring(t, "batch")
+	var mu sync.Mutex
+	var headers [][]byte
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			for i := range 8 {
+				in := kms.EncryptInput{RingName: "batch"}
+				if i%2 == 0 {
+					in.Asset = &kms.AssetInput{Data: map[string]any{"n": 1}}
+				}
+				res, err := e.svc.Encrypt(e.root, in)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				h, _ := base64.RawURLEncoding.DecodeString(res.Header)
+				mu.Lock()
+				headers = append(headers, h)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	var pub ed25519.PublicKey
+	for _, k := range e.svc.SigningKeys() {
+		pub = k
+	}
+	for _, h := range headers {
+		if err := verifyHeaderPerFormat(h, pub); err != nil {
+			t.Fatalf("header %x: %v", h, err)
+		}
+		// Any change to the body breaks the signature.
+		bad := bytes.Clone(h)
+		bad[12] ^= 1
+		if verifyHeaderPerFormat(bad, pub) == nil {
+			t.Fatalf("header with an altered issue time verifies")
+		}
 	}
 }
 
@@ -239,8 +317,8 @@ func TestFormatExample(t *testing.T) {
 		t.Fatal("docs/FORMAT.md has no format-example block")
 	}
 	var ex struct {
-		PrivateKey, PublicKey, RingID, KeyID, Key, Hash, Header string
-		KeyData                                                 wireKeyData
+		PrivateKey, PublicKey, RingID, KeyID, Key, Hash, Header, SigningKey string
+		KeyData                                                             wireKeyData
 	}
 	if err := json.Unmarshal([]byte(block), &ex); err != nil {
 		t.Fatal(err)
@@ -258,5 +336,12 @@ func TestFormatExample(t *testing.T) {
 	header, _ := base64.RawURLEncoding.DecodeString(ex.Header)
 	if hex.EncodeToString(hash[1:17]) != ex.RingID || hex.EncodeToString(hash[17:33]) != ex.KeyID || !bytes.Equal(header[18:83], hash) {
 		t.Error("example hash and header do not match the layout")
+	}
+	pub, _ := base64.StdEncoding.DecodeString(ex.SigningKey)
+	if len(pub) != ed25519.PublicKeySize {
+		t.Fatalf("example signingKey has %d bytes", len(pub))
+	}
+	if err := verifyHeaderPerFormat(header, pub); err != nil {
+		t.Errorf("example header: %v", err)
 	}
 }

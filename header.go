@@ -28,7 +28,10 @@ import (
 //	10..17  issued at, epoch milliseconds, big-endian
 //	18..82  the hash, raw
 //	[83..98 Asset ID, 99..130 SHA-256 digest of the Asset: only with flag bit 0]
-//	then    Ed25519 signature over "ringkms-header-v1" and every byte before it
+//	        (the bytes so far are the body)
+//	then    proof depth d (0..4), leaf index (below 2^d)
+//	then    d sibling digests of 32 bytes, from the leaf up
+//	then    Ed25519 signature of the root of the batch's Merkle tree (signer.go)
 //	then    HMAC-SHA256(header key, every byte before it), first 16 bytes
 const (
 	formatVersion = 1
@@ -41,7 +44,6 @@ const (
 	headerFlagAsset = 1 << 0
 	headerFixedLen  = 1 + 1 + 8 + 8 + hashLen // 83
 	headerAssetLen  = 16 + 32
-	headerSigCtx    = "ringkms-header-v1"
 )
 
 // newHash makes the hash of one encrypt call for the key keyID of ring ringID.
@@ -94,7 +96,7 @@ func (s *Service) newHeader(hash []byte, issuedMs int64, asset *assetSeal) []byt
 	if asset != nil {
 		n += headerAssetLen
 	}
-	b := make([]byte, n, n+ed25519.SignatureSize+macLen)
+	b := make([]byte, n, n+2+32*maxSignDepth+ed25519.SignatureSize+macLen)
 	b[0] = formatVersion
 	copy(b[2:10], s.signID[:])
 	binary.BigEndian.PutUint64(b[10:18], uint64(issuedMs))
@@ -104,9 +106,7 @@ func (s *Service) newHeader(hash []byte, issuedMs int64, asset *assetSeal) []byt
 		copy(b[83:99], asset.id[:])
 		copy(b[99:131], asset.digest[:])
 	}
-	msg := make([]byte, 0, len(headerSigCtx)+len(b))
-	msg = append(append(msg, headerSigCtx...), b...)
-	b = append(b, ed25519.Sign(s.signKey, msg)...)
+	b = append(b, s.signer.sign(b)...)
 	mac := hmac.New(sha256.New, s.headerKey[:])
 	mac.Write(b)
 	return mac.Sum(b)[:len(b)+macLen]
@@ -119,7 +119,9 @@ type headerInfo struct {
 	signID   [8]byte
 	hash     []byte
 	asset    *assetSeal
-	body     []byte // the signed bytes
+	body     []byte // the bytes of the Merkle leaf
+	index    int    // of the leaf in the signed tree
+	proof    []byte // sibling digests, from the leaf up
 	sig      []byte
 	macOK    bool
 }
@@ -129,7 +131,7 @@ type headerInfo struct {
 // which is for third parties; verifySignature does.
 func (s *Service) parseHeader(text string) (*headerInfo, error) {
 	raw, err := b64url.DecodeString(text)
-	if err != nil || len(raw) < headerFixedLen+ed25519.SignatureSize+macLen {
+	if err != nil || len(raw) < headerFixedLen+2+ed25519.SignatureSize+macLen {
 		return nil, Errorf(KindInvalid, "header is malformed")
 	}
 	if raw[0] != formatVersion {
@@ -140,7 +142,11 @@ func (s *Service) parseHeader(text string) (*headerInfo, error) {
 	if raw[1]&headerFlagAsset != 0 {
 		n += headerAssetLen
 	}
-	if raw[1]&^headerFlagAsset != 0 || len(raw) != n+ed25519.SignatureSize+macLen {
+	if raw[1]&^headerFlagAsset != 0 || len(raw) < n+2 {
+		return nil, Errorf(KindInvalid, "header is malformed")
+	}
+	depth, index := int(raw[n]), int(raw[n+1])
+	if depth > maxSignDepth || index >= 1<<depth || len(raw) != n+2+32*depth+ed25519.SignatureSize+macLen {
 		return nil, Errorf(KindInvalid, "header is malformed")
 	}
 	copy(h.signID[:], raw[2:10])
@@ -151,16 +157,17 @@ func (s *Service) parseHeader(text string) (*headerInfo, error) {
 		copy(h.asset.id[:], raw[83:99])
 		copy(h.asset.digest[:], raw[99:131])
 	}
-	h.body = raw[:n]
-	h.sig = raw[n : n+ed25519.SignatureSize]
+	h.body, h.index = raw[:n], index
+	h.proof = raw[n+2 : n+2+32*depth]
+	h.sig = raw[n+2+32*depth : len(raw)-macLen]
 	mac := hmac.New(sha256.New, s.headerKey[:])
-	mac.Write(raw[:n+ed25519.SignatureSize])
-	h.macOK = hmac.Equal(mac.Sum(nil)[:macLen], raw[n+ed25519.SignatureSize:])
+	mac.Write(raw[:len(raw)-macLen])
+	h.macOK = hmac.Equal(mac.Sum(nil)[:macLen], raw[len(raw)-macLen:])
 	return h, nil
 }
 
-// verifySignature checks the header's Ed25519 signature against the
-// signing key it names.
+// verifySignature checks the header's Ed25519 signature, of the root its
+// proof leads to, against the signing key it names.
 func (s *Service) verifySignature(h *headerInfo) bool {
 	s.verifyMu.RLock()
 	pub, ok := s.verify[h.signID]
@@ -168,7 +175,6 @@ func (s *Service) verifySignature(h *headerInfo) bool {
 	if !ok {
 		return false
 	}
-	msg := make([]byte, 0, len(headerSigCtx)+len(h.body))
-	msg = append(append(msg, headerSigCtx...), h.body...)
-	return ed25519.Verify(pub, msg, h.sig)
+	root := headerRoot(h.body, h.index, h.proof)
+	return ed25519.Verify(pub, append([]byte(headerRootCtx), root[:]...), h.sig)
 }

@@ -81,6 +81,7 @@ type Service struct {
 
 	signID   [8]byte
 	signKey  ed25519.PrivateKey
+	signer   *headerSigner // signs headers in batches with signKey
 	verifyMu sync.RWMutex
 	verify   map[[8]byte]ed25519.PublicKey
 
@@ -146,6 +147,7 @@ func New(st Store, opts Options) (*Service, error) {
 		j.close()
 		return nil, err
 	}
+	s.signer = startSigner(s.signKey)
 	return s, nil
 }
 
@@ -153,6 +155,7 @@ func New(st Store, opts Options) (*Service, error) {
 // the Store, which the caller owns.
 func (s *Service) Close() error {
 	s.journal.close()
+	s.signer.close()
 	return nil
 }
 

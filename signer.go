@@ -1,0 +1,170 @@
+package kms
+
+import (
+	"crypto/ed25519"
+	"crypto/sha256"
+	"sync"
+)
+
+// Headers are signed in batches. An Ed25519 signature costs as much CPU as
+// the rest of an encrypt call, so the signer gathers the headers that wait
+// to be signed (up to maxSignBatch), makes them the leaves of a Merkle tree,
+// and signs its root once. Each header carries its leaf's index and the
+// sibling digests on the way up, from which anyone with the public key can
+// recompute the root and check the signature (docs/FORMAT.md section 4):
+//
+//	leaf = SHA-256(0x00 || "ringkms-header-v1" || header body)
+//	node = SHA-256(0x01 || left || right)
+//	signature = Ed25519(signing key, "ringkms-header-root-v1" || root)
+//
+// A tree of n leaves has depth ceil(log2 n); leaves past n are 32 zero
+// bytes. With one header waiting, the depth is 0 and the root is its leaf.
+
+// maxSignDepth bounds the tree: up to 16 headers per signature, 4
+// sibling digests (128 bytes) per header.
+const (
+	maxSignDepth = 4
+	maxSignBatch = 1 << maxSignDepth
+
+	headerLeafCtx = "ringkms-header-v1"
+	headerRootCtx = "ringkms-header-root-v1"
+)
+
+type signReq struct {
+	body  []byte
+	proof []byte // depth, index, siblings, signature: the header's tail
+	done  chan struct{}
+}
+
+type headerSigner struct {
+	key ed25519.PrivateKey
+
+	mu     sync.RWMutex // guards closed and sends on reqs
+	closed bool
+	reqs   chan *signReq
+	wg     sync.WaitGroup
+}
+
+func startSigner(key ed25519.PrivateKey) *headerSigner {
+	g := &headerSigner{key: key, reqs: make(chan *signReq, 4*maxSignBatch)}
+	g.wg.Add(1)
+	go g.run()
+	return g
+}
+
+// sign returns the tail of the header whose body is body: proof depth,
+// leaf index, sibling digests and the signature of the root. After close,
+// it signs body alone on the caller's goroutine.
+func (g *headerSigner) sign(body []byte) []byte {
+	r := &signReq{body: body, done: make(chan struct{})}
+	g.mu.RLock()
+	if g.closed {
+		g.mu.RUnlock()
+		g.signBatch([]*signReq{r})
+		return r.proof
+	}
+	g.reqs <- r
+	g.mu.RUnlock()
+	<-r.done
+	return r.proof
+}
+
+func (g *headerSigner) close() {
+	g.mu.Lock()
+	if !g.closed {
+		g.closed = true
+		close(g.reqs)
+	}
+	g.mu.Unlock()
+	g.wg.Wait()
+}
+
+func (g *headerSigner) run() {
+	defer g.wg.Done()
+	batch := make([]*signReq, 0, maxSignBatch)
+	for first := range g.reqs {
+		batch = append(batch[:0], first)
+	fill:
+		for len(batch) < maxSignBatch {
+			select {
+			case r, ok := <-g.reqs:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, r)
+			default:
+				break fill
+			}
+		}
+		g.signBatch(batch)
+		for _, r := range batch {
+			close(r.done)
+		}
+	}
+}
+
+// signBatch builds the tree of the batch's headers, signs its root and
+// gives each request its tail.
+func (g *headerSigner) signBatch(batch []*signReq) {
+	depth := 0
+	for 1<<depth < len(batch) {
+		depth++
+	}
+	// levels[0] are the leaves, padded with zero digests; levels[depth]
+	// is the root.
+	levels := make([][][32]byte, depth+1)
+	levels[0] = make([][32]byte, 1<<depth)
+	for i, r := range batch {
+		levels[0][i] = headerLeaf(r.body)
+	}
+	for l := 1; l <= depth; l++ {
+		below := levels[l-1]
+		levels[l] = make([][32]byte, len(below)/2)
+		for i := range levels[l] {
+			levels[l][i] = headerNode(&below[2*i], &below[2*i+1])
+		}
+	}
+	root := levels[depth][0]
+	sig := ed25519.Sign(g.key, append([]byte(headerRootCtx), root[:]...))
+	for i, r := range batch {
+		p := make([]byte, 0, 2+32*depth+ed25519.SignatureSize+macLen)
+		p = append(p, byte(depth), byte(i))
+		for l, at := 0, i; l < depth; l, at = l+1, at/2 {
+			p = append(p, levels[l][at^1][:]...)
+		}
+		r.proof = append(p, sig...)
+	}
+}
+
+func headerLeaf(body []byte) [32]byte {
+	h := sha256.New()
+	h.Write([]byte{0})
+	h.Write([]byte(headerLeafCtx))
+	h.Write(body)
+	var out [32]byte
+	h.Sum(out[:0])
+	return out
+}
+
+func headerNode(left, right *[32]byte) [32]byte {
+	var b [65]byte
+	b[0] = 1
+	copy(b[1:], left[:])
+	copy(b[33:], right[:])
+	return sha256.Sum256(b[:])
+}
+
+// headerRoot climbs from the leaf of body at index to the root, with the
+// sibling digests of proof (32 bytes each, from the leaf up).
+func headerRoot(body []byte, index int, proof []byte) [32]byte {
+	h := headerLeaf(body)
+	for l := 0; len(proof) >= 32; l, proof = l+1, proof[32:] {
+		sib := [32]byte(proof[:32])
+		if index>>l&1 == 0 {
+			h = headerNode(&h, &sib)
+		} else {
+			h = headerNode(&sib, &h)
+		}
+	}
+	return h
+}
