@@ -117,10 +117,12 @@ func (s *Service) Encrypt(ctx context.Context, in EncryptInput) (*EncryptResult,
 	act := s.newActivity(p, "encrypt", lower, true, map[string]any{"ringId": r.ID, "keyId": k.ID})
 	res := &EncryptResult{Key: k.key(true), RingID: r.ID, Hash: base64.RawURLEncoding.EncodeToString(hash)}
 	if in.Asset == nil {
-		if err := s.journal.submit(act, nil, nil); err != nil {
+		// The journal signs the header with the others of its batch.
+		hdr := &signReq{body: s.headerBody(hash, now.UnixMilli(), nil)}
+		if err := s.journal.submitJob(&job{act: act, header: hdr}); err != nil {
 			return nil, err
 		}
-		res.Header = base64.RawURLEncoding.EncodeToString(s.newHeader(hash, now.UnixMilli(), nil))
+		res.Header = s.finishHeader(hdr)
 		return res, nil
 	}
 
@@ -134,22 +136,26 @@ func (s *Service) Encrypt(ctx context.Context, in EncryptInput) (*EncryptResult,
 	}
 	act.Props["assetId"] = assetID
 	var rec *assetRecord
-	err = s.journal.submit(act, func(tx Txn) error {
+	hdr := &signReq{}
+	mutate := func(tx Txn) error {
 		var err error
-		rec, err = s.writeAsset(tx, p, r.ID, assetID, in.Asset, data, parents, now)
-		return err
-	}, nil)
-	if err != nil {
-		return nil, err
+		if rec, err = s.writeAsset(tx, p, r.ID, assetID, in.Asset, data, parents, now); err != nil {
+			return err
+		}
+		id, err := decodeHexID(rec.ID)
+		if err != nil {
+			return err
+		}
+		hdr.body = s.headerBody(hash, now.UnixMilli(), &assetSeal{id: id, digest: rec.digest()})
+		return nil
 	}
-	id, err := decodeHexID(rec.ID)
-	if err != nil {
+	if err := s.journal.submitJob(&job{act: act, mutate: mutate, header: hdr}); err != nil {
 		return nil, err
 	}
 	if res.Asset, err = rec.asset(); err != nil {
 		return nil, internalError("decode asset", err)
 	}
-	res.Header = base64.RawURLEncoding.EncodeToString(s.newHeader(hash, now.UnixMilli(), &assetSeal{id: id, digest: rec.digest()}))
+	res.Header = s.finishHeader(hdr)
 	return res, nil
 }
 

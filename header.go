@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
 )
@@ -90,8 +91,9 @@ type assetSeal struct {
 	digest [32]byte
 }
 
-// newHeader makes the signed header of an encrypt call.
-func (s *Service) newHeader(hash []byte, issuedMs int64, asset *assetSeal) []byte {
+// headerBody makes the body of the header of an encrypt call: what its
+// signature covers.
+func (s *Service) headerBody(hash []byte, issuedMs int64, asset *assetSeal) []byte {
 	n := headerFixedLen
 	if asset != nil {
 		n += headerAssetLen
@@ -106,10 +108,16 @@ func (s *Service) newHeader(hash []byte, issuedMs int64, asset *assetSeal) []byt
 		copy(b[83:99], asset.id[:])
 		copy(b[99:131], asset.digest[:])
 	}
-	b = append(b, s.signer.sign(b)...)
+	return b
+}
+
+// finishHeader appends to a signed body its signature's tail and the MAC,
+// and encodes the header.
+func (s *Service) finishHeader(r *signReq) string {
+	b := append(r.body, r.proof...)
 	mac := hmac.New(sha256.New, s.headerKey[:])
 	mac.Write(b)
-	return mac.Sum(b)[:len(b)+macLen]
+	return base64.RawURLEncoding.EncodeToString(mac.Sum(b)[:len(b)+macLen])
 }
 
 // headerInfo is a decoded header.

@@ -23,7 +23,9 @@ import (
 //  2. appends the activity records to the Trail, durably;
 //  3. writes their index entries to the store (UpdateNoSync: they can be
 //     rebuilt from the trail);
-//  4. answers each job.
+//  4. signs the headers of the batch's encrypt calls, a few Merkle trees
+//     with one signature each (signer.go);
+//  5. answers each job.
 //
 // So an operation is answered only once its activity record is durable
 // (the trail is fail-closed); the activity chain has one appender; and one
@@ -49,6 +51,7 @@ type job struct {
 	act    *Activity         // nil for a write with no activity record
 	mutate func(w Txn) error // nil for a record alone
 	after  func()            // run on the writer goroutine after a commit in which mutate succeeded
+	header *signReq          // a header to sign after the commit, when its body is set (signer.go)
 
 	err  error // mutate's error, set while the batch runs
 	done chan error
@@ -78,6 +81,11 @@ type journal struct {
 	indexed chainHead  // the last record the store's index names
 	failed  error      // set when the journal can no longer write safely
 	recs    [][]byte   // scratch: the records of a batch
+	signs   []*signReq // scratch: the headers of a batch
+
+	// signer signs headers; New sets it once the signing key is loaded,
+	// before any job can carry a header.
+	signer *headerSigner
 }
 
 func startJournal(ctx context.Context, st Store, chainKey [32]byte, now func() time.Time, log func(error, string)) (*journal, error) {
@@ -172,7 +180,12 @@ func (j *journal) recover(ctx context.Context) error {
 // written, with the failure as its result), or an internal error when the
 // commit failed, in which case nothing of the job was written.
 func (j *journal) submit(act *Activity, mutate func(Txn) error, after func()) error {
-	jb := &job{act: act, mutate: mutate, after: after, done: make(chan error, 1)}
+	return j.submitJob(&job{act: act, mutate: mutate, after: after})
+}
+
+// submitJob runs jb and waits for its commit, as submit.
+func (j *journal) submitJob(jb *job) error {
+	jb.done = make(chan error, 1)
 	j.mu.RLock()
 	if j.closed {
 		j.mu.RUnlock()
@@ -286,6 +299,13 @@ func (j *journal) commit(batch []*job) {
 			j.failed = err
 		}
 	}
+	j.signs = j.signs[:0]
+	for _, jb := range batch {
+		if jb.err == nil && jb.header != nil && jb.header.body != nil {
+			j.signs = append(j.signs, jb.header)
+		}
+	}
+	j.signer.sign(j.signs)
 	for _, jb := range batch {
 		if jb.err == nil && jb.after != nil {
 			jb.after()

@@ -81,7 +81,6 @@ type Service struct {
 
 	signID   [8]byte
 	signKey  ed25519.PrivateKey
-	signer   *headerSigner // signs headers in batches with signKey
 	verifyMu sync.RWMutex
 	verify   map[[8]byte]ed25519.PublicKey
 
@@ -147,7 +146,7 @@ func New(st Store, opts Options) (*Service, error) {
 		j.close()
 		return nil, err
 	}
-	s.signer = startSigner(s.signKey)
+	j.signer = &headerSigner{key: s.signKey}
 	return s, nil
 }
 
@@ -155,7 +154,6 @@ func New(st Store, opts Options) (*Service, error) {
 // the Store, which the caller owns.
 func (s *Service) Close() error {
 	s.journal.close()
-	s.signer.close()
 	return nil
 }
 

@@ -3,13 +3,12 @@ package kms
 import (
 	"crypto/ed25519"
 	"crypto/sha256"
-	"sync"
 )
 
 // Headers are signed in batches. An Ed25519 signature costs as much CPU as
-// the rest of an encrypt call, so the signer gathers the headers that wait
-// to be signed (up to maxSignBatch), makes them the leaves of a Merkle tree,
-// and signs its root once. Each header carries its leaf's index and the
+// the rest of an encrypt call, so the journal, which gathers the encrypt
+// calls of a batch anyway, makes their headers the leaves of Merkle trees
+// (of up to maxSignBatch leaves) and signs each root once. Each header carries its leaf's index and the
 // sibling digests on the way up, from which anyone with the public key can
 // recompute the root and check the signature (docs/FORMAT.md section 4):
 //
@@ -33,73 +32,20 @@ const (
 type signReq struct {
 	body  []byte
 	proof []byte // depth, index, siblings, signature: the header's tail
-	done  chan struct{}
 }
 
+// headerSigner signs the headers of a journal batch.
 type headerSigner struct {
 	key ed25519.PrivateKey
-
-	mu     sync.RWMutex // guards closed and sends on reqs
-	closed bool
-	reqs   chan *signReq
-	wg     sync.WaitGroup
 }
 
-func startSigner(key ed25519.PrivateKey) *headerSigner {
-	g := &headerSigner{key: key, reqs: make(chan *signReq, 4*maxSignBatch)}
-	g.wg.Add(1)
-	go g.run()
-	return g
-}
-
-// sign returns the tail of the header whose body is body: proof depth,
-// leaf index, sibling digests and the signature of the root. After close,
-// it signs body alone on the caller's goroutine.
-func (g *headerSigner) sign(body []byte) []byte {
-	r := &signReq{body: body, done: make(chan struct{})}
-	g.mu.RLock()
-	if g.closed {
-		g.mu.RUnlock()
-		g.signBatch([]*signReq{r})
-		return r.proof
-	}
-	g.reqs <- r
-	g.mu.RUnlock()
-	<-r.done
-	return r.proof
-}
-
-func (g *headerSigner) close() {
-	g.mu.Lock()
-	if !g.closed {
-		g.closed = true
-		close(g.reqs)
-	}
-	g.mu.Unlock()
-	g.wg.Wait()
-}
-
-func (g *headerSigner) run() {
-	defer g.wg.Done()
-	batch := make([]*signReq, 0, maxSignBatch)
-	for first := range g.reqs {
-		batch = append(batch[:0], first)
-	fill:
-		for len(batch) < maxSignBatch {
-			select {
-			case r, ok := <-g.reqs:
-				if !ok {
-					break fill
-				}
-				batch = append(batch, r)
-			default:
-				break fill
-			}
-		}
-		g.signBatch(batch)
-		for _, r := range batch {
-			close(r.done)
-		}
+// sign gives each request its tail, signing the batch in trees of up to
+// maxSignBatch headers.
+func (g *headerSigner) sign(reqs []*signReq) {
+	for len(reqs) > 0 {
+		n := min(len(reqs), maxSignBatch)
+		g.signBatch(reqs[:n])
+		reqs = reqs[n:]
 	}
 }
 

@@ -56,16 +56,3 @@ func TestSignBatch(t *testing.T) {
 		})
 	}
 }
-
-// TestSignerAfterClose checks that a header asked for after the signer
-// stopped is still signed, alone.
-func TestSignerAfterClose(t *testing.T) {
-	pub, priv, _ := ed25519.GenerateKey(nil)
-	g := startSigner(priv)
-	g.close()
-	tail := g.sign([]byte("late"))
-	root := headerRoot([]byte("late"), 0, nil)
-	if tail[0] != 0 || !ed25519.Verify(pub, append([]byte(headerRootCtx), root[:]...), tail[2:]) {
-		t.Fatalf("tail after close = %x; want depth 0 and a valid signature", tail)
-	}
-}
