@@ -166,7 +166,7 @@ func (s *Service) VerifyActivityChain(ctx context.Context) (VerifyChainResult, e
 		if a.Prev != prev {
 			return false, Errorf(KindUnprocessable, "activity record %d (%s) does not follow the record before it", a.Seq, a.ID)
 		}
-		sum := chainDigest(&s.journal.chainKey, a.Prev, rec[32:])
+		sum := chainDigest(s.journal.chainKey, a.Prev, rec[32:])
 		if hex.EncodeToString(sum[:]) != a.Digest {
 			return false, Errorf(KindUnprocessable, "activity record %d (%s) was altered", a.Seq, a.ID)
 		}

@@ -4,7 +4,6 @@ import (
 	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
@@ -54,9 +53,8 @@ func (s *Service) newHash(ringID, keyID [16]byte) []byte {
 	copy(b[1:17], ringID[:])
 	copy(b[17:33], keyID[:])
 	rand.Read(b[33:49])
-	mac := hmac.New(sha256.New, s.hashKey[:])
-	mac.Write(b[:49])
-	copy(b[49:], mac.Sum(nil)[:macLen])
+	var sum [32]byte
+	copy(b[49:], s.hashMAC.sum(sum[:0], b[:49])[:macLen])
 	return b
 }
 
@@ -77,9 +75,8 @@ func (s *Service) parseHash(text string) (hashRef, error) {
 	if raw[0] != formatVersion {
 		return hashRef{}, Errorf(KindInvalid, "hash has unknown version %d", raw[0])
 	}
-	mac := hmac.New(sha256.New, s.hashKey[:])
-	mac.Write(raw[:49])
-	if !hmac.Equal(mac.Sum(nil)[:macLen], raw[49:]) {
+	var sum [32]byte
+	if !hmac.Equal(s.hashMAC.sum(sum[:0], raw[:49])[:macLen], raw[49:]) {
 		return hashRef{}, Errorf(KindInvalid, "hash failed verification: it was altered or not issued by this service")
 	}
 	return hashRef{raw: raw, ringID: hex.EncodeToString(raw[1:17]), keyID: hex.EncodeToString(raw[17:33])}, nil
@@ -115,9 +112,7 @@ func (s *Service) headerBody(hash []byte, issuedMs int64, asset *assetSeal) []by
 // and encodes the header.
 func (s *Service) finishHeader(r *signReq) string {
 	b := append(r.body, r.proof...)
-	mac := hmac.New(sha256.New, s.headerKey[:])
-	mac.Write(b)
-	return base64.RawURLEncoding.EncodeToString(mac.Sum(b)[:len(b)+macLen])
+	return base64.RawURLEncoding.EncodeToString(s.headerMAC.sum(b, b)[:len(b)+macLen])
 }
 
 // headerInfo is a decoded header.
@@ -168,9 +163,8 @@ func (s *Service) parseHeader(text string) (*headerInfo, error) {
 	h.body, h.index = raw[:n], index
 	h.proof = raw[n+2 : n+2+32*depth]
 	h.sig = raw[n+2+32*depth : len(raw)-macLen]
-	mac := hmac.New(sha256.New, s.headerKey[:])
-	mac.Write(raw[:len(raw)-macLen])
-	h.macOK = hmac.Equal(mac.Sum(nil)[:macLen], raw[len(raw)-macLen:])
+	var sum [32]byte
+	h.macOK = hmac.Equal(s.headerMAC.sum(sum[:0], raw[:len(raw)-macLen])[:macLen], raw[len(raw)-macLen:])
 	return h, nil
 }
 

@@ -3,8 +3,6 @@ package kms
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -66,7 +64,7 @@ type chainHead struct {
 type journal struct {
 	store    Store
 	trail    Trail
-	chainKey [32]byte // keys the activity chain (chainDigest)
+	chainKey *macKey // keys the activity chain (chainDigest)
 	now      func() time.Time
 	log      func(err error, msg string)
 
@@ -88,7 +86,7 @@ type journal struct {
 	signer *headerSigner
 }
 
-func startJournal(ctx context.Context, st Store, chainKey [32]byte, now func() time.Time, log func(error, string)) (*journal, error) {
+func startJournal(ctx context.Context, st Store, chainKey *macKey, now func() time.Time, log func(error, string)) (*journal, error) {
 	j := &journal{store: st, trail: st.Trail(), chainKey: chainKey, now: now, log: log,
 		jobs: make(chan *job, 4*maxBatch), index: newTermIndex()}
 	if j.trail == nil {
@@ -158,7 +156,7 @@ func (j *journal) recover(ctx context.Context) error {
 		if err != nil {
 			return false, internalError("read activity record", err)
 		}
-		sum := chainDigest(&j.chainKey, j.head.Digest, rec[32:])
+		sum := chainDigest(j.chainKey, j.head.Digest, rec[32:])
 		if a.Seq != seq || a.Prev != j.head.Digest || hex.EncodeToString(sum[:]) != a.Digest {
 			return false, Errorf(KindInternal, "activity record %d does not chain on from record %d: the trail was altered", seq, j.head.Seq)
 		}
@@ -425,7 +423,7 @@ func (j *journal) appendRecord(head *chainHead, act *Activity, opErr error) erro
 		return err
 	}
 	rec := make([]byte, 32, 32+len(body))
-	sum := chainDigest(&j.chainKey, act.Prev, body)
+	sum := chainDigest(j.chainKey, act.Prev, body)
 	copy(rec, sum[:])
 	j.recs = append(j.recs, append(rec, body...)) // stored: digest (32 bytes) | record JSON
 	act.Digest = hex.EncodeToString(sum[:])
@@ -481,12 +479,9 @@ func decodePending(b []byte) (first uint64, recs [][]byte, err error) {
 // from the master key, of the previous record's digest (hex) followed by
 // the record's JSON, which itself names prev. Keyed, so that whoever can
 // write the store but holds no master key cannot forge a consistent chain.
-func chainDigest(key *[32]byte, prev string, body []byte) [32]byte {
-	h := hmac.New(sha256.New, key[:])
-	h.Write([]byte(prev))
-	h.Write(body)
+func chainDigest(key *macKey, prev string, body []byte) [32]byte {
 	var out [32]byte
-	h.Sum(out[:0])
+	key.sum(out[:0], []byte(prev), body)
 	return out
 }
 

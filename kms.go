@@ -75,8 +75,8 @@ type Service struct {
 	journal *journal
 
 	sealer    *seal.Sealer // secrets at rest
-	hashKey   [32]byte     // MAC of hashes
-	headerKey [32]byte     // MAC of headers
+	hashMAC   *macKey      // MAC of hashes
+	headerMAC *macKey      // MAC of headers
 	pager     pager
 
 	signID   [8]byte
@@ -116,8 +116,8 @@ func New(st Store, opts Options) (*Service, error) {
 	}
 	m := opts.MasterKey.b[:]
 	s.sealer = seal.New(seal.Derive(m, "seal"))
-	s.hashKey = seal.Derive(m, "hash-mac")
-	s.headerKey = seal.Derive(m, "header-mac")
+	s.hashMAC = newMACKey(seal.Derive(m, "hash-mac"))
+	s.headerMAC = newMACKey(seal.Derive(m, "header-mac"))
 	s.pager = pager{sealer: seal.New(seal.Derive(m, "cursor"))}
 	s.rings = newCache[string, *ringRecord](size)
 	s.ringNames = newCache[string, string](size)
@@ -137,7 +137,7 @@ func New(st Store, opts Options) (*Service, error) {
 	}
 
 	ctx := context.Background()
-	j, err := startJournal(ctx, st, seal.Derive(m, "audit-chain"), s.now, func(err error, msg string) { s.log.Error().Err(err).Msg(msg) })
+	j, err := startJournal(ctx, st, newMACKey(seal.Derive(m, "audit-chain")), s.now, func(err error, msg string) { s.log.Error().Err(err).Msg(msg) })
 	if err != nil {
 		return nil, err
 	}
