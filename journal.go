@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"slices"
 	"sync"
 	"time"
@@ -418,14 +417,13 @@ func (j *journal) appendRecord(head *chainHead, act *Activity, opErr error) erro
 	}
 	act.Props["result"] = resultOf(opErr)
 	act.Digest = ""
-	body, err := json.Marshal(act)
+	rec, err := act.appendJSON(make([]byte, 32, 512)) // stored: digest (32 bytes) | record JSON
 	if err != nil {
 		return err
 	}
-	rec := make([]byte, 32, 32+len(body))
-	sum := chainDigest(j.chainKey, act.Prev, body)
+	sum := chainDigest(j.chainKey, act.Prev, rec[32:])
 	copy(rec, sum[:])
-	j.recs = append(j.recs, append(rec, body...)) // stored: digest (32 bytes) | record JSON
+	j.recs = append(j.recs, rec)
 	act.Digest = hex.EncodeToString(sum[:])
 	*head = chainHead{Seq: act.Seq, Digest: act.Digest, Time: now}
 	return nil
