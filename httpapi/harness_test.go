@@ -402,8 +402,10 @@ func (e *env) encrypt(t testing.TB, ring string) kms.EncryptResult {
 
 // flip changes the character in the middle of s to another of the
 // URL-safe base64 alphabet.
-func flip(s string) string {
-	i := len(s) / 2
+func flip(s string) string { return flipAt(s, len(s)/2) }
+
+// flipAt changes the character at i of a base64url string.
+func flipAt(s string, i int) string {
 	c := byte('A')
 	if s[i] == 'A' {
 		c = 'B'
