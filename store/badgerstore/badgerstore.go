@@ -9,6 +9,14 @@
 // not a crash of the machine, unless a later Update synced them. Badger
 // itself runs with SyncWrites off; the Store syncs after each Update.
 //
+// Commits are serialised, each Update's with its sync: Badger's sync
+// reaches only the current memtable's log, and a commit between another's
+// commit and its sync could start a new memtable. So concurrent Updates do
+// not share an fsync as they would under Badger's SyncWrites (the store's
+// floor, BenchmarkStoreCommit with 64 writers, went from about 136 to 225
+// us per commit). The kms Service is not affected: its journal is the one
+// writer and already gives each batch of calls one Update.
+//
 // # Activity trail
 //
 // The Store's kms.Trail is a store/filetrail log in the subdirectory
