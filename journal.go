@@ -141,10 +141,14 @@ func (j *journal) recover(ctx context.Context) error {
 	if j.indexed.Seq > 0 {
 		// The last indexed record must be the one the index names.
 		err := j.trail.Scan(j.indexed.Seq, func(seq uint64, rec []byte) (bool, error) {
-			if len(rec) < 32 || hex.EncodeToString(rec[:32]) != j.indexed.Digest {
-				return false, Errorf(KindInternal, "activity record %d is not the one the index names: the trail was altered", seq)
+			a, err := decodeActivity(rec)
+			if err == nil && a.Digest == j.indexed.Digest {
+				sum := chainDigest(j.chainKey, a.Prev, rec[32:])
+				if hex.EncodeToString(sum[:]) == a.Digest {
+					return false, nil
+				}
 			}
-			return false, nil
+			return false, Errorf(KindInternal, "activity record %d is not the one the index names: the trail was altered", seq)
 		})
 		if err != nil {
 			return err
