@@ -28,8 +28,13 @@
 // # Writes and the audit trail
 //
 // Every write, and every activity record, goes through one journal that
-// commits them in batches, durably, with each operation and its record in
-// the same transaction. Records are hash-chained (VerifyActivityChain).
+// commits them in batches: the operations' writes to the Store (with
+// their records kept beside them until the trail has them), the records
+// to the Store's Trail, an append-only log, durably, then the records'
+// index entries; each batch's headers share one Ed25519 signature. No
+// call is answered before its record is durable. Records are hash-chained
+// (VerifyActivityChain), and a start after a crash completes what a batch
+// left undone.
 //
 // # Errors
 //
