@@ -9,7 +9,6 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 )
 
@@ -250,18 +249,11 @@ func appendScalarJSON(dst []byte, v any) ([]byte, bool) {
 			return dst, false // every byte takes at least one in JSON
 		}
 		if plainJSONString(v) {
-			dst = append(dst, '"')
-			dst = append(dst, v...)
-			return append(dst, '"'), true
+			return appendJSONString(dst, v), true
 		}
-	case bool:
-		return strconv.AppendBool(dst, v), true
-	case int:
-		return strconv.AppendInt(dst, int64(v), 10), true
-	case int64:
-		return strconv.AppendInt(dst, v, 10), true
-	case uint64:
-		return strconv.AppendUint(dst, v, 10), true
+	case bool, int, int64, uint64:
+		out, _ := appendJSONValue(dst, v) // never fails for these types
+		return out, true
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
