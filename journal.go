@@ -119,6 +119,11 @@ func (j *journal) recover(ctx context.Context) error {
 	if err != nil {
 		return internalError("load activity chain head", err)
 	}
+	// Checked before anything is appended, so that a trail found damaged
+	// is left as it was for its owner to examine.
+	if n := j.trail.Len(); n < j.indexed.Seq {
+		return Errorf(KindUnprocessable, "activity trail ends at record %d but its index names record %d: records were removed or damaged", n, j.indexed.Seq)
+	}
 	if len(pending) > 0 {
 		first, recs, err := decodePending(pending)
 		if err != nil {
@@ -127,15 +132,12 @@ func (j *journal) recover(ctx context.Context) error {
 		n := j.trail.Len()
 		if last := first + uint64(len(recs)) - 1; last > n {
 			if first > n+1 {
-				return Errorf(KindInternal, "activity trail ends at record %d, before the pending records %d-%d", n, first, last)
+				return Errorf(KindUnprocessable, "activity trail ends at record %d, before the pending records %d-%d: records were removed or damaged", n, first, last)
 			}
 			if err := j.trail.Append(recs[n+1-first:]); err != nil {
 				return internalError("append pending activity", err)
 			}
 		}
-	}
-	if n := j.trail.Len(); n < j.indexed.Seq {
-		return Errorf(KindInternal, "activity trail ends at record %d but its index names record %d: records were removed", n, j.indexed.Seq)
 	}
 	j.head = j.indexed
 	if j.indexed.Seq > 0 {
@@ -148,7 +150,7 @@ func (j *journal) recover(ctx context.Context) error {
 					return false, nil
 				}
 			}
-			return false, Errorf(KindInternal, "activity record %d is not the one the index names: the trail was altered", seq)
+			return false, Errorf(KindUnprocessable, "activity record %d is not the one the index names: the trail was altered", seq)
 		})
 		if err != nil {
 			return err
@@ -161,7 +163,7 @@ func (j *journal) recover(ctx context.Context) error {
 		}
 		sum := chainDigest(j.chainKey, j.head.Digest, rec[32:])
 		if a.Seq != seq || a.Prev != j.head.Digest || hex.EncodeToString(sum[:]) != a.Digest {
-			return false, Errorf(KindInternal, "activity record %d does not chain on from record %d: the trail was altered", seq, j.head.Seq)
+			return false, Errorf(KindUnprocessable, "activity record %d does not chain on from record %d: the trail was altered", seq, j.head.Seq)
 		}
 		j.index.add(a, j.head.Time, j.head.Seq == 0)
 		j.head = chainHead{Seq: seq, Digest: a.Digest, Time: a.CreatedAt}

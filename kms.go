@@ -137,14 +137,22 @@ func New(st Store, opts Options) (*Service, error) {
 	}
 
 	ctx := context.Background()
+	// The signing keys open only under the master key they were sealed
+	// with: loading them first tells a wrong master key as such, before
+	// the journal checks the activity chain (whose key it also derives).
+	if err := s.loadSigningKey(ctx); err != nil {
+		return nil, err
+	}
 	j, err := startJournal(ctx, st, newMACKey(seal.Derive(m, "audit-chain")), s.now, func(err error, msg string) { s.log.Error().Err(err).Msg(msg) })
 	if err != nil {
 		return nil, err
 	}
 	s.journal = j
-	if err := s.loadSigningKey(ctx); err != nil {
-		j.close()
-		return nil, err
+	if s.signKey == nil {
+		if err := s.createSigningKey(); err != nil {
+			j.close()
+			return nil, err
+		}
 	}
 	j.signer = &headerSigner{key: s.signKey}
 	return s, nil
@@ -169,8 +177,9 @@ func (s *Service) Ping(ctx context.Context) error {
 	return nil
 }
 
-// loadSigningKey reads the sealed Ed25519 key that signs headers, creating
-// it on a new store. Older signing keys stay readable for verification.
+// loadSigningKey reads the sealed Ed25519 keys that sign headers: the
+// active one signs, older ones stay readable for verification. On a new
+// store there is none yet (createSigningKey).
 func (s *Service) loadSigningKey(ctx context.Context) error {
 	var active []byte
 	err := s.store.View(ctx, func(tx Txn) error {
@@ -204,12 +213,15 @@ func (s *Service) loadSigningKey(ctx context.Context) error {
 	if err != nil {
 		return internalError("load signing key", err)
 	}
-	if active != nil {
-		if s.signKey == nil {
-			return Errorf(KindInternal, "active signing key %s is missing", active)
-		}
-		return nil
+	if active != nil && s.signKey == nil {
+		return Errorf(KindInternal, "active signing key %s is missing", active)
 	}
+	return nil
+}
+
+// createSigningKey makes the first header signing key and stores it,
+// sealed, through the journal.
+func (s *Service) createSigningKey() error {
 	seed := make([]byte, ed25519.SeedSize)
 	rand.Read(seed)
 	priv := ed25519.NewKeyFromSeed(seed)
@@ -221,7 +233,7 @@ func (s *Service) loadSigningKey(ctx context.Context) error {
 	key := join(pfxSigning, hexID)
 	sealed := s.sealer.Seal(seed, key)
 	clear(seed)
-	err = s.journal.submit(nil, func(tx Txn) error {
+	err := s.journal.submit(nil, func(tx Txn) error {
 		if err := tx.Set(key, sealed); err != nil {
 			return err
 		}

@@ -28,6 +28,8 @@ type Trail interface {
 	// Scan calls fn with the records from seq from (at least 1) onwards,
 	// in order, until fn returns false or an error, or the last record
 	// that was appended when Scan began. A from past the end calls fn
-	// never. The slice passed to fn is valid only during that call.
+	// never. The slice passed to fn is valid only during that call. A
+	// record found damaged (its checksum, say) is an error of kind
+	// Unprocessable; a failure to read, of kind Internal.
 	Scan(from uint64, fn func(seq uint64, rec []byte) (more bool, err error)) error
 }

@@ -590,4 +590,21 @@ func TestVerifyAuditInProcess(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "master key") {
 		t.Errorf("verify-audit with another master key = %v, want an error about the master key", err)
 	}
+
+	// A byte changed in the first record of the trail's files (past the
+	// 16-byte frame header) is a broken chain: exit status 3.
+	seg := filepath.Join(data, "trail", "00000000000000000001.trail")
+	b, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[16+40] ^= 1
+	if err := os.WriteFile(seg, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	err = run(context.Background(), []string{"verify-audit", "-data", data}, e.get, &out, io.Discard)
+	if exitCode(err) != 3 || !strings.Contains(out.String(), "BROKEN") {
+		t.Errorf("verify-audit on a damaged trail = %v (exit %d), printed:\n%s; want exit 3 and BROKEN", err, exitCode(err), out.String())
+	}
 }

@@ -33,12 +33,15 @@ func verifyAudit(ctx context.Context, c *config, getenv func(string) string, std
 		return fmt.Errorf("open store in %s (stop kmsd first: one process at a time may open it): %w", c.data, err)
 	}
 	defer st.Close()
+	var res kms.VerifyChainResult
 	svc, err := kms.New(st, kms.Options{MasterKey: mk})
-	if err != nil {
+	if err == nil {
+		defer svc.Close()
+		res, err = svc.VerifyActivityChain(ctx)
+	} else if kms.ErrorKind(err) != kms.KindUnprocessable {
 		return fmt.Errorf("open service (is the master key the one this store was created with?): %w", err)
 	}
-	defer svc.Close()
-	res, err := svc.VerifyActivityChain(ctx)
+	// Unprocessable, from New or from the walk: the trail is damaged.
 	if kms.ErrorKind(err) == kms.KindUnprocessable {
 		fmt.Fprintf(stdout, "activity chain BROKEN: %v\n", err)
 		fmt.Fprintf(stdout, "records checked before the break: %d\n", res.Records)

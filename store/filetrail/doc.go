@@ -26,6 +26,23 @@
 // the newest has reached Options.SegmentSize; a batch never spans two
 // segments, so a segment may exceed SegmentSize by at most one batch.
 //
+// # Index files
+//
+// When Append starts a new segment, the one before it is sealed: it never
+// changes again. Append then syncs it and writes its index file, named like
+// the segment with the suffix ".index" (00000000000000000001.index):
+//
+//	"RKTIDX1\n" [u64 first seq][u64 records][u64 end][u64 offset]... [u32 CRC-32C]
+//
+// End is the segment's size; the offsets are those of the sparse index
+// (see Reading), one per 64 records; the CRC-32C covers everything before
+// it. The file is written under a temporary name (the index file's name
+// followed by ".tmp"), synced, renamed into place, and the directory
+// synced. Index files are a cache: when one cannot be written, Append
+// succeeds all the same, and deleting them is safe, for Open rebuilds
+// them. Open ignores every file whose name does not end in ".trail",
+// temporary index files left by a crash among them.
+//
 // # Durability and crashes
 //
 // Append encodes its batch into one buffer, writes it with one positioned
@@ -38,26 +55,38 @@
 //
 // A crash during an Append leaves at most the newest segment ending in a
 // torn frame: short, with a bad length or CRC, or with an unexpected seq.
-// Open reads every frame, truncates the newest segment at its first bad
-// frame and fsyncs it; the records cut off were never acknowledged. A bad
-// frame in any older segment, a gap or overlap between segments, or a
-// first segment that does not start at seq 1, is damage that no crash
-// explains: Open fails rather than guess.
+// Open reads every frame of the newest segment, truncates it at its first
+// bad frame and fsyncs it; the records cut off were never acknowledged.
+//
+// Open does not read an older, sealed segment whose index file is valid:
+// right magic and CRC, the segment's first seq, its size as end, as many
+// records as lie between its first seq and the next segment's, as many
+// offsets as that takes, the first 0 and each larger than the one before
+// and below end, and the frame at the last offset holding the record the
+// index says. A sealed segment whose index file is missing or not valid
+// Open reads in full, as it does the newest, and then writes its index
+// file. A bad frame in a sealed segment that Open reads, a gap or overlap
+// between segments, or a first segment that does not start at seq 1, is
+// damage that no crash explains: Open fails rather than guess. Damage
+// inside a sealed segment that Open does not read is found by Scan, which
+// checks every frame it reads, and by kmsd verify-audit, which scans the
+// whole trail.
 //
 // # Reading
 //
 // Open keeps a sparse index in memory, the file offset of every 64th
-// record of each segment, so Scan seeks close to its first record and then
-// reads forward through the page cache with positioned reads (never a
-// memory map: the process does not keep the trail resident). Scan checks
-// every frame's CRC and seq again, and reports damage as an error that
-// names the seq. Scans run concurrently with each other and with Append;
+// record of each segment (records first, first+64...), so Scan seeks close
+// to its first record and then reads forward through the page cache with
+// positioned reads (never a memory map: the process does not keep the
+// trail resident). Scan checks every frame's CRC and seq again, and
+// reports damage as an error of kind Unprocessable that names the seq. Scans run concurrently with each other and with Append;
 // each sees the records appended before it began.
 //
 // # Errors
 //
 // Every error is a *kms.Error: kind TooLarge for a record over
-// MaxRecordSize, Invalid for bad Options, Internal for everything else,
+// MaxRecordSize, Invalid for bad Options, Unprocessable for a damaged
+// record found by Scan, Internal for everything else,
 // with the cause in its Err field. Errors returned by the function passed
 // to Scan are returned unchanged.
 package filetrail

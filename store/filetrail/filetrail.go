@@ -57,6 +57,7 @@ type Trail struct {
 	wmu    sync.Mutex // held by Append and Close: one writer at a time
 	buf    []byte     // Append's encoding buffer, under wmu
 	broken error      // set under wmu when a failed Append could not be undone
+	torn   bool       // the newest segment has bytes after its last good frame, under wmu
 
 	mu     sync.RWMutex // guards what readers see: n, segs, and each segment's end and index
 	n      uint64
@@ -78,8 +79,10 @@ type segment struct {
 func Open(dir string) (*Trail, error) { return OpenWith(dir, Options{}) }
 
 // OpenWith opens the trail in dir, creating dir (mode 0700) if it does not
-// exist. It reads every segment to check it and build the sparse index,
-// and truncates a torn frame at the end of the newest segment.
+// exist. It reads the newest segment to check it and build its sparse
+// index, and truncates a torn frame at its end. It takes each older
+// segment's sparse index from the segment's index file if that is valid,
+// and otherwise reads the segment too and writes its index file.
 func OpenWith(dir string, opts Options) (*Trail, error) {
 	if opts.SegmentSize < 0 {
 		return nil, kms.Errorf(kms.KindInvalid, "trail segment size %d is negative", opts.SegmentSize)
@@ -95,15 +98,31 @@ func OpenWith(dir string, opts Options) (*Trail, error) {
 		return nil, err
 	}
 	t := &Trail{dir: dir, segSize: opts.SegmentSize, datasync: fdatasync}
+	var r frameReader
 	for i, first := range firsts {
 		if first != t.n+1 {
 			t.closeFiles()
 			return nil, internal(nil, "trail segment %s starts at seq %d, want %d: a gap or overlap", segName(first), first, t.n+1)
 		}
-		seg, n, err := loadSegment(dir, first, i == len(firsts)-1)
-		if err != nil {
-			t.closeFiles()
-			return nil, err
+		last := i == len(firsts)-1
+		var seg *segment
+		var n uint64
+		if !last {
+			// A sealed segment holds the records up to the next one's first.
+			n = firsts[i+1] - first
+			seg = openIndexed(dir, first, n, &r)
+		}
+		if seg == nil {
+			var err error
+			if seg, n, err = loadSegment(dir, first, last, &r); err != nil {
+				t.closeFiles()
+				return nil, err
+			}
+			if !last {
+				t.writeIndex(seg, n) // best effort: the next Open tries again
+			} else if fi, err := seg.f.Stat(); err == nil && fi.Size() > seg.end {
+				t.torn = true
+			}
 		}
 		t.segs = append(t.segs, seg)
 		t.n += n
@@ -112,7 +131,8 @@ func OpenWith(dir string, opts Options) (*Trail, error) {
 }
 
 // listSegments returns the first seqs of the segments in dir, in order.
-// Files without the ".trail" suffix are not the trail's and are left alone.
+// Files without the ".trail" suffix, index files among them, are not
+// segments and are left alone.
 func listSegments(dir string) ([]uint64, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -135,8 +155,8 @@ func listSegments(dir string) ([]uint64, error) {
 
 // loadSegment opens the segment that starts at first, checks every frame
 // and indexes it, and returns it with its number of records. In the newest
-// segment (last), a bad frame is a torn tail: the file is cut there.
-func loadSegment(dir string, first uint64, last bool) (_ *segment, _ uint64, err error) {
+// segment (last), a bad frame is a torn tail: the segment ends there.
+func loadSegment(dir string, first uint64, last bool, r *frameReader) (_ *segment, _ uint64, err error) {
 	flag := os.O_RDONLY
 	if last {
 		flag = os.O_RDWR
@@ -156,7 +176,6 @@ func loadSegment(dir string, first uint64, last bool) (_ *segment, _ uint64, err
 		return nil, 0, internal(err, "opening trail segment %s", name)
 	}
 	seg := &segment{first: first, f: f}
-	var r frameReader
 	r.reset(f, 0, fi.Size())
 	seq := first
 	for ; ; seq++ {
@@ -166,12 +185,9 @@ func loadSegment(dir string, first uint64, last bool) (_ *segment, _ uint64, err
 			break
 		}
 		if errors.Is(err, errCorrupt) && last {
-			if err = f.Truncate(off); err == nil {
-				err = fdatasync(f)
-			}
-			if err != nil {
-				return nil, 0, internal(err, "truncating the torn tail of trail segment %s at offset %d", name, off)
-			}
+			// A torn tail: the segment ends at off. The bytes after it
+			// stay until the next Append cuts them, so that a trail
+			// its owner refuses to use is left as it was found.
 			break
 		}
 		if err != nil {
@@ -216,6 +232,17 @@ func (t *Trail) Append(recs [][]byte) error {
 	var seg *segment
 	if len(t.segs) > 0 {
 		seg = t.segs[len(t.segs)-1]
+	}
+	if t.torn {
+		// Cut the torn tail Open found, before anything is written
+		// after it: no byte of it may be read as a record later.
+		if err := seg.f.Truncate(seg.end); err != nil {
+			return internal(err, "cutting the torn tail of trail segment %s at offset %d", segName(seg.first), seg.end)
+		}
+		if err := t.datasync(seg.f); err != nil {
+			return internal(err, "cutting the torn tail of trail segment %s at offset %d", segName(seg.first), seg.end)
+		}
+		t.torn = false
 	}
 	if seg == nil || seg.end >= t.segSize {
 		var err error
@@ -267,8 +294,8 @@ func (t *Trail) Append(recs [][]byte) error {
 	return nil
 }
 
-// roll starts a new segment at the next seq and makes it the newest.
-// The caller holds wmu.
+// roll starts a new segment at the next seq and makes it the newest, and
+// writes the index file of the segment it seals. The caller holds wmu.
 func (t *Trail) roll() (*segment, error) {
 	first := t.n + 1
 	path := filepath.Join(t.dir, segName(first))
@@ -280,6 +307,16 @@ func (t *Trail) roll() (*segment, error) {
 		f.Close()
 		os.Remove(path)
 		return nil, internal(err, "syncing trail directory %s", t.dir)
+	}
+	if len(t.segs) > 0 {
+		// Every Append to the sealed segment synced it, but one opened
+		// full may not have been synced since its records were written:
+		// sync it, so that its index file never describes more than is
+		// durable. Best effort: Open rebuilds a missing index file.
+		prev := t.segs[len(t.segs)-1]
+		if t.datasync(prev.f) == nil {
+			t.writeIndex(prev, first-prev.first)
+		}
 	}
 	seg := &segment{first: first, f: f}
 	t.mu.Lock()
@@ -330,6 +367,12 @@ func (t *Trail) Scan(from uint64, fn func(seq uint64, rec []byte) (more bool, er
 			rec, err := r.next(seq)
 			if err == io.EOF {
 				break
+			}
+			if errors.Is(err, errCorrupt) {
+				// Damage, not a failure to read: the trail's contract
+				// names it Unprocessable, as a broken chain is.
+				return &kms.Error{Kind: kms.KindUnprocessable, Err: err,
+					Message: fmt.Sprintf("trail record %d in segment %s at offset %d is damaged: %v", seq, segName(v.first), r.off, err)}
 			}
 			if err != nil {
 				return internal(err, "reading trail record %d in segment %s at offset %d", seq, segName(v.first), r.off)
