@@ -308,7 +308,9 @@ func (j *journal) commit(batch []*job) {
 			j.signs = append(j.signs, jb.header)
 		}
 	}
-	j.signer.sign(j.signs)
+	if len(j.signs) > 0 {
+		j.signer.sign(j.signs)
+	}
 	for _, jb := range batch {
 		if jb.err == nil && jb.after != nil {
 			jb.after()
