@@ -126,8 +126,9 @@ func (s *Service) Encrypt(ctx context.Context, in EncryptInput) (*EncryptResult,
 		return res, nil
 	}
 
-	// The Asset is written in the same transaction as the record of the
-	// call; the header then signs the Asset as written.
+	// The Asset is written in the journal batch of the call's record (the
+	// store transaction holds the record too, under act/pending); the
+	// header then signs the Asset as written.
 	assetID := in.Asset.AssetID
 	act.Props["assetOp"] = "update"
 	if assetID == "" {
