@@ -8,16 +8,17 @@ import (
 // Headers are signed in batches. An Ed25519 signature costs as much CPU as
 // the rest of an encrypt call, so the journal, which gathers the encrypt
 // calls of a batch anyway, makes their headers the leaves of Merkle trees
-// (of up to maxSignBatch leaves) and signs each root once. Each header carries its leaf's index and the
-// sibling digests on the way up, from which anyone with the public key can
-// recompute the root and check the signature (docs/FORMAT.md section 4):
+// (of up to maxSignBatch leaves) and signs each root once. Each header
+// carries its leaf's index and the sibling digests on the way up, from
+// which anyone with the public key can recompute the root and check the
+// signature (docs/FORMAT.md section 4):
 //
 //	leaf = SHA-256(0x00 || "ringkms-header-v1" || header body)
 //	node = SHA-256(0x01 || left || right)
 //	signature = Ed25519(signing key, "ringkms-header-root-v1" || root)
 //
 // A tree of n leaves has depth ceil(log2 n); leaves past n are 32 zero
-// bytes. With one header waiting, the depth is 0 and the root is its leaf.
+// bytes. A header signed alone has depth 0: the root is its leaf.
 
 // maxSignDepth bounds the tree: up to 16 headers per signature, 4
 // sibling digests (128 bytes) per header.
