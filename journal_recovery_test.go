@@ -66,6 +66,17 @@ func startOn(t *testing.T, st kms.Store, key kms.MasterKey, secret *string) (*km
 	return svc, kms.WithPrincipal(ctx, p)
 }
 
+// startWithRing starts a Service on a new store, as startOn does, and
+// creates the key ring "r".
+func startWithRing(t *testing.T, st kms.Store, key kms.MasterKey, secret *string) (*kms.Service, context.Context) {
+	t.Helper()
+	svc, root := startOn(t, st, key, secret)
+	if _, err := svc.CreateKeyRing(root, kms.CreateKeyRingInput{Name: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	return svc, root
+}
+
 func newFaultStore(t *testing.T) *faultStore {
 	inner, err := badgerstore.OpenInMemory()
 	if err != nil {
@@ -82,10 +93,7 @@ func TestRecoveryAppendsPendingRecords(t *testing.T) {
 	st := newFaultStore(t)
 	key := kms.GenerateMasterKey()
 	var secret string
-	svc, root := startOn(t, st, key, &secret)
-	if _, err := svc.CreateKeyRing(root, kms.CreateKeyRingInput{Name: "r"}); err != nil {
-		t.Fatal(err)
-	}
+	svc, root := startWithRing(t, st, key, &secret)
 	st.failAppend.Store(true)
 	_, err := svc.Encrypt(root, kms.EncryptInput{RingName: "r", Asset: &kms.AssetInput{Data: map[string]any{"file": "a"}}})
 	wantKind(t, "Encrypt while the trail fails", err, kms.KindInternal)
@@ -118,10 +126,7 @@ func TestRecoveryIndexesRecords(t *testing.T) {
 	st := newFaultStore(t)
 	key := kms.GenerateMasterKey()
 	var secret string
-	svc, root := startOn(t, st, key, &secret)
-	if _, err := svc.CreateKeyRing(root, kms.CreateKeyRingInput{Name: "r"}); err != nil {
-		t.Fatal(err)
-	}
+	svc, root := startWithRing(t, st, key, &secret)
 	st.failIndex.Store(true)
 	for range 5 {
 		if _, err := svc.Encrypt(root, kms.EncryptInput{RingName: "r"}); err != nil {
@@ -161,10 +166,7 @@ func TestRecoveryRefusesAlteredTrail(t *testing.T) {
 			st := &sliceTrailStore{Store: inner, trail: &sliceTrail{}}
 			key := kms.GenerateMasterKey()
 			var secret string
-			svc, root := startOn(t, st, key, &secret)
-			if _, err := svc.CreateKeyRing(root, kms.CreateKeyRingInput{Name: "r"}); err != nil {
-				t.Fatal(err)
-			}
+			svc, root := startWithRing(t, st, key, &secret)
 			// The last records change nothing in the store, so no copy of
 			// them waits under act/pending to be appended again.
 			for range 3 {
