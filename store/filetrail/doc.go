@@ -11,8 +11,9 @@
 // The trail is a run of segment files, each named for the seq of its first
 // record as 20 decimal digits, zero-padded, with the suffix ".trail"
 // (00000000000000000001.trail, then for instance 00000000000000170113.trail).
-// A segment is a run of frames, one per record, with nothing before, between
-// or after them:
+// A segment is a run of frames, one per record, with nothing before or
+// between them; the newest segment may be followed by zero bytes
+// (Preallocation, below):
 //
 //	[u32 length][u32 CRC-32C][u64 seq][payload]
 //
@@ -26,11 +27,27 @@
 // the newest has reached Options.SegmentSize; a batch never spans two
 // segments, so a segment may exceed SegmentSize by at most one batch.
 //
+// # Preallocation
+//
+// A goroutine keeps the newest segment filled with zeros, written and
+// synced, up to Options.Preallocate bytes after its last frame and no
+// further than SegmentSize, so that Append overwrites blocks the file has
+// and its fdatasync need not commit a size change. No frame starts with 16
+// zero bytes (seqs start at 1): Open takes a newest segment that ends in
+// zeros, and only zeros, for clean. Before a segment is sealed, it is cut
+// to its last frame and synced, and only then is the next one created; so
+// a sealed segment never ends in zeros. The filler writes only after the
+// furthest byte an Append has claimed, and an Open that is not followed by
+// an Append writes nothing. When it cannot write (a full disk), Appends
+// grow the file as they would without it.
+//
 // # Index files
 //
-// When Append starts a new segment, the one before it is sealed: it never
-// changes again. Append then syncs it and writes its index file, named like
-// the segment with the suffix ".index" (00000000000000000001.index):
+// Before Append starts a new segment, it seals the one before: cuts its
+// zeros and syncs it (a failed sync fails the Append, which the next one
+// retries), and it never changes again. Append then writes its index file,
+// named like the segment with the suffix ".index"
+// (00000000000000000001.index):
 //
 //	"RKTIDX1\n" [u64 first seq][u64 records][u64 end][u64 offset]... [u32 CRC-32C]
 //
@@ -55,8 +72,10 @@
 //
 // A crash during an Append leaves at most the newest segment ending in a
 // torn frame: short, with a bad length or CRC, or with an unexpected seq.
-// Open reads every frame of the newest segment, truncates it at its first
-// bad frame and fsyncs it; the records cut off were never acknowledged.
+// Open reads every frame of the newest segment and ends it at its first
+// bad frame, unless only zeros follow; the next Append truncates the tail
+// and fsyncs before it writes. The records cut off were never
+// acknowledged.
 //
 // Open does not read an older, sealed segment whose index file is valid:
 // right magic and CRC, the segment's first seq, its size as end, as many

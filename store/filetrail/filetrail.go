@@ -44,6 +44,12 @@ type Options struct {
 	// SegmentSize is the size in bytes at which a segment is full: the
 	// next Append starts a new segment. Zero means DefaultSegmentSize.
 	SegmentSize int64
+
+	// Preallocate is how many bytes of zeros are kept written and synced
+	// after the newest segment's last record, up to SegmentSize, so that
+	// Append does not grow the file. Zero means DefaultPreallocate; a
+	// negative value turns preallocation off.
+	Preallocate int64
 }
 
 // Trail is a kms.Trail kept in segment files in one directory; see the
@@ -53,6 +59,7 @@ type Trail struct {
 	dir      string
 	segSize  int64
 	datasync func(*os.File) error // fdatasync; tests replace it to fail
+	fill     *filler              // writes zeros ahead of the newest segment's last frame
 
 	wmu    sync.Mutex // held by Append and Close: one writer at a time
 	buf    []byte     // Append's encoding buffer, under wmu
@@ -90,6 +97,9 @@ func OpenWith(dir string, opts Options) (*Trail, error) {
 	if opts.SegmentSize == 0 {
 		opts.SegmentSize = DefaultSegmentSize
 	}
+	if opts.Preallocate == 0 {
+		opts.Preallocate = DefaultPreallocate
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, internal(err, "creating trail directory %s", dir)
 	}
@@ -99,6 +109,7 @@ func OpenWith(dir string, opts Options) (*Trail, error) {
 	}
 	t := &Trail{dir: dir, segSize: opts.SegmentSize, datasync: fdatasync}
 	var r frameReader
+	filled := int64(0) // the newest segment holds frames or zeros up to here
 	for i, first := range firsts {
 		if first != t.n+1 {
 			t.closeFiles()
@@ -120,14 +131,40 @@ func OpenWith(dir string, opts Options) (*Trail, error) {
 			}
 			if !last {
 				t.writeIndex(seg, n) // best effort: the next Open tries again
-			} else if fi, err := seg.f.Stat(); err == nil && fi.Size() > seg.end {
+			} else if filled, err = tail(seg); err != nil {
+				t.closeFiles()
+				return nil, err
+			} else if filled < 0 {
 				t.torn = true
 			}
 		}
 		t.segs = append(t.segs, seg)
 		t.n += n
 	}
+	t.fill = newFiller(opts.Preallocate, opts.SegmentSize, fdatasync)
+	if len(t.segs) > 0 && !t.torn {
+		seg := t.segs[len(t.segs)-1]
+		t.fill.release(seg, seg.end, filled)
+	}
 	return t, nil
+}
+
+// tail looks at what the newest segment holds after its last good frame:
+// nothing or only zeros (preallocated), and it returns the file's size; or
+// anything else, a torn tail, and it returns -1.
+func tail(seg *segment) (int64, error) {
+	fi, err := seg.f.Stat()
+	if err != nil {
+		return 0, internal(err, "opening trail segment %s", segName(seg.first))
+	}
+	zero, err := zeroTail(seg.f, seg.end, fi.Size())
+	if err != nil {
+		return 0, internal(err, "reading the end of trail segment %s", segName(seg.first))
+	}
+	if !zero {
+		return -1, nil
+	}
+	return fi.Size(), nil
 }
 
 // listSegments returns the first seqs of the segments in dir, in order.
@@ -236,6 +273,7 @@ func (t *Trail) Append(recs [][]byte) error {
 	if t.torn {
 		// Cut the torn tail Open found, before anything is written
 		// after it: no byte of it may be read as a record later.
+		t.fill.hold()
 		if err := seg.f.Truncate(seg.end); err != nil {
 			return internal(err, "cutting the torn tail of trail segment %s at offset %d", segName(seg.first), seg.end)
 		}
@@ -243,6 +281,7 @@ func (t *Trail) Append(recs [][]byte) error {
 			return internal(err, "cutting the torn tail of trail segment %s at offset %d", segName(seg.first), seg.end)
 		}
 		t.torn = false
+		t.fill.release(seg, seg.end, seg.end)
 	}
 	if seg == nil || seg.end >= t.segSize {
 		var err error
@@ -272,17 +311,22 @@ func (t *Trail) Append(recs [][]byte) error {
 		t.buf = buf
 	}
 
+	t.fill.claim(seg, seg.end+int64(len(buf)))
 	_, err := seg.f.WriteAt(buf, seg.end)
 	if err == nil {
 		err = t.datasync(seg.f)
 	}
 	if err != nil {
 		// Cut what may have reached the file, so that no frame of this
-		// failed batch is read as a record after a reopen.
+		// failed batch is read as a record after a reopen. The zeros
+		// after it go too; the filler writes them again.
+		t.fill.hold()
 		if terr := seg.f.Truncate(seg.end); terr != nil {
 			t.broken = terr
 		} else if terr := t.datasync(seg.f); terr != nil {
 			t.broken = terr
+		} else {
+			t.fill.release(seg, seg.end, seg.end)
 		}
 		return internal(err, "appending %d records to trail segment %s", len(recs), segName(seg.first))
 	}
@@ -294,10 +338,26 @@ func (t *Trail) Append(recs [][]byte) error {
 	return nil
 }
 
-// roll starts a new segment at the next seq and makes it the newest, and
-// writes the index file of the segment it seals. The caller holds wmu.
+// roll seals the newest segment, if there is one, and then starts a new
+// segment at the next seq and makes it the newest. The caller holds wmu.
 func (t *Trail) roll() (*segment, error) {
 	first := t.n + 1
+	if len(t.segs) > 0 {
+		// Seal: cut the zeros after the last frame and sync, before a
+		// newer segment exists, so that a sealed segment never ends in
+		// anything but a frame. The sync also covers a segment opened
+		// full, which may not have been synced since its records were
+		// written: its index file never describes more than is durable.
+		prev := t.segs[len(t.segs)-1]
+		t.fill.hold()
+		if err := prev.f.Truncate(prev.end); err != nil {
+			return nil, internal(err, "sealing trail segment %s", segName(prev.first))
+		}
+		if err := t.datasync(prev.f); err != nil {
+			return nil, internal(err, "sealing trail segment %s", segName(prev.first))
+		}
+		t.writeIndex(prev, first-prev.first) // best effort: Open rebuilds a missing one
+	}
 	path := filepath.Join(t.dir, segName(first))
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
@@ -308,20 +368,11 @@ func (t *Trail) roll() (*segment, error) {
 		os.Remove(path)
 		return nil, internal(err, "syncing trail directory %s", t.dir)
 	}
-	if len(t.segs) > 0 {
-		// Every Append to the sealed segment synced it, but one opened
-		// full may not have been synced since its records were written:
-		// sync it, so that its index file never describes more than is
-		// durable. Best effort: Open rebuilds a missing index file.
-		prev := t.segs[len(t.segs)-1]
-		if t.datasync(prev.f) == nil {
-			t.writeIndex(prev, first-prev.first)
-		}
-	}
 	seg := &segment{first: first, f: f}
 	t.mu.Lock()
 	t.segs = append(t.segs, seg)
 	t.mu.Unlock()
+	t.fill.release(seg, 0, 0)
 	return seg, nil
 }
 
@@ -403,6 +454,7 @@ func (t *Trail) Close() error {
 		return errClosed
 	}
 	t.closed = true
+	t.fill.close()
 	return t.closeFiles()
 }
 
