@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/hex"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -38,6 +39,27 @@ import (
 // Scans see earlier jobs' writes but not the job's own.
 
 const maxBatch = 256
+
+// Group commit: under concurrent load, a batch that is small when the
+// journal picks it up yields the processor once before it is committed,
+// so that the handlers that are ready to run submit their jobs first: they
+// join the batch and share its durable writes and signature instead of
+// waiting for the next. (PostgreSQL's commit_delay sleeps for the same
+// purpose; a yield costs nothing when no handler is waiting to run, and
+// a sleep of 300 us cost 14% at 16 clients.) A batch yields only when the
+// previous one had gatherSiblings jobs or more, and holds fewer than
+// gatherBelow.
+//
+// kmsbench -start encrypt on 2 cores, alternating runs: 64 clients 21.0k
+// calls/s without the yield, 22.2k with it; 16 clients 12.1k and 13.3k.
+const (
+	gatherBelow    = 32
+	gatherSiblings = 4
+)
+
+// gather reports whether a batch of n jobs, after one of last jobs, yields
+// before it is committed.
+func gather(n, last int) bool { return n < gatherBelow && last >= gatherSiblings }
 
 // maxUnindexed bounds the records the journal keeps in memory while the
 // store refuses their index entries; past it, the journal stops: a trail
@@ -79,6 +101,8 @@ type journal struct {
 	failed  error      // set when the journal can no longer write safely
 	recs    [][]byte   // scratch: the records of a batch
 	signs   []*signReq // scratch: the headers of a batch
+	last    int        // jobs in the previous batch
+	pause   func()     // the group-commit yield (runtime.Gosched); tests replace it
 
 	// signer signs headers; New sets it once the signing key is loaded,
 	// before any job can carry a header.
@@ -87,7 +111,8 @@ type journal struct {
 
 func startJournal(ctx context.Context, st Store, chainKey *macKey, now func() time.Time, log func(error, string)) (*journal, error) {
 	j := &journal{store: st, trail: st.Trail(), chainKey: chainKey, now: now, log: log,
-		jobs: make(chan *job, 4*maxBatch), index: newTermIndex()}
+		jobs: make(chan *job, 4*maxBatch), index: newTermIndex(),
+		pause: runtime.Gosched}
 	if j.trail == nil {
 		return nil, Errorf(KindInvalid, "the store has no activity trail")
 	}
@@ -214,6 +239,7 @@ func (j *journal) run() {
 	batch := make([]*job, 0, maxBatch)
 	for first := range j.jobs {
 		batch = append(batch[:0], first)
+		waited := false
 	fill:
 		for len(batch) < maxBatch {
 			select {
@@ -223,9 +249,14 @@ func (j *journal) run() {
 				}
 				batch = append(batch, jb)
 			default:
-				break fill
+				if waited || !gather(len(batch), j.last) {
+					break fill
+				}
+				waited = true
+				j.pause() // ready handlers run and queue their jobs meanwhile
 			}
 		}
+		j.last = len(batch)
 		j.commit(batch)
 	}
 }

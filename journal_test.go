@@ -2,10 +2,13 @@ package kms_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/kmsdtest"
 	"github.com/ringkms/kms/store/badgerstore"
 )
 
@@ -82,5 +85,121 @@ func TestJournalSplitsLargeBatches(t *testing.T) {
 		if l.Pagination.Count < want {
 			t.Errorf("SearchActivity(%+v) found %d records, want at least %d", f, l.Pagination.Count, want)
 		}
+	}
+}
+
+// gateTrail is a Trail that records the size of every batch appended and,
+// while a gate is set, holds each Append until the gate is closed.
+type gateTrail struct {
+	kms.Trail
+	entered chan struct{} // gets a value when an Append is held
+	mu      sync.Mutex
+	gate    chan struct{}
+	sizes   []int
+}
+
+func (g *gateTrail) Append(recs [][]byte) error {
+	g.mu.Lock()
+	gate := g.gate
+	g.mu.Unlock()
+	if gate != nil {
+		g.entered <- struct{}{}
+		<-gate
+	}
+	g.mu.Lock()
+	g.sizes = append(g.sizes, len(recs))
+	g.mu.Unlock()
+	return g.Trail.Append(recs)
+}
+
+func (g *gateTrail) setGate(gate chan struct{}) {
+	g.mu.Lock()
+	g.gate = gate
+	g.mu.Unlock()
+}
+
+// lastSize returns the size of the last batch appended.
+func (g *gateTrail) lastSize() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.sizes[len(g.sizes)-1]
+}
+
+type gateTrailStore struct {
+	kms.Store
+	trail *gateTrail
+}
+
+func (s *gateTrailStore) Trail() kms.Trail { return s.trail }
+
+// TestJournalGathersUnderLoad checks the group-commit yield: after a
+// batch of several jobs, a small batch yields, and the jobs that arrive
+// meanwhile join it; after a batch of one, a job does not yield.
+func TestJournalGathersUnderLoad(t *testing.T) {
+	inner := newMemStore(t)
+	tr := &gateTrail{Trail: inner.Trail(), entered: make(chan struct{}, 1)}
+	e := newEnvOn(t, &gateTrailStore{Store: inner, trail: tr}, kms.Options{MasterKey: kms.GenerateMasterKey()})
+	e.ring(t, "r")
+	pauses, resume := make(chan struct{}, 16), make(chan struct{}, 16)
+	kms.SetJournalPause(e.svc, func() {
+		pauses <- struct{}{}
+		<-resume
+	})
+	var wg sync.WaitGroup
+	encrypt := func(n int) {
+		for range n {
+			wg.Go(func() {
+				if _, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "r"}); err != nil {
+					t.Errorf("Encrypt = %v", err)
+				}
+			})
+		}
+	}
+	queued := func(n int) {
+		t.Helper()
+		kmsdtest.WaitFor(t, 10*time.Second, fmt.Sprintf("%d jobs queued", n), func() bool { return kms.JournalQueued(e.svc) == n })
+	}
+
+	// Four jobs queue while the journal is held in an Append: they make
+	// one batch, which does not wait (the one before had one job).
+	gate := make(chan struct{})
+	tr.setGate(gate)
+	encrypt(1)
+	<-tr.entered
+	encrypt(4)
+	queued(4)
+	tr.setGate(nil)
+	close(gate)
+	wg.Wait()
+	if got := tr.lastSize(); got != 4 {
+		t.Fatalf("the jobs queued behind a held batch made a batch of %d, want 4", got)
+	}
+	if len(pauses) != 0 {
+		t.Fatalf("the journal waited after batches of one job")
+	}
+
+	// Now one job waits, and two that arrive meanwhile join it.
+	encrypt(1)
+	select {
+	case <-pauses:
+	case <-time.After(10 * time.Second):
+		resume <- struct{}{} // in case it waits after all
+		t.Fatal("a job after a batch of four did not wait for others")
+	}
+	encrypt(2)
+	queued(2)
+	resume <- struct{}{}
+	wg.Wait()
+	if got := tr.lastSize(); got != 3 {
+		t.Errorf("a waiting batch and the jobs that came meanwhile made a batch of %d, want 3", got)
+	}
+
+	// After a batch of three, fewer than gatherSiblings: no wait. (The
+	// token lets a wrong wait end, so that the test fails, not hangs.)
+	resume <- struct{}{}
+	encrypt(1)
+	wg.Wait()
+	if n := len(pauses); n != 0 {
+		t.Errorf("the journal waited %d times after a batch of three jobs, want none", n)
 	}
 }

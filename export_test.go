@@ -1,0 +1,9 @@
+package kms
+
+// SetJournalPause replaces the group-commit yield of s's journal (see
+// gather) with pause. Call it while no job is in flight: the next
+// job's submission publishes it to the journal.
+func SetJournalPause(s *Service, pause func()) { s.journal.pause = pause }
+
+// JournalQueued returns the number of jobs waiting for s's journal.
+func JournalQueued(s *Service) int { return len(s.journal.jobs) }
