@@ -308,10 +308,7 @@ func TestTornTail(t *testing.T) {
 			}
 			appendRecords(t, tr, n+1, n+10, 4)
 			closeTrail(t, tr)
-			want := fi.Size()
-			for seq := uint64(n + 1); seq <= n+10; seq++ {
-				want += headerSize + int64(len(record(seq)))
-			}
+			want := fi.Size() + frameBytes(n+1, n+10)
 			if got, err := os.Stat(last); err != nil {
 				t.Fatal(err)
 			} else if len(segments(t, dir)) == len(paths) && got.Size() != want {
