@@ -274,6 +274,8 @@ func TestTornTail(t *testing.T) {
 	}{
 		{"garbage", []byte("this is not a frame, nor the start of one")},
 		{"zeros, then garbage", append(make([]byte, 4096), 1)},
+		// A batch written over preallocated zeros, its end lost in a crash.
+		{"short payload, then zeros", append(append([]byte{}, next[:len(next)-5]...), make([]byte, 4096)...)},
 		{"short header", next[:10]},
 		{"short payload", next[:len(next)-1]},
 		{"bad length", binary.BigEndian.AppendUint32(nil, MaxRecordSize+1)},
