@@ -18,12 +18,12 @@ import (
 //  1. runs their mutations in one store transaction, committed durably
 //     (only when a job has a mutation), together with the batch's
 //     activity records under act/pending;
-//  2. appends the activity records to the Trail, durably;
+//  2. appends the activity records to the Trail, durably, and meanwhile,
+//     on another goroutine, signs the headers of the batch's encrypt
+//     calls, a few Merkle trees with one signature each (signer.go);
 //  3. writes their index entries to the store (UpdateNoSync: they can be
 //     rebuilt from the trail);
-//  4. signs the headers of the batch's encrypt calls, a few Merkle trees
-//     with one signature each (signer.go);
-//  5. answers each job.
+//  4. answers each job.
 //
 // So an operation is answered only once its activity record is durable
 // (the trail is fail-closed); the activity chain has one appender; and one
@@ -310,7 +310,12 @@ func (j *journal) commit(batch []*job) {
 		return
 	}
 	if err == nil {
-		if err = j.trail.Append(j.recs); err != nil && wrote {
+		// The headers are signed on another core while the trail syncs;
+		// they are handed out only once it has.
+		signed := j.signHeaders(batch)
+		err = j.trail.Append(j.recs)
+		<-signed
+		if err != nil && wrote {
 			// The store has the batch's writes and its records are in
 			// act/pending: the next start appends them. Until then,
 			// no record may take their place in the chain.
@@ -333,21 +338,34 @@ func (j *journal) commit(batch []*job) {
 			j.failed = err
 		}
 	}
-	j.signs = j.signs[:0]
-	for _, jb := range batch {
-		if jb.err == nil && jb.header != nil && jb.header.body != nil {
-			j.signs = append(j.signs, jb.header)
-		}
-	}
-	if len(j.signs) > 0 {
-		j.signer.sign(j.signs)
-	}
 	for _, jb := range batch {
 		if jb.err == nil && jb.after != nil {
 			jb.after()
 		}
 		jb.done <- jb.err
 	}
+}
+
+// signHeaders signs, on a goroutine of its own, the headers of the jobs of
+// batch whose mutation succeeded, and returns a channel that is closed when
+// it is done. j.signs is the goroutine's until then.
+func (j *journal) signHeaders(batch []*job) <-chan struct{} {
+	done := make(chan struct{})
+	j.signs = j.signs[:0]
+	for _, jb := range batch {
+		if jb.err == nil && jb.header != nil && jb.header.body != nil {
+			j.signs = append(j.signs, jb.header)
+		}
+	}
+	if len(j.signs) == 0 {
+		close(done)
+		return done
+	}
+	go func() {
+		defer close(done)
+		j.signer.sign(j.signs)
+	}()
+	return done
 }
 
 func (j *journal) answer(batch []*job, err error) {
