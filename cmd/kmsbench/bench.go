@@ -91,15 +91,19 @@ func (b *bench) cause(ctx context.Context, err error) error {
 	return err
 }
 
-// measureBaseline serves the baseline handler and measures it with the
+// measureBaseline starts the baseline server and measures it with the
 // requests of work.
-func (b *bench) measureBaseline(ctx context.Context, work *workload) (*row, error) {
-	url, stop, err := startBaseline()
+func (b *bench) measureBaseline(ctx context.Context, work *workload) (_ *row, err error) {
+	url, stop, err := startBaseline(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("baseline: %w", err)
 	}
-	defer stop()
-	b.notef("baseline listening on %s", url)
+	defer func() {
+		if serr := stop(); serr != nil && err == nil {
+			err = fmt.Errorf("baseline: %w", serr)
+		}
+	}()
+	b.notef("baseline listening on %s (a process of its own)", url)
 	return b.measure(ctx, "baseline", url, "", work)
 }
 

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -192,6 +194,48 @@ func TestBaselineHandler(t *testing.T) {
 				t.Errorf("status %d, body %v (%v); want %d and a JSON object", resp.StatusCode, out, err, tt.status)
 			}
 		})
+	}
+}
+
+// TestMain makes the test binary the baseline server when startBaseline
+// runs it as one, as the kmsbench binary is.
+func TestMain(m *testing.M) {
+	if os.Getenv(baselineEnv) == "1" {
+		if err := serveBaseline(os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintf(os.Stderr, "baseline server: %v\n", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestStartBaseline starts the baseline server as a process, calls it and
+// stops it.
+func TestStartBaseline(t *testing.T) {
+	url, stop, err := startBaseline(context.Background())
+	if err != nil {
+		t.Fatalf("startBaseline = %v", err)
+	}
+	resp, err := http.Post(url+"/ks/encrypt", "application/json", strings.NewReader(`{"ringname":"r"}`))
+	if err != nil {
+		stop()
+		t.Fatal(err)
+	}
+	var out struct {
+		RingName string `json:"ringname"`
+	}
+	json.NewDecoder(resp.Body).Decode(&out)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || out.RingName != "r" {
+		t.Errorf("POST to the baseline server = %d, ringname %q; want 200 and r", resp.StatusCode, out.RingName)
+	}
+	http.DefaultClient.CloseIdleConnections()
+	if err := stop(); err != nil {
+		t.Errorf("stop = %v, want nil", err)
+	}
+	if _, err := http.Post(url+"/ks/encrypt", "application/json", strings.NewReader(`{}`)); err == nil {
+		t.Errorf("the baseline server still answers after stop")
 	}
 }
 

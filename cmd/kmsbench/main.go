@@ -6,8 +6,9 @@
 //	kmsbench -url http://127.0.0.1:8200 ...  load a running kmsd (API key in KMSBENCH_KEY)
 //
 // With -baseline it also measures, in the same run, a minimal Go net/http
-// JSON handler, the floor under any HTTP API on the same machine, and
-// prints kmsd's figures as a share of it. With -start and -rss it reports
+// JSON handler, the floor under any HTTP API on the same machine, served by
+// a process of its own as kmsd is, and prints kmsd's figures as a share of
+// it. With -start and -rss it reports
 // kmsd's peak resident memory. Traffic goes to loopback addresses only,
 // unless -allow-remote. Run kmsbench -h for the flags.
 package main
@@ -28,6 +29,13 @@ import (
 )
 
 func main() {
+	if os.Getenv(baselineEnv) == "1" {
+		if err := serveBaseline(os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintf(os.Stderr, "kmsbench baseline server: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	go func() {
 		// After the first signal, a second one kills the process at once.
@@ -118,7 +126,7 @@ func parseFlags(args []string, getenv func(string) string, stdout io.Writer) (*o
 	fs.StringVar(&o.ring, "ring", "kmsbench", "key ring `NAME` to use; created (KEM x25519) if missing")
 	fs.BoolVar(&o.asset, "asset", false, "encrypt with an Asset: every encrypt call creates one")
 	fs.IntVar(&o.pool, "pool", 1000, "decrypt and mix modes: make `N` (hash, header) pairs first and decrypt them at random")
-	fs.BoolVar(&o.baseline, "baseline", false, "also measure a minimal Go net/http JSON handler on 127.0.0.1:0 the same way, and print the ratios")
+	fs.BoolVar(&o.baseline, "baseline", false, "also measure a minimal Go net/http JSON handler, served on 127.0.0.1:0 by a process of its own as kmsd is, the same way, and print the ratios")
 	fs.BoolVar(&o.rss, "rss", false, "with -start: sample kmsd's resident memory (VmRSS) every second and report the peak")
 	fs.BoolVar(&o.json, "json", false, "print the summary as JSON instead of a table")
 
