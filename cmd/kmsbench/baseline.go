@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,9 +9,11 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"regexp"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -62,75 +63,41 @@ func baselineHandler() http.Handler {
 // p99 3.4 ms, and the same handler in its own process 46k, p99 5.9 ms.)
 const baselineEnv = "KMSBENCH_BASELINE_SERVER"
 
-// startBaseline runs this program again as the baseline server, waits for
-// the address it listens on, and returns its URL and a function that stops
-// it.
-func startBaseline(ctx context.Context) (url string, stop func() error, err error) {
+// startBaseline runs this program again as the baseline server and waits
+// until it listens; the caller stops it with terminate.
+func startBaseline(ctx context.Context) (*process, error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), baselineEnv+"=1")
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe() // closed to stop it
-	if err != nil {
-		return "", nil, err
-	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
-		return "", nil, fmt.Errorf("start the baseline server: %w", err)
-	}
-	exited := make(chan error, 1)
-	stop = func() error {
-		stdin.Close()
-		select {
-		case err := <-exited:
-			return err
-		case <-time.After(stopTimeout):
-			cmd.Process.Kill()
-			<-exited
-			return fmt.Errorf("the baseline server did not stop within %v", stopTimeout)
-		}
-	}
-	listening := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if m := baselineListeningRE.FindStringSubmatch(sc.Text()); m != nil {
-				listening <- m[1]
-				break
-			}
-		}
-		io.Copy(io.Discard, stdout)
-		exited <- cmd.Wait()
-	}()
-	timer := time.NewTimer(startTimeout)
-	defer timer.Stop()
-	select {
-	case url = <-listening:
-		return url, stop, nil
-	case err := <-exited:
-		return "", nil, fmt.Errorf("the baseline server exited before listening: %v", err)
-	case <-timer.C:
-		stop()
-		return "", nil, fmt.Errorf("the baseline server did not listen within %v", startTimeout)
-	case <-ctx.Done():
-		stop()
-		return "", nil, ctx.Err()
-	}
+	cmd.Stderr = cmd.Stdout // one stream, for the tail an error shows
+	return startProcess(ctx, "the baseline server", cmd, stdout, baselineListeningRE)
 }
 
 var baselineListeningRE = regexp.MustCompile(`^baseline listening on (http://\S+)$`)
 
+// baselineMain is main for the baseline server: serveBaseline until
+// SIGTERM or SIGINT.
+func baselineMain() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := serveBaseline(ctx, os.Stdout); err != nil {
+		fmt.Fprintf(os.Stderr, "kmsbench baseline server: %v\n", err)
+		os.Exit(1)
+	}
+}
+
 // serveBaseline is the baseline server: it serves baselineHandler on
 // 127.0.0.1:0, with kmsd's server timeouts, writes the line "baseline
-// listening on URL" to stdout, and serves until stdin ends (the load tool
-// closed it, or exited).
-func serveBaseline(stdin io.Reader, stdout io.Writer) error {
+// listening on URL" to stdout, and serves until ctx is done (SIGTERM, as
+// kmsd).
+func serveBaseline(ctx context.Context, stdout io.Writer) error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
@@ -145,10 +112,14 @@ func serveBaseline(stdin io.Reader, stdout io.Writer) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	fmt.Fprintf(stdout, "baseline listening on http://%s\n", ln.Addr())
-	io.Copy(io.Discard, stdin)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := srv.Shutdown(ctx); err != nil {
+	if err := srv.Shutdown(sctx); err != nil {
 		srv.Close()
 	}
 	if err := <-served; err != http.ErrServerClosed {

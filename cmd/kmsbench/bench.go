@@ -94,17 +94,17 @@ func (b *bench) cause(ctx context.Context, err error) error {
 // measureBaseline starts the baseline server and measures it with the
 // requests of work.
 func (b *bench) measureBaseline(ctx context.Context, work *workload) (_ *row, err error) {
-	url, stop, err := startBaseline(ctx)
+	srv, err := startBaseline(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("baseline: %w", err)
 	}
 	defer func() {
-		if serr := stop(); serr != nil && err == nil {
+		if serr := srv.terminate(); serr != nil && err == nil {
 			err = fmt.Errorf("baseline: %w", serr)
 		}
 	}()
-	b.notef("baseline listening on %s (a process of its own)", url)
-	return b.measure(ctx, "baseline", url, "", work)
+	b.notef("baseline (pid %d, a process of its own) listening on %s", srv.cmd.Process.Pid, srv.url)
+	return b.measure(ctx, "baseline", srv.url, "", work)
 }
 
 // measure warms target up for -warmup, then loads it for -d or -n. When

@@ -43,14 +43,82 @@ func buildKmsd(ctx context.Context, dir string) (string, error) {
 	return bin, nil
 }
 
+// process is a child process of kmsbench that writes the URL it listens
+// on to its output: kmsd, or the baseline server.
+type process struct {
+	name   string
+	cmd    *exec.Cmd
+	url    string
+	exited chan struct{} // closed when the process has exited
+	tail   *tail         // the last lines of its output
+}
+
+// startProcess starts cmd, reads its output out (a pipe of cmd) to the end
+// while keeping the last lines, and waits up to startTimeout for the line
+// that listening matches, whose first group is the URL. When it returns
+// an error, the process has exited or been stopped.
+func startProcess(ctx context.Context, name string, cmd *exec.Cmd, out io.Reader, listening *regexp.Regexp) (*process, error) {
+	p := &process{name: name, cmd: cmd, exited: make(chan struct{}), tail: &tail{}}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	urls := make(chan string, 1)
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		p.tail.read(out, listening, urls)
+	}()
+	go func() {
+		<-drained // Wait must not run before the pipe is read to the end
+		cmd.Wait()
+		close(p.exited)
+	}()
+
+	timer := time.NewTimer(startTimeout)
+	defer timer.Stop()
+	select {
+	case p.url = <-urls:
+		return p, nil
+	case <-p.exited:
+		return nil, fmt.Errorf("%s exited before listening (%v); its last lines:\n%s", name, cmd.ProcessState, p.tail)
+	case <-timer.C:
+		p.terminate()
+		return nil, fmt.Errorf("%s did not listen within %v; its last lines:\n%s", name, startTimeout, p.tail)
+	case <-ctx.Done():
+		p.terminate()
+		return nil, ctx.Err()
+	}
+}
+
+// terminate sends SIGTERM to the process and waits for it to exit, killing
+// it after stopTimeout. It returns an error when the process did not exit
+// cleanly.
+func (p *process) terminate() error {
+	select {
+	case <-p.exited:
+	default:
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		timer := time.NewTimer(stopTimeout)
+		defer timer.Stop()
+		select {
+		case <-p.exited:
+		case <-timer.C:
+			p.cmd.Process.Kill()
+			<-p.exited
+			return fmt.Errorf("%s did not exit within %v of SIGTERM; killed", p.name, stopTimeout)
+		}
+	}
+	if !p.cmd.ProcessState.Success() {
+		return fmt.Errorf("%s exited with %v; its last lines:\n%s", p.name, p.cmd.ProcessState, p.tail)
+	}
+	return nil
+}
+
 // kmsd is a kmsd process that kmsbench started.
 type kmsd struct {
-	cmd     *exec.Cmd
-	url     string
+	*process
 	key     string // the bootstrap API key, with the flag "*"
 	dataDir string
-	exited  chan struct{} // closed when the process has exited
-	tail    *tail
 
 	rssStop chan struct{}
 	rssDone chan struct{}
@@ -77,50 +145,18 @@ func startKmsd(ctx context.Context, bin, logLevel string, sampleRSS bool) (*kmsd
 	if err != nil {
 		return nil, err
 	}
-	k := &kmsd{
-		dataDir: dataDir,
-		key:     "kmsbench-" + randomBase64(32),
-		exited:  make(chan struct{}),
-		tail:    &tail{},
-	}
-	k.cmd = exec.Command(bin, "-addr", "127.0.0.1:0", "-data", dataDir, "-log-level", logLevel)
-	k.cmd.Env = append(withoutKMS(os.Environ()),
+	k := &kmsd{dataDir: dataDir, key: "kmsbench-" + randomBase64(32)}
+	cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-data", dataDir, "-log-level", logLevel)
+	cmd.Env = append(withoutKMS(os.Environ()),
 		"KMS_MASTER_KEY="+randomBase64(32),
 		"KMS_BOOTSTRAP_API_KEY="+k.key)
-	stderr, err := k.cmd.StderrPipe()
+	stderr, err := cmd.StderrPipe()
+	if err == nil {
+		k.process, err = startProcess(ctx, "kmsd", cmd, stderr, listeningRE)
+	}
 	if err != nil {
 		os.RemoveAll(dataDir)
 		return nil, err
-	}
-	if err := k.cmd.Start(); err != nil {
-		os.RemoveAll(dataDir)
-		return nil, fmt.Errorf("start kmsd: %w", err)
-	}
-	listening := make(chan string, 1)
-	drained := make(chan struct{})
-	go func() {
-		defer close(drained)
-		k.tail.read(stderr, listening)
-	}()
-	go func() {
-		<-drained // Wait must not run before the pipe is read to the end
-		k.cmd.Wait()
-		close(k.exited)
-	}()
-
-	timer := time.NewTimer(startTimeout)
-	defer timer.Stop()
-	select {
-	case k.url = <-listening:
-	case <-k.exited:
-		os.RemoveAll(dataDir)
-		return nil, fmt.Errorf("kmsd exited before listening (%v); its last lines:\n%s", k.cmd.ProcessState, k.tail)
-	case <-timer.C:
-		k.stop()
-		return nil, fmt.Errorf("kmsd did not listen within %v; its last lines:\n%s", startTimeout, k.tail)
-	case <-ctx.Done():
-		k.stop()
-		return nil, ctx.Err()
 	}
 	if sampleRSS {
 		k.rssStop, k.rssDone = make(chan struct{}), make(chan struct{})
@@ -129,39 +165,18 @@ func startKmsd(ctx context.Context, bin, logLevel string, sampleRSS bool) (*kmsd
 	return k, nil
 }
 
-// stop sends SIGTERM to kmsd, waits for it to exit (killing it after
-// stopTimeout), and removes its data directory. It returns an error when
-// kmsd did not exit cleanly. It may be called more than once.
+// stop stops kmsd (terminate) and removes its data directory. It may be
+// called more than once.
 func (k *kmsd) stop() error {
-	k.stopOnce.Do(func() { k.stopErr = k.doStop() })
-	return k.stopErr
-}
-
-func (k *kmsd) doStop() error {
-	if k.rssStop != nil {
-		close(k.rssStop)
-		<-k.rssDone
-	}
-	var err error
-	select {
-	case <-k.exited:
-	default:
-		k.cmd.Process.Signal(syscall.SIGTERM)
-		timer := time.NewTimer(stopTimeout)
-		defer timer.Stop()
-		select {
-		case <-k.exited:
-		case <-timer.C:
-			k.cmd.Process.Kill()
-			<-k.exited
-			err = fmt.Errorf("kmsd did not exit within %v of SIGTERM; killed", stopTimeout)
+	k.stopOnce.Do(func() {
+		if k.rssStop != nil {
+			close(k.rssStop)
+			<-k.rssDone
 		}
-	}
-	if err == nil && !k.cmd.ProcessState.Success() {
-		err = fmt.Errorf("kmsd exited with %v; its last lines:\n%s", k.cmd.ProcessState, k.tail)
-	}
-	os.RemoveAll(k.dataDir)
-	return err
+		k.stopErr = k.terminate()
+		os.RemoveAll(k.dataDir)
+	})
+	return k.stopErr
 }
 
 // sampleRSS reads kmsd's VmRSS (and VmHWM, the kernel's own peak) every
@@ -244,9 +259,9 @@ type tail struct {
 	lines []string
 }
 
-// read reads r to the end, keeping its last lines and sending the URL of
-// the listening line to listening (once).
-func (t *tail) read(r io.Reader, listening chan<- string) {
+// read reads r to the end, keeping its last lines, and sends the first
+// group of the first line listeningRE matches (the URL) to listening.
+func (t *tail) read(r io.Reader, listeningRE *regexp.Regexp, listening chan<- string) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	sent := false

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -201,10 +200,7 @@ func TestBaselineHandler(t *testing.T) {
 // runs it as one, as the kmsbench binary is.
 func TestMain(m *testing.M) {
 	if os.Getenv(baselineEnv) == "1" {
-		if err := serveBaseline(os.Stdin, os.Stdout); err != nil {
-			fmt.Fprintf(os.Stderr, "baseline server: %v\n", err)
-			os.Exit(1)
-		}
+		baselineMain()
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
@@ -213,13 +209,13 @@ func TestMain(m *testing.M) {
 // TestStartBaseline starts the baseline server as a process, calls it and
 // stops it.
 func TestStartBaseline(t *testing.T) {
-	url, stop, err := startBaseline(context.Background())
+	srv, err := startBaseline(context.Background())
 	if err != nil {
 		t.Fatalf("startBaseline = %v", err)
 	}
-	resp, err := http.Post(url+"/ks/encrypt", "application/json", strings.NewReader(`{"ringname":"r"}`))
+	resp, err := http.Post(srv.url+"/ks/encrypt", "application/json", strings.NewReader(`{"ringname":"r"}`))
 	if err != nil {
-		stop()
+		srv.terminate()
 		t.Fatal(err)
 	}
 	var out struct {
@@ -231,11 +227,11 @@ func TestStartBaseline(t *testing.T) {
 		t.Errorf("POST to the baseline server = %d, ringname %q; want 200 and r", resp.StatusCode, out.RingName)
 	}
 	http.DefaultClient.CloseIdleConnections()
-	if err := stop(); err != nil {
-		t.Errorf("stop = %v, want nil", err)
+	if err := srv.terminate(); err != nil {
+		t.Errorf("terminate = %v, want nil: the server stops cleanly on SIGTERM", err)
 	}
-	if _, err := http.Post(url+"/ks/encrypt", "application/json", strings.NewReader(`{}`)); err == nil {
-		t.Errorf("the baseline server still answers after stop")
+	if _, err := http.Post(srv.url+"/ks/encrypt", "application/json", strings.NewReader(`{}`)); err == nil {
+		t.Errorf("the baseline server still answers after terminate")
 	}
 }
 

@@ -30,10 +30,7 @@ import (
 
 func main() {
 	if os.Getenv(baselineEnv) == "1" {
-		if err := serveBaseline(os.Stdin, os.Stdout); err != nil {
-			fmt.Fprintf(os.Stderr, "kmsbench baseline server: %v\n", err)
-			os.Exit(1)
-		}
+		baselineMain()
 		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
