@@ -176,34 +176,42 @@ func newHandler(svc *kms.Service, opts Options, extra []route) http.Handler {
 	router.PanicHandler = a.panicked
 
 	for _, rt := range append(a.routes(), extra...) {
-		h := a.serve(rt)
-		if !rt.public {
-			h = a.requireBearer(h)
-		}
-		router.Handle(rt.method, rt.path, a.named(rt, h))
+		router.Handle(rt.method, rt.path, a.serve(rt))
 	}
 	return a.logRequests(router)
 }
 
-// named records the matched route in the request's log state before h.
-func (a *api) named(rt route, h httprouter.Handle) httprouter.Handle {
-	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
-		if st := stateFrom(r.Context()); st != nil {
-			st.route, st.secretPath = rt.path, rt.secretPath
-		}
-		h(w, r, ps)
-	}
-}
-
-// serve adapts a handler: it caps the body, runs the handler and writes
-// its answer or its error.
+// serve adapts a handler: it records the matched route for the log line,
+// authenticates the caller of a route that is not public (requireBearer),
+// caps the body, runs the handler and writes its answer or its error.
+// The caller's Principal and address reach the Service in the request
+// context, which is cloned once for both.
 func (a *api) serve(rt route) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
-		if r.Body != nil && r.Body != http.NoBody {
-			r.Body = http.MaxBytesReader(rawWriter(w, r), r.Body, a.maxBody)
+		st := stateFrom(r.Context())
+		if st != nil {
+			st.route, st.secretPath = rt.path, rt.secretPath
+		}
+		ctx := r.Context()
+		if !rt.public {
+			p, err := a.requireBearer(r)
+			if err != nil {
+				a.writeError(w, r, err)
+				return
+			}
+			if st != nil {
+				st.principal = p.ID
+			}
+			ctx = kms.WithPrincipal(ctx, p)
 		}
 		if addr := a.clientAddr(r); addr != "" {
-			r = r.WithContext(kms.WithClientAddr(r.Context(), addr))
+			ctx = kms.WithClientAddr(ctx, addr)
+		}
+		if ctx != r.Context() {
+			r = r.WithContext(ctx)
+		}
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = http.MaxBytesReader(rawWriter(w, r), r.Body, a.maxBody)
 		}
 		body, err := rt.handle(r, ps)
 		switch {

@@ -56,8 +56,11 @@ func (a *api) decodeOptional(r *http.Request, v any) error {
 var errBodyRequired = kms.Errorf(kms.KindInvalid, "a JSON request body is required")
 
 func checkContentType(value string) error {
-	if value == "" {
+	switch value {
+	case "":
 		return kms.Errorf(kms.KindInvalid, "missing Content-Type: send Content-Type: application/json")
+	case "application/json", "application/json; charset=utf-8":
+		return nil // the common forms, without the parser's map
 	}
 	mt, _, err := mime.ParseMediaType(value)
 	if err != nil || mt != "application/json" {

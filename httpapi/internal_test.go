@@ -278,3 +278,45 @@ func TestClientAddr(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestID checks the request ID's form: 20 characters of lower-case
+// base32hex (what the log's req_id and the X-Request-Id header carry), and
+// a new one per request.
+func TestRequestID(t *testing.T) {
+	seen := make(map[string]bool)
+	for range 1000 {
+		id := newRequestID()
+		if len(id) != 20 || strings.Trim(id, "0123456789abcdefghijklmnopqrstuv") != "" {
+			t.Fatalf("request ID %q: want 20 characters of 0-9 and a-v", id)
+		}
+		if seen[id] {
+			t.Fatalf("request ID %q given twice", id)
+		}
+		seen[id] = true
+	}
+}
+
+// TestCheckContentType checks that the fast path for the common forms
+// agrees with the media type parser, and that the parser still takes the
+// others.
+func TestCheckContentType(t *testing.T) {
+	for _, tc := range []struct {
+		value string
+		ok    bool
+	}{
+		{"application/json", true},
+		{"application/json; charset=utf-8", true},
+		{"Application/JSON; Charset=UTF-8", true},
+		{"application/json;charset=utf-8", true},
+		{"application/json ; charset=\"utf-8\"", true},
+		{"", false},
+		{"text/plain", false},
+		{"application/jsonx", false},
+		{"application/json; charset", false},
+		{"application/x-www-form-urlencoded", false},
+	} {
+		if err := checkContentType(tc.value); (err == nil) != tc.ok {
+			t.Errorf("checkContentType(%q) = %v, want ok %v", tc.value, err, tc.ok)
+		}
+	}
+}

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/julienschmidt/httprouter"
-
 	"github.com/ringkms/kms"
 )
 
@@ -79,13 +77,16 @@ func (w *recorder) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the server's writer.
 func (w *recorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-var idEncoding = base32.HexEncoding.WithPadding(base32.NoPadding)
+// idEncoding is base32hex (RFC 4648 section 7) in lower case, unpadded.
+var idEncoding = base32.NewEncoding("0123456789abcdefghijklmnopqrstuv").WithPadding(base32.NoPadding)
 
 // newRequestID returns a random request ID of 20 characters.
 func newRequestID() string {
 	var b [12]byte
 	rand.Read(b[:])
-	return strings.ToLower(idEncoding.EncodeToString(b[:]))
+	var id [20]byte
+	idEncoding.Encode(id[:], b[:])
+	return string(id[:])
 }
 
 // logRequests gives every request an ID (the X-Request-Id response header
@@ -131,25 +132,12 @@ func (a *api) logRequests(next http.Handler) http.Handler {
 	})
 }
 
-// requireBearer is the bearer middleware of SPEC.md 5.2: the request must
-// carry exactly one "Authorization: Bearer <secret>" header whose secret
-// the Service accepts; otherwise the answer is 401. The caller's Principal
-// goes into the request context for the Service.
-func (a *api) requireBearer(next httprouter.Handle) httprouter.Handle {
-	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
-		p, err := a.authenticate(r)
-		if err != nil {
-			a.writeError(w, r, err)
-			return
-		}
-		if st := stateFrom(r.Context()); st != nil {
-			st.principal = p.ID
-		}
-		next(w, r.WithContext(kms.WithPrincipal(r.Context(), p)), ps)
-	}
-}
-
-func (a *api) authenticate(r *http.Request) (*kms.Principal, error) {
+// requireBearer is the bearer middleware of SPEC.md 5.2, which serve runs
+// for every route that is not public: the request must carry exactly one
+// "Authorization: Bearer <secret>" header whose secret the Service
+// accepts; otherwise the answer is 401. It returns the caller's Principal,
+// which serve puts in the request context for the Service.
+func (a *api) requireBearer(r *http.Request) (*kms.Principal, error) {
 	values := r.Header.Values("Authorization")
 	switch len(values) {
 	case 0:
