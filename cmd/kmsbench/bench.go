@@ -44,15 +44,19 @@ func (b *bench) startKmsd(ctx context.Context) (*kmsd, error) {
 	return k, nil
 }
 
-// measureKmsd prepares the ring (and the decrypt pool), warms kmsd up and
-// measures it. k is the kmsd kmsbench started, or nil; when it exits, the
-// load stops. It returns the workload, for the baseline to send the same
-// bodies.
-func (b *bench) measureKmsd(ctx context.Context, k *kmsd) (*row, *workload, error) {
+// target is a server that kmsbench loads.
+type target struct {
+	name string // kmsd or baseline
+	url  string
+	key  string // the bearer API key; empty sends none
+}
+
+// watchKmsd returns a context that is cancelled, with kmsd's last log
+// lines as its cause, when kmsd (started by kmsbench, or nil) exits: the
+// load then stops.
+func watchKmsd(ctx context.Context, k *kmsd) (context.Context, context.CancelCauseFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
 	if k != nil {
-		var cancel context.CancelCauseFunc
-		ctx, cancel = context.WithCancelCause(ctx)
-		defer cancel(nil)
 		go func() {
 			select {
 			case <-k.exited:
@@ -61,10 +65,17 @@ func (b *bench) measureKmsd(ctx context.Context, k *kmsd) (*row, *workload, erro
 			}
 		}()
 	}
+	return ctx, cancel
+}
+
+// prepare makes sure the ring exists and, for decrypt and mix, makes the
+// pool of hashes and headers to decrypt. It returns the workload, which
+// every target is sent.
+func (b *bench) prepare(ctx context.Context) (*workload, error) {
 	o := b.o
 	created, err := ensureRing(ctx, b.client, o.url, o.key, o.ring)
 	if err != nil {
-		return nil, nil, b.cause(ctx, fmt.Errorf("ring %s: %w", o.ring, err))
+		return nil, b.cause(ctx, fmt.Errorf("ring %s: %w", o.ring, err))
 	}
 	if created {
 		b.notef("created ring %s (KEM x25519)", o.ring)
@@ -74,12 +85,11 @@ func (b *bench) measureKmsd(ctx context.Context, k *kmsd) (*row, *workload, erro
 		t0 := time.Now()
 		work.pool, err = makePool(ctx, b.client, o.url, o.key, work.encrypt, o.pool, o.concurrency)
 		if err != nil {
-			return nil, nil, b.cause(ctx, err)
+			return nil, b.cause(ctx, err)
 		}
 		b.notef("made %d (hash, header) pairs to decrypt in %.1fs", len(work.pool), time.Since(t0).Seconds())
 	}
-	r, err := b.measure(ctx, "kmsd", o.url, o.key, work)
-	return r, work, b.cause(ctx, err)
+	return work, nil
 }
 
 // cause returns ctx's cause when ctx is done (kmsd exited, or Ctrl-C),
@@ -91,50 +101,88 @@ func (b *bench) cause(ctx context.Context, err error) error {
 	return err
 }
 
-// measureBaseline starts the baseline server and measures it with the
-// requests of work.
-func (b *bench) measureBaseline(ctx context.Context, work *workload) (_ *row, err error) {
+// startBaseline starts the baseline server; the caller stops it with
+// terminate.
+func (b *bench) startBaseline(ctx context.Context) (*process, error) {
 	srv, err := startBaseline(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("baseline: %w", err)
 	}
-	defer func() {
-		if serr := srv.terminate(); serr != nil && err == nil {
-			err = fmt.Errorf("baseline: %w", serr)
-		}
-	}()
 	b.notef("baseline (pid %d, a process of its own) listening on %s", srv.cmd.Process.Pid, srv.url)
-	return b.measure(ctx, "baseline", srv.url, "", work)
+	return srv, nil
 }
 
-// measure warms target up for -warmup, then loads it for -d or -n. When
-// ctx is done meanwhile, it returns what it measured and ctx's error.
-func (b *bench) measure(ctx context.Context, target, url, key string, work *workload) (*row, error) {
+// measure warms every target up for -warmup, then loads them for -d (or
+// -n) each: with more than one target, in -rounds rounds that take turns,
+// each round loading one target for its share of -d and -n while the
+// others wait, idle. Taking turns puts the targets under the same
+// conditions of the machine: a slowdown that comes and goes (another
+// tenant of the host, the disk) falls on all of them instead of on
+// whichever ran at the time. It returns the stats of each target, in the
+// order of targets; when ctx is done meanwhile, what it measured and
+// ctx's error.
+func (b *bench) measure(ctx context.Context, targets []target, work *workload) ([]*stats, error) {
 	o := b.o
-	l := &load{
-		client:      b.client,
-		url:         url,
-		key:         key,
-		pick:        work.pick,
-		concurrency: o.concurrency,
+	loads := make([]*load, len(targets))
+	for i, t := range targets {
+		loads[i] = &load{
+			client:      b.client,
+			url:         t.url,
+			key:         t.key,
+			pick:        work.pick,
+			concurrency: o.concurrency,
+		}
 	}
 	if o.warmup > 0 {
-		l.duration = o.warmup
-		st := l.run(ctx)
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+		for i, l := range loads {
+			l.duration = o.warmup
+			st := l.run(ctx)
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			b.notef("%s: warm-up %v: %d requests, %d errors%s", targets[i].name, o.warmup, st.requests, st.errors, byStatusText(st.byStatus))
 		}
-		b.notef("%s: warm-up %v: %d requests, %d errors%s", target, o.warmup, st.requests, st.errors, byStatusText(st.byStatus))
 	}
-	l.duration, l.requests = o.duration, o.requests
-	l.progress, l.label, l.tty = b.stderr, target, b.tty
-	st := l.run(ctx)
-	r := newRow(target, url, o, st)
-	if ctx.Err() != nil {
-		return &r, ctx.Err()
+	rounds := 1
+	if len(targets) > 1 {
+		rounds = o.rounds
 	}
-	if st.requests == 0 {
-		return &r, errors.New(target + ": no request completed")
+	total := make([]*stats, len(targets))
+	for i := range total {
+		total[i] = &stats{byStatus: map[int]int64{}}
 	}
-	return &r, nil
+	for round := range rounds {
+		for i, l := range loads {
+			l.duration = o.duration / time.Duration(rounds)
+			l.requests = share(o.requests, rounds, round)
+			l.progress, l.tty = b.stderr, b.tty
+			l.label = targets[i].name
+			if rounds > 1 {
+				l.label = fmt.Sprintf("%s %d/%d", targets[i].name, round+1, rounds)
+			}
+			total[i].add(l.run(ctx))
+			if ctx.Err() != nil {
+				return total, ctx.Err()
+			}
+		}
+	}
+	for i, st := range total {
+		if st.requests == 0 {
+			return total, errors.New(targets[i].name + ": no request completed")
+		}
+	}
+	return total, nil
+}
+
+// share is round's part of n requests spread over rounds (0 stays 0, no
+// limit); the first rounds take the remainder.
+func share(n int64, rounds, round int) int64 {
+	if n == 0 {
+		return 0
+	}
+	part := n / int64(rounds)
+	if int64(round) < n%int64(rounds) {
+		part++
+	}
+	return part
 }

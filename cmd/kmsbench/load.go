@@ -128,14 +128,20 @@ func (l *load) run(ctx context.Context) *stats {
 
 	total := &stats{byStatus: map[int]int64{}, elapsed: elapsed}
 	for _, s := range results {
-		total.requests += s.requests
-		total.errors += s.errors
-		for k, v := range s.byStatus {
-			total.byStatus[k] += v
-		}
-		total.hist.Merge(&s.hist)
+		total.add(s)
 	}
 	return total
+}
+
+// add adds the requests, errors, time and latencies of o to s.
+func (s *stats) add(o *stats) {
+	s.requests += o.requests
+	s.errors += o.errors
+	for k, v := range o.byStatus {
+		s.byStatus[k] += v
+	}
+	s.elapsed += o.elapsed
+	s.hist.Merge(&o.hist)
 }
 
 // do sends one request and reads the answer. A transport error, or an
@@ -180,7 +186,7 @@ func (l *load) report(start time.Time, done, failed *atomic.Int64, stop <-chan s
 			n := done.Load()
 			rate := float64(n-last) / now.Sub(lastAt).Seconds()
 			last, lastAt = n, now
-			line := fmt.Sprintf("%-8s %6.0fs %10.0f ops/s %8d errors", l.label, now.Sub(start).Seconds(), rate, failed.Load())
+			line := fmt.Sprintf("%-14s %6.0fs %10.0f ops/s %8d errors", l.label, now.Sub(start).Seconds(), rate, failed.Load())
 			if l.tty {
 				fmt.Fprintf(l.progress, "\r%s", line)
 			} else {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -251,4 +252,70 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestMeasureTakesTurns checks that two targets are loaded in rounds that
+// take turns (kmsd, baseline, kmsd, ...), each with its share of -n, and
+// that each target's stats add up its rounds.
+func TestMeasureTakesTurns(t *testing.T) {
+	var (
+		mu    sync.Mutex
+		order []string // the target of each request, in arrival order
+	)
+	server := func(name string) *httptest.Server {
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			mu.Lock()
+			order = append(order, name)
+			mu.Unlock()
+			w.Write([]byte(`{"ok":true}`))
+		}))
+		t.Cleanup(s.Close)
+		return s
+	}
+	a, b := server("a"), server("b")
+	o := &options{concurrency: 4, duration: time.Minute, requests: 31, rounds: 3}
+	bn := &bench{o: o, client: newClient(o.concurrency, 5*time.Second), stderr: io.Discard}
+	work := &workload{mode: "encrypt", encrypt: newEncrypt("r", false)}
+	all, err := bn.measure(context.Background(), []target{{name: "a", url: a.URL, key: "k"}, {name: "b", url: b.URL}}, work)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, st := range all {
+		if st.requests != 31 || st.errors != 0 || st.hist.Count() != 31 || st.elapsed <= 0 {
+			t.Errorf("target %d: %d requests, %d errors, %d latencies, elapsed %v; want 31 requests, all answered", i, st.requests, st.errors, st.hist.Count(), st.elapsed)
+		}
+	}
+	// The arrival order is runs of one target: a 11, b 11, a 10, b 10,
+	// a 10, b 10.
+	var runs []string
+	for i, name := range order {
+		if i == 0 || name != order[i-1] {
+			runs = append(runs, name)
+		}
+	}
+	if got := strings.Join(runs, ""); got != "ababab" {
+		t.Errorf("targets in arrival order took turns as %q, want ababab", got)
+	}
+}
+
+func TestShare(t *testing.T) {
+	for _, tt := range []struct {
+		n      int64
+		rounds int
+		want   []int64
+	}{
+		{0, 3, []int64{0, 0, 0}},
+		{31, 3, []int64{11, 10, 10}},
+		{5, 5, []int64{1, 1, 1, 1, 1}},
+		{7, 1, []int64{7}},
+	} {
+		var got []int64
+		for r := range tt.rounds {
+			got = append(got, share(tt.n, tt.rounds, r))
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("share(%d, %d, ...) = %v, want %v", tt.n, tt.rounds, got, tt.want)
+		}
+	}
 }

@@ -56,6 +56,8 @@ const (
 	maxDuration    = 24 * time.Hour
 	maxRequests    = 1_000_000_000
 	maxPool        = 1_000_000
+	maxRounds      = 1000
+	minRound       = 100 * time.Millisecond
 	// nDuration bounds a run given -n but no -d.
 	nDuration = time.Hour
 )
@@ -79,6 +81,7 @@ type options struct {
 	asset       bool
 	pool        int
 	baseline    bool
+	rounds      int
 	rss         bool
 	json        bool
 }
@@ -97,6 +100,11 @@ when it is missing) and for encrypt and decrypt. With -start, kmsbench
 runs its own kmsd (built from ./cmd/kmsd unless -kmsd) on 127.0.0.1:0 with
 a temporary data directory, a random master key and a random bootstrap API
 key, and stops it with SIGTERM at the end, or on Ctrl-C.
+
+With -baseline, kmsbench also serves a minimal net/http JSON handler from
+a process of its own, loads it the same way, taking turns with kmsd in
+-rounds rounds so that both meet the same conditions of the machine, and
+prints the ratios of throughput and p99.
 
 Flags:
 `
@@ -124,6 +132,7 @@ func parseFlags(args []string, getenv func(string) string, stdout io.Writer) (*o
 	fs.BoolVar(&o.asset, "asset", false, "encrypt with an Asset: every encrypt call creates one")
 	fs.IntVar(&o.pool, "pool", 1000, "decrypt and mix modes: make `N` (hash, header) pairs first and decrypt them at random")
 	fs.BoolVar(&o.baseline, "baseline", false, "also measure a minimal Go net/http JSON handler, served on 127.0.0.1:0 by a process of its own as kmsd is, the same way, and print the ratios")
+	fs.IntVar(&o.rounds, "rounds", 5, "with -baseline: take turns between kmsd and the baseline in `R` rounds, each loading one target for 1/R of -d (and of -n)")
 	fs.BoolVar(&o.rss, "rss", false, "with -start: sample kmsd's resident memory (VmRSS) every second and report the peak")
 	fs.BoolVar(&o.json, "json", false, "print the summary as JSON instead of a table")
 
@@ -181,6 +190,14 @@ func (o *options) validate(set map[string]bool) error {
 		return fmt.Errorf("-timeout %v: want above 0 and at most 10m", o.timeout)
 	case o.pool < 1 || o.pool > maxPool:
 		return fmt.Errorf("-pool %d: want 1 to %d", o.pool, maxPool)
+	case o.rounds < 1 || o.rounds > maxRounds:
+		return fmt.Errorf("-rounds %d: want 1 to %d", o.rounds, maxRounds)
+	case set["rounds"] && !o.baseline:
+		return errors.New("-rounds goes with -baseline")
+	case o.baseline && o.duration/time.Duration(o.rounds) < minRound:
+		return fmt.Errorf("-d %v in %d rounds: want at least %v a round", o.duration, o.rounds, minRound)
+	case o.baseline && o.requests > 0 && o.requests < int64(o.rounds):
+		return fmt.Errorf("-n %d in %d rounds: want at least one request a round", o.requests, o.rounds)
 	case o.ring == "":
 		return errors.New("-ring: a ring name is required")
 	}
@@ -249,25 +266,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		o.url, o.key = k.url, k.key
 	}
 	sum := newSummary(o)
-	row, work, err := b.measureKmsd(ctx, k)
-	if row != nil {
-		sum.Rows = append(sum.Rows, *row)
-		sum.Interrupted = err != nil // the load was cut short
-	}
+	err = b.runTargets(ctx, k, sum)
 	if k != nil {
-		// Stop kmsd before the baseline runs, so that it is alone.
 		if serr := k.stop(); err == nil {
 			err = serr
 		}
 		if o.rss {
 			sum.RSS = &k.rss
-		}
-	}
-	if err == nil && o.baseline {
-		row, err = b.measureBaseline(ctx, work)
-		if row != nil {
-			sum.Rows = append(sum.Rows, *row)
-			sum.Interrupted = err != nil
 		}
 	}
 	if len(sum.Rows) > 0 {
@@ -277,6 +282,38 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 	}
 	return err
+}
+
+// runTargets prepares the workload on kmsd (k, when kmsbench started
+// it), starts the baseline with -baseline, measures them and puts their
+// rows in sum.
+func (b *bench) runTargets(ctx context.Context, k *kmsd, sum *summary) (err error) {
+	o := b.o
+	ctx, cancel := watchKmsd(ctx, k)
+	defer cancel(nil)
+	work, err := b.prepare(ctx)
+	if err != nil {
+		return err
+	}
+	targets := []target{{name: "kmsd", url: o.url, key: o.key}}
+	if o.baseline {
+		srv, err := b.startBaseline(ctx)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if serr := srv.terminate(); serr != nil && err == nil {
+				err = fmt.Errorf("baseline: %w", serr)
+			}
+		}()
+		targets = append(targets, target{name: "baseline", url: srv.url})
+	}
+	all, err := b.measure(ctx, targets, work)
+	for i, st := range all {
+		sum.Rows = append(sum.Rows, newRow(targets[i].name, targets[i].url, o, st))
+	}
+	sum.Interrupted = err != nil && len(all) > 0 // the load was cut short
+	return b.cause(ctx, err)
 }
 
 // isTerminal reports whether w is a terminal (a character device; good

@@ -35,6 +35,8 @@ func TestParseFlags(t *testing.T) {
 		{name: "-n and -d", args: []string{"-start", "-n", "5", "-d", "3s"}, check: func(o *options) bool { return o.duration == 3*time.Second }},
 		{name: "remote allowed", args: []string{"-url", "http://10.0.0.1:8200", "-key", "k", "-allow-remote"}},
 		{name: "mix", args: []string{"-start", "-mode", "mix", "-mix", "0.2"}, check: func(o *options) bool { return o.mix == 0.2 }},
+		{name: "baseline in 5 rounds", args: []string{"-start", "-baseline"}, check: func(o *options) bool { return o.baseline && o.rounds == 5 }},
+		{name: "rounds", args: []string{"-start", "-baseline", "-rounds", "2", "-n", "2"}, check: func(o *options) bool { return o.rounds == 2 }},
 
 		{name: "remote refused", args: []string{"-url", "http://10.0.0.1:8200", "-key", "k"}, wantErr: "not a loopback address"},
 		{name: "remote name refused", args: []string{"-url", "http://kms.example.com", "-key", "k"}, wantErr: "not a loopback address"},
@@ -49,6 +51,10 @@ func TestParseFlags(t *testing.T) {
 		{name: "unbounded duration", args: []string{"-start", "-d", "0"}, wantErr: "-d 0s"},
 		{name: "negative n", args: []string{"-start", "-n", "-1"}, wantErr: "-n -1"},
 		{name: "ftp url", args: []string{"-url", "ftp://127.0.0.1", "-key", "k"}, wantErr: "want http"},
+		{name: "rounds without baseline", args: []string{"-start", "-rounds", "3"}, wantErr: "-rounds goes with -baseline"},
+		{name: "no rounds", args: []string{"-start", "-baseline", "-rounds", "0"}, wantErr: "-rounds 0"},
+		{name: "rounds too short", args: []string{"-start", "-baseline", "-d", "1s", "-rounds", "20"}, wantErr: "at least 100ms a round"},
+		{name: "fewer requests than rounds", args: []string{"-start", "-baseline", "-n", "3"}, wantErr: "-n 3 in 5 rounds"},
 		{name: "stray argument", args: []string{"-start", "now"}, wantErr: "unexpected argument"},
 	}
 	for _, tt := range tests {
@@ -77,7 +83,7 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 		t.Fatalf("run -h = %v, want nil", err)
 	}
 	for _, f := range []string{"url", "key", "allow-remote", "start", "kmsd", "kmsd-log-level", "mode", "mix", "c",
-		"d", "n", "warmup", "timeout", "ring", "asset", "pool", "baseline", "rss", "json"} {
+		"d", "n", "warmup", "timeout", "ring", "asset", "pool", "baseline", "rounds", "rss", "json"} {
 		if !regexp.MustCompile(`(?m)^  -` + f + `( |$)`).MatchString(out.String()) {
 			t.Errorf("kmsbench -h does not document -%s:\n%s", f, out.String())
 		}
