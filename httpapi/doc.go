@@ -105,8 +105,7 @@
 // principal (the API key or User ID) and, for errors, code; a 5xx line is
 // at level error and carries the full error. Headers, query strings and
 // bodies are never logged, and a route whose path carries a secret
-// (DELETE /auth/apikey/:apikey) is logged by its route only. The
-// request's logger is in its context (zerolog.Ctx(r.Context())).
+// (DELETE /auth/apikey/:apikey) is logged by its route only.
 //
 // # Mounting
 //

@@ -90,31 +90,28 @@ func newRequestID() string {
 }
 
 // logRequests gives every request an ID (the X-Request-Id response header
-// and the req_id field of its log lines), puts a logger carrying it in the
-// request context (zerolog.Ctx(r.Context()), as zerolog/hlog does), and
-// logs one line when the request is done: method, path, status, size,
-// duration and principal ID; for a 5xx, the full error at level error.
-// Neither headers nor bodies are logged, and a route marked secretPath is
-// logged by its pattern only.
+// and the req_id field of its log line) and logs one line when the request
+// is done: method, path, status, size, duration and principal ID; for a
+// 5xx, the full error at level error. Neither headers nor bodies are
+// logged, and a route marked secretPath is logged by its pattern only.
+// Nothing else logs during a request, so no per-request logger is made.
 func (a *api) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		id := newRequestID()
 		w.Header().Set(RequestIDHeader, id)
-		l := a.log.With().Str("req_id", id).Logger()
 		rec := &recorder{ResponseWriter: w, status: http.StatusOK}
 		st := &reqState{rec: rec, raw: w}
-		ctx := context.WithValue(l.WithContext(r.Context()), stateKey{}, st)
-		next.ServeHTTP(rec, r.WithContext(ctx))
+		next.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), stateKey{}, st)))
 
-		ev := l.Info()
+		ev := a.log.Info()
 		if rec.status >= 500 {
-			ev = l.Error().Err(st.err)
+			ev = a.log.Error()
 		}
 		if !ev.Enabled() {
 			return
 		}
-		ev = ev.Str("method", r.Method)
+		ev = ev.Str("req_id", id).Str("method", r.Method)
 		if st.route != "" {
 			ev = ev.Str("route", st.route)
 		}
@@ -127,6 +124,9 @@ func (a *api) logRequests(next http.Handler) http.Handler {
 		}
 		if st.code != "" {
 			ev = ev.Str("code", st.code)
+		}
+		if rec.status >= 500 {
+			ev = ev.Err(st.err)
 		}
 		ev.Msg("request")
 	})
