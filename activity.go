@@ -89,7 +89,7 @@ func decodeActivity(v []byte) (*Activity, error) {
 	if err := json.Unmarshal(v[32:], &a); err != nil {
 		return nil, err
 	}
-	a.Digest = hex.EncodeToString(v[:32])
+	a.Digest = digestHex([32]byte(v[:32]))
 	return &a, nil
 }
 

@@ -136,7 +136,7 @@ func (s *Service) Authenticate(ctx context.Context, secret string) (*Principal, 
 		// still be an API key whose secret an operator chose (bootstrap).
 		// The cache of API keys is not consulted for it, since an access
 		// token's principal may linger there after its session is gone.
-		if p, err := s.authenticateToken(ctx, secret); err != errNoSession {
+		if p, err := s.authenticateToken(ctx, digest); err != errNoSession {
 			return p, err
 		}
 	} else if p, ok := s.principals.get(digest); ok {

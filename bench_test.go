@@ -86,3 +86,24 @@ func BenchmarkStoreCommit(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkAuthenticate is the credential check of every HTTP call: an API
+// key whose principal is cached, from 64 concurrent callers.
+func BenchmarkAuthenticate(b *testing.B) {
+	e := newEnv(b)
+	k, err := e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: e.acct, Flags: kms.Flags{kms.FlagRoot: true}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetParallelism(32)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := e.svc.Authenticate(b.Context(), k.Key); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}

@@ -115,7 +115,7 @@ func (s *Service) Encrypt(ctx context.Context, in EncryptInput) (*EncryptResult,
 	hash := s.newHash(ringID, keyID)
 	now := s.now().UTC()
 	act := s.newActivity(p, "encrypt", lower, true, map[string]any{"ringId": r.ID, "keyId": k.ID})
-	res := &EncryptResult{Key: k.key(true), RingID: r.ID, Hash: base64.RawURLEncoding.EncodeToString(hash)}
+	res := &EncryptResult{Key: k.key(true), RingID: r.ID, Hash: b64String(hash)}
 	if in.Asset == nil {
 		// The journal signs the header with the others of its batch.
 		hdr := &signReq{body: s.headerBody(hash, now.UnixMilli(), nil)}
@@ -305,7 +305,7 @@ func (s *Service) LookupHeader(ctx context.Context, header string) (*HeaderInfo,
 	}
 	info := &HeaderInfo{Version: h.version, HasSignedAsset: h.asset != nil, Hash: base64.RawURLEncoding.EncodeToString(h.hash)}
 	ref, hashErr := s.parseHash(info.Hash)
-	if !h.macOK || hashErr != nil || !s.verifySignature(h) {
+	if !h.macOK || hashErr != nil || !s.verifySignature(&h) {
 		if err := s.record(p, "header.lookup", "", map[string]any{"valid": false}, nil); err != nil {
 			return nil, err
 		}

@@ -4,7 +4,6 @@ import (
 	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
 )
@@ -112,7 +111,8 @@ func (s *Service) headerBody(hash []byte, issuedMs int64, asset *assetSeal) []by
 // and encodes the header.
 func (s *Service) finishHeader(r *signReq) string {
 	b := append(r.body, r.proof...)
-	return base64.RawURLEncoding.EncodeToString(s.headerMAC.sum(b, b)[:len(b)+macLen])
+	var mac [32]byte // the whole sum: headerBody left room for macLen bytes of it
+	return b64String(append(b, s.headerMAC.sum(mac[:0], b)[:macLen]...))
 }
 
 // headerInfo is a decoded header.
@@ -131,26 +131,27 @@ type headerInfo struct {
 
 // parseHeader decodes a header and checks its MAC, which proves that this
 // service issued it unchanged. It does not check the Ed25519 signature,
-// which is for third parties; verifySignature does.
-func (s *Service) parseHeader(text string) (*headerInfo, error) {
+// which is for third parties; verifySignature does. It returns a value,
+// not a pointer: one allocation fewer on every decrypt call.
+func (s *Service) parseHeader(text string) (headerInfo, error) {
 	raw, err := b64url.DecodeString(text)
 	if err != nil || len(raw) < headerFixedLen+2+ed25519.SignatureSize+macLen {
-		return nil, Errorf(KindInvalid, "header is malformed")
+		return headerInfo{}, Errorf(KindInvalid, "header is malformed")
 	}
 	if raw[0] != formatVersion {
-		return nil, Errorf(KindInvalid, "header has unknown version %d", raw[0])
+		return headerInfo{}, Errorf(KindInvalid, "header has unknown version %d", raw[0])
 	}
-	h := &headerInfo{version: int(raw[0])}
+	h := headerInfo{version: int(raw[0])}
 	n := headerFixedLen
 	if raw[1]&headerFlagAsset != 0 {
 		n += headerAssetLen
 	}
 	if raw[1]&^headerFlagAsset != 0 || len(raw) < n+2 {
-		return nil, Errorf(KindInvalid, "header is malformed")
+		return headerInfo{}, Errorf(KindInvalid, "header is malformed")
 	}
 	depth, index := int(raw[n]), int(raw[n+1])
 	if depth > maxSignDepth || index >= 1<<depth || len(raw) != n+2+32*depth+ed25519.SignatureSize+macLen {
-		return nil, Errorf(KindInvalid, "header is malformed")
+		return headerInfo{}, Errorf(KindInvalid, "header is malformed")
 	}
 	copy(h.signID[:], raw[2:10])
 	h.issuedMs = int64(binary.BigEndian.Uint64(raw[10:18]))

@@ -471,20 +471,32 @@ func loadKey(tx Txn, ringID, keyID string) (*keyRecord, error) {
 func (s *Service) ringByID(ctx context.Context, group, id string) (*ringRecord, error) {
 	r, ok := s.rings.get(id)
 	if !ok {
-		gen := s.rings.generation()
-		err := s.store.View(ctx, func(tx Txn) error {
-			var err error
-			r, err = loadRing(tx, id)
-			return err
-		})
-		if err != nil {
-			return nil, internalError("read key ring", err)
+		var err error
+		if r, err = s.readRing(ctx, id); err != nil {
+			return nil, err
 		}
-		s.rings.fill(id, r, gen)
 	}
 	if r.Group != group {
 		return nil, Errorf(KindNotFound, "key ring not found")
 	}
+	return r, nil
+}
+
+// readRing reads a ring from the store into the cache. It is apart from
+// ringByID so that the variable its closure sets is allocated on a miss
+// only, not on every call.
+func (s *Service) readRing(ctx context.Context, id string) (*ringRecord, error) {
+	gen := s.rings.generation()
+	var r *ringRecord
+	err := s.store.View(ctx, func(tx Txn) error {
+		var err error
+		r, err = loadRing(tx, id)
+		return err
+	})
+	if err != nil {
+		return nil, internalError("read key ring", err)
+	}
+	s.rings.fill(id, r, gen)
 	return r, nil
 }
 
@@ -496,25 +508,37 @@ func (s *Service) ringByName(ctx context.Context, group, name string) (*ringReco
 	lower := strings.ToLower(name)
 	id, ok := s.ringNames.get(lower)
 	if !ok {
-		gen := s.ringNames.generation()
-		err := s.store.View(ctx, func(tx Txn) error {
-			v, err := tx.Get(join(pfxRingName, []byte(lower)))
-			if isNotFound(err) {
-				return Errorf(KindNotFound, "key ring %q not found", name)
-			}
-			id = string(v)
-			return err
-		})
-		if err != nil {
-			return nil, internalError("read key ring", err)
+		var err error
+		if id, err = s.readRingName(ctx, lower, name); err != nil {
+			return nil, err
 		}
-		s.ringNames.fill(lower, id, gen)
 	}
 	r, err := s.ringByID(ctx, group, id)
 	if isNotFound(err) {
 		return nil, Errorf(KindNotFound, "key ring %q not found", name)
 	}
 	return r, err
+}
+
+// readRingName reads the ID of the ring named name (lower, in lower case)
+// from the store into the cache. It is apart from ringByName as readRing
+// is from ringByID.
+func (s *Service) readRingName(ctx context.Context, lower, name string) (string, error) {
+	gen := s.ringNames.generation()
+	var id string
+	err := s.store.View(ctx, func(tx Txn) error {
+		v, err := tx.Get(join(pfxRingName, []byte(lower)))
+		if isNotFound(err) {
+			return Errorf(KindNotFound, "key ring %q not found", name)
+		}
+		id = string(v)
+		return err
+	})
+	if err != nil {
+		return "", internalError("read key ring", err)
+	}
+	s.ringNames.fill(lower, id, gen)
+	return id, nil
 }
 
 // keyByID returns a key of a ring, from the cache or the store.

@@ -115,3 +115,20 @@ func afterKey(k []byte) []byte { return append(bytes.Clone(k), 0) }
 // cursors) strictly: a text with non-zero padding bits is refused, so each
 // value has exactly one spelling.
 var b64url = base64.RawURLEncoding.Strict()
+
+// b64String is base64.RawURLEncoding.EncodeToString for the hashes and
+// headers the service issues, with one allocation (the string's) where
+// EncodeToString makes two. buf holds the longest header (341 bytes, 455
+// characters); a longer b costs one more allocation.
+func b64String(b []byte) string {
+	var buf [512]byte
+	return string(base64.RawURLEncoding.AppendEncode(buf[:0], b))
+}
+
+// digestHex is hex.EncodeToString of a SHA-256 digest, with one allocation
+// (the string's) where EncodeToString makes two.
+func digestHex(sum [32]byte) string {
+	var buf [64]byte
+	hex.Encode(buf[:], sum[:])
+	return string(buf[:])
+}

@@ -27,18 +27,38 @@ import (
 // termIndex gathers the index entries of a run of records, in chain order,
 // and writes them as postings blocks.
 type termIndex struct {
-	terms map[string][]uint64
+	// terms holds the seqs of each term's records in the run; a term with
+	// none is kept from an earlier run (see reset).
+	terms map[string]*[]uint64
 	times []uint64 // pairs: ms, seq
 	buf   []byte   // scratch for building terms
 	last  uint64   // seq of the last record added
 }
 
-func newTermIndex() *termIndex { return &termIndex{terms: map[string][]uint64{}} }
+// maxKeptTerms bounds the terms that reset keeps.
+const maxKeptTerms = 4096
+
+func newTermIndex() *termIndex { return &termIndex{terms: map[string]*[]uint64{}} }
 
 func (x *termIndex) empty() bool { return x.last == 0 }
 
+// reset empties the index for the next run. The journal's runs are its
+// batches, and consecutive batches name mostly the same terms (the same
+// API keys, actions, rings), so reset keeps each term of the run and its
+// slice for the next run to append to without allocating. It drops a term
+// that the run did not name, and one whose slice grew past what a batch
+// needs; past maxKeptTerms it keeps none.
 func (x *termIndex) reset() {
-	clear(x.terms)
+	if len(x.terms) > maxKeptTerms {
+		clear(x.terms)
+	}
+	for t, seqs := range x.terms {
+		if len(*seqs) == 0 || cap(*seqs) > maxBatch {
+			delete(x.terms, t)
+		} else {
+			*seqs = (*seqs)[:0]
+		}
+	}
 	x.times = x.times[:0]
 	x.last = 0
 }
@@ -70,7 +90,12 @@ func (x *termIndex) add(a *Activity, prevMs int64, first bool) {
 }
 
 func (x *termIndex) term(t []byte) {
-	x.terms[string(t)] = append(x.terms[string(t)], x.last)
+	seqs := x.terms[string(t)] // a lookup: string(t) is not allocated
+	if seqs == nil {
+		seqs = new([]uint64)
+		x.terms[string(t)] = seqs
+	}
+	*seqs = append(*seqs, x.last)
 }
 
 // field adds the entry of term prefix value 0.
@@ -97,7 +122,11 @@ func (x *termIndex) prop(name string, v any) {
 // write stores the gathered entries in tx: a postings block per term and
 // the time index keys.
 func (x *termIndex) write(tx Txn) error {
-	for t, seqs := range x.terms {
+	for t, p := range x.terms {
+		seqs := *p
+		if len(seqs) == 0 {
+			continue // kept from an earlier run
+		}
 		v := make([]byte, 0, len(seqs)+4)
 		prev := seqs[0]
 		for _, s := range seqs {

@@ -83,17 +83,16 @@ func (s *Service) recordPublic(u *userRecord, action string, props map[string]an
 // that its access tokens must see at once.
 func (s *Service) forgetSessions() { s.userState().sessions.reset() }
 
-// authenticateToken returns the principal of an access token: a session
-// that has not expired, of an active User of an existing Account. A
-// session that does not exist is errNoSession; any other refusal is
-// errBadCredential.
+// authenticateToken returns the principal of the access token whose digest
+// (secretDigest) is digest: a session that has not expired, of an active
+// User of an existing Account. A session that does not exist is
+// errNoSession; any other refusal is errBadCredential.
 //
 // A cached session counts only while the credential cache (s.principals)
 // still holds the same principal under the token's digest: whatever drops
 // credentials from that cache (an Account deleted...) drops sessions too.
-func (s *Service) authenticateToken(ctx context.Context, secret string) (*Principal, error) {
+func (s *Service) authenticateToken(ctx context.Context, digest string) (*Principal, error) {
 	st := s.userState()
-	digest := secretDigest(secret)
 	now := s.now()
 	if e, ok := st.sessions.get(digest); ok {
 		if p, ok := s.principals.get(digest); ok && p == e.p {

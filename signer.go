@@ -73,8 +73,11 @@ func (g *headerSigner) signBatch(batch []*signReq) {
 	}
 	root := levels[depth][0]
 	sig := ed25519.Sign(g.key, append([]byte(headerRootCtx), root[:]...))
+	// The tails share one allocation.
+	tailLen := 2 + 32*depth + ed25519.SignatureSize
+	tails := make([]byte, len(batch)*tailLen)
 	for i, r := range batch {
-		p := make([]byte, 0, 2+32*depth+ed25519.SignatureSize+macLen)
+		p := tails[i*tailLen : i*tailLen : (i+1)*tailLen]
 		p = append(p, byte(depth), byte(i))
 		for l, at := 0, i; l < depth; l, at = l+1, at/2 {
 			p = append(p, levels[l][at^1][:]...)
