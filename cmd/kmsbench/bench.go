@@ -143,10 +143,7 @@ func (b *bench) measure(ctx context.Context, targets []target, work *workload) (
 			b.notef("%s: warm-up %v: %d requests, %d errors%s", targets[i].name, o.warmup, st.requests, st.errors, byStatusText(st.byStatus))
 		}
 	}
-	rounds := 1
-	if len(targets) > 1 {
-		rounds = o.rounds
-	}
+	rounds := rounds(o)
 	total := make([]*stats, len(targets))
 	for i := range total {
 		total[i] = &stats{byStatus: map[int]int64{}}
@@ -172,6 +169,15 @@ func (b *bench) measure(ctx context.Context, targets []target, work *workload) (
 		}
 	}
 	return total, nil
+}
+
+// rounds is the number of rounds of a run: -rounds with -baseline, else
+// one.
+func rounds(o *options) int {
+	if o.baseline {
+		return o.rounds
+	}
+	return 1
 }
 
 // share is round's part of n requests spread over rounds (0 stays 0, no

@@ -274,7 +274,7 @@ func TestMeasureTakesTurns(t *testing.T) {
 		return s
 	}
 	a, b := server("a"), server("b")
-	o := &options{concurrency: 4, duration: time.Minute, requests: 31, rounds: 3}
+	o := &options{concurrency: 4, duration: time.Minute, requests: 31, baseline: true, rounds: 3}
 	bn := &bench{o: o, client: newClient(o.concurrency, 5*time.Second), stderr: io.Discard}
 	work := &workload{mode: "encrypt", encrypt: newEncrypt("r", false)}
 	all, err := bn.measure(context.Background(), []target{{name: "a", url: a.URL, key: "k"}, {name: "b", url: b.URL}}, work)

@@ -94,7 +94,7 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 }
 
 func TestSummaryTable(t *testing.T) {
-	o := &options{mode: "encrypt", concurrency: 64, ring: "r", warmup: time.Second}
+	o := &options{mode: "encrypt", concurrency: 64, ring: "r", warmup: time.Second, baseline: true, rounds: 5}
 	var kh, bh Histogram
 	kh.Record(4 * time.Millisecond)
 	bh.Record(time.Millisecond)
@@ -113,6 +113,7 @@ func TestSummaryTable(t *testing.T) {
 		"kmsd      encrypt           64      1000       2      1.0   1000    4.00    4.00    4.00    4.00",
 		"kmsd errors by status: 500: 1, transport: 1",
 		"kmsd / baseline: throughput 25.0 %, p99 4.0x",
+		"warm-up 1s per target, 5 rounds taking turns",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q; got:\n%s", want, out.String())

@@ -23,9 +23,11 @@ type summary struct {
 	Rows        []row     `json:"rows"`
 	Interrupted bool      `json:"interrupted,omitempty"` // the run stopped early
 	Warmup      string    `json:"warmup"`
-	ring        string
-	pool        int
-	asset       bool
+	// Rounds is how many turns kmsd and the baseline took (with -baseline).
+	Rounds int `json:"rounds,omitempty"`
+	ring   string
+	pool   int
+	asset  bool
 }
 
 type machine struct {
@@ -73,6 +75,7 @@ func newSummary(o *options) *summary {
 		},
 		Mode:   mode,
 		Warmup: o.warmup.String(),
+		Rounds: rounds(o),
 		ring:   o.ring,
 		pool:   o.pool,
 		asset:  o.asset,
@@ -161,7 +164,11 @@ func (s *summary) print(w io.Writer, asJSON bool) error {
 	if s.Mode != "encrypt" {
 		fmt.Fprintf(w, ", %d headers to decrypt", s.pool)
 	}
-	fmt.Fprintf(w, ", warm-up %s per target\n", s.Warmup)
+	fmt.Fprintf(w, ", warm-up %s per target", s.Warmup)
+	if s.Rounds > 1 {
+		fmt.Fprintf(w, ", %d rounds taking turns", s.Rounds)
+	}
+	fmt.Fprintln(w)
 	if s.Interrupted {
 		fmt.Fprintln(w, "INTERRUPTED: the figures cover only part of the run")
 	}
