@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"maps"
 	"math"
@@ -166,7 +165,7 @@ func (s *Service) VerifyActivityChain(ctx context.Context) (VerifyChainResult, e
 			return false, Errorf(KindUnprocessable, "activity record %d (%s) does not follow the record before it", a.Seq, a.ID)
 		}
 		sum := chainDigest(s.journal.chainKey, a.Prev, rec[32:])
-		if hex.EncodeToString(sum[:]) != a.Digest {
+		if digestHex(sum) != a.Digest {
 			return false, Errorf(KindUnprocessable, "activity record %d (%s) was altered", a.Seq, a.ID)
 		}
 		if seq == head.Seq && a.Digest != head.Digest {

@@ -3,7 +3,6 @@ package kms
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"slices"
@@ -303,7 +302,7 @@ func (s *Service) LookupHeader(ctx context.Context, header string) (*HeaderInfo,
 	if err != nil {
 		return nil, s.recordFailure(p, "header.lookup", "", err)
 	}
-	info := &HeaderInfo{Version: h.version, HasSignedAsset: h.asset != nil, Hash: base64.RawURLEncoding.EncodeToString(h.hash)}
+	info := &HeaderInfo{Version: h.version, HasSignedAsset: h.asset != nil, Hash: b64String(h.hash)}
 	ref, hashErr := s.parseHash(info.Hash)
 	if !h.macOK || hashErr != nil || !s.verifySignature(&h) {
 		if err := s.record(p, "header.lookup", "", map[string]any{"valid": false}, nil); err != nil {

@@ -174,7 +174,7 @@ func (j *journal) recover(ctx context.Context) error {
 			a, err := decodeActivity(rec)
 			if err == nil && a.Digest == j.indexed.Digest {
 				sum := chainDigest(j.chainKey, a.Prev, rec[32:])
-				if hex.EncodeToString(sum[:]) == a.Digest {
+				if digestHex(sum) == a.Digest {
 					return false, nil
 				}
 			}
@@ -190,7 +190,7 @@ func (j *journal) recover(ctx context.Context) error {
 			return false, internalError("read activity record", err)
 		}
 		sum := chainDigest(j.chainKey, j.head.Digest, rec[32:])
-		if a.Seq != seq || a.Prev != j.head.Digest || hex.EncodeToString(sum[:]) != a.Digest {
+		if a.Seq != seq || a.Prev != j.head.Digest || digestHex(sum) != a.Digest {
 			return false, Errorf(KindUnprocessable, "activity record %d does not chain on from record %d: the trail was altered", seq, j.head.Seq)
 		}
 		j.index.add(a, j.head.Time, j.head.Seq == 0)
