@@ -21,6 +21,8 @@ const (
 	KindUnprocessable                // the request is well-formed but failed verification
 	KindTooLarge                     // the request exceeds a size limit
 	KindRateLimited                  // too many attempts; try again later
+	KindNoSpace                      // the storage is full (below its reserve); nothing was written
+	KindUnavailable                  // the service cannot serve now (its storage is unreachable or in doubt); try again later
 )
 
 var kindNames = [...]string{
@@ -34,6 +36,8 @@ var kindNames = [...]string{
 	KindUnprocessable:    "unprocessable",
 	KindTooLarge:         "too_large",
 	KindRateLimited:      "rate_limited",
+	KindNoSpace:          "insufficient_storage",
+	KindUnavailable:      "unavailable",
 }
 
 // String returns the stable, lowercase code of the kind, as it appears in
@@ -95,6 +99,8 @@ var (
 	ErrUnprocessable    = &Error{Kind: KindUnprocessable, Message: "unprocessable", sentinel: true}
 	ErrTooLarge         = &Error{Kind: KindTooLarge, Message: "too large", sentinel: true}
 	ErrRateLimited      = &Error{Kind: KindRateLimited, Message: "too many attempts", sentinel: true}
+	ErrNoSpace          = &Error{Kind: KindNoSpace, Message: "insufficient storage", sentinel: true}
+	ErrUnavailable      = &Error{Kind: KindUnavailable, Message: "service unavailable", sentinel: true}
 )
 
 // Errorf returns an Error of the given kind with a formatted message.

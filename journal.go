@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,6 +33,20 @@ import (
 // between steps 1 and 2 leaves the records in act/pending, from which
 // startJournal appends them to the trail. A crash before step 3 leaves
 // records that the index does not name yet; startJournal indexes them.
+//
+// An error answer means that nothing was done; a success, that the
+// operation is durable with its record. Before each batch the journal asks
+// the store whether it can take writes (Store.Writable: a disk below its
+// reserve answers NoSpace), and answers the whole batch with that error,
+// writing nothing, when it cannot. When the trail refuses a batch whose
+// writes the store already committed (step 2 fails: its disk filled
+// meanwhile), the journal undoes those writes, restoring each key as a
+// snapshot taken before step 1 has it, and only then answers the error.
+// If even the undo fails, the batch is in doubt: its jobs wait, every
+// other batch is answered Unavailable (nothing written), and the journal
+// tries again every doubtRetry to append the records (then the batch
+// succeeded) or to undo the writes (then it failed). A crash meanwhile
+// leaves act/pending, and the next start completes the batch.
 //
 // A job's mutation runs against an overlay of the batch transaction: when it
 // fails, its writes are dropped and the other jobs of the batch go on. Gets
@@ -60,6 +75,10 @@ const (
 // gather reports whether a batch of n jobs, after one of last jobs, yields
 // before it is committed.
 func gather(n, last int) bool { return n < gatherBelow && last >= gatherSiblings }
+
+// doubtRetry is how often a journal with a batch in doubt tries again to
+// settle it.
+const doubtRetry = 200 * time.Millisecond
 
 // maxUnindexed bounds the records the journal keeps in memory while the
 // store refuses their index entries; past it, the journal stops: a trail
@@ -102,6 +121,8 @@ type journal struct {
 	index   *termIndex // entries of the records after the indexed head
 	indexed chainHead  // the last record the store's index names
 	failed  error      // set when the journal can no longer write safely
+	doubt   *doubt     // a batch whose outcome is not settled yet
+	written []string   // scratch: the keys the batch's store transaction wrote
 	recs    [][]byte   // scratch: the records of a batch
 	signs   []*signReq // scratch: the headers of a batch
 	last    int        // jobs in the previous batch
@@ -110,6 +131,24 @@ type journal struct {
 	// signer signs headers; New sets it once the signing key is loaded,
 	// before any job can carry a header.
 	signer *headerSigner
+
+	// undone runs after the writes of a batch were undone, so that no
+	// cache keeps what a reader saw of them meanwhile; New sets it.
+	undone func()
+
+	// unhealthy is why the journal cannot write now (a batch in doubt,
+	// a failure it cannot recover from), or nil; Service.Ping reads it.
+	unhealthy atomic.Pointer[Error]
+}
+
+// doubt is a batch whose writes the store committed but whose records the
+// trail refused, and whose writes could not be undone either.
+type doubt struct {
+	batch  []*job
+	recs   [][]byte  // the batch's records, to append
+	priors []prior   // the keys the batch wrote, as they were before (nil: unknown)
+	head   chainHead // the chain's head once the records are appended
+	err    error     // the trail's refusal
 }
 
 func startJournal(ctx context.Context, st Store, chainKey *macKey, now func() time.Time, log func(error, string)) (*journal, error) {
@@ -240,8 +279,25 @@ func (j *journal) close() {
 
 func (j *journal) run() {
 	defer j.wg.Done()
+	defer j.settleAtClose()
 	batch := make([]*job, 0, maxBatch)
-	for first := range j.jobs {
+	var retry <-chan time.Time
+	for {
+		if j.doubt != nil && retry == nil {
+			retry = time.After(doubtRetry)
+		}
+		var first *job
+		select {
+		case jb, ok := <-j.jobs:
+			if !ok {
+				return
+			}
+			first = jb
+		case <-retry:
+			retry = nil
+			j.settle()
+			continue
+		}
 		batch = append(batch[:0], first)
 		waited := false
 	fill:
@@ -270,19 +326,50 @@ func (j *journal) commit(batch []*job) {
 		j.answer(batch, &Error{Kind: KindInternal, Message: "activity trail unavailable", Err: j.failed})
 		return
 	}
+	if j.doubt != nil && !j.settle() {
+		j.answer(batch, &Error{Kind: KindUnavailable, Err: j.doubt.err,
+			Message: "service unavailable: the outcome of earlier writes is not settled yet; try again"})
+		return
+	}
+	ctx := context.Background()
+	if err := j.store.Writable(ctx); err != nil {
+		j.answer(batch, err)
+		return
+	}
+	mutates := slices.ContainsFunc(batch, func(jb *job) bool { return jb.mutate != nil })
+	if !mutates {
+		j.commitBatch(ctx, batch, nil)
+		return
+	}
+	// The snapshot is what an undo restores (see the package comment);
+	// the store's transaction commits inside it.
+	err := j.store.View(ctx, func(snap Txn) error {
+		j.commitBatch(ctx, batch, snap)
+		return nil
+	})
+	if err != nil {
+		j.log(err, "journal commit failed")
+		j.answer(batch, &Error{Kind: KindInternal, Message: "commit", Err: err})
+	}
+}
+
+// commitBatch commits batch: its mutations in one store transaction when
+// snap is set (the store as it was before, for an undo), then its records
+// to the trail. It answers every job, or leaves them in doubt.
+func (j *journal) commitBatch(ctx context.Context, batch []*job, snap Txn) {
 	head := j.head
 	wrote := false // whether the store transaction wrote anything
-	mutates := slices.ContainsFunc(batch, func(jb *job) bool { return jb.mutate != nil })
 	var err error
-	if mutates {
-		err = j.store.Update(context.Background(), func(tx Txn) error {
-			head, wrote, j.recs = j.head, false, j.recs[:0]
+	if snap != nil {
+		err = j.store.Update(ctx, func(tx Txn) error {
+			head, wrote, j.recs, j.written = j.head, false, j.recs[:0], j.written[:0]
 			for _, jb := range batch {
 				jb.err = nil
 				if jb.mutate != nil {
 					o := newOverlay(tx)
 					if jb.err = jb.mutate(o); jb.err == nil && len(o.order) > 0 {
 						wrote = true
+						j.written = append(j.written, o.order...)
 						if err := o.flush(); err != nil {
 							return err
 						}
@@ -295,6 +382,7 @@ func (j *journal) commit(batch []*job) {
 			if !wrote || len(j.recs) == 0 {
 				return nil
 			}
+			j.written = append(j.written, string(keyActPending))
 			return tx.Set(keyActPending, encodePending(j.head.Seq+1, j.recs))
 		})
 	} else {
@@ -308,6 +396,7 @@ func (j *journal) commit(batch []*job) {
 	}
 	if err != nil && ErrorKind(err) == KindTooLarge && len(batch) > 1 {
 		// The batch outgrew one transaction: commit it in halves, in order.
+		// (Each half takes its own snapshot for an undo.)
 		half := len(batch) / 2
 		j.commit(batch[:half])
 		j.commit(batch[half:])
@@ -320,26 +409,52 @@ func (j *journal) commit(batch []*job) {
 		err = j.trail.Append(j.recs)
 		<-signed
 		if err != nil && wrote {
-			// The store has the batch's writes and its records are in
-			// act/pending: the next start appends them. Until then,
-			// no record may take their place in the chain.
-			j.failed = err
+			// The store has the batch's writes (and its records in
+			// act/pending), the trail not its records: undo the writes
+			// before the error is answered.
+			priors, uerr := priorsOf(snap, j.written)
+			if uerr == nil {
+				uerr = j.undo(ctx, priors)
+			}
+			if uerr != nil {
+				j.log(uerr, "undoing the writes of a batch the trail refused failed; the batch is in doubt")
+				j.doubt = &doubt{batch: slices.Clone(batch), recs: cloneAll(j.recs), priors: priors, head: head, err: err}
+				j.unhealthy.Store(&Error{Kind: KindUnavailable, Err: err,
+					Message: "service unavailable: the activity trail refused a batch of writes that could not be undone yet"})
+				return
+			}
 		}
 	}
 	if err != nil {
 		j.log(err, "journal commit failed")
-		// Whatever the store said (even a Conflict after its retries), the
-		// caller sees an internal failure.
-		j.answer(batch, &Error{Kind: KindInternal, Message: "commit", Err: err})
+		j.answer(batch, commitError(err))
 		return
 	}
-	// The records are durable: index them, then answer.
+	j.finish(batch, head)
+}
+
+// commitError is what the jobs of a batch that failed to commit are
+// answered: a full disk as such (the caller may retry elsewhere or later),
+// anything else (even a Conflict after the store's retries) as an internal
+// failure.
+func commitError(err error) error {
+	if ErrorKind(err) == KindNoSpace {
+		return err
+	}
+	return &Error{Kind: KindInternal, Message: "commit", Err: err}
+}
+
+// finish indexes the records of batch, whose records are durable and whose
+// chain ends at head, and answers its jobs.
+func (j *journal) finish(batch []*job, head chainHead) {
 	j.indexRecords(batch)
 	j.head = head
 	if err := j.writeIndex(context.Background()); err != nil {
 		j.log(err, "activity index write failed; it is retried with the next batch")
 		if j.index.last-j.indexed.Seq > maxUnindexed {
 			j.failed = err
+			j.unhealthy.Store(&Error{Kind: KindUnavailable, Err: err,
+				Message: "service unavailable: the activity index cannot be written"})
 		}
 	}
 	for _, jb := range batch {
@@ -348,6 +463,103 @@ func (j *journal) commit(batch []*job) {
 		}
 		jb.done.Done()
 	}
+}
+
+// prior is a key as it was before a batch wrote it: its value, or absent.
+type prior struct {
+	key, val []byte
+	absent   bool
+}
+
+// priorsOf reads every key of written as snap, the store before the batch,
+// has it.
+func priorsOf(snap Txn, written []string) ([]prior, error) {
+	ps := make([]prior, len(written))
+	for i, k := range written {
+		ps[i].key = []byte(k)
+		v, err := snap.Get(ps[i].key)
+		switch {
+		case isNotFound(err):
+			ps[i].absent = true
+		case err != nil:
+			return nil, err
+		}
+		ps[i].val = v
+	}
+	return ps, nil
+}
+
+// undo restores every key of priors, in one durable transaction, and
+// then lets the caches forget what readers saw of the undone writes.
+func (j *journal) undo(ctx context.Context, priors []prior) error {
+	err := j.store.Update(ctx, func(tx Txn) error {
+		for _, p := range priors {
+			var err error
+			if p.absent {
+				err = tx.Delete(p.key)
+			} else {
+				err = tx.Set(p.key, p.val)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil && j.undone != nil {
+		j.undone()
+	}
+	return err
+}
+
+// settle tries to decide the batch in doubt: appending its records (it
+// succeeded), or else undoing its writes (it failed, and its jobs are
+// answered the trail's error). It reports whether the doubt is gone.
+func (j *journal) settle() bool {
+	d := j.doubt
+	if d == nil {
+		return true
+	}
+	if err := j.trail.Append(d.recs); err == nil {
+		j.doubt = nil
+		j.unhealthy.Store(nil)
+		j.log(nil, "a batch in doubt was settled: the trail took its records")
+		j.finish(d.batch, d.head)
+		return true
+	}
+	if d.priors == nil {
+		return false
+	}
+	if err := j.undo(context.Background(), d.priors); err != nil {
+		return false
+	}
+	j.doubt = nil
+	j.unhealthy.Store(nil)
+	j.log(nil, "a batch in doubt was settled: its writes were undone")
+	j.answer(d.batch, commitError(d.err))
+	return true
+}
+
+// settleAtClose answers the jobs of a batch still in doubt when the
+// journal stops: the store keeps their writes in act/pending, and the next
+// start appends their records, so they will have happened; but the
+// callers cannot be told so now.
+func (j *journal) settleAtClose() {
+	if j.doubt == nil || j.settle() {
+		return
+	}
+	j.answer(j.doubt.batch, &Error{Kind: KindUnavailable, Err: j.doubt.err,
+		Message: "service stopped with this call's outcome not settled: its writes are kept and complete at the next start"})
+	j.doubt = nil
+}
+
+// cloneAll returns a deep copy of recs.
+func cloneAll(recs [][]byte) [][]byte {
+	out := make([][]byte, len(recs))
+	for i, r := range recs {
+		out[i] = bytes.Clone(r)
+	}
+	return out
 }
 
 // signHeaders signs, on a goroutine of its own, the headers of the jobs of

@@ -155,6 +155,7 @@ func New(st Store, opts Options) (*Service, error) {
 		}
 	}
 	j.signer = &headerSigner{key: s.signKey}
+	j.undone = s.forgetCached
 	return s, nil
 }
 
@@ -165,7 +166,10 @@ func (s *Service) Close() error {
 	return nil
 }
 
-// Ping reports whether the service can serve: its store answers a read.
+// Ping reports whether the service can serve: its store answers a read
+// and can take writes (every call writes its activity record), and its
+// journal is not held up. The error says why not: kind NoSpace for a full
+// disk, Unavailable for a journal that cannot write now.
 func (s *Service) Ping(ctx context.Context) error {
 	err := s.store.View(ctx, func(tx Txn) error {
 		_, err := tx.Get(keySigningActive)
@@ -174,7 +178,21 @@ func (s *Service) Ping(ctx context.Context) error {
 	if err != nil {
 		return internalError("store does not answer", err)
 	}
-	return nil
+	if e := s.journal.unhealthy.Load(); e != nil {
+		return e
+	}
+	return s.store.Writable(ctx)
+}
+
+// forgetCached empties every cache of what the store holds, so that the
+// next reads fill them from the store.
+func (s *Service) forgetCached() {
+	s.rings.reset()
+	s.ringNames.reset()
+	s.keys.reset()
+	s.principals.reset()
+	s.forgetSessions()
+	s.counters.Clear()
 }
 
 // loadSigningKey reads the sealed Ed25519 keys that sign headers: the

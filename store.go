@@ -33,6 +33,13 @@ type Store interface {
 	// with the Store.
 	Trail() Trail
 
+	// Writable reports whether the store and its Trail can take writes
+	// now: nil, or an error that says why not, of kind NoSpace when a
+	// disk they are on is below the free space the backend keeps in
+	// reserve. It writes nothing and is cheap: the Service asks before
+	// each batch of writes, and writes nothing while it answers an error.
+	Writable(ctx context.Context) error
+
 	// Close flushes and releases the store. It is safe to call once all
 	// transactions have returned.
 	Close() error

@@ -288,6 +288,10 @@ func kindOfStatus(status int) kms.Kind {
 		return kms.KindUnprocessable
 	case http.StatusTooManyRequests:
 		return kms.KindRateLimited
+	case http.StatusInsufficientStorage:
+		return kms.KindNoSpace
+	case http.StatusServiceUnavailable:
+		return kms.KindUnavailable
 	}
 	if status >= 400 && status < 500 {
 		return kms.KindInvalid

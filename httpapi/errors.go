@@ -23,6 +23,8 @@ var kindStatus = map[kms.Kind]int{
 	kms.KindUnprocessable:    http.StatusUnprocessableEntity,
 	kms.KindTooLarge:         http.StatusRequestEntityTooLarge,
 	kms.KindRateLimited:      http.StatusTooManyRequests,
+	kms.KindNoSpace:          http.StatusInsufficientStorage,
+	kms.KindUnavailable:      http.StatusServiceUnavailable,
 	kms.KindInternal:         http.StatusInternalServerError,
 }
 
@@ -71,13 +73,15 @@ func statusOf(err error) (int, string) {
 }
 
 // messageOf returns the message of err that is safe to show the caller.
-// A 500 is always "internal error": its detail goes to the log only.
+// A 500 is always "internal error": its detail goes to the log only. The
+// other 5xx (a full disk, a service in doubt) say what is wrong in words
+// written for the caller; their detail goes to the log too.
 func messageOf(err error, status int) string {
 	var he *httpError
 	if errors.As(err, &he) {
 		return he.message
 	}
-	if status >= 500 {
+	if status == http.StatusInternalServerError {
 		return "internal error"
 	}
 	return kms.ErrorMessage(err)

@@ -23,6 +23,21 @@
 // "trail" of the Badger directory (in memory for an in-memory Store). It is
 // opened after Badger, so Badger's directory lock covers it too.
 //
+// # A full disk
+//
+// Badger writes through memory maps, and a memory-mapped write that meets
+// a full file system kills the process (SIGBUS) instead of failing. So
+// the Store keeps a reserve of free space (Options.DiskReserve, default
+// DefaultDiskReserve) on the file systems of its directory and of its
+// trail: Writable reports an error of kind NoSpace once either has less
+// than the reserve free, and the Service then writes nothing, answering
+// every call that would write with that error until space returns. Part
+// of the reserve is held in the file "reserve" in the directory and given
+// up when the disk fills, for Badger's flushes and compactions and for the
+// next Open (see internal/diskspace). A write that fails with ENOSPC all
+// the same (another program filled the disk between the check and the
+// write) is an error of kind NoSpace too.
+//
 // # Conflicts
 //
 // Badger transactions are optimistic and serialisable. Update retries a
@@ -54,7 +69,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -63,6 +80,7 @@ import (
 	"github.com/dgraph-io/badger/v4/options"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/diskspace"
 	"github.com/ringkms/kms/store/filetrail"
 )
 
@@ -113,7 +131,30 @@ type Store struct {
 	// maxValueSize is the largest value Set accepts; Badger reports larger
 	// ones with an untyped error, so Set checks first.
 	maxValueSize int64
+
+	// guards watch the free space of the file systems of the Badger
+	// directory and of the trail (none in memory).
+	guards []*diskspace.Guard
 }
+
+// Options are the Store's own settings, beside Badger's.
+type Options struct {
+	// DiskReserve is how many bytes must stay free on the file systems of
+	// the store's directory and of its trail: below it, Writable reports
+	// an error of kind NoSpace (see the package documentation). Zero means
+	// DefaultDiskReserve; a negative value turns the reserve off, which
+	// leaves a full disk to kill the process.
+	DiskReserve int64
+}
+
+// DefaultDiskReserve is Options.DiskReserve when it is zero: room for
+// Badger to flush its two 8 MiB memtables and run its compactions (a few
+// tens of MiB with DefaultOptions), several times over.
+const DefaultDiskReserve = 256 << 20
+
+// BallastFile is the name of the file, in the store's directory, that
+// holds part of the disk reserve.
+const BallastFile = "reserve"
 
 // Open opens a Store with Badger options as the caller set them (Dir,
 // ValueDir, InMemory, EncryptionKey, Logger...), with two exceptions that
@@ -124,19 +165,48 @@ type Store struct {
 // opened in the subdirectory "trail" of opts.Dir.
 //
 // An error from Badger (a locked or corrupt directory, invalid options) is
-// returned as a kms error of kind Internal.
-func Open(opts badger.Options) (*Store, error) {
+// returned as a kms error of kind Internal. The Store keeps the default
+// disk reserve (OpenWith sets another).
+func Open(opts badger.Options) (*Store, error) { return OpenWith(opts, Options{}) }
+
+// OpenWith is Open with the Store's own Options. On a file system already
+// below the reserve, it gives up the held part of the reserve before Badger
+// opens (Badger's start writes through memory maps too), and the Store
+// opens all the same: Writable then reports NoSpace until space returns.
+func OpenWith(opts badger.Options, so Options) (*Store, error) {
 	opts.SyncWrites = false
 	opts.DetectConflicts = true
+	st := &Store{}
+	trailDir := filepath.Join(opts.Dir, "trail")
+	if !opts.InMemory {
+		reserve := so.DiskReserve
+		if reserve == 0 {
+			reserve = DefaultDiskReserve
+		}
+		if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+			return nil, &kms.Error{Kind: kms.KindInternal, Message: "create store directory", Err: err}
+		}
+		g := diskspace.New(opts.Dir, reserve, filepath.Join(opts.Dir, BallastFile))
+		if g.Check() != nil {
+			g.Release()
+		}
+		st.guards = append(st.guards, g)
+		if opts.ValueDir != "" && opts.ValueDir != opts.Dir {
+			st.guards = append(st.guards, diskspace.New(opts.ValueDir, reserve, ""))
+		}
+		// The trail writes with write(2), which fails cleanly on a full
+		// disk: its file system needs the reserve, not a ballast.
+		st.guards = append(st.guards, diskspace.New(trailDir, reserve, ""))
+	}
 	db, err := badger.Open(opts)
 	if err != nil {
 		return nil, &kms.Error{Kind: kms.KindInternal, Message: "open badger store", Err: err}
 	}
-	st := &Store{db: db}
+	st.db = db
 	if opts.InMemory {
 		st.trail, st.close = filetrail.NewMemory(), func() error { return nil }
 	} else {
-		t, err := filetrail.Open(filepath.Join(opts.Dir, "trail"))
+		t, err := filetrail.Open(trailDir)
 		if err != nil {
 			db.Close()
 			return nil, err
@@ -216,6 +286,21 @@ func DefaultOptions(dir string) badger.Options {
 		WithNumCompactors(2)
 	opts.TableSizeMultiplier = 1
 	return opts
+}
+
+// Writable reports whether the Store can take writes: nil, or an error of
+// kind NoSpace when the file system of its directory or of its trail has
+// less than the disk reserve free. It costs a statfs per file system.
+func (s *Store) Writable(ctx context.Context) error {
+	if s.db.IsClosed() {
+		return errClosed
+	}
+	for _, g := range s.guards {
+		if err := g.Check(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Close flushes and closes the database. Call it once, after every
@@ -524,6 +609,8 @@ func translate(doing string, err error) error {
 		return kms.Errorf(kms.KindConflict, "transaction conflict")
 	case errors.Is(err, badger.ErrDBClosed), errors.Is(err, badger.ErrBlockedWrites):
 		return &kms.Error{Kind: kms.KindInternal, Message: doing + ": store is closed", Err: err}
+	case diskspace.IsNoSpace(err):
+		return &kms.Error{Kind: kms.KindNoSpace, Message: "insufficient storage: the service's disk is full", Err: fmt.Errorf("%s: %w", doing, err)}
 	default:
 		return &kms.Error{Kind: kms.KindInternal, Message: doing, Err: err}
 	}

@@ -68,7 +68,9 @@
 // segment's directory entry is fsynced before the segment is used. If the
 // write or the sync fails, the file is truncated back to its last good
 // frame, so that no frame of a failed Append can turn into a record at the
-// next Open; if even that fails, the Trail refuses every later Append.
+// next Open; if even that fails, the next Append tries the cut again before
+// it writes anything, and fails while the cut does. A write that fails for
+// a full disk (ENOSPC, EDQUOT) is an error of kind NoSpace.
 //
 // A crash during an Append leaves at most the newest segment ending in a
 // torn frame: short, with a bad length or CRC, or with an unexpected seq.
@@ -105,7 +107,8 @@
 //
 // Every error is a *kms.Error: kind TooLarge for a record over
 // MaxRecordSize, Invalid for bad Options, Unprocessable for a damaged
-// record found by Scan, Internal for everything else,
+// record found by Scan, NoSpace for a write that met a full disk, Internal
+// for everything else,
 // with the cause in its Err field. Errors returned by the function passed
 // to Scan are returned unchanged.
 package filetrail

@@ -16,6 +16,7 @@ import (
 	"sync"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/diskspace"
 )
 
 var _ kms.Trail = (*Trail)(nil)
@@ -261,8 +262,6 @@ func (t *Trail) Append(recs [][]byte) error {
 	switch {
 	case t.closed: // written only under wmu, so it can be read here
 		return errClosed
-	case t.broken != nil:
-		return internal(t.broken, "trail is broken by an earlier append that could not be undone")
 	case len(recs) == 0:
 		return nil
 	}
@@ -270,15 +269,28 @@ func (t *Trail) Append(recs [][]byte) error {
 	if len(t.segs) > 0 {
 		seg = t.segs[len(t.segs)-1]
 	}
+	if t.broken != nil {
+		// An earlier failed Append could not cut what it may have
+		// written: try again, and write nothing until it is cut.
+		t.fill.hold()
+		if err := seg.f.Truncate(seg.end); err != nil {
+			return writeError(err, "cutting trail segment %s back to offset %d after a failed append", segName(seg.first), seg.end)
+		}
+		if err := t.datasync(seg.f); err != nil {
+			return writeError(err, "cutting trail segment %s back to offset %d after a failed append", segName(seg.first), seg.end)
+		}
+		t.broken = nil
+		t.fill.release(seg, seg.end, seg.end)
+	}
 	if t.torn {
 		// Cut the torn tail Open found, before anything is written
 		// after it: no byte of it may be read as a record later.
 		t.fill.hold()
 		if err := seg.f.Truncate(seg.end); err != nil {
-			return internal(err, "cutting the torn tail of trail segment %s at offset %d", segName(seg.first), seg.end)
+			return writeError(err, "cutting the torn tail of trail segment %s at offset %d", segName(seg.first), seg.end)
 		}
 		if err := t.datasync(seg.f); err != nil {
-			return internal(err, "cutting the torn tail of trail segment %s at offset %d", segName(seg.first), seg.end)
+			return writeError(err, "cutting the torn tail of trail segment %s at offset %d", segName(seg.first), seg.end)
 		}
 		t.torn = false
 		t.fill.release(seg, seg.end, seg.end)
@@ -328,7 +340,7 @@ func (t *Trail) Append(recs [][]byte) error {
 		} else {
 			t.fill.release(seg, seg.end, seg.end)
 		}
-		return internal(err, "appending %d records to trail segment %s", len(recs), segName(seg.first))
+		return writeError(err, "appending %d records to trail segment %s", len(recs), segName(seg.first))
 	}
 	t.mu.Lock()
 	seg.end += int64(len(buf))
@@ -351,17 +363,17 @@ func (t *Trail) roll() (*segment, error) {
 		prev := t.segs[len(t.segs)-1]
 		t.fill.hold()
 		if err := prev.f.Truncate(prev.end); err != nil {
-			return nil, internal(err, "sealing trail segment %s", segName(prev.first))
+			return nil, writeError(err, "sealing trail segment %s", segName(prev.first))
 		}
 		if err := t.datasync(prev.f); err != nil {
-			return nil, internal(err, "sealing trail segment %s", segName(prev.first))
+			return nil, writeError(err, "sealing trail segment %s", segName(prev.first))
 		}
 		t.writeIndex(prev, first-prev.first) // best effort: Open rebuilds a missing one
 	}
 	path := filepath.Join(t.dir, segName(first))
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return nil, internal(err, "creating trail segment %s", segName(first))
+		return nil, writeError(err, "creating trail segment %s", segName(first))
 	}
 	if err := syncDir(t.dir); err != nil {
 		f.Close()
@@ -548,6 +560,16 @@ func syncDir(dir string) error {
 
 // errClosed is the error of a Trail used after Close.
 var errClosed = &kms.Error{Kind: kms.KindInternal, Message: "trail is closed"}
+
+// writeError is the error of a failed write: of kind NoSpace when the
+// file system is full (the caller may see that much), else Internal.
+func writeError(err error, format string, args ...any) error {
+	if diskspace.IsNoSpace(err) {
+		return &kms.Error{Kind: kms.KindNoSpace, Message: "insufficient storage: the activity trail's disk is full",
+			Err: fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), err)}
+	}
+	return internal(err, format, args...)
+}
 
 // internal returns an error of kind Internal with a formatted message and
 // cause err, which may be nil.

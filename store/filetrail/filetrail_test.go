@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/ringkms/kms"
@@ -904,15 +905,34 @@ func TestAppendFailureWritesNothing(t *testing.T) {
 func TestAppendFailureUndoFails(t *testing.T) {
 	tr := openTrail(t, t.TempDir(), Options{})
 	appendRecords(t, tr, 1, 10, 10)
-	tr.datasync = failSync(1, 2) // the sync after the truncate fails too
+	tr.datasync = failSync(1, 2, 3) // the syncs after the truncates fail too
 	err := tr.Append([][]byte{record(11)})
 	wantKind(t, "Append(sync fails)", err, kms.KindInternal)
+	// The next Append cuts the failed one's bytes first, and writes
+	// nothing while it cannot.
 	err = tr.Append([][]byte{record(11)})
-	wantKind(t, "Append after a failure that could not be undone", err, kms.KindInternal)
-	if err == nil || !strings.Contains(err.Error(), "broken") {
-		t.Errorf("Append after a failure that could not be undone = %v, want the trail broken", err)
+	wantKind(t, "Append while the failed one cannot be cut", err, kms.KindInternal)
+	if err == nil || !strings.Contains(err.Error(), "after a failed append") {
+		t.Errorf("Append while the failed one cannot be cut = %v, want it to say so", err)
 	}
 	wantRecords(t, tr, 10)
+	// Once the cut succeeds, the Trail takes appends again, without a
+	// reopen.
+	appendRecords(t, tr, 11, 12, 2)
+	wantRecords(t, tr, 12)
+}
+
+// TestAppendNoSpace: a write that fails for a full disk is an error of
+// kind NoSpace, and writes nothing.
+func TestAppendNoSpace(t *testing.T) {
+	tr := openTrail(t, t.TempDir(), Options{})
+	appendRecords(t, tr, 1, 3, 3)
+	tr.datasync = func(*os.File) error { return &os.PathError{Op: "fdatasync", Path: "x", Err: syscall.ENOSPC} }
+	wantKind(t, "Append(disk full)", tr.Append([][]byte{record(4)}), kms.KindNoSpace)
+	tr.datasync = fdatasync
+	wantRecords(t, tr, 3)
+	appendRecords(t, tr, 4, 4, 1)
+	wantRecords(t, tr, 4)
 }
 
 func TestUseAfterClose(t *testing.T) {

@@ -70,6 +70,7 @@ func Run(t *testing.T, open func(t testing.TB) kms.Store) {
 		{"ContextCanceledBeforeStart", testContextCanceledBeforeStart},
 		{"UpdateRetryRerunsFn", testUpdateRetryRerunsFn},
 		{"UpdateGivesUpOnConflict", testUpdateGivesUpOnConflict},
+		{"Writable", testWritable},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -79,6 +80,23 @@ func Run(t *testing.T, open func(t testing.TB) kms.Store) {
 			}
 			tc.fn(t, s)
 		})
+	}
+}
+
+// testWritable: a new store, with room on its disk, takes writes, and
+// asking writes nothing.
+func testWritable(t *testing.T, s kms.Store) {
+	ctx := context.Background()
+	for range 3 {
+		if err := s.Writable(ctx); err != nil {
+			t.Fatalf("Writable = %v, want nil", err)
+		}
+	}
+	if got := scan(t, s, kms.ScanOptions{}); len(got) != 0 {
+		t.Fatalf("after Writable, the store holds %s, want nothing", fmtKVs(got))
+	}
+	if n := s.Trail().Len(); n != 0 {
+		t.Fatalf("after Writable, Trail().Len() = %d, want 0", n)
 	}
 }
 

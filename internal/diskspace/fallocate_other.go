@@ -1,0 +1,10 @@
+//go:build !linux
+
+package diskspace
+
+import (
+	"errors"
+	"os"
+)
+
+func fallocateFile(*os.File, int64) error { return errors.ErrUnsupported }
