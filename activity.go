@@ -3,12 +3,15 @@ package kms
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"encoding/binary"
 	"encoding/json"
 	"maps"
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/ringkms/kms/internal/seal"
 )
 
 // Activity is one record of the audit trail: an operation that a credential
@@ -136,12 +139,33 @@ type VerifyChainResult struct {
 // before it, that sequence numbers have no gap, and that the chain reaches
 // the last record its index names (so records cut from the end of the
 // trail are detected too). It returns an Unprocessable error naming the first
-// record that fails. It reads the store directly and needs no principal,
-// for use by operators (kmsd verify-audit).
+// record that fails, and in the result the records verified before it. It
+// reads the store directly and needs no principal, for use by operators.
 func (s *Service) VerifyActivityChain(ctx context.Context) (VerifyChainResult, error) {
+	return verifyChain(ctx, s.store, s.journal.chainKey)
+}
+
+// VerifyAudit is VerifyActivityChain on a store that no Service has open,
+// as kmsd verify-audit runs it: it starts no Service (whose start refuses
+// a damaged trail) and writes nothing. It first checks that mk is the
+// master key st was created with, and answers an error of kind
+// Unauthenticated if not.
+func VerifyAudit(ctx context.Context, st Store, mk MasterKey) (VerifyChainResult, error) {
+	if mk.IsZero() {
+		return VerifyChainResult{}, Errorf(KindInvalid, "a master key is required")
+	}
+	m := mk.b[:]
+	s := &Service{store: st, trail: st.Trail(), sealer: seal.New(seal.Derive(m, "seal")), verify: map[[8]byte]ed25519.PublicKey{}}
+	if err := s.loadSigningKey(ctx); err != nil {
+		return VerifyChainResult{}, err
+	}
+	return verifyChain(ctx, st, newMACKey(seal.Derive(m, "audit-chain")))
+}
+
+func verifyChain(ctx context.Context, st Store, chainKey *macKey) (VerifyChainResult, error) {
 	var res VerifyChainResult
 	var head chainHead
-	err := s.store.View(ctx, func(tx Txn) error {
+	err := st.View(ctx, func(tx Txn) error {
 		var err error
 		head, err = loadHead(tx)
 		return err
@@ -149,8 +173,9 @@ func (s *Service) VerifyActivityChain(ctx context.Context) (VerifyChainResult, e
 	if err != nil {
 		return res, err
 	}
+	trail := st.Trail()
 	prev := ""
-	err = s.trail.Scan(1, func(seq uint64, rec []byte) (bool, error) {
+	err = trail.Scan(1, func(seq uint64, rec []byte) (bool, error) {
 		if err := ctx.Err(); err != nil {
 			return false, err
 		}
@@ -164,7 +189,7 @@ func (s *Service) VerifyActivityChain(ctx context.Context) (VerifyChainResult, e
 		if a.Prev != prev {
 			return false, Errorf(KindUnprocessable, "activity record %d (%s) does not follow the record before it", a.Seq, a.ID)
 		}
-		sum := chainDigest(s.journal.chainKey, a.Prev, rec[32:])
+		sum := chainDigest(chainKey, a.Prev, rec[32:])
 		if digestHex(sum) != a.Digest {
 			return false, Errorf(KindUnprocessable, "activity record %d (%s) was altered", a.Seq, a.ID)
 		}
@@ -179,9 +204,10 @@ func (s *Service) VerifyActivityChain(ctx context.Context) (VerifyChainResult, e
 		return res, err
 	}
 	// The trail may run past the index (records written just before a
-	// crash are indexed at the next start), never stop short of it.
-	if res.Records < head.Seq {
-		return res, Errorf(KindUnprocessable, "activity chain ends at record %d but the index names record %d", res.Records, head.Seq)
+	// crash are indexed at the next start), never stop short of it; and
+	// what it found after its last record says where and why it stops.
+	if err := trail.Check(head.Seq); err != nil {
+		return res, trailDamaged(err, res.Records, head.Seq)
 	}
 	res.Head = prev
 	return res, nil

@@ -100,6 +100,13 @@ func (t *sliceTrail) Append(recs [][]byte) error {
 	return nil
 }
 
+func (t *sliceTrail) Check(want uint64) error {
+	if n := t.Len(); want > n {
+		return kms.Errorf(kms.KindUnprocessable, "trail ends after record %d", n)
+	}
+	return nil
+}
+
 func (t *sliceTrail) Scan(from uint64, fn func(uint64, []byte) (bool, error)) error {
 	t.mu.Lock()
 	recs := slices.Clone(t.recs)

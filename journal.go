@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"runtime"
 	"slices"
 	"sync"
@@ -188,8 +189,8 @@ func (j *journal) recover(ctx context.Context) error {
 	}
 	// Checked before anything is appended, so that a trail found damaged
 	// is left as it was for its owner to examine.
-	if n := j.trail.Len(); n < j.indexed.Seq {
-		return Errorf(KindUnprocessable, "activity trail ends at record %d but its index names record %d: records were removed or damaged", n, j.indexed.Seq)
+	if err := j.trail.Check(j.indexed.Seq); err != nil {
+		return trailDamaged(err, j.trail.Len(), j.indexed.Seq)
 	}
 	if len(pending) > 0 {
 		first, recs, err := decodePending(pending)
@@ -243,6 +244,17 @@ func (j *journal) recover(ctx context.Context) error {
 		return err
 	}
 	return j.writeIndex(ctx)
+}
+
+// trailDamaged is the error of a trail whose Check failed: of kind
+// Unprocessable, naming what the trail said, how many records precede the
+// damage, and how far the store's index reaches.
+func trailDamaged(err error, whole, indexed uint64) error {
+	if ErrorKind(err) != KindUnprocessable {
+		return internalError("check activity trail", err)
+	}
+	return &Error{Kind: KindUnprocessable, Err: err, Message: fmt.Sprintf(
+		"activity trail is damaged: %s (%d records before it are readable; the store's index names %d)", ErrorMessage(err), whole, indexed)}
 }
 
 // submit runs one job and waits for its commit. It returns the mutation's

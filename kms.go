@@ -217,7 +217,7 @@ func (s *Service) loadSigningKey(ctx context.Context) error {
 			}
 			seed, err := s.sealer.Open(v, k)
 			if err != nil {
-				return false, Errorf(KindInternal, "signing key %s does not open under this master key", hexID)
+				return false, Errorf(KindUnauthenticated, "the master key is not the one this store was created with: signing key %s does not open under it", hexID)
 			}
 			priv := ed25519.NewKeyFromSeed(seed)
 			clear(seed)

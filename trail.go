@@ -25,6 +25,15 @@ type Trail interface {
 	// place. Appending no records is a no-op.
 	Append(recs [][]byte) error
 
+	// Check reports whether the trail holds the records 1 to want, whole,
+	// and can take more: nil, or an error of kind Unprocessable that names
+	// the first record missing or damaged, where it lies (a file and an
+	// offset, say) and why. It checks what the trail found when it was
+	// opened (the end of its newest file, say), not every record: Scan
+	// checks those. Records after want that a crash left half-written are
+	// not damage: they were never acknowledged.
+	Check(want uint64) error
+
 	// Scan calls fn with the records from seq from (at least 1) onwards,
 	// in order, until fn returns false or an error, or the last record
 	// that was appended when Scan began. A from past the end calls fn

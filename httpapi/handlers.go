@@ -40,7 +40,14 @@ func pageRequest(r *http.Request) (kms.PageRequest, error) {
 // GET /healthz
 func (a *api) healthz(r *http.Request, _ httprouter.Params) (any, error) {
 	if err := a.svc.Ping(r.Context()); err != nil {
-		return nil, &httpError{status: http.StatusServiceUnavailable, code: "unavailable", message: "service unavailable", err: err}
+		// A full disk or a journal in doubt says so, in words written for
+		// the caller; anything else only that the service cannot serve.
+		msg := "service unavailable"
+		switch kms.ErrorKind(err) {
+		case kms.KindNoSpace, kms.KindUnavailable:
+			msg = kms.ErrorMessage(err)
+		}
+		return nil, &httpError{status: http.StatusServiceUnavailable, code: kms.KindUnavailable.String(), message: msg, err: err}
 	}
 	return struct {
 		Status string `json:"status"`

@@ -166,6 +166,15 @@ type downStore struct {
 	kms.Store
 	down     atomic.Bool
 	readOnly atomic.Bool
+	full     atomic.Bool // Writable answers NoSpace, as on a full disk
+}
+
+func (s *downStore) Writable(ctx context.Context) error {
+	if s.full.Load() {
+		return &kms.Error{Kind: kms.KindNoSpace, Message: "insufficient storage: the service's disk is full; writes are refused until space is freed",
+			Err: fmt.Errorf("file system of /var/lib/secret-path has 0 bytes free")}
+	}
+	return s.Store.Writable(ctx)
 }
 
 func (s *downStore) Update(ctx context.Context, fn func(kms.Txn) error) error {

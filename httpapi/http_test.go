@@ -183,6 +183,39 @@ func TestHealthz(t *testing.T) {
 	e.do(t, "GET", "/healthz", "", nil).want(t, http.StatusOK)
 }
 
+// TestFullDisk: while the store's disk is below its reserve, /healthz
+// answers 503 saying why, every call that writes (reads too: each writes
+// its activity record) answers 507, and nothing leaks the path; once
+// there is room, the same calls succeed without a restart.
+func TestFullDisk(t *testing.T) {
+	e := newEnv(t)
+	e.do(t, "POST", "/ks/keyrings", e.root, map[string]any{"name": "pay"}).want(t, http.StatusOK)
+	e.store.full.Store(true)
+	r := e.do(t, "GET", "/healthz", "", nil)
+	msg := r.wantError(t, http.StatusServiceUnavailable, "unavailable")
+	if !strings.Contains(msg, "disk is full") {
+		t.Errorf("GET /healthz on a full disk says %q, want it to say the disk is full", msg)
+	}
+	for _, c := range []struct {
+		method, path string
+		body         any
+	}{
+		{"POST", "/ks/encrypt", map[string]any{"ringname": "pay"}},
+		{"POST", "/ks/keyrings", map[string]any{"name": "other"}},
+		{"GET", "/ks/keyrings/pay", nil},
+	} {
+		r := e.do(t, c.method, c.path, e.root, c.body)
+		msg := r.wantError(t, http.StatusInsufficientStorage, "insufficient_storage")
+		if !strings.Contains(msg, "disk is full") || strings.Contains(string(r.body), "secret-path") {
+			t.Errorf("%s %s on a full disk = %s, want a message that the disk is full, and no path", c.method, c.path, r.body)
+		}
+	}
+	e.store.full.Store(false)
+	e.do(t, "GET", "/healthz", "", nil).want(t, http.StatusOK)
+	e.do(t, "POST", "/ks/encrypt", e.root, map[string]any{"ringname": "pay"}).want(t, http.StatusOK)
+	e.do(t, "GET", "/ks/keyrings/other", e.root, nil).want(t, http.StatusNotFound)
+}
+
 func TestMountedUnderPrefix(t *testing.T) {
 	e := newEnv(t)
 	mux := http.NewServeMux()

@@ -5,11 +5,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/ringkms/kms/store/badgerstore"
 )
 
 // config is kmsd's configuration, from flags and KMS_* environment
@@ -28,6 +32,7 @@ type config struct {
 	logLevel      string
 	logFormat     string
 	clientIP      string
+	diskReserve   byteSize
 
 	tokenTTL    time.Duration
 	inviteTTL   time.Duration
@@ -65,6 +70,7 @@ var settings = []setting{
 	{"max-users", "KMS_MAX_USERS", "n", "plan limit: Users in all (0: none)", "0"},
 	{"max-accounts", "KMS_MAX_ACCOUNTS", "n", "plan limit: Accounts in all (0: none)", "0"},
 	{"max-apikeys-per-account", "KMS_MAX_APIKEYS_PER_ACCOUNT", "n", "plan limit: API keys of one Account (0: none)", "0"},
+	{"disk-reserve", "KMS_DISK_RESERVE", "size", "free space kept on the disks of -data: below it, kmsd refuses writes (507) until there is room again; 0 turns it off", "256MiB"},
 	{"client-ip-header", "KMS_CLIENT_IP_HEADER", "name", "header with the client address set by a trusted reverse proxy (X-Forwarded-For, X-Real-IP); only behind one", ""},
 }
 
@@ -112,6 +118,8 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stdout i
 	fs.StringVar(&c.logLevel, "log-level", "info", "")
 	fs.StringVar(&c.logFormat, "log-format", "json", "")
 	fs.StringVar(&c.clientIP, "client-ip-header", "", "")
+	c.diskReserve = defaultDiskReserve
+	fs.Var(&c.diskReserve, "disk-reserve", "")
 	fs.DurationVar(&c.tokenTTL, "token-ttl", time.Hour, "")
 	fs.DurationVar(&c.inviteTTL, "invite-ttl", 7*24*time.Hour, "")
 	fs.DurationVar(&c.resetTTL, "reset-ttl", time.Hour, "")
@@ -195,6 +203,50 @@ func (c *config) validate() error {
 		c.baseURL = strings.TrimSuffix(c.baseURL, "/")
 	}
 	return nil
+}
+
+// defaultDiskReserve is -disk-reserve's default: the store's own.
+const defaultDiskReserve = byteSize(badgerstore.DefaultDiskReserve)
+
+// byteSize is a flag value of bytes: a whole number with an optional unit,
+// B, KiB, MiB, GiB or TiB (powers of 1024), or KB, MB, GB, TB (of 1000).
+type byteSize int64
+
+func (b *byteSize) String() string { return formatBytes(int64(*b)) }
+
+func (b *byteSize) Set(s string) error {
+	t := strings.TrimSpace(s)
+	i := len(t)
+	for i > 0 && (t[i-1] < '0' || t[i-1] > '9') {
+		i--
+	}
+	n, err := strconv.ParseInt(t[:i], 10, 64)
+	if err != nil || n < 0 {
+		return fmt.Errorf("want a size such as 256MiB, 1GiB or 0")
+	}
+	mult, ok := map[string]int64{"": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
+		"KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12}[strings.TrimSpace(t[i:])]
+	if !ok {
+		return fmt.Errorf("unit %q: want B, KiB, MiB, GiB, TiB, KB, MB, GB or TB", strings.TrimSpace(t[i:]))
+	}
+	if n > math.MaxInt64/mult {
+		return fmt.Errorf("%s is too large", s)
+	}
+	*b = byteSize(n * mult)
+	return nil
+}
+
+// formatBytes writes n in the largest binary unit that divides it.
+func formatBytes(n int64) string {
+	for _, u := range []struct {
+		name string
+		size int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n != 0 && n%u.size == 0 {
+			return strconv.FormatInt(n/u.size, 10) + u.name
+		}
+	}
+	return strconv.FormatInt(n, 10)
 }
 
 func printUsage(w io.Writer, cmd string) {

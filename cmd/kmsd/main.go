@@ -11,7 +11,8 @@
 //
 // Exit status: 0 after a clean shutdown (SIGINT or SIGTERM) or an intact
 // audit chain; 1 on an error; 2 on a bad flag or environment variable; 3
-// when verify-audit finds the chain broken.
+// when the activity trail is damaged (verify-audit found it, or the server
+// would not start on it).
 package main
 
 import (

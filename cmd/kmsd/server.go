@@ -88,9 +88,9 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stderr io
 		log.Warn().Str("dir", c.data).Str("mode", fmt.Sprintf("%04o", fi.Mode().Perm())).
 			Msg("the data directory is accessible to other users; chmod 700 it")
 	}
-	st, err := badgerstore.OpenDir(c.data)
+	st, err := openStore(c)
 	if err != nil {
-		return fmt.Errorf("open store in %s (is another kmsd using it?): %w", c.data, err)
+		return err
 	}
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
@@ -117,7 +117,7 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stderr io
 	if err != nil {
 		ln.Close()
 		st.Close()
-		return fmt.Errorf("start service (is the master key the one this store was created with?): %w", err)
+		return startError(err, c.data)
 	}
 	closeAll := func() error {
 		errSvc := svc.Close()
@@ -178,6 +178,36 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stderr io
 	}
 	log.Info().Msg("stopped")
 	return nil
+}
+
+// startError says why the Service did not start, by the kind of its
+// error: a wrong master key, a damaged activity trail (exit status 3, as
+// verify-audit's), or anything else as it is.
+func startError(err error, data string) error {
+	switch kms.ErrorKind(err) {
+	case kms.KindUnauthenticated:
+		return fmt.Errorf("start service: %s", kms.ErrorMessage(err))
+	case kms.KindUnprocessable:
+		return exitError{3, fmt.Errorf("start service: %s; kmsd writes nothing after a damaged trail: run kmsd verify-audit -data %s for a report", kms.ErrorMessage(err), data)}
+	}
+	return fmt.Errorf("start service: %w", err)
+}
+
+// openStore opens the embedded store in -data, keeping -disk-reserve free.
+func openStore(c *config) (*badgerstore.Store, error) {
+	reserve := int64(c.diskReserve)
+	if reserve == 0 {
+		reserve = -1 // off
+	}
+	st, err := badgerstore.OpenWith(badgerstore.DefaultOptions(c.data), badgerstore.Options{DiskReserve: reserve})
+	switch {
+	case err == nil:
+		return st, nil
+	case kms.ErrorKind(err) == kms.KindConflict:
+		return nil, fmt.Errorf("open store in %s: another process (kmsd, or kmsd verify-audit) is using it; stop it first", c.data)
+	default:
+		return nil, fmt.Errorf("open store in %s: %w", c.data, err)
+	}
 }
 
 // defaultBaseURL is scheme://<bound address>, with "localhost" in place of

@@ -9,7 +9,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/ringkms/kms"
-	"github.com/ringkms/kms/store/badgerstore"
 )
 
 // verifyAudit is kmsd verify-audit: it checks the activity trail's hash
@@ -28,24 +27,20 @@ func verifyAudit(ctx context.Context, c *config, getenv func(string) string, std
 	if err != nil {
 		return err
 	}
-	st, err := badgerstore.OpenDir(c.data)
+	st, err := openStore(c)
 	if err != nil {
-		return fmt.Errorf("open store in %s (stop kmsd first: one process at a time may open it): %w", c.data, err)
+		return err
 	}
 	defer st.Close()
-	var res kms.VerifyChainResult
-	svc, err := kms.New(st, kms.Options{MasterKey: mk})
-	if err == nil {
-		defer svc.Close()
-		res, err = svc.VerifyActivityChain(ctx)
-	} else if kms.ErrorKind(err) != kms.KindUnprocessable {
-		return fmt.Errorf("open service (is the master key the one this store was created with?): %w", err)
-	}
-	// Unprocessable, from New or from the walk: the trail is damaged.
-	if kms.ErrorKind(err) == kms.KindUnprocessable {
-		fmt.Fprintf(stdout, "activity chain BROKEN: %v\n", err)
-		fmt.Fprintf(stdout, "records checked before the break: %d\n", res.Records)
-		return exitError{3, fmt.Errorf("activity chain broken: %w", err)}
+	res, err := kms.VerifyAudit(ctx, st, mk)
+	mk = kms.MasterKey{}
+	switch kms.ErrorKind(err) {
+	case kms.KindUnprocessable:
+		fmt.Fprintf(stdout, "activity chain BROKEN: %s\n", kms.ErrorMessage(err))
+		fmt.Fprintf(stdout, "records verified before the damage: %d\n", res.Records)
+		return exitError{3, fmt.Errorf("activity chain broken: %s", kms.ErrorMessage(err))}
+	case kms.KindUnauthenticated:
+		return fmt.Errorf("verify activity chain: %s", kms.ErrorMessage(err))
 	}
 	if err != nil {
 		return fmt.Errorf("verify activity chain: %w", err)

@@ -145,6 +145,9 @@ type Options struct {
 	// DefaultDiskReserve; a negative value turns the reserve off, which
 	// leaves a full disk to kill the process.
 	DiskReserve int64
+
+	// Trail configures the activity trail's files (filetrail.OpenWith).
+	Trail filetrail.Options
 }
 
 // DefaultDiskReserve is Options.DiskReserve when it is zero: room for
@@ -164,7 +167,8 @@ const BallastFile = "reserve"
 // Logger is used as given; nil silences Badger. The activity trail is
 // opened in the subdirectory "trail" of opts.Dir.
 //
-// An error from Badger (a locked or corrupt directory, invalid options) is
+// A directory that another process has open is an error of kind Conflict;
+// any other error from Badger (a corrupt directory, invalid options) is
 // returned as a kms error of kind Internal. The Store keeps the default
 // disk reserve (OpenWith sets another).
 func Open(opts badger.Options) (*Store, error) { return OpenWith(opts, Options{}) }
@@ -200,13 +204,16 @@ func OpenWith(opts badger.Options, so Options) (*Store, error) {
 	}
 	db, err := badger.Open(opts)
 	if err != nil {
+		if !opts.InMemory && inUse(opts.Dir) {
+			return nil, &kms.Error{Kind: kms.KindConflict, Message: "the store directory is in use by another process", Err: err}
+		}
 		return nil, &kms.Error{Kind: kms.KindInternal, Message: "open badger store", Err: err}
 	}
 	st.db = db
 	if opts.InMemory {
 		st.trail, st.close = filetrail.NewMemory(), func() error { return nil }
 	} else {
-		t, err := filetrail.Open(trailDir)
+		t, err := filetrail.OpenWith(trailDir, so.Trail)
 		if err != nil {
 			db.Close()
 			return nil, err

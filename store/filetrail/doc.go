@@ -88,10 +88,16 @@
 // Open reads in full, as it does the newest, and then writes its index
 // file. A bad frame in a sealed segment that Open reads, a gap or overlap
 // between segments, or a first segment that does not start at seq 1, is
-// damage that no crash explains: Open fails rather than guess. Damage
-// inside a sealed segment that Open does not read is found by Scan, which
-// checks every frame it reads, and by kmsd verify-audit, which scans the
-// whole trail.
+// damage that no crash explains: the trail opens with the records before
+// it, Check reports it (naming the record, the segment file and the
+// offset) whatever it is asked, and Append refuses to write after it, so
+// that the damage is left as it was for its owner to examine. A torn tail
+// of the newest segment is reported by Check only when asked for records
+// that lie in it (records that were acknowledged, by the caller's
+// account). Damage inside a sealed segment that Open does not read is
+// found by Scan, which checks every frame it reads, and by kmsd
+// verify-audit, which scans the whole trail. A file named like a segment
+// that is not one (wrong number of digits, say) makes Open fail.
 //
 // # Reading
 //

@@ -67,6 +67,14 @@ type Trail struct {
 	broken error      // set under wmu when a failed Append could not be undone
 	torn   bool       // the newest segment has bytes after its last good frame, under wmu
 
+	// tail, set by Open, says why the trail's records end where they do
+	// when bytes follow the last good one: the first bad frame of the
+	// newest segment (a torn write, or damage), or damage that no crash
+	// explains (a bad frame in a sealed segment, a missing segment), in
+	// which case damaged is set too and the trail takes no Append.
+	tail    *kms.Error
+	damaged bool
+
 	mu     sync.RWMutex // guards what readers see: n, segs, and each segment's end and index
 	n      uint64
 	segs   []*segment
@@ -113,8 +121,10 @@ func OpenWith(dir string, opts Options) (*Trail, error) {
 	filled := int64(0) // the newest segment holds frames or zeros up to here
 	for i, first := range firsts {
 		if first != t.n+1 {
-			t.closeFiles()
-			return nil, internal(nil, "trail segment %s starts at seq %d, want %d: a gap or overlap", segName(first), first, t.n+1)
+			// A missing segment (or one out of place): the trail ends
+			// before it, and takes no Append.
+			t.tail, t.damaged = damage("trail segment %s starts at record %d, want %d: a segment is missing or out of place", segName(first), first, t.n+1), true
+			break
 		}
 		last := i == len(firsts)-1
 		var seg *segment
@@ -125,10 +135,18 @@ func OpenWith(dir string, opts Options) (*Trail, error) {
 			seg = openIndexed(dir, first, n, &r)
 		}
 		if seg == nil {
+			var bad *kms.Error
 			var err error
-			if seg, n, err = loadSegment(dir, first, last, &r); err != nil {
+			if seg, n, bad, err = loadSegment(dir, first, last, &r); err != nil {
 				t.closeFiles()
 				return nil, err
+			}
+			if bad != nil && !last {
+				// Damage in a sealed segment: the trail ends before it.
+				t.segs = append(t.segs, seg)
+				t.n += n
+				t.tail, t.damaged = bad, true
+				break
 			}
 			if !last {
 				t.writeIndex(seg, n) // best effort: the next Open tries again
@@ -137,13 +155,17 @@ func OpenWith(dir string, opts Options) (*Trail, error) {
 				return nil, err
 			} else if filled < 0 {
 				t.torn = true
+				t.tail = bad
+				if bad == nil { // a frame that checks, followed by no zeros
+					t.tail = damage("trail segment %s has bytes after its last whole record, at offset %d", segName(first), seg.end)
+				}
 			}
 		}
 		t.segs = append(t.segs, seg)
 		t.n += n
 	}
 	t.fill = newFiller(opts.Preallocate, opts.SegmentSize, fdatasync)
-	if len(t.segs) > 0 && !t.torn {
+	if len(t.segs) > 0 && !t.torn && !t.damaged {
 		seg := t.segs[len(t.segs)-1]
 		t.fill.release(seg, seg.end, filled)
 	}
@@ -192,9 +214,10 @@ func listSegments(dir string) ([]uint64, error) {
 }
 
 // loadSegment opens the segment that starts at first, checks every frame
-// and indexes it, and returns it with its number of records. In the newest
-// segment (last), a bad frame is a torn tail: the segment ends there.
-func loadSegment(dir string, first uint64, last bool, r *frameReader) (_ *segment, _ uint64, err error) {
+// and indexes it, and returns it with its number of records. At a bad
+// frame, the segment ends: bad then describes it (in the newest segment,
+// last, it may be a torn tail).
+func loadSegment(dir string, first uint64, last bool, r *frameReader) (_ *segment, _ uint64, bad *kms.Error, err error) {
 	flag := os.O_RDONLY
 	if last {
 		flag = os.O_RDWR
@@ -202,7 +225,7 @@ func loadSegment(dir string, first uint64, last bool, r *frameReader) (_ *segmen
 	name := segName(first)
 	f, err := os.OpenFile(filepath.Join(dir, name), flag, 0)
 	if err != nil {
-		return nil, 0, internal(err, "opening trail segment %s", name)
+		return nil, 0, nil, internal(err, "opening trail segment %s", name)
 	}
 	defer func() {
 		if err != nil {
@@ -211,7 +234,7 @@ func loadSegment(dir string, first uint64, last bool, r *frameReader) (_ *segmen
 	}()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, 0, internal(err, "opening trail segment %s", name)
+		return nil, 0, nil, internal(err, "opening trail segment %s", name)
 	}
 	seg := &segment{first: first, f: f}
 	r.reset(f, 0, fi.Size())
@@ -222,21 +245,49 @@ func loadSegment(dir string, first uint64, last bool, r *frameReader) (_ *segmen
 		if err == io.EOF {
 			break
 		}
-		if errors.Is(err, errCorrupt) && last {
-			// A torn tail: the segment ends at off. The bytes after it
-			// stay until the next Append cuts them, so that a trail
-			// its owner refuses to use is left as it was found.
+		if errors.Is(err, errCorrupt) {
+			// The segment ends at off. The bytes after it stay (until the
+			// next Append cuts a torn tail), so that a trail its owner
+			// refuses to use is left as it was found.
+			bad = damage("trail record %d in segment %s at offset %d is damaged (%v)", seq, name, off, err)
 			break
 		}
 		if err != nil {
-			return nil, 0, internal(err, "reading record %d of trail segment %s at offset %d", seq, name, off)
+			return nil, 0, nil, internal(err, "reading record %d of trail segment %s at offset %d", seq, name, off)
 		}
 		if (seq-first)%indexEvery == 0 {
 			seg.index = append(seg.index, off)
 		}
 		seg.end = r.off
 	}
-	return seg, seq - first, nil
+	return seg, seq - first, bad, nil
+}
+
+// Check reports whether the trail holds the records 1 to want, whole, and
+// takes appends: nil, or an error of kind Unprocessable naming the first
+// record that is missing or damaged, where (segment file and offset), and
+// why. A torn tail, which a crash during an Append leaves, is no damage
+// while want does not reach into it: those records were never durable.
+func (t *Trail) Check(want uint64) error {
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	n := t.Len()
+	switch {
+	case t.damaged:
+		return t.tail
+	case want <= n:
+		return nil
+	case t.tail != nil && t.torn:
+		return t.tail
+	default:
+		return damage("trail ends after record %d: the records from %d on are missing", n, n+1)
+	}
+}
+
+// damage is an error of kind Unprocessable: a record found damaged or
+// missing.
+func damage(format string, args ...any) *kms.Error {
+	return &kms.Error{Kind: kms.KindUnprocessable, Message: fmt.Sprintf(format, args...)}
 }
 
 // Len returns the number of records.
@@ -262,6 +313,8 @@ func (t *Trail) Append(recs [][]byte) error {
 	switch {
 	case t.closed: // written only under wmu, so it can be read here
 		return errClosed
+	case t.damaged:
+		return t.tail
 	case len(recs) == 0:
 		return nil
 	}
@@ -292,7 +345,7 @@ func (t *Trail) Append(recs [][]byte) error {
 		if err := t.datasync(seg.f); err != nil {
 			return writeError(err, "cutting the torn tail of trail segment %s at offset %d", segName(seg.first), seg.end)
 		}
-		t.torn = false
+		t.torn, t.tail = false, nil
 		t.fill.release(seg, seg.end, seg.end)
 	}
 	if seg == nil || seg.end >= t.segSize {

@@ -347,8 +347,10 @@ func TestEmptyLastSegment(t *testing.T) {
 	wantRecords(t, tr, 12)
 }
 
-// TestOpenFails covers damage that no crash explains: Open refuses it.
-func TestOpenFails(t *testing.T) {
+// TestOpenDamaged covers damage that no crash explains: the trail opens
+// with the records before the damage, Check names the damage whatever it
+// is asked, and Append is refused, so that nothing is written after it.
+func TestOpenDamaged(t *testing.T) {
 	tests := []struct {
 		name   string
 		damage func(t *testing.T, dir string, paths []string)
@@ -394,11 +396,6 @@ func TestOpenFails(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
-		{"stray segment name", func(t *testing.T, dir string, paths []string) {
-			if err := os.WriteFile(filepath.Join(dir, "1.trail"), nil, 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -411,12 +408,72 @@ func TestOpenFails(t *testing.T) {
 				t.Fatalf("300 records made %d segments, want 3 or more", len(paths))
 			}
 			tc.damage(t, dir, paths)
-			tr, err := OpenWith(dir, Options{SegmentSize: testSegmentSize})
-			if err == nil {
-				tr.Close()
+			tr = openTrail(t, dir, Options{SegmentSize: testSegmentSize})
+			n := tr.Len()
+			if n >= 300 {
+				t.Fatalf("Len() of a damaged trail = %d, want the records before the damage", n)
 			}
-			wantKind(t, "OpenWith(damaged trail)", err, kms.KindInternal)
+			wantRecords(t, tr, n)
+			for _, want := range []uint64{0, n, 300} {
+				err := tr.Check(want)
+				wantKind(t, fmt.Sprintf("Check(%d)", want), err, kms.KindUnprocessable)
+				if err != nil && !strings.Contains(err.Error(), ".trail") {
+					t.Errorf("Check(%d) = %v, want it to name the segment file", want, err)
+				}
+			}
+			wantKind(t, "Append after the damage", tr.Append([][]byte{record(n + 1)}), kms.KindUnprocessable)
+			wantRecords(t, tr, n)
 		})
+	}
+}
+
+// TestOpenFailsOnStrayName: a file that is named like a segment but is
+// not one is no trail this package wrote: Open refuses to guess.
+func TestOpenFailsOnStrayName(t *testing.T) {
+	dir := t.TempDir()
+	tr := openTrail(t, dir, Options{})
+	appendRecords(t, tr, 1, 3, 3)
+	closeTrail(t, tr)
+	if err := os.WriteFile(filepath.Join(dir, "1.trail"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := OpenWith(dir, Options{})
+	if err == nil {
+		tr.Close()
+	}
+	wantKind(t, "OpenWith(stray segment name)", err, kms.KindInternal)
+}
+
+// TestCheckTornTail: a torn tail is no damage while the records asked
+// for come before it; past it, Check names the record, the segment and
+// the offset.
+func TestCheckTornTail(t *testing.T) {
+	dir := t.TempDir()
+	tr := openTrail(t, dir, Options{Preallocate: -1})
+	appendRecords(t, tr, 1, 10, 10)
+	closeTrail(t, tr)
+	path := segments(t, dir)[0]
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flipByte(t, path, fi.Size()-3) // in record 10's payload
+	tr = openTrail(t, dir, Options{Preallocate: -1})
+	wantRecords(t, tr, 9)
+	if err := tr.Check(9); err != nil {
+		t.Errorf("Check(9) before a torn tail = %v, want nil", err)
+	}
+	err = tr.Check(12)
+	wantKind(t, "Check(12) past a torn tail", err, kms.KindUnprocessable)
+	for _, want := range []string{"record 10", filepath.Base(path), "offset"} {
+		if err != nil && !strings.Contains(err.Error(), want) {
+			t.Errorf("Check(12) = %v, want it to say %q", err, want)
+		}
+	}
+	// The next Append cuts the torn tail and writes in its place.
+	appendRecords(t, tr, 10, 11, 2)
+	if err := tr.Check(11); err != nil {
+		t.Errorf("Check(11) after the tail was cut and appended to = %v", err)
 	}
 }
 

@@ -27,6 +27,15 @@ func (m *Memory) Len() uint64 {
 	return uint64(len(m.recs))
 }
 
+// Check reports whether the trail holds the records 1 to want: nil, or an
+// error of kind Unprocessable saying where it ends.
+func (m *Memory) Check(want uint64) error {
+	if n := m.Len(); want > n {
+		return damage("trail ends after record %d: the records from %d on are missing", n, n+1)
+	}
+	return nil
+}
+
 // Append appends copies of recs. It rejects a record over MaxRecordSize
 // with an error of kind TooLarge, appending nothing.
 func (m *Memory) Append(recs [][]byte) error {
