@@ -158,7 +158,7 @@ func call(t testing.TB, client *http.Client, method, url, key string, body any) 
 
 func TestParseConfig(t *testing.T) {
 	defaults := config{addr: "127.0.0.1:8200", data: "./data", logLevel: "info", logFormat: "json",
-		tokenTTL: time.Hour, inviteTTL: 7 * 24 * time.Hour, resetTTL: time.Hour}
+		tokenTTL: time.Hour, inviteTTL: 7 * 24 * time.Hour, resetTTL: time.Hour, diskReserve: 256 << 20}
 	tests := []struct {
 		name string
 		args []string
@@ -166,6 +166,9 @@ func TestParseConfig(t *testing.T) {
 		want func(c *config)
 	}{
 		{"defaults", nil, nil, func(*config) {}},
+		{"disk reserve", []string{"-disk-reserve", "1GiB"}, nil, func(c *config) { c.diskReserve = 1 << 30 }},
+		{"disk reserve off", nil, env{"KMS_DISK_RESERVE": "0"}, func(c *config) { c.diskReserve = 0 }},
+		{"disk reserve in MB", []string{"-disk-reserve", "100MB"}, nil, func(c *config) { c.diskReserve = 100e6 }},
 		{"flags", []string{"-addr", ":9000", "-data", "/var/lib/kms", "-dev", "-log-level", "debug", "-log-format", "console", "-mail-outbox", "/tmp/out", "-base-url", "https://kms.example.com/"},
 			nil, func(c *config) {
 				c.addr, c.data, c.dev, c.logLevel, c.logFormat, c.mailOutbox, c.baseURL = ":9000", "/var/lib/kms", true, "debug", "console", "/tmp/out", "https://kms.example.com"
@@ -225,6 +228,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{"TLS cert without key", []string{"-tls-cert", "/c"}, nil, "-tls-key"},
 		{"TLS key without cert", nil, env{"KMS_TLS_KEY": "/k"}, "-tls-cert"},
 		{"empty data", []string{"-data", ""}, nil, "-data"},
+		{"bad disk reserve unit", []string{"-disk-reserve", "10 parsecs"}, nil, "-disk-reserve"},
+		{"negative disk reserve", nil, env{"KMS_DISK_RESERVE": "-1MiB"}, "KMS_DISK_RESERVE"},
+		{"huge disk reserve", []string{"-disk-reserve", "99999999999TiB"}, nil, "-disk-reserve"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
