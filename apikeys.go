@@ -45,8 +45,10 @@ type APIKeyInput struct {
 	// UID instead.
 	AccountID    string
 	AccountByUID bool
-	Flags        Flags
-	Props        map[string]any
+	// Flags are required: nil is an Invalid error, Flags{} a key without
+	// flags.
+	Flags Flags
+	Props map[string]any
 }
 
 // apiKeyPrefix starts every generated API key secret.
@@ -90,7 +92,8 @@ func checkGrant(p *Principal, flags Flags) error {
 
 // CreateAPIKey creates an API key for an Account and returns it in full,
 // with its secret: the only time the secret is shown. It needs
-// apikeys.write; the caller may grant only flags it holds itself, and
+// apikeys.write. Flags are required (an empty, non-nil Flags for a key
+// without any); the caller may grant only flags it holds itself, and
 // without accounts.all may create keys only for its own Account. A key made
 // with a User's access token is owned by that User.
 func (s *Service) CreateAPIKey(ctx context.Context, in APIKeyInput) (*APIKey, error) {
@@ -101,12 +104,12 @@ func (s *Service) CreateAPIKey(ctx context.Context, in APIKeyInput) (*APIKey, er
 	if in.AccountID == "" {
 		return nil, s.recordFailure(p, "apikey.create", "", Errorf(KindInvalid, "accountId is required"))
 	}
+	if in.Flags == nil {
+		return nil, s.recordFailure(p, "apikey.create", "", Errorf(KindInvalid, "flags is required: give {} for a key without flags"))
+	}
 	flags, err := in.Flags.normalize()
 	if err == nil {
 		err = checkGrant(p, flags)
-	}
-	if flags == nil {
-		flags = Flags{}
 	}
 	if err != nil {
 		return nil, s.recordFailure(p, "apikey.create", "", err)

@@ -105,10 +105,12 @@ func TestAPIKeyLifecycle(t *testing.T) {
 	if !strings.HasPrefix(k.Key, "rk_") || k.AccountID != acct.ID || k.References.AccountID != acct.ID || !k.Active {
 		t.Fatalf("CreateAPIKey = %+v", k)
 	}
-	_, err = e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: "missing", AccountByUID: true})
+	_, err = e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: "missing", AccountByUID: true, Flags: kms.Flags{}})
 	wantKind(t, "CreateAPIKey(unknown account)", err, kms.KindNotFound)
-	_, err = e.svc.CreateAPIKey(e.root, kms.APIKeyInput{})
+	_, err = e.svc.CreateAPIKey(e.root, kms.APIKeyInput{Flags: kms.Flags{}})
 	wantKind(t, "CreateAPIKey(no account)", err, kms.KindInvalid)
+	_, err = e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: acct.ID})
+	wantKind(t, "CreateAPIKey(no flags)", err, kms.KindInvalid)
 	_, err = e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: acct.ID, Flags: kms.Flags{"bad flag!": true}})
 	wantKind(t, "CreateAPIKey(bad flag)", err, kms.KindInvalid)
 
@@ -158,11 +160,11 @@ func TestAPIKeyLifecycle(t *testing.T) {
 
 	// Plan limit per Account: 1 made, 3 more allowed.
 	for i := 0; i < 3; i++ {
-		if _, err := e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: acct.ID}); err != nil {
+		if _, err := e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: acct.ID, Flags: kms.Flags{}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	_, err = e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: acct.ID})
+	_, err = e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: acct.ID, Flags: kms.Flags{}})
 	wantKind(t, "CreateAPIKey(past the limit)", err, kms.KindLimit)
 	list, err := e.svc.ListAccountAPIKeys(e.root, kms.AccountRef{Value: "tenant", ByUID: true}, kms.PageRequest{Limit: 3})
 	if err != nil || len(list.Data) != 3 || !list.Pagination.HasMore {
@@ -182,7 +184,7 @@ func TestAPIKeyLifecycle(t *testing.T) {
 	wantKind(t, "GetAPIKey(deleted)", err, kms.KindNotFound)
 	_, err = e.svc.DeleteAPIKey(e.root, kms.APIKeyRef{Value: k.KeyID})
 	wantKind(t, "DeleteAPIKey(again)", err, kms.KindNotFound)
-	if _, err := e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: acct.ID}); err != nil {
+	if _, err := e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: acct.ID, Flags: kms.Flags{}}); err != nil {
 		t.Errorf("CreateAPIKey after a delete freed a place = %v", err)
 	}
 }
@@ -197,7 +199,7 @@ func TestAPIKeyTenancyAndEscalation(t *testing.T) {
 	}
 	p, _ := e.svc.Authenticate(t.Context(), admin.Key)
 	b := kms.WithPrincipal(t.Context(), p)
-	_, err = e.svc.CreateAPIKey(b, kms.APIKeyInput{AccountID: e.acct})
+	_, err = e.svc.CreateAPIKey(b, kms.APIKeyInput{AccountID: e.acct, Flags: kms.Flags{}})
 	wantKind(t, "CreateAPIKey(other account)", err, kms.KindNotFound)
 	rootKeyID := kms.PrincipalFrom(e.root).ID
 	_, err = e.svc.GetAPIKey(b, rootKeyID)

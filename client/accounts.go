@@ -62,7 +62,9 @@ func (c *Client) ListAccountAPIKeys(ctx context.Context, ref kms.AccountRef, pag
 }
 
 // CreateAPIKey creates an API key and returns it with its secret, the only
-// time the secret is shown (POST /auth/apikey).
+// time the secret is shown (POST /auth/apikey). in.Flags is required: nil
+// is sent as null, which the service refuses; kms.Flags{} makes a key
+// without flags.
 func (c *Client) CreateAPIKey(ctx context.Context, in kms.APIKeyInput) (*kms.APIKey, error) {
 	body := apiKeyRequest{AccountID: in.AccountID, Flags: in.Flags, Props: in.Props}
 	return call[kms.APIKey](c, ctx, req{method: http.MethodPost, path: "/auth/apikey", query: query("uid", yes(in.AccountByUID)), body: body})

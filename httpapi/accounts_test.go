@@ -128,6 +128,14 @@ func TestAPIKeysOverHTTP(t *testing.T) {
 		e.do(t, "POST", "/auth/apikey", e.root, map[string]any{"accountId": "01a2000000000000000000000000beef", "flags": map[string]bool{}}).wantError(t, http.StatusNotFound, "not_found")
 		e.do(t, "POST", "/auth/apikey?uid=true", e.root, map[string]any{"accountId": "nobody", "flags": map[string]bool{}}).wantError(t, http.StatusNotFound, "not_found")
 		e.do(t, "POST", "/auth/apikey", e.root, map[string]any{"flags": map[string]bool{}}).wantError(t, http.StatusBadRequest, "invalid")
+		// flags is required: an empty object grants nothing, a missing or
+		// null one is an error.
+		for _, body := range []map[string]any{{"accountId": e.account}, {"accountId": e.account, "flags": nil}} {
+			msg := e.do(t, "POST", "/auth/apikey", e.root, body).wantError(t, http.StatusBadRequest, "invalid")
+			if !strings.Contains(msg, "flags") {
+				t.Errorf("POST /auth/apikey %v: message %q does not name flags", body, msg)
+			}
+		}
 		e.do(t, "POST", "/auth/apikey", e.root, map[string]any{"accountId": e.account, "flags": map[string]bool{"Bad Flag": true}}).wantError(t, http.StatusBadRequest, "invalid")
 		e.do(t, "POST", "/auth/apikey", e.root, map[string]any{"accountId": e.account, "flags": "x"}).wantError(t, http.StatusBadRequest, "invalid")
 		writer, _ := e.apiKey(t, "apikeys.write", "keyring.pay.read")
