@@ -150,19 +150,28 @@ func (s *Service) CreateAPIKey(ctx context.Context, in APIKeyInput) (*APIKey, er
 // flags reach every ring (keyring.*.<op>, or "*").
 const wildcardRing = "*"
 
-// ringIndex returns the ring index entries of k.
+// ringIndex returns the ring index entries of k: one for each ring its
+// flags grant an operation on, and one under wildcardRing when a granted
+// flag reaches every ring. Flags set to false make none.
 func (k *apiKeyRecord) ringIndex() [][]byte {
 	var out [][]byte
 	for _, ring := range k.Flags.rings() {
 		out = append(out, join(pfxAPIRing, []byte(ring), sep, []byte(k.KeyID)))
 	}
-	for name := range k.Flags {
-		if name == FlagRoot || strings.HasPrefix(name, "keyring.*.") {
+	for name, granted := range k.Flags {
+		if granted && (name == FlagRoot || strings.HasPrefix(name, "keyring.*.")) {
 			out = append(out, join(pfxAPIRing, []byte(wildcardRing), sep, []byte(k.KeyID)))
 			break
 		}
 	}
 	return out
+}
+
+// inRingIndex reports whether k, as it is now, makes the ring index entry
+// entry. Readers of the index check it, so that an entry that an earlier
+// version wrote for a flag set to false does not count.
+func (k *apiKeyRecord) inRingIndex(entry []byte) bool {
+	return slices.ContainsFunc(k.ringIndex(), func(e []byte) bool { return bytes.Equal(e, entry) })
 }
 
 // indexKeys returns every index entry of k but the digest's.
@@ -328,10 +337,11 @@ func (s *Service) ListAccountAPIKeys(ctx context.Context, ref AccountRef, req Pa
 	return s.listAPIKeys(ctx, p, "apikey.list", req, ps, nil)
 }
 
-// SearchAPIKeysByRing pages through the API keys whose flags name a ring,
-// then those whose flags reach every ring (keyring.*.<op> or "*"). It
-// needs apikeys.read; without accounts.all only the caller's Account's
-// keys are listed.
+// SearchAPIKeysByRing pages through the API keys whose flags grant an
+// operation on a ring, then those whose flags reach every ring
+// (keyring.*.<op> or "*"); flags set to false do not count. It needs
+// apikeys.read; without accounts.all only the caller's Account's keys are
+// listed.
 func (s *Service) SearchAPIKeysByRing(ctx context.Context, ref RingRef, req PageRequest) (*List[*APIKey], error) {
 	p, err := s.authorize(ctx, "apikey.search", "", FlagAPIKeysRead)
 	if err != nil {
@@ -347,7 +357,7 @@ func (s *Service) SearchAPIKeysByRing(ctx context.Context, ref RingRef, req Page
 	return s.listAPIKeys(ctx, p, "apikey.search", req, ps, func(key []byte, k *apiKeyRecord) bool {
 		// A key both naming the ring and reaching every ring was listed
 		// with the first prefix already.
-		return bytes.HasPrefix(key, explicit) || !slices.Contains(k.Flags.rings(), lower)
+		return k.inRingIndex(key) && (bytes.HasPrefix(key, explicit) || !slices.Contains(k.Flags.rings(), lower))
 	})
 }
 

@@ -250,6 +250,7 @@ func TestSearchAPIKeysByRing(t *testing.T) {
 	}
 	mk(kms.Flags{"keyring.other.encrypt": true})
 	mk(kms.Flags{"apikeys.read": true})
+	mk(kms.Flags{"keyring.pay.encrypt": false, "keyring.*.read": false, "*": false}) // grants nothing
 	for _, ref := range []kms.RingRef{{Name: "pay"}, {Name: "PAY"}} {
 		var got []string
 		req := kms.PageRequest{Limit: 1}

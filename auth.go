@@ -102,12 +102,16 @@ func (f Flags) normalize() (Flags, error) {
 	return out, nil
 }
 
-// rings returns the lower-case names of the rings that the flags name in a
-// keyring.<ring>.<op> flag (granted or not), without the wildcard.
+// rings returns the lower-case names of the rings that the flags grant an
+// operation on in a keyring.<ring>.<op> flag, without the wildcard. A flag
+// set to false names no ring.
 func (f Flags) rings() []string {
 	seen := map[string]bool{}
 	var out []string
-	for name := range f {
+	for name, granted := range f {
+		if !granted {
+			continue
+		}
 		rest, ok := strings.CutPrefix(name, "keyring.")
 		if !ok {
 			continue
