@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -575,8 +576,11 @@ type ValidateResult struct {
 // ValidateAPIKey checks another API key: whether it is valid (active, of an
 // existing Account) and, with an activity, whether its flags allow the
 // activity's action. It records the activity as that key's, granted or
-// denied. It needs apikeys.validate; without accounts.all, keys of other
-// Accounts are reported invalid.
+// denied, with the activity's props and, over them, the service's own:
+// validatedBy (the caller), via "validate", flag (the flag checked), and
+// action, ring and result, so the record says that it was claimed through
+// a validation. It needs apikeys.validate; without accounts.all, keys of
+// other Accounts are reported invalid.
 func (s *Service) ValidateAPIKey(ctx context.Context, in ValidateInput) (*ValidateResult, error) {
 	p, err := s.authorize(ctx, "apikey.validate", "", FlagAPIKeysValidate)
 	if err != nil {
@@ -594,24 +598,27 @@ func (s *Service) ValidateAPIKey(ctx context.Context, in ValidateInput) (*Valida
 		return nil, err
 	}
 	action, ring := "validate", ""
-	props := map[string]any{"validatedBy": p.ID}
-	granted := res.Valid
+	// The caller's props come first: the members the service sets (these,
+	// flag below, and action, ring and result in the journal) overwrite
+	// them, so a validation cannot pass for the operation it reports.
+	props := map[string]any{}
 	if in.Activity != nil {
-		for k, v := range in.Activity.Props {
-			props[k] = v
+		maps.Copy(props, in.Activity.Props)
+	}
+	delete(props, "flag")
+	props["validatedBy"], props["via"] = p.ID, "validate"
+	granted := res.Valid
+	if in.Activity != nil && in.Activity.Action != "" {
+		action = in.Activity.Action
+		flag := in.Activity.Action
+		if in.Activity.RingName != "" {
+			ring = strings.ToLower(in.Activity.RingName)
+			flag = RingFlag(in.Activity.RingName, in.Activity.Action)
 		}
-		if in.Activity.Action != "" {
-			action = in.Activity.Action
-			flag := in.Activity.Action
-			if in.Activity.RingName != "" {
-				ring = strings.ToLower(in.Activity.RingName)
-				flag = RingFlag(in.Activity.RingName, in.Activity.Action)
-			}
-			ok := subject.Can(flag)
-			res.ValidAction = &ok
-			granted = granted && ok
-			props["flag"] = flag
-		}
+		ok := subject.Can(flag)
+		res.ValidAction = &ok
+		granted = granted && ok
+		props["flag"] = flag
 	}
 	actor := p
 	if subject != nil {

@@ -279,13 +279,23 @@ func TestSearchAPIKeysByRing(t *testing.T) {
 }
 
 func TestValidateAPIKey(t *testing.T) {
-	e := newEnv(t)
+	st := newMemStore(t)
+	e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey()})
 	e.ring(t, "pay")
 	target, _ := e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: e.acct, Flags: kms.Flags{"keyring.pay.encrypt": true}})
 	gw := e.as(t, kms.Flags{"apikeys.validate": true})
-	res, err := e.svc.ValidateAPIKey(gw, kms.ValidateInput{Key: target.Key, Activity: &kms.ValidateActivity{Action: "encrypt", RingName: "pay", Props: map[string]any{"file": "a.txt"}}})
+	res, err := e.svc.ValidateAPIKey(gw, kms.ValidateInput{Key: target.Key, Activity: &kms.ValidateActivity{Action: "encrypt", RingName: "pay",
+		Props: map[string]any{"file": "a.txt", "validatedBy": "someone else", "via": "encrypt", "flag": "*"}}})
 	if err != nil || !res.Valid || res.ValidAction == nil || !*res.ValidAction || res.KeyID != target.KeyID {
 		t.Fatalf("ValidateAPIKey(allowed) = %+v, %v", res, err)
+	}
+	// The record is the target's encrypt, with the caller's props under
+	// the service's own: it says who validated it, and that it did.
+	recs := records(t, st)
+	last := recs[len(recs)-1]
+	if last.KeyID != target.KeyID || last.Action != "encrypt" || last.Props["file"] != "a.txt" ||
+		last.Props["validatedBy"] != kms.PrincipalFrom(gw).ID || last.Props["via"] != "validate" || last.Props["flag"] != "keyring.pay.encrypt" {
+		t.Errorf("record of the validation = %+v", last)
 	}
 	res, err = e.svc.ValidateAPIKey(gw, kms.ValidateInput{Key: target.Key, Activity: &kms.ValidateActivity{Action: "rotate", RingName: "pay"}})
 	if err != nil || !res.Valid || *res.ValidAction {
