@@ -83,10 +83,8 @@ const (
 // checkGrant refuses flags that p does not hold itself: a credential can
 // only hand on what it has.
 func checkGrant(p *Principal, flags Flags) error {
-	for name, granted := range flags {
-		if granted && !p.Can(name) {
-			return Errorf(KindPermissionDenied, "cannot grant flag %q: the caller does not hold it", name)
-		}
+	if name := p.uncovered(flags); name != "" {
+		return Errorf(KindPermissionDenied, "cannot grant flag %q: the caller does not hold it", name)
 	}
 	return nil
 }
@@ -396,21 +394,26 @@ type APIKeyUpdate struct {
 
 // APIKeyUpdateResult is the answer to UpdateAPIKey: the key as it is now.
 // Key is the secret the caller named the key by, echoed; empty when the key
-// was named by ID.
+// was named by ID. Flags and Props are nil (and left out of the JSON) when
+// the caller does not hold apikeys.read: a write does not show what only a
+// read may.
 type APIKeyUpdateResult struct {
 	Key        string         `json:"key,omitempty"`
 	KeyID      string         `json:"keyid"`
 	Op         string         `json:"op"`
 	Active     bool           `json:"active"`
 	References APIKeyRefs     `json:"references"`
-	Flags      Flags          `json:"flags"`
-	Props      map[string]any `json:"props"`
+	Flags      Flags          `json:"flags,omitzero"`
+	Props      map[string]any `json:"props,omitzero"`
 }
 
 // UpdateAPIKey changes an API key's flags, props, state or Account. It
-// needs apikeys.write; the caller may grant only flags it holds, and
-// without accounts.all may change only its own Account's keys. The change
-// takes effect on the key's next request.
+// needs apikeys.write and the reach rule (checkFlagReach): the caller must
+// hold every flag the key grants as it is, and every flag the change adds
+// (activating a key thus needs all of its flags). Without accounts.all it
+// may change only its own Account's keys. The change takes effect on the
+// key's next request. The answer holds the key's flags and props only for
+// a caller with apikeys.read.
 func (s *Service) UpdateAPIKey(ctx context.Context, in APIKeyUpdate) (*APIKeyUpdateResult, error) {
 	p, err := s.authorize(ctx, "apikey.update", "", FlagAPIKeysWrite)
 	if err != nil {
@@ -432,6 +435,9 @@ func (s *Service) UpdateAPIKey(ctx context.Context, in APIKeyUpdate) (*APIKeyUpd
 			return err
 		}
 		act.Props["apikeyId"] = old.KeyID
+		if err := checkFlagReach(p, "API key "+old.KeyID, "it", old.Flags); err != nil {
+			return err
+		}
 		k := *old
 		k.Flags = applyOp(in.Op, old.Flags, flags)
 		k.Props = applyOp(in.Op, old.Props, in.Props)
@@ -472,7 +478,10 @@ func (s *Service) UpdateAPIKey(ctx context.Context, in APIKeyUpdate) (*APIKeyUpd
 	if err != nil {
 		return nil, err
 	}
-	res := &APIKeyUpdateResult{KeyID: out.KeyID, Op: in.Op, Active: out.Active, References: out.References, Flags: out.Flags, Props: orEmpty(out.Props)}
+	res := &APIKeyUpdateResult{KeyID: out.KeyID, Op: in.Op, Active: out.Active, References: out.References}
+	if p.Can(FlagAPIKeysRead) {
+		res.Flags, res.Props = out.Flags, orEmpty(out.Props)
+	}
 	if in.Ref.BySecret {
 		res.Key = in.Ref.Value
 	}
@@ -515,8 +524,9 @@ type DeleteAPIKeyResult struct {
 }
 
 // DeleteAPIKey deletes an API key, named by ID or by secret. It stops
-// authenticating at once. It needs apikeys.write; without accounts.all only
-// keys of the caller's Account.
+// authenticating at once. It needs apikeys.write and the reach rule (the
+// caller holds every flag the key grants); without accounts.all only keys
+// of the caller's Account.
 func (s *Service) DeleteAPIKey(ctx context.Context, ref APIKeyRef) (*DeleteAPIKeyResult, error) {
 	p, err := s.authorize(ctx, "apikey.delete", "", FlagAPIKeysWrite)
 	if err != nil {
@@ -530,6 +540,9 @@ func (s *Service) DeleteAPIKey(ctx context.Context, ref APIKeyRef) (*DeleteAPIKe
 			return err
 		}
 		act.Props["apikeyId"] = k.KeyID
+		if err := checkFlagReach(p, "API key "+k.KeyID, "it", k.Flags); err != nil {
+			return err
+		}
 		digest = k.Digest
 		dels := append(k.indexKeys(), join(pfxAPIKey, []byte(k.KeyID)), join(pfxAPIDigest, []byte(k.Digest)))
 		for _, d := range dels {

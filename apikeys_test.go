@@ -311,3 +311,122 @@ func TestValidateAPIKey(t *testing.T) {
 	wantKind(t, "ValidateAPIKey without the flag", err, kms.KindPermissionDenied)
 	_ = context.Background
 }
+
+// TestAPIKeyReach checks the reach rule on API keys: apikeys.write acts
+// only on keys whose every granted flag the caller holds.
+func TestAPIKeyReach(t *testing.T) {
+	e := newEnv(t)
+	off, on := false, true
+	strong, err := e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: e.acct, Flags: kms.Flags{"*": true}, Props: map[string]any{"p": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.UpdateAPIKey(e.root, kms.APIKeyUpdate{Op: kms.UpdateMerge, Ref: kms.APIKeyRef{Value: strong.KeyID}, Active: &off}); err != nil {
+		t.Fatal(err)
+	}
+	weak := e.as(t, kms.Flags{kms.FlagAPIKeysWrite: true, "keyring.ra.encrypt": true})
+	ref := kms.APIKeyRef{Value: strong.KeyID}
+	for _, c := range []struct {
+		name string
+		in   kms.APIKeyUpdate
+	}{
+		{"activate", kms.APIKeyUpdate{Op: kms.UpdateMerge, Ref: ref, Active: &on}},
+		{"strip its flags", kms.APIKeyUpdate{Op: kms.UpdateReplace, Ref: ref, Flags: kms.Flags{}}},
+		{"delete its flags", kms.APIKeyUpdate{Op: kms.UpdateDelete, Ref: ref, Flags: kms.Flags{"*": true}}},
+		{"change its props", kms.APIKeyUpdate{Op: kms.UpdateMerge, Ref: ref, Props: map[string]any{"p": 2}}},
+		{"by its secret", kms.APIKeyUpdate{Op: kms.UpdateMerge, Ref: kms.APIKeyRef{Value: strong.Key, BySecret: true}, Active: &on}},
+	} {
+		_, err := e.svc.UpdateAPIKey(weak, c.in)
+		wantKind(t, "UpdateAPIKey("+c.name+" of a stronger key)", err, kms.KindPermissionDenied)
+	}
+	_, err = e.svc.DeleteAPIKey(weak, ref)
+	wantKind(t, "DeleteAPIKey(a stronger key)", err, kms.KindPermissionDenied)
+	got, err := e.svc.GetAPIKey(e.root, strong.KeyID)
+	if err != nil || got.Active || len(got.Flags) != 1 || !got.Flags["*"] || got.Props["p"] != 1.0 {
+		t.Fatalf("the stronger key after the refusals = %+v, %v; want it as it was", got, err)
+	}
+	_, err = e.svc.Authenticate(t.Context(), strong.Key)
+	wantKind(t, "Authenticate(the stronger key)", err, kms.KindUnauthenticated)
+
+	// A key whose granted flags the caller holds is within reach; flags
+	// set to false grant nothing and need no cover. Without apikeys.read
+	// the answer shows neither flags nor props.
+	covered, err := e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: e.acct, Flags: kms.Flags{"keyring.ra.encrypt": true, "keyring.rb.encrypt": false}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cref := kms.APIKeyRef{Value: covered.KeyID}
+	if _, err := e.svc.UpdateAPIKey(e.root, kms.APIKeyUpdate{Op: kms.UpdateMerge, Ref: cref, Active: &off}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.svc.UpdateAPIKey(weak, kms.APIKeyUpdate{Op: kms.UpdateMerge, Ref: cref, Active: &on})
+	if err != nil || !res.Active || res.Flags != nil || res.Props != nil {
+		t.Fatalf("UpdateAPIKey(activate a covered key, without apikeys.read) = %+v, %v; want active, no flags nor props", res, err)
+	}
+	reader := e.as(t, kms.Flags{kms.FlagAPIKeysWrite: true, kms.FlagAPIKeysRead: true, "keyring.ra.encrypt": true})
+	res, err = e.svc.UpdateAPIKey(reader, kms.APIKeyUpdate{Op: kms.UpdateMerge, Ref: cref, Props: map[string]any{"q": "r"}})
+	if err != nil || !res.Flags["keyring.ra.encrypt"] || res.Props["q"] != "r" {
+		t.Fatalf("UpdateAPIKey(with apikeys.read) = %+v, %v; want its flags and props", res, err)
+	}
+	if _, err := e.svc.DeleteAPIKey(weak, cref); err != nil {
+		t.Errorf("DeleteAPIKey(a covered key) = %v", err)
+	}
+
+	// Moving a key needs accounts.all and the key within reach.
+	acct, _ := e.svc.CreateAccount(e.root, kms.AccountInput{UID: "elsewhere"})
+	mover := e.as(t, kms.Flags{kms.FlagAPIKeysWrite: true, kms.FlagAllAccounts: true})
+	_, err = e.svc.UpdateAPIKey(mover, kms.APIKeyUpdate{Op: kms.UpdateMerge, Ref: ref, References: &kms.APIKeyRefs{AccountID: acct.ID}})
+	wantKind(t, "UpdateAPIKey(move a stronger key)", err, kms.KindPermissionDenied)
+}
+
+// TestAccountReach checks the reach rule on Accounts: a change needs every
+// flag that the Account's API keys and Users grant.
+func TestAccountReach(t *testing.T) {
+	e := newEnv(t)
+	acct, err := e.svc.CreateAccount(e.root, kms.AccountInput{UID: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := func(flags kms.Flags) context.Context {
+		t.Helper()
+		k, err := e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: acct.ID, Flags: flags})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := e.svc.Authenticate(t.Context(), k.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kms.WithPrincipal(t.Context(), p)
+	}
+	if _, err := e.svc.CreateUser(e.root, kms.UserInput{Username: "ann", Email: "ann@example.com", FirstName: "A", LastName: "N",
+		AccountID: acct.ID, Flags: kms.Flags{"keyring.y.read": true}}); err != nil {
+		t.Fatal(err)
+	}
+	notes := "changed"
+	update := kms.AccountUpdate{Notes: &notes}
+	ref := kms.AccountRef{Value: acct.ID}
+
+	writer := in(kms.Flags{kms.FlagAccountsWrite: true, "keyring.x.read": true, "keyring.z.read": false})
+	_, err = e.svc.UpdateAccount(writer, ref, update)
+	wantKind(t, "UpdateAccount(a user holds keyring.y.read)", err, kms.KindPermissionDenied)
+	if err != nil && !strings.Contains(err.Error(), "user ann") {
+		t.Errorf("UpdateAccount error %q does not name the user out of reach", err)
+	}
+	full := in(kms.Flags{kms.FlagAccountsWrite: true, "keyring.x.read": true, "keyring.y.read": true})
+	if _, err := e.svc.UpdateAccount(full, ref, update); err != nil {
+		t.Errorf("UpdateAccount(every flag of the account held) = %v", err)
+	}
+	_ = in(kms.Flags{"keyring.w.read": true})
+	_, err = e.svc.UpdateAccount(full, ref, update)
+	wantKind(t, "UpdateAccount(a key holds keyring.w.read)", err, kms.KindPermissionDenied)
+
+	// The root Account holds "*": only "*" reaches it, accounts.all or not.
+	all := e.as(t, kms.Flags{kms.FlagAccountsWrite: true, kms.FlagAllAccounts: true})
+	uid := "hijacked"
+	_, err = e.svc.UpdateAccount(all, kms.AccountRef{Value: e.acct}, kms.AccountUpdate{UID: &uid})
+	wantKind(t, "UpdateAccount(the root account)", err, kms.KindPermissionDenied)
+	if got, err := e.svc.GetAccount(e.root, kms.AccountRef{Value: e.acct}); err != nil || got.UID != kms.BootstrapAccountUID {
+		t.Errorf("root account after the refusal = %+v, %v", got, err)
+	}
+}

@@ -84,7 +84,8 @@ func (c *Client) GetAPIKey(ctx context.Context, id string) (*kms.APIKey, error) 
 
 // UpdateAPIKey changes an API key's flags, props, state or Account: PUT
 // /auth/apikey when in.Ref names the key by its secret, PUT /auth/apikeyid
-// when by its ID.
+// when by its ID. The answer's Flags and Props are nil unless the
+// credential holds apikeys.read.
 func (c *Client) UpdateAPIKey(ctx context.Context, in kms.APIKeyUpdate) (*kms.APIKeyUpdateResult, error) {
 	body := apiKeyUpdateRequest{Op: in.Op, Active: in.Active, References: in.References, Flags: in.Flags, Props: in.Props}
 	path := "/auth/apikeyid"

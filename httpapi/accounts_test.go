@@ -323,3 +323,80 @@ func TestAPIKeysOverHTTP(t *testing.T) {
 		}
 	})
 }
+
+// TestReachOverHTTP checks the reach rule: a credential acts on an API
+// key, a User or an Account only if it holds every flag granted there.
+func TestReachOverHTTP(t *testing.T) {
+	e := newEnv(t)
+	strong, strongID := e.apiKey(t, "*")
+	e.do(t, "PUT", "/auth/apikeyid", e.root, map[string]any{"op": "merge", "apikeyid": strongID, "active": false}).want(t, http.StatusOK)
+	weak, _ := e.apiKey(t, "apikeys.write", "keyring.ra.encrypt")
+
+	t.Run("apikeys.write does not revive, strip or delete a stronger key", func(t *testing.T) {
+		for _, body := range []map[string]any{
+			{"op": "merge", "apikeyid": strongID, "active": true},
+			{"op": "replace", "apikeyid": strongID, "flags": map[string]bool{}},
+			{"op": "delete", "apikeyid": strongID, "flags": map[string]bool{"*": true}},
+			{"op": "merge", "apikeyid": strongID, "props": map[string]any{"x": 1}},
+		} {
+			r := e.do(t, "PUT", "/auth/apikeyid", weak, body)
+			r.wantError(t, http.StatusForbidden, "permission_denied")
+			if strings.Contains(string(r.body), `"flags"`) {
+				t.Errorf("PUT /auth/apikeyid %v: the refusal shows flags: %s", body, r.body)
+			}
+		}
+		e.do(t, "PUT", "/auth/apikey", weak, map[string]any{"op": "merge", "key": strong, "active": true}).wantError(t, http.StatusForbidden, "permission_denied")
+		e.do(t, "DELETE", "/auth/apikey/"+strongID+"?id=true", weak, nil).wantError(t, http.StatusForbidden, "permission_denied")
+		e.do(t, "DELETE", "/auth/apikey/"+strong, weak, nil).wantError(t, http.StatusForbidden, "permission_denied")
+		got := decode[kms.APIKey](t, e.do(t, "GET", "/auth/apikey/"+strongID, e.root, nil).want(t, http.StatusOK))
+		if got.Active || len(got.Flags) != 1 || !got.Flags["*"] {
+			t.Errorf("the stronger key after the refusals = %+v, want inactive with flag *", got)
+		}
+		e.do(t, "GET", "/auth/apikey", strong, nil).wantError(t, http.StatusUnauthorized, "unauthenticated")
+	})
+	t.Run("a covered key, and the answer without apikeys.read", func(t *testing.T) {
+		_, id := e.apiKey(t, "keyring.ra.encrypt")
+		e.do(t, "PUT", "/auth/apikeyid", e.root, map[string]any{"op": "merge", "apikeyid": id, "active": false}).want(t, http.StatusOK)
+		body := e.do(t, "PUT", "/auth/apikeyid", weak, map[string]any{"op": "merge", "apikeyid": id, "active": true}).want(t, http.StatusOK).object(t)
+		if body["keyid"] != id || body["active"] != true || body["op"] != "merge" {
+			t.Errorf("PUT /auth/apikeyid (covered key) = %v", body)
+		}
+		if _, ok := body["flags"]; ok {
+			t.Errorf("PUT /auth/apikeyid answers flags to a caller without apikeys.read: %v", body)
+		}
+		if _, ok := body["props"]; ok {
+			t.Errorf("PUT /auth/apikeyid answers props to a caller without apikeys.read: %v", body)
+		}
+		reader, _ := e.apiKey(t, "apikeys.write", "apikeys.read", "keyring.ra.encrypt")
+		body = e.do(t, "PUT", "/auth/apikeyid", reader, map[string]any{"op": "merge", "apikeyid": id, "props": map[string]any{"x": 1}}).want(t, http.StatusOK).object(t)
+		if flags, _ := body["flags"].(map[string]any); flags["keyring.ra.encrypt"] != true || body["props"] == nil {
+			t.Errorf("PUT /auth/apikeyid with apikeys.read = %v, want flags and props", body)
+		}
+		e.do(t, "DELETE", "/auth/apikey/"+id+"?id=true", weak, nil).want(t, http.StatusOK)
+	})
+	t.Run("users.write does not change a stronger user", func(t *testing.T) {
+		e.createUser(t, "boss", "*")
+		writer, _ := e.apiKey(t, "users.write")
+		e.do(t, "PATCH", "/auth/users/boss", writer, map[string]any{"email": "mine@example.com"}).wantError(t, http.StatusForbidden, "permission_denied")
+		e.do(t, "DELETE", "/auth/users/boss", writer, nil).wantError(t, http.StatusForbidden, "permission_denied")
+	})
+	t.Run("accounts.write does not change an account it does not cover", func(t *testing.T) {
+		// The root Account holds the root key ("*").
+		all, _ := e.apiKey(t, "accounts.write", "accounts.all")
+		e.do(t, "PATCH", "/auth/accounts/root?uid=true", all, map[string]any{"uid": "hijacked"}).wantError(t, http.StatusForbidden, "permission_denied")
+		e.do(t, "GET", "/auth/accounts/root?uid=true", e.root, nil).want(t, http.StatusOK)
+		// The test Account holds keys and a User with flags the writer
+		// lacks: not even its own Account.
+		own, _ := e.apiKey(t, "accounts.write")
+		msg := e.do(t, "PATCH", "/auth/accounts/tests?uid=true", own, map[string]any{"notes": "x"}).wantError(t, http.StatusForbidden, "permission_denied")
+		if !strings.Contains(msg, "holds flag") {
+			t.Errorf("message %q does not say which flag is out of reach", msg)
+		}
+		// An Account whose credentials it covers.
+		acct := decode[kms.Account](t, e.do(t, "POST", "/auth/accounts", e.root, map[string]any{"uid": "small"}).want(t, http.StatusOK))
+		e.apiKeyIn(t, acct.ID, "keyring.ra.encrypt")
+		e.do(t, "PATCH", "/auth/accounts/small?uid=true", all, map[string]any{"notes": "x"}).wantError(t, http.StatusForbidden, "permission_denied")
+		covering, _ := e.apiKeyIn(t, acct.ID, "accounts.write", "keyring.ra.encrypt")
+		e.do(t, "PATCH", "/auth/accounts/small?uid=true", covering, map[string]any{"notes": "x"}).want(t, http.StatusOK)
+	})
+}
