@@ -387,18 +387,7 @@ func TestAccountReach(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := func(flags kms.Flags) context.Context {
-		t.Helper()
-		k, err := e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: acct.ID, Flags: flags})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := e.svc.Authenticate(t.Context(), k.Key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return kms.WithPrincipal(t.Context(), p)
-	}
+	in := func(flags kms.Flags) context.Context { return e.asIn(t, acct.ID, flags) }
 	if _, err := e.svc.CreateUser(e.root, kms.UserInput{Username: "ann", Email: "ann@example.com", FirstName: "A", LastName: "N",
 		AccountID: acct.ID, Flags: kms.Flags{"keyring.y.read": true}}); err != nil {
 		t.Fatal(err)
