@@ -205,8 +205,44 @@ func (s *Service) ListAccounts(ctx context.Context, req PageRequest) (*List[*Acc
 	})
 }
 
-// UpdateAccount changes an Account. It needs accounts.write; without
-// accounts.all only the caller's own Account.
+// checkAccountReach applies the reach rule (checkFlagReach) to an Account:
+// p covers it when it holds every flag that the Account's API keys and
+// Users grant. It reads them in the write's transaction, so that a
+// credential added meanwhile counts, and its cost grows with them; a
+// caller with "*" holds every flag and reads none.
+func checkAccountReach(tx Txn, p *Principal, a *Account) error {
+	if p.Can(FlagRoot) {
+		return nil
+	}
+	what := "account " + a.UID
+	keys := join(pfxAPIAccount, []byte(a.ID), sep)
+	err := tx.Scan(ScanOptions{Prefix: keys, KeysOnly: true}, func(k, _ []byte) (bool, error) {
+		ak, err := getAPIKey(tx, string(k[len(keys):]))
+		if isNotFound(err) {
+			return true, nil
+		} else if err != nil {
+			return false, err
+		}
+		return true, checkFlagReach(p, what, "its API key "+ak.KeyID, ak.Flags)
+	})
+	if err != nil {
+		return err
+	}
+	return tx.Scan(ScanOptions{Prefix: join(pfxUserAccount, []byte(a.ID), sep)}, func(_, id []byte) (bool, error) {
+		u, err := getUser(tx, string(id))
+		if isNotFound(err) {
+			return true, nil
+		} else if err != nil {
+			return false, err
+		}
+		return true, checkFlagReach(p, what, "its user "+u.Username, u.Flags)
+	})
+}
+
+// UpdateAccount changes an Account. It needs accounts.write and the reach
+// rule: the caller must hold every flag that the Account's API keys and
+// Users grant (checkAccountReach). Without accounts.all only the caller's
+// own Account.
 func (s *Service) UpdateAccount(ctx context.Context, ref AccountRef, in AccountUpdate) (*Account, error) {
 	p, err := s.authorize(ctx, "account.update", "", FlagAccountsWrite)
 	if err != nil {
@@ -222,6 +258,9 @@ func (s *Service) UpdateAccount(ctx context.Context, ref AccountRef, in AccountU
 	err = s.journal.submit(act, func(tx Txn) error {
 		a, err := visibleAccount(tx, p, ref)
 		if err != nil {
+			return err
+		}
+		if err := checkAccountReach(tx, p, a); err != nil {
 			return err
 		}
 		old := a.UID
@@ -246,7 +285,8 @@ func (s *Service) UpdateAccount(ctx context.Context, ref AccountRef, in AccountU
 
 // DeleteAccount deletes an Account and answers it as it was. An Account
 // that still has API keys or Users cannot be deleted (Conflict): nothing is
-// removed in bulk by accident. It needs accounts.write and accounts.all,
+// removed in bulk by accident, and the reach rule holds of itself, since an
+// empty Account holds no flag. It needs accounts.write and accounts.all,
 // and a caller cannot delete the Account it acts for.
 func (s *Service) DeleteAccount(ctx context.Context, ref AccountRef) (*Account, error) {
 	p, err := s.authorizeAll(ctx, "account.delete", FlagAccountsWrite, FlagAllAccounts)

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -45,8 +46,10 @@ type APIKeyInput struct {
 	// UID instead.
 	AccountID    string
 	AccountByUID bool
-	Flags        Flags
-	Props        map[string]any
+	// Flags are required: nil is an Invalid error, Flags{} a key without
+	// flags.
+	Flags Flags
+	Props map[string]any
 }
 
 // apiKeyPrefix starts every generated API key secret.
@@ -80,17 +83,16 @@ const (
 // checkGrant refuses flags that p does not hold itself: a credential can
 // only hand on what it has.
 func checkGrant(p *Principal, flags Flags) error {
-	for name, granted := range flags {
-		if granted && !p.Can(name) {
-			return Errorf(KindPermissionDenied, "cannot grant flag %q: the caller does not hold it", name)
-		}
+	if name := p.uncovered(flags); name != "" {
+		return Errorf(KindPermissionDenied, "cannot grant flag %q: the caller does not hold it", name)
 	}
 	return nil
 }
 
 // CreateAPIKey creates an API key for an Account and returns it in full,
 // with its secret: the only time the secret is shown. It needs
-// apikeys.write; the caller may grant only flags it holds itself, and
+// apikeys.write. Flags are required (an empty, non-nil Flags for a key
+// without any); the caller may grant only flags it holds itself, and
 // without accounts.all may create keys only for its own Account. A key made
 // with a User's access token is owned by that User.
 func (s *Service) CreateAPIKey(ctx context.Context, in APIKeyInput) (*APIKey, error) {
@@ -101,12 +103,12 @@ func (s *Service) CreateAPIKey(ctx context.Context, in APIKeyInput) (*APIKey, er
 	if in.AccountID == "" {
 		return nil, s.recordFailure(p, "apikey.create", "", Errorf(KindInvalid, "accountId is required"))
 	}
+	if in.Flags == nil {
+		return nil, s.recordFailure(p, "apikey.create", "", Errorf(KindInvalid, "flags is required: give {} for a key without flags"))
+	}
 	flags, err := in.Flags.normalize()
 	if err == nil {
 		err = checkGrant(p, flags)
-	}
-	if flags == nil {
-		flags = Flags{}
 	}
 	if err != nil {
 		return nil, s.recordFailure(p, "apikey.create", "", err)
@@ -147,19 +149,28 @@ func (s *Service) CreateAPIKey(ctx context.Context, in APIKeyInput) (*APIKey, er
 // flags reach every ring (keyring.*.<op>, or "*").
 const wildcardRing = "*"
 
-// ringIndex returns the ring index entries of k.
+// ringIndex returns the ring index entries of k: one for each ring its
+// flags grant an operation on, and one under wildcardRing when a granted
+// flag reaches every ring. Flags set to false make none.
 func (k *apiKeyRecord) ringIndex() [][]byte {
 	var out [][]byte
 	for _, ring := range k.Flags.rings() {
 		out = append(out, join(pfxAPIRing, []byte(ring), sep, []byte(k.KeyID)))
 	}
-	for name := range k.Flags {
-		if name == FlagRoot || strings.HasPrefix(name, "keyring.*.") {
+	for name, granted := range k.Flags {
+		if granted && (name == FlagRoot || strings.HasPrefix(name, "keyring.*.")) {
 			out = append(out, join(pfxAPIRing, []byte(wildcardRing), sep, []byte(k.KeyID)))
 			break
 		}
 	}
 	return out
+}
+
+// inRingIndex reports whether k, as it is now, makes the ring index entry
+// entry. Readers of the index check it, so that an entry that an earlier
+// version wrote for a flag set to false does not count.
+func (k *apiKeyRecord) inRingIndex(entry []byte) bool {
+	return slices.ContainsFunc(k.ringIndex(), func(e []byte) bool { return bytes.Equal(e, entry) })
 }
 
 // indexKeys returns every index entry of k but the digest's.
@@ -325,10 +336,11 @@ func (s *Service) ListAccountAPIKeys(ctx context.Context, ref AccountRef, req Pa
 	return s.listAPIKeys(ctx, p, "apikey.list", req, ps, nil)
 }
 
-// SearchAPIKeysByRing pages through the API keys whose flags name a ring,
-// then those whose flags reach every ring (keyring.*.<op> or "*"). It
-// needs apikeys.read; without accounts.all only the caller's Account's
-// keys are listed.
+// SearchAPIKeysByRing pages through the API keys whose flags grant an
+// operation on a ring, then those whose flags reach every ring
+// (keyring.*.<op> or "*"); flags set to false do not count. It needs
+// apikeys.read; without accounts.all only the caller's Account's keys are
+// listed.
 func (s *Service) SearchAPIKeysByRing(ctx context.Context, ref RingRef, req PageRequest) (*List[*APIKey], error) {
 	p, err := s.authorize(ctx, "apikey.search", "", FlagAPIKeysRead)
 	if err != nil {
@@ -344,7 +356,7 @@ func (s *Service) SearchAPIKeysByRing(ctx context.Context, ref RingRef, req Page
 	return s.listAPIKeys(ctx, p, "apikey.search", req, ps, func(key []byte, k *apiKeyRecord) bool {
 		// A key both naming the ring and reaching every ring was listed
 		// with the first prefix already.
-		return bytes.HasPrefix(key, explicit) || !slices.Contains(k.Flags.rings(), lower)
+		return k.inRingIndex(key) && (bytes.HasPrefix(key, explicit) || !slices.Contains(k.Flags.rings(), lower))
 	})
 }
 
@@ -382,21 +394,26 @@ type APIKeyUpdate struct {
 
 // APIKeyUpdateResult is the answer to UpdateAPIKey: the key as it is now.
 // Key is the secret the caller named the key by, echoed; empty when the key
-// was named by ID.
+// was named by ID. Flags and Props are nil (and left out of the JSON) when
+// the caller does not hold apikeys.read: a write does not show what only a
+// read may.
 type APIKeyUpdateResult struct {
 	Key        string         `json:"key,omitempty"`
 	KeyID      string         `json:"keyid"`
 	Op         string         `json:"op"`
 	Active     bool           `json:"active"`
 	References APIKeyRefs     `json:"references"`
-	Flags      Flags          `json:"flags"`
-	Props      map[string]any `json:"props"`
+	Flags      Flags          `json:"flags,omitzero"`
+	Props      map[string]any `json:"props,omitzero"`
 }
 
 // UpdateAPIKey changes an API key's flags, props, state or Account. It
-// needs apikeys.write; the caller may grant only flags it holds, and
-// without accounts.all may change only its own Account's keys. The change
-// takes effect on the key's next request.
+// needs apikeys.write and the reach rule (checkFlagReach): the caller must
+// hold every flag the key grants as it is, and every flag the change adds
+// (activating a key thus needs all of its flags). Without accounts.all it
+// may change only its own Account's keys. The change takes effect on the
+// key's next request. The answer holds the key's flags and props only for
+// a caller with apikeys.read.
 func (s *Service) UpdateAPIKey(ctx context.Context, in APIKeyUpdate) (*APIKeyUpdateResult, error) {
 	p, err := s.authorize(ctx, "apikey.update", "", FlagAPIKeysWrite)
 	if err != nil {
@@ -418,6 +435,9 @@ func (s *Service) UpdateAPIKey(ctx context.Context, in APIKeyUpdate) (*APIKeyUpd
 			return err
 		}
 		act.Props["apikeyId"] = old.KeyID
+		if err := checkFlagReach(p, "API key "+old.KeyID, "it", old.Flags); err != nil {
+			return err
+		}
 		k := *old
 		k.Flags = applyOp(in.Op, old.Flags, flags)
 		k.Props = applyOp(in.Op, old.Props, in.Props)
@@ -458,7 +478,10 @@ func (s *Service) UpdateAPIKey(ctx context.Context, in APIKeyUpdate) (*APIKeyUpd
 	if err != nil {
 		return nil, err
 	}
-	res := &APIKeyUpdateResult{KeyID: out.KeyID, Op: in.Op, Active: out.Active, References: out.References, Flags: out.Flags, Props: orEmpty(out.Props)}
+	res := &APIKeyUpdateResult{KeyID: out.KeyID, Op: in.Op, Active: out.Active, References: out.References}
+	if p.Can(FlagAPIKeysRead) {
+		res.Flags, res.Props = out.Flags, orEmpty(out.Props)
+	}
 	if in.Ref.BySecret {
 		res.Key = in.Ref.Value
 	}
@@ -501,8 +524,9 @@ type DeleteAPIKeyResult struct {
 }
 
 // DeleteAPIKey deletes an API key, named by ID or by secret. It stops
-// authenticating at once. It needs apikeys.write; without accounts.all only
-// keys of the caller's Account.
+// authenticating at once. It needs apikeys.write and the reach rule (the
+// caller holds every flag the key grants); without accounts.all only keys
+// of the caller's Account.
 func (s *Service) DeleteAPIKey(ctx context.Context, ref APIKeyRef) (*DeleteAPIKeyResult, error) {
 	p, err := s.authorize(ctx, "apikey.delete", "", FlagAPIKeysWrite)
 	if err != nil {
@@ -516,6 +540,9 @@ func (s *Service) DeleteAPIKey(ctx context.Context, ref APIKeyRef) (*DeleteAPIKe
 			return err
 		}
 		act.Props["apikeyId"] = k.KeyID
+		if err := checkFlagReach(p, "API key "+k.KeyID, "it", k.Flags); err != nil {
+			return err
+		}
 		digest = k.Digest
 		dels := append(k.indexKeys(), join(pfxAPIKey, []byte(k.KeyID)), join(pfxAPIDigest, []byte(k.Digest)))
 		for _, d := range dels {
@@ -562,8 +589,11 @@ type ValidateResult struct {
 // ValidateAPIKey checks another API key: whether it is valid (active, of an
 // existing Account) and, with an activity, whether its flags allow the
 // activity's action. It records the activity as that key's, granted or
-// denied. It needs apikeys.validate; without accounts.all, keys of other
-// Accounts are reported invalid.
+// denied, with the activity's props and, over them, the service's own:
+// validatedBy (the caller), via "validate", flag (the flag checked), and
+// action, ring and result, so the record says that it was claimed through
+// a validation. It needs apikeys.validate; without accounts.all, keys of
+// other Accounts are reported invalid.
 func (s *Service) ValidateAPIKey(ctx context.Context, in ValidateInput) (*ValidateResult, error) {
 	p, err := s.authorize(ctx, "apikey.validate", "", FlagAPIKeysValidate)
 	if err != nil {
@@ -581,24 +611,27 @@ func (s *Service) ValidateAPIKey(ctx context.Context, in ValidateInput) (*Valida
 		return nil, err
 	}
 	action, ring := "validate", ""
-	props := map[string]any{"validatedBy": p.ID}
-	granted := res.Valid
+	// The caller's props come first: the members the service sets (these,
+	// flag below, and action, ring and result in the journal) overwrite
+	// them, so a validation cannot pass for the operation it reports.
+	props := map[string]any{}
 	if in.Activity != nil {
-		for k, v := range in.Activity.Props {
-			props[k] = v
+		maps.Copy(props, in.Activity.Props)
+	}
+	delete(props, "flag")
+	props["validatedBy"], props["via"] = p.ID, "validate"
+	granted := res.Valid
+	if in.Activity != nil && in.Activity.Action != "" {
+		action = in.Activity.Action
+		flag := in.Activity.Action
+		if in.Activity.RingName != "" {
+			ring = strings.ToLower(in.Activity.RingName)
+			flag = RingFlag(in.Activity.RingName, in.Activity.Action)
 		}
-		if in.Activity.Action != "" {
-			action = in.Activity.Action
-			flag := in.Activity.Action
-			if in.Activity.RingName != "" {
-				ring = strings.ToLower(in.Activity.RingName)
-				flag = RingFlag(in.Activity.RingName, in.Activity.Action)
-			}
-			ok := subject.Can(flag)
-			res.ValidAction = &ok
-			granted = granted && ok
-			props["flag"] = flag
-		}
+		ok := subject.Can(flag)
+		res.ValidAction = &ok
+		granted = granted && ok
+		props["flag"] = flag
 	}
 	actor := p
 	if subject != nil {

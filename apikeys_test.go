@@ -105,10 +105,12 @@ func TestAPIKeyLifecycle(t *testing.T) {
 	if !strings.HasPrefix(k.Key, "rk_") || k.AccountID != acct.ID || k.References.AccountID != acct.ID || !k.Active {
 		t.Fatalf("CreateAPIKey = %+v", k)
 	}
-	_, err = e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: "missing", AccountByUID: true})
+	_, err = e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: "missing", AccountByUID: true, Flags: kms.Flags{}})
 	wantKind(t, "CreateAPIKey(unknown account)", err, kms.KindNotFound)
-	_, err = e.svc.CreateAPIKey(e.root, kms.APIKeyInput{})
+	_, err = e.svc.CreateAPIKey(e.root, kms.APIKeyInput{Flags: kms.Flags{}})
 	wantKind(t, "CreateAPIKey(no account)", err, kms.KindInvalid)
+	_, err = e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: acct.ID})
+	wantKind(t, "CreateAPIKey(no flags)", err, kms.KindInvalid)
 	_, err = e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: acct.ID, Flags: kms.Flags{"bad flag!": true}})
 	wantKind(t, "CreateAPIKey(bad flag)", err, kms.KindInvalid)
 
@@ -158,11 +160,11 @@ func TestAPIKeyLifecycle(t *testing.T) {
 
 	// Plan limit per Account: 1 made, 3 more allowed.
 	for i := 0; i < 3; i++ {
-		if _, err := e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: acct.ID}); err != nil {
+		if _, err := e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: acct.ID, Flags: kms.Flags{}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	_, err = e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: acct.ID})
+	_, err = e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: acct.ID, Flags: kms.Flags{}})
 	wantKind(t, "CreateAPIKey(past the limit)", err, kms.KindLimit)
 	list, err := e.svc.ListAccountAPIKeys(e.root, kms.AccountRef{Value: "tenant", ByUID: true}, kms.PageRequest{Limit: 3})
 	if err != nil || len(list.Data) != 3 || !list.Pagination.HasMore {
@@ -182,7 +184,7 @@ func TestAPIKeyLifecycle(t *testing.T) {
 	wantKind(t, "GetAPIKey(deleted)", err, kms.KindNotFound)
 	_, err = e.svc.DeleteAPIKey(e.root, kms.APIKeyRef{Value: k.KeyID})
 	wantKind(t, "DeleteAPIKey(again)", err, kms.KindNotFound)
-	if _, err := e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: acct.ID}); err != nil {
+	if _, err := e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: acct.ID, Flags: kms.Flags{}}); err != nil {
 		t.Errorf("CreateAPIKey after a delete freed a place = %v", err)
 	}
 }
@@ -197,7 +199,7 @@ func TestAPIKeyTenancyAndEscalation(t *testing.T) {
 	}
 	p, _ := e.svc.Authenticate(t.Context(), admin.Key)
 	b := kms.WithPrincipal(t.Context(), p)
-	_, err = e.svc.CreateAPIKey(b, kms.APIKeyInput{AccountID: e.acct})
+	_, err = e.svc.CreateAPIKey(b, kms.APIKeyInput{AccountID: e.acct, Flags: kms.Flags{}})
 	wantKind(t, "CreateAPIKey(other account)", err, kms.KindNotFound)
 	rootKeyID := kms.PrincipalFrom(e.root).ID
 	_, err = e.svc.GetAPIKey(b, rootKeyID)
@@ -248,6 +250,7 @@ func TestSearchAPIKeysByRing(t *testing.T) {
 	}
 	mk(kms.Flags{"keyring.other.encrypt": true})
 	mk(kms.Flags{"apikeys.read": true})
+	mk(kms.Flags{"keyring.pay.encrypt": false, "keyring.*.read": false, "*": false}) // grants nothing
 	for _, ref := range []kms.RingRef{{Name: "pay"}, {Name: "PAY"}} {
 		var got []string
 		req := kms.PageRequest{Limit: 1}
@@ -276,13 +279,23 @@ func TestSearchAPIKeysByRing(t *testing.T) {
 }
 
 func TestValidateAPIKey(t *testing.T) {
-	e := newEnv(t)
+	st := newMemStore(t)
+	e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey()})
 	e.ring(t, "pay")
 	target, _ := e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: e.acct, Flags: kms.Flags{"keyring.pay.encrypt": true}})
 	gw := e.as(t, kms.Flags{"apikeys.validate": true})
-	res, err := e.svc.ValidateAPIKey(gw, kms.ValidateInput{Key: target.Key, Activity: &kms.ValidateActivity{Action: "encrypt", RingName: "pay", Props: map[string]any{"file": "a.txt"}}})
+	res, err := e.svc.ValidateAPIKey(gw, kms.ValidateInput{Key: target.Key, Activity: &kms.ValidateActivity{Action: "encrypt", RingName: "pay",
+		Props: map[string]any{"file": "a.txt", "validatedBy": "someone else", "via": "encrypt", "flag": "*"}}})
 	if err != nil || !res.Valid || res.ValidAction == nil || !*res.ValidAction || res.KeyID != target.KeyID {
 		t.Fatalf("ValidateAPIKey(allowed) = %+v, %v", res, err)
+	}
+	// The record is the target's encrypt, with the caller's props under
+	// the service's own: it says who validated it, and that it did.
+	recs := records(t, st)
+	last := recs[len(recs)-1]
+	if last.KeyID != target.KeyID || last.Action != "encrypt" || last.Props["file"] != "a.txt" ||
+		last.Props["validatedBy"] != kms.PrincipalFrom(gw).ID || last.Props["via"] != "validate" || last.Props["flag"] != "keyring.pay.encrypt" {
+		t.Errorf("record of the validation = %+v", last)
 	}
 	res, err = e.svc.ValidateAPIKey(gw, kms.ValidateInput{Key: target.Key, Activity: &kms.ValidateActivity{Action: "rotate", RingName: "pay"}})
 	if err != nil || !res.Valid || *res.ValidAction {
@@ -297,4 +310,112 @@ func TestValidateAPIKey(t *testing.T) {
 	_, err = e.svc.ValidateAPIKey(e.as(t, kms.Flags{}), kms.ValidateInput{Key: target.Key})
 	wantKind(t, "ValidateAPIKey without the flag", err, kms.KindPermissionDenied)
 	_ = context.Background
+}
+
+// TestAPIKeyReach checks the reach rule on API keys: apikeys.write acts
+// only on keys whose every granted flag the caller holds.
+func TestAPIKeyReach(t *testing.T) {
+	e := newEnv(t)
+	off, on := false, true
+	strong, err := e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: e.acct, Flags: kms.Flags{"*": true}, Props: map[string]any{"p": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.UpdateAPIKey(e.root, kms.APIKeyUpdate{Op: kms.UpdateMerge, Ref: kms.APIKeyRef{Value: strong.KeyID}, Active: &off}); err != nil {
+		t.Fatal(err)
+	}
+	weak := e.as(t, kms.Flags{kms.FlagAPIKeysWrite: true, "keyring.ra.encrypt": true})
+	ref := kms.APIKeyRef{Value: strong.KeyID}
+	for _, c := range []struct {
+		name string
+		in   kms.APIKeyUpdate
+	}{
+		{"activate", kms.APIKeyUpdate{Op: kms.UpdateMerge, Ref: ref, Active: &on}},
+		{"strip its flags", kms.APIKeyUpdate{Op: kms.UpdateReplace, Ref: ref, Flags: kms.Flags{}}},
+		{"delete its flags", kms.APIKeyUpdate{Op: kms.UpdateDelete, Ref: ref, Flags: kms.Flags{"*": true}}},
+		{"change its props", kms.APIKeyUpdate{Op: kms.UpdateMerge, Ref: ref, Props: map[string]any{"p": 2}}},
+		{"by its secret", kms.APIKeyUpdate{Op: kms.UpdateMerge, Ref: kms.APIKeyRef{Value: strong.Key, BySecret: true}, Active: &on}},
+	} {
+		_, err := e.svc.UpdateAPIKey(weak, c.in)
+		wantKind(t, "UpdateAPIKey("+c.name+" of a stronger key)", err, kms.KindPermissionDenied)
+	}
+	_, err = e.svc.DeleteAPIKey(weak, ref)
+	wantKind(t, "DeleteAPIKey(a stronger key)", err, kms.KindPermissionDenied)
+	got, err := e.svc.GetAPIKey(e.root, strong.KeyID)
+	if err != nil || got.Active || len(got.Flags) != 1 || !got.Flags["*"] || got.Props["p"] != 1.0 {
+		t.Fatalf("the stronger key after the refusals = %+v, %v; want it as it was", got, err)
+	}
+	_, err = e.svc.Authenticate(t.Context(), strong.Key)
+	wantKind(t, "Authenticate(the stronger key)", err, kms.KindUnauthenticated)
+
+	// A key whose granted flags the caller holds is within reach; flags
+	// set to false grant nothing and need no cover. Without apikeys.read
+	// the answer shows neither flags nor props.
+	covered, err := e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: e.acct, Flags: kms.Flags{"keyring.ra.encrypt": true, "keyring.rb.encrypt": false}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cref := kms.APIKeyRef{Value: covered.KeyID}
+	if _, err := e.svc.UpdateAPIKey(e.root, kms.APIKeyUpdate{Op: kms.UpdateMerge, Ref: cref, Active: &off}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.svc.UpdateAPIKey(weak, kms.APIKeyUpdate{Op: kms.UpdateMerge, Ref: cref, Active: &on})
+	if err != nil || !res.Active || res.Flags != nil || res.Props != nil {
+		t.Fatalf("UpdateAPIKey(activate a covered key, without apikeys.read) = %+v, %v; want active, no flags nor props", res, err)
+	}
+	reader := e.as(t, kms.Flags{kms.FlagAPIKeysWrite: true, kms.FlagAPIKeysRead: true, "keyring.ra.encrypt": true})
+	res, err = e.svc.UpdateAPIKey(reader, kms.APIKeyUpdate{Op: kms.UpdateMerge, Ref: cref, Props: map[string]any{"q": "r"}})
+	if err != nil || !res.Flags["keyring.ra.encrypt"] || res.Props["q"] != "r" {
+		t.Fatalf("UpdateAPIKey(with apikeys.read) = %+v, %v; want its flags and props", res, err)
+	}
+	if _, err := e.svc.DeleteAPIKey(weak, cref); err != nil {
+		t.Errorf("DeleteAPIKey(a covered key) = %v", err)
+	}
+
+	// Moving a key needs accounts.all and the key within reach.
+	acct, _ := e.svc.CreateAccount(e.root, kms.AccountInput{UID: "elsewhere"})
+	mover := e.as(t, kms.Flags{kms.FlagAPIKeysWrite: true, kms.FlagAllAccounts: true})
+	_, err = e.svc.UpdateAPIKey(mover, kms.APIKeyUpdate{Op: kms.UpdateMerge, Ref: ref, References: &kms.APIKeyRefs{AccountID: acct.ID}})
+	wantKind(t, "UpdateAPIKey(move a stronger key)", err, kms.KindPermissionDenied)
+}
+
+// TestAccountReach checks the reach rule on Accounts: a change needs every
+// flag that the Account's API keys and Users grant.
+func TestAccountReach(t *testing.T) {
+	e := newEnv(t)
+	acct, err := e.svc.CreateAccount(e.root, kms.AccountInput{UID: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := func(flags kms.Flags) context.Context { return e.asIn(t, acct.ID, flags) }
+	if _, err := e.svc.CreateUser(e.root, kms.UserInput{Username: "ann", Email: "ann@example.com", FirstName: "A", LastName: "N",
+		AccountID: acct.ID, Flags: kms.Flags{"keyring.y.read": true}}); err != nil {
+		t.Fatal(err)
+	}
+	notes := "changed"
+	update := kms.AccountUpdate{Notes: &notes}
+	ref := kms.AccountRef{Value: acct.ID}
+
+	writer := in(kms.Flags{kms.FlagAccountsWrite: true, "keyring.x.read": true, "keyring.z.read": false})
+	_, err = e.svc.UpdateAccount(writer, ref, update)
+	wantKind(t, "UpdateAccount(a user holds keyring.y.read)", err, kms.KindPermissionDenied)
+	if err != nil && !strings.Contains(err.Error(), "user ann") {
+		t.Errorf("UpdateAccount error %q does not name the user out of reach", err)
+	}
+	full := in(kms.Flags{kms.FlagAccountsWrite: true, "keyring.x.read": true, "keyring.y.read": true})
+	if _, err := e.svc.UpdateAccount(full, ref, update); err != nil {
+		t.Errorf("UpdateAccount(every flag of the account held) = %v", err)
+	}
+	_ = in(kms.Flags{"keyring.w.read": true})
+	_, err = e.svc.UpdateAccount(full, ref, update)
+	wantKind(t, "UpdateAccount(a key holds keyring.w.read)", err, kms.KindPermissionDenied)
+
+	// The root Account holds "*": only "*" reaches it, accounts.all or not.
+	all := e.as(t, kms.Flags{kms.FlagAccountsWrite: true, kms.FlagAllAccounts: true})
+	uid := "hijacked"
+	_, err = e.svc.UpdateAccount(all, kms.AccountRef{Value: e.acct}, kms.AccountUpdate{UID: &uid})
+	wantKind(t, "UpdateAccount(the root account)", err, kms.KindPermissionDenied)
+	if got, err := e.svc.GetAccount(e.root, kms.AccountRef{Value: e.acct}); err != nil || got.UID != kms.BootstrapAccountUID {
+		t.Errorf("root account after the refusal = %+v, %v", got, err)
+	}
 }

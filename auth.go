@@ -102,12 +102,45 @@ func (f Flags) normalize() (Flags, error) {
 	return out, nil
 }
 
-// rings returns the lower-case names of the rings that the flags name in a
-// keyring.<ring>.<op> flag (granted or not), without the wildcard.
+// uncovered returns the first flag, in name order, that flags grant and p
+// does not hold; "" when p holds every flag that flags grant. A flag set
+// to false grants nothing, so it needs no cover.
+func (p *Principal) uncovered(flags Flags) string {
+	lack := ""
+	for name, granted := range flags {
+		if granted && !p.Can(name) && (lack == "" || name < lack) {
+			lack = name
+		}
+	}
+	return lack
+}
+
+// checkFlagReach is the reach rule: p may change, activate, deactivate,
+// move or delete something that holds flags (an API key, a User; an
+// Account through its API keys and Users) only if it holds every flag
+// granted there. Otherwise apikeys.write could revive a deactivated root
+// key, or strip or delete a stronger one, and users.write could take over
+// a stronger User (change its email, then reset its password). Activating
+// a key grants its flags anew, and this rule is what covers it. what names
+// the thing changed, holder the one that holds flags ("it", or "its API
+// key ..." for an Account).
+func checkFlagReach(p *Principal, what, holder string, flags Flags) error {
+	if name := p.uncovered(flags); name != "" {
+		return Errorf(KindPermissionDenied, "cannot act on %s: %s holds flag %q, which the caller does not", what, holder, name)
+	}
+	return nil
+}
+
+// rings returns the lower-case names of the rings that the flags grant an
+// operation on in a keyring.<ring>.<op> flag, without the wildcard. A flag
+// set to false names no ring.
 func (f Flags) rings() []string {
 	seen := map[string]bool{}
 	var out []string
-	for name := range f {
+	for name, granted := range f {
+		if !granted {
+			continue
+		}
 		rest, ok := strings.CutPrefix(name, "keyring.")
 		if !ok {
 			continue

@@ -51,7 +51,13 @@ func newEnvOn(tb testing.TB, st kms.Store, opts kms.Options) *env {
 // holds flags.
 func (e *env) as(tb testing.TB, flags kms.Flags) context.Context {
 	tb.Helper()
-	k, err := e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: e.acct, Flags: flags})
+	return e.asIn(tb, e.acct, flags)
+}
+
+// asIn is as with a new API key of the Account with ID account.
+func (e *env) asIn(tb testing.TB, account string, flags kms.Flags) context.Context {
+	tb.Helper()
+	k, err := e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: account, Flags: flags})
 	if err != nil {
 		tb.Fatal(err)
 	}

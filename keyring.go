@@ -736,8 +736,10 @@ func (s *Service) openKey(r *ringRecord, k *keyRecord) (*AsymKey, error) {
 }
 
 // DeleteKeyRing deletes a /ks ring and all its keys; hashes and headers
-// issued for it stop resolving. A ring that an active API key's flags name
-// cannot be deleted (Conflict). It needs keyring.<name>.delete.
+// issued for it stop resolving. A ring that an active API key's flags grant
+// an operation on (keyring.<name>.<op> set to true) cannot be deleted
+// (Conflict); the error names those keys of the Accounts the caller sees,
+// and only says that others exist. It needs keyring.<name>.delete.
 func (s *Service) DeleteKeyRing(ctx context.Context, name string) (*DeleteKeyRingResult, error) {
 	p, r, err := s.resolveRing(ctx, groupKS, RingRef{Name: name}, "keyring.delete", OpDelete)
 	if err != nil {
@@ -752,6 +754,7 @@ func (s *Service) DeleteKeyRing(ctx context.Context, name string) (*DeleteKeyRin
 			return err
 		}
 		var users []string
+		others := false // active keys of Accounts the caller does not see
 		err = tx.Scan(ScanOptions{Prefix: join(pfxAPIRing, []byte(lower), sep), KeysOnly: true}, func(k, _ []byte) (bool, error) {
 			id := string(k[len(pfxAPIRing)+len(lower)+1:])
 			ak, err := getAPIKey(tx, id)
@@ -760,7 +763,11 @@ func (s *Service) DeleteKeyRing(ctx context.Context, name string) (*DeleteKeyRin
 			} else if err != nil {
 				return false, err
 			}
-			if ak.Active && len(users) < 5 {
+			switch {
+			case !ak.Active || !ak.inRingIndex(k):
+			case !visibleTo(p, ak.AccountID):
+				others = true
+			case len(users) < 5:
 				users = append(users, ak.KeyID)
 			}
 			return true, nil
@@ -768,8 +775,15 @@ func (s *Service) DeleteKeyRing(ctx context.Context, name string) (*DeleteKeyRin
 		if err != nil {
 			return err
 		}
-		if len(users) > 0 {
-			return Errorf(KindConflict, "key ring %q is named by the flags of active API keys (%s): deactivate them or change their flags first", cur.Name, strings.Join(users, ", "))
+		named := strings.Join(users, ", ")
+		switch {
+		case others && named != "":
+			named += ", and keys of other accounts"
+		case others:
+			named = "of other accounts"
+		}
+		if named != "" {
+			return Errorf(KindConflict, "key ring %q is named by the flags of active API keys (%s): deactivate them or change their flags first", cur.Name, named)
 		}
 		keyIDs = keyIDs[:0]
 		var dels [][]byte

@@ -111,6 +111,15 @@ func TestDeleteKeyRingInUse(t *testing.T) {
 	if !strings.Contains(err.Error(), k.KeyID) {
 		t.Errorf("DeleteKeyRing error %q does not name the API key %s", err, k.KeyID)
 	}
+
+	// Only flags that grant hold a ring.
+	e.ring(t, "victim")
+	if _, err := e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: e.acct, Flags: kms.Flags{"keyring.victim.delete": false}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.DeleteKeyRing(e.root, "victim"); err != nil {
+		t.Errorf("DeleteKeyRing(named by a flag set to false) = %v", err)
+	}
 }
 
 func TestGroupsAreSeparate(t *testing.T) {

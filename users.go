@@ -397,20 +397,13 @@ func (s *Service) openPassword(u *userRecord) (string, error) {
 
 func passwordAAD(userID string) []byte { return []byte("user/password/" + userID) }
 
-// checkReach refuses to let p change or delete another User that holds a
-// flag p does not hold: otherwise a credential with users.write could
-// take over a more powerful User (change its email, then reset its
-// password).
+// checkReach applies the reach rule (checkFlagReach) to a change or the
+// deletion of another User; a User reaches itself.
 func checkReach(p *Principal, u *userRecord) error {
 	if u.ID == p.ID {
 		return nil
 	}
-	for _, name := range slices.Sorted(maps.Keys(u.Flags)) {
-		if u.Flags[name] && !p.Can(name) {
-			return Errorf(KindPermissionDenied, "cannot change user %s: it holds flag %q, which the caller does not", u.Username, name)
-		}
-	}
-	return nil
+	return checkFlagReach(p, "user "+u.Username, "it", u.Flags)
 }
 
 // prepareUser validates in for p and returns the new User's record, with
@@ -627,6 +620,9 @@ func (s *Service) UpdateUser(ctx context.Context, ref UserRef, in UserUpdate) (*
 		if err != nil {
 			return err
 		}
+		if err := checkReach(p, old); err != nil { // the User's flags as they are now
+			return err
+		}
 		n := *old
 		if in.Email != nil {
 			if err := checkUnique(tx, n.ID, "", *in.Email); err != nil {
@@ -678,6 +674,9 @@ func (s *Service) DeleteUser(ctx context.Context, ref UserRef) (*DeleteUserResul
 	err = s.journal.submit(act, func(tx Txn) error {
 		cur, err := getUser(tx, u.ID)
 		if err != nil {
+			return err
+		}
+		if err := checkReach(p, cur); err != nil { // the User's flags as they are now
 			return err
 		}
 		dels := append(cur.indexKeys(), join(pfxUser, []byte(cur.ID)))

@@ -62,7 +62,9 @@ func (c *Client) ListAccountAPIKeys(ctx context.Context, ref kms.AccountRef, pag
 }
 
 // CreateAPIKey creates an API key and returns it with its secret, the only
-// time the secret is shown (POST /auth/apikey).
+// time the secret is shown (POST /auth/apikey). in.Flags is required: nil
+// is sent as null, which the service refuses; kms.Flags{} makes a key
+// without flags.
 func (c *Client) CreateAPIKey(ctx context.Context, in kms.APIKeyInput) (*kms.APIKey, error) {
 	body := apiKeyRequest{AccountID: in.AccountID, Flags: in.Flags, Props: in.Props}
 	return call[kms.APIKey](c, ctx, req{method: http.MethodPost, path: "/auth/apikey", query: query("uid", yes(in.AccountByUID)), body: body})
@@ -82,7 +84,8 @@ func (c *Client) GetAPIKey(ctx context.Context, id string) (*kms.APIKey, error) 
 
 // UpdateAPIKey changes an API key's flags, props, state or Account: PUT
 // /auth/apikey when in.Ref names the key by its secret, PUT /auth/apikeyid
-// when by its ID.
+// when by its ID. The answer's Flags and Props are nil unless the
+// credential holds apikeys.read.
 func (c *Client) UpdateAPIKey(ctx context.Context, in kms.APIKeyUpdate) (*kms.APIKeyUpdateResult, error) {
 	body := apiKeyUpdateRequest{Op: in.Op, Active: in.Active, References: in.References, Flags: in.Flags, Props: in.Props}
 	path := "/auth/apikeyid"

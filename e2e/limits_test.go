@@ -38,11 +38,11 @@ func TestPlanLimits(t *testing.T) {
 	check("CreateAccount", err, "at most 2 accounts")
 
 	for range 2 {
-		if _, err := root.CreateAPIKey(bg, kms.APIKeyInput{AccountID: acct.ID}); err != nil {
+		if _, err := root.CreateAPIKey(bg, kms.APIKeyInput{AccountID: acct.ID, Flags: kms.Flags{}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	_, err = root.CreateAPIKey(bg, kms.APIKeyInput{AccountID: acct.ID})
+	_, err = root.CreateAPIKey(bg, kms.APIKeyInput{AccountID: acct.ID, Flags: kms.Flags{}})
 	check("CreateAPIKey", err, "at most 2 API keys")
 
 	if _, err := root.CreateUser(bg, kms.UserInput{Username: "u1", Email: "u1@example.com", FirstName: "U", LastName: "One"}); err != nil {

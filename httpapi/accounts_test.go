@@ -128,6 +128,14 @@ func TestAPIKeysOverHTTP(t *testing.T) {
 		e.do(t, "POST", "/auth/apikey", e.root, map[string]any{"accountId": "01a2000000000000000000000000beef", "flags": map[string]bool{}}).wantError(t, http.StatusNotFound, "not_found")
 		e.do(t, "POST", "/auth/apikey?uid=true", e.root, map[string]any{"accountId": "nobody", "flags": map[string]bool{}}).wantError(t, http.StatusNotFound, "not_found")
 		e.do(t, "POST", "/auth/apikey", e.root, map[string]any{"flags": map[string]bool{}}).wantError(t, http.StatusBadRequest, "invalid")
+		// flags is required: an empty object grants nothing, a missing or
+		// null one is an error.
+		for _, body := range []map[string]any{{"accountId": e.account}, {"accountId": e.account, "flags": nil}} {
+			msg := e.do(t, "POST", "/auth/apikey", e.root, body).wantError(t, http.StatusBadRequest, "invalid")
+			if !strings.Contains(msg, "flags") {
+				t.Errorf("POST /auth/apikey %v: message %q does not name flags", body, msg)
+			}
+		}
 		e.do(t, "POST", "/auth/apikey", e.root, map[string]any{"accountId": e.account, "flags": map[string]bool{"Bad Flag": true}}).wantError(t, http.StatusBadRequest, "invalid")
 		e.do(t, "POST", "/auth/apikey", e.root, map[string]any{"accountId": e.account, "flags": "x"}).wantError(t, http.StatusBadRequest, "invalid")
 		writer, _ := e.apiKey(t, "apikeys.write", "keyring.pay.read")
@@ -254,6 +262,39 @@ func TestAPIKeysOverHTTP(t *testing.T) {
 		e.do(t, "POST", "/auth/validate", validator, map[string]any{}).wantError(t, http.StatusBadRequest, "invalid")
 		e.checkAuth(t, "POST", "/auth/validate", map[string]any{"key": k.Key})
 	})
+	t.Run("validate cannot forge a record", func(t *testing.T) {
+		validator, validatorID := e.apiKey(t, "apikeys.validate")
+		forged := map[string]any{"validatedBy": "nobody", "via": "decrypt", "flag": "*", "action": "x", "ring": "x", "result": "x",
+			"ringId": "r", "case": "forged"}
+		e.do(t, "POST", "/auth/validate", validator, map[string]any{"key": k.Key,
+			"activity": map[string]any{"action": "decrypt", "ringname": "pay", "props": forged}}).want(t, http.StatusOK)
+		recs := e.activity(t, func(a *kms.Activity) bool { return a.Props["case"] == "forged" })
+		if len(recs) != 1 {
+			t.Fatalf("%d records of the validation, want 1", len(recs))
+		}
+		got := recs[0]
+		want := map[string]any{"validatedBy": validatorID, "via": "validate", "flag": "keyring.pay.decrypt", "action": "decrypt",
+			"ring": "pay", "ringId": "r"}
+		for name, v := range want {
+			if got.Props[name] != v {
+				t.Errorf("record props[%q] = %v, want %v (props %v)", name, got.Props[name], v, got.Props)
+			}
+		}
+		if got.Props["result"] == "x" {
+			t.Errorf("record props[result] = x: the caller's value")
+		}
+		if got.KeyID != k.KeyID || got.Action != "decrypt" || got.Ring != "pay" {
+			t.Errorf("record = %+v, want the validated key's decrypt on pay", got)
+		}
+		// Without an action, the caller's props still set none of the
+		// service's members.
+		e.do(t, "POST", "/auth/validate", validator, map[string]any{"key": k.Key,
+			"activity": map[string]any{"props": map[string]any{"flag": "*", "validatedBy": "nobody", "case": "no action"}}}).want(t, http.StatusOK)
+		recs = e.activity(t, func(a *kms.Activity) bool { return a.Props["case"] == "no action" })
+		if len(recs) != 1 || recs[0].Props["flag"] != nil || recs[0].Props["validatedBy"] != validatorID || recs[0].Props["via"] != "validate" {
+			t.Errorf("records of a validation without an action = %+v", recs)
+		}
+	})
 	t.Run("delete", func(t *testing.T) {
 		byKey := create(t, map[string]bool{})
 		e.checkAuth(t, "DELETE", "/auth/apikey/"+byKey.Key, nil)
@@ -280,5 +321,82 @@ func TestAPIKeysOverHTTP(t *testing.T) {
 		if strings.Contains(e.logs.String(), byKey.Key) {
 			t.Errorf("the log holds the API key deleted by its secret")
 		}
+	})
+}
+
+// TestReachOverHTTP checks the reach rule: a credential acts on an API
+// key, a User or an Account only if it holds every flag granted there.
+func TestReachOverHTTP(t *testing.T) {
+	e := newEnv(t)
+	strong, strongID := e.apiKey(t, "*")
+	e.do(t, "PUT", "/auth/apikeyid", e.root, map[string]any{"op": "merge", "apikeyid": strongID, "active": false}).want(t, http.StatusOK)
+	weak, _ := e.apiKey(t, "apikeys.write", "keyring.ra.encrypt")
+
+	t.Run("apikeys.write does not revive, strip or delete a stronger key", func(t *testing.T) {
+		for _, body := range []map[string]any{
+			{"op": "merge", "apikeyid": strongID, "active": true},
+			{"op": "replace", "apikeyid": strongID, "flags": map[string]bool{}},
+			{"op": "delete", "apikeyid": strongID, "flags": map[string]bool{"*": true}},
+			{"op": "merge", "apikeyid": strongID, "props": map[string]any{"x": 1}},
+		} {
+			r := e.do(t, "PUT", "/auth/apikeyid", weak, body)
+			r.wantError(t, http.StatusForbidden, "permission_denied")
+			if strings.Contains(string(r.body), `"flags"`) {
+				t.Errorf("PUT /auth/apikeyid %v: the refusal shows flags: %s", body, r.body)
+			}
+		}
+		e.do(t, "PUT", "/auth/apikey", weak, map[string]any{"op": "merge", "key": strong, "active": true}).wantError(t, http.StatusForbidden, "permission_denied")
+		e.do(t, "DELETE", "/auth/apikey/"+strongID+"?id=true", weak, nil).wantError(t, http.StatusForbidden, "permission_denied")
+		e.do(t, "DELETE", "/auth/apikey/"+strong, weak, nil).wantError(t, http.StatusForbidden, "permission_denied")
+		got := decode[kms.APIKey](t, e.do(t, "GET", "/auth/apikey/"+strongID, e.root, nil).want(t, http.StatusOK))
+		if got.Active || len(got.Flags) != 1 || !got.Flags["*"] {
+			t.Errorf("the stronger key after the refusals = %+v, want inactive with flag *", got)
+		}
+		e.do(t, "GET", "/auth/apikey", strong, nil).wantError(t, http.StatusUnauthorized, "unauthenticated")
+	})
+	t.Run("a covered key, and the answer without apikeys.read", func(t *testing.T) {
+		_, id := e.apiKey(t, "keyring.ra.encrypt")
+		e.do(t, "PUT", "/auth/apikeyid", e.root, map[string]any{"op": "merge", "apikeyid": id, "active": false}).want(t, http.StatusOK)
+		body := e.do(t, "PUT", "/auth/apikeyid", weak, map[string]any{"op": "merge", "apikeyid": id, "active": true}).want(t, http.StatusOK).object(t)
+		if body["keyid"] != id || body["active"] != true || body["op"] != "merge" {
+			t.Errorf("PUT /auth/apikeyid (covered key) = %v", body)
+		}
+		if _, ok := body["flags"]; ok {
+			t.Errorf("PUT /auth/apikeyid answers flags to a caller without apikeys.read: %v", body)
+		}
+		if _, ok := body["props"]; ok {
+			t.Errorf("PUT /auth/apikeyid answers props to a caller without apikeys.read: %v", body)
+		}
+		reader, _ := e.apiKey(t, "apikeys.write", "apikeys.read", "keyring.ra.encrypt")
+		body = e.do(t, "PUT", "/auth/apikeyid", reader, map[string]any{"op": "merge", "apikeyid": id, "props": map[string]any{"x": 1}}).want(t, http.StatusOK).object(t)
+		if flags, _ := body["flags"].(map[string]any); flags["keyring.ra.encrypt"] != true || body["props"] == nil {
+			t.Errorf("PUT /auth/apikeyid with apikeys.read = %v, want flags and props", body)
+		}
+		e.do(t, "DELETE", "/auth/apikey/"+id+"?id=true", weak, nil).want(t, http.StatusOK)
+	})
+	t.Run("users.write does not change a stronger user", func(t *testing.T) {
+		e.createUser(t, "boss", "*")
+		writer, _ := e.apiKey(t, "users.write")
+		e.do(t, "PATCH", "/auth/users/boss", writer, map[string]any{"email": "mine@example.com"}).wantError(t, http.StatusForbidden, "permission_denied")
+		e.do(t, "DELETE", "/auth/users/boss", writer, nil).wantError(t, http.StatusForbidden, "permission_denied")
+	})
+	t.Run("accounts.write does not change an account it does not cover", func(t *testing.T) {
+		// The root Account holds the root key ("*").
+		all, _ := e.apiKey(t, "accounts.write", "accounts.all")
+		e.do(t, "PATCH", "/auth/accounts/root?uid=true", all, map[string]any{"uid": "hijacked"}).wantError(t, http.StatusForbidden, "permission_denied")
+		e.do(t, "GET", "/auth/accounts/root?uid=true", e.root, nil).want(t, http.StatusOK)
+		// The test Account holds keys and a User with flags the writer
+		// lacks: not even its own Account.
+		own, _ := e.apiKey(t, "accounts.write")
+		msg := e.do(t, "PATCH", "/auth/accounts/tests?uid=true", own, map[string]any{"notes": "x"}).wantError(t, http.StatusForbidden, "permission_denied")
+		if !strings.Contains(msg, "holds flag") {
+			t.Errorf("message %q does not say which flag is out of reach", msg)
+		}
+		// An Account whose credentials it covers.
+		acct := decode[kms.Account](t, e.do(t, "POST", "/auth/accounts", e.root, map[string]any{"uid": "small"}).want(t, http.StatusOK))
+		e.apiKeyIn(t, acct.ID, "keyring.ra.encrypt")
+		e.do(t, "PATCH", "/auth/accounts/small?uid=true", all, map[string]any{"notes": "x"}).wantError(t, http.StatusForbidden, "permission_denied")
+		covering, _ := e.apiKeyIn(t, acct.ID, "accounts.write", "keyring.ra.encrypt")
+		e.do(t, "PATCH", "/auth/accounts/small?uid=true", covering, map[string]any{"notes": "x"}).want(t, http.StatusOK)
 	})
 }

@@ -248,15 +248,21 @@ func (b *syncBuffer) lines(t testing.TB) []map[string]any {
 	return out
 }
 
-// apiKey creates an API key with the given flags (all granted) and
-// returns its secret and ID.
+// apiKey creates an API key of the test Account with the given flags (all
+// granted) and returns its secret and ID.
 func (e *env) apiKey(t testing.TB, flags ...string) (secret, id string) {
+	t.Helper()
+	return e.apiKeyIn(t, e.account, flags...)
+}
+
+// apiKeyIn is apiKey for the Account with ID account.
+func (e *env) apiKeyIn(t testing.TB, account string, flags ...string) (secret, id string) {
 	t.Helper()
 	f := kms.Flags{}
 	for _, name := range flags {
 		f[name] = true
 	}
-	k, err := e.svc.CreateAPIKey(e.rootCtx, kms.APIKeyInput{AccountID: e.account, Flags: f})
+	k, err := e.svc.CreateAPIKey(e.rootCtx, kms.APIKeyInput{AccountID: account, Flags: f})
 	if err != nil {
 		t.Fatalf("CreateAPIKey(%v) = %v", flags, err)
 	}

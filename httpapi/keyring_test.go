@@ -733,6 +733,33 @@ func TestDeleteKeyRing(t *testing.T) {
 		// The name is free again.
 		e.createRing(t, "free")
 	})
+	t.Run("a flag set to false does not hold it", func(t *testing.T) {
+		e.createRing(t, "victim")
+		e.do(t, "POST", "/auth/apikey", e.root, map[string]any{"accountId": e.account,
+			"flags": map[string]bool{"keyring.victim.delete": false, "keyring.victim.*": false, "*": false}}).want(t, http.StatusOK)
+		e.do(t, "DELETE", "/ks/keyrings/victim", e.root, nil).want(t, http.StatusOK)
+	})
+	t.Run("400 names no key of another Account", func(t *testing.T) {
+		e.createRing(t, "shared")
+		other := decode[kms.Account](t, e.do(t, "POST", "/auth/accounts", e.root, map[string]any{"uid": "other"}).want(t, http.StatusOK))
+		theirs := decode[kms.APIKey](t, e.do(t, "POST", "/auth/apikey", e.root, map[string]any{"accountId": other.ID,
+			"flags": map[string]bool{"keyring.shared.encrypt": true}}).want(t, http.StatusOK))
+		deleter, _ := e.apiKey(t, "keyring.*.delete")
+		msg := e.do(t, "DELETE", "/ks/keyrings/shared", deleter, nil).wantError(t, http.StatusBadRequest, "conflict")
+		if strings.Contains(msg, theirs.KeyID) || !strings.Contains(msg, "other accounts") {
+			t.Errorf("message %q: want no key ID of another Account, and that keys of other accounts name the ring", msg)
+		}
+		_, mine := e.apiKey(t, "keyring.shared.read")
+		msg = e.do(t, "DELETE", "/ks/keyrings/shared", deleter, nil).wantError(t, http.StatusBadRequest, "conflict")
+		if strings.Contains(msg, theirs.KeyID) || !strings.Contains(msg, mine) {
+			t.Errorf("message %q: want key %s of the caller's Account and not %s", msg, mine, theirs.KeyID)
+		}
+		// With accounts.all, every Account's keys are named.
+		msg = e.do(t, "DELETE", "/ks/keyrings/shared", e.root, nil).wantError(t, http.StatusBadRequest, "conflict")
+		if !strings.Contains(msg, theirs.KeyID) || !strings.Contains(msg, mine) {
+			t.Errorf("message %q (accounts.all): want keys %s and %s", msg, mine, theirs.KeyID)
+		}
+	})
 	t.Run("400 bad name", func(t *testing.T) {
 		e.do(t, "DELETE", "/ks/keyrings/bad%20name!", e.root, nil).wantError(t, http.StatusBadRequest, "invalid")
 	})

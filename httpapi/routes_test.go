@@ -41,6 +41,10 @@ type walkCase struct {
 	ring string   // the ring <ring> stands for
 	path string   // the path with its parameters filled in, and a query
 	body any
+	// account, when set, is the Account (ID) of the credential that holds
+	// the flag, in place of the test Account: one whose every credential
+	// it covers, for a route under the reach rule.
+	account string
 }
 
 // walkFixtures are the resources the walk's requests name.
@@ -48,7 +52,7 @@ type walkFixtures struct {
 	ringID, keyID, hash, header, assetID string
 	asymKeyID                            string
 	walker, walkerPassword, doomedUser   string
-	doomedAccount                        string
+	doomedAccount, reachAccount          string
 	keyID2, keySecret, doomedKeySecret   string
 	activityID                           string
 	inviteToken                          string
@@ -102,7 +106,7 @@ func walkCases(e *env, f *walkFixtures) map[string]walkCase {
 		"POST /auth/accounts":                          {flag: "accounts.write", also: []string{kms.FlagAllAccounts}, path: "/auth/accounts", body: map[string]any{"uid": "walknew"}},
 		"GET /auth/accounts":                           {flag: "accounts.read", path: "/auth/accounts"},
 		"GET /auth/accounts/:id":                       {flag: "accounts.read", path: "/auth/accounts/" + e.account},
-		"PATCH /auth/accounts/:id":                     {flag: "accounts.write", path: "/auth/accounts/tests?uid=true", body: map[string]any{"notes": "walked"}},
+		"PATCH /auth/accounts/:id":                     {flag: "accounts.write", path: "/auth/accounts/walkreach?uid=true", body: map[string]any{"notes": "walked"}, account: f.reachAccount},
 		"DELETE /auth/accounts/:id":                    {flag: "accounts.write", also: []string{kms.FlagAllAccounts}, path: "/auth/accounts/" + f.doomedAccount},
 		"GET /auth/accounts/:id/apikeys":               {flag: "apikeys.read", path: "/auth/accounts/" + e.account + "/apikeys"},
 		"GET /auth/apikey":                             {flag: "apikeys.read", path: "/auth/apikey"},
@@ -146,6 +150,8 @@ func setUpWalk(t *testing.T, e *env) *walkFixtures {
 
 	acct := decode[kms.Account](t, e.do(t, "POST", "/auth/accounts", e.root, map[string]any{"uid": "walkdoomed"}).want(t, http.StatusOK))
 	f.doomedAccount = acct.ID
+	acct = decode[kms.Account](t, e.do(t, "POST", "/auth/accounts", e.root, map[string]any{"uid": "walkreach"}).want(t, http.StatusOK))
+	f.reachAccount = acct.ID
 	f.keySecret, _ = e.apiKey(t)
 	_, f.keyID2 = e.apiKey(t)
 	f.doomedKeySecret, _ = e.apiKey(t)
@@ -325,7 +331,11 @@ func TestRouteWalk(t *testing.T) {
 				only, _ := e.apiKey(t, flag)
 				e.do(t, rt.Method, c.path, only, c.body).wantError(t, http.StatusForbidden, "permission_denied")
 			}
-			holding, _ := e.apiKey(t, append([]string{flag}, c.also...)...)
+			account := e.account
+			if c.account != "" {
+				account = c.account
+			}
+			holding, _ := e.apiKeyIn(t, account, append([]string{flag}, c.also...)...)
 			wantReached(t, e.do(t, rt.Method, c.path, holding, c.body))
 		})
 	}
