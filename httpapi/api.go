@@ -151,6 +151,25 @@ func New(svc *kms.Service, opts Options) http.Handler {
 	return newHandler(svc, opts, nil)
 }
 
+// Unavailable returns an http.Handler for a service that cannot serve
+// yet, because of err (kmsd while a full disk keeps its store from
+// opening): GET /healthz answers 503 and every other request the status
+// of err's kind, both with err's message, in the JSON shape and with the
+// request log of New.
+func Unavailable(err error, opts Options) http.Handler {
+	a := &api{log: zerolog.Nop()}
+	if opts.Logger != nil {
+		a.log = *opts.Logger
+	}
+	return a.logRequests(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && r.URL.Path == "/healthz" {
+			a.writeError(w, r, unhealthy(err))
+			return
+		}
+		a.writeError(w, r, err)
+	}))
+}
+
 // newHandler is New with extra routes, for tests.
 func newHandler(svc *kms.Service, opts Options, extra []route) http.Handler {
 	if svc == nil {

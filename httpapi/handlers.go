@@ -37,17 +37,22 @@ func pageRequest(r *http.Request) (kms.PageRequest, error) {
 	return kms.PageRequest{Cursor: q.Get("cursor"), Limit: limit}, nil
 }
 
+// unhealthy is the 503 of GET /healthz for err: a full disk or a journal
+// in doubt says so, in words written for the caller; anything else only
+// that the service cannot serve.
+func unhealthy(err error) error {
+	msg := "service unavailable"
+	switch kms.ErrorKind(err) {
+	case kms.KindNoSpace, kms.KindUnavailable:
+		msg = kms.ErrorMessage(err)
+	}
+	return &httpError{status: http.StatusServiceUnavailable, code: kms.KindUnavailable.String(), message: msg, err: err}
+}
+
 // GET /healthz
 func (a *api) healthz(r *http.Request, _ httprouter.Params) (any, error) {
 	if err := a.svc.Ping(r.Context()); err != nil {
-		// A full disk or a journal in doubt says so, in words written for
-		// the caller; anything else only that the service cannot serve.
-		msg := "service unavailable"
-		switch kms.ErrorKind(err) {
-		case kms.KindNoSpace, kms.KindUnavailable:
-			msg = kms.ErrorMessage(err)
-		}
-		return nil, &httpError{status: http.StatusServiceUnavailable, code: kms.KindUnavailable.String(), message: msg, err: err}
+		return nil, unhealthy(err)
 	}
 	return struct {
 		Status string `json:"status"`

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -88,13 +89,19 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stderr io
 		log.Warn().Str("dir", c.data).Str("mode", fmt.Sprintf("%04o", fi.Mode().Perm())).
 			Msg("the data directory is accessible to other users; chmod 700 it")
 	}
+	// On a full disk the store may not open: kmsd then listens all the
+	// same, answers 503 and 507 saying why, and opens the store once
+	// there is room.
 	st, err := openStore(c)
-	if err != nil {
+	waitingFor := err // the store's NoSpace error while it cannot open
+	if err != nil && kms.ErrorKind(err) != kms.KindNoSpace {
 		return err
 	}
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
-		st.Close()
+		if st != nil {
+			st.Close()
+		}
 		return fmt.Errorf("listen on %s: %w", c.addr, err)
 	}
 	scheme := "http"
@@ -107,32 +114,11 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stderr io
 		baseURL = defaultBaseURL(scheme, ln.Addr())
 	}
 
-	svcLog := log.With().Str("component", "kms").Logger()
-	svc, err := kms.New(st, kms.Options{
-		MasterKey: mk, Logger: &svcLog, Mailer: mailer, BaseURL: baseURL,
-		TokenTTL: c.tokenTTL, InviteTTL: c.inviteTTL, ResetTTL: c.resetTTL,
-		Limits: kms.Limits{MaxKeyRings: c.maxKeyRings, MaxUsers: c.maxUsers, MaxAccounts: c.maxAccounts, MaxAPIKeysPerAccount: c.maxAPIKeys},
-	})
-	mk = kms.MasterKey{}
-	if err != nil {
-		ln.Close()
-		st.Close()
-		return startError(err, c.data)
-	}
-	closeAll := func() error {
-		errSvc := svc.Close()
-		errSt := st.Close()
-		return errors.Join(errSvc, errSt)
-	}
-	if err := bootstrap(ctx, svc, bootstrapKey, stderr, log); err != nil {
-		ln.Close()
-		closeAll()
-		return err
-	}
-
 	httpLog := log.With().Str("component", "http").Logger()
+	hopts := httpapi.Options{Logger: &httpLog, ClientIPHeader: c.clientIP}
+	handler := &switchHandler{}
 	srv := &http.Server{
-		Handler:           httpapi.New(svc, httpapi.Options{Logger: &httpLog, ClientIPHeader: c.clientIP}),
+		Handler:           handler,
 		TLSConfig:         tlsConfig,
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
@@ -142,16 +128,74 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stderr io
 		ErrorLog:          stdlog.New(httpErrorLog{log}, "", 0),
 	}
 	served := make(chan error, 1)
-	go func() {
-		if tlsConfig != nil {
-			served <- srv.ServeTLS(ln, "", "")
-		} else {
-			served <- srv.Serve(ln)
+	serving := false
+	startServing := func() {
+		serving = true
+		go func() {
+			if tlsConfig != nil {
+				served <- srv.ServeTLS(ln, "", "")
+			} else {
+				served <- srv.Serve(ln)
+			}
+		}()
+		log.Info().Str("addr", ln.Addr().String()).Str("url", url).Str("base_url", baseURL).
+			Bool("tls", tlsConfig != nil).Str("data", c.data).Msg("listening")
+		fmt.Fprintf(stderr, "kmsd listening on %s\n", url)
+	}
+	// stopServing ends the server (started or not) on a path that does
+	// not reach the shutdown below.
+	stopServing := func() {
+		if !serving {
+			ln.Close()
+			return
 		}
-	}()
-	log.Info().Str("addr", ln.Addr().String()).Str("url", url).Str("base_url", baseURL).
-		Bool("tls", tlsConfig != nil).Str("data", c.data).Msg("listening")
-	fmt.Fprintf(stderr, "kmsd listening on %s\n", url)
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}
+
+	if waitingFor != nil {
+		handler.set(httpapi.Unavailable(waitingFor, hopts))
+		startServing()
+		log.Warn().Err(waitingFor).Dur("retry", storeRetry).
+			Msg("the store cannot open: its disk is full; answering 503 and 507 until there is room")
+		if st, err = openWhenRoom(ctx, c, served); err != nil {
+			stopServing()
+			if ctx.Err() != nil {
+				log.Info().Msg("stopped")
+				return nil
+			}
+			return err
+		}
+		log.Info().Msg("the store opened: there is room on its disk again")
+	}
+
+	svcLog := log.With().Str("component", "kms").Logger()
+	svc, err := kms.New(st, kms.Options{
+		MasterKey: mk, Logger: &svcLog, Mailer: mailer, BaseURL: baseURL,
+		TokenTTL: c.tokenTTL, InviteTTL: c.inviteTTL, ResetTTL: c.resetTTL,
+		Limits: kms.Limits{MaxKeyRings: c.maxKeyRings, MaxUsers: c.maxUsers, MaxAccounts: c.maxAccounts, MaxAPIKeysPerAccount: c.maxAPIKeys},
+	})
+	mk = kms.MasterKey{}
+	if err != nil {
+		stopServing()
+		st.Close()
+		return startError(err, c.data)
+	}
+	closeAll := func() error {
+		errSvc := svc.Close()
+		errSt := st.Close()
+		return errors.Join(errSvc, errSt)
+	}
+	if err := bootstrap(ctx, svc, bootstrapKey, stderr, log); err != nil {
+		stopServing()
+		closeAll()
+		return err
+	}
+	handler.set(httpapi.New(svc, hopts))
+	if !serving {
+		startServing()
+	}
 
 	var serveErr error
 	select {
@@ -178,6 +222,41 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stderr io
 	}
 	log.Info().Msg("stopped")
 	return nil
+}
+
+// storeRetry is how often kmsd tries again to open a store that its full
+// disk kept from opening.
+const storeRetry = time.Second
+
+// openWhenRoom tries to open the store every storeRetry until it opens,
+// ctx is done, the server fails (served), or the store fails to open for
+// another reason than a full disk.
+func openWhenRoom(ctx context.Context, c *config, served <-chan error) (*badgerstore.Store, error) {
+	tick := time.NewTicker(storeRetry)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case err := <-served:
+			return nil, fmt.Errorf("serve: %w", err)
+		case <-tick.C:
+		}
+		st, err := openStore(c)
+		if kms.ErrorKind(err) != kms.KindNoSpace {
+			return st, err
+		}
+	}
+}
+
+// switchHandler serves with the handler last set: kmsd's answers while
+// its store cannot open, then the service's.
+type switchHandler struct{ h atomic.Pointer[http.Handler] }
+
+func (s *switchHandler) set(h http.Handler) { s.h.Store(&h) }
+
+func (s *switchHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	(*s.h.Load()).ServeHTTP(w, r)
 }
 
 // startError says why the Service did not start, by the kind of its

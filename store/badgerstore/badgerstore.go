@@ -155,6 +155,12 @@ type Options struct {
 // tens of MiB with DefaultOptions), several times over.
 const DefaultDiskReserve = 256 << 20
 
+// minOpenFree is the free space that OpenWith, keeping a reserve, wants
+// before it opens Badger, which writes (its lock file, and through memory
+// maps the first page of a new memtable) as it opens. Below it, OpenWith
+// answers NoSpace without touching the directory.
+const minOpenFree = 1 << 20
+
 // BallastFile is the name of the file, in the store's directory, that
 // holds part of the disk reserve.
 const BallastFile = "reserve"
@@ -177,6 +183,8 @@ func Open(opts badger.Options) (*Store, error) { return OpenWith(opts, Options{}
 // below the reserve, it gives up the held part of the reserve before Badger
 // opens (Badger's start writes through memory maps too), and the Store
 // opens all the same: Writable then reports NoSpace until space returns.
+// On a file system with less than 1 MiB free even then, it answers an
+// error of kind NoSpace and leaves the directory as it was.
 func OpenWith(opts badger.Options, so Options) (*Store, error) {
 	opts.SyncWrites = false
 	opts.DetectConflicts = true
@@ -193,6 +201,10 @@ func OpenWith(opts badger.Options, so Options) (*Store, error) {
 		g := diskspace.New(opts.Dir, reserve, filepath.Join(opts.Dir, BallastFile))
 		if g.Check() != nil {
 			g.Release()
+			if free, err := diskspace.Free(opts.Dir); err == nil && free < minOpenFree && reserve > 0 {
+				return nil, &kms.Error{Kind: kms.KindNoSpace, Message: "insufficient storage: the service's disk is full; the store opens once space is freed",
+					Err: fmt.Errorf("file system of %s has %d bytes free; Badger needs %d to open", opts.Dir, free, minOpenFree)}
+			}
 		}
 		st.guards = append(st.guards, g)
 		if opts.ValueDir != "" && opts.ValueDir != opts.Dir {
