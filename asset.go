@@ -48,7 +48,8 @@ const (
 
 // Flags of the Asset store.
 const (
-	FlagAssetsRead   = "assets.read"   // read and search Assets, and their lineage
+	FlagAssetsRead   = "assets.read"   // read and search Assets, and their lineage; see their data in encrypt and decrypt answers
+	FlagAssetsWrite  = "assets.write"  // update, through an encrypt call on any ring, Assets created through another
 	FlagAssetsDelete = "assets.delete" // delete Assets
 )
 
@@ -196,6 +197,41 @@ func (s *Service) writeAsset(tx Txn, p *Principal, ringID, newID string, in *Ass
 		return nil, err
 	}
 	return r, tx.Set(join(pfxAsset, []byte(r.ID)), v)
+}
+
+// authorizeAssetUpdate checks that p may update the Asset id through an
+// encrypt call on ring r: the Asset must be one p sees (else NotFound),
+// and p must hold the encrypt flag of the ring the Asset was created
+// through (which it holds when that is r) or assets.write. A denial is
+// recorded. An Asset's Account and ring never change, so the check still
+// holds when the call's journal job writes the Asset.
+func (s *Service) authorizeAssetUpdate(ctx context.Context, p *Principal, r *ringRecord, id string) error {
+	ring := strings.ToLower(r.Name)
+	var cur *assetRecord
+	err := s.store.View(ctx, func(tx Txn) error {
+		var err error
+		cur, err = s.visibleAsset(tx, p, id)
+		return err
+	})
+	if err != nil {
+		return s.recordFailure(p, "encrypt", ring, internalError("read asset", err))
+	}
+	if cur.KeyRingID == r.ID || p.Can(FlagAssetsWrite) {
+		return nil
+	}
+	flag := FlagAssetsWrite // when the creating ring is gone
+	if from, err := s.ringByID(ctx, groupKS, cur.KeyRingID); err == nil {
+		if flag = RingFlag(from.Name, OpEncrypt); p.Can(flag) {
+			return nil
+		}
+	} else if !isNotFound(err) {
+		return err
+	}
+	act := s.newActivity(p, "encrypt", ring, false, map[string]any{"flag": flag, "assetId": id})
+	if err := s.journal.submit(act, nil, nil); err != nil {
+		return err
+	}
+	return Errorf(KindPermissionDenied, "updating asset %s needs the encrypt flag of the ring it was created through, or %s", id, FlagAssetsWrite)
 }
 
 // checkNoCycle refuses parents that have id among their ancestors.

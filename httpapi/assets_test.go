@@ -226,3 +226,120 @@ func sortedKeys(m map[string]bool) []string {
 	sort.Strings(out)
 	return out
 }
+
+// keyIn creates an API key of the Account account with the given flags
+// (all granted) and returns its secret.
+func (e *env) keyIn(t testing.TB, account string, flags ...string) string {
+	t.Helper()
+	f := kms.Flags{}
+	for _, name := range flags {
+		f[name] = true
+	}
+	k, err := e.svc.CreateAPIKey(e.rootCtx, kms.APIKeyInput{AccountID: account, Flags: f})
+	if err != nil {
+		t.Fatalf("CreateAPIKey(%v) = %v", flags, err)
+	}
+	return k.Key
+}
+
+// TestAssetAccessThroughRings checks who may update an Asset through an
+// encrypt call, and who sees its data in the answers of encrypt and
+// decrypt: an update needs the encrypt flag of the ring the Asset was
+// created through, or assets.write; stored data goes only to a caller
+// that may read the Asset (assets.read, same Account).
+func TestAssetAccessThroughRings(t *testing.T) {
+	e := newEnv(t)
+	e.createRing(t, "ra")
+	e.createRing(t, "rc")
+	creator, _ := e.apiKey(t, "keyring.rc.encrypt")
+	created := decode[kms.EncryptResult](t, e.do(t, "POST", "/ks/encrypt", creator,
+		map[string]any{"ringname": "rc", "asset": map[string]any{"data": map[string]any{"secret": "s3"}}}).want(t, http.StatusOK))
+	id := created.Asset.ID
+	if created.Asset.Data["secret"] != "s3" {
+		t.Fatalf("create answered data %v, want the data sent", created.Asset.Data)
+	}
+	stored := func(t *testing.T) map[string]any {
+		t.Helper()
+		return decode[kms.Asset](t, e.do(t, "GET", "/assets/"+id, e.root, nil).want(t, http.StatusOK)).Data
+	}
+
+	t.Run("another ring's encrypt flag neither reads nor updates", func(t *testing.T) {
+		other, _ := e.apiKey(t, "keyring.ra.encrypt")
+		for _, asset := range []map[string]any{
+			{"assetId": id},
+			{"assetId": id, "data": map[string]any{"secret": "overwritten"}},
+			{"assetId": id, "parents": []string{}},
+		} {
+			r := e.do(t, "POST", "/ks/encrypt", other, map[string]any{"ringname": "ra", "asset": asset})
+			r.wantError(t, http.StatusForbidden, "permission_denied")
+			if strings.Contains(string(r.body), "s3") {
+				t.Fatalf("a denied update answered the Asset's data: %s", r.body)
+			}
+		}
+		if d := stored(t); d["secret"] != "s3" {
+			t.Fatalf("data after denied updates = %v, want it unchanged", d)
+		}
+		denied := e.activity(t, func(a *kms.Activity) bool {
+			return a.Action == "encrypt" && !a.Valid && a.Props["assetId"] == id
+		})
+		if len(denied) != 3 {
+			t.Fatalf("%d denied encrypt records name the Asset, want 3", len(denied))
+		}
+	})
+	t.Run("the creating ring's flag updates; stored data needs assets.read", func(t *testing.T) {
+		r := e.do(t, "POST", "/ks/encrypt", creator, map[string]any{"ringname": "rc", "asset": map[string]any{"assetId": id, "parents": []string{}}}).
+			want(t, http.StatusOK)
+		res := decode[kms.EncryptResult](t, r)
+		if res.Asset == nil || res.Asset.ID != id || len(res.Asset.Data) != 0 || strings.Contains(string(r.body), "s3") {
+			t.Fatalf("an update without data by a caller without assets.read answered %s, want the Asset without its data", r.body)
+		}
+		reader, _ := e.apiKey(t, "keyring.rc.encrypt", "assets.read")
+		res = decode[kms.EncryptResult](t, e.do(t, "POST", "/ks/encrypt", reader, map[string]any{"ringname": "rc", "asset": map[string]any{"assetId": id}}).
+			want(t, http.StatusOK))
+		if res.Asset.Data["secret"] != "s3" {
+			t.Fatalf("an update by a caller with assets.read answered data %v, want the stored data", res.Asset.Data)
+		}
+	})
+	t.Run("assets.write updates through any ring", func(t *testing.T) {
+		writer, _ := e.apiKey(t, "keyring.ra.encrypt", "assets.write")
+		res := decode[kms.EncryptResult](t, e.do(t, "POST", "/ks/encrypt", writer,
+			map[string]any{"ringname": "ra", "asset": map[string]any{"assetId": id, "data": map[string]any{"secret": "s4"}}}).want(t, http.StatusOK))
+		if res.Asset.Data["secret"] != "s4" {
+			t.Fatalf("an update that sets data answered data %v, want the data sent", res.Asset.Data)
+		}
+		if d := stored(t); d["secret"] != "s4" {
+			t.Fatalf("data after an update with assets.write = %v", d)
+		}
+		created = res
+	})
+	t.Run("decrypt answers data only to a caller that may read the Asset", func(t *testing.T) {
+		other, err := e.svc.CreateAccount(e.rootCtx, kms.AccountInput{UID: "elsewhere"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tests := []struct {
+			name   string
+			secret string
+			data   bool
+		}{
+			{"decrypt flag alone", e.keyIn(t, e.account, "keyring.ra.decrypt"), false},
+			{"with assets.read", e.keyIn(t, e.account, "keyring.ra.decrypt", "assets.read"), true},
+			{"assets.read of another Account", e.keyIn(t, other.ID, "keyring.ra.decrypt", "assets.read"), false},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				r := e.do(t, "POST", "/ks/decrypt", tt.secret, map[string]any{"hash": created.Hash, "header": created.Header}).want(t, http.StatusOK)
+				res := decode[kms.DecryptResult](t, r)
+				if !res.Asset.Valid || res.Asset.ID != id || res.Key == nil {
+					t.Fatalf("decrypt = %s, want a verified Asset and the key", r.body)
+				}
+				if got := res.Asset.Data["secret"] == "s4"; got != tt.data {
+					t.Fatalf("decrypt answered data %v; want data: %v", res.Asset.Data, tt.data)
+				}
+				if !tt.data && (res.Asset.Data == nil || len(res.Asset.Data) != 0) {
+					t.Fatalf("decrypt answered data %v, want {}", res.Asset.Data)
+				}
+			})
+		}
+	})
+}
