@@ -353,7 +353,7 @@ func (s *Service) anyRing(ctx context.Context, ref RingRef) (*ringRecord, error)
 	find := s.ringByName
 	if ref.ByID {
 		if _, ok := parseID(ref.Name); !ok {
-			return nil, Errorf(KindInvalid, "key ring ID %q is malformed", ref.Name)
+			return nil, Errorf(KindNotFound, "key ring not found") // no ring has such an ID
 		}
 		find = s.ringByID
 	}

@@ -306,7 +306,7 @@ func (s *Service) GetAsset(ctx context.Context, id string) (*Asset, error) {
 
 func (s *Service) visibleAsset(tx Txn, p *Principal, id string) (*assetRecord, error) {
 	if _, ok := parseID(id); !ok {
-		return nil, Errorf(KindInvalid, "%q is not an Asset ID", id)
+		return nil, Errorf(KindNotFound, "asset not found") // no Asset has such an ID
 	}
 	r, err := loadAsset(tx, id)
 	if err != nil {

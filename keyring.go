@@ -584,7 +584,7 @@ func (s *Service) resolveRing(ctx context.Context, group string, ref RingRef, ac
 		return nil, nil, err
 	}
 	if _, ok := parseID(ref.Name); !ok {
-		return nil, nil, Errorf(KindInvalid, "key ring ID %q is malformed", ref.Name)
+		return nil, nil, s.recordFailure(p, action, "", Errorf(KindNotFound, "key ring not found")) // no ring has such an ID
 	}
 	r, err := s.ringByID(ctx, group, ref.Name)
 	if err != nil {
@@ -685,7 +685,7 @@ func (s *Service) resolveKey(ctx context.Context, group string, ref RingRef, key
 		return nil, nil, nil, err
 	}
 	if _, ok := parseID(keyID); !ok {
-		return nil, nil, nil, s.recordFailure(p, action, strings.ToLower(r.Name), Errorf(KindInvalid, "key ID %q is malformed", keyID))
+		return nil, nil, nil, s.recordFailure(p, action, strings.ToLower(r.Name), Errorf(KindNotFound, "key not found")) // no key has such an ID
 	}
 	k, err := s.keyByID(ctx, r.ID, keyID)
 	if err != nil {

@@ -68,7 +68,7 @@ func TestAssetsOverHTTP(t *testing.T) {
 			t.Fatalf("GET /assets/{id} = %+v", got)
 		}
 		e.do(t, "GET", "/assets/01a2000000000000000000000000beef", e.root, nil).wantError(t, http.StatusNotFound, "not_found")
-		e.do(t, "GET", "/assets/nope", e.root, nil).wantError(t, http.StatusBadRequest, "invalid")
+		e.do(t, "GET", "/assets/nope", e.root, nil).wantError(t, http.StatusNotFound, "not_found")
 		e.checkAuth(t, "GET", "/assets/"+child.Asset.ID, nil)
 	})
 	t.Run("lineage", func(t *testing.T) {
