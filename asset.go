@@ -437,15 +437,21 @@ func (s *Service) SearchAssets(ctx context.Context, f AssetFilter, req PageReque
 		prefix, indexed = pfxAsset, "time"
 	}
 	ps := pageScan{scope: "assets/" + string(scope), prefix: prefix}
-	if f.Start != nil {
-		ps.from = join(prefix, idTimePrefix(*f.Start))
+	from, until, none := timeRange(f.Start, f.End, maxIDTime)
+	if from > 0 {
+		ps.from = join(prefix, idTimePrefix(from))
 	}
-	if f.End != nil {
-		ps.until = join(prefix, idTimePrefix(*f.End+1))
+	if until > 0 {
+		ps.until = join(prefix, idTimePrefix(until))
 	}
 	out := &List[*Asset]{Data: []*Asset{}}
 	var cur *assetRecord
 	err = s.store.View(ctx, func(tx Txn) error {
+		if none {
+			var err error
+			out.Pagination, err = s.emptyPage(ps.scope, req)
+			return err
+		}
 		ps.match = func(k, _ []byte) (bool, error) {
 			id := string(k[len(prefix):])
 			r, err := loadAsset(tx, id)
@@ -478,12 +484,12 @@ func (s *Service) SearchAssets(ctx context.Context, f AssetFilter, req PageReque
 	return out, nil
 }
 
-// idTimePrefix is the hex prefix of the IDs made at epoch millisecond ms:
-// IDs sort by creation time (see newID).
-func idTimePrefix(ms int64) []byte {
-	if ms < 0 {
-		ms = 0
-	}
+// maxIDTime is the last epoch millisecond an ID can hold (48 bits).
+const maxIDTime = 1<<48 - 1
+
+// idTimePrefix is the hex prefix of the IDs made at epoch millisecond ms
+// (at most maxIDTime): IDs sort by creation time (see newID).
+func idTimePrefix(ms uint64) []byte {
 	var b [8]byte
 	for i := 7; i >= 0; i-- {
 		b[i] = byte(ms)

@@ -70,6 +70,34 @@ func (r PageRequest) limit() (int, error) {
 	return min(r.Limit, MaxPageLimit), nil
 }
 
+// timeRange turns the time filter of a search, the inclusive range [start,
+// end] of epoch milliseconds (either bound nil when not given), into the
+// half-open range [from, until) of milliseconds that an index of times up
+// to last holds, saturating where arithmetic would overflow: a time before
+// the epoch counts as the epoch, and an end at or after last leaves the
+// range open (until 0). none reports that no time from 0 to last is in
+// the range.
+func timeRange(start, end *int64, last uint64) (from, until uint64, none bool) {
+	if start != nil && *start > 0 {
+		from = uint64(*start)
+	}
+	if from > last {
+		return 0, 0, true
+	}
+	if end != nil {
+		if *end < 0 {
+			return 0, 0, true
+		}
+		if e := uint64(*end); e < last {
+			until = e + 1
+		}
+		if until != 0 && until <= from {
+			return 0, 0, true
+		}
+	}
+	return from, until, false
+}
+
 // pager seals cursors. A cursor is the store key of the last item of a
 // page, sealed with AES-256-GCM under a master-derived key and bound (as
 // associated data) to the list it belongs to and the filters it was made

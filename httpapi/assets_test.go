@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"sort"
 	"strings"
@@ -342,4 +343,88 @@ func TestAssetAccessThroughRings(t *testing.T) {
 			})
 		}
 	})
+}
+
+// TestSearchTimeBoundsSaturate searches Assets and activity with start and
+// end at the far ends of int64 and past the times an ID can hold: a bound
+// beyond every record's time acts as no bound (end) or as one that nothing
+// passes (start), never as a time that wrapped around.
+func TestSearchTimeBoundsSaturate(t *testing.T) {
+	e := newEnv(t)
+	ring := e.createRing(t, "times")
+	secret, keyID := e.apiKey(t, "keyring.times.encrypt")
+	const n = 3
+	for i := 0; i < n; i++ {
+		e.do(t, "POST", "/ks/encrypt", secret, map[string]any{"ringname": "times", "asset": map[string]any{"data": map[string]any{"i": i}}}).
+			want(t, http.StatusOK)
+	}
+	const (
+		maxInt64 = math.MaxInt64
+		minInt64 = math.MinInt64
+		idMax    = 1<<48 - 1 // the largest time an ID holds
+	)
+	tests := []struct {
+		name       string
+		start, end any // nil: not sent
+		all        bool
+	}{
+		{"end max int64", nil, int64(maxInt64), true},
+		{"end max int64 - 1", nil, int64(maxInt64 - 1), true},
+		{"end past an ID's time", nil, int64(idMax + 1), true},
+		{"end at an ID's largest time", nil, int64(idMax), true},
+		{"end 2^50", nil, int64(1 << 50), true},
+		{"start min int64", int64(minInt64), nil, true},
+		{"start min int64, end max int64", int64(minInt64), int64(maxInt64), true},
+		{"start 0, end max int64", int64(0), int64(maxInt64), true},
+		{"start past an ID's time", int64(idMax + 1), nil, false},
+		{"start 2^50", int64(1 << 50), nil, false},
+		{"start max int64", int64(maxInt64), nil, false},
+		{"end min int64", nil, int64(minInt64), false},
+		{"end -1", nil, int64(-1), false},
+	}
+	count := func(t *testing.T, path string, body map[string]any) int {
+		t.Helper()
+		got, cursor := 0, ""
+		for pages := 0; ; pages++ {
+			if pages > 10 {
+				t.Fatal("too many pages")
+			}
+			p := path + "?limit=2"
+			if cursor != "" {
+				p += "&cursor=" + cursor
+			}
+			page := decode[kms.List[map[string]any]](t, e.do(t, "POST", p, e.root, body).want(t, http.StatusOK))
+			got += len(page.Data)
+			if !page.Pagination.HasMore {
+				return got
+			}
+			cursor = page.Pagination.NextCursor
+		}
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bounds := func(body map[string]any) map[string]any {
+				if tt.start != nil {
+					body["start"] = tt.start
+				}
+				if tt.end != nil {
+					body["end"] = tt.end
+				}
+				return body
+			}
+			want := 0
+			if tt.all {
+				want = n
+			}
+			if got := count(t, "/assets/search", bounds(map[string]any{"keyringId": ring.Ring.ID})); got != want {
+				t.Errorf("asset search found %d, want %d", got, want)
+			}
+			if got := count(t, "/assets/search", bounds(map[string]any{})); tt.all && got < n || !tt.all && got != 0 {
+				t.Errorf("asset search by time alone found %d, want %s", got, map[bool]string{true: "every Asset", false: "none"}[tt.all])
+			}
+			if got := count(t, "/auth/search/activity", bounds(map[string]any{"keyid": keyID, "action": "encrypt"})); got != want {
+				t.Errorf("activity search found %d, want %d", got, want)
+			}
+		})
+	}
 }
