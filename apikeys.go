@@ -111,6 +111,9 @@ func (s *Service) CreateAPIKey(ctx context.Context, in APIKeyInput) (*APIKey, er
 	if err != nil {
 		return nil, s.recordFailure(p, "apikey.create", "", err)
 	}
+	if err := checkProps("props", in.Props); err != nil {
+		return nil, s.recordFailure(p, "apikey.create", "", err)
+	}
 	secret := newSecret(apiKeyPrefix)
 	now := s.now().UTC()
 	k := &apiKeyRecord{
@@ -421,6 +424,9 @@ func (s *Service) UpdateAPIKey(ctx context.Context, in APIKeyUpdate) (*APIKeyUpd
 		k := *old
 		k.Flags = applyOp(in.Op, old.Flags, flags)
 		k.Props = applyOp(in.Op, old.Props, in.Props)
+		if err := checkProps("props", k.Props); err != nil {
+			return err // merges add up
+		}
 		added := Flags{}
 		for name, granted := range k.Flags {
 			if granted && !old.Flags[name] {
@@ -571,6 +577,16 @@ func (s *Service) ValidateAPIKey(ctx context.Context, in ValidateInput) (*Valida
 	}
 	if in.Key == "" {
 		return nil, s.recordFailure(p, "apikey.validate", "", Errorf(KindInvalid, "key is required"))
+	}
+	if in.Activity != nil {
+		err := checkProps("activity.props", in.Activity.Props)
+		if len(in.Activity.Action) > maxFlagLen || len(in.Activity.RingName) > maxRingNameLen {
+			// Longer ones name no flag, and would not fit the trail's indexes.
+			err = Errorf(KindInvalid, "activity.action may have at most %d characters, activity.ringname %d", maxFlagLen, maxRingNameLen)
+		}
+		if err != nil {
+			return nil, s.recordFailure(p, "apikey.validate", "", err)
+		}
 	}
 	res := &ValidateResult{}
 	var subject *Principal

@@ -386,6 +386,12 @@ func (s *Service) createRing(p *Principal, group, name, display string, props, k
 	if group == groupAsym {
 		action = "asym.keyring.create"
 	}
+	if err := checkProps("props", props); err != nil {
+		return nil, nil, s.recordFailure(p, action, lower, err)
+	}
+	if err := checkProps("keyProps", keyProps); err != nil {
+		return nil, nil, s.recordFailure(p, action, lower, err)
+	}
 	act := s.newActivity(p, action, lower, true, map[string]any{"ringId": r.ID, "keyId": k.ID})
 	err = s.journal.submit(act, func(tx Txn) error {
 		nameKey := join(pfxRingName, []byte(lower))
@@ -916,6 +922,12 @@ func (s *Service) SetConfig(ctx context.Context, ringName string, cfg *KeyRingCo
 		return nil, err
 	}
 	lower := strings.ToLower(r.Name)
+	if err := checkProps("config.props", cfg.Props); err != nil {
+		return nil, s.recordFailure(p, "keyring.config.write", lower, err)
+	}
+	if err := checkProps("config.key.props", cfg.Key.Props); err != nil {
+		return nil, s.recordFailure(p, "keyring.config.write", lower, err)
+	}
 	var next *ringRecord
 	act := s.newActivity(p, "keyring.config.write", lower, true, map[string]any{"ringId": r.ID, "maxEncryptCount": cfg.Algos.AES256.MaxEncryptCount})
 	err = s.journal.submit(act, func(tx Txn) error {

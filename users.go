@@ -419,6 +419,9 @@ func (s *Service) prepareUser(p *Principal, in UserInput, status string) (*userR
 	if err := in.validate(); err != nil {
 		return nil, err
 	}
+	if err := checkProps("props", in.Props); err != nil {
+		return nil, err
+	}
 	flags, err := in.Flags.normalize()
 	if err != nil {
 		return nil, err
@@ -613,6 +616,9 @@ func (s *Service) UpdateUser(ctx context.Context, ref UserRef, in UserUpdate) (*
 		changed = append(changed, "flags")
 	}
 	if err := fieldsError(fields); err != nil {
+		return nil, s.recordFailure(p, action, "", err)
+	}
+	if err := checkProps("props", in.Props); err != nil {
 		return nil, s.recordFailure(p, action, "", err)
 	}
 	var after func()
