@@ -37,6 +37,8 @@ type APIKeyRefs struct {
 type apiKeyRecord struct {
 	APIKey
 	Digest string `json:"digest"`
+
+	stored int // bytes as read by getAPIKey: its size in a page
 }
 
 // APIKeyInput creates an API key.
@@ -209,7 +211,7 @@ func getAPIKey(tx Txn, id string) (*apiKeyRecord, error) {
 	} else if err != nil {
 		return nil, err
 	}
-	var k apiKeyRecord
+	k := apiKeyRecord{stored: len(v)}
 	if err := json.Unmarshal(v, &k); err != nil {
 		return nil, err
 	}
@@ -283,6 +285,7 @@ func (s *Service) listAPIKeys(ctx context.Context, p *Principal, action string, 
 			cur = k
 			return visibleTo(p, k.AccountID) && (match == nil || match(key, k)), nil
 		}
+		ps.size = func(_, _ []byte) int { return cur.stored }
 		ps.emit = func(_, _ []byte) error {
 			out.Data = append(out.Data, &cur.APIKey)
 			return nil

@@ -36,6 +36,8 @@ type assetRecord struct {
 	APIKeyID  string          `json:"apikeyId"`
 	AccountID string          `json:"accountId"`
 	KeyRingID string          `json:"keyringId"`
+
+	stored int // bytes as read by loadAsset: its size in a page
 }
 
 // Limits of one Asset.
@@ -132,7 +134,7 @@ func loadAsset(tx Txn, id string) (*assetRecord, error) {
 	} else if err != nil {
 		return nil, err
 	}
-	var r assetRecord
+	r := assetRecord{stored: len(v)}
 	if err := json.Unmarshal(v, &r); err != nil {
 		return nil, err
 	}
@@ -463,6 +465,7 @@ func (s *Service) SearchAssets(ctx context.Context, f AssetFilter, req PageReque
 			cur = r
 			return assetMatches(r, &f, indexed, want), nil
 		}
+		ps.size = func(_, _ []byte) int { return cur.stored }
 		ps.emit = func(_, _ []byte) error {
 			a, err := cur.asset()
 			if err != nil {

@@ -201,7 +201,8 @@ type ringRecord struct {
 	// SealedPrivate is the ring's private key, sealed: /asym rings only.
 	SealedPrivate []byte `json:"sealedPrivate,omitempty"`
 
-	pub *wrap.PublicKey
+	pub    *wrap.PublicKey
+	stored int // bytes as read by loadRing: its size in a page
 }
 
 // keyRecord is a key as stored: wrapped, never in the clear.
@@ -449,7 +450,7 @@ func loadRing(tx Txn, id string) (*ringRecord, error) {
 	} else if err != nil {
 		return nil, err
 	}
-	var r ringRecord
+	r := ringRecord{stored: len(v)}
 	if err := json.Unmarshal(v, &r); err != nil {
 		return nil, err
 	}
@@ -636,15 +637,19 @@ func (s *Service) ListKeyRings(ctx context.Context, req PageRequest) (*List[*Key
 	prefix := join(pfxRingList, []byte(groupKS), sep)
 	return audited(s, ctx, p, "keyring.list", "", func(tx Txn) (*List[*KeyRing], map[string]any, error) {
 		out := &List[*KeyRing]{Data: []*KeyRing{}}
+		var cur *ringRecord
 		var err error
-		out.Pagination, err = s.pager.scan(ctx, tx, req, pageScan{scope: "keyrings", prefix: prefix, emit: func(_, v []byte) error {
-			r, err := loadRing(tx, string(v))
-			if err != nil {
-				return err
-			}
-			out.Data = append(out.Data, r.keyRing())
-			return nil
-		}})
+		out.Pagination, err = s.pager.scan(ctx, tx, req, pageScan{scope: "keyrings", prefix: prefix,
+			match: func(_, v []byte) (bool, error) {
+				var err error
+				cur, err = loadRing(tx, string(v))
+				return err == nil, err
+			},
+			size: func(_, _ []byte) int { return cur.stored },
+			emit: func(_, _ []byte) error {
+				out.Data = append(out.Data, cur.keyRing())
+				return nil
+			}})
 		return out, map[string]any{"count": out.Pagination.Count}, err
 	})
 }

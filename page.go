@@ -15,6 +15,14 @@ import (
 const (
 	DefaultPageLimit = 100
 	MaxPageLimit     = 10000
+
+	// MaxPageBytes is the byte budget of a page: a page ends early
+	// (HasMore true) before the item that would take its items past it,
+	// whatever the limit, so that no answer, nor the memory it takes to
+	// build it, grows with the size of the items. A page always holds at
+	// least one item, however large, so paging goes on. An item counts
+	// the bytes it is stored as, which is close to its size as answered.
+	MaxPageBytes = 4 << 20
 )
 
 // PageRequest asks for one page of a list or search.
@@ -144,6 +152,11 @@ type pageScan struct {
 	// every item does. It may be called on an item that is then not
 	// emitted (the look-ahead for HasMore).
 	match func(key, value []byte) (bool, error)
+	// size returns the bytes a matching item counts against
+	// MaxPageBytes, before emit is called for it (if it fits); nil means
+	// len(value), right for lists whose values are the items as stored.
+	// A list of index entries sets it to the size of the record it reads.
+	size func(key, value []byte) int
 	// emit adds a matching item to the page.
 	emit func(key, value []byte) error
 	// walk, when set, lists the items in place of a store scan of
@@ -154,8 +167,11 @@ type pageScan struct {
 }
 
 // scan pages through the keys of ps in order, resuming after the cursor's
-// key. The page ends after limit matching items; scan then looks ahead for
-// one more match to set HasMore, so HasMore is exact even with filters.
+// key. The page ends after limit matching items, or before the matching
+// item that would take it past MaxPageBytes (a first item always fits);
+// scan then looks ahead for one more match to set HasMore, so HasMore is
+// exact even with filters. An item left out by the budget is the first
+// of the next page.
 //
 // The cursor holds the store key of the last item returned, so items
 // inserted or deleted while a client pages neither repeat nor shift the
@@ -186,6 +202,7 @@ func (p *pager) scan(ctx context.Context, tx Txn, req PageRequest, ps pageScan) 
 	}
 	page := Page{Limit: limit}
 	var lastKey []byte
+	used := 0 // bytes of the items emitted
 	for i := first; i < len(prefixes) && !page.HasMore; i++ {
 		opts := ScanOptions{Prefix: prefixes[i]}
 		if i == first {
@@ -208,9 +225,18 @@ func (p *pager) scan(ctx context.Context, tx Txn, req PageRequest, ps pageScan) 
 				page.HasMore = true
 				return false, nil
 			}
+			n := len(v)
+			if ps.size != nil {
+				n = ps.size(k, v)
+			}
+			if page.Count > 0 && n > MaxPageBytes-used {
+				page.HasMore = true
+				return false, nil
+			}
 			if err := ps.emit(k, v); err != nil {
 				return false, err
 			}
+			used += n
 			page.Count++
 			lastKey = append(lastKey[:0], k...)
 			return true, nil

@@ -110,6 +110,124 @@ func TestPropsCap(t *testing.T) {
 	})
 }
 
+// pageAll pages through a list (GET) or search (POST, with body) at the
+// largest limit and returns every item's JSON and the size of each page's
+// body.
+func (e *env) pageAll(t *testing.T, method, path string, body any) (items []json.RawMessage, pages []int) {
+	t.Helper()
+	cursor := ""
+	for {
+		if len(pages) > 100 {
+			t.Fatal("too many pages")
+		}
+		p := path + "?limit=10000"
+		if cursor != "" {
+			p += "&cursor=" + cursor
+		}
+		r := e.do(t, method, p, e.root, body).want(t, http.StatusOK)
+		page := decode[kms.List[json.RawMessage]](t, r)
+		if page.Pagination.Count != len(page.Data) || page.Pagination.HasMore != (page.Pagination.NextCursor != "") {
+			t.Fatalf("page %d: pagination %+v with %d items", len(pages), page.Pagination, len(page.Data))
+		}
+		if len(page.Data) == 0 && page.Pagination.HasMore {
+			t.Fatalf("page %d is empty but has more", len(pages))
+		}
+		items = append(items, page.Data...)
+		pages = append(pages, len(r.body))
+		if !page.Pagination.HasMore {
+			return items, pages
+		}
+		cursor = page.Pagination.NextCursor
+	}
+}
+
+// TestPageByteBudget fills lists with items that together pass the byte
+// budget of a page many times over: each page, even at limit 10000, stops
+// before the budget, says hasMore, and paging yields every item once.
+func TestPageByteBudget(t *testing.T) {
+	e := newEnv(t)
+	// page is the budget plus the room of the page's envelope.
+	page := kms.MaxPageBytes + 1024
+	check := func(t *testing.T, items []json.RawMessage, pages []int, idOf func(map[string]any) string, want map[string]bool) {
+		t.Helper()
+		if len(pages) < 2 {
+			t.Errorf("%d items in %d page(s), want them split by the budget", len(items), len(pages))
+		}
+		for i, n := range pages {
+			if n > page {
+				t.Errorf("page %d is %d bytes, more than the budget of %d", i, n, kms.MaxPageBytes)
+			}
+		}
+		seen := map[string]bool{}
+		for _, raw := range items {
+			var m map[string]any
+			if err := json.Unmarshal(raw, &m); err != nil {
+				t.Fatal(err)
+			}
+			id := idOf(m)
+			if seen[id] {
+				t.Fatalf("item %s listed twice", id)
+			}
+			seen[id] = true
+		}
+		for id := range want {
+			if !seen[id] {
+				t.Errorf("item %s never listed", id)
+			}
+		}
+	}
+
+	t.Run("API keys", func(t *testing.T) {
+		props := propsOf(t, kms.MaxPropsBytes)
+		want := map[string]bool{}
+		for i := 0; i < kms.MaxPageBytes/kms.MaxPropsBytes*5/2; i++ {
+			k, err := e.svc.CreateAPIKey(e.rootCtx, kms.APIKeyInput{AccountID: e.account, Flags: kms.Flags{}, Props: props})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want[k.KeyID] = true
+		}
+		items, pages := e.pageAll(t, "GET", "/auth/apikey", nil)
+		check(t, items, pages, func(m map[string]any) string { return m["keyid"].(string) }, want)
+		items, pages = e.pageAll(t, "GET", "/auth/accounts/"+e.account+"/apikeys", nil)
+		check(t, items, pages, func(m map[string]any) string { return m["keyid"].(string) }, want)
+	})
+	t.Run("Assets", func(t *testing.T) {
+		e.createRing(t, "budget")
+		data := map[string]any{"d": strings.Repeat("y", kms.MaxAssetDataBytes-100)}
+		want := map[string]bool{}
+		for i := 0; i < kms.MaxPageBytes/kms.MaxAssetDataBytes*5/2; i++ {
+			res, err := e.svc.Encrypt(e.rootCtx, kms.EncryptInput{RingName: "budget", Asset: &kms.AssetInput{Data: data}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want[res.Asset.ID] = true
+		}
+		items, pages := e.pageAll(t, "POST", "/assets/search", map[string]any{})
+		check(t, items, pages, func(m map[string]any) string { return m["id"].(string) }, want)
+	})
+	t.Run("Users", func(t *testing.T) {
+		props := propsOf(t, kms.MaxPropsBytes)
+		want := map[string]bool{}
+		for i := 0; i < kms.MaxPageBytes/kms.MaxPropsBytes*3/2; i++ {
+			// Invited: no password to hash.
+			name := fmt.Sprintf("budget%03d", i)
+			_, err := e.svc.Invite(e.rootCtx, kms.InviteInput{Username: name, Email: name + "@example.com",
+				FirstName: "B", LastName: "U", Props: props})
+			if err != nil {
+				t.Fatal(err)
+			}
+			u, err := e.svc.GetUser(e.rootCtx, kms.UserRef{Value: name})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want[u.ID] = true
+		}
+		items, pages := e.pageAll(t, "GET", "/auth/users", nil)
+		check(t, items, pages, func(m map[string]any) string { return m["id"].(string) }, want)
+	})
+}
+
 // TestValidateActivityBounds checks that POST /auth/validate refuses an
 // activity whose action or ring name is longer than any flag can name,
 // and that the trail's indexes go on working after such a request (one
