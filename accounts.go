@@ -62,6 +62,9 @@ func (s *Service) CreateAccount(ctx context.Context, in AccountInput) (*Account,
 	if err := validUID(in.UID); err != nil {
 		return nil, s.recordFailure(p, "account.create", "", err)
 	}
+	if err := checkProps("props", in.Props); err != nil {
+		return nil, s.recordFailure(p, "account.create", "", err)
+	}
 	now := s.now().UTC()
 	a := &Account{ID: newID(now), UID: in.UID, Notes: in.Notes, Props: cloneMap(in.Props), CreatedAt: now, UpdatedAt: now}
 	act := s.newActivity(p, "account.create", "", true, map[string]any{"accountId": a.ID})
@@ -252,6 +255,9 @@ func (s *Service) UpdateAccount(ctx context.Context, ref AccountRef, in AccountU
 		if err := validUID(*in.UID); err != nil {
 			return nil, s.recordFailure(p, "account.update", "", err)
 		}
+	}
+	if err := checkProps("props", in.Props); err != nil {
+		return nil, s.recordFailure(p, "account.update", "", err)
 	}
 	var out *Account
 	act := s.newActivity(p, "account.update", "", true, map[string]any{"account": ref.Value})

@@ -668,15 +668,19 @@ func (q *activityQuery) matches(a *Activity, v []byte) (bool, error) {
 // into a range of seqs [from, until) that holds its records, with the time
 // index; 0 means no bound. none reports that no record is in range.
 func activitySeqRange(tx Txn, start, end *int64) (from, until uint64, none bool, err error) {
+	fromMs, untilMs, none := timeRange(start, end, math.MaxInt64)
+	if none {
+		return 0, 0, true, nil
+	}
 	if start != nil {
 		var found bool
-		if from, found, err = firstSeqAt(tx, *start); err != nil || !found {
+		if from, found, err = firstSeqAt(tx, int64(fromMs)); err != nil || !found {
 			return 0, 0, err == nil, err
 		}
 	}
-	if end != nil && *end < math.MaxInt64 {
+	if untilMs != 0 {
 		var found bool
-		if until, found, err = firstSeqAt(tx, max(*end, 0)+1); err != nil {
+		if until, found, err = firstSeqAt(tx, int64(untilMs)); err != nil {
 			return 0, 0, false, err
 		}
 		if found && until <= from || found && until <= 1 {

@@ -38,6 +38,8 @@ type APIKeyRefs struct {
 type apiKeyRecord struct {
 	APIKey
 	Digest string `json:"digest"`
+
+	stored int // bytes as read by getAPIKey: its size in a page
 }
 
 // APIKeyInput creates an API key.
@@ -111,6 +113,9 @@ func (s *Service) CreateAPIKey(ctx context.Context, in APIKeyInput) (*APIKey, er
 		err = checkGrant(p, flags)
 	}
 	if err != nil {
+		return nil, s.recordFailure(p, "apikey.create", "", err)
+	}
+	if err := checkProps("props", in.Props); err != nil {
 		return nil, s.recordFailure(p, "apikey.create", "", err)
 	}
 	secret := newSecret(apiKeyPrefix)
@@ -217,7 +222,7 @@ func getAPIKey(tx Txn, id string) (*apiKeyRecord, error) {
 	} else if err != nil {
 		return nil, err
 	}
-	var k apiKeyRecord
+	k := apiKeyRecord{stored: len(v)}
 	if err := json.Unmarshal(v, &k); err != nil {
 		return nil, err
 	}
@@ -291,6 +296,7 @@ func (s *Service) listAPIKeys(ctx context.Context, p *Principal, action string, 
 			cur = k
 			return visibleTo(p, k.AccountID) && (match == nil || match(key, k)), nil
 		}
+		ps.size = func(_, _ []byte) int { return cur.stored }
 		ps.emit = func(_, _ []byte) error {
 			out.Data = append(out.Data, &cur.APIKey)
 			return nil
@@ -365,7 +371,7 @@ func (s *Service) anyRing(ctx context.Context, ref RingRef) (*ringRecord, error)
 	find := s.ringByName
 	if ref.ByID {
 		if _, ok := parseID(ref.Name); !ok {
-			return nil, Errorf(KindInvalid, "key ring ID %q is malformed", ref.Name)
+			return nil, Errorf(KindNotFound, "key ring not found") // no ring has such an ID
 		}
 		find = s.ringByID
 	}
@@ -441,6 +447,9 @@ func (s *Service) UpdateAPIKey(ctx context.Context, in APIKeyUpdate) (*APIKeyUpd
 		k := *old
 		k.Flags = applyOp(in.Op, old.Flags, flags)
 		k.Props = applyOp(in.Op, old.Props, in.Props)
+		if err := checkProps("props", k.Props); err != nil {
+			return err // merges add up
+		}
 		added := Flags{}
 		for name, granted := range k.Flags {
 			if granted && !old.Flags[name] {
@@ -601,6 +610,16 @@ func (s *Service) ValidateAPIKey(ctx context.Context, in ValidateInput) (*Valida
 	}
 	if in.Key == "" {
 		return nil, s.recordFailure(p, "apikey.validate", "", Errorf(KindInvalid, "key is required"))
+	}
+	if in.Activity != nil {
+		err := checkProps("activity.props", in.Activity.Props)
+		if len(in.Activity.Action) > maxFlagLen || len(in.Activity.RingName) > maxRingNameLen {
+			// Longer ones name no flag, and would not fit the trail's indexes.
+			err = Errorf(KindInvalid, "activity.action may have at most %d characters, activity.ringname %d", maxFlagLen, maxRingNameLen)
+		}
+		if err != nil {
+			return nil, s.recordFailure(p, "apikey.validate", "", err)
+		}
 	}
 	res := &ValidateResult{}
 	var subject *Principal

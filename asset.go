@@ -36,6 +36,8 @@ type assetRecord struct {
 	APIKeyID  string          `json:"apikeyId"`
 	AccountID string          `json:"accountId"`
 	KeyRingID string          `json:"keyringId"`
+
+	stored int // bytes as read by loadAsset: its size in a page
 }
 
 // Limits of one Asset.
@@ -48,7 +50,8 @@ const (
 
 // Flags of the Asset store.
 const (
-	FlagAssetsRead   = "assets.read"   // read and search Assets, and their lineage
+	FlagAssetsRead   = "assets.read"   // read and search Assets, and their lineage; see their data in encrypt and decrypt answers
+	FlagAssetsWrite  = "assets.write"  // update, through an encrypt call on any ring, Assets created through another
 	FlagAssetsDelete = "assets.delete" // delete Assets
 )
 
@@ -131,7 +134,7 @@ func loadAsset(tx Txn, id string) (*assetRecord, error) {
 	} else if err != nil {
 		return nil, err
 	}
-	var r assetRecord
+	r := assetRecord{stored: len(v)}
 	if err := json.Unmarshal(v, &r); err != nil {
 		return nil, err
 	}
@@ -196,6 +199,41 @@ func (s *Service) writeAsset(tx Txn, p *Principal, ringID, newID string, in *Ass
 		return nil, err
 	}
 	return r, tx.Set(join(pfxAsset, []byte(r.ID)), v)
+}
+
+// authorizeAssetUpdate checks that p may update the Asset id through an
+// encrypt call on ring r: the Asset must be one p sees (else NotFound),
+// and p must hold the encrypt flag of the ring the Asset was created
+// through (which it holds when that is r) or assets.write. A denial is
+// recorded. An Asset's Account and ring never change, so the check still
+// holds when the call's journal job writes the Asset.
+func (s *Service) authorizeAssetUpdate(ctx context.Context, p *Principal, r *ringRecord, id string) error {
+	ring := strings.ToLower(r.Name)
+	var cur *assetRecord
+	err := s.store.View(ctx, func(tx Txn) error {
+		var err error
+		cur, err = s.visibleAsset(tx, p, id)
+		return err
+	})
+	if err != nil {
+		return s.recordFailure(p, "encrypt", ring, internalError("read asset", err))
+	}
+	if cur.KeyRingID == r.ID || p.Can(FlagAssetsWrite) {
+		return nil
+	}
+	flag := FlagAssetsWrite // when the creating ring is gone
+	if from, err := s.ringByID(ctx, groupKS, cur.KeyRingID); err == nil {
+		if flag = RingFlag(from.Name, OpEncrypt); p.Can(flag) {
+			return nil
+		}
+	} else if !isNotFound(err) {
+		return err
+	}
+	act := s.newActivity(p, "encrypt", ring, false, map[string]any{"flag": flag, "assetId": id})
+	if err := s.journal.submit(act, nil, nil); err != nil {
+		return err
+	}
+	return Errorf(KindPermissionDenied, "updating asset %s needs the encrypt flag of the ring it was created through, or %s", id, FlagAssetsWrite)
 }
 
 // checkNoCycle refuses parents that have id among their ancestors.
@@ -270,7 +308,7 @@ func (s *Service) GetAsset(ctx context.Context, id string) (*Asset, error) {
 
 func (s *Service) visibleAsset(tx Txn, p *Principal, id string) (*assetRecord, error) {
 	if _, ok := parseID(id); !ok {
-		return nil, Errorf(KindInvalid, "%q is not an Asset ID", id)
+		return nil, Errorf(KindNotFound, "asset not found") // no Asset has such an ID
 	}
 	r, err := loadAsset(tx, id)
 	if err != nil {
@@ -401,15 +439,21 @@ func (s *Service) SearchAssets(ctx context.Context, f AssetFilter, req PageReque
 		prefix, indexed = pfxAsset, "time"
 	}
 	ps := pageScan{scope: "assets/" + string(scope), prefix: prefix}
-	if f.Start != nil {
-		ps.from = join(prefix, idTimePrefix(*f.Start))
+	from, until, none := timeRange(f.Start, f.End, maxIDTime)
+	if from > 0 {
+		ps.from = join(prefix, idTimePrefix(from))
 	}
-	if f.End != nil {
-		ps.until = join(prefix, idTimePrefix(*f.End+1))
+	if until > 0 {
+		ps.until = join(prefix, idTimePrefix(until))
 	}
 	out := &List[*Asset]{Data: []*Asset{}}
 	var cur *assetRecord
 	err = s.store.View(ctx, func(tx Txn) error {
+		if none {
+			var err error
+			out.Pagination, err = s.emptyPage(ps.scope, req)
+			return err
+		}
 		ps.match = func(k, _ []byte) (bool, error) {
 			id := string(k[len(prefix):])
 			r, err := loadAsset(tx, id)
@@ -421,6 +465,7 @@ func (s *Service) SearchAssets(ctx context.Context, f AssetFilter, req PageReque
 			cur = r
 			return assetMatches(r, &f, indexed, want), nil
 		}
+		ps.size = func(_, _ []byte) int { return cur.stored }
 		ps.emit = func(_, _ []byte) error {
 			a, err := cur.asset()
 			if err != nil {
@@ -442,12 +487,12 @@ func (s *Service) SearchAssets(ctx context.Context, f AssetFilter, req PageReque
 	return out, nil
 }
 
-// idTimePrefix is the hex prefix of the IDs made at epoch millisecond ms:
-// IDs sort by creation time (see newID).
-func idTimePrefix(ms int64) []byte {
-	if ms < 0 {
-		ms = 0
-	}
+// maxIDTime is the last epoch millisecond an ID can hold (48 bits).
+const maxIDTime = 1<<48 - 1
+
+// idTimePrefix is the hex prefix of the IDs made at epoch millisecond ms
+// (at most maxIDTime): IDs sort by creation time (see newID).
+func idTimePrefix(ms uint64) []byte {
 	var b [8]byte
 	for i := 7; i >= 0; i-- {
 		b[i] = byte(ms)

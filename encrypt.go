@@ -77,7 +77,11 @@ type HeaderInfo struct {
 // Encrypt hands out the active key of a /ks ring, wrapped, with a new hash
 // and a signed header. With a maxEncryptCount configured, the ring rotates
 // by itself when its active key has served that many calls. It needs
-// keyring.<name>.encrypt.
+// keyring.<name>.encrypt; updating an Asset (in.Asset.AssetID) also needs
+// the encrypt flag of the ring the Asset was created through, or
+// assets.write. The Asset in the answer carries the data the call gave;
+// an update that gave none carries the stored data only for a caller with
+// assets.read, and {} otherwise.
 func (s *Service) Encrypt(ctx context.Context, in EncryptInput) (*EncryptResult, error) {
 	if in.RingName == "" {
 		return nil, Errorf(KindInvalid, "ringname is required")
@@ -92,6 +96,11 @@ func (s *Service) Encrypt(ctx context.Context, in EncryptInput) (*EncryptResult,
 	if in.Asset != nil {
 		if data, parents, err = checkAssetInput(in.Asset); err != nil {
 			return nil, s.recordFailure(p, "encrypt", lower, err)
+		}
+		if in.Asset.AssetID != "" {
+			if err := s.authorizeAssetUpdate(ctx, p, r, in.Asset.AssetID); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if max := r.Algos.AES256.MaxEncryptCount; max > 0 {
@@ -155,6 +164,10 @@ func (s *Service) Encrypt(ctx context.Context, in EncryptInput) (*EncryptResult,
 	if res.Asset, err = rec.asset(); err != nil {
 		return nil, internalError("decode asset", err)
 	}
+	if in.Asset.Data == nil && !p.Can(FlagAssetsRead) {
+		// The data is not the call's own: it goes only to a reader.
+		res.Asset.Data = map[string]any{}
+	}
 	res.Header = s.finishHeader(hdr)
 	return res, nil
 }
@@ -189,7 +202,10 @@ func checkAssetInput(in *AssetInput) (json.RawMessage, []string, error) {
 // that was altered, that does not belong together, or whose Asset no longer
 // matches, gives the result with Asset.Valid false and no key, together with
 // an Unprocessable error whose message says which check failed. It needs
-// keyring.<name>.decrypt on the ring the hash names.
+// keyring.<name>.decrypt on the ring the hash names. The verified Asset's
+// data is answered only to a caller that may read the Asset (assets.read,
+// and the Asset's Account or accounts.all); others get {} and a message
+// that says so.
 func (s *Service) Decrypt(ctx context.Context, in DecryptInput) (*DecryptResult, error) {
 	p, err := principal(ctx)
 	if err != nil {
@@ -240,6 +256,10 @@ func (s *Service) Decrypt(ctx context.Context, in DecryptInput) (*DecryptResult,
 		}
 		props["assetId"] = a.ID
 		res.Asset = SignedAsset{Valid: true, ID: a.ID, Message: "hash, header and asset verified", Data: a.Data}
+		if !p.Can(FlagAssetsRead) || !visibleTo(p, a.AccountID) {
+			res.Asset.Data = map[string]any{}
+			res.Asset.Message = "hash, header and asset verified; the asset's data is shown only with " + FlagAssetsRead + " for its account"
+		}
 	}
 	if err := s.record(p, "decrypt", lower, props, nil); err != nil {
 		return nil, err

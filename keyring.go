@@ -201,7 +201,8 @@ type ringRecord struct {
 	// SealedPrivate is the ring's private key, sealed: /asym rings only.
 	SealedPrivate []byte `json:"sealedPrivate,omitempty"`
 
-	pub *wrap.PublicKey
+	pub    *wrap.PublicKey
+	stored int // bytes as read by loadRing: its size in a page
 }
 
 // keyRecord is a key as stored: wrapped, never in the clear.
@@ -386,6 +387,12 @@ func (s *Service) createRing(p *Principal, group, name, display string, props, k
 	if group == groupAsym {
 		action = "asym.keyring.create"
 	}
+	if err := checkProps("props", props); err != nil {
+		return nil, nil, s.recordFailure(p, action, lower, err)
+	}
+	if err := checkProps("keyProps", keyProps); err != nil {
+		return nil, nil, s.recordFailure(p, action, lower, err)
+	}
 	act := s.newActivity(p, action, lower, true, map[string]any{"ringId": r.ID, "keyId": k.ID})
 	err = s.journal.submit(act, func(tx Txn) error {
 		nameKey := join(pfxRingName, []byte(lower))
@@ -443,7 +450,7 @@ func loadRing(tx Txn, id string) (*ringRecord, error) {
 	} else if err != nil {
 		return nil, err
 	}
-	var r ringRecord
+	r := ringRecord{stored: len(v)}
 	if err := json.Unmarshal(v, &r); err != nil {
 		return nil, err
 	}
@@ -584,7 +591,7 @@ func (s *Service) resolveRing(ctx context.Context, group string, ref RingRef, ac
 		return nil, nil, err
 	}
 	if _, ok := parseID(ref.Name); !ok {
-		return nil, nil, Errorf(KindInvalid, "key ring ID %q is malformed", ref.Name)
+		return nil, nil, s.recordFailure(p, action, "", Errorf(KindNotFound, "key ring not found")) // no ring has such an ID
 	}
 	r, err := s.ringByID(ctx, group, ref.Name)
 	if err != nil {
@@ -630,15 +637,19 @@ func (s *Service) ListKeyRings(ctx context.Context, req PageRequest) (*List[*Key
 	prefix := join(pfxRingList, []byte(groupKS), sep)
 	return audited(s, ctx, p, "keyring.list", "", func(tx Txn) (*List[*KeyRing], map[string]any, error) {
 		out := &List[*KeyRing]{Data: []*KeyRing{}}
+		var cur *ringRecord
 		var err error
-		out.Pagination, err = s.pager.scan(ctx, tx, req, pageScan{scope: "keyrings", prefix: prefix, emit: func(_, v []byte) error {
-			r, err := loadRing(tx, string(v))
-			if err != nil {
-				return err
-			}
-			out.Data = append(out.Data, r.keyRing())
-			return nil
-		}})
+		out.Pagination, err = s.pager.scan(ctx, tx, req, pageScan{scope: "keyrings", prefix: prefix,
+			match: func(_, v []byte) (bool, error) {
+				var err error
+				cur, err = loadRing(tx, string(v))
+				return err == nil, err
+			},
+			size: func(_, _ []byte) int { return cur.stored },
+			emit: func(_, _ []byte) error {
+				out.Data = append(out.Data, cur.keyRing())
+				return nil
+			}})
 		return out, map[string]any{"count": out.Pagination.Count}, err
 	})
 }
@@ -685,7 +696,7 @@ func (s *Service) resolveKey(ctx context.Context, group string, ref RingRef, key
 		return nil, nil, nil, err
 	}
 	if _, ok := parseID(keyID); !ok {
-		return nil, nil, nil, s.recordFailure(p, action, strings.ToLower(r.Name), Errorf(KindInvalid, "key ID %q is malformed", keyID))
+		return nil, nil, nil, s.recordFailure(p, action, strings.ToLower(r.Name), Errorf(KindNotFound, "key not found")) // no key has such an ID
 	}
 	k, err := s.keyByID(ctx, r.ID, keyID)
 	if err != nil {
@@ -930,6 +941,12 @@ func (s *Service) SetConfig(ctx context.Context, ringName string, cfg *KeyRingCo
 		return nil, err
 	}
 	lower := strings.ToLower(r.Name)
+	if err := checkProps("config.props", cfg.Props); err != nil {
+		return nil, s.recordFailure(p, "keyring.config.write", lower, err)
+	}
+	if err := checkProps("config.key.props", cfg.Key.Props); err != nil {
+		return nil, s.recordFailure(p, "keyring.config.write", lower, err)
+	}
 	var next *ringRecord
 	act := s.newActivity(p, "keyring.config.write", lower, true, map[string]any{"ringId": r.ID, "maxEncryptCount": cfg.Algos.AES256.MaxEncryptCount})
 	err = s.journal.submit(act, func(tx Txn) error {

@@ -63,7 +63,7 @@ func TestKeyRingLifecycle(t *testing.T) {
 	_, err = e.svc.GetKeyRing(e.root, kms.RingRef{Name: "00000000000000000000000000000000", ByID: true})
 	wantKind(t, "GetKeyRing(unknown id)", err, kms.KindNotFound)
 	_, err = e.svc.GetKeyRing(e.root, kms.RingRef{Name: "xyz", ByID: true})
-	wantKind(t, "GetKeyRing(malformed id)", err, kms.KindInvalid)
+	wantKind(t, "GetKeyRing(malformed id)", err, kms.KindNotFound)
 
 	k2, err := e.svc.Rotate(e.root, kms.RotateInput{RingName: "payments", Algo: "aes256"})
 	if err != nil {

@@ -15,6 +15,14 @@ import (
 const (
 	DefaultPageLimit = 100
 	MaxPageLimit     = 10000
+
+	// MaxPageBytes is the byte budget of a page: a page ends early
+	// (HasMore true) before the item that would take its items past it,
+	// whatever the limit, so that no answer, nor the memory it takes to
+	// build it, grows with the size of the items. A page always holds at
+	// least one item, however large, so paging goes on. An item counts
+	// the bytes it is stored as, which is close to its size as answered.
+	MaxPageBytes = 4 << 20
 )
 
 // PageRequest asks for one page of a list or search.
@@ -70,6 +78,34 @@ func (r PageRequest) limit() (int, error) {
 	return min(r.Limit, MaxPageLimit), nil
 }
 
+// timeRange turns the time filter of a search, the inclusive range [start,
+// end] of epoch milliseconds (either bound nil when not given), into the
+// half-open range [from, until) of milliseconds that an index of times up
+// to last holds, saturating where arithmetic would overflow: a time before
+// the epoch counts as the epoch, and an end at or after last leaves the
+// range open (until 0). none reports that no time from 0 to last is in
+// the range.
+func timeRange(start, end *int64, last uint64) (from, until uint64, none bool) {
+	if start != nil && *start > 0 {
+		from = uint64(*start)
+	}
+	if from > last {
+		return 0, 0, true
+	}
+	if end != nil {
+		if *end < 0 {
+			return 0, 0, true
+		}
+		if e := uint64(*end); e < last {
+			until = e + 1
+		}
+		if until != 0 && until <= from {
+			return 0, 0, true
+		}
+	}
+	return from, until, false
+}
+
 // pager seals cursors. A cursor is the store key of the last item of a
 // page, sealed with AES-256-GCM under a master-derived key and bound (as
 // associated data) to the list it belongs to and the filters it was made
@@ -116,6 +152,11 @@ type pageScan struct {
 	// every item does. It may be called on an item that is then not
 	// emitted (the look-ahead for HasMore).
 	match func(key, value []byte) (bool, error)
+	// size returns the bytes a matching item counts against
+	// MaxPageBytes, before emit is called for it (if it fits); nil means
+	// len(value), right for lists whose values are the items as stored.
+	// A list of index entries sets it to the size of the record it reads.
+	size func(key, value []byte) int
 	// emit adds a matching item to the page.
 	emit func(key, value []byte) error
 	// walk, when set, lists the items in place of a store scan of
@@ -126,8 +167,11 @@ type pageScan struct {
 }
 
 // scan pages through the keys of ps in order, resuming after the cursor's
-// key. The page ends after limit matching items; scan then looks ahead for
-// one more match to set HasMore, so HasMore is exact even with filters.
+// key. The page ends after limit matching items, or before the matching
+// item that would take it past MaxPageBytes (a first item always fits);
+// scan then looks ahead for one more match to set HasMore, so HasMore is
+// exact even with filters. An item left out by the budget is the first
+// of the next page.
 //
 // The cursor holds the store key of the last item returned, so items
 // inserted or deleted while a client pages neither repeat nor shift the
@@ -158,6 +202,7 @@ func (p *pager) scan(ctx context.Context, tx Txn, req PageRequest, ps pageScan) 
 	}
 	page := Page{Limit: limit}
 	var lastKey []byte
+	used := 0 // bytes of the items emitted
 	for i := first; i < len(prefixes) && !page.HasMore; i++ {
 		opts := ScanOptions{Prefix: prefixes[i]}
 		if i == first {
@@ -180,9 +225,18 @@ func (p *pager) scan(ctx context.Context, tx Txn, req PageRequest, ps pageScan) 
 				page.HasMore = true
 				return false, nil
 			}
+			n := len(v)
+			if ps.size != nil {
+				n = ps.size(k, v)
+			}
+			if page.Count > 0 && n > MaxPageBytes-used {
+				page.HasMore = true
+				return false, nil
+			}
 			if err := ps.emit(k, v); err != nil {
 				return false, err
 			}
+			used += n
 			page.Count++
 			lastKey = append(lastKey[:0], k...)
 			return true, nil

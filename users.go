@@ -61,6 +61,8 @@ type userRecord struct {
 	InviteDigest string    `json:"inviteDigest,omitempty"`
 	ResetDigest  string    `json:"resetDigest,omitempty"`
 	ResetSentAt  time.Time `json:"resetSentAt,omitzero"`
+
+	stored int // bytes as read by getUser, without Keys
 }
 
 // Store layout of Users and their tokens.
@@ -286,7 +288,7 @@ func getUser(tx Txn, id string) (*userRecord, error) {
 	} else if err != nil {
 		return nil, err
 	}
-	var u userRecord
+	u := userRecord{stored: len(v)}
 	if err := json.Unmarshal(v, &u); err != nil {
 		return nil, err
 	}
@@ -410,6 +412,9 @@ func checkReach(p *Principal, u *userRecord) error {
 // the given status, not yet stored.
 func (s *Service) prepareUser(p *Principal, in UserInput, status string) (*userRecord, error) {
 	if err := in.validate(); err != nil {
+		return nil, err
+	}
+	if err := checkProps("props", in.Props); err != nil {
 		return nil, err
 	}
 	flags, err := in.Flags.normalize()
@@ -608,6 +613,9 @@ func (s *Service) UpdateUser(ctx context.Context, ref UserRef, in UserUpdate) (*
 	if err := fieldsError(fields); err != nil {
 		return nil, s.recordFailure(p, action, "", err)
 	}
+	if err := checkProps("props", in.Props); err != nil {
+		return nil, s.recordFailure(p, action, "", err)
+	}
 	var after func()
 	if flags != nil {
 		after = s.forgetSessions // the User's tokens act with the new flags at once
@@ -716,16 +724,22 @@ func (s *Service) ListUsers(ctx context.Context, req PageRequest) (*List[*User],
 	}
 	out := &List[*User]{Data: []*User{}}
 	err = s.store.View(ctx, func(tx Txn) error {
-		ps.emit = func(_, v []byte) error {
+		var cur *User
+		var size int
+		ps.match = func(_, v []byte) (bool, error) {
 			u, err := getUser(tx, string(v))
-			if err != nil {
-				return err
+			if err == nil {
+				cur, err = u.public(tx)
 			}
-			pub, err := u.public(tx)
 			if err != nil {
-				return err
+				return false, err
 			}
-			out.Data = append(out.Data, pub)
+			size = u.stored + len(cur.Keys)*(idLen+3) // the keys are not stored with the User
+			return true, nil
+		}
+		ps.size = func(_, _ []byte) int { return size }
+		ps.emit = func(_, _ []byte) error {
+			out.Data = append(out.Data, cur)
 			return nil
 		}
 		var err error

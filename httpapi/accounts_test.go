@@ -192,7 +192,7 @@ func TestAPIKeysOverHTTP(t *testing.T) {
 			t.Errorf("limit=1: %+v", page) // the ring's key, then the root key (flag *)
 		}
 		e.do(t, "GET", "/auth/search/keyring/nope/apikey", e.root, nil).wantError(t, http.StatusNotFound, "not_found")
-		e.do(t, "GET", "/auth/search/keyring/nope/apikey?id=true", e.root, nil).wantError(t, http.StatusBadRequest, "invalid")
+		e.do(t, "GET", "/auth/search/keyring/nope/apikey?id=true", e.root, nil).wantError(t, http.StatusNotFound, "not_found")
 		e.checkAuth(t, "GET", "/auth/search/keyring/pay/apikey", nil)
 	})
 	t.Run("update by key", func(t *testing.T) {

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"sort"
 	"strings"
@@ -68,7 +69,7 @@ func TestAssetsOverHTTP(t *testing.T) {
 			t.Fatalf("GET /assets/{id} = %+v", got)
 		}
 		e.do(t, "GET", "/assets/01a2000000000000000000000000beef", e.root, nil).wantError(t, http.StatusNotFound, "not_found")
-		e.do(t, "GET", "/assets/nope", e.root, nil).wantError(t, http.StatusBadRequest, "invalid")
+		e.do(t, "GET", "/assets/nope", e.root, nil).wantError(t, http.StatusNotFound, "not_found")
 		e.checkAuth(t, "GET", "/assets/"+child.Asset.ID, nil)
 	})
 	t.Run("lineage", func(t *testing.T) {
@@ -225,4 +226,205 @@ func sortedKeys(m map[string]bool) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// keyIn creates an API key of the Account account with the given flags
+// (all granted) and returns its secret.
+func (e *env) keyIn(t testing.TB, account string, flags ...string) string {
+	t.Helper()
+	f := kms.Flags{}
+	for _, name := range flags {
+		f[name] = true
+	}
+	k, err := e.svc.CreateAPIKey(e.rootCtx, kms.APIKeyInput{AccountID: account, Flags: f})
+	if err != nil {
+		t.Fatalf("CreateAPIKey(%v) = %v", flags, err)
+	}
+	return k.Key
+}
+
+// TestAssetAccessThroughRings checks who may update an Asset through an
+// encrypt call, and who sees its data in the answers of encrypt and
+// decrypt: an update needs the encrypt flag of the ring the Asset was
+// created through, or assets.write; stored data goes only to a caller
+// that may read the Asset (assets.read, same Account).
+func TestAssetAccessThroughRings(t *testing.T) {
+	e := newEnv(t)
+	e.createRing(t, "ra")
+	e.createRing(t, "rc")
+	creator, _ := e.apiKey(t, "keyring.rc.encrypt")
+	created := decode[kms.EncryptResult](t, e.do(t, "POST", "/ks/encrypt", creator,
+		map[string]any{"ringname": "rc", "asset": map[string]any{"data": map[string]any{"secret": "s3"}}}).want(t, http.StatusOK))
+	id := created.Asset.ID
+	if created.Asset.Data["secret"] != "s3" {
+		t.Fatalf("create answered data %v, want the data sent", created.Asset.Data)
+	}
+	stored := func(t *testing.T) map[string]any {
+		t.Helper()
+		return decode[kms.Asset](t, e.do(t, "GET", "/assets/"+id, e.root, nil).want(t, http.StatusOK)).Data
+	}
+
+	t.Run("another ring's encrypt flag neither reads nor updates", func(t *testing.T) {
+		other, _ := e.apiKey(t, "keyring.ra.encrypt")
+		for _, asset := range []map[string]any{
+			{"assetId": id},
+			{"assetId": id, "data": map[string]any{"secret": "overwritten"}},
+			{"assetId": id, "parents": []string{}},
+		} {
+			r := e.do(t, "POST", "/ks/encrypt", other, map[string]any{"ringname": "ra", "asset": asset})
+			r.wantError(t, http.StatusForbidden, "permission_denied")
+			if strings.Contains(string(r.body), "s3") {
+				t.Fatalf("a denied update answered the Asset's data: %s", r.body)
+			}
+		}
+		if d := stored(t); d["secret"] != "s3" {
+			t.Fatalf("data after denied updates = %v, want it unchanged", d)
+		}
+		denied := e.activity(t, func(a *kms.Activity) bool {
+			return a.Action == "encrypt" && !a.Valid && a.Props["assetId"] == id
+		})
+		if len(denied) != 3 {
+			t.Fatalf("%d denied encrypt records name the Asset, want 3", len(denied))
+		}
+	})
+	t.Run("the creating ring's flag updates; stored data needs assets.read", func(t *testing.T) {
+		r := e.do(t, "POST", "/ks/encrypt", creator, map[string]any{"ringname": "rc", "asset": map[string]any{"assetId": id, "parents": []string{}}}).
+			want(t, http.StatusOK)
+		res := decode[kms.EncryptResult](t, r)
+		if res.Asset == nil || res.Asset.ID != id || len(res.Asset.Data) != 0 || strings.Contains(string(r.body), "s3") {
+			t.Fatalf("an update without data by a caller without assets.read answered %s, want the Asset without its data", r.body)
+		}
+		reader, _ := e.apiKey(t, "keyring.rc.encrypt", "assets.read")
+		res = decode[kms.EncryptResult](t, e.do(t, "POST", "/ks/encrypt", reader, map[string]any{"ringname": "rc", "asset": map[string]any{"assetId": id}}).
+			want(t, http.StatusOK))
+		if res.Asset.Data["secret"] != "s3" {
+			t.Fatalf("an update by a caller with assets.read answered data %v, want the stored data", res.Asset.Data)
+		}
+	})
+	t.Run("assets.write updates through any ring", func(t *testing.T) {
+		writer, _ := e.apiKey(t, "keyring.ra.encrypt", "assets.write")
+		res := decode[kms.EncryptResult](t, e.do(t, "POST", "/ks/encrypt", writer,
+			map[string]any{"ringname": "ra", "asset": map[string]any{"assetId": id, "data": map[string]any{"secret": "s4"}}}).want(t, http.StatusOK))
+		if res.Asset.Data["secret"] != "s4" {
+			t.Fatalf("an update that sets data answered data %v, want the data sent", res.Asset.Data)
+		}
+		if d := stored(t); d["secret"] != "s4" {
+			t.Fatalf("data after an update with assets.write = %v", d)
+		}
+		created = res
+	})
+	t.Run("decrypt answers data only to a caller that may read the Asset", func(t *testing.T) {
+		other, err := e.svc.CreateAccount(e.rootCtx, kms.AccountInput{UID: "elsewhere"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tests := []struct {
+			name   string
+			secret string
+			data   bool
+		}{
+			{"decrypt flag alone", e.keyIn(t, e.account, "keyring.ra.decrypt"), false},
+			{"with assets.read", e.keyIn(t, e.account, "keyring.ra.decrypt", "assets.read"), true},
+			{"assets.read of another Account", e.keyIn(t, other.ID, "keyring.ra.decrypt", "assets.read"), false},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				r := e.do(t, "POST", "/ks/decrypt", tt.secret, map[string]any{"hash": created.Hash, "header": created.Header}).want(t, http.StatusOK)
+				res := decode[kms.DecryptResult](t, r)
+				if !res.Asset.Valid || res.Asset.ID != id || res.Key == nil {
+					t.Fatalf("decrypt = %s, want a verified Asset and the key", r.body)
+				}
+				if got := res.Asset.Data["secret"] == "s4"; got != tt.data {
+					t.Fatalf("decrypt answered data %v; want data: %v", res.Asset.Data, tt.data)
+				}
+				if !tt.data && (res.Asset.Data == nil || len(res.Asset.Data) != 0) {
+					t.Fatalf("decrypt answered data %v, want {}", res.Asset.Data)
+				}
+			})
+		}
+	})
+}
+
+// TestSearchTimeBoundsSaturate searches Assets and activity with start and
+// end at the far ends of int64 and past the times an ID can hold: a bound
+// beyond every record's time acts as no bound (end) or as one that nothing
+// passes (start), never as a time that wrapped around.
+func TestSearchTimeBoundsSaturate(t *testing.T) {
+	e := newEnv(t)
+	ring := e.createRing(t, "times")
+	secret, keyID := e.apiKey(t, "keyring.times.encrypt")
+	const n = 3
+	for i := 0; i < n; i++ {
+		e.do(t, "POST", "/ks/encrypt", secret, map[string]any{"ringname": "times", "asset": map[string]any{"data": map[string]any{"i": i}}}).
+			want(t, http.StatusOK)
+	}
+	const (
+		maxInt64 = math.MaxInt64
+		minInt64 = math.MinInt64
+		idMax    = 1<<48 - 1 // the largest time an ID holds
+	)
+	tests := []struct {
+		name       string
+		start, end any // nil: not sent
+		all        bool
+	}{
+		{"end max int64", nil, int64(maxInt64), true},
+		{"end max int64 - 1", nil, int64(maxInt64 - 1), true},
+		{"end past an ID's time", nil, int64(idMax + 1), true},
+		{"end at an ID's largest time", nil, int64(idMax), true},
+		{"end 2^50", nil, int64(1 << 50), true},
+		{"start min int64", int64(minInt64), nil, true},
+		{"start min int64, end max int64", int64(minInt64), int64(maxInt64), true},
+		{"start 0, end max int64", int64(0), int64(maxInt64), true},
+		{"start past an ID's time", int64(idMax + 1), nil, false},
+		{"start 2^50", int64(1 << 50), nil, false},
+		{"start max int64", int64(maxInt64), nil, false},
+		{"end min int64", nil, int64(minInt64), false},
+		{"end -1", nil, int64(-1), false},
+	}
+	count := func(t *testing.T, path string, body map[string]any) int {
+		t.Helper()
+		got, cursor := 0, ""
+		for pages := 0; ; pages++ {
+			if pages > 10 {
+				t.Fatal("too many pages")
+			}
+			p := path + "?limit=2"
+			if cursor != "" {
+				p += "&cursor=" + cursor
+			}
+			page := decode[kms.List[map[string]any]](t, e.do(t, "POST", p, e.root, body).want(t, http.StatusOK))
+			got += len(page.Data)
+			if !page.Pagination.HasMore {
+				return got
+			}
+			cursor = page.Pagination.NextCursor
+		}
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bounds := func(body map[string]any) map[string]any {
+				if tt.start != nil {
+					body["start"] = tt.start
+				}
+				if tt.end != nil {
+					body["end"] = tt.end
+				}
+				return body
+			}
+			want := 0
+			if tt.all {
+				want = n
+			}
+			if got := count(t, "/assets/search", bounds(map[string]any{"keyringId": ring.Ring.ID})); got != want {
+				t.Errorf("asset search found %d, want %d", got, want)
+			}
+			if got := count(t, "/assets/search", bounds(map[string]any{})); tt.all && got < n || !tt.all && got != 0 {
+				t.Errorf("asset search by time alone found %d, want %s", got, map[bool]string{true: "every Asset", false: "none"}[tt.all])
+			}
+			if got := count(t, "/auth/search/activity", bounds(map[string]any{"keyid": keyID, "action": "encrypt"})); got != want {
+				t.Errorf("activity search found %d, want %d", got, want)
+			}
+		})
+	}
 }

@@ -117,9 +117,9 @@ func TestAsym(t *testing.T) {
 	}{
 		{"unknown ring", "/asym/keyrings/nope/keys/" + firstID, http.StatusNotFound, "not_found"},
 		{"unknown key", "/asym/keyrings/vault/keys/0123456789abcdef0123456789abcdef", http.StatusNotFound, "not_found"},
-		{"malformed key ID", "/asym/keyrings/vault/keys/xyz", http.StatusBadRequest, "invalid"},
+		{"malformed key ID", "/asym/keyrings/vault/keys/xyz", http.StatusNotFound, "not_found"},
 		{"bad ring name", "/asym/keyrings/bad%20name!/keys/" + firstID, http.StatusBadRequest, "invalid"},
-		{"malformed ring ID", "/asym/keyrings/vault/keys/" + firstID + "?id=true", http.StatusBadRequest, "invalid"},
+		{"malformed ring ID", "/asym/keyrings/vault/keys/" + firstID + "?id=true", http.StatusNotFound, "not_found"},
 		{"a /ks ring", "/asym/keyrings/plain/keys/" + ks.Key.ID, http.StatusNotFound, "not_found"},
 	}
 	for _, tc := range getErrs {

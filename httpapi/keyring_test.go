@@ -216,7 +216,7 @@ func TestGetKeyRing(t *testing.T) {
 	}{
 		{"unknown name", "/ks/keyrings/nope", http.StatusNotFound, "not_found"},
 		{"unknown ID", "/ks/keyrings/0123456789abcdef0123456789abcdef?id=true", http.StatusNotFound, "not_found"},
-		{"name as ID", "/ks/keyrings/Payments?id=true", http.StatusBadRequest, "invalid"},
+		{"name as ID", "/ks/keyrings/Payments?id=true", http.StatusNotFound, "not_found"},
 		{"ID as name", "/ks/keyrings/" + created.Ring.ID, http.StatusNotFound, "not_found"},
 		{"bad name", "/ks/keyrings/bad%20name!", http.StatusBadRequest, "invalid"},
 		{"65 characters", "/ks/keyrings/" + strings.Repeat("a", 65), http.StatusBadRequest, "invalid"},
@@ -417,7 +417,7 @@ func TestListKeys(t *testing.T) {
 		{"unknown ring", "/ks/keyrings/nope/keys", http.StatusNotFound, "not_found"},
 		{"unknown ring ID", "/ks/keyrings/0123456789abcdef0123456789abcdef/keys?id=true", http.StatusNotFound, "not_found"},
 		{"bad name", "/ks/keyrings/bad%20name!/keys", http.StatusBadRequest, "invalid"},
-		{"malformed ID", "/ks/keyrings/xyz/keys?id=true", http.StatusBadRequest, "invalid"},
+		{"malformed ID", "/ks/keyrings/xyz/keys?id=true", http.StatusNotFound, "not_found"},
 		{"limit 0", "/ks/keyrings/keys/keys?limit=0", http.StatusBadRequest, "invalid"},
 		{"limit -1", "/ks/keyrings/keys/keys?limit=-1", http.StatusBadRequest, "invalid"},
 		{"limit abc", "/ks/keyrings/keys/keys?limit=abc", http.StatusBadRequest, "invalid"},
@@ -498,10 +498,10 @@ func TestGetKey(t *testing.T) {
 		code       string
 	}{
 		{"unknown key", "/ks/keyrings/getkey/keys/0123456789abcdef0123456789abcdef", http.StatusNotFound, "not_found"},
-		{"malformed key ID", "/ks/keyrings/getkey/keys/not-an-id", http.StatusBadRequest, "invalid"},
+		{"malformed key ID", "/ks/keyrings/getkey/keys/not-an-id", http.StatusNotFound, "not_found"},
 		{"unknown ring", "/ks/keyrings/nope/keys/" + created.Key.ID, http.StatusNotFound, "not_found"},
 		{"bad ring name", "/ks/keyrings/bad%20name!/keys/" + created.Key.ID, http.StatusBadRequest, "invalid"},
-		{"malformed ring ID", "/ks/keyrings/getkey/keys/" + created.Key.ID + "?id=true", http.StatusBadRequest, "invalid"},
+		{"malformed ring ID", "/ks/keyrings/getkey/keys/" + created.Key.ID + "?id=true", http.StatusNotFound, "not_found"},
 	}
 	for _, tc := range errs {
 		t.Run(tc.name, func(t *testing.T) {

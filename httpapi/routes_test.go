@@ -361,3 +361,67 @@ func TestRouteWalkCoversFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestUnknownIDsAreNotFound checks every route that names a resource by
+// an ID (or a username, uid or key ID) in its path: a value that names no
+// resource answers 404, whether it is an ID of the right form that no
+// resource has, or one that no ID could ever be (too short, not hex,
+// longer than the store's keys may be).
+func TestUnknownIDsAreNotFound(t *testing.T) {
+	e := newEnv(t)
+	e.createRing(t, "known")
+	e.do(t, "POST", "/asym/keyrings", e.root, map[string]any{"name": "aknown"}).want(t, http.StatusOK)
+	unknown := []string{
+		"01a2000000000000000000000000beef", // the form of an ID
+		"nope",
+		"01A2000000000000000000000000BEEF",
+		strings.Repeat("a", 70000),
+	}
+	paths := []struct{ method, path, query string }{
+		{"GET", "/assets/%s", ""},
+		{"DELETE", "/assets/%s", ""},
+		{"GET", "/assets/%s/lineage", ""},
+		{"GET", "/ks/keyrings/%s", "?id=true"},
+		{"GET", "/ks/keyrings/%s/keys", "?id=true"},
+		{"GET", "/ks/keyrings/%s/keys/01a2000000000000000000000000beef", "?id=true"},
+		{"GET", "/ks/keyrings/known/keys/%s", ""},
+		{"GET", "/asym/keyrings/%s/keys/01a2000000000000000000000000beef", "?id=true"},
+		{"GET", "/asym/keyrings/aknown/keys/%s", ""},
+		{"GET", "/auth/accounts/%s", ""},
+		{"GET", "/auth/accounts/%s", "?uid=true"},
+		{"PATCH", "/auth/accounts/%s", ""},
+		{"DELETE", "/auth/accounts/%s", ""},
+		{"DELETE", "/auth/accounts/%s", "?uid=true"},
+		{"GET", "/auth/accounts/%s/apikeys", ""},
+		{"GET", "/auth/accounts/%s/apikeys", "?uid=true"},
+		{"GET", "/auth/apikey/%s", ""},
+		{"GET", "/auth/apikey/%s/props", ""},
+		{"DELETE", "/auth/apikey/%s", "?id=true"},
+		{"DELETE", "/auth/apikey/%s", ""},
+		{"GET", "/auth/search/keyring/%s/apikey", "?id=true"},
+		{"GET", "/auth/users/%s", ""},
+		{"GET", "/auth/users/%s", "?id=true"},
+		{"GET", "/auth/users/%s", "?email=true"},
+		{"PATCH", "/auth/users/%s", ""},
+		{"DELETE", "/auth/users/%s", "?id=true"},
+		{"GET", "/auth/activity/%s", ""},
+	}
+	for _, p := range paths {
+		for _, id := range unknown {
+			name := id
+			if len(name) > 40 {
+				name = "long"
+			}
+			t.Run(p.method+" "+p.path+p.query+" "+name, func(t *testing.T) {
+				var body any
+				if p.method == "PATCH" {
+					body = map[string]any{}
+				}
+				path := strings.Replace(p.path, "%s", id, 1) + p.query
+				r := e.do(t, p.method, path, e.root, body)
+				r.path = p.method + " " + p.path + p.query + " with " + name
+				r.wantError(t, http.StatusNotFound, "not_found")
+			})
+		}
+	}
+}

@@ -1,0 +1,92 @@
+package kms
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/ringkms/kms/internal/seal"
+)
+
+// TestPageBudget pages through items of mixed sizes, some larger than a
+// whole page, with the largest limit: each page stays within MaxPageBytes
+// unless it holds a single item, a page ends only where the next item
+// would not fit, no page is empty, HasMore is exact, and every matching
+// item comes once, in order.
+func TestPageBudget(t *testing.T) {
+	const mib = 1 << 20
+	sizes := []int{5 * mib, 1, 3 * mib, 2 * mib, 5 * mib, 1 << 10, 1 << 10, 4 * mib, 4*mib - 2<<10, 1 << 10, 1, 1, 1, 6 * mib}
+	keys := make([][]byte, len(sizes))
+	for i := range sizes {
+		keys[i] = fmt.Appendf(nil, "item/%03d", i)
+	}
+	p := &pager{sealer: seal.New(seal.Derive(make([]byte, 32), "cursor"))}
+	for _, skip := range []int{-1, 1, 4} { // an item that does not match, or none
+		t.Run(fmt.Sprintf("skip %d", skip), func(t *testing.T) {
+			var got []int
+			prevTotal := -1 // bytes of the page before, when it had more
+			req := PageRequest{Limit: MaxPageLimit}
+			for pages := 0; ; pages++ {
+				if pages > len(sizes) {
+					t.Fatal("too many pages")
+				}
+				var page []int
+				ps := pageScan{
+					scope:  "test",
+					prefix: []byte("item/"),
+					walk: func(start []byte, fn func(k, v []byte) (bool, error)) error {
+						for _, k := range keys {
+							if start == nil || bytes.Compare(k, start) >= 0 {
+								if more, err := fn(k, nil); err != nil || !more {
+									return err
+								}
+							}
+						}
+						return nil
+					},
+					match: func(k, _ []byte) (bool, error) { return indexOf(keys, k) != skip, nil },
+					size:  func(k, _ []byte) int { return sizes[indexOf(keys, k)] },
+					emit: func(k, _ []byte) error {
+						page = append(page, indexOf(keys, k))
+						return nil
+					},
+				}
+				res, err := p.scan(context.Background(), nil, req, ps)
+				if err != nil {
+					t.Fatal(err)
+				}
+				total := 0
+				for _, i := range page {
+					total += sizes[i]
+				}
+				if len(page) == 0 || res.Count != len(page) || len(page) > 1 && total > MaxPageBytes {
+					t.Fatalf("page %d = items %v (%d bytes), pagination %+v", pages, page, total, res)
+				}
+				if prevTotal >= 0 && prevTotal+sizes[page[0]] <= MaxPageBytes {
+					t.Fatalf("page %d ended at %d bytes, but its next item (%d bytes) would have fit", pages-1, prevTotal, sizes[page[0]])
+				}
+				prevTotal = total
+				got = append(got, page...)
+				if !res.HasMore {
+					break
+				}
+				req.Cursor = res.NextCursor
+			}
+			var want []int
+			for i := range sizes {
+				if i != skip {
+					want = append(want, i)
+				}
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("paged items %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+func indexOf(keys [][]byte, k []byte) int {
+	return slices.IndexFunc(keys, func(x []byte) bool { return bytes.Equal(x, k) })
+}
