@@ -254,9 +254,9 @@ func TestAssetAccessThroughRings(t *testing.T) {
 	e.createRing(t, "rc")
 	creator, _ := e.apiKey(t, "keyring.rc.encrypt")
 	created := decode[kms.EncryptResult](t, e.do(t, "POST", "/ks/encrypt", creator,
-		map[string]any{"ringname": "rc", "asset": map[string]any{"data": map[string]any{"secret": "s3"}}}).want(t, http.StatusOK))
+		map[string]any{"ringname": "rc", "asset": map[string]any{"data": map[string]any{"secret": "s3.cret"}}}).want(t, http.StatusOK))
 	id := created.Asset.ID
-	if created.Asset.Data["secret"] != "s3" {
+	if created.Asset.Data["secret"] != "s3.cret" {
 		t.Fatalf("create answered data %v, want the data sent", created.Asset.Data)
 	}
 	stored := func(t *testing.T) map[string]any {
@@ -273,11 +273,11 @@ func TestAssetAccessThroughRings(t *testing.T) {
 		} {
 			r := e.do(t, "POST", "/ks/encrypt", other, map[string]any{"ringname": "ra", "asset": asset})
 			r.wantError(t, http.StatusForbidden, "permission_denied")
-			if strings.Contains(string(r.body), "s3") {
+			if strings.Contains(string(r.body), "s3.cret") {
 				t.Fatalf("a denied update answered the Asset's data: %s", r.body)
 			}
 		}
-		if d := stored(t); d["secret"] != "s3" {
+		if d := stored(t); d["secret"] != "s3.cret" {
 			t.Fatalf("data after denied updates = %v, want it unchanged", d)
 		}
 		denied := e.activity(t, func(a *kms.Activity) bool {
@@ -291,13 +291,13 @@ func TestAssetAccessThroughRings(t *testing.T) {
 		r := e.do(t, "POST", "/ks/encrypt", creator, map[string]any{"ringname": "rc", "asset": map[string]any{"assetId": id, "parents": []string{}}}).
 			want(t, http.StatusOK)
 		res := decode[kms.EncryptResult](t, r)
-		if res.Asset == nil || res.Asset.ID != id || len(res.Asset.Data) != 0 || strings.Contains(string(r.body), "s3") {
+		if res.Asset == nil || res.Asset.ID != id || len(res.Asset.Data) != 0 || strings.Contains(string(r.body), "s3.cret") {
 			t.Fatalf("an update without data by a caller without assets.read answered %s, want the Asset without its data", r.body)
 		}
 		reader, _ := e.apiKey(t, "keyring.rc.encrypt", "assets.read")
 		res = decode[kms.EncryptResult](t, e.do(t, "POST", "/ks/encrypt", reader, map[string]any{"ringname": "rc", "asset": map[string]any{"assetId": id}}).
 			want(t, http.StatusOK))
-		if res.Asset.Data["secret"] != "s3" {
+		if res.Asset.Data["secret"] != "s3.cret" {
 			t.Fatalf("an update by a caller with assets.read answered data %v, want the stored data", res.Asset.Data)
 		}
 	})
