@@ -184,6 +184,36 @@ func TestDiskFull(t *testing.T) {
 	in.verifyAudit(t)
 }
 
+// TestFirstStartOnFullDisk: kmsd's first start, on an empty data
+// directory whose disk is full, serves 503 and 507 until there is room,
+// then creates its store and bootstrap key and serves, without a restart.
+func TestFirstStartOnFullDisk(t *testing.T) {
+	in := newInstance(t)
+	smallFS(t, in.data, 32<<20)
+	filler := filepath.Join(in.data, "filler")
+	fill(t, filler)
+	v := newValidator(t)
+	p := in.start(t, "-disk-reserve", "8MiB")
+	if code, msg := diskCall(t, v, p, "GET", "/healthz", "", nil); code != http.StatusServiceUnavailable || !strings.Contains(msg, "disk is full") {
+		t.Errorf("GET /healthz on a full disk before the first start = %d %q, want 503 saying the disk is full", code, msg)
+	}
+	if code, msg := diskCall(t, v, p, "GET", "/ks/keyrings", in.bootstrap, nil); code != http.StatusInsufficientStorage {
+		t.Errorf("GET /ks/keyrings before the first start = %d %q, want 507", code, msg)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	kmsdtest.WaitFor(t, 10*time.Second, "GET /healthz to answer 200 once space returned", func() bool {
+		code, _ := diskCall(t, v, p, "GET", "/healthz", "", nil)
+		return code == 200
+	})
+	if code, msg := diskCall(t, v, p, "POST", "/ks/keyrings", in.bootstrap, map[string]any{"name": "pay"}); code != 200 {
+		t.Errorf("create ring with the bootstrap key once kmsd started = %d %s", code, msg)
+	}
+	p.Stop(t)
+	in.verifyAudit(t)
+}
+
 // TestDiskFullUnderLoad: kmsd's own writes fill a small disk while
 // clients keep encrypting with Assets. It stops at its reserve: it never
 // dies, the answers turn to 507, and every answer of 200 stays true (its

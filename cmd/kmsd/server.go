@@ -89,19 +89,8 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stderr io
 		log.Warn().Str("dir", c.data).Str("mode", fmt.Sprintf("%04o", fi.Mode().Perm())).
 			Msg("the data directory is accessible to other users; chmod 700 it")
 	}
-	// On a full disk the store may not open: kmsd then listens all the
-	// same, answers 503 and 507 saying why, and opens the store once
-	// there is room.
-	st, err := openStore(c)
-	waitingFor := err // the store's NoSpace error while it cannot open
-	if err != nil && kms.ErrorKind(err) != kms.KindNoSpace {
-		return err
-	}
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
-		if st != nil {
-			st.Close()
-		}
 		return fmt.Errorf("listen on %s: %w", c.addr, err)
 	}
 	scheme := "http"
@@ -154,43 +143,69 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stderr io
 		srv.Shutdown(sctx)
 	}
 
-	if waitingFor != nil {
-		handler.set(httpapi.Unavailable(waitingFor, hopts))
-		startServing()
-		log.Warn().Err(waitingFor).Dur("retry", storeRetry).
-			Msg("the store cannot open: its disk is full; answering 503 and 507 until there is room")
-		if st, err = openWhenRoom(ctx, c, served); err != nil {
-			stopServing()
-			if ctx.Err() != nil {
-				log.Info().Msg("stopped")
-				return nil
-			}
-			return err
-		}
-		log.Info().Msg("the store opened: there is room on its disk again")
-	}
-
 	svcLog := log.With().Str("component", "kms").Logger()
-	svc, err := kms.New(st, kms.Options{
+	svcOpts := kms.Options{
 		MasterKey: mk, Logger: &svcLog, Mailer: mailer, BaseURL: baseURL,
 		TokenTTL: c.tokenTTL, InviteTTL: c.inviteTTL, ResetTTL: c.resetTTL,
 		Limits: kms.Limits{MaxKeyRings: c.maxKeyRings, MaxUsers: c.maxUsers, MaxAccounts: c.maxAccounts, MaxAPIKeysPerAccount: c.maxAPIKeys},
-	})
+	}
 	mk = kms.MasterKey{}
+	// start opens the store, starts the Service on it and bootstraps it.
+	start := func() (*kms.Service, *badgerstore.Store, error) {
+		st, err := openStore(c)
+		if err != nil {
+			return nil, nil, err
+		}
+		svc, err := kms.New(st, svcOpts)
+		if err != nil {
+			st.Close()
+			return nil, nil, startError(err, c.data)
+		}
+		if err := bootstrap(ctx, svc, bootstrapKey, stderr, log); err != nil {
+			svc.Close()
+			st.Close()
+			return nil, nil, err
+		}
+		return svc, st, nil
+	}
+	// On a full disk the store may not open, or a new one not take its
+	// first keys: kmsd then serves all the same, answering 503 and 507
+	// saying why, and starts once there is room.
+	svc, st, err := start()
+	if kms.ErrorKind(err) == kms.KindNoSpace {
+		handler.set(httpapi.Unavailable(err, hopts))
+		startServing()
+		log.Warn().Err(err).Dur("retry", storeRetry).
+			Msg("the store cannot start: its disk is full; answering 503 and 507 until there is room")
+		tick := time.NewTicker(storeRetry)
+		for kms.ErrorKind(err) == kms.KindNoSpace {
+			select {
+			case <-ctx.Done():
+				tick.Stop()
+				stopServing()
+				log.Info().Msg("stopped")
+				return nil
+			case serveErr := <-served:
+				tick.Stop()
+				return fmt.Errorf("serve: %w", serveErr)
+			case <-tick.C:
+			}
+			svc, st, err = start()
+		}
+		tick.Stop()
+		if err == nil {
+			log.Info().Msg("the store started: there is room on its disk again")
+		}
+	}
+	svcOpts.MasterKey = kms.MasterKey{}
 	if err != nil {
 		stopServing()
-		st.Close()
-		return startError(err, c.data)
+		return err
 	}
 	closeAll := func() error {
 		errSvc := svc.Close()
 		errSt := st.Close()
 		return errors.Join(errSvc, errSt)
-	}
-	if err := bootstrap(ctx, svc, bootstrapKey, stderr, log); err != nil {
-		stopServing()
-		closeAll()
-		return err
 	}
 	handler.set(httpapi.New(svc, hopts))
 	if !serving {
@@ -224,30 +239,9 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stderr io
 	return nil
 }
 
-// storeRetry is how often kmsd tries again to open a store that its full
-// disk kept from opening.
+// storeRetry is how often kmsd tries again to start on a store that its
+// full disk kept from starting.
 const storeRetry = time.Second
-
-// openWhenRoom tries to open the store every storeRetry until it opens,
-// ctx is done, the server fails (served), or the store fails to open for
-// another reason than a full disk.
-func openWhenRoom(ctx context.Context, c *config, served <-chan error) (*badgerstore.Store, error) {
-	tick := time.NewTicker(storeRetry)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case err := <-served:
-			return nil, fmt.Errorf("serve: %w", err)
-		case <-tick.C:
-		}
-		st, err := openStore(c)
-		if kms.ErrorKind(err) != kms.KindNoSpace {
-			return st, err
-		}
-	}
-}
 
 // switchHandler serves with the handler last set: kmsd's answers while
 // its store cannot open, then the service's.
