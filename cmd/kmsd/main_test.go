@@ -620,10 +620,11 @@ func TestVerifyAuditInProcess(t *testing.T) {
 	}
 }
 
-// trailDataDir makes a data directory for kmsd with the master key e holds,
-// whose trail has small segments, and calls fill with a Service on it
-// acting as the root API key.
-func trailDataDir(t *testing.T, e env, segmentSize int64, fill func(ctx context.Context, svc *kms.Service)) string {
+// trailDataDir makes a data directory for kmsd with the master key e holds
+// and a trail of segments of segmentSize bytes (0: the default), with a
+// ring "r" and the records of encrypts encrypt calls on it when encrypts
+// is more than 0.
+func trailDataDir(t *testing.T, e env, segmentSize int64, encrypts int) string {
 	t.Helper()
 	data := t.TempDir()
 	mk, err := kms.ParseMasterKey(e["KMS_MASTER_KEY"])
@@ -646,7 +647,17 @@ func trailDataDir(t *testing.T, e env, segmentSize int64, fill func(ctx context.
 	if err != nil {
 		t.Fatal(err)
 	}
-	fill(kms.WithPrincipal(context.Background(), p), svc)
+	ctx := kms.WithPrincipal(context.Background(), p)
+	if encrypts > 0 {
+		if _, err := svc.CreateKeyRing(ctx, kms.CreateKeyRingInput{Name: "r"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range encrypts {
+		if _, err := svc.Encrypt(ctx, kms.EncryptInput{RingName: "r"}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	svc.Close()
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
@@ -674,16 +685,7 @@ func frameOffset(t *testing.T, b []byte, first, seq uint64) int {
 // saying that the trail is damaged (not that the master key is wrong).
 func TestVerifyAuditNamesDamage(t *testing.T) {
 	e := env{"KMS_MASTER_KEY": newKey()}
-	data := trailDataDir(t, e, 0, func(ctx context.Context, svc *kms.Service) {
-		if _, err := svc.CreateKeyRing(ctx, kms.CreateKeyRingInput{Name: "r"}); err != nil {
-			t.Fatal(err)
-		}
-		for range 80 {
-			if _, err := svc.Encrypt(ctx, kms.EncryptInput{RingName: "r"}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	})
+	data := trailDataDir(t, e, 0, 80)
 	seg := filepath.Join(data, "trail", "00000000000000000001.trail")
 	b, err := os.ReadFile(seg)
 	if err != nil {
@@ -723,16 +725,7 @@ func TestVerifyAuditNamesDamage(t *testing.T) {
 // not a failure to run.
 func TestVerifyAuditSealedSegment(t *testing.T) {
 	e := env{"KMS_MASTER_KEY": newKey()}
-	data := trailDataDir(t, e, 4096, func(ctx context.Context, svc *kms.Service) {
-		if _, err := svc.CreateKeyRing(ctx, kms.CreateKeyRingInput{Name: "r"}); err != nil {
-			t.Fatal(err)
-		}
-		for range 60 {
-			if _, err := svc.Encrypt(ctx, kms.EncryptInput{RingName: "r"}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	})
+	data := trailDataDir(t, e, 4096, 60)
 	segs, err := filepath.Glob(filepath.Join(data, "trail", "*.trail"))
 	if err != nil || len(segs) < 3 {
 		t.Fatalf("trail segments = %q, %v; want 3 or more", segs, err)
@@ -764,7 +757,7 @@ func TestVerifyAuditSealedSegment(t *testing.T) {
 // is reported as one.
 func TestStartWrongMasterKey(t *testing.T) {
 	e := env{"KMS_MASTER_KEY": newKey()}
-	data := trailDataDir(t, e, 0, func(context.Context, *kms.Service) {})
+	data := trailDataDir(t, e, 0, 0)
 	err, _ := runErr(t, []string{"-data", data, "-addr", "127.0.0.1:0"}, env{"KMS_MASTER_KEY": newKey()})
 	if err == nil || !strings.Contains(err.Error(), "master key is not the one this store was created with") {
 		t.Errorf("kmsd with another master key = %v, want an error saying so", err)
