@@ -255,7 +255,7 @@ func (s *Service) CompleteInvite(ctx context.Context, token, password string) (*
 		if err := tx.Delete(join(pfxInvite, []byte(digest))); err != nil {
 			return err
 		}
-		if err := s.startSession(tx, &n, secretDigest(access), at); err != nil {
+		if err := s.startSession(tx, &n, secretDigest(access), at, at); err != nil {
 			return err
 		}
 		out, err = n.public(tx)
@@ -273,8 +273,8 @@ const resetMessage = "if the address is known, a reset link has been sent"
 // resetInterval is the least time between two reset mails to one User.
 const resetInterval = time.Minute
 
-// resetMailTimeout bounds the sending of a reset mail.
-const resetMailTimeout = time.Minute
+// mailTimeout bounds the sending of a mail in the background.
+const mailTimeout = time.Minute
 
 // StartPasswordReset sends a password reset link to the address, when it
 // is that of an active User, and answers the same message whether or not
@@ -351,7 +351,7 @@ func (s *Service) StartPasswordReset(ctx context.Context, email string) (string,
 				"The link can be used once and expires on " + tok.ExpiresAt.Format(time.RFC1123) + ". " +
 				"If you did not ask for it, ignore this mail: your password stays as it is.\n",
 		}
-		go s.sendResetMail(context.WithoutCancel(ctx), mailer, msg, u)
+		go s.sendMail(context.WithoutCancel(ctx), mailer, msg, u, "user.reset.mail")
 	}
 	return resetMessage, nil
 }
@@ -361,12 +361,14 @@ func (s *Service) resetLink(token string) string {
 	return strings.TrimRight(s.opts.BaseURL, "/") + "/auth/basic/reset-password-complete?token=" + url.QueryEscape(token)
 }
 
-func (s *Service) sendResetMail(ctx context.Context, mailer Mailer, msg Message, u *userRecord) {
-	ctx, cancel := context.WithTimeout(ctx, resetMailTimeout)
+// sendMail sends msg to the User u, for the caller that runs it in the
+// background: a failure is logged and recorded under action.
+func (s *Service) sendMail(ctx context.Context, mailer Mailer, msg Message, u *userRecord, action string) {
+	ctx, cancel := context.WithTimeout(ctx, mailTimeout)
 	defer cancel()
 	if err := mailer.Send(ctx, msg); err != nil {
-		s.log.Error().Err(err).Str("userId", u.ID).Msg("send password reset mail")
-		_ = s.recordPublic(u, "user.reset.mail", map[string]any{"mailed": false}, internalError("send mail", err))
+		s.log.Error().Err(err).Str("userId", u.ID).Str("action", action).Msg("send mail")
+		_ = s.recordPublic(u, action, map[string]any{"mailed": false}, internalError("send mail", err))
 	}
 }
 

@@ -30,6 +30,7 @@ type config struct {
 	clientIP      string
 
 	tokenTTL    time.Duration
+	sessionLife time.Duration
 	inviteTTL   time.Duration
 	resetTTL    time.Duration
 	maxKeyRings int
@@ -59,6 +60,7 @@ var settings = []setting{
 	{"log-level", "KMS_LOG_LEVEL", "level", "debug, info, warn or error", "info"},
 	{"log-format", "KMS_LOG_FORMAT", "format", "json or console", "json"},
 	{"token-ttl", "KMS_TOKEN_TTL", "duration", "lifetime of a User's access token", "1h"},
+	{"session-lifetime", "KMS_SESSION_LIFETIME", "duration", "how long a login lasts across refreshes of its access token", "24h"},
 	{"invite-ttl", "KMS_INVITE_TTL", "duration", "how long an invitation can be completed", "168h"},
 	{"reset-ttl", "KMS_RESET_TTL", "duration", "how long a password reset can be completed", "1h"},
 	{"max-keyrings", "KMS_MAX_KEYRINGS", "n", "plan limit: key rings in all (0: none)", "0"},
@@ -113,6 +115,7 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stdout i
 	fs.StringVar(&c.logFormat, "log-format", "json", "")
 	fs.StringVar(&c.clientIP, "client-ip-header", "", "")
 	fs.DurationVar(&c.tokenTTL, "token-ttl", time.Hour, "")
+	fs.DurationVar(&c.sessionLife, "session-lifetime", 24*time.Hour, "")
 	fs.DurationVar(&c.inviteTTL, "invite-ttl", 7*24*time.Hour, "")
 	fs.DurationVar(&c.resetTTL, "reset-ttl", time.Hour, "")
 	fs.IntVar(&c.maxKeyRings, "max-keyrings", 0, "")
@@ -171,10 +174,13 @@ func (c *config) validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"token-ttl", c.tokenTTL}, {"invite-ttl", c.inviteTTL}, {"reset-ttl", c.resetTTL}} {
+	}{{"token-ttl", c.tokenTTL}, {"session-lifetime", c.sessionLife}, {"invite-ttl", c.inviteTTL}, {"reset-ttl", c.resetTTL}} {
 		if d.v < time.Minute {
 			return fmt.Errorf("-%s %s: want a duration of at least 1m, for example 1h", d.name, d.v)
 		}
+	}
+	if c.sessionLife < c.tokenTTL {
+		return fmt.Errorf("-session-lifetime %s is shorter than -token-ttl %s: a login must last at least as long as one access token", c.sessionLife, c.tokenTTL)
 	}
 	for _, n := range []struct {
 		name string

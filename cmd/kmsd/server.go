@@ -110,7 +110,7 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stderr io
 	svcLog := log.With().Str("component", "kms").Logger()
 	svc, err := kms.New(st, kms.Options{
 		MasterKey: mk, Logger: &svcLog, Mailer: mailer, BaseURL: baseURL,
-		TokenTTL: c.tokenTTL, InviteTTL: c.inviteTTL, ResetTTL: c.resetTTL,
+		TokenTTL: c.tokenTTL, SessionLifetime: c.sessionLife, InviteTTL: c.inviteTTL, ResetTTL: c.resetTTL,
 		Limits: kms.Limits{MaxKeyRings: c.maxKeyRings, MaxUsers: c.maxUsers, MaxAccounts: c.maxAccounts, MaxAPIKeysPerAccount: c.maxAPIKeys},
 	})
 	mk = kms.MasterKey{}
