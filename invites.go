@@ -284,9 +284,18 @@ const mailTimeout = time.Minute
 // token that CompletePasswordReset takes (POST
 // /auth/basic/reset-password-complete with the token and a new password).
 // The token lasts Options.ResetTTL and replaces any earlier one; at most
-// one mail a minute goes to one User. The mail is sent in the background,
-// so the answer takes about the same time either way. Without a Mailer it
-// fails (Invalid) for every address alike.
+// one mail a minute goes to one User. Without a Mailer it fails (Invalid)
+// for every address alike.
+//
+// The answer does the same work for every address: it records the
+// request and hands it on. Looking the address up, storing the token and
+// sending the mail happen behind it (issueReset), so that how long the
+// answer takes does not tell whether the address is known. Requests are
+// throttled per address and per client address (WithClientAddr), known or
+// not, like failed logins: after 5 for one address, or 20 from one client
+// address, within 15 minutes, requests are refused for 15 minutes with a
+// RateLimited error saying when to retry; each further lockout lasts twice
+// as long, up to a day.
 func (s *Service) StartPasswordReset(ctx context.Context, email string) (string, error) {
 	const action = "user.reset.start"
 	if msg := validEmail(email); msg != "" {
@@ -297,7 +306,36 @@ func (s *Service) StartPasswordReset(ctx context.Context, email string) (string,
 		return "", s.recordPublic(nil, action, map[string]any{"mailed": false},
 			Errorf(KindInvalid, "password reset needs outgoing mail, and none is configured"))
 	}
-	now := s.now().UTC()
+	st := s.userState()
+	emailKey := "e/" + secretDigest(strings.ToLower(email)) // the address is not kept in memory
+	addr := clientAddr(ctx)
+	now := s.now()
+	if until, ok := st.beginReset(emailKey, addr, now); !ok {
+		err := Errorf(KindRateLimited, "too many password reset requests: try again after %s", until.UTC().Format(time.RFC3339))
+		return "", s.recordPublic(nil, action, map[string]any{"reason": "throttled"}, err)
+	}
+	if err := s.recordPublic(nil, action, nil, nil); err != nil {
+		st.resetEmails.cancel(emailKey)
+		st.resetAddrs.cancel(addr)
+		return "", err
+	}
+	st.endReset(emailKey, addr, s.now())
+	if !st.background.TryGo(func() { s.issueReset(context.WithoutCancel(ctx), mailer, email, now.UTC()) }) {
+		s.log.Warn().Msg("password reset dropped: too many under way")
+	}
+	return resetMessage, nil
+}
+
+// errResetRecent refuses a reset mail within resetInterval of the last.
+var errResetRecent = Errorf(KindLimit, "a reset link was sent to the user less than a minute ago")
+
+// issueReset does the work behind a password reset request made at at:
+// when email is that of an active User who has not been sent a reset
+// within resetInterval, it stores a new token in place of any earlier one
+// and mails the link. Its record (user.reset.issue) names the User; an
+// unknown address leaves none but the request's.
+func (s *Service) issueReset(ctx context.Context, mailer Mailer, email string, at time.Time) {
+	const action = "user.reset.issue"
 	var u *userRecord
 	err := s.store.View(ctx, func(tx Txn) error {
 		var err error
@@ -305,55 +343,58 @@ func (s *Service) StartPasswordReset(ctx context.Context, email string) (string,
 		return err
 	})
 	if isNotFound(err) {
-		u, err = nil, nil
+		return
 	} else if err != nil {
-		return "", internalError("read user", err)
+		s.log.Error().Err(err).Msg("password reset: read user")
+		return
 	}
-	send := u != nil && u.Status == UserActive && now.Sub(u.ResetSentAt) >= resetInterval
+	if u.Status != UserActive {
+		_ = s.recordPublic(u, action, map[string]any{"mailed": false, "reason": "user not active"}, nil)
+		return
+	}
 	token := newSecret(resetTokenPrefix)
 	digest := secretDigest(token)
-	tok := &tokenRecord{ExpiresAt: now.Add(s.opts.ResetTTL), CreatedAt: now}
-	var mutate func(Txn) error
-	if send {
-		tok.UserID = u.ID
-		mutate = func(tx Txn) error {
-			cur, err := getUser(tx, u.ID)
-			if err != nil {
+	tok := &tokenRecord{UserID: u.ID, ExpiresAt: at.Add(s.opts.ResetTTL), CreatedAt: at}
+	err = s.journal.submit(s.newActivity(actor(u), action, "", true, map[string]any{"mailed": true}), func(tx Txn) error {
+		cur, err := getUser(tx, u.ID)
+		if err != nil {
+			return err
+		}
+		if cur.Status != UserActive || !strings.EqualFold(cur.Email, email) {
+			return errUserNotFound // changed since the look-up
+		}
+		if at.Sub(cur.ResetSentAt) < resetInterval {
+			return errResetRecent
+		}
+		n := *cur
+		u = &n
+		if n.ResetDigest != "" {
+			if err := tx.Delete(join(pfxReset, []byte(n.ResetDigest))); err != nil {
 				return err
 			}
-			n := *cur
-			if n.ResetDigest != "" {
-				if err := tx.Delete(join(pfxReset, []byte(n.ResetDigest))); err != nil {
-					return err
-				}
-			}
-			n.ResetDigest, n.ResetSentAt = digest, now
-			if err := putUser(tx, &n, cur); err != nil {
-				return err
-			}
-			return putToken(tx, pfxReset, digest, tok)
 		}
-	}
-	props := map[string]any{"mailed": send}
-	if u != nil && !send {
-		props["reason"] = "not active or mailed recently"
-	}
-	if err := s.journal.submit(s.newActivity(actor(u), action, "", true, props), mutate, nil); err != nil {
-		return "", err
-	}
-	if send {
-		msg := Message{
-			To:      u.Email,
-			Subject: "Reset your ringkms password",
-			Body: "Hello " + u.DisplayName + ",\n\n" +
-				"Someone asked to reset the password of " + u.Username + ". To choose a new password, open this link:\n\n" +
-				s.resetLink(token) + "\n\n" +
-				"The link can be used once and expires on " + tok.ExpiresAt.Format(time.RFC1123) + ". " +
-				"If you did not ask for it, ignore this mail: your password stays as it is.\n",
+		n.ResetDigest, n.ResetSentAt = digest, at
+		if err := putUser(tx, &n, cur); err != nil {
+			return err
 		}
-		go s.sendMail(context.WithoutCancel(ctx), mailer, msg, u, "user.reset.mail")
+		return putToken(tx, pfxReset, digest, tok)
+	}, nil)
+	if err != nil {
+		if ErrorKind(err) == KindInternal {
+			s.log.Error().Err(err).Str("userId", u.ID).Msg("password reset: store token")
+		}
+		return
 	}
-	return resetMessage, nil
+	msg := Message{
+		To:      u.Email,
+		Subject: "Reset your ringkms password",
+		Body: "Hello " + u.DisplayName + ",\n\n" +
+			"Someone asked to reset the password of " + u.Username + ". To choose a new password, open this link:\n\n" +
+			s.resetLink(token) + "\n\n" +
+			"The link can be used once and expires on " + tok.ExpiresAt.Format(time.RFC1123) + ". " +
+			"If you did not ask for it, ignore this mail: your password stays as it is.\n",
+	}
+	go s.sendMail(ctx, mailer, msg, u, "user.reset.mail")
 }
 
 // resetLink is the link that completes a password reset.

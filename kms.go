@@ -166,9 +166,11 @@ func New(st Store, opts Options) (*Service, error) {
 	return s, nil
 }
 
-// Close stops the journal after the writes in flight. It does not close
-// the Store, which the caller owns.
+// Close stops the journal after the writes in flight, those of password
+// reset requests already answered included. It does not close the Store,
+// which the caller owns.
 func (s *Service) Close() error {
+	s.users.background.Wait()
 	s.journal.close()
 	return nil
 }
