@@ -96,7 +96,8 @@
 // and "results" (the password check). POST
 // /auth/basic/reset-password-complete answers {} for every failure, with
 // its status (400 for a bad token or password), so it tells nothing of the
-// token. Failed logins are throttled: 429 (code rate_limited).
+// token. Failed logins and password reset requests are throttled: 429
+// (code rate_limited).
 //
 // # Logging
 //
