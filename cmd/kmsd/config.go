@@ -28,6 +28,7 @@ type config struct {
 	logLevel      string
 	logFormat     string
 	clientIP      string
+	clientIPHops  int
 
 	tokenTTL    time.Duration
 	sessionLife time.Duration
@@ -68,6 +69,7 @@ var settings = []setting{
 	{"max-accounts", "KMS_MAX_ACCOUNTS", "n", "plan limit: Accounts in all (0: none)", "0"},
 	{"max-apikeys-per-account", "KMS_MAX_APIKEYS_PER_ACCOUNT", "n", "plan limit: API keys of one Account (0: none)", "0"},
 	{"client-ip-header", "KMS_CLIENT_IP_HEADER", "name", "header with the client address set by a trusted reverse proxy (X-Forwarded-For, X-Real-IP); only behind one", ""},
+	{"client-ip-hops", "KMS_CLIENT_IP_HOPS", "n", "trusted proxies that append to -client-ip-header: the client address is the n-th from the right", "1"},
 }
 
 // envOnly are the variables that have no flag.
@@ -114,6 +116,7 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stdout i
 	fs.StringVar(&c.logLevel, "log-level", "info", "")
 	fs.StringVar(&c.logFormat, "log-format", "json", "")
 	fs.StringVar(&c.clientIP, "client-ip-header", "", "")
+	fs.IntVar(&c.clientIPHops, "client-ip-hops", 1, "")
 	fs.DurationVar(&c.tokenTTL, "token-ttl", time.Hour, "")
 	fs.DurationVar(&c.sessionLife, "session-lifetime", 24*time.Hour, "")
 	fs.DurationVar(&c.inviteTTL, "invite-ttl", 7*24*time.Hour, "")
@@ -189,6 +192,9 @@ func (c *config) validate() error {
 		if n.v < 0 {
 			return fmt.Errorf("-%s %d: want 0 (no limit) or more", n.name, n.v)
 		}
+	}
+	if c.clientIPHops < 1 {
+		return fmt.Errorf("-client-ip-hops %d: want the number of trusted proxies in front of kmsd, 1 or more", c.clientIPHops)
 	}
 	if (c.tlsCert == "") != (c.tlsKey == "") {
 		return errors.New("-tls-cert and -tls-key go together: give both for TLS, or neither for plain HTTP")

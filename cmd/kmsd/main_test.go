@@ -152,7 +152,7 @@ func call(t testing.TB, client *http.Client, method, url, key string, body any) 
 }
 
 func TestParseConfig(t *testing.T) {
-	defaults := config{addr: "127.0.0.1:8200", data: "./data", logLevel: "info", logFormat: "json",
+	defaults := config{addr: "127.0.0.1:8200", data: "./data", logLevel: "info", logFormat: "json", clientIPHops: 1,
 		tokenTTL: time.Hour, sessionLife: 24 * time.Hour, inviteTTL: 7 * 24 * time.Hour, resetTTL: time.Hour}
 	tests := []struct {
 		name string
@@ -182,6 +182,8 @@ func TestParseConfig(t *testing.T) {
 			func(c *config) { c.addr, c.logLevel, c.data, c.dev = "127.0.0.1:1", "error", "/from-env", false }},
 		{"TLS: cert by flag, key by environment", []string{"-tls-cert", "/c"}, env{"KMS_TLS_KEY": "/k"},
 			func(c *config) { c.tlsCert, c.tlsKey = "/c", "/k" }},
+		{"behind two proxies", []string{"-client-ip-header", "X-Forwarded-For"}, env{"KMS_CLIENT_IP_HOPS": "2"},
+			func(c *config) { c.clientIP, c.clientIPHops = "X-Forwarded-For", 2 }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -210,6 +212,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"login shorter than a token", []string{"-token-ttl", "2h", "-session-lifetime", "1h"}, nil, "-session-lifetime"},
 		{"bad duration", nil, env{"KMS_RESET_TTL": "soon"}, "KMS_RESET_TTL"},
 		{"negative limit", []string{"-max-users", "-1"}, nil, "-max-users"},
+		{"no proxy hops", []string{"-client-ip-hops", "0"}, nil, "-client-ip-hops"},
 		{"extra argument", []string{"serve"}, nil, `"serve"`},
 		{"bad address", []string{"-addr", "localhost"}, nil, "-addr"},
 		{"bad address in environment", nil, env{"KMS_ADDR": "nowhere"}, "-addr"},

@@ -132,7 +132,7 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stderr io
 
 	httpLog := log.With().Str("component", "http").Logger()
 	srv := &http.Server{
-		Handler:           httpapi.New(svc, httpapi.Options{Logger: &httpLog, ClientIPHeader: c.clientIP}),
+		Handler:           httpapi.New(svc, httpapi.Options{Logger: &httpLog, ClientIPHeader: c.clientIP, ClientIPHops: c.clientIPHops}),
 		TLSConfig:         tlsConfig,
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
