@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/ringkms/kms"
@@ -54,6 +55,16 @@ func TestNoSecretAtRestOrInLogs(t *testing.T) {
 		t.Fatal(err)
 	}
 	secrets["refreshed access token"] = refreshed.AccessToken
+	// A change of its own password, with the current one.
+	changed := "Sam-changed-passw0rd!"
+	secrets["changed password"] = changed
+	_, err = clientOf(p, t, v, refreshed.AccessToken).UpdateUser(bg, kms.UserRef{Value: "sam"}, kms.UserUpdate{Password: &changed, CurrentPassword: created.Password})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := in.waitMail(t, "sam@example.com", seen); !strings.Contains(m.body, "password") {
+		t.Fatalf("mail to sam after the change:\n%s\nwant a notice of the new password", m.body)
+	}
 
 	if _, err := root.Invite(bg, kms.InviteInput{Username: "ivy", Email: "ivy@example.com", FirstName: "I", LastName: "V"}); err != nil {
 		t.Fatal(err)
