@@ -255,7 +255,7 @@ func (s *Service) CompleteInvite(ctx context.Context, token, password string) (*
 		if err := tx.Delete(join(pfxInvite, []byte(digest))); err != nil {
 			return err
 		}
-		if err := s.startSession(tx, &n, secretDigest(access), at); err != nil {
+		if err := s.startSession(tx, &n, secretDigest(access), at, at); err != nil {
 			return err
 		}
 		out, err = n.public(tx)
@@ -273,8 +273,8 @@ const resetMessage = "if the address is known, a reset link has been sent"
 // resetInterval is the least time between two reset mails to one User.
 const resetInterval = time.Minute
 
-// resetMailTimeout bounds the sending of a reset mail.
-const resetMailTimeout = time.Minute
+// mailTimeout bounds the sending of a mail in the background.
+const mailTimeout = time.Minute
 
 // StartPasswordReset sends a password reset link to the address, when it
 // is that of an active User, and answers the same message whether or not
@@ -284,9 +284,19 @@ const resetMailTimeout = time.Minute
 // token that CompletePasswordReset takes (POST
 // /auth/basic/reset-password-complete with the token and a new password).
 // The token lasts Options.ResetTTL and replaces any earlier one; at most
-// one mail a minute goes to one User. The mail is sent in the background,
-// so the answer takes about the same time either way. Without a Mailer it
-// fails (Invalid) for every address alike.
+// one mail a minute goes to one User. Without a Mailer it fails (Invalid)
+// for every address alike.
+//
+// The answer does the same work for every address: it records the
+// request and hands it on. Looking the address up, storing the token and
+// sending the mail happen behind it (issueReset), once the request is
+// over (afterRequest), so that how long the answer takes does not tell
+// whether the address is known. Requests are
+// throttled per address and per client address (WithClientAddr), known or
+// not, like failed logins: after 5 for one address, or 20 from one client
+// address, within 15 minutes, requests are refused for 15 minutes with a
+// RateLimited error saying when to retry; each further lockout lasts twice
+// as long, up to a day.
 func (s *Service) StartPasswordReset(ctx context.Context, email string) (string, error) {
 	const action = "user.reset.start"
 	if msg := validEmail(email); msg != "" {
@@ -297,7 +307,62 @@ func (s *Service) StartPasswordReset(ctx context.Context, email string) (string,
 		return "", s.recordPublic(nil, action, map[string]any{"mailed": false},
 			Errorf(KindInvalid, "password reset needs outgoing mail, and none is configured"))
 	}
-	now := s.now().UTC()
+	st := s.userState()
+	emailKey := "e/" + secretDigest(strings.ToLower(email)) // the address is not kept in memory
+	addr := clientAddr(ctx)
+	now := s.now()
+	if until, ok := st.beginReset(emailKey, addr, now); !ok {
+		err := Errorf(KindRateLimited, "too many password reset requests: try again after %s", until.UTC().Format(time.RFC3339))
+		return "", s.recordPublic(nil, action, map[string]any{"reason": "throttled"}, err)
+	}
+	if err := s.recordPublic(nil, action, nil, nil); err != nil {
+		st.resetEmails.cancel(emailKey)
+		st.resetAddrs.cancel(addr)
+		return "", err
+	}
+	st.endReset(emailKey, addr, s.now())
+	if !st.background.TryGo(func() {
+		afterRequest(ctx)
+		s.issueReset(context.WithoutCancel(ctx), mailer, email, now.UTC())
+	}) {
+		s.log.Warn().Msg("password reset dropped: too many under way")
+	}
+	return resetMessage, nil
+}
+
+// afterRequestWait bounds how long afterRequest waits for the end of a
+// request; afterAnswer is how long it waits after it, for the answer to
+// be sent (an HTTP request's context is done when its handler returns,
+// just before the server flushes the answer).
+const (
+	afterRequestWait = 100 * time.Millisecond
+	afterAnswer      = 2 * time.Millisecond
+)
+
+// afterRequest waits until the request of ctx is over (ctx is done, or
+// afterRequestWait has passed) and its answer sent (afterAnswer more):
+// work behind an answer then does not compete with the answer for the
+// processor, and its length does not show in the answer's time.
+func afterRequest(ctx context.Context) {
+	t := time.NewTimer(afterRequestWait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	time.Sleep(afterAnswer)
+}
+
+// errResetRecent refuses a reset mail within resetInterval of the last.
+var errResetRecent = Errorf(KindLimit, "a reset link was sent to the user less than a minute ago")
+
+// issueReset does the work behind a password reset request made at at:
+// when email is that of an active User who has not been sent a reset
+// within resetInterval, it stores a new token in place of any earlier one
+// and mails the link. Its record (user.reset.issue) names the User; an
+// unknown address leaves none but the request's.
+func (s *Service) issueReset(ctx context.Context, mailer Mailer, email string, at time.Time) {
+	const action = "user.reset.issue"
 	var u *userRecord
 	err := s.store.View(ctx, func(tx Txn) error {
 		var err error
@@ -305,55 +370,58 @@ func (s *Service) StartPasswordReset(ctx context.Context, email string) (string,
 		return err
 	})
 	if isNotFound(err) {
-		u, err = nil, nil
+		return
 	} else if err != nil {
-		return "", internalError("read user", err)
+		s.log.Error().Err(err).Msg("password reset: read user")
+		return
 	}
-	send := u != nil && u.Status == UserActive && now.Sub(u.ResetSentAt) >= resetInterval
+	if u.Status != UserActive {
+		_ = s.recordPublic(u, action, map[string]any{"mailed": false, "reason": "user not active"}, nil)
+		return
+	}
 	token := newSecret(resetTokenPrefix)
 	digest := secretDigest(token)
-	tok := &tokenRecord{ExpiresAt: now.Add(s.opts.ResetTTL), CreatedAt: now}
-	var mutate func(Txn) error
-	if send {
-		tok.UserID = u.ID
-		mutate = func(tx Txn) error {
-			cur, err := getUser(tx, u.ID)
-			if err != nil {
+	tok := &tokenRecord{UserID: u.ID, ExpiresAt: at.Add(s.opts.ResetTTL), CreatedAt: at}
+	err = s.journal.submit(s.newActivity(actor(u), action, "", true, map[string]any{"mailed": true}), func(tx Txn) error {
+		cur, err := getUser(tx, u.ID)
+		if err != nil {
+			return err
+		}
+		if cur.Status != UserActive || !strings.EqualFold(cur.Email, email) {
+			return errUserNotFound // changed since the look-up
+		}
+		if at.Sub(cur.ResetSentAt) < resetInterval {
+			return errResetRecent
+		}
+		n := *cur
+		u = &n
+		if n.ResetDigest != "" {
+			if err := tx.Delete(join(pfxReset, []byte(n.ResetDigest))); err != nil {
 				return err
 			}
-			n := *cur
-			if n.ResetDigest != "" {
-				if err := tx.Delete(join(pfxReset, []byte(n.ResetDigest))); err != nil {
-					return err
-				}
-			}
-			n.ResetDigest, n.ResetSentAt = digest, now
-			if err := putUser(tx, &n, cur); err != nil {
-				return err
-			}
-			return putToken(tx, pfxReset, digest, tok)
 		}
-	}
-	props := map[string]any{"mailed": send}
-	if u != nil && !send {
-		props["reason"] = "not active or mailed recently"
-	}
-	if err := s.journal.submit(s.newActivity(actor(u), action, "", true, props), mutate, nil); err != nil {
-		return "", err
-	}
-	if send {
-		msg := Message{
-			To:      u.Email,
-			Subject: "Reset your ringkms password",
-			Body: "Hello " + u.DisplayName + ",\n\n" +
-				"Someone asked to reset the password of " + u.Username + ". To choose a new password, open this link:\n\n" +
-				s.resetLink(token) + "\n\n" +
-				"The link can be used once and expires on " + tok.ExpiresAt.Format(time.RFC1123) + ". " +
-				"If you did not ask for it, ignore this mail: your password stays as it is.\n",
+		n.ResetDigest, n.ResetSentAt = digest, at
+		if err := putUser(tx, &n, cur); err != nil {
+			return err
 		}
-		go s.sendResetMail(context.WithoutCancel(ctx), mailer, msg, u)
+		return putToken(tx, pfxReset, digest, tok)
+	}, nil)
+	if err != nil {
+		if ErrorKind(err) == KindInternal {
+			s.log.Error().Err(err).Str("userId", u.ID).Msg("password reset: store token")
+		}
+		return
 	}
-	return resetMessage, nil
+	msg := Message{
+		To:      u.Email,
+		Subject: "Reset your ringkms password",
+		Body: "Hello " + u.DisplayName + ",\n\n" +
+			"Someone asked to reset the password of " + u.Username + ". To choose a new password, open this link:\n\n" +
+			s.resetLink(token) + "\n\n" +
+			"The link can be used once and expires on " + tok.ExpiresAt.Format(time.RFC1123) + ". " +
+			"If you did not ask for it, ignore this mail: your password stays as it is.\n",
+	}
+	go s.sendMail(ctx, mailer, msg, u, "user.reset.mail")
 }
 
 // resetLink is the link that completes a password reset.
@@ -361,12 +429,14 @@ func (s *Service) resetLink(token string) string {
 	return strings.TrimRight(s.opts.BaseURL, "/") + "/auth/basic/reset-password-complete?token=" + url.QueryEscape(token)
 }
 
-func (s *Service) sendResetMail(ctx context.Context, mailer Mailer, msg Message, u *userRecord) {
-	ctx, cancel := context.WithTimeout(ctx, resetMailTimeout)
+// sendMail sends msg to the User u, for the caller that runs it in the
+// background: a failure is logged and recorded under action.
+func (s *Service) sendMail(ctx context.Context, mailer Mailer, msg Message, u *userRecord, action string) {
+	ctx, cancel := context.WithTimeout(ctx, mailTimeout)
 	defer cancel()
 	if err := mailer.Send(ctx, msg); err != nil {
-		s.log.Error().Err(err).Str("userId", u.ID).Msg("send password reset mail")
-		_ = s.recordPublic(u, "user.reset.mail", map[string]any{"mailed": false}, internalError("send mail", err))
+		s.log.Error().Err(err).Str("userId", u.ID).Str("action", action).Msg("send mail")
+		_ = s.recordPublic(u, action, map[string]any{"mailed": false}, internalError("send mail", err))
 	}
 }
 

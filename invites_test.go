@@ -2,6 +2,7 @@ package kms_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -179,4 +180,62 @@ func resetToken(tb testing.TB, msg kms.Message) string {
 	}
 	tb.Fatalf("reset mail has no link: %q", msg.Body)
 	return ""
+}
+
+func TestPasswordResetThrottle(t *testing.T) {
+	e := newUserEnv(t)
+	e.createUser(t, "sam", nil)
+	start := func(ctx context.Context, email string) error {
+		_, err := e.svc.StartPasswordReset(ctx, email)
+		return err
+	}
+	bg := context.Background()
+
+	t.Run("per address, known or not", func(t *testing.T) {
+		for _, email := range []string{"sam@example.com", "nobody@example.com"} {
+			for i := range 5 {
+				if err := start(kms.WithClientAddr(bg, fmt.Sprintf("192.0.2.%d", i)), email); err != nil {
+					t.Fatalf("StartPasswordReset(%s) #%d = %v", email, i+1, err)
+				}
+			}
+			err := start(kms.WithClientAddr(bg, "192.0.2.99"), strings.ToUpper(email))
+			wantKind(t, "StartPasswordReset after 5 requests for "+email, err, kms.KindRateLimited)
+			if !strings.Contains(err.Error(), "try again after") {
+				t.Fatalf("StartPasswordReset = %q, want when to retry", err)
+			}
+		}
+		e.advance(16 * time.Minute)
+		if err := start(bg, "sam@example.com"); err != nil {
+			t.Fatalf("StartPasswordReset after the lockout = %v", err)
+		}
+	})
+
+	t.Run("per client address", func(t *testing.T) {
+		asker := kms.WithClientAddr(bg, "198.51.100.7")
+		for i := range 20 {
+			if err := start(asker, fmt.Sprintf("guess%d@example.com", i)); err != nil {
+				t.Fatalf("StartPasswordReset #%d = %v", i+1, err)
+			}
+		}
+		wantKind(t, "StartPasswordReset from the address after 20 requests", start(asker, "other@example.com"), kms.KindRateLimited)
+		if err := start(kms.WithClientAddr(bg, "198.51.100.8"), "other@example.com"); err != nil {
+			t.Fatalf("StartPasswordReset from another address = %v", err)
+		}
+		e.advance(16 * time.Minute)
+		if err := start(asker, "other@example.com"); err != nil {
+			t.Fatalf("StartPasswordReset from the address after its lockout = %v", err)
+		}
+	})
+
+	t.Run("logins are not throttled by resets", func(t *testing.T) {
+		e.advance(time.Hour)
+		asker := kms.WithClientAddr(bg, "203.0.113.5")
+		for i := range 20 {
+			start(asker, fmt.Sprintf("again%d@example.com", i))
+		}
+		_, pw := e.createUser(t, "tia", nil)
+		if _, err := e.svc.Login(asker, kms.LoginInput{Username: "tia", Password: pw}); err != nil {
+			t.Fatalf("Login from an address that asked 20 resets = %v", err)
+		}
+	})
 }

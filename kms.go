@@ -38,6 +38,11 @@ type Options struct {
 
 	// TokenTTL is how long a user access token lasts. Zero means one hour.
 	TokenTTL time.Duration
+	// SessionLifetime is how long a User stays signed in: refresh hands
+	// out new access tokens until SessionLifetime after the login (or
+	// invitation completion) that issued the first, and no token lasts
+	// past that. Then the User logs in again. Zero means 24 hours.
+	SessionLifetime time.Duration
 	// InviteTTL is how long an invitation can be completed. Zero means
 	// seven days.
 	InviteTTL time.Duration
@@ -129,6 +134,9 @@ func New(st Store, opts Options) (*Service, error) {
 	if s.opts.TokenTTL <= 0 {
 		s.opts.TokenTTL = time.Hour
 	}
+	if s.opts.SessionLifetime <= 0 {
+		s.opts.SessionLifetime = 24 * time.Hour
+	}
 	if s.opts.InviteTTL <= 0 {
 		s.opts.InviteTTL = 7 * 24 * time.Hour
 	}
@@ -159,9 +167,11 @@ func New(st Store, opts Options) (*Service, error) {
 	return s, nil
 }
 
-// Close stops the journal after the writes in flight. It does not close
-// the Store, which the caller owns.
+// Close stops the journal after the writes in flight, those of password
+// reset requests already answered included. It does not close the Store,
+// which the caller owns.
 func (s *Service) Close() error {
+	s.users.background.Wait()
 	s.journal.close()
 	return nil
 }

@@ -12,9 +12,12 @@ import (
 // service keeps only its SHA-256 digest, under which it stores a session.
 // The token acts for the User's Account with the User's flags (as they are
 // at each request) until it expires (Options.TokenTTL after it was issued),
-// is refreshed or logged out, the User is deleted or resets its password.
-// Expired sessions are deleted when next presented, and a User's expired
-// sessions when it next logs in.
+// is refreshed or logged out, the User is deleted or changes or resets its
+// password. Refresh carries on the sign-in that issued the first token of
+// a chain, but no further than Options.SessionLifetime after it: no token
+// expires later, and a refresh then is refused. Expired sessions are
+// deleted when next presented, and a User's expired sessions when it next
+// logs in.
 const accessTokenPrefix = "rkt_"
 
 // session is the stored state of an access token.
@@ -23,6 +26,19 @@ type session struct {
 	AccountID string    `json:"accountId"`
 	ExpiresAt time.Time `json:"expiresAt"`
 	CreatedAt time.Time `json:"createdAt"`
+	// SignedInAt is when the login or invitation completion that began
+	// the chain of refreshes of this token took place. Zero (a session
+	// stored before it was kept) means CreatedAt.
+	SignedInAt time.Time `json:"signedInAt,omitzero"`
+}
+
+// signedIn returns when the sign-in that began the chain of sess took
+// place.
+func (sess *session) signedIn() time.Time {
+	if sess.SignedInAt.IsZero() {
+		return sess.CreatedAt
+	}
+	return sess.SignedInAt
 }
 
 // sessionEntry is a cached session: the principal it authenticates and
@@ -237,12 +253,18 @@ func pruneSessions(tx Txn, userID string, now time.Time) error {
 }
 
 // startSession stores a new session of u inside a journal job, for the
-// token whose digest is given. u must be active.
-func (s *Service) startSession(tx Txn, u *userRecord, digest string, now time.Time) error {
+// token whose digest is given, in the chain of a sign-in at signedIn (now,
+// for a login). u must be active. The token expires Options.TokenTTL from
+// now, or at the end of the sign-in's lifetime if that comes first.
+func (s *Service) startSession(tx Txn, u *userRecord, digest string, now, signedIn time.Time) error {
 	if err := pruneSessions(tx, u.ID, now); err != nil {
 		return err
 	}
-	return putSession(tx, digest, &session{UserID: u.ID, AccountID: u.AccountID, ExpiresAt: now.Add(s.opts.TokenTTL), CreatedAt: now})
+	expires := now.Add(s.opts.TokenTTL)
+	if end := signedIn.Add(s.opts.SessionLifetime); end.Before(expires) {
+		expires = end
+	}
+	return putSession(tx, digest, &session{UserID: u.ID, AccountID: u.AccountID, ExpiresAt: expires, CreatedAt: now, SignedInAt: signedIn})
 }
 
 // Login signs a User in by username (or email) and password and returns
@@ -318,7 +340,7 @@ func (s *Service) Login(ctx context.Context, in LoginInput) (*LoginResult, error
 		} else if err != nil {
 			return err
 		}
-		if err := s.startSession(tx, cur, digest, created); err != nil {
+		if err := s.startSession(tx, cur, digest, created, created); err != nil {
 			return err
 		}
 		out, err = cur.public(tx)
@@ -396,7 +418,9 @@ func userSession(tx Txn, p *Principal, token string, now time.Time) (string, *se
 // Refresh exchanges the caller's access token for a new one and returns it
 // with the User. token is the access token the caller presented (the
 // bearer secret); it must be one of the caller's own and is revoked. An API
-// key gets an Invalid error.
+// key gets an Invalid error. Past Options.SessionLifetime after the login
+// that began the chain of refreshes, the token is refused
+// (Unauthenticated): the User must log in again.
 func (s *Service) Refresh(ctx context.Context, token string) (*LoginResult, error) {
 	const action = "user.refresh"
 	p, err := principal(ctx)
@@ -423,10 +447,14 @@ func (s *Service) Refresh(ctx context.Context, token string) (*LoginResult, erro
 		} else if err != nil {
 			return err
 		}
+		signedIn := sess.signedIn()
+		if !now.Before(signedIn.Add(s.opts.SessionLifetime)) {
+			return errBadCredential // the sign-in has run its course
+		}
 		if err := deleteSession(tx, d, u.ID); err != nil {
 			return err
 		}
-		if err := s.startSession(tx, u, digest, now); err != nil {
+		if err := s.startSession(tx, u, digest, now, signedIn); err != nil {
 			return err
 		}
 		old = d

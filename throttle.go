@@ -13,6 +13,10 @@ import (
 // further one twice the one before, up to maxLockout. A successful login
 // clears the User's count (not the address's). The counts are lost on
 // restart; they only have to make guessing slow.
+//
+// Password reset requests are throttled the same way, in throttles of
+// their own, with every request counted as a failure: per email address
+// (known or not) and per client address.
 const (
 	loginWindow     = 15 * time.Minute
 	maxUserFailures = 5
@@ -163,36 +167,94 @@ func (t *throttle) room(now time.Time) bool {
 }
 
 // userState is the in-memory state of the Users' half of a Service: the
-// cache of access-token sessions and the login throttles.
+// cache of access-token sessions, the login and reset throttles, and the
+// work of reset requests under way.
 type userState struct {
-	sessions *cache[string, *sessionEntry] // digest of an access token -> session
-	users    *throttle                     // "u/" + user ID, or "n/" + digest of an unknown login name
-	addrs    *throttle                     // client address
+	sessions    *cache[string, *sessionEntry] // digest of an access token -> session
+	users       *throttle                     // "u/" + user ID, or "n/" + digest of an unknown login name
+	addrs       *throttle                     // client address
+	resetEmails *throttle                     // "e/" + digest of a lower-case email address
+	resetAddrs  *throttle                     // client address
+	background  workers                       // issueReset
 }
+
+// maxBackground bounds the reset requests whose work runs at once; past
+// it, requests are answered but dropped.
+const maxBackground = 64
 
 func newUserState(size int) *userState {
 	go dummyPasswordHash() // ready before the first failed login needs it
 	return &userState{
-		sessions: newCache[string, *sessionEntry](size),
-		users:    newThrottle(maxUserFailures),
-		addrs:    newThrottle(maxAddrFailures),
+		sessions:    newCache[string, *sessionEntry](size),
+		users:       newThrottle(maxUserFailures),
+		addrs:       newThrottle(maxAddrFailures),
+		resetEmails: newThrottle(maxUserFailures),
+		resetAddrs:  newThrottle(maxAddrFailures),
+		background:  workers{slots: make(chan struct{}, maxBackground)},
 	}
 }
 
 func (s *Service) userState() *userState { return s.users }
 
-// beginLogin starts a login attempt under both throttles; when either
-// refuses, it returns the time when the caller may try again.
-func (st *userState) beginLogin(userKey, addr string, now time.Time) (time.Time, bool) {
-	if t, ok := st.users.begin(userKey, now); !ok {
+// beginBoth starts an attempt under the throttles a (for key ka) and b
+// (for kb); when either refuses, it returns the time when the caller may
+// try again.
+func beginBoth(a *throttle, ka string, b *throttle, kb string, now time.Time) (time.Time, bool) {
+	if t, ok := a.begin(ka, now); !ok {
 		return t, false
 	}
-	if t, ok := st.addrs.begin(addr, now); !ok {
-		st.users.cancel(userKey)
+	if t, ok := b.begin(kb, now); !ok {
+		a.cancel(ka)
 		return t, false
 	}
 	return time.Time{}, true
 }
+
+// beginLogin starts a login attempt under both throttles; when either
+// refuses, it returns the time when the caller may try again.
+func (st *userState) beginLogin(userKey, addr string, now time.Time) (time.Time, bool) {
+	return beginBoth(st.users, userKey, st.addrs, addr, now)
+}
+
+// beginReset starts a password reset request under both throttles.
+func (st *userState) beginReset(emailKey, addr string, now time.Time) (time.Time, bool) {
+	return beginBoth(st.resetEmails, emailKey, st.resetAddrs, addr, now)
+}
+
+// endReset counts a request that beginReset allowed.
+func (st *userState) endReset(emailKey, addr string, now time.Time) {
+	st.resetEmails.end(emailKey, now, true, false)
+	st.resetAddrs.end(addr, now, true, false)
+}
+
+// workers runs functions on goroutines of their own, at most cap(slots)
+// at once, and waits for them.
+type workers struct {
+	slots chan struct{}
+	wg    sync.WaitGroup
+}
+
+// TryGo runs f on a goroutine, unless cap(slots) are busy: then it
+// reports false.
+func (w *workers) TryGo(f func()) bool {
+	select {
+	case w.slots <- struct{}{}:
+	default:
+		return false
+	}
+	w.wg.Add(1)
+	go func() {
+		defer func() {
+			<-w.slots
+			w.wg.Done()
+		}()
+		f()
+	}()
+	return true
+}
+
+// Wait waits for the functions under way.
+func (w *workers) Wait() { w.wg.Wait() }
 
 // endLogin finishes an attempt that beginLogin allowed.
 func (st *userState) endLogin(userKey, addr string, now time.Time, failed bool) {

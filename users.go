@@ -118,6 +118,14 @@ type UserUpdate struct {
 	DisplayName *string        `json:"displayName"`
 	Props       map[string]any `json:"props"`
 	Flags       Flags          `json:"flags"`
+	// Password, when not nil, is a new password, which must meet the
+	// password rules. Only the User itself may change its password; for
+	// another User there is the password reset.
+	Password *string `json:"password,omitempty"`
+	// CurrentPassword is the User's password, which a User changing its
+	// own email or password must give: its access token alone does not
+	// prove that the caller knows it.
+	CurrentPassword string `json:"currentPassword,omitempty"`
 }
 
 // CreateUserResult is a new User and its generated password, shown once.
@@ -567,6 +575,12 @@ func (s *Service) GetUser(ctx context.Context, ref UserRef) (*User, error) {
 // anything but its flags. A caller may change another User only if it
 // holds every flag that User holds. A new email must be free (Invalid with
 // Fields otherwise).
+//
+// A User changing its own email or password must give its current
+// password (see confirmPassword); only the User itself may change its
+// password, which revokes every access token of the User. A change of
+// email or password is told by mail (Options.Mailer) to the address the
+// User had before it, whoever made it.
 func (s *Service) UpdateUser(ctx context.Context, ref UserRef, in UserUpdate) (*User, error) {
 	const action = "user.update"
 	p, u, err := s.resolveUser(ctx, action, ref, FlagUsersWrite, true)
@@ -575,6 +589,10 @@ func (s *Service) UpdateUser(ctx context.Context, ref UserRef, in UserUpdate) (*
 	}
 	if err := checkReach(p, u); err != nil {
 		return nil, s.recordFailure(p, action, "", err)
+	}
+	self := p.Kind == PrincipalUser && p.ID == u.ID
+	if in.Password != nil && !self {
+		return nil, s.recordFailure(p, action, "", Errorf(KindPermissionDenied, "only a user may change its own password; for another, start a password reset"))
 	}
 	var flags Flags
 	if in.Flags != nil {
@@ -610,18 +628,41 @@ func (s *Service) UpdateUser(ctx context.Context, ref UserRef, in UserUpdate) (*
 	if flags != nil {
 		changed = append(changed, "flags")
 	}
+	if in.Password != nil {
+		changed = append(changed, "password")
+	}
 	if err := fieldsError(fields); err != nil {
 		return nil, s.recordFailure(p, action, "", err)
 	}
 	if err := checkProps("props", in.Props); err != nil {
 		return nil, s.recordFailure(p, action, "", err)
 	}
-	var after func()
-	if flags != nil {
-		after = s.forgetSessions // the User's tokens act with the new flags at once
+	var sealed []byte
+	if in.Password != nil {
+		if check := CheckPassword(*in.Password); !check.IsValid {
+			return nil, s.recordFailure(p, action, "", errMalformedPassword(check))
+		}
 	}
+	if self && (in.Password != nil || in.Email != nil && !strings.EqualFold(*in.Email, u.Email)) {
+		if err := s.confirmPassword(ctx, p, action, u, in.CurrentPassword); err != nil {
+			return nil, err
+		}
+	}
+	if in.Password != nil {
+		hash, err := hashPassword(ctx, *in.Password)
+		if err != nil {
+			return nil, err
+		}
+		sealed = s.sealPassword(u.ID, hash)
+	}
+	var after func()
+	if flags != nil || sealed != nil {
+		after = s.forgetSessions // the User's tokens act with the new flags, or stop, at once
+	}
+	mailer := s.opts.Mailer
 	now := s.now().UTC()
 	var out *User
+	var notice *Message
 	act := s.newActivity(p, action, "", true, map[string]any{"userId": u.ID, "fields": changed})
 	err = s.journal.submit(act, func(tx Txn) error {
 		old, err := getUser(tx, u.ID)
@@ -632,6 +673,12 @@ func (s *Service) UpdateUser(ctx context.Context, ref UserRef, in UserUpdate) (*
 			return err
 		}
 		n := *old
+		if sealed != nil {
+			n.Password = sealed
+			if err := deleteUserSessions(tx, n.ID); err != nil {
+				return err
+			}
+		}
 		if in.Email != nil {
 			if err := checkUnique(tx, n.ID, "", *in.Email); err != nil {
 				return err
@@ -653,9 +700,21 @@ func (s *Service) UpdateUser(ctx context.Context, ref UserRef, in UserUpdate) (*
 		if flags != nil {
 			n.Flags = flags
 		}
+		emailChanged := !strings.EqualFold(n.Email, old.Email)
+		if (emailChanged || sealed != nil) && n.ResetDigest != "" {
+			// A reset link went to the old address, or predates the new password.
+			if err := tx.Delete(join(pfxReset, []byte(n.ResetDigest))); err != nil {
+				return err
+			}
+			n.ResetDigest = ""
+		}
 		n.UpdatedAt = now
 		if err := putUser(tx, &n, old); err != nil {
 			return err
+		}
+		notice = nil
+		if mailer != nil && (emailChanged || sealed != nil) {
+			notice = changeNotice(old, n.Email, sealed != nil, now)
 		}
 		out, err = n.public(tx)
 		return err
@@ -663,7 +722,60 @@ func (s *Service) UpdateUser(ctx context.Context, ref UserRef, in UserUpdate) (*
 	if err != nil {
 		return nil, err
 	}
+	if notice != nil {
+		go s.sendMail(context.WithoutCancel(ctx), mailer, *notice, u, "user.update.mail")
+	}
 	return out, nil
+}
+
+// changeNotice is the mail that tells the address a User had (old.Email)
+// that its email address (now email) or password changed.
+func changeNotice(old *userRecord, email string, password bool, at time.Time) *Message {
+	var what []string
+	if !strings.EqualFold(email, old.Email) {
+		what = append(what, "the email address of the ringkms user "+old.Username+" was changed from "+old.Email+" to "+email+
+			"; mail for the user now goes to the new address")
+	}
+	if password {
+		what = append(what, "the password of the ringkms user "+old.Username+" was changed, and every access token of the user revoked")
+	}
+	return &Message{
+		To:      old.Email,
+		Subject: "Your ringkms user was changed",
+		Body: "Hello " + old.DisplayName + ",\n\n" +
+			"On " + at.Format(time.RFC1123) + ", " + strings.Join(what, ", and ") + ".\n\n" +
+			"If you did not make this change, tell your ringkms administrator at once: " +
+			"someone else may be using your account.\n",
+	}
+}
+
+// confirmPassword checks the current password that a User gives to change
+// its own email or password (UpdateUser): a missing one is Invalid (with
+// Fields naming currentPassword), a wrong one PermissionDenied. Attempts
+// go through the login throttles of the User and of the client address,
+// so that a stolen access token is no way to guess the password: while
+// they refuse, the answer is RateLimited, as for Login.
+func (s *Service) confirmPassword(ctx context.Context, p *Principal, action string, u *userRecord, pw string) error {
+	if pw == "" {
+		msg := "currentPassword is required to change your own email or password"
+		return s.recordFailure(p, action, "", &Error{Kind: KindInvalid, Message: msg, Fields: map[string]string{"currentPassword": msg}})
+	}
+	st := s.userState()
+	userKey, addr := "u/"+u.ID, clientAddr(ctx)
+	if until, ok := st.beginLogin(userKey, addr, s.now()); !ok {
+		return s.recordFailure(p, action, "", Errorf(KindRateLimited, "too many failed logins: try again after %s", until.UTC().Format(time.RFC3339)))
+	}
+	ok, _, err := s.checkLogin(ctx, u, pw)
+	if err != nil {
+		st.users.cancel(userKey)
+		st.addrs.cancel(addr)
+		return err
+	}
+	st.endLogin(userKey, addr, s.now(), !ok)
+	if !ok {
+		return s.recordFailure(p, action, "", Errorf(KindPermissionDenied, "the current password is wrong"))
+	}
+	return nil
 }
 
 // DeleteUser deletes a User, its access tokens and its outstanding

@@ -13,6 +13,9 @@
 //     SIGKILL at random moments, several times on one data directory;
 //     every acknowledged write must survive, and the audit chain must
 //     verify (kmsd verify-audit).
+//   - TestResetStartTimingTellsNothing: the answer time of a password
+//     reset request, compared (medians of many calls in random turns)
+//     between addresses of Users and unknown ones.
 //
 // Every request and answer of the client goes through a validating
 // http.RoundTripper that checks it against the OpenAPI document kmsd

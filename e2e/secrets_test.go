@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/ringkms/kms"
@@ -52,6 +55,16 @@ func TestNoSecretAtRestOrInLogs(t *testing.T) {
 		t.Fatal(err)
 	}
 	secrets["refreshed access token"] = refreshed.AccessToken
+	// A change of its own password, with the current one.
+	changed := "Sam-changed-passw0rd!"
+	secrets["changed password"] = changed
+	_, err = clientOf(p, t, v, refreshed.AccessToken).UpdateUser(bg, kms.UserRef{Value: "sam"}, kms.UserUpdate{Password: &changed, CurrentPassword: created.Password})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := in.waitMail(t, "sam@example.com", seen); !strings.Contains(m.body, "password") {
+		t.Fatalf("mail to sam after the change:\n%s\nwant a notice of the new password", m.body)
+	}
 
 	if _, err := root.Invite(bg, kms.InviteInput{Username: "ivy", Email: "ivy@example.com", FirstName: "I", LastName: "V"}); err != nil {
 		t.Fatal(err)
@@ -75,6 +88,38 @@ func TestNoSecretAtRestOrInLogs(t *testing.T) {
 	secrets["reset password"] = newPassword
 	if err := anon.CompletePasswordReset(bg, resetToken, newPassword); err != nil {
 		t.Fatal(err)
+	}
+	// Near misses of the route that names an API key by its secret (a
+	// trailing slash, a wrong method or name): the secret must reach
+	// neither the log nor the answer.
+	for _, m := range []struct{ method, path string }{
+		{"DELETE", "/auth/apikey/" + key.Key + "/"},
+		{"PATCH", "/auth/apikey/" + key.Key},
+		{"DELETE", "/auth/apikeys/" + in.bootstrap},
+		{"GET", "/auth/apikey/" + in.bootstrap + "/props"},
+	} {
+		req, err := http.NewRequest(m.method, p.URL+m.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+in.bootstrap)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode < 400 {
+			t.Errorf("%s %s = %d, want an error", m.method, m.path, resp.StatusCode)
+		}
+		for what, s := range secrets {
+			if bytes.Contains(body, []byte(s)) {
+				t.Errorf("%s %s: the answer holds the %s: %s", m.method, m.path, what, body)
+			}
+		}
 	}
 	// A failed login with a wrong password: the attempt must not be logged.
 	const wrongPassword = "Wr0ng-password!"

@@ -1,8 +1,9 @@
 package examples_test
 
 // The examples are programs: each is built and run here, against its own
-// temporary data, and must exit 0 and print what it promises. This is how
-// CI keeps them working. Skipped with -short.
+// temporary data, and must exit 0 and print what it promises; then run
+// again on the same data, as -data DIR lets a user do. This is how CI
+// keeps them working. Skipped with -short.
 
 import (
 	"bytes"
@@ -22,16 +23,20 @@ func TestExamples(t *testing.T) {
 		t.Skip("builds and runs the example programs; skipped with -short")
 	}
 	cases := []struct {
-		name string
-		args func(data string) []string
-		want []string // lines (or parts of lines) of the output
+		name  string
+		args  func(data string) []string
+		want  []string // lines (or parts of lines) of the output of each run
+		first []string // ... of the first run only
+		again []string // ... of the second run, on the first one's data
 	}{
 		{"inprocess", func(data string) []string { return []string{"-data", data} },
-			[]string{`decrypt: key `, `asset valid: true`, `decrypted: "Q3 revenue: up 12%"`}},
+			[]string{`decrypt: key `, `asset valid: true`, `decrypted: "Q3 revenue: up 12%"`},
+			[]string{"bootstrapped the root API key"}, []string{"opened again with its root API key"}},
 		{"mounted", func(data string) []string { return []string{"-data", data} },
-			[]string{"GET /hello: hello from the application", "GET /kms/healthz: ok", "GET /kms/ks/keyrings: 1 ring(s)", "shut down"}},
+			[]string{"GET /hello: hello from the application", "GET /kms/healthz: ok", "shut down"},
+			[]string{"GET /kms/ks/keyrings: 1 ring(s)"}, []string{"GET /kms/ks/keyrings: 2 ring(s)"}},
 		{"client", func(data string) []string { return []string{"-start", "-data", data} },
-			[]string{"decrypt gave it back: true", "the limited key may not rotate (403)", "stopped kmsd: exit status 0"}},
+			[]string{"decrypt gave it back: true", "the limited key may not rotate (403)", "stopped kmsd: exit status 0"}, nil, nil},
 	}
 	goBin := goTool()
 	for _, tc := range cases {
@@ -44,25 +49,28 @@ func TestExamples(t *testing.T) {
 				t.Fatalf("go build ./examples/%s: %v\n%s", tc.name, err, out)
 			}
 
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, bin, tc.args(filepath.Join(dir, "data"))...)
-			// On timeout, SIGTERM first: examples/client then stops its kmsd.
-			cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-			cmd.WaitDelay = 30 * time.Second
-			cmd.Env = exampleEnv(goBin)
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			if err := cmd.Run(); err != nil {
-				t.Fatalf("%s: %v (context: %v)\nstdout:\n%s\nstderr:\n%s", tc.name, err, ctx.Err(), &stdout, &stderr)
-			}
-			out := stdout.String()
-			for _, w := range tc.want {
-				if !strings.Contains(out, w) {
-					t.Errorf("%s: output has no %q\nstdout:\n%s\nstderr:\n%s", tc.name, w, out, &stderr)
+			data := filepath.Join(dir, "data")
+			for run, extra := range [][]string{tc.first, tc.again} {
+				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+				defer cancel()
+				cmd := exec.CommandContext(ctx, bin, tc.args(data)...)
+				// On timeout, SIGTERM first: examples/client then stops its kmsd.
+				cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+				cmd.WaitDelay = 30 * time.Second
+				cmd.Env = exampleEnv(goBin)
+				var stdout, stderr bytes.Buffer
+				cmd.Stdout, cmd.Stderr = &stdout, &stderr
+				if err := cmd.Run(); err != nil {
+					t.Fatalf("%s, run %d on %s: %v (context: %v)\nstdout:\n%s\nstderr:\n%s", tc.name, run+1, data, err, ctx.Err(), &stdout, &stderr)
 				}
+				out := stdout.String()
+				for _, w := range append(tc.want, extra...) {
+					if !strings.Contains(out, w) {
+						t.Errorf("%s, run %d: output has no %q\nstdout:\n%s\nstderr:\n%s", tc.name, run+1, w, out, &stderr)
+					}
+				}
+				t.Logf("%s, run %d:\n%s", tc.name, run+1, out)
 			}
-			t.Logf("%s:\n%s", tc.name, out)
 		})
 	}
 }

@@ -30,11 +30,21 @@ type Options struct {
 
 	// ClientIPHeader, when set, names the request header that carries the
 	// client's address, as a reverse proxy in front of the service sets it
-	// ("X-Forwarded-For": its first address; "X-Real-IP"). The address
-	// throttles failed logins, so set it only behind a proxy that
-	// overwrites the header: a client could otherwise pick its own. Empty
-	// means the address of the connection.
+	// ("X-Forwarded-For", "X-Real-IP"). Of a list such as X-Forwarded-For,
+	// to which each proxy appends the address it received the request
+	// from, the address taken is the one the trusted proxies appended (see
+	// ClientIPHops), never one further left, which the client may write.
+	// The address throttles failed logins and password reset requests, so
+	// set it only behind a proxy that sets the header: a client could
+	// otherwise pick its own. Empty means the address of the connection.
 	ClientIPHeader string
+
+	// ClientIPHops is the number of trusted proxies in front of the
+	// service that append to ClientIPHeader: the client's address is that
+	// many from the right of the list (of every line of the header, in
+	// order), or the leftmost when the list is shorter. Zero means 1: the
+	// address the one proxy appended.
+	ClientIPHops int
 }
 
 // api holds what every handler needs.
@@ -43,6 +53,7 @@ type api struct {
 	log      zerolog.Logger
 	maxBody  int64
 	ipHeader string
+	ipHops   int
 }
 
 // handler serves one route. It decodes the request, calls one Service
@@ -175,7 +186,7 @@ func newHandler(svc *kms.Service, opts Options, extra []route) http.Handler {
 	if svc == nil {
 		panic("httpapi: New needs a *kms.Service")
 	}
-	a := &api{svc: svc, log: zerolog.Nop(), maxBody: opts.MaxBodyBytes, ipHeader: http.CanonicalHeaderKey(opts.ClientIPHeader)}
+	a := &api{svc: svc, log: zerolog.Nop(), maxBody: opts.MaxBodyBytes, ipHeader: http.CanonicalHeaderKey(opts.ClientIPHeader), ipHops: max(opts.ClientIPHops, 1)}
 	if opts.Logger != nil {
 		a.log = *opts.Logger
 	}
@@ -247,14 +258,11 @@ func (a *api) serve(rt route) httprouter.Handle {
 }
 
 // clientAddr is the address of the client: from Options.ClientIPHeader
-// when set and present, else the connection's.
+// when set and present (forwardedAddr), else the connection's.
 func (a *api) clientAddr(r *http.Request) string {
 	if a.ipHeader != "" {
-		if v := r.Header.Get(a.ipHeader); v != "" {
-			first, _, _ := strings.Cut(v, ",")
-			if ip := net.ParseIP(strings.TrimSpace(first)); ip != nil {
-				return ip.String()
-			}
+		if ip := forwardedAddr(r.Header.Values(a.ipHeader), a.ipHops); ip != nil {
+			return ip.String()
 		}
 	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
@@ -262,4 +270,32 @@ func (a *api) clientAddr(r *http.Request) string {
 		return ""
 	}
 	return host
+}
+
+// forwardedAddr returns the client address that the lines of a header
+// such as X-Forwarded-For ("client, proxy1, proxy2") give, behind hops
+// trusted proxies that each append the address they received the request
+// from: the hops-th address from the right, the one the outermost trusted
+// proxy appended. What lies left of it came with the request, and the
+// client could have written it. A list shorter than hops was appended by
+// trusted proxies only (the request entered behind the outermost): its
+// leftmost address is taken. Nil when that entry is not an IP address.
+func forwardedAddr(lines []string, hops int) net.IP {
+	n, entry := 0, ""
+	for i := len(lines) - 1; i >= 0 && n < hops; i-- {
+		rest := lines[i]
+		for n < hops {
+			j := strings.LastIndexByte(rest, ',')
+			entry = rest[j+1:]
+			n++
+			if j < 0 {
+				break
+			}
+			rest = rest[:j]
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	return net.ParseIP(strings.TrimSpace(entry))
 }

@@ -96,7 +96,8 @@
 // and "results" (the password check). POST
 // /auth/basic/reset-password-complete answers {} for every failure, with
 // its status (400 for a bad token or password), so it tells nothing of the
-// token. Failed logins are throttled: 429 (code rate_limited).
+// token. Failed logins and password reset requests are throttled: 429
+// (code rate_limited).
 //
 // # Logging
 //
@@ -105,7 +106,10 @@
 // principal (the API key or User ID) and, for errors, code; a 5xx line is
 // at level error and carries the full error. Headers, query strings and
 // bodies are never logged, and a route whose path carries a secret
-// (DELETE /auth/apikey/:apikey) is logged by its route only.
+// (DELETE /auth/apikey/:apikey) is logged by its route only. Every other
+// path is logged, and echoed by a 404, with what may be a secret in it
+// redacted, whether or not it matches a route: the segments after one
+// that names API keys, and those shaped like a secret.
 //
 // # Mounting
 //

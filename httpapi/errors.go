@@ -125,9 +125,11 @@ func (a *api) writeJSON(w http.ResponseWriter, r *http.Request, status int, v an
 	w.Write(append(b, '\n'))
 }
 
-// notFound answers a path that no route serves.
+// notFound answers a path that no route serves. The path it echoes is
+// redacted (redactPath): it may be a near miss of a route that names a
+// key by its secret.
 func (a *api) notFound(w http.ResponseWriter, r *http.Request) {
-	a.writeError(w, r, kms.Errorf(kms.KindNotFound, "no endpoint %s %s", r.Method, r.URL.Path))
+	a.writeError(w, r, kms.Errorf(kms.KindNotFound, "no endpoint %s %s", r.Method, redactPath(r.URL.Path)))
 }
 
 // methodNotAllowed answers a path served by routes of other methods.

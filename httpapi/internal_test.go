@@ -256,25 +256,40 @@ func TestJSONErrorMessages(t *testing.T) {
 
 func TestClientAddr(t *testing.T) {
 	tests := []struct {
-		header, value, remote, want string
+		header string
+		hops   int
+		values []string // of the header, one a line
+		remote string
+		want   string
 	}{
-		{"", "", "10.1.2.3:4567", "10.1.2.3"},
-		{"", "9.9.9.9", "10.1.2.3:4567", "10.1.2.3"}, // no header configured: ignored
-		{"X-Forwarded-For", "9.9.9.9, 10.0.0.1", "10.1.2.3:4567", "9.9.9.9"},
-		{"x-real-ip", "2001:db8::1", "10.1.2.3:4567", "2001:db8::1"},
-		{"X-Forwarded-For", "not an address", "10.1.2.3:4567", "10.1.2.3"},
-		{"X-Forwarded-For", "", "[::1]:80", "::1"},
+		{"", 0, nil, "10.1.2.3:4567", "10.1.2.3"},
+		{"", 0, []string{"9.9.9.9"}, "10.1.2.3:4567", "10.1.2.3"}, // no header configured: ignored
+		// The address the proxy appended, not the one the client sent.
+		{"X-Forwarded-For", 0, []string{"9.9.9.9, 10.0.0.1"}, "10.1.2.3:4567", "10.0.0.1"},
+		{"X-Forwarded-For", 1, []string{"9.9.9.9,10.0.0.1"}, "10.1.2.3:4567", "10.0.0.1"},
+		{"X-Forwarded-For", 1, []string{"9.9.9.9", "10.0.0.1"}, "10.1.2.3:4567", "10.0.0.1"},
+		{"X-Forwarded-For", 0, []string{"203.0.113.5"}, "10.1.2.3:4567", "203.0.113.5"},
+		// Two trusted proxies: the second from the right.
+		{"X-Forwarded-For", 2, []string{"9.9.9.9, 203.0.113.5, 10.0.0.1"}, "10.1.2.3:4567", "203.0.113.5"},
+		{"X-Forwarded-For", 2, []string{"9.9.9.9, 203.0.113.5", "10.0.0.1"}, "10.1.2.3:4567", "203.0.113.5"},
+		{"X-Forwarded-For", 2, []string{"203.0.113.5"}, "10.1.2.3:4567", "203.0.113.5"}, // entered behind the outer proxy
+		{"x-real-ip", 0, []string{"2001:db8::1"}, "10.1.2.3:4567", "2001:db8::1"},
+		{"X-Forwarded-For", 0, []string{"not an address"}, "10.1.2.3:4567", "10.1.2.3"},
+		{"X-Forwarded-For", 0, []string{"9.9.9.9, not an address"}, "10.1.2.3:4567", "10.1.2.3"},
+		{"X-Forwarded-For", 0, []string{"9.9.9.9,"}, "10.1.2.3:4567", "10.1.2.3"},
+		{"X-Forwarded-For", 0, []string{""}, "[::1]:80", "::1"},
+		{"X-Forwarded-For", 0, nil, "[::1]:80", "::1"},
 	}
 	for _, tt := range tests {
-		a := &api{ipHeader: http.CanonicalHeaderKey(tt.header)}
+		a := &api{ipHeader: http.CanonicalHeaderKey(tt.header), ipHops: max(tt.hops, 1)}
 		r := httptest.NewRequest("GET", "/", nil)
 		r.RemoteAddr = tt.remote
-		if tt.value != "" {
-			r.Header.Set("X-Forwarded-For", tt.value)
-			r.Header.Set("X-Real-Ip", tt.value)
+		for _, v := range tt.values {
+			r.Header.Add("X-Forwarded-For", v)
+			r.Header.Add("X-Real-Ip", v)
 		}
 		if got := a.clientAddr(r); got != tt.want {
-			t.Errorf("clientAddr(header %q = %q, remote %s) = %q, want %q", tt.header, tt.value, tt.remote, got, tt.want)
+			t.Errorf("clientAddr(header %q = %q, hops %d, remote %s) = %q, want %q", tt.header, tt.values, tt.hops, tt.remote, got, tt.want)
 		}
 	}
 }

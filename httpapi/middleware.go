@@ -93,8 +93,9 @@ func newRequestID() string {
 // and the req_id field of its log line) and logs one line when the request
 // is done: method, path, status, size, duration and principal ID; for a
 // 5xx, the full error at level error. Neither headers nor bodies are
-// logged, and a route marked secretPath is logged by its pattern only.
-// Nothing else logs during a request, so no per-request logger is made.
+// logged; the path is logged redacted (redactPath), and not at all for a
+// route marked secretPath, which is logged by its pattern only. Nothing
+// else logs during a request, so no per-request logger is made.
 func (a *api) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -116,7 +117,7 @@ func (a *api) logRequests(next http.Handler) http.Handler {
 			ev = ev.Str("route", st.route)
 		}
 		if !st.secretPath {
-			ev = ev.Str("path", r.URL.Path)
+			ev = ev.Str("path", redactPath(r.URL.Path))
 		}
 		ev = ev.Int("status", rec.status).Int64("size", rec.size).Dur("duration", time.Since(start))
 		if st.principal != "" {
@@ -130,6 +131,42 @@ func (a *api) logRequests(next http.Handler) http.Handler {
 		}
 		ev.Msg("request")
 	})
+}
+
+// redacted takes the place of what redactPath hides.
+const redacted = "<redacted>"
+
+// redactPath returns path with what may be a secret in it replaced by
+// "<redacted>", whatever route the path is near: every segment after one
+// that names API keys (apikey, apikeyid, apikeys...: DELETE
+// /auth/apikey/{apikey} names a key by its secret, and a client may get
+// the method or the path slightly wrong), and every segment shaped like a
+// secret (kms.LooksLikeSecret). A path with nothing to hide comes back as
+// it is, without allocating.
+func redactPath(path string) string {
+	var out []string // the segments, once one is redacted
+	after := false   // past a segment that names API keys
+	rest := path
+	for n := 0; ; n++ {
+		seg, tail, more := strings.Cut(rest, "/")
+		if after || kms.LooksLikeSecret(seg) {
+			if out == nil {
+				out = strings.Split(path, "/") // the same segments
+			}
+			out[n] = redacted
+		}
+		if len(seg) >= len("apikey") && strings.EqualFold(seg[:len("apikey")], "apikey") {
+			after = true
+		}
+		if !more {
+			break
+		}
+		rest = tail
+	}
+	if out == nil {
+		return path
+	}
+	return strings.Join(out, "/")
 }
 
 // requireBearer is the bearer middleware of SPEC.md 5.2, which serve runs

@@ -92,3 +92,45 @@ func TestAuthLogsHoldNoSecret(t *testing.T) {
 		}
 	}
 }
+
+// TestNearMissPathsHoldNoSecret: a request that misses a route (a
+// trailing slash, a wrong method, a wrong name) with a secret in its path
+// gets that secret neither in the log nor in the answer.
+func TestNearMissPathsHoldNoSecret(t *testing.T) {
+	e := newEnv(t)
+	k := decode[kms.APIKey](t, e.do(t, "POST", "/auth/apikey", e.root, map[string]any{"accountId": e.account, "flags": map[string]bool{"apikeys.read": true}}).want(t, http.StatusOK))
+	token := "rkt_" + strings.Repeat("T", 43)
+	misses := []struct {
+		method, path string
+		status       int
+	}{
+		{"DELETE", "/auth/apikey/" + k.Key + "/", http.StatusNotFound},
+		{"PATCH", "/auth/apikey/" + k.Key, http.StatusMethodNotAllowed},
+		{"GET", "/auth/apikey/" + k.Key, http.StatusNotFound},
+		{"GET", "/auth/apikey/" + k.Key + "/props", http.StatusNotFound},
+		{"DELETE", "/auth/apikeys/" + k.Key, http.StatusNotFound},
+		{"DELETE", "/auth/apikey/x/" + e.root, http.StatusNotFound},
+		{"GET", "/auth/basic/refresh/" + token, http.StatusNotFound},
+		{"POST", "/auth/validate/" + k.Key, http.StatusNotFound},
+	}
+	for _, m := range misses {
+		r := e.do(t, m.method, m.path, e.root, nil)
+		if r.status != m.status {
+			t.Errorf("%s %s = %d, want %d", m.method, m.path, r.status, m.status)
+		}
+		for _, s := range []string{k.Key, e.root, token} {
+			if strings.Contains(string(r.body), s) {
+				t.Errorf("%s %s: the answer holds a secret: %s", m.method, m.path, r.body)
+			}
+		}
+	}
+	log := e.logs.String()
+	for what, s := range map[string]string{"API key": k.Key, "root API key": e.root, "access token": token} {
+		if strings.Contains(log, s) {
+			t.Errorf("the log holds the %s", what)
+		}
+	}
+	if !strings.Contains(log, `"path":"/auth/apikey/<redacted>/<redacted>"`) {
+		t.Errorf("the log has no redacted path:\n%s", log)
+	}
+}

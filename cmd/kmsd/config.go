@@ -33,8 +33,10 @@ type config struct {
 	logFormat     string
 	clientIP      string
 	diskReserve   byteSize
+	clientIPHops  int
 
 	tokenTTL    time.Duration
+	sessionLife time.Duration
 	inviteTTL   time.Duration
 	resetTTL    time.Duration
 	maxKeyRings int
@@ -64,6 +66,7 @@ var settings = []setting{
 	{"log-level", "KMS_LOG_LEVEL", "level", "debug, info, warn or error", "info"},
 	{"log-format", "KMS_LOG_FORMAT", "format", "json or console", "json"},
 	{"token-ttl", "KMS_TOKEN_TTL", "duration", "lifetime of a User's access token", "1h"},
+	{"session-lifetime", "KMS_SESSION_LIFETIME", "duration", "how long a login lasts across refreshes of its access token", "24h"},
 	{"invite-ttl", "KMS_INVITE_TTL", "duration", "how long an invitation can be completed", "168h"},
 	{"reset-ttl", "KMS_RESET_TTL", "duration", "how long a password reset can be completed", "1h"},
 	{"max-keyrings", "KMS_MAX_KEYRINGS", "n", "plan limit: key rings in all (0: none)", "0"},
@@ -72,6 +75,7 @@ var settings = []setting{
 	{"max-apikeys-per-account", "KMS_MAX_APIKEYS_PER_ACCOUNT", "n", "plan limit: API keys of one Account (0: none)", "0"},
 	{"disk-reserve", "KMS_DISK_RESERVE", "size", "free space kept on the disks of -data: below it, kmsd refuses writes (507) until there is room again; 0 turns it off", "256MiB"},
 	{"client-ip-header", "KMS_CLIENT_IP_HEADER", "name", "header with the client address set by a trusted reverse proxy (X-Forwarded-For, X-Real-IP); only behind one", ""},
+	{"client-ip-hops", "KMS_CLIENT_IP_HOPS", "n", "trusted proxies that append to -client-ip-header: the client address is the n-th from the right", "1"},
 }
 
 // envOnly are the variables that have no flag.
@@ -120,7 +124,9 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stdout i
 	fs.StringVar(&c.clientIP, "client-ip-header", "", "")
 	c.diskReserve = defaultDiskReserve
 	fs.Var(&c.diskReserve, "disk-reserve", "")
+	fs.IntVar(&c.clientIPHops, "client-ip-hops", 1, "")
 	fs.DurationVar(&c.tokenTTL, "token-ttl", time.Hour, "")
+	fs.DurationVar(&c.sessionLife, "session-lifetime", 24*time.Hour, "")
 	fs.DurationVar(&c.inviteTTL, "invite-ttl", 7*24*time.Hour, "")
 	fs.DurationVar(&c.resetTTL, "reset-ttl", time.Hour, "")
 	fs.IntVar(&c.maxKeyRings, "max-keyrings", 0, "")
@@ -179,10 +185,13 @@ func (c *config) validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"token-ttl", c.tokenTTL}, {"invite-ttl", c.inviteTTL}, {"reset-ttl", c.resetTTL}} {
+	}{{"token-ttl", c.tokenTTL}, {"session-lifetime", c.sessionLife}, {"invite-ttl", c.inviteTTL}, {"reset-ttl", c.resetTTL}} {
 		if d.v < time.Minute {
 			return fmt.Errorf("-%s %s: want a duration of at least 1m, for example 1h", d.name, d.v)
 		}
+	}
+	if c.sessionLife < c.tokenTTL {
+		return fmt.Errorf("-session-lifetime %s is shorter than -token-ttl %s: a login must last at least as long as one access token", c.sessionLife, c.tokenTTL)
 	}
 	for _, n := range []struct {
 		name string
@@ -191,6 +200,9 @@ func (c *config) validate() error {
 		if n.v < 0 {
 			return fmt.Errorf("-%s %d: want 0 (no limit) or more", n.name, n.v)
 		}
+	}
+	if c.clientIPHops < 1 {
+		return fmt.Errorf("-client-ip-hops %d: want the number of trusted proxies in front of kmsd, 1 or more", c.clientIPHops)
 	}
 	if (c.tlsCert == "") != (c.tlsKey == "") {
 		return errors.New("-tls-cert and -tls-key go together: give both for TLS, or neither for plain HTTP")

@@ -157,8 +157,8 @@ func call(t testing.TB, client *http.Client, method, url, key string, body any) 
 }
 
 func TestParseConfig(t *testing.T) {
-	defaults := config{addr: "127.0.0.1:8200", data: "./data", logLevel: "info", logFormat: "json",
-		tokenTTL: time.Hour, inviteTTL: 7 * 24 * time.Hour, resetTTL: time.Hour, diskReserve: 256 << 20}
+	defaults := config{addr: "127.0.0.1:8200", data: "./data", logLevel: "info", logFormat: "json", clientIPHops: 1,
+		tokenTTL: time.Hour, sessionLife: 24 * time.Hour, inviteTTL: 7 * 24 * time.Hour, resetTTL: time.Hour, diskReserve: 256 << 20}
 	tests := []struct {
 		name string
 		args []string
@@ -180,9 +180,9 @@ func TestParseConfig(t *testing.T) {
 				c.mailOutbox, c.baseURL, c.tlsCert, c.tlsKey = "/o", "http://x:1", "/c", "/kk"
 			}},
 		{"lifetimes and limits", []string{"-token-ttl", "15m", "-max-keyrings", "10", "-max-apikeys-per-account", "3"},
-			env{"KMS_INVITE_TTL": "48h", "KMS_RESET_TTL": "30m", "KMS_MAX_USERS": "7", "KMS_MAX_ACCOUNTS": "2"},
+			env{"KMS_INVITE_TTL": "48h", "KMS_RESET_TTL": "30m", "KMS_MAX_USERS": "7", "KMS_MAX_ACCOUNTS": "2", "KMS_SESSION_LIFETIME": "8h"},
 			func(c *config) {
-				c.tokenTTL, c.inviteTTL, c.resetTTL = 15*time.Minute, 48*time.Hour, 30*time.Minute
+				c.tokenTTL, c.sessionLife, c.inviteTTL, c.resetTTL = 15*time.Minute, 8*time.Hour, 48*time.Hour, 30*time.Minute
 				c.maxKeyRings, c.maxUsers, c.maxAccounts, c.maxAPIKeys = 10, 7, 2, 3
 			}},
 		{"flag wins over environment", []string{"-addr", "127.0.0.1:1", "-log-level", "error", "-dev=false"},
@@ -190,6 +190,8 @@ func TestParseConfig(t *testing.T) {
 			func(c *config) { c.addr, c.logLevel, c.data, c.dev = "127.0.0.1:1", "error", "/from-env", false }},
 		{"TLS: cert by flag, key by environment", []string{"-tls-cert", "/c"}, env{"KMS_TLS_KEY": "/k"},
 			func(c *config) { c.tlsCert, c.tlsKey = "/c", "/k" }},
+		{"behind two proxies", []string{"-client-ip-header", "X-Forwarded-For"}, env{"KMS_CLIENT_IP_HOPS": "2"},
+			func(c *config) { c.clientIP, c.clientIPHops = "X-Forwarded-For", 2 }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -215,8 +217,10 @@ func TestParseConfigErrors(t *testing.T) {
 	}{
 		{"unknown flag", []string{"-nope"}, nil, "-nope"},
 		{"token lifetime too short", []string{"-token-ttl", "10s"}, nil, "-token-ttl"},
+		{"login shorter than a token", []string{"-token-ttl", "2h", "-session-lifetime", "1h"}, nil, "-session-lifetime"},
 		{"bad duration", nil, env{"KMS_RESET_TTL": "soon"}, "KMS_RESET_TTL"},
 		{"negative limit", []string{"-max-users", "-1"}, nil, "-max-users"},
+		{"no proxy hops", []string{"-client-ip-hops", "0"}, nil, "-client-ip-hops"},
 		{"extra argument", []string{"serve"}, nil, `"serve"`},
 		{"bad address", []string{"-addr", "localhost"}, nil, "-addr"},
 		{"bad address in environment", nil, env{"KMS_ADDR": "nowhere"}, "-addr"},

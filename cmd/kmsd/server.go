@@ -104,7 +104,7 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stderr io
 	}
 
 	httpLog := log.With().Str("component", "http").Logger()
-	hopts := httpapi.Options{Logger: &httpLog, ClientIPHeader: c.clientIP}
+	hopts := httpapi.Options{Logger: &httpLog, ClientIPHeader: c.clientIP, ClientIPHops: c.clientIPHops}
 	handler := &switchHandler{}
 	srv := &http.Server{
 		Handler:           handler,
@@ -146,7 +146,7 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stderr io
 	svcLog := log.With().Str("component", "kms").Logger()
 	svcOpts := kms.Options{
 		MasterKey: mk, Logger: &svcLog, Mailer: mailer, BaseURL: baseURL,
-		TokenTTL: c.tokenTTL, InviteTTL: c.inviteTTL, ResetTTL: c.resetTTL,
+		TokenTTL: c.tokenTTL, SessionLifetime: c.sessionLife, InviteTTL: c.inviteTTL, ResetTTL: c.resetTTL,
 		Limits: kms.Limits{MaxKeyRings: c.maxKeyRings, MaxUsers: c.maxUsers, MaxAccounts: c.maxAccounts, MaxAPIKeysPerAccount: c.maxAPIKeys},
 	}
 	mk = kms.MasterKey{}

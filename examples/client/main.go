@@ -8,16 +8,18 @@
 //	go run ./examples/client -start   # builds and starts its own kmsd
 //
 // With -start, it builds kmsd (go build, so run it inside this module),
-// runs it on a free port of 127.0.0.1 with a temporary data directory, a
-// random master key and a random bootstrap API key, and stops it with
-// SIGTERM at the end.
+// runs it on a free port of 127.0.0.1 with a temporary data directory (or
+// -data DIR, kept), a random master key and a random bootstrap API key,
+// and stops it with SIGTERM at the end. The keys are kept beside the data,
+// so that -start -data DIR can run again on the same directory.
+//
+//	go run ./examples/client -start -data DIR
 package main
 
 import (
 	"bufio"
 	"context"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"flag"
@@ -36,6 +38,7 @@ import (
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/client"
+	"github.com/ringkms/kms/examples/internal/devkeys"
 )
 
 func main() {
@@ -170,8 +173,10 @@ type kmsd struct {
 
 var listening = regexp.MustCompile(`kmsd listening on (https?://\S+)`)
 
-// startKmsd builds kmsd and starts it on 127.0.0.1:0 with a random master
-// key and bootstrap API key, and waits until it listens.
+// startKmsd builds kmsd and starts it on 127.0.0.1:0 and waits until it
+// listens. Its master key and bootstrap API key are kept beside the data
+// (package devkeys), so that a kmsd started again on the same data
+// directory opens it and accepts the same key.
 func startKmsd(ctx context.Context, data string) (_ *kmsd, err error) {
 	k := &kmsd{exited: make(chan struct{}), logTail: &tail{}}
 	defer func() {
@@ -195,14 +200,15 @@ func startKmsd(ctx context.Context, data string) (_ *kmsd, err error) {
 		return nil, fmt.Errorf("go build kmsd (run this inside the ringkms module): %v\n%s", err, out)
 	}
 
-	masterKey := make([]byte, 32)
-	rand.Read(masterKey)
-	k.apiKey = "rk_" + randomHex(32)
+	masterKey, rootSecret, err := devkeys.Load(data)
+	if err != nil {
+		return nil, err
+	}
+	k.apiKey = rootSecret
 	k.cmd = exec.Command(bin, "-addr", "127.0.0.1:0", "-data", data)
 	k.cmd.Env = append(withoutKMS(os.Environ()),
-		"KMS_MASTER_KEY="+base64.StdEncoding.EncodeToString(masterKey),
+		"KMS_MASTER_KEY="+masterKey.Base64(),
 		"KMS_BOOTSTRAP_API_KEY="+k.apiKey)
-	clear(masterKey)
 	stderr, err := k.cmd.StderrPipe()
 	if err != nil {
 		return nil, err

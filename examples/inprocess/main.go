@@ -8,7 +8,7 @@
 // encrypt and decrypt the document with AES-256-GCM.
 //
 //	go run ./examples/inprocess            # a temporary data directory
-//	go run ./examples/inprocess -data DIR  # DIR, kept
+//	go run ./examples/inprocess -data DIR  # DIR, kept: run it again on it
 package main
 
 import (
@@ -23,6 +23,7 @@ import (
 	"os"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/examples/internal/devkeys"
 	"github.com/ringkms/kms/store/badgerstore"
 )
 
@@ -46,38 +47,49 @@ func run() error {
 	}
 	ctx := context.Background()
 
-	// The store and the Service. A real deployment keeps its master key
-	// (kmsd reads it from KMS_MASTER_KEY): without it the store cannot be
-	// opened again. This one lives as long as the program.
+	// The store and the Service. The store opens again only under the
+	// master key it was made with: this example keeps its key, and the
+	// root API key's secret, beside the data (as kmsd -dev does), so that
+	// it can run again on the same directory. A real deployment keeps its
+	// master key apart from the data (kmsd reads it from KMS_MASTER_KEY).
+	masterKey, rootSecret, err := devkeys.Load(*data)
+	if err != nil {
+		return err
+	}
 	st, err := badgerstore.OpenDir(*data)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	svc, err := kms.New(st, kms.Options{MasterKey: kms.GenerateMasterKey()})
+	svc, err := kms.New(st, kms.Options{MasterKey: masterKey})
 	if err != nil {
 		return err
 	}
 	defer svc.Close() // runs before st.Close
 
 	// Every call acts for a principal. Bootstrap creates the root API key
-	// of an empty store; Authenticate turns its secret into the principal,
-	// which travels in the context.
-	boot, err := svc.Bootstrap(ctx, "")
+	// of an empty store, with the secret given (and does nothing on a
+	// store that has keys); Authenticate turns the secret into the
+	// principal, which travels in the context.
+	boot, err := svc.Bootstrap(ctx, rootSecret)
 	if err != nil {
 		return err
 	}
-	root, err := svc.Authenticate(ctx, boot.Secret)
+	root, err := svc.Authenticate(ctx, rootSecret)
 	if err != nil {
 		return err
 	}
 	ctx = kms.WithPrincipal(ctx, root)
-	fmt.Printf("store in %s, bootstrapped the root API key %s\n", *data, boot.KeyID)
+	if boot.Created {
+		fmt.Printf("store in %s, bootstrapped the root API key %s\n", *data, boot.KeyID)
+	} else {
+		fmt.Printf("store in %s, opened again with its root API key\n", *data)
+	}
 
-	// A key ring. Its keys are wrapped for its public key (X-Wing, the
-	// post-quantum hybrid, by default); the private key is returned this
-	// once and the service keeps no copy.
-	ring, err := svc.CreateKeyRing(ctx, kms.CreateKeyRingInput{Name: "documents"})
+	// A key ring, named anew on each run. Its keys are wrapped for its
+	// public key (X-Wing, the post-quantum hybrid, by default); the
+	// private key is returned this once and the service keeps no copy.
+	ring, err := svc.CreateKeyRing(ctx, kms.CreateKeyRingInput{Name: "documents-" + rand.Text()[:6]})
 	if err != nil {
 		return err
 	}
@@ -85,7 +97,7 @@ func run() error {
 
 	// Encrypt: the active key, wrapped, with a unique hash and a signed
 	// header. The Asset records what the key protects; the header signs it.
-	enc, err := svc.Encrypt(ctx, kms.EncryptInput{RingName: "documents",
+	enc, err := svc.Encrypt(ctx, kms.EncryptInput{RingName: ring.Ring.Name,
 		Asset: &kms.AssetInput{Data: map[string]any{"file": "report.pdf", "owner": "finance"}}})
 	if err != nil {
 		return err

@@ -7,11 +7,12 @@
 // application's own route with plain net/http, then shuts down.
 //
 //	go run ./examples/mounted            # a temporary data directory
-//	go run ./examples/mounted -data DIR  # DIR, kept
+//	go run ./examples/mounted -data DIR  # DIR, kept: run it again on it
 package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/client"
+	"github.com/ringkms/kms/examples/internal/devkeys"
 	"github.com/ringkms/kms/httpapi"
 	"github.com/ringkms/kms/store/badgerstore"
 )
@@ -47,19 +49,22 @@ func run() error {
 	}
 	ctx := context.Background()
 
-	// The Service, as in examples/inprocess.
+	// The Service, as in examples/inprocess: its keys kept beside the data.
+	masterKey, rootSecret, err := devkeys.Load(*data)
+	if err != nil {
+		return err
+	}
 	st, err := badgerstore.OpenDir(*data)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	svc, err := kms.New(st, kms.Options{MasterKey: kms.GenerateMasterKey()})
+	svc, err := kms.New(st, kms.Options{MasterKey: masterKey})
 	if err != nil {
 		return err
 	}
 	defer svc.Close()
-	boot, err := svc.Bootstrap(ctx, "")
-	if err != nil {
+	if _, err := svc.Bootstrap(ctx, rootSecret); err != nil {
 		return err
 	}
 
@@ -83,7 +88,7 @@ func run() error {
 	base := "http://" + ln.Addr().String()
 	fmt.Printf("serving on %s: the application on /, ringkms on /kms/\n", base)
 
-	callErr := calls(ctx, base, boot.Secret)
+	callErr := calls(ctx, base, rootSecret)
 
 	// Shut down: stop taking requests, finish those in flight, within a
 	// bound; the deferred Close calls then stop the Service and the store.
@@ -121,12 +126,12 @@ func calls(ctx context.Context, base, apiKey string) error {
 		return err
 	}
 	fmt.Println("GET /kms/healthz: ok")
-	ring, err := c.CreateKeyRing(ctx, kms.CreateKeyRingInput{Name: "sessions", KEM: "x25519"})
+	ring, err := c.CreateKeyRing(ctx, kms.CreateKeyRingInput{Name: "sessions-" + rand.Text()[:6], KEM: "x25519"})
 	if err != nil {
 		return err
 	}
 	fmt.Printf("POST /kms/ks/keyrings: created %q with public key %s...\n", ring.Ring.Name, ring.Ring.PublicKey[:12])
-	enc, err := c.Encrypt(ctx, kms.EncryptInput{RingName: "sessions"})
+	enc, err := c.Encrypt(ctx, kms.EncryptInput{RingName: ring.Ring.Name})
 	if err != nil {
 		return err
 	}
