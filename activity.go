@@ -328,8 +328,10 @@ type activityQuery struct {
 }
 
 // SearchActivity pages through the activity records that match f, in
-// chain order (oldest first), so that records appended while a client
-// pages come last and none is skipped or repeated.
+// chain order (oldest first). A sequence of pages sees the trail as it
+// was at its first page: no record is skipped or repeated, and records
+// appended while a client pages (the search's own among them) are left
+// to a new search.
 //
 // One filter is served from an index, in this order of preference (most
 // selective first, as a rule): keyid, ring (or props ring), account, action
@@ -375,6 +377,11 @@ func (s *Service) SearchActivity(ctx context.Context, f ActivityFilter, req Page
 			until = head.Seq + 1
 		}
 		ps.prefix, indexed = q.index()
+		// A sequence of pages sees the trail as it was at its first page:
+		// the records appended while it runs, its own among them, come
+		// after its end (or it would never end with limit 1 and a filter
+		// that its own records match).
+		ps.until, ps.fixUntil = join(ps.prefix, seqKey(until)), true
 		var cur *Activity
 		ps.walk = func(start []byte, fn func(k, v []byte) (bool, error)) error {
 			first := max(from, seqAfter(start, ps.prefix))

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"testing"
 	"time"
 
@@ -161,4 +162,58 @@ func TestSearchActivityOverHTTP(t *testing.T) {
 		e.do(t, "GET", "/auth/activity/"+rootRec[0].ID, reader, nil).wantError(t, http.StatusNotFound, "not_found")
 	})
 	e.checkAuth(t, "POST", "/auth/search/activity", map[string]any{})
+}
+
+// TestSearchActivityEndsAtItsFirstPage pages with limit 1 through searches
+// whose filters match the search's own records: each page writes one
+// more, yet the pages end, having returned every matching record that
+// was there before the first page, once each, in order.
+func TestSearchActivityEndsAtItsFirstPage(t *testing.T) {
+	e := newEnv(t)
+	e.createRing(t, "alpha")
+	e.encrypt(t, "alpha")
+	reader, readerID := e.apiKey(t, "activity.read")
+	for range 3 {
+		e.do(t, "POST", "/auth/search/activity?limit=1", reader, map[string]any{"action": "activity.search"}).want(t, http.StatusOK)
+	}
+	tests := []struct {
+		name   string
+		secret string
+		filter map[string]any
+		match  func(a *kms.Activity) bool
+	}{
+		{"no filter (the trail)", e.root, nil, func(*kms.Activity) bool { return true }},
+		{"action (an index)", e.root, map[string]any{"action": "activity.search"},
+			func(a *kms.Activity) bool { return a.Action == "activity.search" }},
+		{"keyid of the searcher", reader, map[string]any{"keyid": readerID},
+			func(a *kms.Activity) bool { return a.KeyID == readerID }},
+		{"props result ok", e.root, map[string]any{"props": map[string]any{"result": "ok"}},
+			func(a *kms.Activity) bool { return a.Props["result"] == "ok" }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var want []string
+			for _, a := range e.activity(t, tc.match) {
+				want = append(want, a.ID)
+			}
+			var got []string
+			cursor := ""
+			for page := 1; ; page++ {
+				if page > len(want)+1 {
+					t.Fatalf("%d pages of limit 1 for %d records: the search does not end", page-1, len(want))
+				}
+				l := decode[kms.List[kms.Activity]](t, e.do(t, "POST", "/auth/search/activity?limit=1&cursor="+url.QueryEscape(cursor), tc.secret, tc.filter).want(t, http.StatusOK))
+				for _, a := range l.Data {
+					got = append(got, a.ID)
+				}
+				if !l.Pagination.HasMore {
+					break
+				}
+				cursor = l.Pagination.NextCursor
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("pages returned %d records %v, want the %d there before the first page %v", len(got), got, len(want), want)
+			}
+		})
+	}
 }
