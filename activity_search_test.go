@@ -416,9 +416,16 @@ func TestSearchActivityTenancy(t *testing.T) {
 	if a, err := tr.svc.GetActivity(tr.searcher, own); err != nil || a.ID != own {
 		t.Fatalf("GetActivity(other account's) with accounts.all = %+v, %v", a, err)
 	}
-	// The denied search is on the trail.
-	if got := searchAll(t, tr.svc, tr.searcher, kms.ActivityFilter{Action: "activity.search", Valid: ptr(false)}, 10); len(got) != 1 {
-		t.Fatalf("denied activity.search records = %d, want 1", len(got))
+	// The denied searches are on the trail, refused (valid false): four of
+	// another Account's records, one without activity.read.
+	got := searchAll(t, tr.svc, tr.searcher, kms.ActivityFilter{Action: "activity.search", Valid: ptr(false)}, 10)
+	if len(got) != 5 {
+		t.Fatalf("denied activity.search records = %d, want 5", len(got))
+	}
+	for _, a := range got {
+		if a.Props["result"] != "permission_denied" {
+			t.Errorf("denied activity.search record has result %v, want permission_denied", a.Props["result"])
+		}
 	}
 }
 

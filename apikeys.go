@@ -562,8 +562,9 @@ type ValidateResult struct {
 // ValidateAPIKey checks another API key: whether it is valid (active, of an
 // existing Account) and, with an activity, whether its flags allow the
 // activity's action. It records the activity as that key's, granted or
-// denied. It needs apikeys.validate; without accounts.all, keys of other
-// Accounts are reported invalid.
+// denied (valid false, result permission_denied; for a key that is not
+// valid, result unauthenticated). It needs apikeys.validate; without
+// accounts.all, keys of other Accounts are reported invalid.
 func (s *Service) ValidateAPIKey(ctx context.Context, in ValidateInput) (*ValidateResult, error) {
 	p, err := s.authorize(ctx, "apikey.validate", "", FlagAPIKeysValidate)
 	if err != nil {
@@ -582,7 +583,10 @@ func (s *Service) ValidateAPIKey(ctx context.Context, in ValidateInput) (*Valida
 	}
 	action, ring := "validate", ""
 	props := map[string]any{"validatedBy": p.ID}
-	granted := res.Valid
+	var outcome error // the recorded activity's: a refused key, or a denied action
+	if !res.Valid {
+		outcome = errBadCredential
+	}
 	if in.Activity != nil {
 		for k, v := range in.Activity.Props {
 			props[k] = v
@@ -596,7 +600,9 @@ func (s *Service) ValidateAPIKey(ctx context.Context, in ValidateInput) (*Valida
 			}
 			ok := subject.Can(flag)
 			res.ValidAction = &ok
-			granted = granted && ok
+			if !ok && outcome == nil {
+				outcome = Errorf(KindPermissionDenied, "missing permission flag %s", flag)
+			}
 			props["flag"] = flag
 		}
 	}
@@ -605,8 +611,7 @@ func (s *Service) ValidateAPIKey(ctx context.Context, in ValidateInput) (*Valida
 		actor = subject
 	}
 	props["action"] = action
-	act := s.newActivity(actor, action, ring, granted, props)
-	if err := s.journal.submit(act, nil, nil); err != nil {
+	if err := s.journal.submitJob(&job{act: s.newActivity(actor, action, ring, outcome == nil, props), fail: outcome}); err != nil {
 		return nil, err
 	}
 	return res, nil

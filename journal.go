@@ -2,6 +2,7 @@ package kms
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
@@ -71,6 +72,7 @@ type job struct {
 	mutate func(w Txn) error // nil for a record alone
 	after  func()            // run on the writer goroutine after a commit in which mutate succeeded
 	header *signReq          // a header to sign after the commit, when its body is set (signer.go)
+	fail   error             // the operation's failure, known before the commit: its record's result
 
 	// err is mutate's error while the batch runs, then the job's outcome,
 	// which the journal publishes by calling done.Done. (A WaitGroup in the
@@ -288,7 +290,7 @@ func (j *journal) commit(batch []*job) {
 						}
 					}
 				}
-				if err := j.appendRecord(&head, jb.act, jb.err); err != nil {
+				if err := j.appendRecord(&head, jb.act, cmp.Or(jb.err, jb.fail)); err != nil {
 					return err
 				}
 			}
@@ -301,7 +303,7 @@ func (j *journal) commit(batch []*job) {
 		j.recs = j.recs[:0]
 		for _, jb := range batch {
 			jb.err = nil
-			if err = j.appendRecord(&head, jb.act, nil); err != nil {
+			if err = j.appendRecord(&head, jb.act, jb.fail); err != nil {
 				break
 			}
 		}
@@ -452,8 +454,9 @@ type collectTxn struct {
 
 func (c *collectTxn) Set(k, v []byte) error { c.set(k, v); return nil }
 
-// appendRecord stamps act with its place in the chain after head, encodes
-// it into j.recs and moves head on. A nil act is no record.
+// appendRecord stamps act with its place in the chain after head and the
+// outcome of its operation, opErr (nil for success), encodes it into
+// j.recs and moves head on. A nil act is no record.
 func (j *journal) appendRecord(head *chainHead, act *Activity, opErr error) error {
 	if act == nil {
 		return nil
@@ -478,6 +481,9 @@ func (j *journal) appendRecord(head *chainHead, act *Activity, opErr error) erro
 		delete(act.Props, "ring")
 	}
 	act.Props["result"] = resultOf(opErr)
+	if refused(opErr) {
+		act.Valid = false
+	}
 	act.Digest = ""
 	rec, err := act.appendJSON(make([]byte, 32, 512)) // stored: digest (32 bytes) | record JSON
 	if err != nil {
