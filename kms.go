@@ -90,6 +90,7 @@ type Service struct {
 	principals *cache[string, *Principal]  // digest of a secret -> principal
 	users      *userState                  // sessions and login throttles
 	counters   sync.Map                    // key ID -> *keyCounter
+	freeBlock  uint64                      // calls a reservation covers for a key without a limit (unlimitedBlock)
 	ringLocks  sync.Map                    // ring ID -> *sync.Mutex
 }
 
@@ -103,7 +104,7 @@ func New(st Store, opts Options) (*Service, error) {
 	if opts.MasterKey.IsZero() {
 		return nil, Errorf(KindInvalid, "a master key is required")
 	}
-	s := &Service{store: st, trail: st.Trail(), opts: opts, now: opts.Now, log: zerolog.Nop()}
+	s := &Service{store: st, trail: st.Trail(), opts: opts, now: opts.Now, log: zerolog.Nop(), freeBlock: unlimitedBlock}
 	if opts.Logger != nil {
 		s.log = *opts.Logger
 	}
@@ -158,11 +159,12 @@ func New(st Store, opts Options) (*Service, error) {
 	return s, nil
 }
 
-// Close stops the journal after the writes in flight. It does not close
-// the Store, which the caller owns.
+// Close stops the journal after the writes in flight, then gives back the
+// encrypt calls reserved and not used (see keyring.go, counterBlock). It does not
+// close the Store, which the caller owns.
 func (s *Service) Close() error {
 	s.journal.close()
-	return nil
+	return s.releaseCounts()
 }
 
 // Ping reports whether the service can serve: its store answers a read.
