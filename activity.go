@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"maps"
 	"math"
 	"slices"
@@ -25,9 +26,15 @@ type Activity struct {
 	CreatedAt int64  `json:"createdAt"`           // epoch milliseconds, UTC; never decreases along the chain
 	Action    string `json:"action"`              // e.g. encrypt, decrypt, keyring.rotate
 	Ring      string `json:"ring,omitempty"`      // lower-case name of the key ring, when the action is on one
-	Valid     bool   `json:"valid"`               // granted (true) or denied (false)
-	// Props holds action and ring again, the result ("ok", or the kind of
-	// the error that ended the operation), and details of the action.
+	// Valid is false when the operation was refused: denied for want of
+	// a permission, or a credential, token, hash, header or Asset failed
+	// its check (even when the call answers that as a result, as a header
+	// lookup does); true when it was granted, whatever its result.
+	Valid bool `json:"valid"`
+	// Props holds action and ring again, the result ("ok" when the
+	// operation succeeded, else the kind of the error that ended it, such
+	// as permission_denied, not_found or unprocessable; see resultOf), and
+	// details of the action.
 	Props  map[string]any `json:"props"`
 	Seq    uint64         `json:"seq"`              // position in the chain, from 1
 	Prev   string         `json:"prev"`             // digest of the previous record, hex; empty for the first
@@ -50,14 +57,36 @@ func (s *Service) newActivity(p *Principal, action, ring string, valid bool, pro
 	}
 }
 
-// record writes a record of a granted operation that changes nothing and
-// waits until it is durable: the answer must not go out before its trail.
+// record writes a record of a granted operation that changes nothing, and
+// that succeeded (opErr nil) or failed with opErr, and waits until it is
+// durable: the answer must not go out before its trail. It returns the
+// journal's error.
 func (s *Service) record(p *Principal, action, ring string, props map[string]any, opErr error) error {
-	act := s.newActivity(p, action, ring, true, props)
-	if opErr != nil {
-		act.Props["error"] = ErrorKind(opErr).String()
+	return s.journal.submitJob(&job{act: s.newActivity(p, action, ring, true, props), fail: opErr})
+}
+
+// refuse records that action by p was refused: denied for want of a
+// permission, or a credential, hash, header or Asset failed its check.
+// The record says valid false and has the kind of opErr as its result;
+// refuse returns opErr, or the journal's error. A nil opErr is a refusal
+// that the call answers as its result (a header lookup's valid false).
+func (s *Service) refuse(p *Principal, action, ring string, props map[string]any, opErr error) error {
+	if err := s.journal.submitJob(&job{act: s.newActivity(p, action, ring, false, props), fail: opErr}); err != nil {
+		return err
 	}
-	return s.journal.submit(act, nil, nil)
+	return opErr
+}
+
+// refused reports whether an operation that ended with err was refused
+// (see Activity.Valid): a missing permission, a credential or token that
+// was refused (login, invitation, reset, refresh), too many attempts, or
+// a failed verification.
+func refused(err error) bool {
+	switch ErrorKind(err) {
+	case KindPermissionDenied, KindUnauthenticated, KindUnprocessable, KindRateLimited:
+		return err != nil
+	}
+	return errors.Is(err, errBadLogin) || errors.Is(err, errBadReset)
 }
 
 // audited answers a read of the store for p: it runs read in a read
@@ -228,7 +257,7 @@ var (
 	// after it; a record of the same millisecond as the one before it
 	// needs no entry.
 	pfxActByTime = []byte("act/t/")
-	// act/v/0/ (a term): the denied records (valid false).
+	// act/v/0/ (a term): the refused records (valid false).
 	pfxActDenied = []byte("act/v/0/")
 	// act/p/ name 0 value 0 (a term): a top-level prop whose value is a
 	// string, number or boolean, as canonical JSON of at most
@@ -328,7 +357,8 @@ type ActivityFilter struct {
 	// Start and End bound createdAt, inclusive, in epoch milliseconds.
 	Start *int64 `json:"start,omitempty"`
 	End   *int64 `json:"end,omitempty"`
-	// Valid selects granted (true) or denied (false) operations.
+	// Valid selects granted (true) or refused (false) operations (see
+	// Activity.Valid).
 	Valid *bool `json:"valid,omitempty"`
 	// Props are strings, numbers or booleans that the record's props of
 	// the same names must equal.
@@ -354,8 +384,10 @@ type activityQuery struct {
 }
 
 // SearchActivity pages through the activity records that match f, in
-// chain order (oldest first), so that records appended while a client
-// pages come last and none is skipped or repeated.
+// chain order (oldest first). A sequence of pages sees the trail as it
+// was at its first page: no record is skipped or repeated, and records
+// appended while a client pages (the search's own among them) are left
+// to a new search.
 //
 // One filter is served from an index, in this order of preference (most
 // selective first, as a rule): keyid, ring (or props ring), account, action
@@ -401,6 +433,11 @@ func (s *Service) SearchActivity(ctx context.Context, f ActivityFilter, req Page
 			until = head.Seq + 1
 		}
 		ps.prefix, indexed = q.index()
+		// A sequence of pages sees the trail as it was at its first page:
+		// the records appended while it runs, its own among them, come
+		// after its end (or it would never end with limit 1 and a filter
+		// that its own records match).
+		ps.until, ps.fixUntil = join(ps.prefix, seqKey(until)), true
 		var cur *Activity
 		ps.walk = func(start []byte, fn func(k, v []byte) (bool, error)) error {
 			first := max(from, seqAfter(start, ps.prefix))

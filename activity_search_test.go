@@ -40,22 +40,12 @@ func searchAll(t *testing.T, svc *kms.Service, ctx context.Context, f kms.Activi
 }
 
 // wantRecords computes, from the raw trail recs, the IDs of the records
-// that a search by searcher should have returned: those that match,
-// appended before the record of the search's last page.
-func wantRecords(t *testing.T, recs []kms.Activity, searcher string, match func(a kms.Activity) bool) []string {
-	t.Helper()
-	last := uint64(0)
-	for _, a := range recs {
-		if a.Action == "activity.search" && a.KeyID == searcher {
-			last = a.Seq
-		}
-	}
-	if last == 0 {
-		t.Fatal("the trail has no record of the search")
-	}
+// that a search should have returned: those that match, among the first
+// head records, the trail as it was at the search's first page.
+func wantRecords(recs []kms.Activity, head uint64, match func(a kms.Activity) bool) []string {
 	ids := []string{}
 	for _, a := range recs {
-		if a.Seq < last && match(a) {
+		if a.Seq <= head && match(a) {
 			ids = append(ids, a.ID)
 		}
 	}
@@ -249,14 +239,15 @@ func TestSearchActivityFilters(t *testing.T) {
 			// (which some filters match) are told apart.
 			limits := []int{2, 5, 1000}
 			got := make([][]string, len(limits))
-			searchers := make([]string, len(limits))
+			heads := make([]uint64, len(limits))
 			for i, limit := range limits {
 				ctx := tr.as(t, kms.Flags{kms.FlagActivityRead: true, kms.FlagAllAccounts: true})
-				got[i], searchers[i] = ids(searchAll(t, tr.svc, ctx, c.f, limit)), kms.PrincipalFrom(ctx).ID
+				heads[i] = lastSeq(t, tr.st)
+				got[i] = ids(searchAll(t, tr.svc, ctx, c.f, limit))
 			}
 			recs := records(t, tr.st)
 			for i, limit := range limits {
-				want := wantRecords(t, recs, searchers[i], filterMatch(c.f, tr.uids))
+				want := wantRecords(recs, heads[i], filterMatch(c.f, tr.uids))
 				if !slices.Equal(got[i], want) {
 					t.Fatalf("SearchActivity(%+v, limit %d) = %d records %v,\nwant %d records %v", c.f, limit, len(got[i]), got[i], len(want), want)
 				}
@@ -323,7 +314,6 @@ func TestSearchActivityTimeRange(t *testing.T) {
 	e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.now})
 	e.ring(t, "timed")
 	searcher := e.as(t, kms.Flags{kms.FlagActivityRead: true, kms.FlagAllAccounts: true})
-	searcherID := kms.PrincipalFrom(searcher).ID
 	reader := e.as(t, kms.Flags{"keyring.timed.read": true})
 	readerID := kms.PrincipalFrom(reader).ID
 	// Several records in one millisecond, gaps, and a clock that goes back
@@ -365,8 +355,9 @@ func TestSearchActivityTimeRange(t *testing.T) {
 				{Start: c.start, End: c.end, Action: "keyring.read", Ring: "timed"},
 				{Start: c.start, End: c.end, Valid: ptr(true)},
 			} {
+				head := lastSeq(t, st)
 				got := ids(searchAll(t, e.svc, searcher, f, 2))
-				want := wantRecords(t, records(t, st), searcherID, filterMatch(f, nil))
+				want := wantRecords(records(t, st), head, filterMatch(f, nil))
 				if !slices.Equal(got, want) {
 					t.Fatalf("SearchActivity(%+v) = %v, want %v", f, got, want)
 				}
@@ -385,9 +376,9 @@ func TestSearchActivityTenancy(t *testing.T) {
 	tr := newActivityTrail(t)
 	// Without accounts.all, the search is the caller's own Account's.
 	for _, f := range []kms.ActivityFilter{{}, {AccountID: tr.acctB}, {AccountUID: "tenant-b"}, {Ring: "alpha"}} {
+		head := lastSeq(t, tr.st)
 		got := searchAll(t, tr.svc, tr.tenantB, f, 4)
-		tenantID := kms.PrincipalFrom(tr.tenantB).ID
-		want := wantRecords(t, records(t, tr.st), tenantID, func(a kms.Activity) bool {
+		want := wantRecords(records(t, tr.st), head, func(a kms.Activity) bool {
 			return a.AccountID == tr.acctB && filterMatch(f, tr.uids)(a)
 		})
 		if !slices.Equal(ids(got), want) || len(want) == 0 && f.Ring == "" {
@@ -425,9 +416,16 @@ func TestSearchActivityTenancy(t *testing.T) {
 	if a, err := tr.svc.GetActivity(tr.searcher, own); err != nil || a.ID != own {
 		t.Fatalf("GetActivity(other account's) with accounts.all = %+v, %v", a, err)
 	}
-	// The denied search is on the trail.
-	if got := searchAll(t, tr.svc, tr.searcher, kms.ActivityFilter{Action: "activity.search", Valid: ptr(false)}, 10); len(got) != 1 {
-		t.Fatalf("denied activity.search records = %d, want 1", len(got))
+	// The denied searches are on the trail, refused (valid false): four of
+	// another Account's records, one without activity.read.
+	got := searchAll(t, tr.svc, tr.searcher, kms.ActivityFilter{Action: "activity.search", Valid: ptr(false)}, 10)
+	if len(got) != 5 {
+		t.Fatalf("denied activity.search records = %d, want 5", len(got))
+	}
+	for _, a := range got {
+		if a.Props["result"] != "permission_denied" {
+			t.Errorf("denied activity.search record has result %v, want permission_denied", a.Props["result"])
+		}
 	}
 }
 
@@ -506,7 +504,7 @@ func lastSeq(t *testing.T, st kms.Store) uint64 {
 // TestSearchActivityPagingWhileWriting pages through more than 25,000
 // records with limit 1000 while other callers append records: every
 // record that existed when paging began is seen exactly once, none twice,
-// in chain order, and nothing appended before the last page is skipped.
+// in chain order, and nothing appended after the first page is returned.
 func TestSearchActivityPagingWhileWriting(t *testing.T) {
 	st := newMemStore(t)
 	e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey()})
@@ -612,8 +610,18 @@ func TestSearchActivityPagingWhileWriting(t *testing.T) {
 			if before < total {
 				t.Fatalf("%d records matched before paging, want at least %d", before, total)
 			}
-			if want := wantRecords(t, recs, kms.PrincipalFrom(searcher).ID, match); !slices.Equal(got, want) {
-				t.Fatalf("paging saw %d records, want %d: records appended while paging were skipped", len(got), len(want))
+			// The pages see the trail as it was at the first page, which
+			// came between head and the first page's own record: what
+			// they return is the matching records up to some point in
+			// between, without a gap, and nothing appended later.
+			searcherID := kms.PrincipalFrom(searcher).ID
+			first := slices.IndexFunc(recs, func(a kms.Activity) bool { return a.Action == "activity.search" && a.KeyID == searcherID })
+			if first < 0 {
+				t.Fatal("the trail has no record of the search")
+			}
+			want := wantRecords(recs, recs[first].Seq-1, match)
+			if len(got) > len(want) || !slices.Equal(got, want[:len(got)]) {
+				t.Fatalf("paging saw %d records, want the first %d or fewer of those before the first page: a record was skipped, or one appended after the first page was returned", len(got), len(want))
 			}
 			t.Logf("%d records, %d there before paging, %d written while paging", len(got), before, written.Load())
 		})

@@ -598,11 +598,12 @@ type ValidateResult struct {
 // ValidateAPIKey checks another API key: whether it is valid (active, of an
 // existing Account) and, with an activity, whether its flags allow the
 // activity's action. It records the activity as that key's, granted or
-// denied, with the activity's props and, over them, the service's own:
-// validatedBy (the caller), via "validate", flag (the flag checked), and
-// action, ring and result, so the record says that it was claimed through
-// a validation. It needs apikeys.validate; without accounts.all, keys of
-// other Accounts are reported invalid.
+// denied (valid false, result permission_denied; for a key that is not
+// valid, result unauthenticated), with the activity's props and, over
+// them, the service's own: validatedBy (the caller), via "validate", flag
+// (the flag checked), and action, ring and result, so the record says that
+// it was claimed through a validation. It needs apikeys.validate; without
+// accounts.all, keys of other Accounts are reported invalid.
 func (s *Service) ValidateAPIKey(ctx context.Context, in ValidateInput) (*ValidateResult, error) {
 	p, err := s.authorize(ctx, "apikey.validate", "", FlagAPIKeysValidate)
 	if err != nil {
@@ -639,7 +640,10 @@ func (s *Service) ValidateAPIKey(ctx context.Context, in ValidateInput) (*Valida
 	}
 	delete(props, "flag")
 	props["validatedBy"], props["via"] = p.ID, "validate"
-	granted := res.Valid
+	var outcome error // the recorded activity's: a refused key, or a denied action
+	if !res.Valid {
+		outcome = errBadCredential
+	}
 	if in.Activity != nil && in.Activity.Action != "" {
 		action = in.Activity.Action
 		flag := in.Activity.Action
@@ -649,7 +653,9 @@ func (s *Service) ValidateAPIKey(ctx context.Context, in ValidateInput) (*Valida
 		}
 		ok := subject.Can(flag)
 		res.ValidAction = &ok
-		granted = granted && ok
+		if !ok && outcome == nil {
+			outcome = Errorf(KindPermissionDenied, "missing permission flag %s", flag)
+		}
 		props["flag"] = flag
 	}
 	actor := p
@@ -657,8 +663,7 @@ func (s *Service) ValidateAPIKey(ctx context.Context, in ValidateInput) (*Valida
 		actor = subject
 	}
 	props["action"] = action
-	act := s.newActivity(actor, action, ring, granted, props)
-	if err := s.journal.submit(act, nil, nil); err != nil {
+	if err := s.journal.submitJob(&job{act: s.newActivity(actor, action, ring, outcome == nil, props), fail: outcome}); err != nil {
 		return nil, err
 	}
 	return res, nil

@@ -218,11 +218,7 @@ func (s *Service) authorize(ctx context.Context, action, ring, flag string) (*Pr
 	if p.Can(flag) {
 		return p, nil
 	}
-	act := s.newActivity(p, action, ring, false, map[string]any{"flag": flag})
-	if err := s.journal.submit(act, nil, nil); err != nil {
-		return nil, err
-	}
-	return nil, Errorf(KindPermissionDenied, "missing permission flag %s", flag)
+	return nil, s.refuse(p, action, ring, map[string]any{"flag": flag}, Errorf(KindPermissionDenied, "missing permission flag %s", flag))
 }
 
 // BootstrapResult says what Bootstrap did.

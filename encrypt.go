@@ -107,6 +107,8 @@ func (s *Service) Encrypt(ctx context.Context, in EncryptInput) (*EncryptResult,
 		if r, err = s.reserveEncrypt(ctx, p, r, uint64(max)); err != nil {
 			return nil, err
 		}
+	} else if err := s.countEncrypt(ctx, r); err != nil {
+		return nil, err
 	}
 	k, err := s.keyByID(ctx, r.ID, r.ActiveKey)
 	if err != nil {
@@ -268,13 +270,13 @@ func (s *Service) Decrypt(ctx context.Context, in DecryptInput) (*DecryptResult,
 	return res, nil
 }
 
-// decryptFailed records a decrypt that failed verification and returns its
-// 422 result.
+// decryptFailed records a decrypt that failed verification (valid false,
+// result unprocessable) and returns its 422 result.
 func (s *Service) decryptFailed(p *Principal, ring string, res *DecryptResult, msg string) (*DecryptResult, error) {
 	res.Asset = SignedAsset{Valid: false, ID: res.Asset.ID, Message: msg, Data: map[string]any{}}
 	opErr := Errorf(KindUnprocessable, "%s", msg)
-	if err := s.record(p, "decrypt", ring, map[string]any{"reason": msg}, opErr); err != nil {
-		return nil, err
+	if err := s.refuse(p, "decrypt", ring, map[string]any{"reason": msg}, opErr); err != opErr {
+		return nil, err // the journal's
 	}
 	return res, opErr
 }
@@ -289,7 +291,7 @@ func (s *Service) LookupHash(ctx context.Context, hash string) (*HashInfo, error
 	}
 	ref, err := s.parseHash(hash)
 	if err != nil {
-		return nil, s.recordFailure(p, "hash.lookup", "", err)
+		return nil, s.refuse(p, "hash.lookup", "", nil, err)
 	}
 	r, err := s.ringByID(ctx, groupKS, ref.ringID)
 	if err != nil {
@@ -320,12 +322,13 @@ func (s *Service) LookupHeader(ctx context.Context, header string) (*HeaderInfo,
 	}
 	h, err := s.parseHeader(header)
 	if err != nil {
-		return nil, s.recordFailure(p, "header.lookup", "", err)
+		return nil, s.refuse(p, "header.lookup", "", nil, err)
 	}
 	info := &HeaderInfo{Version: h.version, HasSignedAsset: h.asset != nil, Hash: b64String(h.hash)}
 	ref, hashErr := s.parseHash(info.Hash)
 	if !h.macOK || hashErr != nil || !s.verifySignature(&h) {
-		if err := s.record(p, "header.lookup", "", map[string]any{"valid": false}, nil); err != nil {
+		// Answered as a result (valid false), recorded as a refusal.
+		if err := s.refuse(p, "header.lookup", "", map[string]any{"valid": false}, nil); err != nil {
 			return nil, err
 		}
 		return info, nil

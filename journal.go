@@ -2,6 +2,7 @@ package kms
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
@@ -91,6 +92,7 @@ type job struct {
 	mutate func(w Txn) error // nil for a record alone
 	after  func()            // run on the writer goroutine after a commit in which mutate succeeded
 	header *signReq          // a header to sign after the commit, when its body is set (signer.go)
+	fail   error             // the operation's failure, known before the commit: its record's result
 
 	// err is mutate's error while the batch runs, then the job's outcome,
 	// which the journal publishes by calling done.Done. (A WaitGroup in the
@@ -387,7 +389,7 @@ func (j *journal) commitBatch(ctx context.Context, batch []*job, snap Txn) {
 						}
 					}
 				}
-				if err := j.appendRecord(&head, jb.act, jb.err); err != nil {
+				if err := j.appendRecord(&head, jb.act, cmp.Or(jb.err, jb.fail)); err != nil {
 					return err
 				}
 			}
@@ -401,7 +403,7 @@ func (j *journal) commitBatch(ctx context.Context, batch []*job, snap Txn) {
 		j.recs = j.recs[:0]
 		for _, jb := range batch {
 			jb.err = nil
-			if err = j.appendRecord(&head, jb.act, nil); err != nil {
+			if err = j.appendRecord(&head, jb.act, jb.fail); err != nil {
 				break
 			}
 		}
@@ -418,7 +420,9 @@ func (j *journal) commitBatch(ctx context.Context, batch []*job, snap Txn) {
 		// The headers are signed on another core while the trail syncs;
 		// they are handed out only once it has.
 		signed := j.signHeaders(batch)
-		err = j.trail.Append(j.recs)
+		if len(j.recs) > 0 {
+			err = j.trail.Append(j.recs)
+		}
 		<-signed
 		if err != nil && wrote {
 			// The store has the batch's writes (and its records in
@@ -676,8 +680,9 @@ type collectTxn struct {
 
 func (c *collectTxn) Set(k, v []byte) error { c.set(k, v); return nil }
 
-// appendRecord stamps act with its place in the chain after head, encodes
-// it into j.recs and moves head on. A nil act is no record.
+// appendRecord stamps act with its place in the chain after head and the
+// outcome of its operation, opErr (nil for success), encodes it into
+// j.recs and moves head on. A nil act is no record.
 func (j *journal) appendRecord(head *chainHead, act *Activity, opErr error) error {
 	if act == nil {
 		return nil
@@ -702,6 +707,9 @@ func (j *journal) appendRecord(head *chainHead, act *Activity, opErr error) erro
 		delete(act.Props, "ring")
 	}
 	act.Props["result"] = resultOf(opErr)
+	if refused(opErr) {
+		act.Valid = false
+	}
 	act.Digest = ""
 	rec, err := act.appendJSON(make([]byte, 32, 512)) // stored: digest (32 bytes) | record JSON
 	if err != nil {

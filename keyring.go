@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ringkms/kms/internal/wrap"
@@ -967,13 +968,38 @@ func (s *Service) SetConfig(ctx context.Context, ringName string, cfg *KeyRingCo
 	return next.config(), nil
 }
 
-// counterBlock is how many encrypt calls are reserved in the store at a
-// time for a key of a ring with maxEncryptCount. After a crash the count
-// resumes at the reservation: it may overcount, never undercount.
-const counterBlock = 1024
+// Encrypt calls are counted per key, from the key's first use, whether its
+// ring has a maxEncryptCount or not, so that a limit set later counts the
+// calls before it. The store holds a reservation per key, written before
+// the calls it covers are answered: after a crash a count resumes at its
+// reservation, so it may overcount, never undercount. Close gives back what
+// was reserved and not used, so a clean restart resumes each count where
+// it was.
+//
+// A reservation is a durable store commit in the journal, which holds up
+// the batches behind it, so it covers a block of calls: counterBlock (at
+// most the limit) for a key with a limit, unlimitedBlock for one without,
+// whose encrypt calls otherwise write nothing to the store. The call that
+// reaches the middle of a block reserves the next, so that the calls after
+// it do not wait.
+//
+// BenchmarkEncrypt (a ring without a limit, 64 callers, 2 cores), medians
+// of interleaved runs against the code that did not count such keys: with
+// blocks of 1024 for them too, 69 us/op against 50 on disk (slower in 7
+// of 8 pairs); with unlimitedBlock, 24.5 against 24.0 on disk (faster in
+// 7 of 14 pairs) and 11.6 against 11.7 on tmpfs (faster in 6 of 12), with
+// the same 25 allocations: the count itself (a map lookup and an atomic
+// add) does not show.
+const (
+	counterBlock   = 1024
+	unlimitedBlock = 1 << 16
+)
 
+// keyCounter counts the encrypt calls of one key.
 type keyCounter struct {
-	used, reserved uint64
+	used     atomic.Uint64 // calls counted
+	reserved atomic.Uint64 // calls the store's reservation covers
+	mu       sync.Mutex    // serialises reservations
 }
 
 // reserveEncrypt counts one encrypt call on the active key of a ring with
@@ -991,7 +1017,7 @@ func (s *Service) reserveEncrypt(ctx context.Context, p *Principal, r *ringRecor
 	if err != nil {
 		return nil, err
 	}
-	if c.used >= max {
+	if c.used.Load() >= max {
 		if _, r, err = s.rotate(p, r, "keyring.rotate.auto"); err != nil {
 			return nil, err
 		}
@@ -999,26 +1025,81 @@ func (s *Service) reserveEncrypt(ctx context.Context, p *Principal, r *ringRecor
 			return nil, err
 		}
 	}
-	if c.used >= c.reserved {
-		next := c.reserved + min(counterBlock, max)
-		key := join(pfxKeyCount, []byte(r.ActiveKey))
-		v := binary.BigEndian.AppendUint64(nil, next)
-		if err := s.journal.submit(nil, func(tx Txn) error { return tx.Set(key, v) }, nil); err != nil {
-			return nil, err
-		}
-		c.reserved = next
+	if err := s.count(c, r.ID, r.ActiveKey, max); err != nil {
+		return nil, err
 	}
-	c.used++
 	return r, nil
 }
 
+// countEncrypt counts one encrypt call on the active key of a ring without
+// a maxEncryptCount. It takes no lock unless the call reserves a block.
+func (s *Service) countEncrypt(ctx context.Context, r *ringRecord) error {
+	c, err := s.counter(ctx, r.ActiveKey)
+	if err != nil {
+		return err
+	}
+	return s.count(c, r.ID, r.ActiveKey, 0)
+}
+
+// count counts one call on the key keyID of ring ringID, whose counter is
+// c, and returns once the store's reservation covers it. The call that
+// reaches the middle of the reserved block reserves the next. A limit
+// (maxEncryptCount; 0 for none) bounds the blocks: no reservation goes
+// past it, but the call itself.
+func (s *Service) count(c *keyCounter, ringID, keyID string, limit uint64) error {
+	block := s.freeBlock
+	if limit > 0 {
+		block = min(counterBlock, limit)
+	}
+	var need, upto uint64 // the reservation must cover need; it is taken up to upto
+	n := c.used.Add(1)
+	switch r := c.reserved.Load(); {
+	case n > r:
+		need, upto = n, n-1+block // for this call, which waits for it
+	case n == r-block/2:
+		need, upto = r+1, r+block // for the calls to come
+	default:
+		return nil
+	}
+	if limit > 0 {
+		upto = min(upto, max(limit, n))
+	}
+	if upto < need {
+		return nil // the reservation reaches the limit already
+	}
+	return s.reserve(c, ringID, keyID, need, upto)
+}
+
+// reserve makes the store's reservation for the key keyID of ring ringID,
+// whose counter is c, cover upto calls, unless it covers need calls by
+// then. A key that was deleted meanwhile is NotFound.
+func (s *Service) reserve(c *keyCounter, ringID, keyID string, need, upto uint64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.reserved.Load() >= need {
+		return nil // another call reserved it meanwhile
+	}
+	key := join(pfxKeyCount, []byte(keyID))
+	v := binary.BigEndian.AppendUint64(nil, upto)
+	err := s.journal.submit(nil, func(tx Txn) error {
+		if _, err := tx.Get(join(pfxKey, []byte(ringID), sep, []byte(keyID))); err != nil {
+			return err // no count outlives its key
+		}
+		return tx.Set(key, v)
+	}, nil)
+	if err != nil {
+		return err
+	}
+	c.reserved.Store(upto)
+	return nil
+}
+
 // counter returns the in-memory count of a key, loading its reservation.
-// The caller holds the ring's lock.
 func (s *Service) counter(ctx context.Context, keyID string) (*keyCounter, error) {
 	if c, ok := s.counters.Load(keyID); ok {
 		return c.(*keyCounter), nil
 	}
-	c := &keyCounter{}
+	var reserved uint64
 	err := s.store.View(ctx, func(tx Txn) error {
 		v, err := tx.Get(join(pfxKeyCount, []byte(keyID)))
 		if isNotFound(err) {
@@ -1029,15 +1110,65 @@ func (s *Service) counter(ctx context.Context, keyID string) (*keyCounter, error
 		if len(v) != 8 {
 			return Errorf(KindInternal, "encrypt counter of key %s is corrupt", keyID)
 		}
-		c.reserved = binary.BigEndian.Uint64(v)
-		c.used = c.reserved
+		reserved = binary.BigEndian.Uint64(v)
 		return nil
 	})
 	if err != nil {
 		return nil, internalError("read encrypt counter", err)
 	}
-	s.counters.Store(keyID, c)
-	return c, nil
+	c := &keyCounter{}
+	c.used.Store(reserved)
+	c.reserved.Store(reserved)
+	// A call that loaded it meanwhile may have counted on its copy.
+	got, _ := s.counters.LoadOrStore(keyID, c)
+	return got.(*keyCounter), nil
+}
+
+// releaseCounts gives back, once the journal has stopped, what each key's
+// reservation holds beyond the calls counted, so that the next start
+// resumes the counts where they are. (A call counted but not answered
+// stays counted: a count may run over, never under.)
+func (s *Service) releaseCounts() error {
+	type release struct {
+		c            *keyCounter
+		key          []byte
+		used, unused uint64
+	}
+	var rels []release
+	s.counters.Range(func(id, v any) bool {
+		c := v.(*keyCounter)
+		if used, r := c.used.Load(), c.reserved.Load(); used < r {
+			rels = append(rels, release{c: c, key: join(pfxKeyCount, []byte(id.(string))), used: used, unused: r - used})
+		}
+		return true
+	})
+	if len(rels) == 0 {
+		return nil
+	}
+	err := s.store.Update(context.Background(), func(tx Txn) error {
+		for _, rel := range rels {
+			v, err := tx.Get(rel.key)
+			if isNotFound(err) {
+				continue // the key was deleted
+			} else if err != nil {
+				return err
+			}
+			if len(v) != 8 || binary.BigEndian.Uint64(v) < rel.unused {
+				continue
+			}
+			if err := tx.Set(rel.key, binary.BigEndian.AppendUint64(nil, binary.BigEndian.Uint64(v)-rel.unused)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return internalError("release encrypt counts", err)
+	}
+	for _, rel := range rels {
+		rel.c.reserved.Store(rel.used) // a second Close gives back nothing more
+	}
+	return nil
 }
 
 // decodeHexID turns an ID made by newID into its 16 bytes.

@@ -335,3 +335,106 @@ func TestKeyRingPlanLimit(t *testing.T) {
 	}
 	e.ring(t, "three")
 }
+
+// TestEncryptCountSurvivesRestart counts encrypt calls on a ring without a
+// limit, starts a new Service on the same store, and sets a limit there:
+// after Close the count resumes where it was; after a crash (no Close) it
+// resumes at its reservation, never below the calls made.
+func TestEncryptCountSurvivesRestart(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		close bool
+		max   int64
+		want  string // keys of the encrypts after the restart, A the key used before
+	}{
+		{"close", true, 5, "AABBBBBC"},
+		{"crash", false, 5, "BBBBBC"},
+		{"close, limit reached", true, 3, "BBBC"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := newMemStore(t)
+			key, secret := kms.GenerateMasterKey(), ""
+			first, root := startWithRing(t, st, key, &secret)
+			var ids []string
+			encrypt := func(svc *kms.Service, root context.Context) {
+				t.Helper()
+				res, err := svc.Encrypt(root, kms.EncryptInput{RingName: "r"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids = append(ids, res.Key.ID)
+			}
+			for range 3 {
+				encrypt(first, root)
+			}
+			if tc.close {
+				if err := first.Close(); err != nil {
+					t.Fatalf("Close() = %v", err)
+				}
+			} else {
+				t.Cleanup(func() { first.Close() })
+			}
+			second, root := startOn(t, st, key, &secret)
+			t.Cleanup(func() { second.Close() })
+			if _, err := second.SetConfig(root, "r", &kms.KeyRingConfig{Algos: kms.ConfigAlgos{AES256: kms.AlgoConfig{MaxEncryptCount: tc.max}}}); err != nil {
+				t.Fatal(err)
+			}
+			for range len(tc.want) {
+				encrypt(second, root)
+			}
+			names := map[string]byte{}
+			var got []byte
+			for _, id := range ids {
+				if _, ok := names[id]; !ok {
+					names[id] = byte('A' + len(names))
+				}
+				got = append(got, names[id])
+			}
+			if want := "AAA" + tc.want; string(got) != want {
+				t.Fatalf("3 encrypts, restart, maxEncryptCount %d, %d encrypts used keys %s, want %s", tc.max, len(tc.want), got, want)
+			}
+		})
+	}
+}
+
+// TestEncryptCountConcurrent makes concurrent encrypt calls on a ring
+// without a limit, across many reserved blocks, then sets the limit two
+// above their number: the key serves exactly two more calls.
+func TestEncryptCountConcurrent(t *testing.T) {
+	e := newEnv(t)
+	kms.SetUnlimitedBlock(e.svc, 64)
+	created := e.ring(t, "busy")
+	const callers, calls = 8, 300 // 2400 calls: 37 blocks
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			for range calls {
+				res, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "busy"})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if res.Key.ID != created.Key.ID {
+					t.Errorf("encrypt used key %s, want %s: the ring has no limit", res.Key.ID, created.Key.ID)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	if _, err := e.svc.SetConfig(e.root, "busy", &kms.KeyRingConfig{Algos: kms.ConfigAlgos{AES256: kms.AlgoConfig{MaxEncryptCount: callers*calls + 2}}}); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []bool{true, true, false} {
+		res, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "busy"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if same := res.Key.ID == created.Key.ID; same != want {
+			t.Fatalf("encrypt %d after %d calls with maxEncryptCount %d: same key %v, want %v", i+1, callers*calls, callers*calls+2, same, want)
+		}
+	}
+}

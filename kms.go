@@ -95,6 +95,7 @@ type Service struct {
 	principals *cache[string, *Principal]  // digest of a secret -> principal
 	users      *userState                  // sessions and login throttles
 	counters   sync.Map                    // key ID -> *keyCounter
+	freeBlock  uint64                      // calls a reservation covers for a key without a limit (unlimitedBlock)
 	ringLocks  sync.Map                    // ring ID -> *sync.Mutex
 }
 
@@ -108,7 +109,7 @@ func New(st Store, opts Options) (*Service, error) {
 	if opts.MasterKey.IsZero() {
 		return nil, Errorf(KindInvalid, "a master key is required")
 	}
-	s := &Service{store: st, trail: st.Trail(), opts: opts, now: opts.Now, log: zerolog.Nop()}
+	s := &Service{store: st, trail: st.Trail(), opts: opts, now: opts.Now, log: zerolog.Nop(), freeBlock: unlimitedBlock}
 	if opts.Logger != nil {
 		s.log = *opts.Logger
 	}
@@ -168,12 +169,13 @@ func New(st Store, opts Options) (*Service, error) {
 }
 
 // Close stops the journal after the writes in flight, those of password
-// reset requests already answered included. It does not close the Store,
-// which the caller owns.
+// reset requests already answered included, then gives back the encrypt
+// calls reserved and not used (see keyring.go, counterBlock). It does not
+// close the Store, which the caller owns.
 func (s *Service) Close() error {
 	s.users.background.Wait()
 	s.journal.close()
-	return nil
+	return s.releaseCounts()
 }
 
 // Ping reports whether the service can serve: its store answers a read

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"strconv"
 	"strings"
 
@@ -107,7 +108,7 @@ func timeRange(start, end *int64, last uint64) (from, until uint64, none bool) {
 }
 
 // pager seals cursors. A cursor is the store key of the last item of a
-// page, sealed with AES-256-GCM under a master-derived key and bound (as
+// page (with the end of the first page, for a scan with fixUntil), sealed with AES-256-GCM under a master-derived key and bound (as
 // associated data) to the list it belongs to and the filters it was made
 // with; it travels as unpadded URL-safe base64. A cursor that was altered,
 // or that is used with another list or other filters, is an Invalid error.
@@ -148,6 +149,11 @@ type pageScan struct {
 	// start of prefix. until, when set, ends the walk before that key.
 	// Both are for a walk of one prefix.
 	from, until []byte
+	// fixUntil seals the first page's until into the cursors: the pages
+	// after it end there too, or before their own until when that comes
+	// first. So a sequence of pages returns nothing added past the end
+	// the list had at its first page.
+	fixUntil bool
 	// match reports whether the item belongs in the results; nil means
 	// every item does. It may be called on an item that is then not
 	// emitted (the look-ahead for HasMore).
@@ -184,9 +190,19 @@ func (p *pager) scan(ctx context.Context, tx Txn, req PageRequest, ps pageScan) 
 	prefixes := append([][]byte{ps.prefix}, ps.then...)
 	first, start := 0, ps.from
 	if req.Cursor != "" {
-		last, err := p.open(ps.scope, req.Cursor)
+		state, err := p.open(ps.scope, req.Cursor)
 		if err != nil {
 			return Page{}, err
+		}
+		last := state
+		if ps.fixUntil {
+			var until []byte
+			if last, until, err = splitCursorState(state); err != nil {
+				return Page{}, err
+			}
+			if len(until) > 0 && (ps.until == nil || bytes.Compare(until, ps.until) < 0) {
+				ps.until = until
+			}
 		}
 		first = -1
 		for i, pfx := range prefixes {
@@ -251,7 +267,23 @@ func (p *pager) scan(ctx context.Context, tx Txn, req PageRequest, ps pageScan) 
 		}
 	}
 	if page.HasMore {
-		page.NextCursor = p.seal(ps.scope, lastKey)
+		state := lastKey
+		if ps.fixUntil {
+			state = binary.AppendUvarint(nil, uint64(len(lastKey)))
+			state = append(append(state, lastKey...), ps.until...)
+		}
+		page.NextCursor = p.seal(ps.scope, state)
 	}
 	return page, nil
+}
+
+// splitCursorState splits the sealed state of a cursor of a scan with
+// fixUntil: the length of the last key (uvarint), the last key, the until
+// of the first page (empty for none).
+func splitCursorState(state []byte) (last, until []byte, err error) {
+	n, w := binary.Uvarint(state)
+	if w <= 0 || n > uint64(len(state)-w) {
+		return nil, nil, Errorf(KindInvalid, "invalid cursor: it was made for another list")
+	}
+	return state[w : w+int(n)], state[w+int(n):], nil
 }

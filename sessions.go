@@ -87,12 +87,10 @@ func actor(u *userRecord) *Principal {
 // set the step was refused: the record says so (valid false, result the
 // kind of opErr) and recordPublic returns opErr (or the journal's error).
 func (s *Service) recordPublic(u *userRecord, action string, props map[string]any, opErr error) error {
-	act := s.newActivity(actor(u), action, "", opErr == nil, props)
-	var mutate func(Txn) error
 	if opErr != nil {
-		mutate = func(Txn) error { return opErr }
+		return s.refuse(actor(u), action, "", props, opErr)
 	}
-	return s.journal.submit(act, mutate, nil)
+	return s.record(actor(u), action, "", props, nil)
 }
 
 // forgetSessions empties the cache of sessions, after a change to a User

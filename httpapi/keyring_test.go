@@ -766,3 +766,56 @@ func TestDeleteKeyRing(t *testing.T) {
 	e.checkAuth(t, "DELETE", "/ks/keyrings/in-use", nil)
 	_ = used
 }
+
+// TestMaxEncryptCountCountsEarlierUses sets maxEncryptCount on rings whose
+// active key already served encrypt calls: those calls count. A limit
+// already reached rotates the ring on the next encrypt; one not reached
+// leaves the key the calls it has left.
+func TestMaxEncryptCountCountsEarlierUses(t *testing.T) {
+	e := newEnv(t)
+	setMax := func(t *testing.T, ring string, n int) {
+		t.Helper()
+		body := map[string]any{"ringname": ring, "config": map[string]any{"algos": map[string]any{"aes256": map[string]any{"maxEncryptCount": n}}}}
+		e.do(t, "PUT", "/ks/config", e.root, body).want(t, http.StatusOK)
+	}
+	keys := func(t *testing.T, ring string, n int) []string {
+		t.Helper()
+		var ids []string
+		for range n {
+			ids = append(ids, e.encrypt(t, ring).Key.ID)
+		}
+		return ids
+	}
+	for _, tc := range []struct {
+		name        string
+		before, max int
+		want        string // after the calls before: one letter per call, a new letter for a new key
+	}{
+		{"limit passed", 3, 2, "BBCCD"},
+		{"limit reached", 2, 2, "BBCC"},
+		{"limit not reached", 1, 3, "AABBB"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ring := strings.ReplaceAll(tc.name, " ", "-")
+			created := e.createRing(t, ring)
+			ids := keys(t, ring, tc.before)
+			setMax(t, ring, tc.max)
+			ids = append(ids, keys(t, ring, len(tc.want))...)
+			// Name the keys A, B, C... in the order of their first use.
+			names := map[string]byte{}
+			var got []byte
+			for _, id := range ids {
+				if _, ok := names[id]; !ok {
+					names[id] = byte('A' + len(names))
+				}
+				got = append(got, names[id])
+			}
+			if ids[0] != created.Key.ID {
+				t.Fatalf("the first encrypt used key %s, want the ring's first key %s", ids[0], created.Key.ID)
+			}
+			if want := strings.Repeat("A", tc.before) + tc.want; string(got) != want {
+				t.Fatalf("%d encrypts, maxEncryptCount %d, then %d more used keys %s, want %s", tc.before, tc.max, len(tc.want), got, want)
+			}
+		})
+	}
+}
