@@ -228,21 +228,6 @@ func sortedKeys(m map[string]bool) []string {
 	return out
 }
 
-// keyIn creates an API key of the Account account with the given flags
-// (all granted) and returns its secret.
-func (e *env) keyIn(t testing.TB, account string, flags ...string) string {
-	t.Helper()
-	f := kms.Flags{}
-	for _, name := range flags {
-		f[name] = true
-	}
-	k, err := e.svc.CreateAPIKey(e.rootCtx, kms.APIKeyInput{AccountID: account, Flags: f})
-	if err != nil {
-		t.Fatalf("CreateAPIKey(%v) = %v", flags, err)
-	}
-	return k.Key
-}
-
 // TestAssetAccessThroughRings checks who may update an Asset through an
 // encrypt call, and who sees its data in the answers of encrypt and
 // decrypt: an update needs the encrypt flag of the ring the Asset was
@@ -323,9 +308,9 @@ func TestAssetAccessThroughRings(t *testing.T) {
 			secret string
 			data   bool
 		}{
-			{"decrypt flag alone", e.keyIn(t, e.account, "keyring.ra.decrypt"), false},
-			{"with assets.read", e.keyIn(t, e.account, "keyring.ra.decrypt", "assets.read"), true},
-			{"assets.read of another Account", e.keyIn(t, other.ID, "keyring.ra.decrypt", "assets.read"), false},
+			{"decrypt flag alone", e.keyInSecret(t, e.account, "keyring.ra.decrypt"), false},
+			{"with assets.read", e.keyInSecret(t, e.account, "keyring.ra.decrypt", "assets.read"), true},
+			{"assets.read of another Account", e.keyInSecret(t, other.ID, "keyring.ra.decrypt", "assets.read"), false},
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {

@@ -255,6 +255,13 @@ func (e *env) apiKey(t testing.TB, flags ...string) (secret, id string) {
 	return e.apiKeyIn(t, e.account, flags...)
 }
 
+// keyInSecret is apiKeyIn without the ID.
+func (e *env) keyInSecret(t testing.TB, account string, flags ...string) string {
+	t.Helper()
+	secret, _ := e.apiKeyIn(t, account, flags...)
+	return secret
+}
+
 // apiKeyIn is apiKey for the Account with ID account.
 func (e *env) apiKeyIn(t testing.TB, account string, flags ...string) (secret, id string) {
 	t.Helper()
