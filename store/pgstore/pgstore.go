@@ -1,0 +1,449 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ringkms/kms"
+)
+
+var (
+	_ kms.Store = (*Store)(nil)
+	_ kms.Trail = (*Trail)(nil)
+)
+
+// Limits of what the Store keeps.
+const (
+	// MaxKeySize is the longest key Set and Delete accept; longer ones are
+	// an error of kind TooLarge. Keys live in a B-tree index, whose entries
+	// PostgreSQL caps at about a third of a page (2704 bytes with 8 KiB
+	// pages); 2048 leaves room for its tuple header.
+	MaxKeySize = 2048
+
+	// MaxValueSize is the largest value Set accepts; larger ones are an
+	// error of kind TooLarge. (A BYTEA holds up to 1 GiB, but a value is
+	// sent, and held in the server's memory, whole.)
+	MaxValueSize = 64 << 20
+
+	// MaxRecordSize is the largest trail record Append accepts, the same
+	// as store/filetrail's.
+	MaxRecordSize = 16 << 20
+)
+
+// Defaults of Options.
+const (
+	// DefaultMaxConns is Options.MaxConns when it is zero and the URL
+	// sets no pool_max_conns.
+	DefaultMaxConns = 10
+
+	// DefaultQueryTimeout is Options.QueryTimeout when it is zero.
+	DefaultQueryTimeout = 30 * time.Second
+)
+
+// Retry policy of Update. After a conflict, Update waits a random duration
+// in [d/2, d), where d starts at minBackoff and doubles up to maxBackoff,
+// then runs the function again; it gives up after maxAttempts attempts. A
+// transaction whose connection broke before its commit was sent is run
+// again on a new connection, at most maxReconnects times.
+const (
+	maxAttempts   = 50
+	maxReconnects = 2
+	minBackoff    = 200 * time.Microsecond
+	maxBackoff    = 25 * time.Millisecond
+)
+
+// Writable's bounds: an answer is kept for writableTTL; a ping waits at
+// most pingTimeout; after a write meets a full disk, Writable answers
+// NoSpace for noSpaceHold, and then lets the next write try.
+const (
+	writableTTL = 250 * time.Millisecond
+	pingTimeout = time.Second
+	noSpaceHold = time.Second
+)
+
+// rollbackTimeout bounds the ROLLBACK that ends a transaction, which runs
+// even when the caller's context is done.
+const rollbackTimeout = 5 * time.Second
+
+// Options are the Store's settings beside those of the URL.
+type Options struct {
+	// MaxConns is the most connections the Store keeps open to the
+	// database. Every transaction holds one while it runs, and so does
+	// each page of a scan of the trail; the kms Service's writer holds
+	// two at once (a snapshot and its write). Zero means the URL's
+	// pool_max_conns when it has one, and DefaultMaxConns (10) otherwise.
+	// It must not be negative.
+	MaxConns int32
+
+	// QueryTimeout bounds each round trip to the database (a statement,
+	// or the statements sent together in one batch) and the wait for a
+	// connection: past it, the connection is closed and the call fails
+	// with an error of kind Unavailable (for a commit, whose outcome is
+	// then unknown, too). A caller's context with an earlier deadline
+	// wins. Zero means DefaultQueryTimeout (30 s); negative, no bound
+	// beyond the caller's context.
+	QueryTimeout time.Duration
+}
+
+// Store is a kms.Store on a PostgreSQL database. It is safe for concurrent
+// use.
+type Store struct {
+	pool     *pgxpool.Pool
+	trail    *Trail
+	password string        // the URL's, masked in error texts
+	timeout  time.Duration // per round trip; 0: none
+	health   health
+	closed   atomic.Bool
+}
+
+// Open connects to the database that url names (a postgres:// URL or a
+// key=value connection string; what it leaves out, such as the password
+// or TLS settings, comes from the PG* environment variables, as libpq
+// reads them), creates or migrates its tables (see the package
+// documentation), and returns the Store. ctx bounds the opening only.
+//
+// A URL that cannot be parsed or a negative MaxConns is an error of kind
+// Invalid, and so is a database whose schema is newer than this build
+// knows; a database that cannot be reached is kind Unavailable.
+func Open(ctx context.Context, dbURL string, opts Options) (*Store, error) {
+	if opts.MaxConns < 0 {
+		return nil, kms.Errorf(kms.KindInvalid, "pgstore: MaxConns is %d; it must not be negative", opts.MaxConns)
+	}
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		return nil, &kms.Error{Kind: kms.KindInvalid, Message: "invalid database URL", Err: parseError(dbURL, err)}
+	}
+	switch {
+	case opts.MaxConns > 0:
+		cfg.MaxConns = opts.MaxConns
+	case !setsMaxConns(dbURL):
+		cfg.MaxConns = DefaultMaxConns
+	}
+	rp := cfg.ConnConfig.RuntimeParams
+	// Commits must be durable: the server's default (on) unless the URL
+	// names a setting that is durable too (local, remote_write,
+	// remote_apply).
+	if v, ok := rp["synchronous_commit"]; !ok || strings.EqualFold(v, "off") {
+		rp["synchronous_commit"] = "on"
+	}
+	if _, ok := rp["application_name"]; !ok {
+		rp["application_name"] = "ringkms"
+	}
+	s := &Store{password: cfg.ConnConfig.Password}
+	switch {
+	case opts.QueryTimeout == 0:
+		s.timeout = DefaultQueryTimeout
+	case opts.QueryTimeout > 0:
+		s.timeout = opts.QueryTimeout
+	}
+	s.pool, err = pgxpool.NewWithConfig(context.WithoutCancel(ctx), cfg)
+	if err != nil {
+		return nil, s.translate(ctx, "open database", err)
+	}
+	if err := s.migrate(ctx); err != nil {
+		s.pool.Close()
+		return nil, err
+	}
+	if s.trail, err = openTrail(ctx, s); err != nil {
+		s.pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// setsMaxConns reports whether the connection string sets pool_max_conns.
+func setsMaxConns(connString string) bool {
+	c, err := pgx.ParseConfig(connString)
+	if err != nil {
+		return false
+	}
+	_, ok := c.RuntimeParams["pool_max_conns"]
+	return ok
+}
+
+// parseError is the cause of a URL that does not parse, with its password
+// masked: pgx masks what it recognises, and this what net/url finds.
+func parseError(connString string, err error) error {
+	u, perr := url.Parse(connString)
+	if perr != nil || u.User == nil {
+		return err
+	}
+	pw, ok := u.User.Password()
+	if !ok || pw == "" {
+		return err
+	}
+	return &redacted{err: err, password: pw}
+}
+
+// Trail returns the Store's activity trail, a table in the same database.
+func (s *Store) Trail() kms.Trail { return s.trail }
+
+// Close closes every connection. Call it once, after every transaction
+// has returned.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.pool.Close()
+	return nil
+}
+
+// roundTripCtx returns the context of one round trip: ctx, bounded by the
+// Store's QueryTimeout.
+func (s *Store) roundTripCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.timeout <= 0 {
+		return ctx, func() {}
+	}
+	if d, ok := ctx.Deadline(); ok && time.Until(d) <= s.timeout {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.timeout)
+}
+
+// health is what Writable knows of the database: when it last answered,
+// when a connection to it was last lost, and whether a write met a full
+// disk.
+type health struct {
+	okAt      atomic.Int64 // unix nanoseconds of the last answer from the database
+	lostAt    atomic.Int64 // unix nanoseconds of the last connection found lost
+	fullUntil atomic.Int64 // Writable answers NoSpace until then (unix nanoseconds)
+
+	mu      sync.Mutex // one ping at a time; guards pingErr and pingAt
+	pingErr error
+	pingAt  int64
+}
+
+func (h *health) ok()   { h.okAt.Store(time.Now().UnixNano()) }
+func (h *health) lost() { h.lostAt.Store(time.Now().UnixNano()) }
+func (h *health) noSpace() {
+	h.fullUntil.Store(time.Now().Add(noSpaceHold).UnixNano())
+}
+
+// fresh reports whether the database answered within writableTTL and no
+// connection was lost since.
+func (h *health) fresh(now int64) bool {
+	ok := h.okAt.Load()
+	return ok > h.lostAt.Load() && now-ok < int64(writableTTL)
+}
+
+var errDiskFull = kms.Errorf(kms.KindNoSpace, "insufficient storage: the database's disk is full")
+
+// Writable reports whether the database takes writes now: nil, or an
+// error of kind Unavailable when it cannot be reached or does not take
+// writes (a standby, a read-only database), or of kind NoSpace for a
+// second after a write met a full disk (SQLSTATE 53100; PostgreSQL has no
+// way to ask for free space without writing). It writes nothing.
+//
+// Its answer is at most 250 ms old: any exchange with the database in
+// that time counts as an answer (so under load Writable reads the clock
+// and three atomic values), and otherwise it asks, with one query that
+// waits at most a second (then the answer is Unavailable). Concurrent
+// callers share one query, and a failed answer is kept for 250 ms too.
+func (s *Store) Writable(ctx context.Context) error {
+	if s.closed.Load() {
+		return errClosed
+	}
+	now := time.Now().UnixNano()
+	if now < s.health.fullUntil.Load() {
+		return errDiskFull
+	}
+	if s.health.fresh(now) {
+		return nil
+	}
+	return s.ping(ctx)
+}
+
+// ping asks the database whether it takes writes, unless another caller
+// did in the last writableTTL.
+func (s *Store) ping(ctx context.Context) error {
+	h := &s.health
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := time.Now().UnixNano()
+	if h.fresh(now) {
+		return nil
+	}
+	if h.pingErr != nil && now-h.pingAt < int64(writableTTL) {
+		return h.pingErr
+	}
+	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	defer cancel()
+	var readOnly string
+	err := s.pool.QueryRow(pctx, "SHOW transaction_read_only").Scan(&readOnly)
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case err != nil:
+		err = s.translate(ctx, "ask the database whether it takes writes", err)
+		if kms.ErrorKind(err) == kms.KindInternal {
+			// An answer we did not expect is no proof that the
+			// database can be written to either.
+			err = &kms.Error{Kind: kms.KindUnavailable, Message: "service unavailable: the database does not answer as expected", Err: err}
+		}
+	case readOnly == "on":
+		err = kms.Errorf(kms.KindUnavailable, "service unavailable: the database does not take writes (a standby, or read-only)")
+	default:
+		h.pingErr = nil
+		h.ok()
+		return nil
+	}
+	h.pingErr, h.pingAt = err, time.Now().UnixNano()
+	return err
+}
+
+// View runs fn in a read-only REPEATABLE READ transaction: one snapshot of
+// the database, taken before fn is called. It returns ctx.Err() without
+// running fn if ctx is already done, and fn's error unchanged. Writes in
+// fn fail with an error of kind Invalid.
+func (s *Store) View(ctx context.Context, fn func(kms.Txn) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if s.closed.Load() {
+		return errClosed
+	}
+	t := s.newTxn(ctx, false, true)
+	defer t.release()
+	// The snapshot is taken now, not at fn's first read: a caller may
+	// hold a View open across an Update and read, after it, what the
+	// store held before (the kms journal's undo does).
+	if err := t.roundTrip(func(*pgx.Batch) {}, nil); err != nil {
+		return err
+	}
+	err := fn(t)
+	t.ended = true
+	return err
+}
+
+// Update runs fn in a SERIALIZABLE transaction and commits it durably
+// (synchronous_commit on). A serialization failure or deadlock (SQLSTATE
+// 40001, 40P01), whether in one of fn's reads or at the commit, runs fn
+// again in a fresh transaction, after a jittered backoff, up to 50
+// attempts; a connection lost before the commit was sent, on a new
+// connection, up to twice. fn must therefore have no effect outside the
+// transaction. It returns:
+//
+//   - nil once a commit succeeded;
+//   - fn's error unchanged, with nothing written, if fn fails;
+//   - ctx.Err() if ctx is done before or during an attempt;
+//   - an error of kind Conflict if every attempt conflicted;
+//   - an error of kind Unavailable if the database could not be reached,
+//     or the connection broke during the commit (whose outcome is then
+//     unknown);
+//   - an error of kind TooLarge, NoSpace or Internal if the commit failed
+//     otherwise (see the package documentation).
+func (s *Store) Update(ctx context.Context, fn func(kms.Txn) error) error {
+	return s.update(ctx, fn, true)
+}
+
+// UpdateNoSync is Update with synchronous_commit off for its transaction:
+// it returns once the commit is visible, before its WAL record is flushed.
+// A crash of the database server may lose it, whole, and never in part; a
+// crash of the process cannot.
+func (s *Store) UpdateNoSync(ctx context.Context, fn func(kms.Txn) error) error {
+	return s.update(ctx, fn, false)
+}
+
+// outcome is what an attempt of Update asks for next.
+type outcome int
+
+const (
+	done      outcome = iota // return the attempt's error
+	conflict                 // run fn again after a backoff
+	reconnect                // the connection broke before the commit: run fn again
+)
+
+func (s *Store) update(ctx context.Context, fn func(kms.Txn) error, sync bool) error {
+	reconnects := 0
+	for attempt := 0; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if s.closed.Load() {
+			return errClosed
+		}
+		next, err := s.attempt(ctx, fn, sync)
+		switch next {
+		case done:
+			return err
+		case conflict:
+			if attempt+1 >= maxAttempts {
+				return &kms.Error{Kind: kms.KindConflict, Message: fmt.Sprintf("transaction conflict: gave up after %d attempts", maxAttempts), Err: err}
+			}
+		case reconnect:
+			if reconnects++; reconnects > maxReconnects {
+				return err
+			}
+		}
+		if err := backoff(ctx, attempt); err != nil {
+			return err
+		}
+	}
+}
+
+// attempt runs fn once in a fresh transaction and commits it.
+func (s *Store) attempt(ctx context.Context, fn func(kms.Txn) error, sync bool) (outcome, error) {
+	t := s.newTxn(ctx, true, sync)
+	defer t.release()
+	err := fn(t)
+	t.ended = true
+	if t.failed != nil {
+		// A statement failed, so the transaction is over whatever fn
+		// made of the error.
+		switch {
+		case ctx.Err() != nil:
+			return done, ctx.Err()
+		case isConflict(t.failed):
+			return conflict, t.failedErr
+		case isLostConnection(t.failed):
+			return reconnect, t.failedErr
+		case err != nil:
+			return done, err
+		default:
+			return done, t.failedErr
+		}
+	}
+	if err != nil {
+		return done, err
+	}
+	if err := t.commit(); err != nil {
+		switch {
+		case ctx.Err() != nil:
+			return done, ctx.Err()
+		case isConflict(t.failed):
+			return conflict, err
+		case isLostConnection(t.failed) && pgconn.SafeToRetry(t.failed):
+			return reconnect, err
+		}
+		return done, err
+	}
+	return done, nil
+}
+
+// backoff waits before retry number attempt+1 (attempt counts from 0), or
+// returns ctx.Err() if ctx is done first.
+func backoff(ctx context.Context, attempt int) error {
+	d := maxBackoff
+	if attempt < 10 && minBackoff<<attempt < maxBackoff {
+		d = minBackoff << attempt
+	}
+	d = d/2 + rand.N(d/2)
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
+}
