@@ -48,6 +48,12 @@ const (
 
 	// DefaultQueryTimeout is Options.QueryTimeout when it is zero.
 	DefaultQueryTimeout = 30 * time.Second
+
+	// minConns is the smallest pool that serves kms.Store's contract: a
+	// View held open across an Update (as the kms journal holds one, to
+	// undo the Update) holds one connection while the Update needs
+	// another.
+	minConns = 2
 )
 
 // Retry policy of Update. After a conflict, Update waits a random duration
@@ -82,7 +88,8 @@ type Options struct {
 	// each page of a scan of the trail; the kms Service's writer holds
 	// two at once (a snapshot and its write). Zero means the URL's
 	// pool_max_conns when it has one, and DefaultMaxConns (10) otherwise.
-	// It must not be negative.
+	// A pool of fewer than 2, or a negative MaxConns, is an error of kind
+	// Invalid.
 	MaxConns int32
 
 	// QueryTimeout bounds each round trip to the database (a statement,
@@ -112,9 +119,10 @@ type Store struct {
 // reads them), creates or migrates its tables (see the package
 // documentation), and returns the Store. ctx bounds the opening only.
 //
-// A URL that cannot be parsed or a negative MaxConns is an error of kind
-// Invalid, and so is a database whose schema is newer than this build
-// knows; a database that cannot be reached is kind Unavailable.
+// A URL that cannot be parsed or a pool of fewer than 2 connections is an
+// error of kind Invalid, and so is a database whose schema is newer than
+// this build knows; a database that cannot be reached is kind
+// Unavailable.
 func Open(ctx context.Context, dbURL string, opts Options) (*Store, error) {
 	if opts.MaxConns < 0 {
 		return nil, kms.Errorf(kms.KindInvalid, "pgstore: MaxConns is %d; it must not be negative", opts.MaxConns)
@@ -128,6 +136,9 @@ func Open(ctx context.Context, dbURL string, opts Options) (*Store, error) {
 		cfg.MaxConns = opts.MaxConns
 	case !setsMaxConns(dbURL):
 		cfg.MaxConns = DefaultMaxConns
+	}
+	if cfg.MaxConns < minConns {
+		return nil, kms.Errorf(kms.KindInvalid, "pgstore: a pool of %d connections is too small: a View held open across an Update needs %d", cfg.MaxConns, minConns)
 	}
 	rp := cfg.ConnConfig.RuntimeParams
 	// Commits must be durable: the server's default (on) unless the URL

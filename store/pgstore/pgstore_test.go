@@ -376,7 +376,7 @@ func TestConnectionLost(t *testing.T) {
 func TestAppendInDoubt(t *testing.T) {
 	direct := pgtest.URL(t)
 	p, dbURL := newProxy(t, direct)
-	s := openStore(t, dbURL, Options{MaxConns: 1})
+	s := openStore(t, dbURL, Options{MaxConns: 2})
 	tr := s.Trail()
 	c := sqlConn(t, direct)
 	count := func() int {
@@ -478,6 +478,45 @@ func TestAppendAfterOthers(t *testing.T) {
 	a.Trail().Scan(1, func(_ uint64, rec []byte) (bool, error) { got = append(got, string(rec)); return true, nil })
 	if want := []string{"a1", "a2"}; !slices.Equal(got, want) {
 		t.Errorf("trail = %q, want %q", got, want)
+	}
+}
+
+// TestAppendLargeBatch: a batch over 32 MiB is sent as several statements
+// in one transaction: all its records are appended, or none.
+func TestAppendLargeBatch(t *testing.T) {
+	dbURL := pgtest.URL(t)
+	s := openStore(t, dbURL, Options{})
+	tr := s.Trail()
+	var batch [][]byte
+	for i := range 3 {
+		rec := bytes.Repeat([]byte{byte('a' + i)}, 12<<20)
+		rand.Read(rec[:1024])
+		batch = append(batch, rec)
+	}
+	if err := tr.Append(batch); err != nil {
+		t.Fatalf("Append(3 records of 12 MiB) = %v, want nil", err)
+	}
+	i := 0
+	err := tr.Scan(1, func(seq uint64, rec []byte) (bool, error) {
+		if !bytes.Equal(rec, batch[i]) {
+			return false, fmt.Errorf("record %d differs from the one appended", seq)
+		}
+		i++
+		return true, nil
+	})
+	if err != nil || i != 3 {
+		t.Fatalf("Scan(1) = %v after %d records, want nil after 3", err, i)
+	}
+
+	failTrigger(t, dbURL)
+	err = tr.Append(append(batch, []byte("ok"), []byte("disk full")))
+	wantKind(t, "Append(36 MiB of records, the last refused)", err, kms.KindNoSpace)
+	var n int
+	if err := sqlConn(t, dbURL).QueryRow(t.Context(), "SELECT count(*) FROM kms_trail").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 3 || tr.Len() != 3 {
+		t.Errorf("after a refused batch: %d rows, Len() %d; want 3 and 3", n, tr.Len())
 	}
 }
 
@@ -803,11 +842,38 @@ func TestSynchronousCommit(t *testing.T) {
 	if v != "remote_apply" {
 		t.Errorf("synchronous_commit with the URL's remote_apply = %q, want remote_apply", v)
 	}
+
+	// What each kind of Update commits with, as a trigger sees it when
+	// the write reaches the database.
+	s = openStore(t, dbURL, Options{})
+	c := sqlConn(t, dbURL)
+	exec(t, c, `CREATE FUNCTION kms_test_sync() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			NEW.value := convert_to(current_setting('synchronous_commit'), 'UTF8');
+			RETURN NEW;
+		END $$`)
+	exec(t, c, "CREATE TRIGGER kms_test_sync BEFORE INSERT OR UPDATE ON kms_kv FOR EACH ROW EXECUTE FUNCTION kms_test_sync()")
+	for _, tc := range []struct {
+		name   string
+		update func(context.Context, func(kms.Txn) error) error
+		want   string
+	}{
+		{"Update", s.Update, "on"},
+		{"UpdateNoSync", s.UpdateNoSync, "off"},
+		{"Update after UpdateNoSync", s.Update, "on"},
+	} {
+		if err := tc.update(t.Context(), func(tx kms.Txn) error { return tx.Set([]byte("k"), nil) }); err != nil {
+			t.Fatalf("%s = %v, want nil", tc.name, err)
+		}
+		if got, err := getKey(t, s, "k"); err != nil || string(got) != tc.want {
+			t.Errorf("%s committed with synchronous_commit %q (%v), want %q", tc.name, got, err, tc.want)
+		}
+	}
 }
 
 // TestOptions: MaxConns sizes the pool; the URL's pool_max_conns counts
-// when it is zero; a negative one and a URL that does not parse are
-// Invalid, and the latter's message hides the password.
+// when it is zero; a pool of fewer than 2 connections and a URL that does
+// not parse are Invalid, and the latter's message hides the password.
 func TestOptions(t *testing.T) {
 	dbURL := pgtest.URL(t)
 	tests := []struct {
@@ -826,9 +892,21 @@ func TestOptions(t *testing.T) {
 			t.Errorf("Open(%s, %+v): pool of %d connections, want %d", tc.url, tc.opts, got, tc.want)
 		}
 	}
-	_, err := Open(t.Context(), dbURL, Options{MaxConns: -1})
-	wantKind(t, "Open(MaxConns -1)", err, kms.KindInvalid)
-	_, err = Open(t.Context(), "postgres://kms:hunter2-secret@127.0.0.1:notaport/db", Options{})
+	for _, tc := range []struct {
+		url  string
+		opts Options
+	}{
+		{dbURL, Options{MaxConns: -1}},
+		{dbURL, Options{MaxConns: 1}},
+		{dbURL + "&pool_max_conns=1", Options{}},
+	} {
+		s, err := Open(t.Context(), tc.url, tc.opts)
+		if err == nil {
+			s.Close()
+		}
+		wantKind(t, fmt.Sprintf("Open(%s, %+v)", tc.url, tc.opts), err, kms.KindInvalid)
+	}
+	_, err := Open(t.Context(), "postgres://kms:hunter2-secret@127.0.0.1:notaport/db", Options{})
 	wantKind(t, "Open(a URL with a bad port)", err, kms.KindInvalid)
 	if err != nil && strings.Contains(err.Error(), "hunter2-secret") {
 		t.Errorf("Open(a URL with a bad port) = %q, which contains the password", err)

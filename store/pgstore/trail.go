@@ -259,7 +259,10 @@ func (t *Trail) Check(want uint64) error {
 		return t.s.translate(context.Background(), "check the trail", err)
 	}
 	if !first {
-		return damage("trail record 1 is missing from table kms_trail (it holds %d records at most)", n)
+		if n == 0 {
+			return damage("trail is empty: the records from 1 to %d are missing", want)
+		}
+		return damage("trail record 1 is missing from table kms_trail")
 	}
 	var before int64
 	err = t.s.pool.QueryRow(ctx, sqlTrailGap, int64(upto)).Scan(&before)
