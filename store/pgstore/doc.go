@@ -9,7 +9,9 @@
 // what it leaves out, the password and TLS settings among them, comes from
 // the PG* environment variables and files libpq reads (PGPASSWORD,
 // PGSSLMODE, ~/.pgpass...). Its pool_* parameters configure the pool;
-// Options.MaxConns, when set, wins over pool_max_conns.
+// Options.MaxConns, when set, wins over pool_max_conns. The pool needs at
+// least 2 connections, since a View held open across an Update (as the
+// kms journal holds one) takes one while the Update takes another.
 //
 // # Tables
 //

@@ -122,16 +122,21 @@ func (s *Store) redact(err error) error {
 	if s.password == "" || !strings.Contains(err.Error(), s.password) {
 		return err
 	}
-	return &redacted{err: err, password: s.password}
+	return &redacted{err: err, secrets: []string{s.password}}
 }
 
+// redacted is an error whose text has secrets masked.
 type redacted struct {
-	err      error
-	password string
+	err     error
+	secrets []string
 }
 
 func (r *redacted) Error() string {
-	return strings.ReplaceAll(r.err.Error(), r.password, "xxxxx")
+	msg := r.err.Error()
+	for _, s := range r.secrets {
+		msg = strings.ReplaceAll(msg, s, "xxxxx")
+	}
+	return msg
 }
 
 func (r *redacted) Unwrap() error { return r.err }

@@ -125,11 +125,12 @@ type Store struct {
 // Unavailable.
 func Open(ctx context.Context, dbURL string, opts Options) (*Store, error) {
 	if opts.MaxConns < 0 {
-		return nil, kms.Errorf(kms.KindInvalid, "pgstore: MaxConns is %d; it must not be negative", opts.MaxConns)
+		return nil, kms.Errorf(kms.KindInvalid, "MaxConns is %d; it must not be negative", opts.MaxConns)
 	}
 	cfg, err := pgxpool.ParseConfig(dbURL)
 	if err != nil {
-		return nil, &kms.Error{Kind: kms.KindInvalid, Message: "invalid database URL", Err: parseError(dbURL, err)}
+		cause := parseError(dbURL, err)
+		return nil, &kms.Error{Kind: kms.KindInvalid, Message: "invalid database URL: " + cause.Error(), Err: cause}
 	}
 	switch {
 	case opts.MaxConns > 0:
@@ -138,7 +139,7 @@ func Open(ctx context.Context, dbURL string, opts Options) (*Store, error) {
 		cfg.MaxConns = DefaultMaxConns
 	}
 	if cfg.MaxConns < minConns {
-		return nil, kms.Errorf(kms.KindInvalid, "pgstore: a pool of %d connections is too small: a View held open across an Update needs %d", cfg.MaxConns, minConns)
+		return nil, kms.Errorf(kms.KindInvalid, "a pool of %d connections is too small: a View held open across an Update needs %d", cfg.MaxConns, minConns)
 	}
 	rp := cfg.ConnConfig.RuntimeParams
 	// Commits must be durable: the server's default (on) unless the URL
@@ -182,18 +183,29 @@ func setsMaxConns(connString string) bool {
 	return ok
 }
 
-// parseError is the cause of a URL that does not parse, with its password
-// masked: pgx masks what it recognises, and this what net/url finds.
+// parseError is the cause of a connection string that does not parse,
+// with its password masked: pgx masks what it recognises, and this the
+// password between "://user:" and "@", even in a URL that net/url
+// refuses.
 func parseError(connString string, err error) error {
-	u, perr := url.Parse(connString)
-	if perr != nil || u.User == nil {
+	i := strings.Index(connString, "://")
+	if i < 0 {
 		return err
 	}
-	pw, ok := u.User.Password()
+	rest := connString[i+3:]
+	at := strings.LastIndex(rest[:strings.IndexAny(rest+"/", "/?")], "@")
+	if at < 0 {
+		return err
+	}
+	_, pw, ok := strings.Cut(rest[:at], ":")
 	if !ok || pw == "" {
 		return err
 	}
-	return &redacted{err: err, password: pw}
+	r := &redacted{err: err, secrets: []string{pw}}
+	if p, uerr := url.PathUnescape(pw); uerr == nil && p != pw {
+		r.secrets = append(r.secrets, p)
+	}
+	return r
 }
 
 // Trail returns the Store's activity trail, a table in the same database.

@@ -906,10 +906,24 @@ func TestOptions(t *testing.T) {
 		}
 		wantKind(t, fmt.Sprintf("Open(%s, %+v)", tc.url, tc.opts), err, kms.KindInvalid)
 	}
-	_, err := Open(t.Context(), "postgres://kms:hunter2-secret@127.0.0.1:notaport/db", Options{})
-	wantKind(t, "Open(a URL with a bad port)", err, kms.KindInvalid)
-	if err != nil && strings.Contains(err.Error(), "hunter2-secret") {
-		t.Errorf("Open(a URL with a bad port) = %q, which contains the password", err)
+	for _, bad := range []string{
+		"postgres://kms:hunter2-secret@127.0.0.1:notaport/db",
+		"postgres://kms:hunter2-secret@127.0.0.1:5432/db?sslmode=notamode",
+		"postgres://kms:hunter2%2Dsecret@127.0.0.1:notaport/db",
+		"postgres://kms:hunter2-secret@[::1/db",
+		"host=127.0.0.1 port=notaport user=kms password=hunter2-secret",
+	} {
+		_, err := Open(t.Context(), bad, Options{})
+		wantKind(t, "Open(a URL that does not parse)", err, kms.KindInvalid)
+		if err == nil {
+			continue
+		}
+		if strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("Open(a URL that does not parse) = %q, which contains the password", err)
+		}
+		if !strings.Contains(err.Error(), "invalid database URL: ") {
+			t.Errorf("Open(a URL that does not parse) = %q, want a message saying the URL is invalid, and why", err)
+		}
 	}
 }
 

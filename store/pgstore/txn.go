@@ -42,7 +42,8 @@ const (
 // one batch with the commit, or earlier when a Scan of their range needs
 // the database to see them; so a transaction that only writes costs one
 // round trip, and holds no row lock until it commits. Its reads go to the
-// database, which takes its snapshot at the first.
+// database, which takes the snapshot of an Update at its first read, and
+// that of a View when the View begins.
 type txn struct {
 	s      *Store
 	ctx    context.Context
@@ -52,7 +53,6 @@ type txn struct {
 
 	conn  *pgxpool.Conn // acquired at the first round trip
 	begun bool          // the transaction's BEGIN has been sent
-	view  bool          // begin a read-only snapshot
 
 	// failed is the error of the statement that ended the transaction
 	// (the database rolls it back), failedErr the same translated;
@@ -72,7 +72,7 @@ type write struct {
 }
 
 func (s *Store) newTxn(ctx context.Context, update, sync bool) *txn {
-	return &txn{s: s, ctx: ctx, update: update, sync: sync, view: !update}
+	return &txn{s: s, ctx: ctx, update: update, sync: sync}
 }
 
 // fail records err as the end of the transaction and returns it translated.
@@ -84,7 +84,8 @@ func (t *txn) fail(doing string, err error) error {
 
 // roundTrip sends the statements that queue adds, in one batch, preceded
 // by the transaction's BEGIN if it has not been sent, and reads their
-// results with read (nil: none to read; results read discards the rest).
+// results with read (nil for none); the results read leaves are read and
+// checked for errors.
 func (t *txn) roundTrip(queue func(*pgx.Batch), read func(pgx.BatchResults) error) error {
 	if t.failed != nil {
 		return t.failedErr
@@ -101,7 +102,7 @@ func (t *txn) roundTrip(queue func(*pgx.Batch), read func(pgx.BatchResults) erro
 	b := &pgx.Batch{}
 	begin := !t.begun
 	if begin {
-		if t.view {
+		if !t.update {
 			b.Queue(sqlBeginView)
 			b.Queue(sqlSnapshot)
 		} else {
@@ -114,7 +115,7 @@ func (t *txn) roundTrip(queue func(*pgx.Batch), read func(pgx.BatchResults) erro
 	var err error
 	if begin {
 		_, err = br.Exec()
-		if err == nil && t.view {
+		if err == nil && !t.update {
 			_, err = br.Exec()
 		}
 	}
