@@ -23,6 +23,7 @@ import (
 type config struct {
 	addr          string
 	data          string
+	store         string
 	dev           bool
 	masterKeyFile string
 	mailOutbox    string
@@ -56,7 +57,8 @@ type setting struct {
 
 var settings = []setting{
 	{"addr", "KMS_ADDR", "host:port", "address to listen on", "127.0.0.1:8200"},
-	{"data", "KMS_DATA", "dir", "data directory of the embedded Badger store", "./data"},
+	{"data", "KMS_DATA", "dir", "data directory of the embedded Badger store (and of -dev's master key)", "./data"},
+	{"store", "KMS_STORE", "url", "empty: the embedded store in -data; postgres://... or postgresql://...: PostgreSQL (password and TLS from the URL or the PG* variables)", ""},
 	{"dev", "KMS_DEV", "", "development mode: generate a master key into <data>/master.key if none is given", "false"},
 	{"master-key-file", "KMS_MASTER_KEY_FILE", "file", "file holding the master key in base64 (or set KMS_MASTER_KEY)", ""},
 	{"mail-outbox", "KMS_MAIL_OUTBOX", "dir", "write outgoing mail as files in dir instead of sending it", ""},
@@ -113,6 +115,7 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stdout i
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8200", "")
 	fs.StringVar(&c.data, "data", "./data", "")
+	fs.StringVar(&c.store, "store", "", "")
 	fs.BoolVar(&c.dev, "dev", false, "")
 	fs.StringVar(&c.masterKeyFile, "master-key-file", "", "")
 	fs.StringVar(&c.mailOutbox, "mail-outbox", "", "")
@@ -172,6 +175,9 @@ func (c *config) validate() error {
 	if c.data == "" {
 		return errors.New("-data: a data directory is required")
 	}
+	if c.store != "" && !c.postgres() {
+		return fmt.Errorf("-store: want empty (the embedded store in -data) or a postgres:// or postgresql:// URL")
+	}
 	switch c.logLevel {
 	case "debug", "info", "warn", "error":
 	default:
@@ -215,6 +221,11 @@ func (c *config) validate() error {
 		c.baseURL = strings.TrimSuffix(c.baseURL, "/")
 	}
 	return nil
+}
+
+// postgres reports whether -store names a PostgreSQL database.
+func (c *config) postgres() bool {
+	return strings.HasPrefix(c.store, "postgres://") || strings.HasPrefix(c.store, "postgresql://")
 }
 
 // defaultDiskReserve is -disk-reserve's default: the store's own.

@@ -29,6 +29,7 @@ import (
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/internal/kmsdtest"
+	"github.com/ringkms/kms/internal/pgtest"
 	"github.com/ringkms/kms/store/badgerstore"
 	"github.com/ringkms/kms/store/filetrail"
 
@@ -38,7 +39,7 @@ import (
 func TestMain(m *testing.M) {
 	// Tests that call run() serve from this process; do not mlockall it.
 	lockMemory = func(*zerolog.Logger) {}
-	code := m.Run()
+	code := pgtest.Main(m)
 	cleanupBinary()
 	os.Exit(code)
 }
@@ -765,5 +766,57 @@ func TestStartWrongMasterKey(t *testing.T) {
 	err, _ := runErr(t, []string{"-data", data, "-addr", "127.0.0.1:0"}, env{"KMS_MASTER_KEY": newKey()})
 	if err == nil || !strings.Contains(err.Error(), "master key is not the one this store was created with") {
 		t.Errorf("kmsd with another master key = %v, want an error saying so", err)
+	}
+}
+
+// TestRunPostgres: kmsd on a PostgreSQL store (-store) serves, keeps what
+// it acknowledged across a restart, and verify-audit checks its trail
+// there.
+func TestRunPostgres(t *testing.T) {
+	url := pgtest.URL(t)
+	e := env{"KMS_MASTER_KEY": newKey(), "KMS_BOOTSTRAP_API_KEY": "postgres-bootstrap-secret-0123456789", "KMS_STORE": url}
+	root := e["KMS_BOOTSTRAP_API_KEY"]
+	s := startRun(t, []string{"-data", t.TempDir(), "-addr", "127.0.0.1:0"}, e)
+	if code, body := call(t, nil, "POST", s.url+"/ks/keyrings", root, map[string]any{"name": "pg"}); code != 200 {
+		t.Fatalf("create ring = %d %v", code, body)
+	}
+	code, enc := call(t, nil, "POST", s.url+"/ks/encrypt", root, map[string]any{"ringname": "pg"})
+	if code != 200 {
+		t.Fatalf("encrypt = %d %v", code, enc)
+	}
+	s.stop(t)
+	if !strings.Contains(s.stderr.String(), `"store":"PostgreSQL postgres://`) {
+		t.Errorf("the listening line does not name the PostgreSQL store:\n%s", s.stderr.String())
+	}
+
+	s = startRun(t, []string{"-data", t.TempDir(), "-addr", "127.0.0.1:0", "-store", url}, env{"KMS_MASTER_KEY": e["KMS_MASTER_KEY"]})
+	if code, body := call(t, nil, "POST", s.url+"/ks/decrypt", root, map[string]any{"hash": enc["hash"], "header": enc["header"]}); code != 200 {
+		t.Fatalf("decrypt after a restart = %d %v", code, body)
+	}
+	s.stop(t)
+
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"verify-audit", "-store", url}, e.get, &out, io.Discard); err != nil {
+		t.Fatalf("verify-audit -store = %v; output:\n%s", err, out.String())
+	}
+	if !regexp.MustCompile(`records checked: [1-9]`).MatchString(out.String()) {
+		t.Errorf("verify-audit -store printed:\n%s", out.String())
+	}
+}
+
+func TestStoreFlag(t *testing.T) {
+	for _, bad := range []string{"mysql://x", "/var/lib/kms", "postgres"} {
+		if _, err := parseConfig("", []string{"-store", bad}, env{}.get, io.Discard); err == nil || !strings.Contains(err.Error(), "-store") {
+			t.Errorf("-store %q = %v, want an error about -store", bad, err)
+		}
+	}
+	for _, good := range []string{"", "postgres://kms@db/kms", "postgresql://kms@db:5433/kms?sslmode=verify-full"} {
+		if _, err := parseConfig("", []string{"-store", good}, env{}.get, io.Discard); err != nil {
+			t.Errorf("-store %q = %v, want nil", good, err)
+		}
+	}
+	c := config{store: "postgres://kms:hunter2secret@db:5432/kms"}
+	if name := c.storeName(); strings.Contains(name, "hunter2secret") || !strings.Contains(name, "db:5432") {
+		t.Errorf("storeName() = %q, want the database without its password", name)
 	}
 }

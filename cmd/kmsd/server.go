@@ -9,6 +9,7 @@ import (
 	stdlog "log"
 	"net"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"runtime/debug"
 	"sync/atomic"
@@ -20,6 +21,7 @@ import (
 	"github.com/ringkms/kms/httpapi"
 	"github.com/ringkms/kms/mail"
 	"github.com/ringkms/kms/store/badgerstore"
+	"github.com/ringkms/kms/store/pgstore"
 )
 
 // Timeouts of the HTTP server. A request is small JSON both ways, so a
@@ -128,7 +130,7 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stderr io
 			}
 		}()
 		log.Info().Str("addr", ln.Addr().String()).Str("url", url).Str("base_url", baseURL).
-			Bool("tls", tlsConfig != nil).Str("data", c.data).Msg("listening")
+			Bool("tls", tlsConfig != nil).Str("store", c.storeName()).Msg("listening")
 		fmt.Fprintf(stderr, "kmsd listening on %s\n", url)
 	}
 	// stopServing ends the server (started or not) on a path that does
@@ -151,15 +153,15 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stderr io
 	}
 	mk = kms.MasterKey{}
 	// start opens the store, starts the Service on it and bootstraps it.
-	start := func() (*kms.Service, *badgerstore.Store, error) {
-		st, err := openStore(c)
+	start := func() (*kms.Service, kms.Store, error) {
+		st, err := openStore(ctx, c)
 		if err != nil {
 			return nil, nil, err
 		}
 		svc, err := kms.New(st, svcOpts)
 		if err != nil {
 			st.Close()
-			return nil, nil, startError(err, c.data)
+			return nil, nil, startError(err, c)
 		}
 		if err := bootstrap(ctx, svc, bootstrapKey, stderr, log); err != nil {
 			svc.Close()
@@ -172,13 +174,13 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stderr io
 	// first keys: kmsd then serves all the same, answering 503 and 507
 	// saying why, and starts once there is room.
 	svc, st, err := start()
-	if kms.ErrorKind(err) == kms.KindNoSpace {
+	if waitToStart(err) {
 		handler.set(httpapi.Unavailable(err, hopts))
 		startServing()
 		log.Warn().Err(err).Dur("retry", storeRetry).
-			Msg("the store cannot start: its disk is full; answering 503 and 507 until there is room")
+			Msg("the store cannot start (its disk is full, or its database unreachable); answering 503 or 507 until it can")
 		tick := time.NewTicker(storeRetry)
-		for kms.ErrorKind(err) == kms.KindNoSpace {
+		for waitToStart(err) {
 			select {
 			case <-ctx.Done():
 				tick.Stop()
@@ -194,7 +196,7 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stderr io
 		}
 		tick.Stop()
 		if err == nil {
-			log.Info().Msg("the store started: there is room on its disk again")
+			log.Info().Msg("the store started")
 		}
 	}
 	svcOpts.MasterKey = kms.MasterKey{}
@@ -240,8 +242,15 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stderr io
 }
 
 // storeRetry is how often kmsd tries again to start on a store that its
-// full disk kept from starting.
+// full disk, or an unreachable database, kept from starting.
 const storeRetry = time.Second
+
+// waitToStart reports whether kmsd waits, serving, for the store to start
+// after err: a full disk, or a database it cannot reach.
+func waitToStart(err error) bool {
+	k := kms.ErrorKind(err)
+	return err != nil && (k == kms.KindNoSpace || k == kms.KindUnavailable)
+}
 
 // switchHandler serves with the handler last set: kmsd's answers while
 // its store cannot open, then the service's.
@@ -256,18 +265,30 @@ func (s *switchHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // startError says why the Service did not start, by the kind of its
 // error: a wrong master key, a damaged activity trail (exit status 3, as
 // verify-audit's), or anything else as it is.
-func startError(err error, data string) error {
+func startError(err error, c *config) error {
 	switch kms.ErrorKind(err) {
 	case kms.KindUnauthenticated:
 		return fmt.Errorf("start service: %s", kms.ErrorMessage(err))
 	case kms.KindUnprocessable:
-		return exitError{3, fmt.Errorf("start service: %s; kmsd writes nothing after a damaged trail: run kmsd verify-audit -data %s for a report", kms.ErrorMessage(err), data)}
+		run := "kmsd verify-audit -data " + c.data
+		if c.postgres() {
+			run = "kmsd verify-audit with the same -store"
+		}
+		return exitError{3, fmt.Errorf("start service: %s; kmsd writes nothing after a damaged trail: run %s for a report", kms.ErrorMessage(err), run)}
 	}
 	return fmt.Errorf("start service: %w", err)
 }
 
-// openStore opens the embedded store in -data, keeping -disk-reserve free.
-func openStore(c *config) (*badgerstore.Store, error) {
+// openStore opens the store of -store: PostgreSQL for a postgres:// URL,
+// else the embedded store in -data, keeping -disk-reserve free.
+func openStore(ctx context.Context, c *config) (kms.Store, error) {
+	if c.postgres() {
+		st, err := pgstore.Open(ctx, c.store, pgstore.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("open the PostgreSQL store: %w", err)
+		}
+		return st, nil
+	}
 	reserve := int64(c.diskReserve)
 	if reserve == 0 {
 		reserve = -1 // off
@@ -281,6 +302,19 @@ func openStore(c *config) (*badgerstore.Store, error) {
 	default:
 		return nil, fmt.Errorf("open store in %s: %w", c.data, err)
 	}
+}
+
+// storeName says which store c names, for messages: the data directory,
+// or the PostgreSQL database without its password.
+func (c *config) storeName() string {
+	if !c.postgres() {
+		return c.data
+	}
+	u, err := neturl.Parse(c.store)
+	if err != nil {
+		return "PostgreSQL"
+	}
+	return "PostgreSQL " + u.Redacted()
 }
 
 // defaultBaseURL is scheme://<bound address>, with "localhost" in place of

@@ -12,22 +12,25 @@ import (
 )
 
 // verifyAudit is kmsd verify-audit: it checks the activity trail's hash
-// chain in the data directory and prints what it found. A broken chain is
+// chain in the store of -store (the data directory by default) and prints
+// what it found. A broken chain is
 // an exitError of status 3.
 func verifyAudit(ctx context.Context, c *config, getenv func(string) string, stdout io.Writer, log *zerolog.Logger) error {
-	if fi, err := os.Stat(c.data); err != nil {
-		return fmt.Errorf("data directory: %w", err)
-	} else if !fi.IsDir() {
-		return fmt.Errorf("data directory %s is not a directory", c.data)
-	}
-	if !hasStore(c.data) {
-		return fmt.Errorf("no store in %s", c.data)
+	if !c.postgres() {
+		if fi, err := os.Stat(c.data); err != nil {
+			return fmt.Errorf("data directory: %w", err)
+		} else if !fi.IsDir() {
+			return fmt.Errorf("data directory %s is not a directory", c.data)
+		}
+		if !hasStore(c.data) {
+			return fmt.Errorf("no store in %s", c.data)
+		}
 	}
 	mk, err := loadMasterKey(c, getenv, false, log)
 	if err != nil {
 		return err
 	}
-	st, err := openStore(c)
+	st, err := openStore(ctx, c)
 	if err != nil {
 		return err
 	}
