@@ -69,10 +69,15 @@ type Error struct {
 	sentinel bool
 }
 
-// Error returns the message prefixed with "kms: ".
+// Error returns the message prefixed with "kms: ", and the cause of the
+// kinds whose cause is the server's (internal, a full disk, an unreachable
+// store): it goes to logs, never to callers, who get Message alone.
 func (e *Error) Error() string {
-	if e.Err != nil && e.Kind == KindInternal {
-		return "kms: " + e.Message + ": " + e.Err.Error()
+	switch e.Kind {
+	case KindInternal, KindNoSpace, KindUnavailable:
+		if e.Err != nil {
+			return "kms: " + e.Message + ": " + e.Err.Error()
+		}
 	}
 	return "kms: " + e.Message
 }

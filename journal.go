@@ -450,11 +450,11 @@ func (j *journal) commitBatch(ctx context.Context, batch []*job, snap Txn) {
 }
 
 // commitError is what the jobs of a batch that failed to commit are
-// answered: a full disk as such (the caller may retry elsewhere or later),
-// anything else (even a Conflict after the store's retries) as an internal
-// failure.
+// answered: a full disk or an unreachable store as such (the caller may
+// retry elsewhere or later), anything else (even a Conflict after the
+// store's retries) as an internal failure.
 func commitError(err error) error {
-	if ErrorKind(err) == KindNoSpace {
+	if k := ErrorKind(err); k == KindNoSpace || k == KindUnavailable {
 		return err
 	}
 	return &Error{Kind: KindInternal, Message: "commit", Err: err}

@@ -784,6 +784,14 @@ func TestRunPostgres(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("encrypt = %d %v", code, enc)
 	}
+	// One service runs on one node per database for now: a second kmsd
+	// on the same database refuses to start.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	err := run(ctx, []string{"-data", t.TempDir(), "-addr", "127.0.0.1:0"}, e.get, io.Discard, io.Discard)
+	cancel()
+	if err == nil || !strings.Contains(err.Error(), "another kmsd") {
+		t.Errorf("a second kmsd on the same database = %v, want an error saying another kmsd uses it", err)
+	}
 	s.stop(t)
 	if !strings.Contains(s.stderr.String(), `"store":"PostgreSQL postgres://`) {
 		t.Errorf("the listening line does not name the PostgreSQL store:\n%s", s.stderr.String())

@@ -100,7 +100,20 @@ type Options struct {
 	// wins. Zero means DefaultQueryTimeout (30 s); negative, no bound
 	// beyond the caller's context.
 	QueryTimeout time.Duration
+
+	// Exclusive makes Open take a lock on the database that a second
+	// Exclusive Store, in this process or another, cannot take while this
+	// one is open: Open then answers an error of kind Conflict. kmsd sets
+	// it, since one service may not yet run on several nodes over one
+	// database (its trail has one appender). The lock is a PostgreSQL
+	// session advisory lock held by a connection of its own, outside the
+	// pool, and is let go by Close, or by the server when that connection
+	// is lost. (CockroachDB has no advisory locks.)
+	Exclusive bool
 }
+
+// exclusiveLock is the key of the advisory lock of Options.Exclusive.
+const exclusiveLock = 0x72696e676b6d73 // "ringkms"
 
 // Store is a kms.Store on a PostgreSQL database. It is safe for concurrent
 // use.
@@ -111,6 +124,7 @@ type Store struct {
 	timeout  time.Duration // per round trip; 0: none
 	health   health
 	closed   atomic.Bool
+	lock     *pgx.Conn // holds the lock of Options.Exclusive
 }
 
 // Open connects to the database that url names (a postgres:// URL or a
@@ -162,15 +176,43 @@ func Open(ctx context.Context, dbURL string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, s.translate(ctx, "open database", err)
 	}
+	if opts.Exclusive {
+		if err := s.lockExclusive(ctx, cfg.ConnConfig); err != nil {
+			s.pool.Close()
+			return nil, err
+		}
+	}
 	if err := s.migrate(ctx); err != nil {
-		s.pool.Close()
+		s.Close()
 		return nil, err
 	}
 	if s.trail, err = openTrail(ctx, s); err != nil {
-		s.pool.Close()
+		s.Close()
 		return nil, err
 	}
 	return s, nil
+}
+
+// lockExclusive takes the lock of Options.Exclusive on a connection of
+// its own.
+func (s *Store) lockExclusive(ctx context.Context, cc *pgx.ConnConfig) error {
+	rctx, cancel := s.roundTripCtx(ctx)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(rctx, cc.Copy())
+	if err != nil {
+		return s.translate(ctx, "connect to take the store's lock", err)
+	}
+	var got bool
+	if err := conn.QueryRow(rctx, "SELECT pg_try_advisory_lock($1)", int64(exclusiveLock)).Scan(&got); err != nil {
+		conn.Close(context.Background())
+		return s.translate(ctx, "take the store's lock", err)
+	}
+	if !got {
+		conn.Close(context.Background())
+		return kms.Errorf(kms.KindConflict, "another kmsd is using this database; one service may not run on several nodes over one database yet")
+	}
+	s.lock = conn
+	return nil
 }
 
 // setsMaxConns reports whether the connection string sets pool_max_conns.
@@ -218,6 +260,11 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.pool.Close()
+	if s.lock != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
+		defer cancel()
+		s.lock.Close(ctx) // the server lets the lock go with the session
+	}
 	return nil
 }
 

@@ -1033,3 +1033,24 @@ func BenchmarkEncrypt(b *testing.B) {
 		}
 	})
 }
+
+// TestExclusive: a second Exclusive Store on the same database is refused
+// (Conflict) while the first is open, and opens once it is closed; a
+// Store that is not Exclusive is not held back.
+func TestExclusive(t *testing.T) {
+	u := pgtest.URL(t)
+	first := openStore(t, u, Options{Exclusive: true})
+	st, err := Open(context.Background(), u, Options{Exclusive: true})
+	if err == nil {
+		st.Close()
+		t.Fatal("a second Exclusive Open = nil error, want Conflict")
+	}
+	if kms.ErrorKind(err) != kms.KindConflict || !strings.Contains(err.Error(), "another kmsd") {
+		t.Fatalf("a second Exclusive Open = %v, want Conflict saying another kmsd uses the database", err)
+	}
+	openStore(t, u, Options{}).Close()
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	openStore(t, u, Options{Exclusive: true}).Close()
+}
