@@ -24,6 +24,7 @@ type config struct {
 	addr          string
 	data          string
 	store         string
+	migrateTo     string // migrate's -to
 	dev           bool
 	masterKeyFile string
 	mailOutbox    string
@@ -116,6 +117,10 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stdout i
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8200", "")
 	fs.StringVar(&c.data, "data", "./data", "")
 	fs.StringVar(&c.store, "store", "", "")
+	if cmd == "migrate" {
+		fs.StringVar(&c.data, "from", "./data", "")
+		fs.StringVar(&c.migrateTo, "to", "", "")
+	}
 	fs.BoolVar(&c.dev, "dev", false, "")
 	fs.StringVar(&c.masterKeyFile, "master-key-file", "", "")
 	fs.StringVar(&c.mailOutbox, "mail-outbox", "", "")
@@ -273,7 +278,23 @@ func formatBytes(n int64) string {
 }
 
 func printUsage(w io.Writer, cmd string) {
-	if cmd == "verify-audit" {
+	if cmd == "migrate" {
+		fmt.Fprint(w, `Usage: kmsd migrate -from DIR -to postgres://...
+
+Copies the embedded store in DIR (its keys and its activity trail) into an
+empty PostgreSQL database, then verifies the trail's hash chain there and
+prints what it copied. Stop kmsd first. The master key is read as for the
+server (KMS_MASTER_KEY, -master-key-file, or DIR/master.key with -dev); the
+hashes and headers issued before decrypt after it, with the same master
+key. Exit status: 0 when everything was copied and the chain verifies, 3
+when the chain is broken, 1 on any other error (a database that is not
+empty among them: nothing is written then).
+
+  -from dir   the data directory of the embedded store (default ./data)
+  -to url     the PostgreSQL database (password from the URL or PGPASSWORD)
+
+`)
+	} else if cmd == "verify-audit" {
 		fmt.Fprint(w, `Usage: kmsd verify-audit [flags]
 
 Checks the hash chain of the activity trail in the data directory: every
@@ -288,6 +309,7 @@ The master key is read as for the server (KMS_MASTER_KEY,
 	} else {
 		fmt.Fprint(w, `Usage: kmsd [flags]               run the server
        kmsd verify-audit [flags]  check the activity trail's hash chain
+       kmsd migrate -from DIR -to URL  copy an embedded store into PostgreSQL
 
 `)
 	}

@@ -3,6 +3,7 @@
 //
 //	kmsd [flags]               run the server
 //	kmsd verify-audit [flags]  check the activity trail's hash chain
+//	kmsd migrate -from DIR -to URL  copy an embedded store into PostgreSQL
 //
 // Every flag can also be set by a KMS_* environment variable; a flag on the
 // command line wins. Secrets come only from the environment or files:
@@ -70,7 +71,7 @@ func exitCode(err error) int {
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	stderr = &lockedWriter{w: stderr}
 	cmd := ""
-	if len(args) > 0 && args[0] == "verify-audit" {
+	if len(args) > 0 && (args[0] == "verify-audit" || args[0] == "migrate") {
 		cmd, args = args[0], args[1:]
 	}
 	c, err := parseConfig(cmd, args, getenv, stdout)
@@ -81,8 +82,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	log := newLogger(c, stderr)
-	if cmd == "verify-audit" {
+	switch cmd {
+	case "verify-audit":
 		return verifyAudit(ctx, c, getenv, stdout, &log)
+	case "migrate":
+		return migrate(ctx, c, getenv, stdout, &log)
 	}
 	return serve(ctx, c, getenv, stderr, &log)
 }

@@ -828,3 +828,61 @@ func TestStoreFlag(t *testing.T) {
 		t.Errorf("storeName() = %q, want the database without its password", name)
 	}
 }
+
+// TestMigrate: kmsd migrate copies an embedded store into an empty
+// PostgreSQL database; kmsd on it decrypts what was issued before, its
+// trail verifies, and a second migrate into the now full database is
+// refused, writing nothing.
+func TestMigrate(t *testing.T) {
+	data := t.TempDir()
+	e := env{"KMS_MASTER_KEY": newKey(), "KMS_BOOTSTRAP_API_KEY": "migrate-bootstrap-secret-0123456789abc"}
+	root := e["KMS_BOOTSTRAP_API_KEY"]
+	s := startRun(t, []string{"-data", data, "-addr", "127.0.0.1:0"}, e)
+	if code, body := call(t, nil, "POST", s.url+"/ks/keyrings", root, map[string]any{"name": "moved"}); code != 200 {
+		t.Fatalf("create ring = %d %v", code, body)
+	}
+	var issued []map[string]any
+	for range 30 {
+		code, enc := call(t, nil, "POST", s.url+"/ks/encrypt", root, map[string]any{"ringname": "moved", "asset": map[string]any{"data": map[string]any{"n": 1}}})
+		if code != 200 {
+			t.Fatalf("encrypt = %d %v", code, enc)
+		}
+		issued = append(issued, enc)
+	}
+	s.stop(t)
+
+	url := pgtest.URL(t)
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"migrate", "-from", data, "-to", url}, e.get, &out, io.Discard); err != nil {
+		t.Fatalf("migrate = %v; output:\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "activity chain intact") || !regexp.MustCompile(`copied [1-9]\d* keys and [1-9]\d* activity records`).MatchString(out.String()) {
+		t.Errorf("migrate printed:\n%s", out.String())
+	}
+	out.Reset()
+	err := run(context.Background(), []string{"migrate", "-from", data, "-to", url}, e.get, &out, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "empty") {
+		t.Errorf("a second migrate into the same database = %v, want a refusal", err)
+	}
+
+	s = startRun(t, []string{"-data", t.TempDir(), "-addr", "127.0.0.1:0", "-store", url}, env{"KMS_MASTER_KEY": e["KMS_MASTER_KEY"]})
+	for i, enc := range issued {
+		if code, body := call(t, nil, "POST", s.url+"/ks/decrypt", root, map[string]any{"hash": enc["hash"], "header": enc["header"]}); code != 200 {
+			t.Fatalf("decrypt of hash %d after migrate = %d %v", i, code, body)
+		}
+	}
+	s.stop(t)
+	out.Reset()
+	if err := run(context.Background(), []string{"verify-audit", "-store", url}, e.get, &out, io.Discard); err != nil {
+		t.Fatalf("verify-audit -store after migrate = %v; output:\n%s", err, out.String())
+	}
+}
+
+func TestMigrateUsage(t *testing.T) {
+	for _, args := range [][]string{{"migrate", "-from", t.TempDir()}, {"migrate", "-to", "/var/lib/kms"}} {
+		err := run(context.Background(), args, env{"KMS_MASTER_KEY": newKey()}.get, io.Discard, io.Discard)
+		if exitCode(err) != 2 || !strings.Contains(fmt.Sprint(err), "-to") {
+			t.Errorf("run(%q) = %v (exit %d), want a usage error about -to", args, err, exitCode(err))
+		}
+	}
+}
