@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,7 +52,12 @@ func needKmsd(t *testing.T) {
 	if testing.Short() || kmsdPath == "" {
 		t.Skip("end-to-end: builds and runs kmsd; skipped with -short")
 	}
+	// A change to kmsd's sources runs these tests again. (Looked at from
+	// a test: what TestMain looks at before m.Run, go test's cache misses.)
+	trackOnce.Do(kmsdtest.TrackSources)
 }
+
+var trackOnce sync.Once
 
 // instance is the configuration of one kmsd data directory: it outlives
 // the processes that run on it.

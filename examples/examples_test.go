@@ -8,6 +8,7 @@ package examples_test
 import (
 	"bytes"
 	"context"
+	"github.com/ringkms/kms/internal/kmsdtest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,6 +40,7 @@ func TestExamples(t *testing.T) {
 			[]string{"decrypt gave it back: true", "the limited key may not rotate (403)", "stopped kmsd: exit status 0"}, nil, nil},
 	}
 	goBin := goTool()
+	kmsdtest.TrackSources() // the examples are built here, from the whole module
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -156,3 +156,37 @@ func (p *Proc) Stop(t testing.TB) {
 		t.Fatalf("kmsd exited %d after SIGTERM, want 0; stderr:\n%s", code, p.Stderr)
 	}
 }
+
+// TrackSources looks at (stats) every Go file of the module, and its
+// go.mod and go.sum, from a test: go test's cache, which records the
+// files a test looks at, then runs the test again when any of them
+// changes. A test that builds kmsd itself needs it, since the cache
+// otherwise knows only the packages linked into the test binary.
+func TrackSources() {
+	dir, err := os.Getwd()
+	if err != nil {
+		return
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return
+		}
+		dir = parent
+	}
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata" || d.Name() == "data") {
+			return filepath.SkipDir
+		}
+		if name := d.Name(); strings.HasSuffix(name, ".go") || name == "go.mod" || name == "go.sum" {
+			os.Stat(p)
+		}
+		return nil
+	})
+}
