@@ -291,5 +291,5 @@ func redact(u string) string {
 	if err != nil || cfg.Password == "" {
 		return u
 	}
-	return strings.ReplaceAll(u, cfg.Password, "xxxxx")
+	return strings.ReplaceAll(u, cfg.Password, "*****")
 }

@@ -70,7 +70,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync"
@@ -82,6 +81,8 @@ import (
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/internal/diskspace"
 	"github.com/ringkms/kms/store/filetrail"
+	"github.com/ringkms/kms/store/internal/keyrange"
+	"github.com/ringkms/kms/store/internal/retry"
 )
 
 var _ kms.Store = (*Store)(nil)
@@ -379,14 +380,14 @@ func (s *Store) update(ctx context.Context, fn func(kms.Txn) error, sync bool) e
 		if s.db.IsClosed() {
 			return errClosed
 		}
-		retry, err := s.attempt(ctx, fn, sync)
-		if !retry {
+		again, err := s.attempt(ctx, fn, sync)
+		if !again {
 			return err
 		}
 		if attempt+1 == maxAttempts {
 			return kms.Errorf(kms.KindConflict, "transaction conflict: gave up after %d attempts", maxAttempts)
 		}
-		if err := backoff(ctx, attempt); err != nil {
+		if err := retry.Backoff(ctx, attempt, minBackoff, maxBackoff); err != nil {
 			return err
 		}
 	}
@@ -395,7 +396,7 @@ func (s *Store) update(ctx context.Context, fn func(kms.Txn) error, sync bool) e
 // attempt runs fn once in a fresh read-write transaction and commits it. It
 // reports whether the commit failed with a conflict and should be retried;
 // otherwise err is the result of Update.
-func (s *Store) attempt(ctx context.Context, fn func(kms.Txn) error, sync bool) (retry bool, err error) {
+func (s *Store) attempt(ctx context.Context, fn func(kms.Txn) error, sync bool) (again bool, err error) {
 	btx := s.db.NewTransaction(true)
 	defer btx.Discard()
 	t := &txn{ctx: ctx, btx: btx, store: s, update: true}
@@ -418,24 +419,6 @@ func (s *Store) attempt(ctx context.Context, fn func(kms.Txn) error, sync bool) 
 		return true, nil
 	default:
 		return false, translate("commit transaction", err)
-	}
-}
-
-// backoff waits before retry number attempt+1 (attempt counts from 0), or
-// returns ctx.Err() if ctx is done first.
-func backoff(ctx context.Context, attempt int) error {
-	d := maxBackoff
-	if attempt < 10 && minBackoff<<attempt < maxBackoff {
-		d = minBackoff << attempt
-	}
-	d = d/2 + rand.N(d/2)
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-timer.C:
-		return nil
 	}
 }
 
@@ -529,7 +512,7 @@ func (t *txn) Scan(opts kms.ScanOptions, fn func(key, value []byte) (bool, error
 			// and is the only key that may sort between them and it.
 			// The iterator's prefix is cut to what the prefix and end
 			// share, so that Badger does not stop on end.
-			end = prefixEnd(prefix)
+			end = keyrange.PrefixEnd(prefix)
 			if end == nil {
 				// Empty, or only 0xFF bytes: no key sorts after the
 				// range without having the prefix, so the range ends
@@ -590,20 +573,6 @@ func (t *txn) call(item *badger.Item, key []byte, keysOnly bool, fn func(key, va
 		return false, translate("read value", err)
 	}
 	return more, fnErr
-}
-
-// prefixEnd returns the smallest key that sorts after every key starting
-// with prefix, or nil if there is none (prefix is empty or all 0xFF).
-func prefixEnd(prefix []byte) []byte {
-	for i := len(prefix) - 1; i >= 0; i-- {
-		if prefix[i] != 0xFF {
-			end := make([]byte, i+1)
-			copy(end, prefix)
-			end[i]++
-			return end
-		}
-	}
-	return nil
 }
 
 // translate turns a Badger error into a kms error; doing says what failed,

@@ -134,7 +134,7 @@ type redacted struct {
 func (r *redacted) Error() string {
 	msg := r.err.Error()
 	for _, s := range r.secrets {
-		msg = strings.ReplaceAll(msg, s, "xxxxx")
+		msg = strings.ReplaceAll(msg, s, "*****")
 	}
 	return msg
 }

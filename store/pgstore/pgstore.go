@@ -3,7 +3,6 @@ package pgstore
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"net/url"
 	"strings"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/store/internal/retry"
 )
 
 var (
@@ -455,7 +455,7 @@ func (s *Store) update(ctx context.Context, fn func(kms.Txn) error, sync bool) e
 				return err
 			}
 		}
-		if err := backoff(ctx, attempt); err != nil {
+		if err := retry.Backoff(ctx, attempt, minBackoff, maxBackoff); err != nil {
 			return err
 		}
 	}
@@ -498,22 +498,4 @@ func (s *Store) attempt(ctx context.Context, fn func(kms.Txn) error, sync bool) 
 		return done, err
 	}
 	return done, nil
-}
-
-// backoff waits before retry number attempt+1 (attempt counts from 0), or
-// returns ctx.Err() if ctx is done first.
-func backoff(ctx context.Context, attempt int) error {
-	d := maxBackoff
-	if attempt < 10 && minBackoff<<attempt < maxBackoff {
-		d = minBackoff << attempt
-	}
-	d = d/2 + rand.N(d/2)
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-timer.C:
-		return nil
-	}
 }

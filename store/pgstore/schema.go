@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/store/internal/retry"
 )
 
 // migrations are the schema's versions: migrations[n-1] takes the
@@ -75,7 +76,7 @@ func (s *Store) migrate(ctx context.Context) error {
 		if attempt+1 < maxMigrateAttempts {
 			after, verr := s.schemaVersion(ctx)
 			if verr == nil && after != v || isConflict(err) || collided(err) {
-				if err := backoff(ctx, attempt); err != nil {
+				if err := retry.Backoff(ctx, attempt, minBackoff, maxBackoff); err != nil {
 					return err
 				}
 				continue

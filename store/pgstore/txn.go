@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/store/internal/keyrange"
 )
 
 // The statements of a transaction. Keys are BYTEA, which PostgreSQL (and
@@ -430,7 +431,7 @@ func (t *txn) Scan(opts kms.ScanOptions, fn func(key, value []byte) (bool, error
 	if len(opts.Prefix) > 0 {
 		lo = bound{key: opts.Prefix, op: boundIncl}
 	}
-	if end := prefixEnd(opts.Prefix); end != nil {
+	if end := keyrange.PrefixEnd(opts.Prefix); end != nil {
 		hi = bound{key: end, op: boundExcl}
 	}
 	if len(opts.Start) > 0 {
@@ -544,18 +545,4 @@ func (t *txn) writesIn(lo, hi bound) bool {
 		return true
 	}
 	return false
-}
-
-// prefixEnd returns the smallest key that sorts after every key starting
-// with prefix, or nil if there is none (prefix is empty or all 0xFF).
-func prefixEnd(prefix []byte) []byte {
-	for i := len(prefix) - 1; i >= 0; i-- {
-		if prefix[i] != 0xFF {
-			end := make([]byte, i+1)
-			copy(end, prefix)
-			end[i]++
-			return end
-		}
-	}
-	return nil
 }
