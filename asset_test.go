@@ -153,7 +153,7 @@ func TestAssetTenancy(t *testing.T) {
 }
 
 func TestSearchAssets(t *testing.T) {
-	clock := &fixedClock{t: time.UnixMilli(1_800_000_000_000).UTC()}
+	clock := newFixedClock(time.UnixMilli(1_800_000_000_000).UTC())
 	st := newMemStore(t)
 	e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.now})
 	r1 := e.ring(t, "r1")
@@ -172,7 +172,7 @@ func TestSearchAssets(t *testing.T) {
 	}
 	var all []made
 	for i := 0; i < 30; i++ {
-		clock.t = clock.t.Add(time.Second)
+		clock.advance(time.Second)
 		ring, ctx, key := "r1", e.root, rootID
 		if i%3 == 0 {
 			ring = "r2"
@@ -189,7 +189,7 @@ func TestSearchAssets(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		all = append(all, made{res.Asset, ring, key, clock.t.UnixMilli()})
+		all = append(all, made{res.Asset, ring, key, clock.now().UnixMilli()})
 	}
 	start, end := all[10].ms, all[19].ms
 

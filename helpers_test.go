@@ -2,6 +2,7 @@ package kms_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -87,10 +88,29 @@ func wantKind(tb testing.TB, what string, err error, kind kms.Kind) {
 	}
 }
 
-// fixedClock is a settable clock for Options.Now.
-type fixedClock struct{ t time.Time }
+// fixedClock is a settable clock for Options.Now. It is read by the
+// journal's goroutine and by work the Service does after an answer, so it
+// is guarded.
+type fixedClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
 
-func (c *fixedClock) now() time.Time { return c.t }
+func newFixedClock(t time.Time) *fixedClock { return &fixedClock{t: t} }
+
+func (c *fixedClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// advance moves the clock on by d and returns the new time.
+func (c *fixedClock) advance(d time.Duration) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+	return c.t
+}
 
 func newMemStore(tb testing.TB) kms.Store {
 	tb.Helper()

@@ -149,7 +149,7 @@ func TestPagingWhileWriting(t *testing.T) {
 // TestKeysListInCreationOrder checks that keys made within one millisecond
 // still list in the order they were made.
 func TestKeysListInCreationOrder(t *testing.T) {
-	clock := &fixedClock{t: time.UnixMilli(1_800_000_000_000)}
+	clock := newFixedClock(time.UnixMilli(1_800_000_000_000))
 	e := newEnvOn(t, newMemStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.now})
 	first := e.ring(t, "still")
 	made := []string{first.Key.ID}

@@ -59,7 +59,7 @@ const testBaseURL = "https://kms.example.com/"
 
 func newUserEnv(tb testing.TB, change ...func(*kms.Options)) *userEnv {
 	tb.Helper()
-	clock := &fixedClock{t: time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)}
+	clock := newFixedClock(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
 	mail := newFakeMailer()
 	opts := kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.now, Mailer: mail, BaseURL: testBaseURL}
 	for _, c := range change {
@@ -69,7 +69,7 @@ func newUserEnv(tb testing.TB, change ...func(*kms.Options)) *userEnv {
 	return &userEnv{env: newEnvOn(tb, st, opts), st: st, clock: clock, mail: mail}
 }
 
-func (e *userEnv) advance(d time.Duration) { e.clock.t = e.clock.t.Add(d) }
+func (e *userEnv) advance(d time.Duration) { e.clock.advance(d) }
 
 // userInput is a valid UserInput for name.
 func userInput(name string, flags kms.Flags) kms.UserInput {
