@@ -310,7 +310,11 @@ func (t *Trail) Check(want uint64) error {
 		err := t.s.pool.QueryRow(ctx, sqlTrailHas, int64(seq)).Scan(&c)
 		return c > 0, err
 	}
-	n := t.n.Load()
+	// The table's end: other processes may have appended since Open.
+	n, err := t.refresh()
+	if err != nil {
+		return err
+	}
 	if want <= n {
 		first, err := has(1)
 		if err != nil {
