@@ -399,15 +399,13 @@ func (j *journal) commitBatch(ctx context.Context, batch []*job, snap Txn) {
 			head, wrote, j.recs, j.written = j.head, false, j.recs[:0], j.written[:0]
 			for _, jb := range batch {
 				jb.err = nil
-				if jb.mutate != nil {
-					o := newOverlay(tx)
-					if jb.err = jb.mutate(o); jb.err == nil && len(o.order) > 0 {
-						wrote = true
-						j.written = append(j.written, o.order...)
-						if err := o.flush(); err != nil {
-							return err
-						}
-					}
+				keys, err := runMutation(tx, jb)
+				if err != nil {
+					return err
+				}
+				if len(keys) > 0 {
+					wrote = true
+					j.written = append(j.written, keys...)
 				}
 				if err := j.appendRecord(&head, jb.act, cmp.Or(jb.err, jb.fail)); err != nil {
 					return err
@@ -500,12 +498,9 @@ func (j *journal) commitShared(ctx context.Context, batch []*job) {
 					return 0, nil, err
 				}
 			}
-			if jb.err == nil && jb.mutate != nil {
-				o := newOverlay(tx)
-				if jb.err = jb.mutate(o); jb.err == nil {
-					if err := o.flush(); err != nil {
-						return 0, nil, err
-					}
+			if jb.err == nil {
+				if _, err := runMutation(tx, jb); err != nil {
+					return 0, nil, err
 				}
 			}
 			prev := head
@@ -534,9 +529,10 @@ func (j *journal) commitShared(ctx context.Context, batch []*job) {
 	}
 	j.index.reset()
 	if err != nil && ErrorKind(err) == KindTooLarge && len(batch) > 1 {
+		// The batch outgrew one transaction: commit it in halves, in order.
 		half := len(batch) / 2
-		j.commitShared(ctx, batch[:half])
-		j.commitShared(ctx, batch[half:])
+		j.commit(batch[:half])
+		j.commit(batch[half:])
 		return
 	}
 	if err != nil {
@@ -545,12 +541,21 @@ func (j *journal) commitShared(ctx context.Context, batch []*job) {
 		return
 	}
 	j.head, j.indexed = head, head
-	for _, jb := range batch {
-		if jb.err == nil && jb.after != nil {
-			jb.after()
-		}
-		jb.done.Done()
+	j.succeed(batch)
+}
+
+// runMutation runs jb's mutation, if any, on an overlay of tx, setting
+// jb.err to its outcome, and when it succeeds writes its writes to tx and
+// returns their keys. The error is tx's, when it refused the writes.
+func runMutation(tx Txn, jb *job) (written []string, err error) {
+	if jb.mutate == nil {
+		return nil, nil
 	}
+	o := newOverlay(tx)
+	if jb.err = jb.mutate(o); jb.err != nil || len(o.order) == 0 {
+		return nil, nil
+	}
+	return o.order, o.flush()
 }
 
 // guardExists returns, for a job's guard key, the job's error: nil if the
@@ -595,6 +600,12 @@ func (j *journal) finish(batch []*job, head chainHead) {
 				Message: "service unavailable: the activity index cannot be written"})
 		}
 	}
+	j.succeed(batch)
+}
+
+// succeed answers the jobs of a batch that committed: each its own
+// outcome, after running the after hook of those whose mutation succeeded.
+func (j *journal) succeed(batch []*job) {
 	for _, jb := range batch {
 		if jb.err == nil && jb.after != nil {
 			jb.after()

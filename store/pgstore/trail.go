@@ -118,10 +118,8 @@ func (t *Trail) AppendIn(ctx context.Context, fn func(kms.Txn) (uint64, [][]byte
 		if err != nil || len(recs) == 0 {
 			return err
 		}
-		for i, rec := range recs {
-			if len(rec) > MaxRecordSize {
-				return kms.Errorf(kms.KindTooLarge, "trail record %d of the batch is %d bytes, over the limit of %d", i, len(rec), MaxRecordSize)
-			}
+		if _, err := checkRecords(recs); err != nil {
+			return err
 		}
 		if first == 0 || first-1+uint64(len(recs)) > math.MaxInt64 {
 			return kms.Errorf(kms.KindInvalid, "trail records cannot start at %d", first)
@@ -146,12 +144,9 @@ func (t *Trail) AppendIn(ctx context.Context, fn func(kms.Txn) (uint64, [][]byte
 // removes them, if they are there and exactly what was sent, and refuses
 // (Conflict) to write after records it did not append.
 func (t *Trail) Append(recs [][]byte) error {
-	size := 0
-	for i, rec := range recs {
-		if len(rec) > MaxRecordSize {
-			return kms.Errorf(kms.KindTooLarge, "trail record %d of the batch is %d bytes, over the limit of %d", i, len(rec), MaxRecordSize)
-		}
-		size += len(rec)
+	size, err := checkRecords(recs)
+	if err != nil {
+		return err
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -170,7 +165,7 @@ func (t *Trail) Append(recs [][]byte) error {
 	if n+uint64(len(recs)) > math.MaxInt64 {
 		return kms.Errorf(kms.KindTooLarge, "the trail is full")
 	}
-	err := t.insert(n, recs, size)
+	err = t.insert(n, recs, size)
 	if err == nil {
 		t.n.Store(n + uint64(len(recs)))
 		t.s.health.ok()
@@ -192,6 +187,19 @@ func (t *Trail) Append(recs [][]byte) error {
 			Message: "service unavailable: the connection to the database broke during an append to the trail"}
 	}
 	return t.s.translate(context.Background(), "append to the trail", err)
+}
+
+// checkRecords returns the size of recs, or an error of kind TooLarge
+// naming one over MaxRecordSize.
+func checkRecords(recs [][]byte) (int, error) {
+	size := 0
+	for i, rec := range recs {
+		if len(rec) > MaxRecordSize {
+			return 0, kms.Errorf(kms.KindTooLarge, "trail record %d of the batch is %d bytes, over the limit of %d", i, len(rec), MaxRecordSize)
+		}
+		size += len(rec)
+	}
+	return size, nil
 }
 
 // insert writes recs as the records n+1... in one durable transaction.
