@@ -263,14 +263,25 @@ func (s *Service) createSigningKey() error {
 	key := join(pfxSigning, hexID)
 	sealed := s.sealer.Seal(seed, key)
 	clear(seed)
+	// Nodes that start together on a new shared store each try; the
+	// first to commit makes the key, and the others load it.
+	made := false
 	err := s.journal.submit(nil, func(tx Txn) error {
+		made = false
+		if _, err := tx.Get(keySigningActive); err == nil || !isNotFound(err) {
+			return err
+		}
 		if err := tx.Set(key, sealed); err != nil {
 			return err
 		}
+		made = true
 		return tx.Set(keySigningActive, hexID)
 	}, nil)
 	if err != nil {
 		return internalError("store signing key", err)
+	}
+	if !made {
+		return s.loadSigningKey(context.Background())
 	}
 	s.signID, s.signKey = id, priv
 	s.verify[id] = pub

@@ -413,7 +413,7 @@ func (s *Store) View(ctx context.Context, fn func(kms.Txn) error) error {
 //   - an error of kind TooLarge, NoSpace or Internal if the commit failed
 //     otherwise (see the package documentation).
 func (s *Store) Update(ctx context.Context, fn func(kms.Txn) error) error {
-	return s.update(ctx, fn, true)
+	return s.update(ctx, func(t *txn) error { return fn(t) }, true, false)
 }
 
 // UpdateNoSync is Update with synchronous_commit off for its transaction:
@@ -421,7 +421,7 @@ func (s *Store) Update(ctx context.Context, fn func(kms.Txn) error) error {
 // A crash of the database server may lose it, whole, and never in part; a
 // crash of the process cannot.
 func (s *Store) UpdateNoSync(ctx context.Context, fn func(kms.Txn) error) error {
-	return s.update(ctx, fn, false)
+	return s.update(ctx, func(t *txn) error { return fn(t) }, false, false)
 }
 
 // outcome is what an attempt of Update asks for next.
@@ -433,7 +433,9 @@ const (
 	reconnect                // the connection broke before the commit: run fn again
 )
 
-func (s *Store) update(ctx context.Context, fn func(kms.Txn) error, sync bool) error {
+// update runs fn in transactions until one commits, as Update; with
+// appendLock, each under the append lock (Trail.AppendIn).
+func (s *Store) update(ctx context.Context, fn func(*txn) error, sync, appendLock bool) error {
 	reconnects := 0
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
@@ -442,7 +444,7 @@ func (s *Store) update(ctx context.Context, fn func(kms.Txn) error, sync bool) e
 		if s.closed.Load() {
 			return errClosed
 		}
-		next, err := s.attempt(ctx, fn, sync)
+		next, err := s.attempt(ctx, fn, sync, appendLock)
 		switch next {
 		case done:
 			return err
@@ -462,8 +464,9 @@ func (s *Store) update(ctx context.Context, fn func(kms.Txn) error, sync bool) e
 }
 
 // attempt runs fn once in a fresh transaction and commits it.
-func (s *Store) attempt(ctx context.Context, fn func(kms.Txn) error, sync bool) (outcome, error) {
+func (s *Store) attempt(ctx context.Context, fn func(*txn) error, sync, appendLock bool) (outcome, error) {
 	t := s.newTxn(ctx, true, sync)
+	t.appendLock = appendLock
 	defer t.release()
 	err := fn(t)
 	t.ended = true
@@ -491,6 +494,11 @@ func (s *Store) attempt(ctx context.Context, fn func(kms.Txn) error, sync bool) 
 		case ctx.Err() != nil:
 			return done, ctx.Err()
 		case isConflict(t.failed):
+			return conflict, err
+		case len(t.trailRecs) > 0 && sqlState(t.failed) == codeUniqueKey:
+			// Another transaction appended the same seqs first (one that
+			// took no append lock: see Trail.AppendIn); run fn again
+			// after it.
 			return conflict, err
 		case isLostConnection(t.failed) && pgconn.SafeToRetry(t.failed):
 			return reconnect, err
