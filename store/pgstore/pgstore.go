@@ -125,6 +125,7 @@ type Store struct {
 	health   health
 	closed   atomic.Bool
 	lock     *pgx.Conn // holds the lock of Options.Exclusive
+	watch    watch     // what Watch asked for (watch.go)
 }
 
 // Open connects to the database that url names (a postgres:// URL or a
@@ -166,6 +167,7 @@ func Open(ctx context.Context, dbURL string, opts Options) (*Store, error) {
 		rp["application_name"] = "ringkms"
 	}
 	s := &Store{password: cfg.ConnConfig.Password}
+	s.watch.token = newToken()
 	switch {
 	case opts.QueryTimeout == 0:
 		s.timeout = DefaultQueryTimeout

@@ -94,16 +94,16 @@ func (t *Trail) refresh() (uint64, error) {
 
 // AppendIn runs fn in a transaction of the Store, as Update does, and
 // inserts the records fn returns, as the records first, first+1..., in
-// the same commit (kms.SharedTrail). The transaction takes the append
-// lock, a PostgreSQL session advisory lock, before its BEGIN, and lets it
-// go after its COMMIT; so the AppendIn calls of every process on the
-// database run one after another, each on a snapshot that sees the commit
-// before it, and do not conflict with one another. A seq that exists
-// already (an appender that took no lock) runs fn again; so do the
-// serialization failures of Update. The lock is also let go when the
-// connection that holds it is lost: a process that dies holds up no
-// other. (CockroachDB has no advisory locks: there, appenders conflict on
-// what fn reads, and retry.)
+// the same commit (kms.SharedTrail). It takes the append lock, a
+// PostgreSQL session advisory lock, before its BEGIN, and lets it go after
+// its COMMIT: the AppendIn calls of every process on the database run one
+// after another, each on a snapshot that sees the commit of the one
+// before, and do not conflict with one another (other Updates may, and
+// are retried as Update's are). A seq that exists already (an appender
+// that took no lock) runs fn again. The lock is also let go when its
+// connection is lost: a process that dies holds up no other. (CockroachDB
+// has no advisory locks: there, appenders would conflict on the chain's
+// head, and retry.)
 func (t *Trail) AppendIn(ctx context.Context, fn func(kms.Txn) (uint64, [][]byte, error)) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -353,7 +353,7 @@ func damage(format string, args ...any) *kms.Error {
 }
 
 // Scan calls fn with the records from seq from (0 counts as 1) to the
-// last one appended when Scan began, in order, reading them in pages of up
+// last one in the table when Scan began (by any process), in order, reading them in pages of up
 // to 256 rows or about 1 MiB, each one query on a connection of its own.
 // The slice passed to fn is valid only during the call. A record missing
 // from the table is an error of kind Unprocessable; fn's error is returned
@@ -363,20 +363,16 @@ func (t *Trail) Scan(from uint64, fn func(seq uint64, rec []byte) (bool, error))
 	if t.s.closed.Load() {
 		return errClosed
 	}
-	end := t.n.Load()
-	if from > end {
-		// Other processes may have appended records this one has not
-		// seen.
-		var err error
-		if end, err = t.refresh(); err != nil || from > end {
-			return err
-		}
+	// The end is the table's: other processes may have appended records
+	// this one has not seen.
+	end, err := t.refresh()
+	if err != nil || from > end {
+		return err
 	}
 	var (
-		buf       = make([]byte, 0, 4096)
-		ends      []int // ends[i] is where record next+i ends in buf
-		next      = from
-		refreshed bool // the table's end was read during this Scan
+		buf  = make([]byte, 0, 4096)
+		ends []int // ends[i] is where record next+i ends in buf
+		next = from
 	)
 	for next <= end {
 		buf, ends = buf[:0], ends[:0]
@@ -425,15 +421,6 @@ func (t *Trail) Scan(from uint64, fn func(seq uint64, rec []byte) (bool, error))
 		}
 		if missing != 0 {
 			return damage("trail record %d is missing from table kms_trail", missing)
-		}
-		if next > end && !refreshed {
-			// The end this process knew of: others may have appended
-			// since (once: Scan ends at most at the end it read then).
-			refreshed = true
-			var err error
-			if end, err = t.refresh(); err != nil {
-				return err
-			}
 		}
 	}
 	return nil

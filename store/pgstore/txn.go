@@ -31,7 +31,8 @@ const (
 	sqlLockReads = "SELECT key FROM kms_kv WHERE key = ANY($1::BYTEA[]) FOR SHARE"
 	// The append lock (Trail.AppendIn): a session advisory lock taken
 	// before BEGIN, so that the transaction's snapshot, taken after it,
-	// sees the commit of the transaction that held it before.
+	// sees the commit of the transaction that held it before: appenders
+	// wait for one another rather than conflict.
 	sqlAppendLock   = "SELECT pg_advisory_lock(" + appendLockKey + ")"
 	sqlAppendUnlock = "SELECT pg_advisory_unlock(" + appendLockKey + ")"
 )
@@ -80,6 +81,8 @@ type txn struct {
 	locked     bool
 	trailFirst uint64
 	trailRecs  [][]byte
+
+	announce [][]byte // written keys under a watched prefix (watch.go)
 }
 
 // write is a buffered Set (del false) or Delete.
@@ -116,12 +119,17 @@ func (t *txn) roundTrip(queue func(*pgx.Batch), read func(pgx.BatchResults) erro
 		}
 		t.conn = c
 	}
+	if t.appendLock && !t.locked {
+		// In a round trip of its own: in the batch of the BEGIN, it
+		// would run in the batch's implicit transaction, before it.
+		if _, err := t.conn.Exec(rctx, sqlAppendLock); err != nil {
+			return t.fail("take the append lock", err)
+		}
+		t.locked = true
+	}
 	b := &pgx.Batch{}
 	begin := !t.begun
 	if begin {
-		if t.appendLock {
-			b.Queue(sqlAppendLock)
-		}
 		if !t.update {
 			b.Queue(sqlBeginView)
 			b.Queue(sqlSnapshot)
@@ -133,12 +141,7 @@ func (t *txn) roundTrip(queue func(*pgx.Batch), read func(pgx.BatchResults) erro
 	br := t.conn.Conn().SendBatch(rctx, b)
 	t.begun = true
 	var err error
-	if begin && t.appendLock {
-		if _, err = br.Exec(); err == nil {
-			t.locked = true
-		}
-	}
-	if begin && err == nil {
+	if begin {
 		_, err = br.Exec()
 		if err == nil && !t.update {
 			_, err = br.Exec()
@@ -279,6 +282,9 @@ func (t *txn) buffer(key []byte, w write) {
 	if t.writes == nil {
 		t.writes = make(map[string]write)
 	}
+	if _, ok := t.writes[string(key)]; !ok && t.s.watch.watches(key) {
+		t.announce = append(t.announce, key)
+	}
 	t.writes[string(key)] = w
 	t.wrote = true
 }
@@ -357,6 +363,9 @@ func (t *txn) commit() error {
 		queueTrailInserts(b, t.trailFirst-1, t.trailRecs)
 		if (t.wrote || len(t.trailRecs) > 0) && len(t.reads) > 0 {
 			b.Queue(sqlLockReads, t.reads)
+		}
+		if len(t.announce) > 0 {
+			b.Queue(sqlNotify, t.s.watch.payload(t.announce))
 		}
 		b.Queue(sqlCommit)
 		if t.appendLock {
