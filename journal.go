@@ -112,7 +112,7 @@ type journal struct {
 	store    Store
 	trail    Trail
 	shared   SharedTrail // the trail, when other processes append to it too; nil otherwise
-	chainKey *macKey // keys the activity chain (chainDigest)
+	chainKey *macKey     // keys the activity chain (chainDigest)
 	now      func() time.Time
 	log      func(err error, msg string)
 

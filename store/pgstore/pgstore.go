@@ -103,9 +103,8 @@ type Options struct {
 
 	// Exclusive makes Open take a lock on the database that a second
 	// Exclusive Store, in this process or another, cannot take while this
-	// one is open: Open then answers an error of kind Conflict. kmsd sets
-	// it, since one service may not yet run on several nodes over one
-	// database (its trail has one appender). The lock is a PostgreSQL
+	// one is open: Open then answers an error of kind Conflict. kmsd
+	// migrate sets it while it fills a database. The lock is a PostgreSQL
 	// session advisory lock held by a connection of its own, outside the
 	// pool, and is let go by Close, or by the server when that connection
 	// is lost. (CockroachDB has no advisory locks.)
@@ -211,7 +210,7 @@ func (s *Store) lockExclusive(ctx context.Context, cc *pgx.ConnConfig) error {
 	}
 	if !got {
 		conn.Close(context.Background())
-		return kms.Errorf(kms.KindConflict, "another kmsd is using this database; one service may not run on several nodes over one database yet")
+		return kms.Errorf(kms.KindConflict, "another process holds this database exclusively (kmsd migrate, say)")
 	}
 	s.lock = conn
 	return nil
