@@ -23,8 +23,9 @@ import (
 const (
 	clusterNodes = 3
 	// viewBound is how old a node's view of a change made through
-	// another node may be (docs/OPERATIONS.md): a change answered at t0
-	// shows on every node in the requests sent from t0+viewBound on.
+	// another node may be (docs/OPERATIONS.md, Running a cluster: the
+	// coherence bound): a change answered at t0 shows on every node in
+	// the requests sent from t0+viewBound on.
 	viewBound = time.Second
 	// probeEvery is the pace of the requests that watch a change reach
 	// another node within viewBound; they only report how soon it did.
@@ -46,8 +47,9 @@ type clusterNode struct {
 	p    *proc  // the running process
 }
 
-// newCluster starts the nodes, one after the other, on a new database.
-// When the test fails, it logs what each node printed.
+// newCluster starts the nodes together on a new database, as
+// docs/OPERATIONS.md (Running a cluster) allows: one of them bootstraps
+// it. When the test fails, it logs what each node printed.
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
 	in := newInstance(t)
@@ -55,8 +57,11 @@ func newCluster(t *testing.T) *cluster {
 	c := &cluster{in: in, v: newValidator(t)}
 	for i := range clusterNodes {
 		nd := &clusterNode{name: fmt.Sprintf("node %d", i+1), data: filepath.Join(t.TempDir(), "data")}
+		nd.p = in.launch(t, "-data", nd.data)
 		c.nodes = append(c.nodes, nd)
-		c.start(t, nd)
+	}
+	for _, nd := range c.nodes {
+		nd.p.Listen(t, startTimeout)
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -146,6 +151,17 @@ func TestCluster(t *testing.T) {
 	c := newCluster(t)
 	root1, root2, root3 := c.root(t, 0), c.root(t, 1), c.root(t, 2)
 
+	t.Run("the nodes started together made one root API key", func(t *testing.T) {
+		for i := range clusterNodes {
+			keys := allPages(t, fmt.Sprintf("ListAPIKeys on node %d", i+1), 10, func(r kms.PageRequest) (*kms.List[*kms.APIKey], error) {
+				return c.root(t, i).ListAPIKeys(bg, r)
+			})
+			if len(keys) != 1 || !keys[0].Flags["*"] {
+				t.Fatalf("ListAPIKeys on node %d = %d keys, want the one root API key (flag *)", i+1, len(keys))
+			}
+		}
+	})
+
 	t.Run("a ring made on one node serves on the others", func(t *testing.T) {
 		ring := newRing(t, root1, "cl-basic")
 		e := must[*kms.EncryptResult](t, "Encrypt on node 2")(root2.Encrypt(bg, kms.EncryptInput{RingName: "cl-basic",
@@ -166,6 +182,12 @@ func TestCluster(t *testing.T) {
 		}
 		if hi := must[*kms.HashInfo](t, "LookupHash on node 3")(root3.LookupHash(bg, e.Hash)); hi.RingID != ring.Ring.ID || hi.KeyID != e.Key.ID {
 			t.Fatalf("LookupHash on node 3 = %+v, want ring %s key %s", hi, ring.Ring.ID, e.Key.ID)
+		}
+		// The nodes sign headers with one key.
+		for i, cl := range []*client.Client{root1, root3} {
+			if hi := must[*kms.HeaderInfo](t, "LookupHeader")(cl.LookupHeader(bg, e.Header)); !hi.Valid || hi.Hash != e.Hash {
+				t.Fatalf("LookupHeader on node %d of a header of node 2 = %+v, want valid for hash %s", 2*i+1, hi, e.Hash)
+			}
 		}
 	})
 
@@ -325,15 +347,17 @@ func TestCluster(t *testing.T) {
 			return root2.ListKeys(bg, kms.RingRef{Name: "cl-max"}, r)
 		})
 		ringKeys := map[string]bool{}
+		var inOrder []int // the encrypts each key served, oldest key first
 		for _, k := range keys {
 			ringKeys[k.ID] = true
+			inOrder = append(inOrder, uses[k.ID])
 		}
 		for id := range uses {
 			if !ringKeys[id] {
 				t.Errorf("key %s served encrypts but is not a key of the ring", id)
 			}
 		}
-		t.Logf("%d encrypts over %d keys (the ring has %d): %v", total, len(uses), len(keys), uses)
+		t.Logf("%d encrypts over %d keys; encrypts per key of the ring, oldest first: %v", total, len(uses), inOrder)
 		if total != calls {
 			t.Fatalf("%d encrypts succeeded, want %d", total, calls)
 		}

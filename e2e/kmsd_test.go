@@ -101,12 +101,23 @@ type proc = kmsdtest.Proc
 // extra come after the defaults (a later flag wins).
 func (in *instance) start(t *testing.T, extra ...string) *proc {
 	t.Helper()
+	p := in.launch(t, extra...)
+	p.Listen(t, startTimeout)
+	return p
+}
+
+// startTimeout bounds the start of kmsd, until it listens.
+const startTimeout = 30 * time.Second
+
+// launch runs kmsd as start does, without waiting for it to listen.
+func (in *instance) launch(t *testing.T, extra ...string) *proc {
+	t.Helper()
 	args := []string{"-addr", "127.0.0.1:0", "-data", in.data, "-mail-outbox", in.outbox, "-log-level", "warn"}
 	if in.store != "" {
 		args = append(args, "-store", in.store)
 	}
 	args = append(args, extra...)
-	return kmsdtest.Start(t, kmsdPath, in.env(), 30*time.Second, args...)
+	return kmsdtest.Launch(t, kmsdPath, in.env(), args...)
 }
 
 // verifyAudit runs kmsd verify-audit on the instance's store (kmsd must
