@@ -430,6 +430,10 @@ func killUnderLoad(t *testing.T, c *cluster) {
 			}
 		})
 	}
+	defer func() { // also when a wait below fails the test
+		stop.Store(true)
+		wg.Wait()
+	}()
 	// The victim is killed once it has answered some calls, at a random
 	// moment after that (not an assertion).
 	const first = 10
@@ -440,8 +444,8 @@ func killUnderLoad(t *testing.T, c *cluster) {
 	time.Sleep(delay)
 	killed.Store(true)
 	vn.p.Kill(t)
-	// The survivors go on serving: each of their workers gets answers
-	// after the kill.
+	// The survivors go on serving: 20 answers per worker of theirs after
+	// the kill, in all.
 	const more = 20 * (clusterNodes - 1) * workers
 	waitFor(t, 30*time.Second, fmt.Sprintf("%d encrypts on the surviving nodes after the kill", more), func() bool {
 		return afterKill.Load() >= more || t.Failed()
