@@ -13,6 +13,15 @@
 //     SIGKILL at random moments, several times on one data directory;
 //     every acknowledged write must survive, and the audit chain must
 //     verify (kmsd verify-audit).
+//   - TestCluster: three kmsd nodes with one master key over one
+//     PostgreSQL database (internal/pgtest), any request to any node: a
+//     ring, an API key or a User made on one node serves on the others; a
+//     deleted ring serves no encrypt on any node from the next call on; a
+//     deactivated API key and a rotation show on every node within the
+//     documented bound; maxEncryptCount holds across the nodes; and after
+//     a SIGKILL of a node under load, every acknowledged encrypt decrypts
+//     on the others, the audit chain verifies (kmsd verify-audit -store),
+//     and the node serves again once restarted.
 //   - TestResetStartTimingTellsNothing: the answer time of a password
 //     reset request, compared (medians of many calls in random turns)
 //     between addresses of Users and unknown ones.

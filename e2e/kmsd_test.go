@@ -18,16 +18,19 @@ import (
 
 	"github.com/ringkms/kms/client"
 	"github.com/ringkms/kms/internal/kmsdtest"
+	"github.com/ringkms/kms/internal/pgtest"
 )
 
 // kmsdPath is the kmsd binary that TestMain builds once; empty with
 // -short.
 var kmsdPath string
 
+// TestMain builds kmsd and runs the tests with one PostgreSQL server for
+// those that ask for a database (pgtest.URL).
 func TestMain(m *testing.M) {
 	flag.Parse()
 	if testing.Short() {
-		os.Exit(m.Run())
+		os.Exit(pgtest.Main(m))
 	}
 	dir, err := os.MkdirTemp("", "ringkms-e2e-")
 	if err != nil {
@@ -41,7 +44,7 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
-	code := m.Run()
+	code := pgtest.Main(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -63,6 +66,7 @@ var trackOnce sync.Once
 // the processes that run on it.
 type instance struct {
 	data      string // -data
+	store     string // -store: a PostgreSQL URL; empty for the embedded store in data
 	outbox    string // -mail-outbox
 	masterKey string // KMS_MASTER_KEY
 	bootstrap string // KMS_BOOTSTRAP_API_KEY: the root API key
@@ -97,15 +101,34 @@ type proc = kmsdtest.Proc
 // extra come after the defaults (a later flag wins).
 func (in *instance) start(t *testing.T, extra ...string) *proc {
 	t.Helper()
-	args := append([]string{"-addr", "127.0.0.1:0", "-data", in.data, "-mail-outbox", in.outbox, "-log-level", "warn"}, extra...)
-	return kmsdtest.Start(t, kmsdPath, in.env(), 30*time.Second, args...)
+	p := in.launch(t, extra...)
+	p.Listen(t, startTimeout)
+	return p
 }
 
-// verifyAudit runs kmsd verify-audit on the instance's data directory
-// (kmsd must not be running) and requires exit 0.
+// startTimeout bounds the start of kmsd, until it listens.
+const startTimeout = 30 * time.Second
+
+// launch runs kmsd as start does, without waiting for it to listen.
+func (in *instance) launch(t *testing.T, extra ...string) *proc {
+	t.Helper()
+	args := []string{"-addr", "127.0.0.1:0", "-data", in.data, "-mail-outbox", in.outbox, "-log-level", "warn"}
+	if in.store != "" {
+		args = append(args, "-store", in.store)
+	}
+	args = append(args, extra...)
+	return kmsdtest.Launch(t, kmsdPath, in.env(), args...)
+}
+
+// verifyAudit runs kmsd verify-audit on the instance's store (kmsd must
+// not be running) and requires exit 0.
 func (in *instance) verifyAudit(t *testing.T) string {
 	t.Helper()
-	cmd := exec.Command(kmsdPath, "verify-audit", "-data", in.data)
+	args := []string{"verify-audit", "-data", in.data}
+	if in.store != "" {
+		args = append(args, "-store", in.store)
+	}
+	cmd := exec.Command(kmsdPath, args...)
 	cmd.Env = in.env()
 	out, err := cmd.CombinedOutput()
 	if err != nil {

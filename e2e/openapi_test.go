@@ -175,6 +175,14 @@ func authenticate(_ context.Context, in *openapi3filter.AuthenticationInput) err
 	return nil
 }
 
+// CloseIdleConnections closes the idle connections of the transport
+// below (http.Client.CloseIdleConnections).
+func (tr *validatingTransport) CloseIdleConnections() {
+	if c, ok := tr.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
 func (tr *validatingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	v := tr.v
 	v.t.Helper()

@@ -89,6 +89,16 @@ var listening = regexp.MustCompile(`kmsd listening on (https?://\S+)`)
 // still runs.
 func Start(t testing.TB, bin string, env []string, timeout time.Duration, args ...string) *Proc {
 	t.Helper()
+	p := Launch(t, bin, env, args...)
+	p.Listen(t, timeout)
+	return p
+}
+
+// Launch runs the kmsd binary bin with args and env, without waiting for
+// it to listen (Listen does), so that several can start together. It is
+// killed at the end of the test if it still runs.
+func Launch(t testing.TB, bin string, env []string, args ...string) *Proc {
+	t.Helper()
 	p := &Proc{Stdout: &Buffer{}, Stderr: &Buffer{}, Exited: make(chan struct{})}
 	p.Cmd = exec.Command(bin, args...)
 	p.Cmd.Env = env
@@ -108,6 +118,13 @@ func Start(t testing.TB, bin string, env []string, timeout time.Duration, args .
 			<-p.Exited
 		}
 	})
+	return p
+}
+
+// Listen waits until a launched kmsd listens (within timeout) and sets
+// its URL.
+func (p *Proc) Listen(t testing.TB, timeout time.Duration) {
+	t.Helper()
 	WaitFor(t, timeout, "kmsd to listen", func() bool {
 		select {
 		case <-p.Exited:
@@ -117,7 +134,6 @@ func Start(t testing.TB, bin string, env []string, timeout time.Duration, args .
 		return listening.MatchString(p.Stderr.String())
 	})
 	p.URL = listening.FindStringSubmatch(p.Stderr.String())[1]
-	return p
 }
 
 // Signal sends sig to kmsd.
