@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -201,6 +203,75 @@ func TestThrottleSweep(t *testing.T) {
 	}
 }
 
+// refusingStore is a Store whose Update fails while refuse is set.
+type refusingStore struct {
+	kms.Store
+	refuse atomic.Bool
+}
+
+func (s *refusingStore) Update(ctx context.Context, fn func(kms.Txn) error) error {
+	if s.refuse.Load() {
+		return errors.New("the store refuses writes")
+	}
+	return s.Store.Update(ctx, fn)
+}
+
+func TestThrottleStoreRefusesCount(t *testing.T) {
+	st := newMemStore(t)
+	t.Cleanup(func() { st.Close() })
+	refusing := &refusingStore{Store: st}
+	mk := kms.GenerateMasterKey()
+	var logged atomic.Int32
+	node := kms.NewLoginThrottles(refusing, mk, func(error, string) { logged.Add(1) })
+	other := kms.NewLoginThrottles(st, mk, func(err error, msg string) { t.Errorf("%s: %v", msg, err) })
+	t.Cleanup(func() {
+		node.Wait()
+		other.Wait()
+	})
+	ctx := context.Background()
+	now := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	attempt := func(node *kms.LoginThrottles, user string, ok bool) bool {
+		t.Helper()
+		allowed, err := node.Attempt(ctx, user, "", now, ok)
+		if err != nil {
+			t.Fatalf("Attempt(%s) = %v", user, err)
+		}
+		return allowed
+	}
+
+	refusing.refuse.Store(true)
+	for i := range 5 {
+		if !attempt(node, "ada", false) {
+			t.Fatalf("failure #%d refused", i+1)
+		}
+	}
+	if got := logged.Load(); got != 5 {
+		t.Errorf("logged %d errors, want one per failure not counted (5)", got)
+	}
+	if attempt(node, "ada", true) {
+		t.Error("the node let the User in after 5 failures that the store did not take")
+	}
+
+	// Failures not counted join the store's count with the next one it
+	// takes: 3 refused, then 2 taken, lock the User out on every node.
+	for range 3 {
+		attempt(node, "bob", false)
+	}
+	refusing.refuse.Store(false)
+	for range 2 {
+		attempt(node, "bob", false)
+	}
+	if attempt(other, "bob", true) {
+		t.Error("another node let the User in after 3 failures not counted and 2 counted")
+	}
+}
+
+// keepOpen is a Store that its Close leaves open, for a Service after the
+// one that closes it.
+type keepOpen struct{ kms.Store }
+
+func (keepOpen) Close() error { return nil }
+
 func TestLoginThrottleSurvivesRestart(t *testing.T) {
 	st := newMemStore(t)
 	clock := newFixedClock(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
@@ -212,19 +283,9 @@ func TestLoginThrottleSurvivesRestart(t *testing.T) {
 		return err
 	}
 
-	first, err := kms.New(st, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := first.Bootstrap(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := first.Authenticate(ctx, b.Secret)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u, err := first.CreateUser(kms.WithPrincipal(ctx, p), userInput("ada", nil))
+	e := newEnvOn(t, keepOpen{st}, opts)
+	first := e.svc
+	u, err := first.CreateUser(e.root, userInput("ada", nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,5 +341,95 @@ func TestThrottleKeysHideNames(t *testing.T) {
 	}
 	if !storeHolds(t, e.st, string(kms.ThrottlePrefix())) {
 		t.Errorf("the store holds no throttle count")
+	}
+}
+
+// throttleOps is a Store that counts the transactions that read or write
+// throttle counts.
+type throttleOps struct {
+	kms.Store
+	reads, writes atomic.Int32
+}
+
+// opsTxn notes whether a transaction touched a throttle count.
+type opsTxn struct {
+	kms.Txn
+	touched bool
+}
+
+func isCount(key []byte) bool { return strings.HasPrefix(string(key), string(kms.ThrottlePrefix())) }
+
+func (t *opsTxn) Get(key []byte) ([]byte, error) {
+	t.touched = t.touched || isCount(key)
+	return t.Txn.Get(key)
+}
+
+func (t *opsTxn) Set(key, value []byte) error {
+	t.touched = t.touched || isCount(key)
+	return t.Txn.Set(key, value)
+}
+
+func (t *opsTxn) Delete(key []byte) error {
+	t.touched = t.touched || isCount(key)
+	return t.Txn.Delete(key)
+}
+
+func (s *throttleOps) View(ctx context.Context, fn func(kms.Txn) error) error {
+	return s.Store.View(ctx, func(tx kms.Txn) error {
+		ot := &opsTxn{Txn: tx}
+		err := fn(ot)
+		if ot.touched {
+			s.reads.Add(1)
+		}
+		return err
+	})
+}
+
+func (s *throttleOps) Update(ctx context.Context, fn func(kms.Txn) error) error {
+	touched := false
+	err := s.Store.Update(ctx, func(tx kms.Txn) error {
+		ot := &opsTxn{Txn: tx}
+		err := fn(ot)
+		touched = ot.touched
+		return err
+	})
+	if touched {
+		s.writes.Add(1)
+	}
+	return err
+}
+
+// TestThrottleStoreCost checks what the throttles cost a login in store
+// transactions: one read, and a write only for a failure or for a success
+// that clears a count.
+func TestThrottleStoreCost(t *testing.T) {
+	st := &throttleOps{Store: newMemStore(t)}
+	clock := newFixedClock(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
+	e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.now})
+	res, err := e.svc.CreateUser(e.root, userInput("ada", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := kms.WithClientAddr(context.Background(), "192.0.2.1")
+	tests := []struct {
+		name                  string
+		password              string
+		wantReads, wantWrites int32
+	}{
+		{"success", res.Password, 1, 0},
+		{"failure", "Wrong-pass1", 1, 1},
+		{"success that clears", res.Password, 1, 1},
+		{"success again", res.Password, 1, 0},
+	}
+	for _, tt := range tests {
+		st.reads.Store(0)
+		st.writes.Store(0)
+		_, err := e.svc.Login(ctx, kms.LoginInput{Username: "ada", Password: tt.password})
+		if (err == nil) != (tt.password == res.Password) {
+			t.Fatalf("%s: Login = %v", tt.name, err)
+		}
+		if r, w := st.reads.Load(), st.writes.Load(); r != tt.wantReads || w != tt.wantWrites {
+			t.Errorf("%s: %d reads and %d writes of throttle counts, want %d and %d", tt.name, r, w, tt.wantReads, tt.wantWrites)
+		}
 	}
 }
