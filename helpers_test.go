@@ -2,13 +2,19 @@ package kms_test
 
 import (
 	"context"
+	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/pgtest"
 	"github.com/ringkms/kms/store/badgerstore"
 )
+
+// TestMain shares one PostgreSQL server among the tests that run on one
+// (pgtest), started by the first of them.
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
 // env is a Service over a fresh in-memory store, with a root principal.
 type env struct {

@@ -311,16 +311,19 @@ func (s *Service) StartPasswordReset(ctx context.Context, email string) (string,
 	emailKey := "e/" + secretDigest(strings.ToLower(email)) // the address is not kept in memory
 	addr := clientAddr(ctx)
 	now := s.now()
-	if until, ok := st.beginReset(emailKey, addr, now); !ok {
+	try, until, err := st.beginReset(ctx, emailKey, addr, now)
+	if err != nil {
+		return "", err
+	}
+	if try == nil {
 		err := Errorf(KindRateLimited, "too many password reset requests: try again after %s", until.UTC().Format(time.RFC3339))
 		return "", s.recordPublic(nil, action, map[string]any{"reason": "throttled"}, err)
 	}
 	if err := s.recordPublic(nil, action, nil, nil); err != nil {
-		st.resetEmails.cancel(emailKey)
-		st.resetAddrs.cancel(addr)
+		try.cancel(s.now())
 		return "", err
 	}
-	st.endReset(emailKey, addr, s.now())
+	try.end(ctx, s.now(), true) // every request counts
 	if !st.background.TryGo(func() {
 		afterRequest(ctx)
 		s.issueReset(context.WithoutCancel(ctx), mailer, email, now.UTC())
@@ -498,7 +501,7 @@ func (s *Service) CompletePasswordReset(ctx context.Context, token, password str
 	if err != nil {
 		return err
 	}
-	s.userState().users.clear("u/" + u.ID)
+	s.userState().clearUser(ctx, u.ID, s.now())
 	return nil
 }
 

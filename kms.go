@@ -131,7 +131,7 @@ func New(st Store, opts Options) (*Service, error) {
 	s.ringNames = newCache[string, string](size)
 	s.keys = newCache[string, *keyRecord](size)
 	s.principals = newCache[string, *Principal](size)
-	s.users = newUserState(size)
+	s.users = newUserState(size, st, m, func(err error, msg string) { s.log.Error().Err(err).Msg(msg) })
 	s.verify = map[[8]byte]ed25519.PublicKey{}
 	s.opts.MasterKey = MasterKey{} // only the derived keys stay in memory
 	if s.opts.TokenTTL <= 0 {
@@ -177,6 +177,7 @@ func New(st Store, opts Options) (*Service, error) {
 // close the Store, which the caller owns.
 func (s *Service) Close() error {
 	s.users.background.Wait()
+	s.users.sweeper.Wait()
 	s.journal.close()
 	s.stopCoherence()
 	return s.releaseCounts()

@@ -276,7 +276,8 @@ func (s *Service) startSession(tx Txn, u *userRecord, digest string, now, signed
 // within 15 minutes, attempts are refused for 15 minutes with a RateLimited
 // error saying when to retry, without checking the password; each further
 // lockout lasts twice as long, up to a day. A successful login clears the
-// User's count.
+// User's count. The counts are in the store, shared by every Service over
+// it, and survive restarts (see throttle.go).
 func (s *Service) Login(ctx context.Context, in LoginInput) (*LoginResult, error) {
 	const action = "user.login"
 	if in.Username == "" {
@@ -307,18 +308,21 @@ func (s *Service) Login(ctx context.Context, in LoginInput) (*LoginResult, error
 	}
 	addr := clientAddr(ctx)
 	now := s.now()
-	if until, ok := st.beginLogin(userKey, addr, now); !ok {
+	try, until, err := st.beginLogin(ctx, userKey, addr, now)
+	if err != nil {
+		return nil, err
+	}
+	if try == nil {
 		err := Errorf(KindRateLimited, "too many failed logins: try again after %s", until.UTC().Format(time.RFC3339))
 		return nil, s.recordPublic(u, action, map[string]any{"by": by, "reason": "throttled"}, err)
 	}
 	ok, reason, err := s.checkLogin(ctx, u, in.Password)
 	if err != nil {
-		st.users.cancel(userKey)
-		st.addrs.cancel(addr)
+		try.cancel(s.now())
 		return nil, err
 	}
 	if !ok {
-		st.endLogin(userKey, addr, s.now(), true)
+		try.end(ctx, s.now(), true)
 		return nil, s.recordPublic(u, action, map[string]any{"by": by, "reason": reason}, errBadLogin)
 	}
 	token := newSecret(accessTokenPrefix)
@@ -346,12 +350,11 @@ func (s *Service) Login(ctx context.Context, in LoginInput) (*LoginResult, error
 	}, nil)
 	switch {
 	case err == nil:
-		st.endLogin(userKey, addr, s.now(), false)
+		try.end(ctx, s.now(), false)
 	case err == errBadLogin:
-		st.endLogin(userKey, addr, s.now(), true)
+		try.end(ctx, s.now(), true)
 	default:
-		st.users.cancel(userKey)
-		st.addrs.cancel(addr)
+		try.cancel(s.now())
 	}
 	if err != nil {
 		return nil, err

@@ -762,16 +762,19 @@ func (s *Service) confirmPassword(ctx context.Context, p *Principal, action stri
 	}
 	st := s.userState()
 	userKey, addr := "u/"+u.ID, clientAddr(ctx)
-	if until, ok := st.beginLogin(userKey, addr, s.now()); !ok {
+	try, until, err := st.beginLogin(ctx, userKey, addr, s.now())
+	if err != nil {
+		return err
+	}
+	if try == nil {
 		return s.recordFailure(p, action, "", Errorf(KindRateLimited, "too many failed logins: try again after %s", until.UTC().Format(time.RFC3339)))
 	}
 	ok, _, err := s.checkLogin(ctx, u, pw)
 	if err != nil {
-		st.users.cancel(userKey)
-		st.addrs.cancel(addr)
+		try.cancel(s.now())
 		return err
 	}
-	st.endLogin(userKey, addr, s.now(), !ok)
+	try.end(ctx, s.now(), !ok)
 	if !ok {
 		return s.recordFailure(p, action, "", Errorf(KindPermissionDenied, "the current password is wrong"))
 	}
