@@ -2,6 +2,7 @@ package kms
 
 import (
 	"context"
+	"errors"
 	"strings"
 )
 
@@ -232,6 +233,10 @@ type BootstrapResult struct {
 // BootstrapAccountUID is the uid of the Account that Bootstrap creates.
 const BootstrapAccountUID = "root"
 
+// errBootstrapped is Bootstrap's mutation finding API keys: another
+// process bootstrapped the store first.
+var errBootstrapped = &Error{Kind: KindConflict, Message: "the store has API keys already: another node bootstrapped it"}
+
 // Bootstrap makes a store usable: when it holds no API key at all, it
 // creates the root Account and an API key with the flag "*". The key's
 // secret is secret when given (at least 32 characters), or a new one that
@@ -268,6 +273,13 @@ func (s *Service) Bootstrap(ctx context.Context, secret string) (BootstrapResult
 	// The Account and its key commit together, so a crash leaves either
 	// both or neither, and a restart bootstraps again.
 	err = s.journal.submit(act, func(tx Txn) error {
+		// Checked again in the commit: nodes that start together on a
+		// new shared store all try, and one bootstraps.
+		if err := tx.Scan(ScanOptions{Prefix: pfxAPIKey, KeysOnly: true}, func(_, _ []byte) (bool, error) {
+			return false, errBootstrapped
+		}); err != nil {
+			return err
+		}
 		if err := putAccount(tx, acct, ""); err != nil {
 			return err
 		}
@@ -279,6 +291,9 @@ func (s *Service) Bootstrap(ctx context.Context, secret string) (BootstrapResult
 		}
 		return putAPIKey(tx, k)
 	}, nil)
+	if errors.Is(err, errBootstrapped) {
+		return BootstrapResult{}, nil
+	}
 	if err != nil {
 		return BootstrapResult{}, err
 	}

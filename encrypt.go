@@ -129,7 +129,7 @@ func (s *Service) Encrypt(ctx context.Context, in EncryptInput) (*EncryptResult,
 	if in.Asset == nil {
 		// The journal signs the header with the others of its batch.
 		hdr := &signReq{body: s.headerBody(hash, now.UnixMilli(), nil)}
-		if err := s.journal.submitJob(&job{act: act, header: hdr}); err != nil {
+		if err := s.journal.submitJob(&job{act: act, header: hdr, guard: s.ringGuard(r.ID)}); err != nil {
 			return nil, err
 		}
 		res.Header = s.finishHeader(hdr)
@@ -160,7 +160,7 @@ func (s *Service) Encrypt(ctx context.Context, in EncryptInput) (*EncryptResult,
 		hdr.body = s.headerBody(hash, now.UnixMilli(), &assetSeal{id: id, digest: rec.digest()})
 		return nil
 	}
-	if err := s.journal.submitJob(&job{act: act, mutate: mutate, header: hdr}); err != nil {
+	if err := s.journal.submitJob(&job{act: act, mutate: mutate, header: hdr, guard: s.ringGuard(r.ID)}); err != nil {
 		return nil, err
 	}
 	if res.Asset, err = rec.asset(); err != nil {
@@ -349,4 +349,16 @@ func (s *Service) LookupHeader(ctx context.Context, header string) (*HeaderInfo,
 	}
 	info.Valid = true
 	return info, nil
+}
+
+// ringGuard is the guard of an encrypt job on ring ringID when other
+// processes share the store: the ring's record, which must still exist
+// when the job commits, so that no process hands out a key of a ring that
+// another deleted, whatever its caches say. (One process alone removes a
+// deleted ring from its caches as the deletion commits.)
+func (s *Service) ringGuard(ringID string) []byte {
+	if s.journal.shared == nil {
+		return nil
+	}
+	return join(pfxRing, []byte(ringID))
 }

@@ -1,6 +1,7 @@
 package kms
 
 import (
+	"context"
 	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/rand"
@@ -175,9 +176,39 @@ func (s *Service) verifySignature(h *headerInfo) bool {
 	s.verifyMu.RLock()
 	pub, ok := s.verify[h.signID]
 	s.verifyMu.RUnlock()
+	if !ok && h.macOK {
+		// A key another process of a shared store made after this one
+		// loaded its keys.
+		pub, ok = s.loadVerifyKey(h.signID)
+	}
 	if !ok {
 		return false
 	}
 	root := headerRoot(h.body, h.index, h.proof)
 	return ed25519.Verify(pub, append([]byte(headerRootCtx), root[:]...), h.sig)
+}
+
+// loadVerifyKey reads the public half of the signing key id from the
+// store and keeps it, reporting whether there is one.
+func (s *Service) loadVerifyKey(id [8]byte) (ed25519.PublicKey, bool) {
+	key := join(pfxSigning, []byte(hex.EncodeToString(id[:])))
+	var sealed []byte
+	err := s.store.View(context.Background(), func(tx Txn) error {
+		var err error
+		sealed, err = tx.Get(key)
+		return err
+	})
+	if err != nil {
+		return nil, false
+	}
+	seed, err := s.sealer.Open(sealed, key)
+	if err != nil {
+		return nil, false
+	}
+	pub := ed25519.NewKeyFromSeed(seed).Public().(ed25519.PublicKey)
+	clear(seed)
+	s.verifyMu.Lock()
+	s.verify[id] = pub
+	s.verifyMu.Unlock()
+	return pub, true
 }

@@ -93,6 +93,7 @@ type job struct {
 	after  func()            // run on the writer goroutine after a commit in which mutate succeeded
 	header *signReq          // a header to sign after the commit, when its body is set (signer.go)
 	fail   error             // the operation's failure, known before the commit: its record's result
+	guard  []byte            // with a SharedTrail, a key that must exist when the job commits (its ring)
 
 	// err is mutate's error while the batch runs, then the job's outcome,
 	// which the journal publishes by calling done.Done. (A WaitGroup in the
@@ -110,7 +111,8 @@ type chainHead struct {
 type journal struct {
 	store    Store
 	trail    Trail
-	chainKey *macKey // keys the activity chain (chainDigest)
+	shared   SharedTrail // the trail, when other processes append to it too; nil otherwise
+	chainKey *macKey     // keys the activity chain (chainDigest)
 	now      func() time.Time
 	log      func(err error, msg string)
 
@@ -161,7 +163,21 @@ func startJournal(ctx context.Context, st Store, chainKey *macKey, now func() ti
 	if j.trail == nil {
 		return nil, Errorf(KindInvalid, "the store has no activity trail")
 	}
-	if err := j.recover(ctx); err != nil {
+	j.shared, _ = j.trail.(SharedTrail)
+	recoverFn := j.recover
+	if j.shared != nil {
+		// Under the append lock, so that no other process appends
+		// meanwhile: the trail and its index stay as recover found them.
+		recoverFn = func(ctx context.Context) error {
+			return j.shared.AppendIn(ctx, func(tx Txn) (uint64, [][]byte, error) {
+				if _, err := loadHead(tx); err != nil { // takes the lock
+					return 0, nil, err
+				}
+				return 0, nil, j.recover(ctx)
+			})
+		}
+	}
+	if err := recoverFn(ctx); err != nil {
 		return nil, err
 	}
 	j.wg.Add(1)
@@ -350,6 +366,10 @@ func (j *journal) commit(batch []*job) {
 		j.answer(batch, err)
 		return
 	}
+	if j.shared != nil {
+		j.commitShared(ctx, batch)
+		return
+	}
 	mutates := slices.ContainsFunc(batch, func(jb *job) bool { return jb.mutate != nil })
 	if !mutates {
 		j.commitBatch(ctx, batch, nil)
@@ -447,6 +467,108 @@ func (j *journal) commitBatch(ctx context.Context, batch []*job, snap Txn) {
 		return
 	}
 	j.finish(batch, head)
+}
+
+// commitShared commits batch on a SharedTrail: its mutations, its records
+// and their index entries, and the chain's new head, in one transaction
+// that reads the head the last batch of any process left. So the chain
+// has no gap or fork however many processes append, a batch that fails
+// leaves nothing behind (no undo, no act/pending), and the index always
+// names every record.
+func (j *journal) commitShared(ctx context.Context, batch []*job) {
+	var (
+		head   chainHead
+		signed <-chan struct{}
+		exists = map[string]error{} // guard key -> nil, or why the job fails
+	)
+	err := j.shared.AppendIn(ctx, func(tx Txn) (uint64, [][]byte, error) {
+		if signed != nil {
+			<-signed // an earlier attempt's signatures: j.signs is free again
+			signed = nil
+		}
+		last, err := loadHead(tx)
+		if err != nil {
+			return 0, nil, err
+		}
+		head, j.recs = last, j.recs[:0]
+		j.index.reset()
+		clear(exists)
+		for _, jb := range batch {
+			jb.err = nil
+			if jb.guard != nil {
+				if jb.err, err = guardExists(tx, jb.guard, exists); err != nil {
+					return 0, nil, err
+				}
+			}
+			if jb.err == nil && jb.mutate != nil {
+				o := newOverlay(tx)
+				if jb.err = jb.mutate(o); jb.err == nil {
+					if err := o.flush(); err != nil {
+						return 0, nil, err
+					}
+				}
+			}
+			prev := head
+			if err := j.appendRecord(&head, jb.act, cmp.Or(jb.err, jb.fail)); err != nil {
+				return 0, nil, err
+			}
+			if jb.act != nil {
+				j.index.add(jb.act, prev.Time, prev.Seq == 0)
+			}
+		}
+		if len(j.recs) > 0 {
+			if err := j.index.write(tx); err != nil {
+				return 0, nil, err
+			}
+			if err := storeHead(tx, head); err != nil {
+				return 0, nil, err
+			}
+		}
+		// The headers are signed on another core while the commit is
+		// under way; they are handed out only once it is done.
+		signed = j.signHeaders(batch)
+		return last.Seq + 1, j.recs, nil
+	})
+	if signed != nil {
+		<-signed
+	}
+	j.index.reset()
+	if err != nil && ErrorKind(err) == KindTooLarge && len(batch) > 1 {
+		half := len(batch) / 2
+		j.commitShared(ctx, batch[:half])
+		j.commitShared(ctx, batch[half:])
+		return
+	}
+	if err != nil {
+		j.log(err, "journal commit failed")
+		j.answer(batch, commitError(err))
+		return
+	}
+	j.head, j.indexed = head, head
+	for _, jb := range batch {
+		if jb.err == nil && jb.after != nil {
+			jb.after()
+		}
+		jb.done.Done()
+	}
+}
+
+// guardExists returns, for a job's guard key, the job's error: nil if the
+// key exists in tx, NotFound if not; or the store's error. seen remembers
+// the answers of a batch.
+func guardExists(tx Txn, key []byte, seen map[string]error) (jobErr, err error) {
+	if jobErr, ok := seen[string(key)]; ok {
+		return jobErr, nil
+	}
+	_, err = tx.Get(key)
+	switch {
+	case isNotFound(err):
+		jobErr = Errorf(KindNotFound, "key ring not found: it was deleted")
+	case err != nil:
+		return nil, err
+	}
+	seen[string(key)] = jobErr
+	return jobErr, nil
 }
 
 // commitError is what the jobs of a batch that failed to commit are

@@ -970,18 +970,22 @@ func (s *Service) SetConfig(ctx context.Context, ringName string, cfg *KeyRingCo
 
 // Encrypt calls are counted per key, from the key's first use, whether its
 // ring has a maxEncryptCount or not, so that a limit set later counts the
-// calls before it. The store holds a reservation per key, written before
-// the calls it covers are answered: after a crash a count resumes at its
-// reservation, so it may overcount, never undercount. Close gives back what
-// was reserved and not used, so a clean restart resumes each count where
-// it was.
+// calls before it. The store holds, per key, the calls reserved in all: a
+// process reserves a block of calls (adding it to the store's total in a
+// read-modify-write transaction) before it answers the calls the block
+// covers, and counts them off in memory. So with any number of processes
+// on one store, the calls answered for a key never exceed the total, and a
+// limit is never exceeded: no reservation takes the total past it. After
+// a crash the calls reserved and not used stay counted, so a count may run
+// over, never under. Close gives back what was reserved and not used.
 //
 // A reservation is a durable store commit in the journal, which holds up
-// the batches behind it, so it covers a block of calls: counterBlock (at
-// most the limit) for a key with a limit, unlimitedBlock for one without,
-// whose encrypt calls otherwise write nothing to the store. The call that
-// reaches the middle of a block reserves the next, so that the calls after
-// it do not wait.
+// the batches behind it, so it covers a block of calls: unlimitedBlock
+// for a key without a limit, whose encrypt calls otherwise write nothing
+// to the store; for a key with a limit, an eighth of the limit, at least
+// 1 and at most counterBlock, so that several processes share a small
+// limit rather than one taking it whole. The call that reaches the middle
+// of a block reserves the next, so that the calls after it do not wait.
 //
 // BenchmarkEncrypt (a ring without a limit, 64 callers, 2 cores), medians
 // of interleaved runs against the code that did not count such keys: with
@@ -995,10 +999,17 @@ const (
 	unlimitedBlock = 1 << 16
 )
 
-// keyCounter counts the encrypt calls of one key.
+// errSpent is a reservation refused: the key's limit is reached.
+var errSpent = Errorf(KindLimit, "the key has been used for its maxEncryptCount encrypt calls")
+
+// keyCounter counts the encrypt calls of one key in this process. Its
+// numbers are this process's own ledger: used counts the calls counted,
+// reserved the calls its reservations cover, both from the store's total
+// when the counter was loaded.
 type keyCounter struct {
 	used     atomic.Uint64 // calls counted
-	reserved atomic.Uint64 // calls the store's reservation covers
+	reserved atomic.Uint64 // calls the reservations cover
+	limited  atomic.Bool   // the reservations were made under a limit
 	mu       sync.Mutex    // serialises reservations
 }
 
@@ -1017,15 +1028,32 @@ func (s *Service) reserveEncrypt(ctx context.Context, p *Principal, r *ringRecor
 	if err != nil {
 		return nil, err
 	}
-	if c.used.Load() >= max {
+	err = s.count(c, r.ID, r.ActiveKey, max)
+	if err != errSpent {
+		return r, err
+	}
+	// Spent: rotate, unless another process did meanwhile.
+	spent := r.ActiveKey
+	if err := s.store.View(ctx, func(tx Txn) error {
+		r, err = loadRing(tx, r.ID)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	if r.ActiveKey == spent {
 		if _, r, err = s.rotate(p, r, "keyring.rotate.auto"); err != nil {
 			return nil, err
 		}
-		if c, err = s.counter(ctx, r.ActiveKey); err != nil {
-			return nil, err
-		}
+	} else {
+		s.rings.remove(r.ID) // the cache had the ring before that rotation
+	}
+	if c, err = s.counter(ctx, r.ActiveKey); err != nil {
+		return nil, err
 	}
 	if err := s.count(c, r.ID, r.ActiveKey, max); err != nil {
+		if err == errSpent {
+			err = Errorf(KindUnavailable, "the new key of ring %s was used up by other calls meanwhile; try again", r.Name)
+		}
 		return nil, err
 	}
 	return r, nil
@@ -1042,85 +1070,130 @@ func (s *Service) countEncrypt(ctx context.Context, r *ringRecord) error {
 }
 
 // count counts one call on the key keyID of ring ringID, whose counter is
-// c, and returns once the store's reservation covers it. The call that
-// reaches the middle of the reserved block reserves the next. A limit
-// (maxEncryptCount; 0 for none) bounds the blocks: no reservation goes
-// past it, but the call itself.
+// c, and returns once a reservation covers it, or errSpent when the key's
+// limit (maxEncryptCount; 0 for none) leaves none. The call that reaches
+// the middle of the reserved block reserves the next.
 func (s *Service) count(c *keyCounter, ringID, keyID string, limit uint64) error {
 	block := s.freeBlock
 	if limit > 0 {
-		block = min(counterBlock, limit)
+		block = min(counterBlock, max(limit/8, 1))
+		if !c.limited.Load() {
+			if err := s.limitCounter(c, keyID, limit); err != nil {
+				return err
+			}
+		}
+	} else if c.limited.Load() {
+		c.limited.Store(false) // what a limit allowed, no limit does too
 	}
-	var need, upto uint64 // the reservation must cover need; it is taken up to upto
 	n := c.used.Add(1)
 	switch r := c.reserved.Load(); {
 	case n > r:
-		need, upto = n, n-1+block // for this call, which waits for it
+		return s.reserve(c, ringID, keyID, n, block, limit) // for this call, which waits for it
 	case n == r-block/2:
-		need, upto = r+1, r+block // for the calls to come
-	default:
-		return nil
+		// For the calls to come; this one is covered already.
+		if err := s.reserve(c, ringID, keyID, r+1, block, limit); err != errSpent {
+			return err
+		}
 	}
-	if limit > 0 {
-		upto = min(upto, max(limit, n))
-	}
-	if upto < need {
-		return nil // the reservation reaches the limit already
-	}
-	return s.reserve(c, ringID, keyID, need, upto)
+	return nil
 }
 
-// reserve makes the store's reservation for the key keyID of ring ringID,
-// whose counter is c, cover upto calls, unless it covers need calls by
-// then. A key that was deleted meanwhile is NotFound.
-func (s *Service) reserve(c *keyCounter, ringID, keyID string, need, upto uint64) error {
+// reserve adds a block of calls to the store's total for the key keyID of
+// ring ringID, whose counter is c, unless c covers need calls by then. The
+// block stops at limit (0: none); past it, reserve answers errSpent. A key
+// that was deleted meanwhile is NotFound.
+func (s *Service) reserve(c *keyCounter, ringID, keyID string, need, block, limit uint64) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.reserved.Load() >= need {
 		return nil // another call reserved it meanwhile
 	}
 	key := join(pfxKeyCount, []byte(keyID))
-	v := binary.BigEndian.AppendUint64(nil, upto)
+	var took uint64
 	err := s.journal.submit(nil, func(tx Txn) error {
+		took = 0
 		if _, err := tx.Get(join(pfxKey, []byte(ringID), sep, []byte(keyID))); err != nil {
 			return err // no count outlives its key
 		}
-		return tx.Set(key, v)
+		total, err := loadCount(tx, key)
+		if err != nil {
+			return err
+		}
+		take := block
+		if limit > 0 {
+			if total >= limit {
+				return errSpent
+			}
+			take = min(take, limit-total)
+		}
+		took = take
+		return tx.Set(key, binary.BigEndian.AppendUint64(nil, total+take))
 	}, nil)
 	if err != nil {
 		return err
 	}
-	c.reserved.Store(upto)
+	if c.reserved.Add(took) < need {
+		return errSpent // cannot happen: need is at most one past what c covered
+	}
 	return nil
 }
 
-// counter returns the in-memory count of a key, loading its reservation.
-func (s *Service) counter(ctx context.Context, keyID string) (*keyCounter, error) {
+// limitCounter makes the reservations of c, made while the key's ring had
+// no limit, answer to limit, a limit set since: it gives back to the
+// store's total what they cover beyond the calls counted, and when the
+// total is still over the limit, stops c's calls at it. (Each process does
+// so at its first call under the limit; until then, its unused
+// reservations count in the total, so the limit errs on the safe side.)
+func (s *Service) limitCounter(c *keyCounter, keyID string, limit uint64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.limited.Load() {
+		return nil
+	}
+	key := join(pfxKeyCount, []byte(keyID))
+	used, reserved := c.used.Load(), c.reserved.Load()
+	covered := min(used, reserved)
+	var total uint64
+	err := s.journal.submit(nil, func(tx Txn) error {
+		var err error
+		if total, err = loadCount(tx, key); err != nil {
+			return err
+		}
+		total -= min(total, reserved-covered)
+		return tx.Set(key, binary.BigEndian.AppendUint64(nil, total))
+	}, nil)
+	if err != nil {
+		return err
+	}
+	if total > limit {
+		covered -= min(covered, total-limit)
+	}
+	c.reserved.Store(covered)
+	c.limited.Store(true)
+	return nil
+}
+
+// loadCount reads the calls reserved in all for a key, under key.
+func loadCount(tx Txn, key []byte) (uint64, error) {
+	v, err := tx.Get(key)
+	switch {
+	case isNotFound(err):
+		return 0, nil
+	case err != nil:
+		return 0, err
+	case len(v) != 8:
+		return 0, Errorf(KindInternal, "encrypt counter %s is corrupt", key[len(pfxKeyCount):])
+	}
+	return binary.BigEndian.Uint64(v), nil
+}
+
+// counter returns this process's counter of a key's encrypt calls. Its
+// ledger starts empty: the store's total is read when a block is reserved.
+func (s *Service) counter(_ context.Context, keyID string) (*keyCounter, error) {
 	if c, ok := s.counters.Load(keyID); ok {
 		return c.(*keyCounter), nil
 	}
-	var reserved uint64
-	err := s.store.View(ctx, func(tx Txn) error {
-		v, err := tx.Get(join(pfxKeyCount, []byte(keyID)))
-		if isNotFound(err) {
-			return nil
-		} else if err != nil {
-			return err
-		}
-		if len(v) != 8 {
-			return Errorf(KindInternal, "encrypt counter of key %s is corrupt", keyID)
-		}
-		reserved = binary.BigEndian.Uint64(v)
-		return nil
-	})
-	if err != nil {
-		return nil, internalError("read encrypt counter", err)
-	}
-	c := &keyCounter{}
-	c.used.Store(reserved)
-	c.reserved.Store(reserved)
-	// A call that loaded it meanwhile may have counted on its copy.
-	got, _ := s.counters.LoadOrStore(keyID, c)
+	got, _ := s.counters.LoadOrStore(keyID, &keyCounter{})
 	return got.(*keyCounter), nil
 }
 

@@ -97,6 +97,8 @@ type Service struct {
 	counters   sync.Map                    // key ID -> *keyCounter
 	freeBlock  uint64                      // calls a reservation covers for a key without a limit (unlimitedBlock)
 	ringLocks  sync.Map                    // ring ID -> *sync.Mutex
+
+	stopCoherence func() // stops keeping the caches coherent with other processes (coherence.go)
 }
 
 // New returns a Service over st. It loads (or, on a new store, creates) the
@@ -165,6 +167,7 @@ func New(st Store, opts Options) (*Service, error) {
 	}
 	j.signer = &headerSigner{key: s.signKey}
 	j.undone = s.forgetCached
+	s.stopCoherence = s.startCoherence()
 	return s, nil
 }
 
@@ -175,6 +178,7 @@ func New(st Store, opts Options) (*Service, error) {
 func (s *Service) Close() error {
 	s.users.background.Wait()
 	s.journal.close()
+	s.stopCoherence()
 	return s.releaseCounts()
 }
 
@@ -196,14 +200,10 @@ func (s *Service) Ping(ctx context.Context) error {
 	return s.store.Writable(ctx)
 }
 
-// forgetCached empties every cache of what the store holds, so that the
-// next reads fill them from the store.
+// forgetCached empties every cache of what the store holds, and the
+// encrypt counters (an undo may have taken back their reservations).
 func (s *Service) forgetCached() {
-	s.rings.reset()
-	s.ringNames.reset()
-	s.keys.reset()
-	s.principals.reset()
-	s.forgetSessions()
+	s.forgetCaches()
 	s.counters.Clear()
 }
 
@@ -263,14 +263,25 @@ func (s *Service) createSigningKey() error {
 	key := join(pfxSigning, hexID)
 	sealed := s.sealer.Seal(seed, key)
 	clear(seed)
+	// Nodes that start together on a new shared store each try; the
+	// first to commit makes the key, and the others load it.
+	made := false
 	err := s.journal.submit(nil, func(tx Txn) error {
+		made = false
+		if _, err := tx.Get(keySigningActive); err == nil || !isNotFound(err) {
+			return err
+		}
 		if err := tx.Set(key, sealed); err != nil {
 			return err
 		}
+		made = true
 		return tx.Set(keySigningActive, hexID)
 	}, nil)
 	if err != nil {
 		return internalError("store signing key", err)
+	}
+	if !made {
+		return s.loadSigningKey(context.Background())
 	}
 	s.signID, s.signKey = id, priv
 	s.verify[id] = pub

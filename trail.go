@@ -1,5 +1,7 @@
 package kms
 
+import "context"
+
 // Trail is the append-only log that holds the activity trail: records
 // numbered 1, 2, 3... in the order they were appended, each an opaque
 // byte string, never changed or removed. The Service is its only writer;
@@ -41,4 +43,43 @@ type Trail interface {
 	// record found damaged (its checksum, say) is an error of kind
 	// Unprocessable; a failure to read, of kind Internal.
 	Scan(from uint64, fn func(seq uint64, rec []byte) (more bool, err error)) error
+}
+
+// SharedTrail is a Trail kept in its Store's own database, which several
+// processes, each with a Service over the same store, may append to: the
+// nodes of a cluster. Its records are appended in the transaction of the
+// writes they record, so the two commit together or not at all, and the
+// chain's head, kept in the store, moves in the same commit.
+//
+// A Service whose Trail is a SharedTrail appends through AppendIn only,
+// checks in each batch that the rings its encrypt calls use still exist,
+// and (if its Store is also a Watcher) keeps its caches coherent with the
+// other processes' writes.
+type SharedTrail interface {
+	Trail
+
+	// AppendIn runs fn in a read-write transaction of the Store, as
+	// Store.Update does (durably committed; fn may run more than once and
+	// must have no other effect), and appends the records fn returns, as
+	// the records first, first+1..., in the same commit. The AppendIn
+	// calls of every process on the store run one after another: fn's
+	// reads see the commit of the AppendIn before it. A first that is not
+	// the end of the trail plus one fails the commit (seqs that exist
+	// already run fn again), and nothing is written. No records: fn's
+	// writes alone.
+	AppendIn(ctx context.Context, fn func(tx Txn) (first uint64, recs [][]byte, err error)) error
+}
+
+// Watcher is a Store that other processes write too, and that tells each
+// process what the others wrote, so that its caches stay coherent.
+type Watcher interface {
+	// Watch calls fn, on a goroutine of the store's, with the keys under
+	// any of prefixes that other processes' committed transactions wrote,
+	// soon after each commit, and with nil when it may have missed some
+	// (its connection to the other processes was lost, say): then
+	// everything may have changed. A transaction of this process that
+	// writes keys under prefixes announces them to the other processes'
+	// watchers. Watch returns a function that stops the watch and waits
+	// for fn's last call.
+	Watch(prefixes [][]byte, fn func(keys [][]byte)) (stop func())
 }

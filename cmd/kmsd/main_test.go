@@ -784,14 +784,21 @@ func TestRunPostgres(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("encrypt = %d %v", code, enc)
 	}
-	// One service runs on one node per database for now: a second kmsd
-	// on the same database refuses to start.
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	err := run(ctx, []string{"-data", t.TempDir(), "-addr", "127.0.0.1:0"}, e.get, io.Discard, io.Discard)
-	cancel()
-	if err == nil || !strings.Contains(err.Error(), "another kmsd") {
-		t.Errorf("a second kmsd on the same database = %v, want an error saying another kmsd uses it", err)
+	// A second node on the same database serves the same service: it
+	// decrypts what the first encrypted, and its encrypt is decrypted by
+	// the first.
+	s2 := startRun(t, []string{"-data", t.TempDir(), "-addr", "127.0.0.1:0"}, e)
+	if code, body := call(t, nil, "POST", s2.url+"/ks/decrypt", root, map[string]any{"hash": enc["hash"], "header": enc["header"]}); code != 200 {
+		t.Fatalf("decrypt on a second node = %d %v", code, body)
 	}
+	code, enc2 := call(t, nil, "POST", s2.url+"/ks/encrypt", root, map[string]any{"ringname": "pg"})
+	if code != 200 {
+		t.Fatalf("encrypt on a second node = %d %v", code, enc2)
+	}
+	if code, body := call(t, nil, "POST", s.url+"/ks/decrypt", root, map[string]any{"hash": enc2["hash"], "header": enc2["header"]}); code != 200 {
+		t.Fatalf("decrypt on the first node of the second's encrypt = %d %v", code, body)
+	}
+	s2.stop(t)
 	s.stop(t)
 	if !strings.Contains(s.stderr.String(), `"store":"PostgreSQL postgres://`) {
 		t.Errorf("the listening line does not name the PostgreSQL store:\n%s", s.stderr.String())

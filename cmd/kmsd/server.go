@@ -283,7 +283,8 @@ func startError(err error, c *config) error {
 // else the embedded store in -data, keeping -disk-reserve free.
 func openStore(ctx context.Context, c *config) (kms.Store, error) {
 	if c.postgres() {
-		st, err := pgstore.Open(ctx, c.store, pgstore.Options{Exclusive: true})
+		// Any number of nodes share the database (a cluster).
+		st, err := pgstore.Open(ctx, c.store, pgstore.Options{})
 		if err != nil {
 			return nil, fmt.Errorf("open the PostgreSQL store: %w", err)
 		}

@@ -103,9 +103,8 @@ type Options struct {
 
 	// Exclusive makes Open take a lock on the database that a second
 	// Exclusive Store, in this process or another, cannot take while this
-	// one is open: Open then answers an error of kind Conflict. kmsd sets
-	// it, since one service may not yet run on several nodes over one
-	// database (its trail has one appender). The lock is a PostgreSQL
+	// one is open: Open then answers an error of kind Conflict. kmsd
+	// migrate sets it while it fills a database. The lock is a PostgreSQL
 	// session advisory lock held by a connection of its own, outside the
 	// pool, and is let go by Close, or by the server when that connection
 	// is lost. (CockroachDB has no advisory locks.)
@@ -125,6 +124,7 @@ type Store struct {
 	health   health
 	closed   atomic.Bool
 	lock     *pgx.Conn // holds the lock of Options.Exclusive
+	watch    watch     // what Watch asked for (watch.go)
 }
 
 // Open connects to the database that url names (a postgres:// URL or a
@@ -166,6 +166,7 @@ func Open(ctx context.Context, dbURL string, opts Options) (*Store, error) {
 		rp["application_name"] = "ringkms"
 	}
 	s := &Store{password: cfg.ConnConfig.Password}
+	s.watch.token = newToken()
 	switch {
 	case opts.QueryTimeout == 0:
 		s.timeout = DefaultQueryTimeout
@@ -209,7 +210,7 @@ func (s *Store) lockExclusive(ctx context.Context, cc *pgx.ConnConfig) error {
 	}
 	if !got {
 		conn.Close(context.Background())
-		return kms.Errorf(kms.KindConflict, "another kmsd is using this database; one service may not run on several nodes over one database yet")
+		return kms.Errorf(kms.KindConflict, "another process holds this database exclusively (kmsd migrate, say)")
 	}
 	s.lock = conn
 	return nil
@@ -413,7 +414,7 @@ func (s *Store) View(ctx context.Context, fn func(kms.Txn) error) error {
 //   - an error of kind TooLarge, NoSpace or Internal if the commit failed
 //     otherwise (see the package documentation).
 func (s *Store) Update(ctx context.Context, fn func(kms.Txn) error) error {
-	return s.update(ctx, fn, true)
+	return s.update(ctx, func(t *txn) error { return fn(t) }, true, false)
 }
 
 // UpdateNoSync is Update with synchronous_commit off for its transaction:
@@ -421,7 +422,7 @@ func (s *Store) Update(ctx context.Context, fn func(kms.Txn) error) error {
 // A crash of the database server may lose it, whole, and never in part; a
 // crash of the process cannot.
 func (s *Store) UpdateNoSync(ctx context.Context, fn func(kms.Txn) error) error {
-	return s.update(ctx, fn, false)
+	return s.update(ctx, func(t *txn) error { return fn(t) }, false, false)
 }
 
 // outcome is what an attempt of Update asks for next.
@@ -433,7 +434,9 @@ const (
 	reconnect                // the connection broke before the commit: run fn again
 )
 
-func (s *Store) update(ctx context.Context, fn func(kms.Txn) error, sync bool) error {
+// update runs fn in transactions until one commits, as Update; with
+// appendLock, each under the append lock (Trail.AppendIn).
+func (s *Store) update(ctx context.Context, fn func(*txn) error, sync, appendLock bool) error {
 	reconnects := 0
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
@@ -442,7 +445,7 @@ func (s *Store) update(ctx context.Context, fn func(kms.Txn) error, sync bool) e
 		if s.closed.Load() {
 			return errClosed
 		}
-		next, err := s.attempt(ctx, fn, sync)
+		next, err := s.attempt(ctx, fn, sync, appendLock)
 		switch next {
 		case done:
 			return err
@@ -462,8 +465,9 @@ func (s *Store) update(ctx context.Context, fn func(kms.Txn) error, sync bool) e
 }
 
 // attempt runs fn once in a fresh transaction and commits it.
-func (s *Store) attempt(ctx context.Context, fn func(kms.Txn) error, sync bool) (outcome, error) {
+func (s *Store) attempt(ctx context.Context, fn func(*txn) error, sync, appendLock bool) (outcome, error) {
 	t := s.newTxn(ctx, true, sync)
+	t.appendLock = appendLock
 	defer t.release()
 	err := fn(t)
 	t.ended = true
@@ -491,6 +495,11 @@ func (s *Store) attempt(ctx context.Context, fn func(kms.Txn) error, sync bool) 
 		case ctx.Err() != nil:
 			return done, ctx.Err()
 		case isConflict(t.failed):
+			return conflict, err
+		case len(t.trailRecs) > 0 && sqlState(t.failed) == codeUniqueKey:
+			// Another transaction appended the same seqs first (one that
+			// took no append lock: see Trail.AppendIn); run fn again
+			// after it.
 			return conflict, err
 		case isLostConnection(t.failed) && pgconn.SafeToRetry(t.failed):
 			return reconnect, err

@@ -1045,8 +1045,8 @@ func TestExclusive(t *testing.T) {
 		st.Close()
 		t.Fatal("a second Exclusive Open = nil error, want Conflict")
 	}
-	if kms.ErrorKind(err) != kms.KindConflict || !strings.Contains(err.Error(), "another kmsd") {
-		t.Fatalf("a second Exclusive Open = %v, want Conflict saying another kmsd uses the database", err)
+	if kms.ErrorKind(err) != kms.KindConflict || !strings.Contains(err.Error(), "another process holds this database") {
+		t.Fatalf("a second Exclusive Open = %v, want Conflict saying another process holds the database", err)
 	}
 	openStore(t, u, Options{}).Close()
 	if err := first.Close(); err != nil {

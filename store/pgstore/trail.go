@@ -41,11 +41,10 @@ type Trail struct {
 
 	mu sync.Mutex // one Append or Check at a time; guards doubt
 
-	// n is the number of records: the seq of the last one. It is read
-	// from the table at Open and kept by Append, which is right while this
-	// process is the trail's one appender. A cluster of appenders will
-	// read it from the table instead (the seq to append at is then the
-	// database's to decide, in Append's transaction).
+	// n is the number of records this process knows of: the seq of the
+	// last one. It is read from the table at Open and kept by Append and
+	// AppendIn; when other processes append too (AppendIn), it may lag,
+	// and Scan reads the table's end when it reaches n.
 	n atomic.Uint64
 
 	// doubt holds the records of an Append whose commit may have
@@ -66,8 +65,75 @@ func openTrail(ctx context.Context, s *Store) (*Trail, error) {
 	return t, nil
 }
 
-// Len returns the number of records.
+// Len returns the number of records this process knows of: those it
+// found at Open or appended since, and those Scan found since.
 func (t *Trail) Len() uint64 { return t.n.Load() }
+
+// seen raises n to last, a record known to exist.
+func (t *Trail) seen(last uint64) {
+	for {
+		n := t.n.Load()
+		if last <= n || t.n.CompareAndSwap(n, last) {
+			return
+		}
+	}
+}
+
+// refresh reads the seq of the last record from the table, raises n to
+// it and returns it.
+func (t *Trail) refresh() (uint64, error) {
+	ctx, cancel := t.s.roundTripCtx(context.Background())
+	defer cancel()
+	var n int64
+	if err := t.s.pool.QueryRow(ctx, sqlTrailLen).Scan(&n); err != nil {
+		return 0, t.s.translate(context.Background(), "read the trail's length", err)
+	}
+	t.seen(uint64(n))
+	return t.n.Load(), nil
+}
+
+// AppendIn runs fn in a transaction of the Store, as Update does, and
+// inserts the records fn returns, as the records first, first+1..., in
+// the same commit (kms.SharedTrail). It takes the append lock, a
+// PostgreSQL session advisory lock, before its BEGIN, and lets it go after
+// its COMMIT: the AppendIn calls of every process on the database run one
+// after another, each on a snapshot that sees the commit of the one
+// before, and do not conflict with one another (other Updates may, and
+// are retried as Update's are). A seq that exists already (an appender
+// that took no lock) runs fn again. The lock is also let go when its
+// connection is lost: a process that dies holds up no other. (CockroachDB
+// has no advisory locks: there, appenders would conflict on the chain's
+// head, and retry.)
+func (t *Trail) AppendIn(ctx context.Context, fn func(kms.Txn) (uint64, [][]byte, error)) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if t.s.closed.Load() {
+		return errClosed
+	}
+	var last uint64
+	err := t.s.update(ctx, func(tx *txn) error {
+		tx.trailFirst, tx.trailRecs, last = 0, nil, 0
+		first, recs, err := fn(tx)
+		if err != nil || len(recs) == 0 {
+			return err
+		}
+		for i, rec := range recs {
+			if len(rec) > MaxRecordSize {
+				return kms.Errorf(kms.KindTooLarge, "trail record %d of the batch is %d bytes, over the limit of %d", i, len(rec), MaxRecordSize)
+			}
+		}
+		if first == 0 || first-1+uint64(len(recs)) > math.MaxInt64 {
+			return kms.Errorf(kms.KindInvalid, "trail records cannot start at %d", first)
+		}
+		tx.trailFirst, tx.trailRecs, last = first, recs, first-1+uint64(len(recs))
+		return nil
+	}, true, true)
+	if err == nil && last > 0 {
+		t.seen(last)
+	}
+	return err
+}
 
 // Append inserts recs as the records Len()+1... in one transaction,
 // committed durably (synchronous_commit on), in one round trip when they
@@ -152,6 +218,14 @@ func (t *Trail) insert(n uint64, recs [][]byte, size int) error {
 	}()
 	b := &pgx.Batch{}
 	b.Queue(sqlBeginUpdate)
+	queueTrailInserts(b, n, recs)
+	b.Queue(sqlCommit)
+	return c.Conn().SendBatch(ctx, b).Close()
+}
+
+// queueTrailInserts adds to b the INSERTs of recs as the records n+1...,
+// each carrying up to appendBytes of records.
+func queueTrailInserts(b *pgx.Batch, n uint64, recs [][]byte) {
 	for i, bytes := 0, 0; i < len(recs); {
 		j := i
 		for bytes = 0; j < len(recs) && (j == i || bytes+len(recs[j]) <= appendBytes); j++ {
@@ -161,8 +235,6 @@ func (t *Trail) insert(n uint64, recs [][]byte, size int) error {
 		b.Queue(sqlTrailAppend, seqs, rs)
 		i = j
 	}
-	b.Queue(sqlCommit)
-	return c.Conn().SendBatch(ctx, b).Close()
 }
 
 // appendArgs returns the arguments of sqlTrailAppend for recs as the
@@ -281,19 +353,21 @@ func damage(format string, args ...any) *kms.Error {
 }
 
 // Scan calls fn with the records from seq from (0 counts as 1) to the
-// last one appended when Scan began, in order, reading them in pages of up
+// last one in the table when Scan began (by any process), in order, reading them in pages of up
 // to 256 rows or about 1 MiB, each one query on a connection of its own.
 // The slice passed to fn is valid only during the call. A record missing
 // from the table is an error of kind Unprocessable; fn's error is returned
 // unchanged.
 func (t *Trail) Scan(from uint64, fn func(seq uint64, rec []byte) (bool, error)) error {
 	from = max(from, 1)
-	end := t.n.Load()
-	if from > end {
-		return nil
-	}
 	if t.s.closed.Load() {
 		return errClosed
+	}
+	// The end is the table's: other processes may have appended records
+	// this one has not seen.
+	end, err := t.refresh()
+	if err != nil || from > end {
+		return err
 	}
 	var (
 		buf  = make([]byte, 0, 4096)

@@ -29,7 +29,16 @@ const (
 	// SERIALIZABLE, which would otherwise commit a transaction whose
 	// reads went stale, ordering it before the other.
 	sqlLockReads = "SELECT key FROM kms_kv WHERE key = ANY($1::BYTEA[]) FOR SHARE"
+	// The append lock (Trail.AppendIn): a session advisory lock taken
+	// before BEGIN, so that the transaction's snapshot, taken after it,
+	// sees the commit of the transaction that held it before: appenders
+	// wait for one another rather than conflict.
+	sqlAppendLock   = "SELECT pg_advisory_lock(" + appendLockKey + ")"
+	sqlAppendUnlock = "SELECT pg_advisory_unlock(" + appendLockKey + ")"
 )
+
+// appendLockKey is the advisory lock key of Trail.AppendIn ("kmstrail").
+const appendLockKey = "7813586475436714348"
 
 // Sizes of what a transaction sends and reads at once.
 const (
@@ -64,6 +73,16 @@ type txn struct {
 	writes map[string]write // not yet sent, by key
 	wrote  bool             // Set or Delete was called
 	reads  [][]byte         // keys Get read from the database, locked at commit
+
+	// Of an AppendIn: appendLock asks for the append lock before BEGIN;
+	// locked says conn holds it; trailFirst and trailRecs are the records
+	// the commit inserts into the trail.
+	appendLock bool
+	locked     bool
+	trailFirst uint64
+	trailRecs  [][]byte
+
+	announce [][]byte // written keys under a watched prefix (watch.go)
 }
 
 // write is a buffered Set (del false) or Delete.
@@ -99,6 +118,14 @@ func (t *txn) roundTrip(queue func(*pgx.Batch), read func(pgx.BatchResults) erro
 			return t.fail("connect to the database", err)
 		}
 		t.conn = c
+	}
+	if t.appendLock && !t.locked {
+		// In a round trip of its own: in the batch of the BEGIN, it
+		// would run in the batch's implicit transaction, before it.
+		if _, err := t.conn.Exec(rctx, sqlAppendLock); err != nil {
+			return t.fail("take the append lock", err)
+		}
+		t.locked = true
 	}
 	b := &pgx.Batch{}
 	begin := !t.begun
@@ -142,10 +169,24 @@ func (t *txn) release() {
 	}
 	c := t.conn
 	t.conn = nil
-	if !c.Conn().IsClosed() && c.Conn().PgConn().TxStatus() != 'I' {
+	if !c.Conn().IsClosed() && (t.locked || c.Conn().PgConn().TxStatus() != 'I') {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), rollbackTimeout)
-		c.Exec(ctx, sqlRollback) // on failure, Release closes the connection
+		var err error
+		if c.Conn().PgConn().TxStatus() != 'I' {
+			_, err = c.Exec(ctx, sqlRollback) // on failure, Release closes the connection
+		}
+		if err == nil && t.locked {
+			_, err = c.Exec(ctx, sqlAppendUnlock)
+		}
 		cancel()
+		if err != nil && t.locked {
+			// A connection that may still hold the append lock must not
+			// go back to the pool: closing it lets the lock go.
+			cctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
+			c.Conn().Close(cctx)
+			cancel()
+		}
+		t.locked = false
 	}
 	c.Release()
 }
@@ -241,6 +282,9 @@ func (t *txn) buffer(key []byte, w write) {
 	if t.writes == nil {
 		t.writes = make(map[string]write)
 	}
+	if _, ok := t.writes[string(key)]; !ok && t.s.watch.watches(key) {
+		t.announce = append(t.announce, key)
+	}
 	t.writes[string(key)] = w
 	t.wrote = true
 }
@@ -306,19 +350,30 @@ func (t *txn) commit() error {
 	if t.failed != nil {
 		return t.failedErr
 	}
-	if !t.begun && len(t.writes) == 0 {
+	if !t.begun && len(t.writes) == 0 && len(t.trailRecs) == 0 {
 		return nil
 	}
 	var tag string
+	unlock := false // the batch ends with the append lock's release
 	err := t.roundTrip(func(b *pgx.Batch) {
 		if !t.sync {
 			b.Queue(sqlNoSync)
 		}
 		t.queueWrites(b)
-		if t.wrote && len(t.reads) > 0 {
+		queueTrailInserts(b, t.trailFirst-1, t.trailRecs)
+		if (t.wrote || len(t.trailRecs) > 0) && len(t.reads) > 0 {
 			b.Queue(sqlLockReads, t.reads)
 		}
+		if len(t.announce) > 0 {
+			b.Queue(sqlNotify, t.s.watch.payload(t.announce))
+		}
 		b.Queue(sqlCommit)
+		if t.appendLock {
+			// t.locked is set once this batch's BEGIN (if it carries
+			// it) has taken the lock.
+			b.Queue(sqlAppendUnlock)
+			unlock = true
+		}
 	}, func(br pgx.BatchResults) error {
 		for {
 			ct, err := br.Exec()
@@ -327,6 +382,12 @@ func (t *txn) commit() error {
 			}
 			if ct.String() == sqlCommit || ct.String() == sqlRollback {
 				tag = ct.String()
+				if unlock {
+					if _, err := br.Exec(); err != nil {
+						return err
+					}
+					t.locked = false
+				}
 				return nil
 			}
 		}

@@ -1,0 +1,107 @@
+package kms
+
+import (
+	"bytes"
+	"time"
+)
+
+// Caches of a shared store. When other processes write the store too (its
+// Trail is a SharedTrail: the nodes of a cluster), what a Service caches
+// (rings, keys, the principals of API keys, access tokens and Users, and
+// sessions) may change under it. Two things keep it coherent:
+//
+//   - every transaction that writes a cached kind of key announces the keys
+//     to the other processes (Watcher), and each process drops the caches
+//     of those kinds as the announcement arrives, milliseconds after the
+//     commit; when the announcements may have been lost, it drops them all;
+//   - as a bound that holds whatever happens to announcements, every
+//     cache is emptied each cacheMaxAge, and a fill that read the store
+//     before an emptying is not kept (cache.fill's generation check).
+//
+// So a change made through one process takes effect on every other
+// within cacheMaxAge plus one store read: under a second (docs/OPERATIONS.md
+// documents the bound). The process that made the change sees it at once,
+// as it updates its own caches at the commit. Encrypt does not rest on
+// the caches for a deleted ring: its commit checks that the ring exists
+// (ringGuard). Encrypt counts are kept in the store (keyCounter).
+const cacheMaxAge = 500 * time.Millisecond
+
+// cachedPrefixes are the kinds of keys whose values the caches hold, or
+// derive principals and sessions from.
+var cachedPrefixes = [][]byte{
+	pfxRing, pfxRingName, pfxKey,
+	pfxAPIKey, pfxAPIDigest, pfxAccount, pfxUser, pfxSession,
+}
+
+// startCoherence starts keeping the caches coherent with other processes'
+// writes, when the store is shared, and returns what stops it.
+func (s *Service) startCoherence() (stop func()) {
+	if s.journal.shared == nil {
+		return func() {}
+	}
+	stopWatch := func() {}
+	if w, ok := s.store.(Watcher); ok {
+		stopWatch = w.Watch(cachedPrefixes, s.forgetKeys)
+	}
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(cacheMaxAge)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				s.forgetCaches()
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-stopped
+		stopWatch()
+	}
+}
+
+// forgetKeys drops the caches of the kinds of keys that another process
+// wrote; nil keys, every cache.
+func (s *Service) forgetKeys(keys [][]byte) {
+	if keys == nil {
+		s.forgetCaches()
+		return
+	}
+	var rings, ringKeys, principals bool
+	for _, k := range keys {
+		switch {
+		case bytes.HasPrefix(k, pfxRing), bytes.HasPrefix(k, pfxRingName):
+			rings = true
+		case bytes.HasPrefix(k, pfxKey):
+			ringKeys = true
+		default:
+			principals = true
+		}
+	}
+	if rings {
+		s.rings.reset()
+		s.ringNames.reset()
+	}
+	if ringKeys {
+		s.keys.reset()
+	}
+	if principals {
+		s.principals.reset()
+		s.forgetSessions()
+	}
+}
+
+// forgetCaches empties every cache of what the store holds, so that the
+// next reads fill them from the store.
+func (s *Service) forgetCaches() {
+	s.rings.reset()
+	s.ringNames.reset()
+	s.keys.reset()
+	s.principals.reset()
+	s.forgetSessions()
+}
