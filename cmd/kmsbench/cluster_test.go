@@ -205,3 +205,33 @@ func TestRunInterruptedStopsNodes(t *testing.T) {
 	}
 	checkStopped(t, pids)
 }
+
+// TestRunStartCluster starts two kmsd on one PostgreSQL database and
+// loads both: each decrypts hashes that the first encrypted, and both
+// are stopped at the end.
+func TestRunStartCluster(t *testing.T) {
+	bin := testKmsd(t)
+	sum, stderr := runJSON(t, noEnv, "-start", "-kmsd", bin, "-kmsd-log-level", "warn", "-store", pgtest.URL(t), "-nodes", "2",
+		"-mode", "decrypt", "-c", "4", "-n", "60", "-warmup", "0", "-pool", "20", "-rss")
+	pids := startedPIDs(t, stderr)
+	if len(pids) != 2 {
+		t.Fatalf("kmsbench started %d kmsd, want 2; stderr:\n%s", len(pids), stderr)
+	}
+	checkStopped(t, pids)
+	if len(sum.Rows) != 1 || len(sum.Rows[0].Nodes) != 2 {
+		t.Fatalf("rows = %+v, want kmsd's over 2 nodes", sum.Rows)
+	}
+	urls := []string{sum.Rows[0].Nodes[0].URL, sum.Rows[0].Nodes[1].URL}
+	if urls[0] == urls[1] {
+		t.Errorf("both nodes are %s, want two kmsd", urls[0])
+	}
+	checkNodes(t, sum, urls, 60)
+	if sum.Store != "postgres" || len(sum.RSS) != 2 {
+		t.Fatalf("store %q, rss %+v; want postgres and the memory of 2 nodes", sum.Store, sum.RSS)
+	}
+	for i, r := range sum.RSS {
+		if r.Node != urls[i] || r.PeakBytes <= 0 {
+			t.Errorf("rss of node %d = %+v, want %s's", i+1, r, urls[i])
+		}
+	}
+}
