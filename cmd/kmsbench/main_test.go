@@ -198,21 +198,8 @@ func TestRunEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: builds and runs kmsd; skipped with -short")
 	}
-	var stdout, stderr bytes.Buffer
-	args := []string{"-start", "-mode", "mix", "-c", "8", "-n", "200", "-baseline", "-json", "-rss",
-		"-warmup", "200ms", "-pool", "50", "-kmsd-log-level", "warn"}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := run(ctx, args, noEnv, &stdout, &stderr); err != nil {
-		t.Fatalf("run %q = %v; stderr:\n%s", args, err, stderr.String())
-	}
-	var sum struct {
-		Rows []row     `json:"rows"`
-		RSS  []nodeRSS `json:"rss"`
-	}
-	if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil {
-		t.Fatalf("stdout is not the JSON summary: %v\n%s", err, stdout.String())
-	}
+	sum, stderr := runJSON(t, noEnv, "-start", "-mode", "mix", "-c", "8", "-n", "200", "-baseline", "-rss",
+		"-warmup", "200ms", "-pool", "50", "-kmsd-log-level", "warn")
 	if len(sum.Rows) != 2 || sum.Rows[0].Target != "kmsd" || sum.Rows[1].Target != "baseline" {
 		t.Fatalf("rows = %+v, want kmsd and baseline", sum.Rows)
 	}
@@ -224,7 +211,12 @@ func TestRunEndToEnd(t *testing.T) {
 	if len(sum.RSS) != 1 || sum.RSS[0].Samples == 0 || sum.RSS[0].PeakBytes <= 0 || sum.RSS[0].Node != sum.Rows[0].URL {
 		t.Errorf("rss = %+v, want samples of kmsd's memory", sum.RSS)
 	}
-	if !strings.Contains(stderr.String(), "kmsd (pid ") {
-		t.Errorf("stderr lacks the note that kmsd started:\n%s", stderr.String())
+	if sum.Nodes != 1 || sum.Store != "embedded" {
+		t.Errorf("summary: %d nodes, store %q; want 1, embedded", sum.Nodes, sum.Store)
 	}
+	pids := startedPIDs(t, stderr)
+	if len(pids) != 1 {
+		t.Fatalf("stderr notes %d kmsd started, want 1:\n%s", len(pids), stderr)
+	}
+	checkStopped(t, pids)
 }
