@@ -22,8 +22,9 @@ func (b *bench) notef(format string, args ...any) {
 	fmt.Fprintf(b.stderr, "kmsbench: "+format+"\n", args...)
 }
 
-// startKmsd builds kmsd unless -kmsd names it, and starts it.
-func (b *bench) startKmsd(ctx context.Context) (*kmsd, error) {
+// startCluster builds kmsd unless -kmsd names it, and starts -nodes of
+// it.
+func (b *bench) startCluster(ctx context.Context) (*cluster, error) {
 	bin := b.o.kmsd
 	if bin == "" {
 		dir, err := os.MkdirTemp("", "kmsbench-bin-")
@@ -36,58 +37,60 @@ func (b *bench) startKmsd(ctx context.Context) (*kmsd, error) {
 			return nil, err
 		}
 	}
-	k, err := startKmsd(ctx, bin, b.o.logLevel, b.o.rss)
-	if err != nil {
-		return nil, err
-	}
-	b.notef("kmsd (pid %d) listening on %s", k.cmd.Process.Pid, k.url)
-	return k, nil
+	c := newKmsdConfig(bin, b.o.logLevel, b.o.store, b.o.rss)
+	return startCluster(ctx, c, b.o.nodes, func(k *kmsd) {
+		b.notef("%s (pid %d) listening on %s", k.name, k.cmd.Process.Pid, k.url)
+	})
 }
 
-// target is a server that kmsbench loads.
+// target is a server that kmsbench loads: kmsd, its nodes, or the
+// baseline.
 type target struct {
-	name string // kmsd or baseline
-	url  string
-	key  string // the bearer API key; empty sends none
+	name string   // kmsd or baseline
+	urls []string // client i calls urls[i % len(urls)]
+	key  string   // the bearer API key; empty sends none
 }
 
 // watchKmsd returns a context that is cancelled, with kmsd's last log
-// lines as its cause, when kmsd (started by kmsbench, or nil) exits: the
-// load then stops.
-func watchKmsd(ctx context.Context, k *kmsd) (context.Context, context.CancelCauseFunc) {
+// lines as its cause, when a node of cl (started by kmsbench, or nil)
+// exits: the load then stops.
+func watchKmsd(ctx context.Context, cl *cluster) (context.Context, context.CancelCauseFunc) {
 	ctx, cancel := context.WithCancelCause(ctx)
-	if k != nil {
-		go func() {
-			select {
-			case <-k.exited:
-				cancel(fmt.Errorf("kmsd exited during the run (%v); its last lines:\n%s", k.cmd.ProcessState, k.tail))
-			case <-ctx.Done():
-			}
-		}()
+	if cl != nil {
+		for _, k := range cl.nodes {
+			go func() {
+				select {
+				case <-k.exited:
+					cancel(fmt.Errorf("%s exited during the run (%v); its last lines:\n%s", k.name, k.cmd.ProcessState, k.tail))
+				case <-ctx.Done():
+				}
+			}()
+		}
 	}
 	return ctx, cancel
 }
 
 // prepare makes sure the ring exists and, for decrypt and mix, makes the
-// pool of hashes and headers to decrypt. It returns the workload, which
-// every target is sent.
+// pool of hashes and headers to decrypt, both through the first node. It
+// returns the workload, which every target is sent.
 func (b *bench) prepare(ctx context.Context) (*workload, error) {
 	o := b.o
-	created, err := ensureRing(ctx, b.client, o.url, o.key, o.ring)
+	first := o.urls[0]
+	created, err := ensureRing(ctx, b.client, first, o.key, o.ring)
 	if err != nil {
 		return nil, b.cause(ctx, fmt.Errorf("ring %s: %w", o.ring, err))
 	}
 	if created {
-		b.notef("created ring %s (KEM x25519)", o.ring)
+		b.notef("created ring %s (KEM x25519) on %s", o.ring, first)
 	}
 	work := &workload{mode: o.mode, mix: o.mix, encrypt: newEncrypt(o.ring, o.asset)}
 	if o.mode != "encrypt" {
 		t0 := time.Now()
-		work.pool, err = makePool(ctx, b.client, o.url, o.key, work.encrypt, o.pool, o.concurrency)
+		work.pool, err = makePool(ctx, b.client, first, o.key, work.encrypt, o.pool, o.concurrency)
 		if err != nil {
 			return nil, b.cause(ctx, err)
 		}
-		b.notef("made %d (hash, header) pairs to decrypt in %.1fs", len(work.pool), time.Since(t0).Seconds())
+		b.notef("made %d (hash, header) pairs to decrypt on %s in %.1fs", len(work.pool), first, time.Since(t0).Seconds())
 	}
 	return work, nil
 }
@@ -127,7 +130,7 @@ func (b *bench) measure(ctx context.Context, targets []target, work *workload) (
 	for i, t := range targets {
 		loads[i] = &load{
 			client:      b.client,
-			url:         t.url,
+			urls:        t.urls,
 			key:         t.key,
 			pick:        work.pick,
 			concurrency: o.concurrency,

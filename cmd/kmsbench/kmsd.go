@@ -117,7 +117,6 @@ func (p *process) terminate() error {
 // kmsd is a kmsd process that kmsbench started.
 type kmsd struct {
 	*process
-	key     string // the bootstrap API key, with the flag "*"
 	dataDir string
 
 	rssStop chan struct{}
@@ -136,29 +135,48 @@ type rssStats struct {
 	Samples   int   `json:"samples"`
 }
 
-// startKmsd runs bin on 127.0.0.1:0 with a fresh data directory, a random
-// master key and a random bootstrap API key, and waits until it listens.
-// With sampleRSS, it reads kmsd's resident memory every second until stop.
-// logLevel is kmsd's -log-level.
-func startKmsd(ctx context.Context, bin, logLevel string, sampleRSS bool) (*kmsd, error) {
+// kmsdConfig is what every kmsd that kmsbench starts is given.
+type kmsdConfig struct {
+	bin       string
+	logLevel  string // kmsd's -log-level
+	store     string // kmsd's -store: a PostgreSQL URL, or "" for the embedded store
+	masterKey string // base64, the same for every node
+	key       string // the bootstrap API key, with the flag "*"
+	sampleRSS bool   // read kmsd's resident memory every second until stop
+}
+
+// newKmsdConfig returns the configuration of kmsd processes with a
+// random master key and a random bootstrap API key.
+func newKmsdConfig(bin, logLevel, store string, sampleRSS bool) *kmsdConfig {
+	return &kmsdConfig{bin: bin, logLevel: logLevel, store: store, sampleRSS: sampleRSS,
+		masterKey: randomBase64(32), key: "kmsbench-" + randomBase64(32)}
+}
+
+// startKmsd runs c.bin, named name in errors, on 127.0.0.1:0 with a
+// fresh data directory, and waits until it listens.
+func startKmsd(ctx context.Context, name string, c *kmsdConfig) (*kmsd, error) {
 	dataDir, err := os.MkdirTemp("", "kmsbench-data-")
 	if err != nil {
 		return nil, err
 	}
-	k := &kmsd{dataDir: dataDir, key: "kmsbench-" + randomBase64(32)}
-	cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-data", dataDir, "-log-level", logLevel)
+	k := &kmsd{dataDir: dataDir}
+	cmd := exec.Command(c.bin, "-addr", "127.0.0.1:0", "-data", dataDir, "-log-level", c.logLevel)
 	cmd.Env = append(withoutKMS(os.Environ()),
-		"KMS_MASTER_KEY="+randomBase64(32),
-		"KMS_BOOTSTRAP_API_KEY="+k.key)
+		"KMS_MASTER_KEY="+c.masterKey,
+		"KMS_BOOTSTRAP_API_KEY="+c.key)
+	if c.store != "" {
+		// kmsd's -store, from the environment: out of the process list.
+		cmd.Env = append(cmd.Env, "KMS_STORE="+c.store)
+	}
 	stderr, err := cmd.StderrPipe()
 	if err == nil {
-		k.process, err = startProcess(ctx, "kmsd", cmd, stderr, listeningRE)
+		k.process, err = startProcess(ctx, name, cmd, stderr, listeningRE)
 	}
 	if err != nil {
 		os.RemoveAll(dataDir)
 		return nil, err
 	}
-	if sampleRSS {
+	if c.sampleRSS {
 		k.rssStop, k.rssDone = make(chan struct{}), make(chan struct{})
 		go k.sampleRSS()
 	}
@@ -177,6 +195,63 @@ func (k *kmsd) stop() error {
 		os.RemoveAll(k.dataDir)
 	})
 	return k.stopErr
+}
+
+// cluster is the kmsd processes that kmsbench started: one, or several
+// nodes on one PostgreSQL database, with one master key.
+type cluster struct {
+	nodes []*kmsd
+	key   string // the API key, with the flag "*"
+}
+
+// startCluster starts n kmsd of c one after the other, each once the
+// one before listens. When it returns an error, none runs.
+func startCluster(ctx context.Context, c *kmsdConfig, n int, started func(*kmsd)) (*cluster, error) {
+	cl := &cluster{key: c.key}
+	for i := range n {
+		name := "kmsd"
+		if n > 1 {
+			name = fmt.Sprintf("kmsd node %d", i+1)
+		}
+		k, err := startKmsd(ctx, name, c)
+		if err != nil {
+			cl.stop()
+			return nil, err
+		}
+		cl.nodes = append(cl.nodes, k)
+		started(k)
+	}
+	return cl, nil
+}
+
+// urls are the URLs of the nodes, in order.
+func (cl *cluster) urls() []string {
+	var urls []string
+	for _, k := range cl.nodes {
+		urls = append(urls, k.url)
+	}
+	return urls
+}
+
+// stop stops every node, all at once, and returns their errors. It may
+// be called more than once.
+func (cl *cluster) stop() error {
+	errs := make([]error, len(cl.nodes))
+	var wg sync.WaitGroup
+	for i, k := range cl.nodes {
+		wg.Go(func() { errs[i] = k.stop() })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// rss returns the memory samples of each node, named by its URL.
+func (cl *cluster) rss() []nodeRSS {
+	var out []nodeRSS
+	for _, k := range cl.nodes {
+		out = append(out, nodeRSS{Node: k.url, rssStats: k.rss})
+	}
+	return out
 }
 
 // sampleRSS reads kmsd's VmRSS (and VmHWM, the kernel's own peak) every

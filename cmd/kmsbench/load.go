@@ -26,10 +26,12 @@ type request struct {
 // load is one measured run against one target: concurrency workers send
 // requests one after the other until duration has passed, requests have
 // been sent (when above zero), or ctx is done, whichever comes first.
+// Worker w sends its requests to urls[w % len(urls)], the nodes of the
+// target.
 type load struct {
 	client      *http.Client
-	url         string // the target, without a trailing slash
-	key         string // the bearer API key; empty sends none
+	urls        []string // the target's nodes, without a trailing slash
+	key         string   // the bearer API key; empty sends none
 	pick        func(rng *rand.Rand) request
 	concurrency int
 	duration    time.Duration
@@ -49,7 +51,13 @@ type stats struct {
 	errors   int64         // answers other than 200, and transport errors
 	byStatus map[int]int64 // errors by HTTP status; 0 is a transport error
 	elapsed  time.Duration
-	hist     Histogram // latency of every answered request
+	hist     Histogram   // latency of every answered request
+	nodes    []nodeCount // requests and errors of each node, in the order of its urls
+}
+
+// nodeCount is what one node of a target was sent.
+type nodeCount struct {
+	requests, errors int64
 }
 
 // newClient returns the HTTP client of every target: one keep-alive
@@ -87,25 +95,28 @@ func (l *load) run(ctx context.Context) *stats {
 	deadline := start.Add(l.duration)
 	seed := rand.Uint64()
 	for w := range l.concurrency {
-		s := &stats{byStatus: map[int]int64{}}
+		s := &stats{byStatus: map[int]int64{}, nodes: make([]nodeCount, len(l.urls))}
 		results[w] = s
+		node := w % len(l.urls)
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(seed, uint64(w)))
 			for ctx.Err() == nil && time.Now().Before(deadline) {
 				if l.requests > 0 && issued.Add(1) > l.requests {
 					return
 				}
-				status, lat, err := l.do(ctx, l.pick(rng), auth)
+				status, lat, err := l.do(ctx, l.urls[node], l.pick(rng), auth)
 				if ctx.Err() != nil {
 					return // cut short: neither a result nor an error
 				}
 				s.requests++
+				s.nodes[node].requests++
 				done.Add(1)
 				if err == nil {
 					s.hist.Record(lat)
 				}
 				if err != nil || status != http.StatusOK {
 					s.errors++
+					s.nodes[node].errors++
 					s.byStatus[status]++
 					failed.Add(1)
 				}
@@ -126,14 +137,15 @@ func (l *load) run(ctx context.Context) *stats {
 	close(stopProgress)
 	<-progressDone
 
-	total := &stats{byStatus: map[int]int64{}, elapsed: elapsed}
+	total := &stats{byStatus: map[int]int64{}, elapsed: elapsed, nodes: make([]nodeCount, len(l.urls))}
 	for _, s := range results {
 		total.add(s)
 	}
 	return total
 }
 
-// add adds the requests, errors, time and latencies of o to s.
+// add adds the requests, errors, time, latencies and counts by node of o
+// to s.
 func (s *stats) add(o *stats) {
 	s.requests += o.requests
 	s.errors += o.errors
@@ -142,12 +154,20 @@ func (s *stats) add(o *stats) {
 	}
 	s.elapsed += o.elapsed
 	s.hist.Merge(&o.hist)
+	for i, n := range o.nodes {
+		if i == len(s.nodes) {
+			s.nodes = append(s.nodes, nodeCount{})
+		}
+		s.nodes[i].requests += n.requests
+		s.nodes[i].errors += n.errors
+	}
 }
 
-// do sends one request and reads the answer. A transport error, or an
-// answer that cannot be read, returns an error and status 0.
-func (l *load) do(ctx context.Context, r request, auth string) (status int, latency time.Duration, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.url+r.path, bytes.NewReader(r.body))
+// do sends one request to the node at base and reads the answer. A
+// transport error, or an answer that cannot be read, returns an error and
+// status 0.
+func (l *load) do(ctx context.Context, base string, r request, auth string) (status int, latency time.Duration, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+r.path, bytes.NewReader(r.body))
 	if err != nil {
 		return 0, 0, err
 	}

@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ringkms/kms/internal/pgtest"
 )
 
 // fakeServer answers POSTs: every fifth request (in arrival order) a 500,
@@ -58,7 +60,7 @@ func newFakeServer(t testing.TB, delay time.Duration) *fakeServer {
 func newTestLoad(url string, c int, d time.Duration, n int64) *load {
 	return &load{
 		client:      newClient(c, 5*time.Second),
-		url:         url,
+		urls:        []string{url},
 		key:         "k",
 		pick:        func(*rand.Rand) request { return request{path: "/ks/encrypt", body: []byte(`{"ringname":"r"}`)} },
 		concurrency: c,
@@ -81,6 +83,30 @@ func TestLoadCountsErrorsByStatus(t *testing.T) {
 	}
 	if f.badAuth.Load() != 0 {
 		t.Errorf("%d requests without the bearer key", f.badAuth.Load())
+	}
+}
+
+// TestLoadSpreadsClientsOverNodes loads two servers as the nodes of one
+// target: both get requests, and the counts of each node are what it saw.
+func TestLoadSpreadsClientsOverNodes(t *testing.T) {
+	a, b := newFakeServer(t, time.Millisecond), newFakeServer(t, time.Millisecond)
+	l := newTestLoad(a.URL, 4, time.Minute, 200)
+	l.urls = []string{a.URL, b.URL}
+	st := l.run(context.Background())
+	if st.requests != 200 || len(st.nodes) != 2 {
+		t.Fatalf("requests = %d, nodes %d; want 200 over 2 nodes", st.requests, len(st.nodes))
+	}
+	for i, f := range []*fakeServer{a, b} {
+		hits := f.hits.Load()
+		n := st.nodes[i]
+		// The fake server fails every fifth request it gets.
+		if hits == 0 || n.requests != hits || n.errors != hits/5 {
+			t.Errorf("node %d: counted %d requests, %d errors; it saw %d requests (and failed %d); want all counted, and some",
+				i+1, n.requests, n.errors, hits, hits/5)
+		}
+	}
+	if st.errors != st.nodes[0].errors+st.nodes[1].errors {
+		t.Errorf("errors = %d, the nodes' add up to %d", st.errors, st.nodes[0].errors+st.nodes[1].errors)
 	}
 }
 
@@ -198,13 +224,18 @@ func TestBaselineHandler(t *testing.T) {
 }
 
 // TestMain makes the test binary the baseline server when startBaseline
-// runs it as one, as the kmsbench binary is.
+// runs it as one, as the kmsbench binary is. The tests share one
+// PostgreSQL server (pgtest) and one kmsd binary (testKmsd).
 func TestMain(m *testing.M) {
 	if os.Getenv(baselineEnv) == "1" {
 		baselineMain()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := pgtest.Main(m)
+	if builtKmsd.dir != "" {
+		os.RemoveAll(builtKmsd.dir)
+	}
+	os.Exit(code)
 }
 
 // TestStartBaseline starts the baseline server as a process, calls it and
@@ -277,7 +308,7 @@ func TestMeasureTakesTurns(t *testing.T) {
 	o := &options{concurrency: 4, duration: time.Minute, requests: 31, baseline: true, rounds: 3}
 	bn := &bench{o: o, client: newClient(o.concurrency, 5*time.Second), stderr: io.Discard}
 	work := &workload{mode: "encrypt", encrypt: newEncrypt("r", false)}
-	all, err := bn.measure(context.Background(), []target{{name: "a", url: a.URL, key: "k"}, {name: "b", url: b.URL}}, work)
+	all, err := bn.measure(context.Background(), []target{{name: "a", urls: []string{a.URL}, key: "k"}, {name: "b", urls: []string{b.URL}}}, work)
 	if err != nil {
 		t.Fatal(err)
 	}

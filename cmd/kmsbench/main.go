@@ -3,7 +3,14 @@
 // latency quantiles.
 //
 //	kmsbench -start [flags]                  start a kmsd of its own and load it
+//	kmsbench -start -store postgres://... -nodes 3 [flags]
+//	                                         start a cluster of 3 kmsd on one database and load it
 //	kmsbench -url http://127.0.0.1:8200 ...  load a running kmsd (API key in KMSBENCH_KEY)
+//	kmsbench -url URL1,URL2 ...              load the nodes of a running cluster
+//
+// Over several nodes, client i sends its requests to node i mod N; the
+// ring and the pool of hashes to decrypt are made through the first node,
+// so that decrypt calls cross nodes.
 //
 // With -baseline it also measures, in the same run, a minimal Go net/http
 // JSON handler, the floor under any HTTP API on the same machine, served by
@@ -57,6 +64,7 @@ const (
 	maxRequests    = 1_000_000_000
 	maxPool        = 1_000_000
 	maxRounds      = 1000
+	maxNodes       = 64
 	minRound       = 100 * time.Millisecond
 	// nDuration bounds a run given -n but no -d.
 	nDuration = time.Hour
@@ -64,10 +72,13 @@ const (
 
 // options are the flags.
 type options struct {
-	url         string
+	url         string   // -url as given
+	urls        []string // the nodes of -url, or those kmsbench started
 	key         string
 	allowRemote bool
 	start       bool
+	store       string
+	nodes       int
 	kmsd        string
 	logLevel    string
 	mode        string
@@ -86,8 +97,8 @@ type options struct {
 	json        bool
 }
 
-const usageHead = `Usage: kmsbench -start [flags]
-       kmsbench -url URL [flags]    (API key in KMSBENCH_KEY, or -key)
+const usageHead = `Usage: kmsbench -start [-store postgres://... -nodes N] [flags]
+       kmsbench -url URL[,URL...] [flags]    (API key in KMSBENCH_KEY, or -key)
 
 Loads kmsd with POST /ks/encrypt and /ks/decrypt calls from -c keep-alive
 clients for -d (or -n requests, whichever ends first), after -warmup, and
@@ -100,6 +111,15 @@ when it is missing) and for encrypt and decrypt. With -start, kmsbench
 runs its own kmsd (built from ./cmd/kmsd unless -kmsd) on 127.0.0.1:0 with
 a temporary data directory, a random master key and a random bootstrap API
 key, and stops it with SIGTERM at the end, or on Ctrl-C.
+
+Several nodes: -url takes the comma-separated URLs of the nodes of a
+cluster, and -start -store postgres://... -nodes N starts N kmsd, one
+after the other, each on its own port and data directory, with one master
+key, over that database (an empty one: kmsd refuses a database made with
+another master key). The -c clients are spread evenly: client i calls node
+i mod N. The ring and the hashes to decrypt are made through the first
+node, so that decrypt calls cross nodes. The summary counts the requests
+of each node.
 
 With -baseline, kmsbench also serves a minimal net/http JSON handler from
 a process of its own, loads it the same way, taking turns with kmsd in
@@ -115,10 +135,12 @@ func parseFlags(args []string, getenv func(string) string, stdout io.Writer) (*o
 	o := &options{}
 	fs := flag.NewFlagSet("kmsbench", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&o.url, "url", "", "`URL` of a running kmsd, e.g. http://127.0.0.1:8200 (loopback only, unless -allow-remote)")
+	fs.StringVar(&o.url, "url", "", "`URL` of a running kmsd, e.g. http://127.0.0.1:8200, or the comma-separated URLs of the nodes of a cluster (loopback only, unless -allow-remote)")
 	fs.StringVar(&o.key, "key", "", "API `KEY` for -url (better: the environment variable KMSBENCH_KEY, which keeps it out of the process list)")
 	fs.BoolVar(&o.allowRemote, "allow-remote", false, "allow a -url whose host is not a loopback address")
 	fs.BoolVar(&o.start, "start", false, "start a kmsd of its own on 127.0.0.1:0 instead of -url, and stop it at the end")
+	fs.StringVar(&o.store, "store", "", "with -start: the PostgreSQL database (`URL` postgres://...) of the kmsd started, instead of the embedded store; an empty one (password better in PGPASSWORD or ~/.pgpass)")
+	fs.IntVar(&o.nodes, "nodes", 1, "with -start -store: how many kmsd (`N`) to start on the database, a cluster")
 	fs.StringVar(&o.kmsd, "kmsd", "", "the kmsd binary to run with -start, at `PATH` (default: go build ./cmd/kmsd into a temporary directory)")
 	fs.StringVar(&o.logLevel, "kmsd-log-level", "info", "the -log-level (`LEVEL`) of the kmsd started with -start (info logs every request, as kmsd does by default)")
 	fs.StringVar(&o.mode, "mode", "encrypt", "what to call (`MODE`): encrypt, decrypt (hashes and headers from -pool encrypt calls made first) or mix")
@@ -133,7 +155,7 @@ func parseFlags(args []string, getenv func(string) string, stdout io.Writer) (*o
 	fs.IntVar(&o.pool, "pool", 1000, "decrypt and mix modes: make `N` (hash, header) pairs first and decrypt them at random")
 	fs.BoolVar(&o.baseline, "baseline", false, "also measure a minimal Go net/http JSON handler, served on 127.0.0.1:0 by a process of its own as kmsd is, the same way, and print the ratios")
 	fs.IntVar(&o.rounds, "rounds", 5, "with -baseline: take turns between kmsd and the baseline in `R` rounds, each loading one target for 1/R of -d (and of -n)")
-	fs.BoolVar(&o.rss, "rss", false, "with -start: sample kmsd's resident memory (VmRSS) every second and report the peak")
+	fs.BoolVar(&o.rss, "rss", false, "with -start: sample the resident memory (VmRSS) of each kmsd every second and report the peak")
 	fs.BoolVar(&o.json, "json", false, "print the summary as JSON instead of a table")
 
 	if err := fs.Parse(args); err != nil {
@@ -170,8 +192,15 @@ func (o *options) validate(set map[string]bool) error {
 		return errors.New("give -url of a running kmsd (and its API key), or -start")
 	case !o.start && o.key == "":
 		return errors.New("-url needs an API key: set KMSBENCH_KEY (or -key)")
-	case !o.start && (o.kmsd != "" || o.rss):
-		return errors.New("-kmsd and -rss go with -start")
+	case !o.start && (o.kmsd != "" || o.rss || set["store"] || set["nodes"]):
+		return errors.New("-kmsd, -rss, -store and -nodes go with -start")
+	case o.store != "" && !strings.HasPrefix(o.store, "postgres://") && !strings.HasPrefix(o.store, "postgresql://"):
+		// Not quoted: the URL may hold a password.
+		return errors.New("-store: want a PostgreSQL URL, postgres://... or postgresql://...")
+	case o.nodes < 1 || o.nodes > maxNodes:
+		return fmt.Errorf("-nodes %d: want 1 to %d", o.nodes, maxNodes)
+	case o.nodes > 1 && o.store == "":
+		return fmt.Errorf("-nodes %d needs -store postgres://...: the embedded store serves one process", o.nodes)
 	case o.mode != "encrypt" && o.mode != "decrypt" && o.mode != "mix":
 		return fmt.Errorf("-mode %q: want encrypt, decrypt or mix", o.mode)
 	case set["mix"] && o.mode != "mix":
@@ -202,16 +231,31 @@ func (o *options) validate(set map[string]bool) error {
 		return errors.New("-ring: a ring name is required")
 	}
 	if o.url != "" {
-		u, err := url.Parse(o.url)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("-url %q: want http://host:port", o.url)
+		for raw := range strings.SplitSeq(o.url, ",") {
+			u, err := o.checkURL(strings.TrimSpace(raw))
+			if err != nil {
+				return err
+			}
+			o.urls = append(o.urls, u)
 		}
-		if !o.allowRemote && !isLoopback(u.Hostname()) {
-			return fmt.Errorf("-url %q: %s is not a loopback address; kmsbench loads only this machine unless -allow-remote", o.url, u.Hostname())
-		}
-		o.url = strings.TrimSuffix(u.Scheme+"://"+u.Host+u.Path, "/")
+	}
+	if n := max(len(o.urls), o.nodes); o.concurrency < n {
+		return fmt.Errorf("-c %d over %d nodes: want at least one client a node", o.concurrency, n)
 	}
 	return nil
+}
+
+// checkURL checks one URL of -url and returns it without a trailing
+// slash.
+func (o *options) checkURL(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("-url %q: want http://host:port, or several, separated by commas", raw)
+	}
+	if !o.allowRemote && !isLoopback(u.Hostname()) {
+		return "", fmt.Errorf("-url %q: %s is not a loopback address; kmsbench loads only this machine unless -allow-remote", raw, u.Hostname())
+	}
+	return strings.TrimSuffix(u.Scheme+"://"+u.Host+u.Path, "/"), nil
 }
 
 // isLoopback reports whether host is a loopback IP address, or
@@ -250,29 +294,29 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	b := &bench{o: o, client: newClient(o.concurrency, o.timeout), stderr: stderr, tty: isTerminal(stderr)}
 	defer b.client.CloseIdleConnections()
 
-	var k *kmsd
+	var cl *cluster
 	if o.start {
-		if k, err = b.startKmsd(ctx); err != nil {
+		if cl, err = b.startCluster(ctx); err != nil {
 			return err
 		}
 		defer func() {
 			// For the early returns: kmsd is stopped before the
 			// baseline. An error of kmsd's exit matters only when
 			// nothing else went wrong (kmsd exiting early is one).
-			if serr := k.stop(); err == nil {
+			if serr := cl.stop(); err == nil {
 				err = serr
 			}
 		}()
-		o.url, o.key = k.url, k.key
+		o.urls, o.key = cl.urls(), cl.key
 	}
 	sum := newSummary(o)
-	err = b.runTargets(ctx, k, sum)
-	if k != nil {
-		if serr := k.stop(); err == nil {
+	err = b.runTargets(ctx, cl, sum)
+	if cl != nil {
+		if serr := cl.stop(); err == nil {
 			err = serr
 		}
 		if o.rss {
-			sum.RSS = &k.rss
+			sum.RSS = cl.rss()
 		}
 	}
 	if len(sum.Rows) > 0 {
@@ -284,18 +328,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return err
 }
 
-// runTargets prepares the workload on kmsd (k, when kmsbench started
+// runTargets prepares the workload on kmsd (cl, when kmsbench started
 // it), starts the baseline with -baseline, measures them and puts their
 // rows in sum.
-func (b *bench) runTargets(ctx context.Context, k *kmsd, sum *summary) (err error) {
+func (b *bench) runTargets(ctx context.Context, cl *cluster, sum *summary) (err error) {
 	o := b.o
-	ctx, cancel := watchKmsd(ctx, k)
+	ctx, cancel := watchKmsd(ctx, cl)
 	defer cancel(nil)
 	work, err := b.prepare(ctx)
 	if err != nil {
 		return err
 	}
-	targets := []target{{name: "kmsd", url: o.url, key: o.key}}
+	targets := []target{{name: "kmsd", urls: o.urls, key: o.key}}
 	if o.baseline {
 		srv, err := b.startBaseline(ctx)
 		if err != nil {
@@ -306,11 +350,11 @@ func (b *bench) runTargets(ctx context.Context, k *kmsd, sum *summary) (err erro
 				err = fmt.Errorf("baseline: %w", serr)
 			}
 		}()
-		targets = append(targets, target{name: "baseline", url: srv.url})
+		targets = append(targets, target{name: "baseline", urls: []string{srv.url}})
 	}
 	all, err := b.measure(ctx, targets, work)
 	for i, st := range all {
-		sum.Rows = append(sum.Rows, newRow(targets[i].name, targets[i].url, o, st))
+		sum.Rows = append(sum.Rows, newRow(targets[i].name, targets[i].urls, o, st))
 	}
 	sum.Interrupted = err != nil && len(all) > 0 // the load was cut short
 	return b.cause(ctx, err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +25,19 @@ func TestParseFlags(t *testing.T) {
 			return o.start && o.mode == "encrypt" && o.concurrency == 64 && o.duration == 10*time.Second && o.warmup == time.Second
 		}},
 		{name: "url and key", args: []string{"-url", "http://127.0.0.1:8200/", "-key", "k"}, check: func(o *options) bool {
-			return o.url == "http://127.0.0.1:8200" && o.key == "k"
+			return slices.Equal(o.urls, []string{"http://127.0.0.1:8200"}) && o.key == "k"
+		}},
+		{name: "nodes of a cluster", args: []string{"-url", "http://127.0.0.1:8200/, http://[::1]:8201", "-key", "k"}, check: func(o *options) bool {
+			return slices.Equal(o.urls, []string{"http://127.0.0.1:8200", "http://[::1]:8201"})
+		}},
+		{name: "one node twice", args: []string{"-url", "http://127.0.0.1:8200,http://127.0.0.1:8200", "-key", "k", "-c", "2"}, check: func(o *options) bool {
+			return len(o.urls) == 2
+		}},
+		{name: "start a cluster", args: []string{"-start", "-store", "postgres://kms:hunter2@127.0.0.1/kms", "-nodes", "3"}, check: func(o *options) bool {
+			return o.nodes == 3 && o.store == "postgres://kms:hunter2@127.0.0.1/kms" && o.urls == nil
+		}},
+		{name: "one node on PostgreSQL", args: []string{"-start", "-store", "postgresql:///kms?host=/run/postgresql"}, check: func(o *options) bool {
+			return o.nodes == 1
 		}},
 		{name: "key from the environment", args: []string{"-url", "http://[::1]:8200"}, env: map[string]string{"KMSBENCH_KEY": "envkey"},
 			check: func(o *options) bool { return o.key == "envkey" }},
@@ -56,6 +69,16 @@ func TestParseFlags(t *testing.T) {
 		{name: "rounds too short", args: []string{"-start", "-baseline", "-d", "1s", "-rounds", "20"}, wantErr: "at least 100ms a round"},
 		{name: "fewer requests than rounds", args: []string{"-start", "-baseline", "-n", "3"}, wantErr: "-n 3 in 5 rounds"},
 		{name: "stray argument", args: []string{"-start", "now"}, wantErr: "unexpected argument"},
+		{name: "remote node", args: []string{"-url", "http://127.0.0.1:1,http://10.0.0.1:8200", "-key", "k"}, wantErr: `"http://10.0.0.1:8200": 10.0.0.1 is not a loopback address`},
+		{name: "empty node", args: []string{"-url", "http://127.0.0.1:1,", "-key", "k"}, wantErr: `-url "": want http://host:port, or several`},
+		{name: "fewer clients than nodes", args: []string{"-url", "http://127.0.0.1:1,http://127.0.0.1:2", "-key", "k", "-c", "1"}, wantErr: "-c 1 over 2 nodes"},
+		{name: "fewer clients than started nodes", args: []string{"-start", "-store", "postgres://h/db", "-nodes", "4", "-c", "3"}, wantErr: "-c 3 over 4 nodes"},
+		{name: "nodes without store", args: []string{"-start", "-nodes", "2"}, wantErr: "-nodes 2 needs -store"},
+		{name: "no nodes", args: []string{"-start", "-store", "postgres://h/db", "-nodes", "0"}, wantErr: "-nodes 0"},
+		{name: "too many nodes", args: []string{"-start", "-store", "postgres://h/db", "-nodes", "65"}, wantErr: "-nodes 65"},
+		{name: "store without start", args: []string{"-url", "http://127.0.0.1:1", "-key", "k", "-store", "postgres://h/db"}, wantErr: "go with -start"},
+		{name: "nodes without start", args: []string{"-url", "http://127.0.0.1:1", "-key", "k", "-nodes", "1"}, wantErr: "go with -start"},
+		{name: "store not PostgreSQL", args: []string{"-start", "-store", "mysql://kms:hunter2@h/db"}, wantErr: "-store: want a PostgreSQL URL"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -64,6 +87,9 @@ func TestParseFlags(t *testing.T) {
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("parseFlags(%q) = %v, want an error with %q", tt.args, err, tt.wantErr)
+				}
+				if strings.Contains(err.Error(), "hunter2") {
+					t.Errorf("parseFlags(%q) = %v: the error shows the password", tt.args, err)
 				}
 				return
 			}
@@ -82,7 +108,7 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 	if err := run(context.Background(), []string{"-h"}, noEnv, &out, &bytes.Buffer{}); err != nil {
 		t.Fatalf("run -h = %v, want nil", err)
 	}
-	for _, f := range []string{"url", "key", "allow-remote", "start", "kmsd", "kmsd-log-level", "mode", "mix", "c",
+	for _, f := range []string{"url", "key", "allow-remote", "start", "store", "nodes", "kmsd", "kmsd-log-level", "mode", "mix", "c",
 		"d", "n", "warmup", "timeout", "ring", "asset", "pool", "baseline", "rounds", "rss", "json"} {
 		if !regexp.MustCompile(`(?m)^  -` + f + `( |$)`).MatchString(out.String()) {
 			t.Errorf("kmsbench -h does not document -%s:\n%s", f, out.String())
@@ -100,8 +126,8 @@ func TestSummaryTable(t *testing.T) {
 	bh.Record(time.Millisecond)
 	s := newSummary(o)
 	s.Rows = []row{
-		newRow("kmsd", "http://127.0.0.1:1", o, &stats{requests: 1000, errors: 2, byStatus: map[int]int64{500: 1, 0: 1}, elapsed: time.Second, hist: kh}),
-		newRow("baseline", "http://127.0.0.1:2", o, &stats{requests: 4000, elapsed: time.Second, hist: bh}),
+		newRow("kmsd", []string{"http://127.0.0.1:1"}, o, &stats{requests: 1000, errors: 2, byStatus: map[int]int64{500: 1, 0: 1}, elapsed: time.Second, hist: kh}),
+		newRow("baseline", []string{"http://127.0.0.1:2"}, o, &stats{requests: 4000, elapsed: time.Second, hist: bh}),
 	}
 	s.finish()
 	var out bytes.Buffer
@@ -121,27 +147,59 @@ func TestSummaryTable(t *testing.T) {
 	}
 }
 
+func TestSummaryTableNodes(t *testing.T) {
+	o := &options{mode: "decrypt", concurrency: 4, ring: "r", pool: 10, start: true, store: "postgres://h/db",
+		urls: []string{"http://127.0.0.1:1", "http://127.0.0.1:2"}}
+	var h Histogram
+	h.Record(time.Millisecond)
+	s := newSummary(o)
+	s.Rows = []row{newRow("kmsd", o.urls, o, &stats{requests: 300, errors: 1, byStatus: map[int]int64{500: 1}, elapsed: time.Second, hist: h,
+		nodes: []nodeCount{{requests: 100}, {requests: 200, errors: 1}}})}
+	s.RSS = []nodeRSS{{Node: o.urls[0], rssStats: rssStats{PeakBytes: 10 << 20, LastBytes: 5 << 20, Samples: 3}},
+		{Node: o.urls[1], rssStats: rssStats{PeakBytes: 20 << 20, LastBytes: 6 << 20, Samples: 3}}}
+	var out bytes.Buffer
+	if err := s.print(&out, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"kmsd: 2 nodes started by kmsbench, store postgres\n",
+		"kmsd over 2 nodes, client i calling node i mod 2:\n",
+		"node  url                 requests  errors  ops/s\n",
+		"1     http://127.0.0.1:1       100       0    100\n",
+		"2     http://127.0.0.1:2       200       1    200\n",
+		"kmsd http://127.0.0.1:2 resident memory: peak 20.0 MiB, last 6.0 MiB",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q; got:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	if err := s.print(&out, true); err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Nodes int       `json:"nodes"`
+		Store string    `json:"store"`
+		RSS   []nodeRSS `json:"rss"`
+		Rows  []row     `json:"rows"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Nodes != 2 || got.Store != "postgres" || len(got.RSS) != 2 || got.RSS[1].PeakBytes != 20<<20 ||
+		len(got.Rows) != 1 || got.Rows[0].URL != "http://127.0.0.1:1,http://127.0.0.1:2" || len(got.Rows[0].Nodes) != 2 || got.Rows[0].Nodes[1].Errors != 1 {
+		t.Errorf("JSON summary = %+v, want 2 nodes, their RSS and their counts", got)
+	}
+}
+
 // TestRunEndToEnd builds kmsd, and runs kmsbench against it and the
 // baseline.
 func TestRunEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: builds and runs kmsd; skipped with -short")
 	}
-	var stdout, stderr bytes.Buffer
-	args := []string{"-start", "-mode", "mix", "-c", "8", "-n", "200", "-baseline", "-json", "-rss",
-		"-warmup", "200ms", "-pool", "50", "-kmsd-log-level", "warn"}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := run(ctx, args, noEnv, &stdout, &stderr); err != nil {
-		t.Fatalf("run %q = %v; stderr:\n%s", args, err, stderr.String())
-	}
-	var sum struct {
-		Rows []row    `json:"rows"`
-		RSS  rssStats `json:"rss"`
-	}
-	if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil {
-		t.Fatalf("stdout is not the JSON summary: %v\n%s", err, stdout.String())
-	}
+	sum, stderr := runJSON(t, noEnv, "-start", "-mode", "mix", "-c", "8", "-n", "200", "-baseline", "-rss",
+		"-warmup", "200ms", "-pool", "50", "-kmsd-log-level", "warn")
 	if len(sum.Rows) != 2 || sum.Rows[0].Target != "kmsd" || sum.Rows[1].Target != "baseline" {
 		t.Fatalf("rows = %+v, want kmsd and baseline", sum.Rows)
 	}
@@ -150,10 +208,15 @@ func TestRunEndToEnd(t *testing.T) {
 			t.Errorf("%s row = %+v, want 200 requests, no error", r.Target, r)
 		}
 	}
-	if sum.RSS.Samples == 0 || sum.RSS.PeakBytes <= 0 {
+	if len(sum.RSS) != 1 || sum.RSS[0].Samples == 0 || sum.RSS[0].PeakBytes <= 0 || sum.RSS[0].Node != sum.Rows[0].URL {
 		t.Errorf("rss = %+v, want samples of kmsd's memory", sum.RSS)
 	}
-	if !strings.Contains(stderr.String(), "kmsd (pid ") {
-		t.Errorf("stderr lacks the note that kmsd started:\n%s", stderr.String())
+	if sum.Nodes != 1 || sum.Store != "embedded" {
+		t.Errorf("summary: %d nodes, store %q; want 1, embedded", sum.Nodes, sum.Store)
 	}
+	pids := startedPIDs(t, stderr)
+	if len(pids) != 1 {
+		t.Fatalf("stderr notes %d kmsd started, want 1:\n%s", len(pids), stderr)
+	}
+	checkStopped(t, pids)
 }

@@ -18,8 +18,12 @@ type summary struct {
 	Machine machine `json:"machine"`
 	Mode    string  `json:"mode"`
 	// Ratios compare kmsd with the baseline (with -baseline).
-	Ratios      *ratios   `json:"ratios,omitempty"`
-	RSS         *rssStats `json:"rss,omitempty"` // kmsd's resident memory (with -rss)
+	Ratios *ratios `json:"ratios,omitempty"`
+	// Nodes is how many kmsd nodes were loaded; Store their store, when
+	// kmsbench started them: embedded, or postgres.
+	Nodes       int       `json:"nodes"`
+	Store       string    `json:"store,omitempty"`
+	RSS         []nodeRSS `json:"rss,omitempty"` // the resident memory of each kmsd (with -rss)
 	Rows        []row     `json:"rows"`
 	Interrupted bool      `json:"interrupted,omitempty"` // the run stopped early
 	Warmup      string    `json:"warmup"`
@@ -38,10 +42,17 @@ type machine struct {
 	OS         string `json:"os"`
 }
 
+// nodeRSS is the resident memory of one kmsd.
+type nodeRSS struct {
+	Node string `json:"node"` // its URL
+	rssStats
+}
+
 // row is the measurement of one target.
 type row struct {
-	Target         string           `json:"target"` // kmsd or baseline
-	URL            string           `json:"url"`
+	Target         string           `json:"target"`          // kmsd or baseline
+	URL            string           `json:"url"`             // its nodes' URLs, separated by commas
+	Nodes          []nodeRow        `json:"nodes,omitempty"` // with more than one node: what each was sent
 	Mode           string           `json:"mode"`
 	Concurrency    int              `json:"concurrency"`
 	Requests       int64            `json:"requests"`
@@ -55,6 +66,14 @@ type row struct {
 	MaxMs          float64          `json:"maxMs"`
 }
 
+// nodeRow is what one node of a target was sent.
+type nodeRow struct {
+	URL       string  `json:"url"`
+	Requests  int64   `json:"requests"`
+	Errors    int64   `json:"errors"`
+	OpsPerSec float64 `json:"opsPerSec"`
+}
+
 type ratios struct {
 	ThroughputPct float64 `json:"throughputPct"` // kmsd ops/s / baseline ops/s, in %
 	P99Factor     float64 `json:"p99Factor"`     // kmsd p99 / baseline p99
@@ -65,7 +84,16 @@ func newSummary(o *options) *summary {
 	if mode == "mix" {
 		mode = fmt.Sprintf("mix %.0f%% decrypt", o.mix*100)
 	}
+	store := ""
+	switch {
+	case o.start && o.store != "":
+		store = "postgres"
+	case o.start:
+		store = "embedded"
+	}
 	return &summary{
+		Nodes: len(o.urls),
+		Store: store,
 		Machine: machine{
 			CPUs:       runtime.NumCPU(),
 			CPUModel:   cpuModel(),
@@ -82,11 +110,11 @@ func newSummary(o *options) *summary {
 	}
 }
 
-func newRow(target, url string, o *options, st *stats) row {
+func newRow(target string, urls []string, o *options, st *stats) row {
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	r := row{
 		Target:      target,
-		URL:         url,
+		URL:         strings.Join(urls, ","),
 		Mode:        o.mode,
 		Concurrency: o.concurrency,
 		Requests:    st.requests,
@@ -97,8 +125,21 @@ func newRow(target, url string, o *options, st *stats) row {
 		P99Ms:       ms(st.hist.Quantile(0.99)),
 		MaxMs:       ms(st.hist.Max()),
 	}
-	if st.elapsed > 0 {
-		r.OpsPerSec = float64(st.requests) / st.elapsed.Seconds()
+	perSec := func(n int64) float64 {
+		if st.elapsed <= 0 {
+			return 0
+		}
+		return float64(n) / st.elapsed.Seconds()
+	}
+	r.OpsPerSec = perSec(st.requests)
+	if len(urls) > 1 {
+		for i, u := range urls {
+			var n nodeCount
+			if i < len(st.nodes) {
+				n = st.nodes[i]
+			}
+			r.Nodes = append(r.Nodes, nodeRow{URL: u, Requests: n.requests, Errors: n.errors, OpsPerSec: perSec(n.requests)})
+		}
 	}
 	for status, n := range st.byStatus {
 		if r.ErrorsByStatus == nil {
@@ -169,6 +210,14 @@ func (s *summary) print(w io.Writer, asJSON bool) error {
 		fmt.Fprintf(w, ", %d rounds taking turns", s.Rounds)
 	}
 	fmt.Fprintln(w)
+	fmt.Fprintf(w, "kmsd: %d node", s.Nodes)
+	if s.Nodes != 1 {
+		fmt.Fprint(w, "s")
+	}
+	if s.Store != "" {
+		fmt.Fprintf(w, " started by kmsbench, store %s", s.Store)
+	}
+	fmt.Fprintln(w)
 	if s.Interrupted {
 		fmt.Fprintln(w, "INTERRUPTED: the figures cover only part of the run")
 	}
@@ -190,12 +239,28 @@ func (s *summary) print(w io.Writer, asJSON bool) error {
 			fmt.Fprintf(w, "%s errors by status: %s\n", r.Target, strings.Join(parts, ", "))
 		}
 	}
+	for _, r := range s.Rows {
+		if len(r.Nodes) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s over %d nodes, client i calling node i mod %d:\n", r.Target, len(r.Nodes), len(r.Nodes))
+		nodes := [][]string{{"node", "url", "requests", "errors", "ops/s"}}
+		for i, n := range r.Nodes {
+			nodes = append(nodes, []string{strconv.Itoa(i + 1), n.URL, strconv.FormatInt(n.Requests, 10),
+				strconv.FormatInt(n.Errors, 10), fmt.Sprintf("%.0f", n.OpsPerSec)})
+		}
+		writeTable(w, nodes, 2)
+	}
 	if s.Ratios != nil {
 		fmt.Fprintf(w, "\nkmsd / baseline: throughput %.1f %%, p99 %.1fx\n", s.Ratios.ThroughputPct, s.Ratios.P99Factor)
 	}
-	if s.RSS != nil {
-		fmt.Fprintf(w, "kmsd resident memory: peak %.1f MiB, last %.1f MiB (VmRSS sampled every second, %d samples)\n",
-			float64(s.RSS.PeakBytes)/(1<<20), float64(s.RSS.LastBytes)/(1<<20), s.RSS.Samples)
+	for _, n := range s.RSS {
+		name := "kmsd"
+		if len(s.RSS) > 1 {
+			name = "kmsd " + n.Node
+		}
+		fmt.Fprintf(w, "%s resident memory: peak %.1f MiB, last %.1f MiB (VmRSS sampled every second, %d samples)\n",
+			name, float64(n.PeakBytes)/(1<<20), float64(n.LastBytes)/(1<<20), n.Samples)
 	}
 	return nil
 }

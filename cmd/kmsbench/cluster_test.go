@@ -1,0 +1,237 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ringkms/kms/internal/kmsdtest"
+	"github.com/ringkms/kms/internal/pgtest"
+)
+
+// builtKmsd is the kmsd binary that the tests share, built once;
+// TestMain removes its directory.
+var builtKmsd struct {
+	once      sync.Once
+	dir, path string
+	err       error
+}
+
+// testKmsd returns the path of kmsd built from this module, skipping the
+// test with -short.
+func testKmsd(t testing.TB) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end: builds and runs kmsd; skipped with -short")
+	}
+	b := &builtKmsd
+	b.once.Do(func() {
+		kmsdtest.TrackSources() // go test reruns this when kmsd's sources change
+		if b.dir, b.err = os.MkdirTemp("", "kmsbench-test-bin-"); b.err == nil {
+			b.path, b.err = buildKmsd(context.Background(), b.dir)
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
+}
+
+// jsonSummary is the part of the JSON summary the tests read.
+type jsonSummary struct {
+	Nodes int       `json:"nodes"`
+	Store string    `json:"store"`
+	RSS   []nodeRSS `json:"rss"`
+	Rows  []row     `json:"rows"`
+}
+
+// runJSON runs kmsbench with args and -json, and returns its summary and
+// what it wrote to stderr.
+func runJSON(t *testing.T, getenv func(string) string, args ...string) (*jsonSummary, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	args = append(args, "-json")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := run(ctx, args, getenv, &stdout, &stderr); err != nil {
+		t.Fatalf("run %q = %v; stderr:\n%s", args, err, stderr.String())
+	}
+	var sum jsonSummary
+	if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil {
+		t.Fatalf("stdout is not the JSON summary: %v\n%s", err, stdout.String())
+	}
+	return &sum, stderr.String()
+}
+
+var pidRE = regexp.MustCompile(`kmsd(?: node \d+)? \(pid (\d+)\) listening`)
+
+// startedPIDs are the process IDs of the kmsd that kmsbench's stderr says
+// it started.
+func startedPIDs(t *testing.T, stderr string) []int {
+	t.Helper()
+	var pids []int
+	for _, m := range pidRE.FindAllStringSubmatch(stderr, -1) {
+		pid, err := strconv.Atoi(m[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// checkStopped fails the test for every process of pids that still runs:
+// kmsbench leaves none behind.
+func checkStopped(t *testing.T, pids []int) {
+	t.Helper()
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("kmsd (pid %d) still runs after kmsbench returned (kill 0: %v)", pid, err)
+		}
+	}
+}
+
+// checkNodes checks that the kmsd row spread n requests, without error,
+// over the nodes urls, each getting some.
+func checkNodes(t *testing.T, sum *jsonSummary, urls []string, n int64) {
+	t.Helper()
+	if len(sum.Rows) != 1 || sum.Rows[0].Target != "kmsd" {
+		t.Fatalf("rows = %+v, want kmsd's", sum.Rows)
+	}
+	r := sum.Rows[0]
+	if r.Requests != n || r.Errors != 0 {
+		t.Errorf("kmsd row = %+v, want %d requests, no error", r, n)
+	}
+	if sum.Nodes != len(urls) || r.URL != strings.Join(urls, ",") {
+		t.Errorf("summary names %d nodes, %s; want %q", sum.Nodes, r.URL, urls)
+	}
+	if len(urls) == 1 {
+		return
+	}
+	if len(r.Nodes) != len(urls) {
+		t.Fatalf("nodes = %+v, want %d", r.Nodes, len(urls))
+	}
+	var total int64
+	for i, node := range r.Nodes {
+		if node.URL != urls[i] || node.Requests == 0 || node.Errors != 0 {
+			t.Errorf("node %d = %+v, want %s with requests and no error", i+1, node, urls[i])
+		}
+		total += node.Requests
+	}
+	if total != n {
+		t.Errorf("the nodes' requests add up to %d, want %d", total, n)
+	}
+}
+
+// TestRunTwoURLs loads one kmsd given twice in -url: kmsbench counts
+// traffic on both "nodes", and decrypts on the second what it encrypted
+// through the first.
+func TestRunTwoURLs(t *testing.T) {
+	bin := testKmsd(t)
+	cl, err := startCluster(context.Background(), newKmsdConfig(bin, "warn", "", false), 1, func(*kmsd) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.stop() })
+	u := cl.nodes[0].url
+	getenv := func(k string) string {
+		if k == "KMSBENCH_KEY" {
+			return cl.key
+		}
+		return ""
+	}
+	sum, _ := runJSON(t, getenv, "-url", u+","+u, "-mode", "decrypt", "-c", "4", "-n", "100", "-warmup", "0", "-pool", "20")
+	checkNodes(t, sum, []string{u, u}, 100)
+	if sum.Store != "" || sum.RSS != nil {
+		t.Errorf("store %q, rss %+v; want neither for a kmsd kmsbench did not start", sum.Store, sum.RSS)
+	}
+}
+
+// TestRunStartStore starts one kmsd on PostgreSQL and loads it.
+func TestRunStartStore(t *testing.T) {
+	bin := testKmsd(t)
+	sum, stderr := runJSON(t, noEnv, "-start", "-kmsd", bin, "-kmsd-log-level", "warn", "-store", pgtest.URL(t),
+		"-mode", "mix", "-c", "4", "-n", "100", "-warmup", "100ms", "-pool", "20", "-rss")
+	pids := startedPIDs(t, stderr)
+	if len(pids) != 1 {
+		t.Fatalf("kmsbench started %d kmsd, want 1; stderr:\n%s", len(pids), stderr)
+	}
+	checkStopped(t, pids)
+	if len(sum.Rows) != 1 {
+		t.Fatalf("rows = %+v, want kmsd's", sum.Rows)
+	}
+	checkNodes(t, sum, []string{sum.Rows[0].URL}, 100)
+	if sum.Store != "postgres" || len(sum.RSS) != 1 || sum.RSS[0].PeakBytes <= 0 {
+		t.Errorf("store %q, rss %+v; want postgres and kmsd's memory", sum.Store, sum.RSS)
+	}
+}
+
+// TestRunInterruptedStopsNodes cancels a run during its load: kmsbench
+// returns, and no kmsd it started is left running.
+func TestRunInterruptedStopsNodes(t *testing.T) {
+	bin := testKmsd(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stderr kmsdtest.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"-start", "-kmsd", bin, "-kmsd-log-level", "warn", "-store", pgtest.URL(t),
+			"-c", "2", "-d", "1h", "-warmup", "0"}, noEnv, &bytes.Buffer{}, &stderr)
+	}()
+	kmsdtest.WaitFor(t, time.Minute, "the load's first progress line", func() bool {
+		return strings.Contains(stderr.String(), "ops/s")
+	})
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("run = %v, want context.Canceled", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("run did not return within a minute of its cancellation")
+	}
+	pids := startedPIDs(t, stderr.String())
+	if len(pids) != 1 {
+		t.Fatalf("kmsbench started %d kmsd, want 1; stderr:\n%s", len(pids), stderr.String())
+	}
+	checkStopped(t, pids)
+}
+
+// TestRunStartCluster starts two kmsd on one PostgreSQL database and
+// loads both: each decrypts hashes that the first encrypted, and both
+// are stopped at the end.
+func TestRunStartCluster(t *testing.T) {
+	bin := testKmsd(t)
+	sum, stderr := runJSON(t, noEnv, "-start", "-kmsd", bin, "-kmsd-log-level", "warn", "-store", pgtest.URL(t), "-nodes", "2",
+		"-mode", "decrypt", "-c", "4", "-n", "60", "-warmup", "0", "-pool", "20", "-rss")
+	pids := startedPIDs(t, stderr)
+	if len(pids) != 2 {
+		t.Fatalf("kmsbench started %d kmsd, want 2; stderr:\n%s", len(pids), stderr)
+	}
+	checkStopped(t, pids)
+	if len(sum.Rows) != 1 || len(sum.Rows[0].Nodes) != 2 {
+		t.Fatalf("rows = %+v, want kmsd's over 2 nodes", sum.Rows)
+	}
+	urls := []string{sum.Rows[0].Nodes[0].URL, sum.Rows[0].Nodes[1].URL}
+	if urls[0] == urls[1] {
+		t.Errorf("both nodes are %s, want two kmsd", urls[0])
+	}
+	checkNodes(t, sum, urls, 60)
+	if sum.Store != "postgres" || len(sum.RSS) != 2 {
+		t.Fatalf("store %q, rss %+v; want postgres and the memory of 2 nodes", sum.Store, sum.RSS)
+	}
+	for i, r := range sum.RSS {
+		if r.Node != urls[i] || r.PeakBytes <= 0 {
+			t.Errorf("rss of node %d = %+v, want %s's", i+1, r, urls[i])
+		}
+	}
+}
