@@ -478,11 +478,22 @@ func (j *journal) commitShared(ctx context.Context, batch []*job) {
 		head   chainHead
 		signed <-chan struct{}
 		exists = map[string]error{} // guard key -> nil, or why the job fails
+		reads  = [][]byte{keyActHead}
 	)
+	for _, jb := range batch {
+		if jb.guard != nil && !slices.ContainsFunc(reads, func(k []byte) bool { return bytes.Equal(k, jb.guard) }) {
+			reads = append(reads, jb.guard)
+		}
+	}
 	err := j.shared.AppendIn(ctx, func(tx Txn) (uint64, [][]byte, error) {
 		if signed != nil {
 			<-signed // an earlier attempt's signatures: j.signs is free again
 			signed = nil
+		}
+		// The head and the guards in one read: over a network, a round
+		// trip per batch instead of one per key.
+		if err := prefetch(tx, reads); err != nil {
+			return 0, nil, err
 		}
 		last, err := loadHead(tx)
 		if err != nil {

@@ -69,6 +69,25 @@ type Txn interface {
 	Scan(opts ScanOptions, fn func(key, value []byte) (more bool, err error)) error
 }
 
+// Prefetcher is a Txn that can read several keys at once, cheaper than
+// one Get after another when every read crosses a network. Prefetch reads
+// keys (those it can) into the transaction: a later Get of one of them
+// answers from what was read, as of the transaction's snapshot, without
+// asking the store again. It is optional; the Service uses it, when the
+// Txn has it, for the reads it knows a transaction will make.
+type Prefetcher interface {
+	Prefetch(keys [][]byte) error
+}
+
+// prefetch reads keys into tx when it is a Prefetcher; otherwise the
+// Gets that follow read them one by one.
+func prefetch(tx Txn, keys [][]byte) error {
+	if p, ok := tx.(Prefetcher); ok && len(keys) > 0 {
+		return p.Prefetch(keys)
+	}
+	return nil
+}
+
 // ScanOptions selects a range of keys for Txn.Scan.
 type ScanOptions struct {
 	// Prefix limits the scan to keys that start with it. Empty means the

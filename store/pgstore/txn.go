@@ -3,9 +3,12 @@ package pgstore
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ringkms/kms"
@@ -22,6 +25,7 @@ const (
 	sqlCommit      = "COMMIT"
 	sqlRollback    = "ROLLBACK"
 	sqlGet         = "SELECT value FROM kms_kv WHERE key = $1"
+	sqlGetMany     = "SELECT key, value FROM kms_kv WHERE key = ANY($1::BYTEA[])"
 	sqlUpsert      = "INSERT INTO kms_kv (key, value) SELECT k, v FROM unnest($1::BYTEA[], $2::BYTEA[]) AS w (k, v) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
 	sqlDelete      = "DELETE FROM kms_kv WHERE key = ANY($1::BYTEA[])"
 	// Locking a row that another transaction changed after this one's
@@ -74,6 +78,10 @@ type txn struct {
 	wrote  bool             // Set or Delete was called
 	reads  [][]byte         // keys Get read from the database, locked at commit
 
+	// fetched holds what Prefetch read, by key: a Get of one answers
+	// from it.
+	fetched map[string]fetched
+
 	// Of an AppendIn: appendLock asks for the append lock before BEGIN;
 	// locked says conn holds it; trailFirst and trailRecs are the records
 	// the commit inserts into the trail.
@@ -83,6 +91,12 @@ type txn struct {
 	trailRecs  [][]byte
 
 	announce [][]byte // written keys under a watched prefix (watch.go)
+}
+
+// fetched is the value of a key that Prefetch read, or its absence.
+type fetched struct {
+	value []byte
+	found bool
 }
 
 // write is a buffered Set (del false) or Delete.
@@ -211,6 +225,12 @@ func (t *txn) Get(key []byte) ([]byte, error) {
 	if len(key) > MaxKeySize {
 		return nil, errKeyNotFound
 	}
+	if f, ok := t.fetched[string(key)]; ok {
+		if !f.found {
+			return nil, errKeyNotFound
+		}
+		return append(make([]byte, 0, len(f.value)), f.value...), nil
+	}
 	var val []byte
 	found := false
 	err := t.roundTrip(func(b *pgx.Batch) { b.Queue(sqlGet, key) }, func(br pgx.BatchResults) error {
@@ -236,6 +256,137 @@ func (t *txn) Get(key []byte) ([]byte, error) {
 		t.reads = append(t.reads, bytes.Clone(key))
 	}
 	return val, nil
+}
+
+// Prefetch reads keys in one round trip (kms.Prefetcher); a later Get of
+// one of them answers from what it read. As the first round trip of an
+// AppendIn, it also takes the append lock and begins the transaction, in
+// the same round trip.
+func (t *txn) Prefetch(keys [][]byte) error {
+	switch {
+	case t.ended:
+		return errTxnEnded
+	case t.failed != nil:
+		return t.failedErr
+	}
+	var want [][]byte
+	for _, k := range keys {
+		_, written := t.writes[string(k)]
+		_, read := t.fetched[string(k)]
+		if len(k) > 0 && len(k) <= MaxKeySize && !written && !read &&
+			!slices.ContainsFunc(want, func(w []byte) bool { return bytes.Equal(w, k) }) {
+			want = append(want, k)
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	got := make(map[string][]byte, len(want))
+	row := func(key, value []byte) {
+		got[string(key)] = append(make([]byte, 0, len(value)), value...)
+	}
+	var err error
+	if t.appendLock && !t.locked && !t.begun {
+		err = t.lockAndRead(want, row)
+	} else {
+		err = t.roundTrip(func(b *pgx.Batch) { b.Queue(sqlGetMany, want) }, func(br pgx.BatchResults) error {
+			rows, err := br.Query()
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				raw := rows.RawValues()
+				row(raw[0], raw[1])
+			}
+			rows.Close()
+			return rows.Err()
+		})
+	}
+	if err != nil {
+		return err
+	}
+	if t.fetched == nil {
+		t.fetched = make(map[string]fetched, len(want))
+	}
+	for _, k := range want {
+		v, ok := got[string(k)]
+		t.fetched[string(k)] = fetched{value: v, found: ok}
+		if ok && t.update {
+			t.reads = append(t.reads, bytes.Clone(k))
+		}
+	}
+	return nil
+}
+
+// lockAndRead is the first round trip of an AppendIn that begins with a
+// Prefetch: it takes the append lock, then (after a Sync, so that the
+// lock is not part of the transaction, whose snapshot is taken after the
+// lock is held) begins the transaction and reads keys, calling row for
+// each key found. One round trip, where roundTrip would take two.
+func (t *txn) lockAndRead(keys [][]byte, row func(key, value []byte)) error {
+	rctx, cancel := t.s.roundTripCtx(t.ctx)
+	defer cancel()
+	if t.conn == nil {
+		c, err := t.s.pool.Acquire(rctx)
+		if err != nil {
+			return t.fail("connect to the database", err)
+		}
+		t.conn = c
+	}
+	arg, err := t.conn.Conn().TypeMap().Encode(pgtype.ByteaArrayOID, pgtype.BinaryFormatCode, keys, nil)
+	if err != nil {
+		return t.fail("encode the keys to read", err)
+	}
+	p := t.conn.Conn().PgConn().StartPipeline(rctx)
+	p.SendQueryParams(sqlAppendLock, nil, nil, nil, nil)
+	p.SendPipelineSync()
+	p.SendQueryParams(sqlBeginUpdate, nil, nil, nil, nil)
+	p.SendQueryParams(sqlGetMany, [][]byte{arg}, []uint32{pgtype.ByteaArrayOID},
+		[]int16{pgtype.BinaryFormatCode}, []int16{pgtype.BinaryFormatCode})
+	err = p.Sync()
+	// The results, in order: the lock's, a sync, BEGIN's, the rows.
+	result := func(rows bool) error {
+		res, err := p.GetResults()
+		if err != nil {
+			return err
+		}
+		switch r := res.(type) {
+		case *pgconn.ResultReader:
+			for rows && r.NextRow() {
+				v := r.Values()
+				row(v[0], v[1])
+			}
+			_, err = r.Close()
+			return err
+		case *pgconn.PipelineSync:
+			return nil
+		}
+		return fmt.Errorf("unexpected result %T", res)
+	}
+	if err == nil {
+		if err = result(false); err == nil {
+			t.locked = true
+		}
+	}
+	for i, rows := range []bool{false, false, true} {
+		if err != nil {
+			break
+		}
+		if err = result(rows); err == nil && i == 1 {
+			t.begun = true // BEGIN ran
+		}
+	}
+	if err == nil {
+		err = result(false) // the final sync
+	}
+	if cerr := p.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return t.fail("query the database", err)
+	}
+	t.s.health.ok()
+	return nil
 }
 
 // Set stores value under key at commit. It keeps both slices until then.
