@@ -173,10 +173,13 @@ func (s *Service) Authenticate(ctx context.Context, secret string) (*Principal, 
 		if p, err := s.authenticateToken(ctx, digest); err != errNoSession {
 			return p, err
 		}
-	} else if p, ok := s.principals.get(digest); ok {
-		return p, nil
+		return s.readAPIKey(ctx, digest)
 	}
-	gen := s.principals.generation()
+	return s.principals.load(digest, func() (*Principal, error) { return s.readAPIKey(ctx, digest) })
+}
+
+// readAPIKey reads the principal of the API key whose secret has digest.
+func (s *Service) readAPIKey(ctx context.Context, digest string) (*Principal, error) {
 	var p *Principal
 	err := s.store.View(ctx, func(tx Txn) error {
 		id, err := tx.Get(join(pfxAPIDigest, []byte(digest)))
@@ -202,7 +205,6 @@ func (s *Service) Authenticate(ctx context.Context, secret string) (*Principal, 
 	if err != nil {
 		return nil, internalError("authenticate", err)
 	}
-	s.principals.fill(digest, p, gen)
 	return p, nil
 }
 

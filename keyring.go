@@ -494,18 +494,18 @@ func (s *Service) ringByID(ctx context.Context, group, id string) (*ringRecord, 
 // ringByID so that the variable its closure sets is allocated on a miss
 // only, not on every call.
 func (s *Service) readRing(ctx context.Context, id string) (*ringRecord, error) {
-	gen := s.rings.generation()
-	var r *ringRecord
-	err := s.store.View(ctx, func(tx Txn) error {
-		var err error
-		r, err = loadRing(tx, id)
-		return err
+	return s.rings.load(id, func() (*ringRecord, error) {
+		var r *ringRecord
+		err := s.store.View(ctx, func(tx Txn) error {
+			var err error
+			r, err = loadRing(tx, id)
+			return err
+		})
+		if err != nil {
+			return nil, internalError("read key ring", err)
+		}
+		return r, nil
 	})
-	if err != nil {
-		return nil, internalError("read key ring", err)
-	}
-	s.rings.fill(id, r, gen)
-	return r, nil
 }
 
 // ringByName returns a ring of group by name, from the cache or the store.
@@ -532,40 +532,43 @@ func (s *Service) ringByName(ctx context.Context, group, name string) (*ringReco
 // from the store into the cache. It is apart from ringByName as readRing
 // is from ringByID.
 func (s *Service) readRingName(ctx context.Context, lower, name string) (string, error) {
-	gen := s.ringNames.generation()
-	var id string
-	err := s.store.View(ctx, func(tx Txn) error {
-		v, err := tx.Get(join(pfxRingName, []byte(lower)))
-		if isNotFound(err) {
-			return Errorf(KindNotFound, "key ring %q not found", name)
+	return s.ringNames.load(lower, func() (string, error) {
+		var id string
+		err := s.store.View(ctx, func(tx Txn) error {
+			v, err := tx.Get(join(pfxRingName, []byte(lower)))
+			if isNotFound(err) {
+				return Errorf(KindNotFound, "key ring %q not found", name)
+			}
+			id = string(v)
+			return err
+		})
+		if err != nil {
+			return "", internalError("read key ring", err)
 		}
-		id = string(v)
-		return err
+		return id, nil
 	})
-	if err != nil {
-		return "", internalError("read key ring", err)
-	}
-	s.ringNames.fill(lower, id, gen)
-	return id, nil
 }
 
 // keyByID returns a key of a ring, from the cache or the store.
 func (s *Service) keyByID(ctx context.Context, ringID, keyID string) (*keyRecord, error) {
-	if k, ok := s.keys.get(keyID); ok && k.RingID == ringID {
+	read := func() (*keyRecord, error) {
+		var k *keyRecord
+		err := s.store.View(ctx, func(tx Txn) error {
+			var err error
+			k, err = loadKey(tx, ringID, keyID)
+			return err
+		})
+		if err != nil {
+			return nil, internalError("read key", err)
+		}
 		return k, nil
 	}
-	gen := s.keys.generation()
-	var k *keyRecord
-	err := s.store.View(ctx, func(tx Txn) error {
-		var err error
-		k, err = loadKey(tx, ringID, keyID)
-		return err
-	})
-	if err != nil {
-		return nil, internalError("read key", err)
+	k, err := s.keys.load(keyID, read)
+	if err == nil && k.RingID != ringID {
+		// The ID of a key of another ring: the store says what it is.
+		return read()
 	}
-	s.keys.fill(keyID, k, gen)
-	return k, nil
+	return k, err
 }
 
 // resolveRing finds the ring named by ref and checks the caller holds op
