@@ -5,11 +5,10 @@
 //	kmsbench -start [flags]                  start a kmsd of its own and load it
 //	kmsbench -start -store postgres://... -nodes 3 [flags]
 //	                                         start a cluster of 3 kmsd on one database and load it
+//	kmsbench -start -store postgres://... -nodes 3 -embedded [flags]
+//	                                         the same, and one kmsd on the embedded store to compare
 //	kmsbench -url http://127.0.0.1:8200 ...  load a running kmsd (API key in KMSBENCH_KEY)
 //	kmsbench -url URL1,URL2 ...              load the nodes of a running cluster
-//
-//	kmsbench -start -store postgres://... -nodes N -embedded [flags]
-//	                                         also start one kmsd on the embedded store and compare
 //
 // Over several nodes, client i sends its requests to node i mod N; the
 // ring and the pool of hashes to decrypt are made through the first node,

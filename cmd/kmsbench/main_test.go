@@ -130,6 +130,34 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 	}
 }
 
+// checkTable prints s as a table, fails t for each of want that it lacks,
+// and returns it.
+func checkTable(t *testing.T, s *summary, want ...string) string {
+	t.Helper()
+	var out bytes.Buffer
+	if err := s.print(&out, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range want {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("table lacks %q; got:\n%s", w, out.String())
+		}
+	}
+	return out.String()
+}
+
+// printJSON prints s as JSON and decodes it into got.
+func printJSON(t *testing.T, s *summary, got any) {
+	t.Helper()
+	var out bytes.Buffer
+	if err := s.print(&out, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(out.Bytes(), got); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+}
+
 func TestSummaryTable(t *testing.T) {
 	o := &options{mode: "encrypt", concurrency: 64, ring: "r", warmup: time.Second, baseline: true, rounds: 5}
 	var kh, bh Histogram
@@ -141,23 +169,15 @@ func TestSummaryTable(t *testing.T) {
 		newRow("baseline", []string{"http://127.0.0.1:2"}, o, &stats{requests: 4000, elapsed: time.Second, hist: bh}),
 	}
 	s.finish()
-	var out bytes.Buffer
-	if err := s.print(&out, false); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{
+	out := checkTable(t, s,
 		"target    mode     concurrency  requests  errors  seconds  ops/s  p50 ms  p90 ms  p99 ms  max ms  cpu µs/req\n",
 		"kmsd      encrypt           64      1000       2      1.0   1000    4.00    4.00    4.00    4.00           -\n",
 		"kmsd errors by status: 500: 1, transport: 1",
 		"kmsd / baseline: throughput 25.0 %, p99 4.0x\n",
 		"warm-up 1s per target, 5 rounds taking turns",
-	} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("table lacks %q; got:\n%s", want, out.String())
-		}
-	}
-	if strings.Contains(out.String(), "cpu per request") {
-		t.Errorf("table shows a CPU ratio without CPU figures:\n%s", out.String())
+	)
+	if strings.Contains(out, "cpu per request") {
+		t.Errorf("table shows a CPU ratio without CPU figures:\n%s", out)
 	}
 }
 
@@ -177,11 +197,7 @@ func TestSummaryTableEmbedded(t *testing.T) {
 			nodes: []nodeCount{{requests: 2000}}, cpu: []time.Duration{100 * time.Millisecond}}),
 	}
 	s.finish()
-	var out bytes.Buffer
-	if err := s.print(&out, false); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{
+	checkTable(t, s,
 		"kmsd: 2 nodes started by kmsbench, store postgres; and one kmsd on the embedded store\n",
 		"target    mode     concurrency  requests  errors  seconds  ops/s  p50 ms  p90 ms  p99 ms  max ms  cpu µs/req\n",
 		"postgres  encrypt            4      1000       0      1.0   1000    6.00    6.00    6.00    6.00       170.0\n",
@@ -191,19 +207,9 @@ func TestSummaryTableEmbedded(t *testing.T) {
 		"2     http://127.0.0.1:2       600       0    600   0.09       150.0\n",
 		"postgres / embedded: throughput 50.0 %, p99 3.0x\n",
 		"postgres / embedded: cpu per request 3.40x, per node: 4.00x, 3.00x\n",
-	} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("table lacks %q; got:\n%s", want, out.String())
-		}
-	}
-	out.Reset()
-	if err := s.print(&out, true); err != nil {
-		t.Fatal(err)
-	}
+	)
 	var got jsonSummary
-	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
-		t.Fatal(err)
-	}
+	printJSON(t, s, &got)
 	r := got.Ratios
 	if r == nil || r.Of != "postgres" || r.To != "embedded" || r.ThroughputPct != 50 || r.P99Factor != 3 ||
 		r.CPUFactor == nil || *r.CPUFactor != 3.4 || !slices.Equal(r.NodeCPUFactors, []float64{4, 3}) {
@@ -225,35 +231,21 @@ func TestSummaryTableNodes(t *testing.T) {
 		nodes: []nodeCount{{requests: 100}, {requests: 200, errors: 1}}})}
 	s.RSS = []nodeRSS{{Node: o.urls[0], rssStats: rssStats{PeakBytes: 10 << 20, LastBytes: 5 << 20, Samples: 3}},
 		{Node: o.urls[1], rssStats: rssStats{PeakBytes: 20 << 20, LastBytes: 6 << 20, Samples: 3}}}
-	var out bytes.Buffer
-	if err := s.print(&out, false); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{
+	checkTable(t, s,
 		"kmsd: 2 nodes started by kmsbench, store postgres\n",
 		"kmsd over 2 nodes, client i calling node i mod 2:\n",
 		"node  url                 requests  errors  ops/s  cpu s  cpu µs/req\n",
 		"1     http://127.0.0.1:1       100       0    100      -           -\n",
 		"2     http://127.0.0.1:2       200       1    200      -           -\n",
 		"kmsd http://127.0.0.1:2 resident memory: peak 20.0 MiB, last 6.0 MiB",
-	} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("table lacks %q; got:\n%s", want, out.String())
-		}
-	}
-	out.Reset()
-	if err := s.print(&out, true); err != nil {
-		t.Fatal(err)
-	}
+	)
 	var got struct {
 		Nodes int       `json:"nodes"`
 		Store string    `json:"store"`
 		RSS   []nodeRSS `json:"rss"`
 		Rows  []row     `json:"rows"`
 	}
-	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
-		t.Fatal(err)
-	}
+	printJSON(t, s, &got)
 	if got.Nodes != 2 || got.Store != "postgres" || len(got.RSS) != 2 || got.RSS[1].PeakBytes != 20<<20 ||
 		len(got.Rows) != 1 || got.Rows[0].URL != "http://127.0.0.1:1,http://127.0.0.1:2" || len(got.Rows[0].Nodes) != 2 || got.Rows[0].Nodes[1].Errors != 1 {
 		t.Errorf("JSON summary = %+v, want 2 nodes, their RSS and their counts", got)
