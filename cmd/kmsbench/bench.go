@@ -22,10 +22,12 @@ func (b *bench) notef(format string, args ...any) {
 	fmt.Fprintf(b.stderr, "kmsbench: "+format+"\n", args...)
 }
 
-// startCluster builds kmsd unless -kmsd names it, and starts -nodes of
-// it.
-func (b *bench) startCluster(ctx context.Context) (*cluster, error) {
-	bin := b.o.kmsd
+// startClusters builds kmsd unless -kmsd names it, and starts -nodes of
+// it; with -embedded, one more kmsd, on the embedded store, with a master
+// key and an API key of its own. When it returns an error, none runs.
+func (b *bench) startClusters(ctx context.Context) ([]*cluster, error) {
+	o := b.o
+	bin := o.kmsd
 	if bin == "" {
 		dir, err := os.MkdirTemp("", "kmsbench-bin-")
 		if err != nil {
@@ -37,26 +39,52 @@ func (b *bench) startCluster(ctx context.Context) (*cluster, error) {
 			return nil, err
 		}
 	}
-	c := newKmsdConfig(bin, b.o.logLevel, b.o.store, b.o.rss)
-	return startCluster(ctx, c, b.o.nodes, func(k *kmsd) {
+	started := func(k *kmsd) {
 		b.notef("%s (pid %d) listening on %s", k.name, k.cmd.Process.Pid, k.url)
-	})
+	}
+	cl, err := startCluster(ctx, newKmsdConfig(bin, o.logLevel, o.store, o.rss), o.nodes, "kmsd", started)
+	if err != nil {
+		return nil, err
+	}
+	if !o.embedded {
+		return []*cluster{cl}, nil
+	}
+	cl.target = "postgres"
+	emb, err := startCluster(ctx, newKmsdConfig(bin, o.logLevel, "", o.rss), 1, "embedded kmsd", started)
+	if err != nil {
+		cl.stop()
+		return nil, err
+	}
+	emb.target = "embedded"
+	return []*cluster{cl, emb}, nil
+}
+
+// stopClusters stops every kmsd of cls and returns their errors. It may be
+// called more than once.
+func stopClusters(cls []*cluster) error {
+	var errs []error
+	for _, cl := range cls {
+		errs = append(errs, cl.stop())
+	}
+	return errors.Join(errs...)
 }
 
 // target is a server that kmsbench loads: kmsd, its nodes, or the
 // baseline.
 type target struct {
-	name string   // kmsd or baseline
-	urls []string // client i calls urls[i % len(urls)]
-	key  string   // the bearer API key; empty sends none
+	name string    // kmsd, postgres, embedded or baseline
+	urls []string  // client i calls urls[i % len(urls)]
+	key  string    // the bearer API key; empty sends none
+	pids []int     // the processes serving urls, one per URL, when kmsbench started them
+	work *workload // what it is sent
 }
 
 // watchKmsd returns a context that is cancelled, with kmsd's last log
-// lines as its cause, when a node of cl (started by kmsbench, or nil)
-// exits: the load then stops.
-func watchKmsd(ctx context.Context, cl *cluster) (context.Context, context.CancelCauseFunc) {
+// lines as its cause, when a node of cls (started by kmsbench) exits: the
+// load then stops.
+func watchKmsd(ctx context.Context, cls []*cluster) (context.Context, context.CancelCauseFunc) {
 	ctx, cancel := context.WithCancelCause(ctx)
-	if cl != nil {
+	for _, cl := range cls {
 		for _, k := range cl.nodes {
 			go func() {
 				select {
@@ -70,27 +98,27 @@ func watchKmsd(ctx context.Context, cl *cluster) (context.Context, context.Cance
 	return ctx, cancel
 }
 
-// prepare makes sure the ring exists and, for decrypt and mix, makes the
-// pool of hashes and headers to decrypt, both through the first node. It
-// returns the workload, which every target is sent.
-func (b *bench) prepare(ctx context.Context) (*workload, error) {
+// prepare makes sure the ring exists on t and, for decrypt and mix, makes
+// the pool of hashes and headers to decrypt, both through t's first node.
+// It returns the workload to send t.
+func (b *bench) prepare(ctx context.Context, t target) (*workload, error) {
 	o := b.o
-	first := o.urls[0]
-	created, err := ensureRing(ctx, b.client, first, o.key, o.ring)
+	first := t.urls[0]
+	created, err := ensureRing(ctx, b.client, first, t.key, o.ring)
 	if err != nil {
-		return nil, b.cause(ctx, fmt.Errorf("ring %s: %w", o.ring, err))
+		return nil, b.cause(ctx, fmt.Errorf("%s: ring %s: %w", t.name, o.ring, err))
 	}
 	if created {
-		b.notef("created ring %s (KEM x25519) on %s", o.ring, first)
+		b.notef("%s: created ring %s (KEM x25519) on %s", t.name, o.ring, first)
 	}
 	work := &workload{mode: o.mode, mix: o.mix, encrypt: newEncrypt(o.ring, o.asset)}
 	if o.mode != "encrypt" {
 		t0 := time.Now()
-		work.pool, err = makePool(ctx, b.client, first, o.key, work.encrypt, o.pool, o.concurrency)
+		work.pool, err = makePool(ctx, b.client, first, t.key, work.encrypt, o.pool, o.concurrency)
 		if err != nil {
-			return nil, b.cause(ctx, err)
+			return nil, b.cause(ctx, fmt.Errorf("%s: %w", t.name, err))
 		}
-		b.notef("made %d (hash, header) pairs to decrypt on %s in %.1fs", len(work.pool), first, time.Since(t0).Seconds())
+		b.notef("%s: made %d (hash, header) pairs to decrypt on %s in %.1fs", t.name, len(work.pool), first, time.Since(t0).Seconds())
 	}
 	return work, nil
 }
@@ -121,20 +149,24 @@ func (b *bench) startBaseline(ctx context.Context) (*process, error) {
 // others wait, idle. Taking turns puts the targets under the same
 // conditions of the machine: a slowdown that comes and goes (another
 // tenant of the host, the disk) falls on all of them instead of on
-// whichever ran at the time. It returns the stats of each target, in the
-// order of targets; when ctx is done meanwhile, what it measured and
-// ctx's error.
-func (b *bench) measure(ctx context.Context, targets []target, work *workload) ([]*stats, error) {
+// whichever ran at the time. It reads the CPU time of each target's
+// processes just before and after each of its measured loads (not the
+// warm-up), so that a target's figure leaves out its idle turns. It
+// returns the stats of each target, in the order of targets; when ctx is
+// done meanwhile, what it measured and ctx's error.
+func (b *bench) measure(ctx context.Context, targets []target) ([]*stats, error) {
 	o := b.o
 	loads := make([]*load, len(targets))
+	meters := make([]*cpuMeter, len(targets))
 	for i, t := range targets {
 		loads[i] = &load{
 			client:      b.client,
 			urls:        t.urls,
 			key:         t.key,
-			pick:        work.pick,
+			pick:        t.work.pick,
 			concurrency: o.concurrency,
 		}
+		meters[i] = newCPUMeter(t.pids)
 	}
 	if o.warmup > 0 {
 		for i, l := range loads {
@@ -151,6 +183,11 @@ func (b *bench) measure(ctx context.Context, targets []target, work *workload) (
 	for i := range total {
 		total[i] = &stats{byStatus: map[int]int64{}}
 	}
+	defer func() {
+		for i, m := range meters {
+			total[i].cpu = m.result()
+		}
+	}()
 	for round := range rounds {
 		for i, l := range loads {
 			l.duration = o.duration / time.Duration(rounds)
@@ -160,7 +197,7 @@ func (b *bench) measure(ctx context.Context, targets []target, work *workload) (
 			if rounds > 1 {
 				l.label = fmt.Sprintf("%s %d/%d", targets[i].name, round+1, rounds)
 			}
-			total[i].add(l.run(ctx))
+			meters[i].around(func() { total[i].add(l.run(ctx)) })
 			if ctx.Err() != nil {
 				return total, ctx.Err()
 			}
@@ -174,10 +211,10 @@ func (b *bench) measure(ctx context.Context, targets []target, work *workload) (
 	return total, nil
 }
 
-// rounds is the number of rounds of a run: -rounds with -baseline, else
-// one.
+// rounds is the number of rounds of a run: -rounds with -baseline or
+// -embedded, else one.
 func rounds(o *options) int {
-	if o.baseline {
+	if o.takesTurns() {
 		return o.rounds
 	}
 	return 1

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,10 +49,12 @@ func testKmsd(t testing.TB) string {
 
 // jsonSummary is the part of the JSON summary the tests read.
 type jsonSummary struct {
-	Nodes int       `json:"nodes"`
-	Store string    `json:"store"`
-	RSS   []nodeRSS `json:"rss"`
-	Rows  []row     `json:"rows"`
+	Nodes    int       `json:"nodes"`
+	Store    string    `json:"store"`
+	Embedded bool      `json:"embedded"`
+	RSS      []nodeRSS `json:"rss"`
+	Rows     []row     `json:"rows"`
+	Ratios   *ratios   `json:"ratios"`
 }
 
 // runJSON runs kmsbench with args and -json, and returns its summary and
@@ -137,7 +140,7 @@ func checkNodes(t *testing.T, sum *jsonSummary, urls []string, n int64) {
 // through the first.
 func TestRunTwoURLs(t *testing.T) {
 	bin := testKmsd(t)
-	cl, err := startCluster(context.Background(), newKmsdConfig(bin, "warn", "", false), 1, func(*kmsd) {})
+	cl, err := startCluster(context.Background(), newKmsdConfig(bin, "warn", "", false), 1, "kmsd", func(*kmsd) {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,5 +236,54 @@ func TestRunStartCluster(t *testing.T) {
 		if r.Node != urls[i] || r.PeakBytes <= 0 {
 			t.Errorf("rss of node %d = %+v, want %s's", i+1, r, urls[i])
 		}
+	}
+}
+
+// TestRunEmbedded loads two kmsd nodes on PostgreSQL and one kmsd on the
+// embedded store, taking turns: each target decrypts what was encrypted
+// on it (the other's master key would refuse it), and the summary gives
+// the ratios and the CPU time per request of each target and node.
+func TestRunEmbedded(t *testing.T) {
+	bin := testKmsd(t)
+	sum, stderr := runJSON(t, noEnv, "-start", "-kmsd", bin, "-kmsd-log-level", "warn", "-store", pgtest.URL(t), "-nodes", "2", "-embedded",
+		"-mode", "mix", "-c", "4", "-d", "2s", "-rounds", "2", "-warmup", "100ms", "-pool", "20", "-rss")
+	pids := startedPIDs(t, stderr)
+	if len(pids) != 3 {
+		t.Fatalf("kmsbench started %d kmsd, want 3; stderr:\n%s", len(pids), stderr)
+	}
+	checkStopped(t, pids)
+	if len(sum.Rows) != 2 || sum.Rows[0].Target != "postgres" || sum.Rows[1].Target != "embedded" {
+		t.Fatalf("rows = %+v, want postgres and embedded", sum.Rows)
+	}
+	if sum.Store != "postgres" || !sum.Embedded || sum.Nodes != 2 {
+		t.Errorf("summary: store %q, embedded %v, %d nodes; want postgres, true, 2", sum.Store, sum.Embedded, sum.Nodes)
+	}
+	for _, r := range sum.Rows {
+		if r.Requests == 0 || r.Errors != 0 || len(r.ErrorsByStatus) != 0 {
+			t.Errorf("%s row: %d requests, %d errors %v; want requests, and every encrypt and decrypt answered", r.Target, r.Requests, r.Errors, r.ErrorsByStatus)
+		}
+		if r.CPUUsPerReq == nil || *r.CPUUsPerReq <= 0 || r.CPUSeconds == nil || *r.CPUSeconds <= 0 {
+			t.Errorf("%s row: CPU %v s, %v µs a request; want both above 0", r.Target, r.CPUSeconds, r.CPUUsPerReq)
+		}
+	}
+	if len(sum.Rows[0].Nodes) != 2 || len(sum.Rows[1].Nodes) != 0 {
+		t.Fatalf("postgres over %d nodes, embedded over %d; want 2 and 1", len(sum.Rows[0].Nodes), len(sum.Rows[1].Nodes))
+	}
+	for i, n := range sum.Rows[0].Nodes {
+		if n.Requests == 0 || n.Errors != 0 || n.CPUUsPerReq == nil || *n.CPUUsPerReq <= 0 || n.CPUSeconds == nil || *n.CPUSeconds <= 0 {
+			t.Errorf("postgres node %d = %+v, want requests without error and its CPU above 0", i+1, n)
+		}
+	}
+	embURL := sum.Rows[1].URL
+	if slices.Contains(strings.Split(sum.Rows[0].URL, ","), embURL) {
+		t.Errorf("the embedded kmsd %s is one of the postgres nodes %s", embURL, sum.Rows[0].URL)
+	}
+	r := sum.Ratios
+	if r == nil || r.Of != "postgres" || r.To != "embedded" || r.ThroughputPct <= 0 || r.P99Factor <= 0 ||
+		r.CPUFactor == nil || *r.CPUFactor <= 0 || len(r.NodeCPUFactors) != 2 {
+		t.Errorf("ratios = %+v, want postgres to embedded, with the CPU of each node", r)
+	}
+	if len(sum.RSS) != 3 || sum.RSS[0].Target != "postgres" || sum.RSS[2].Target != "embedded" || sum.RSS[2].Node != embURL || sum.RSS[2].PeakBytes <= 0 {
+		t.Errorf("rss = %+v, want the memory of the 2 postgres nodes and of the embedded kmsd", sum.RSS)
 	}
 }

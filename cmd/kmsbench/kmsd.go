@@ -200,18 +200,20 @@ func (k *kmsd) stop() error {
 // cluster is the kmsd processes that kmsbench started: one, or several
 // nodes on one PostgreSQL database, with one master key.
 type cluster struct {
-	nodes []*kmsd
-	key   string // the API key, with the flag "*"
+	target string // the name of the target it is: kmsd, or postgres and embedded with -embedded
+	nodes  []*kmsd
+	key    string // the API key, with the flag "*"
 }
 
 // startCluster starts n kmsd of c one after the other, each once the
-// one before listens. When it returns an error, none runs.
-func startCluster(ctx context.Context, c *kmsdConfig, n int, started func(*kmsd)) (*cluster, error) {
-	cl := &cluster{key: c.key}
+// one before listens; name is what errors and notes call one (with "node
+// i" after it when n > 1). When it returns an error, none runs.
+func startCluster(ctx context.Context, c *kmsdConfig, n int, name string, started func(*kmsd)) (*cluster, error) {
+	cl := &cluster{target: "kmsd", key: c.key}
 	for i := range n {
-		name := "kmsd"
+		name := name
 		if n > 1 {
-			name = fmt.Sprintf("kmsd node %d", i+1)
+			name = fmt.Sprintf("%s node %d", name, i+1)
 		}
 		k, err := startKmsd(ctx, name, c)
 		if err != nil {
@@ -233,6 +235,15 @@ func (cl *cluster) urls() []string {
 	return urls
 }
 
+// pids are the process IDs of the nodes, in order.
+func (cl *cluster) pids() []int {
+	var pids []int
+	for _, k := range cl.nodes {
+		pids = append(pids, k.cmd.Process.Pid)
+	}
+	return pids
+}
+
 // stop stops every node, all at once, and returns their errors. It may
 // be called more than once.
 func (cl *cluster) stop() error {
@@ -249,7 +260,7 @@ func (cl *cluster) stop() error {
 func (cl *cluster) rss() []nodeRSS {
 	var out []nodeRSS
 	for _, k := range cl.nodes {
-		out = append(out, nodeRSS{Node: k.url, rssStats: k.rss})
+		out = append(out, nodeRSS{Target: cl.target, Node: k.url, rssStats: k.rss})
 	}
 	return out
 }

@@ -53,6 +53,10 @@ type stats struct {
 	elapsed  time.Duration
 	hist     Histogram   // latency of every answered request
 	nodes    []nodeCount // requests and errors of each node, in the order of its urls
+	// cpu is the CPU time that each node's process spent during the
+	// measured loads, in the order of the urls; nil when not known. The
+	// caller that reads it (bench.measure) sets it; add leaves it.
+	cpu []time.Duration
 }
 
 // nodeCount is what one node of a target was sent.

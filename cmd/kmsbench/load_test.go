@@ -286,16 +286,22 @@ func (s *syncBuffer) String() string {
 }
 
 // TestMeasureTakesTurns checks that two targets are loaded in rounds that
-// take turns (kmsd, baseline, kmsd, ...), each with its share of -n, and
-// that each target's stats add up its rounds.
+// take turns (kmsd, baseline, kmsd, ...), each with its share of -n and
+// its own workload, that each target's stats add up its rounds, and that
+// the CPU time is read for a target with a process (here, the test's
+// own), and only for it.
 func TestMeasureTakesTurns(t *testing.T) {
 	var (
 		mu    sync.Mutex
 		order []string // the target of each request, in arrival order
 	)
+	var wrongBody atomic.Int64
 	server := func(name string) *httptest.Server {
 		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			io.Copy(io.Discard, r.Body)
+			body, _ := io.ReadAll(r.Body)
+			if string(body) != `{"ringname":"`+name+`"}` {
+				wrongBody.Add(1)
+			}
 			mu.Lock()
 			order = append(order, name)
 			mu.Unlock()
@@ -305,10 +311,13 @@ func TestMeasureTakesTurns(t *testing.T) {
 		return s
 	}
 	a, b := server("a"), server("b")
-	o := &options{concurrency: 4, duration: time.Minute, requests: 31, baseline: true, rounds: 3}
+	o := &options{concurrency: 4, duration: time.Minute, requests: 31, embedded: true, rounds: 3}
 	bn := &bench{o: o, client: newClient(o.concurrency, 5*time.Second), stderr: io.Discard}
-	work := &workload{mode: "encrypt", encrypt: newEncrypt("r", false)}
-	all, err := bn.measure(context.Background(), []target{{name: "a", urls: []string{a.URL}, key: "k"}, {name: "b", urls: []string{b.URL}}}, work)
+	work := func(ring string) *workload { return &workload{mode: "encrypt", encrypt: newEncrypt(ring, false)} }
+	all, err := bn.measure(context.Background(), []target{
+		{name: "a", urls: []string{a.URL}, key: "k", pids: []int{os.Getpid()}, work: work("a")},
+		{name: "b", urls: []string{b.URL}, work: work("b")},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,6 +325,15 @@ func TestMeasureTakesTurns(t *testing.T) {
 		if st.requests != 31 || st.errors != 0 || st.hist.Count() != 31 || st.elapsed <= 0 {
 			t.Errorf("target %d: %d requests, %d errors, %d latencies, elapsed %v; want 31 requests, all answered", i, st.requests, st.errors, st.hist.Count(), st.elapsed)
 		}
+	}
+	if n := wrongBody.Load(); n != 0 {
+		t.Errorf("%d requests carried the other target's workload", n)
+	}
+	if _, err := readCPU(os.Getpid()); err == nil && (len(all[0].cpu) != 1 || all[0].cpu[0] < 0) {
+		t.Errorf("CPU of target a = %v, want the time of its one process", all[0].cpu)
+	}
+	if all[1].cpu != nil {
+		t.Errorf("CPU of target b = %v, want none: it has no process", all[1].cpu)
 	}
 	// The arrival order is runs of one target: a 11, b 11, a 10, b 10,
 	// a 10, b 10.

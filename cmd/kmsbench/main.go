@@ -5,6 +5,8 @@
 //	kmsbench -start [flags]                  start a kmsd of its own and load it
 //	kmsbench -start -store postgres://... -nodes 3 [flags]
 //	                                         start a cluster of 3 kmsd on one database and load it
+//	kmsbench -start -store postgres://... -nodes 3 -embedded [flags]
+//	                                         the same, and one kmsd on the embedded store to compare
 //	kmsbench -url http://127.0.0.1:8200 ...  load a running kmsd (API key in KMSBENCH_KEY)
 //	kmsbench -url URL1,URL2 ...              load the nodes of a running cluster
 //
@@ -15,9 +17,19 @@
 // With -baseline it also measures, in the same run, a minimal Go net/http
 // JSON handler, the floor under any HTTP API on the same machine, served by
 // a process of its own as kmsd is, and prints kmsd's figures as a share of
-// it. With -start and -rss it reports
-// kmsd's peak resident memory. Traffic goes to loopback addresses only,
-// unless -allow-remote. Run kmsbench -h for the flags.
+// it. With -embedded (and -start -store) it measures, in the same run, the
+// kmsd nodes on PostgreSQL against one kmsd on the embedded store, each
+// with a ring and decrypt pool of its own, and prints the first as a share
+// of the second. With either, the targets take turns in -rounds rounds.
+//
+// For every process it starts (each kmsd, the baseline), kmsbench reads
+// the CPU time the process spent during the measured loads (utime + stime
+// of /proc/PID/stat, read just before and after each) and reports it per
+// request, for each target and each node; with -embedded also each
+// node's as a multiple of the embedded kmsd's. The CPU of PostgreSQL's
+// own processes is not counted. With -start and -rss it reports kmsd's
+// peak resident memory. Traffic goes to loopback addresses only, unless
+// -allow-remote. Run kmsbench -h for the flags.
 package main
 
 import (
@@ -92,12 +104,13 @@ type options struct {
 	asset       bool
 	pool        int
 	baseline    bool
+	embedded    bool
 	rounds      int
 	rss         bool
 	json        bool
 }
 
-const usageHead = `Usage: kmsbench -start [-store postgres://... -nodes N] [flags]
+const usageHead = `Usage: kmsbench -start [-store postgres://... [-nodes N] [-embedded]] [flags]
        kmsbench -url URL[,URL...] [flags]    (API key in KMSBENCH_KEY, or -key)
 
 Loads kmsd with POST /ks/encrypt and /ks/decrypt calls from -c keep-alive
@@ -125,6 +138,21 @@ With -baseline, kmsbench also serves a minimal net/http JSON handler from
 a process of its own, loads it the same way, taking turns with kmsd in
 -rounds rounds so that both meet the same conditions of the machine, and
 prints the ratios of throughput and p99.
+
+With -embedded (and -start -store postgres://...), kmsbench also starts
+one kmsd on the embedded store (the same binary and settings, a master key
+of its own), makes a ring and the hashes to decrypt on each of the two,
+loads them taking turns in -rounds rounds, and prints the ratios of the
+target "postgres" to the target "embedded": throughput, p99 and CPU per
+request, the last also for each node.
+
+CPU per request: for every process kmsbench starts, it reads the CPU time
+(user + system, /proc/PID/stat) just before and after each measured load,
+and divides what the target's processes spent by the target's requests
+("cpu µs/req"), and each node's by the requests sent to it. It leaves out
+the warm-up, the making of the hashes, the idle turns, PostgreSQL's own
+processes and kmsbench itself; Linux counts in ticks of 10 ms, so runs of
+a few seconds give coarse figures. Without /proc, the figures are left out.
 
 Flags:
 `
@@ -154,7 +182,8 @@ func parseFlags(args []string, getenv func(string) string, stdout io.Writer) (*o
 	fs.BoolVar(&o.asset, "asset", false, "encrypt with an Asset: every encrypt call creates one")
 	fs.IntVar(&o.pool, "pool", 1000, "decrypt and mix modes: make `N` (hash, header) pairs first and decrypt them at random")
 	fs.BoolVar(&o.baseline, "baseline", false, "also measure a minimal Go net/http JSON handler, served on 127.0.0.1:0 by a process of its own as kmsd is, the same way, and print the ratios")
-	fs.IntVar(&o.rounds, "rounds", 5, "with -baseline: take turns between kmsd and the baseline in `R` rounds, each loading one target for 1/R of -d (and of -n)")
+	fs.BoolVar(&o.embedded, "embedded", false, "with -start -store: also start one kmsd on the embedded store, load it the same way, taking turns, and print the ratios of the kmsd on PostgreSQL to it (throughput, p99, CPU per request)")
+	fs.IntVar(&o.rounds, "rounds", 5, "with -baseline or -embedded: take turns between the targets in `R` rounds, each loading one target for 1/R of -d (and of -n)")
 	fs.BoolVar(&o.rss, "rss", false, "with -start: sample the resident memory (VmRSS) of each kmsd every second and report the peak")
 	fs.BoolVar(&o.json, "json", false, "print the summary as JSON instead of a table")
 
@@ -201,6 +230,10 @@ func (o *options) validate(set map[string]bool) error {
 		return fmt.Errorf("-nodes %d: want 1 to %d", o.nodes, maxNodes)
 	case o.nodes > 1 && o.store == "":
 		return fmt.Errorf("-nodes %d needs -store postgres://...: the embedded store serves one process", o.nodes)
+	case o.embedded && o.baseline:
+		return errors.New("-embedded and -baseline exclude each other: compare kmsd on PostgreSQL with kmsd on the embedded store, or kmsd with the baseline")
+	case o.embedded && (!o.start || o.store == ""):
+		return errors.New("-embedded needs -start and -store postgres://...: it compares the kmsd started on PostgreSQL with one on the embedded store")
 	case o.mode != "encrypt" && o.mode != "decrypt" && o.mode != "mix":
 		return fmt.Errorf("-mode %q: want encrypt, decrypt or mix", o.mode)
 	case set["mix"] && o.mode != "mix":
@@ -221,11 +254,11 @@ func (o *options) validate(set map[string]bool) error {
 		return fmt.Errorf("-pool %d: want 1 to %d", o.pool, maxPool)
 	case o.rounds < 1 || o.rounds > maxRounds:
 		return fmt.Errorf("-rounds %d: want 1 to %d", o.rounds, maxRounds)
-	case set["rounds"] && !o.baseline:
-		return errors.New("-rounds goes with -baseline")
-	case o.baseline && o.duration/time.Duration(o.rounds) < minRound:
+	case set["rounds"] && !o.takesTurns():
+		return errors.New("-rounds goes with -baseline or -embedded")
+	case o.takesTurns() && o.duration/time.Duration(o.rounds) < minRound:
 		return fmt.Errorf("-d %v in %d rounds: want at least %v a round", o.duration, o.rounds, minRound)
-	case o.baseline && o.requests > 0 && o.requests < int64(o.rounds):
+	case o.takesTurns() && o.requests > 0 && o.requests < int64(o.rounds):
 		return fmt.Errorf("-n %d in %d rounds: want at least one request a round", o.requests, o.rounds)
 	case o.ring == "":
 		return errors.New("-ring: a ring name is required")
@@ -243,6 +276,12 @@ func (o *options) validate(set map[string]bool) error {
 		return fmt.Errorf("-c %d over %d nodes: want at least one client a node", o.concurrency, n)
 	}
 	return nil
+}
+
+// takesTurns reports whether two targets take turns in -rounds rounds:
+// with -baseline or -embedded.
+func (o *options) takesTurns() bool {
+	return o.baseline || o.embedded
 }
 
 // checkURL checks one URL of -url and returns it without a trailing
@@ -280,9 +319,9 @@ func isLoopback(host string) bool {
 }
 
 // run is kmsbench: it parses args (without the program name), loads kmsd
-// (and the baseline) and prints the summary to stdout, progress to
-// stderr. When ctx is done it stops the load, prints what it measured,
-// stops kmsd and returns ctx's error.
+// (and the baseline, or the embedded kmsd) and prints the summary to
+// stdout, progress to stderr. When ctx is done it stops the load, prints
+// what it measured, stops kmsd and returns ctx's error.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) (err error) {
 	o, err := parseFlags(args, getenv, stdout)
 	if errors.Is(err, flag.ErrHelp) {
@@ -294,29 +333,29 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	b := &bench{o: o, client: newClient(o.concurrency, o.timeout), stderr: stderr, tty: isTerminal(stderr)}
 	defer b.client.CloseIdleConnections()
 
-	var cl *cluster
+	var cls []*cluster
 	if o.start {
-		if cl, err = b.startCluster(ctx); err != nil {
+		if cls, err = b.startClusters(ctx); err != nil {
 			return err
 		}
 		defer func() {
 			// For the early returns: kmsd is stopped before the
 			// baseline. An error of kmsd's exit matters only when
 			// nothing else went wrong (kmsd exiting early is one).
-			if serr := cl.stop(); err == nil {
+			if serr := stopClusters(cls); err == nil {
 				err = serr
 			}
 		}()
-		o.urls, o.key = cl.urls(), cl.key
+		o.urls, o.key = cls[0].urls(), cls[0].key
 	}
 	sum := newSummary(o)
-	err = b.runTargets(ctx, cl, sum)
-	if cl != nil {
-		if serr := cl.stop(); err == nil {
-			err = serr
-		}
-		if o.rss {
-			sum.RSS = cl.rss()
+	err = b.runTargets(ctx, cls, sum)
+	if serr := stopClusters(cls); err == nil {
+		err = serr
+	}
+	if o.rss {
+		for _, cl := range cls {
+			sum.RSS = append(sum.RSS, cl.rss()...)
 		}
 	}
 	if len(sum.Rows) > 0 {
@@ -328,18 +367,25 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return err
 }
 
-// runTargets prepares the workload on kmsd (cl, when kmsbench started
-// it), starts the baseline with -baseline, measures them and puts their
-// rows in sum.
-func (b *bench) runTargets(ctx context.Context, cl *cluster, sum *summary) (err error) {
+// runTargets prepares a workload on each kmsd cluster of cls (or, when
+// kmsbench started none, on the kmsd of -url), starts the baseline with
+// -baseline, measures them and puts their rows in sum.
+func (b *bench) runTargets(ctx context.Context, cls []*cluster, sum *summary) (err error) {
 	o := b.o
-	ctx, cancel := watchKmsd(ctx, cl)
+	ctx, cancel := watchKmsd(ctx, cls)
 	defer cancel(nil)
-	work, err := b.prepare(ctx)
-	if err != nil {
-		return err
+	var targets []target
+	for _, cl := range cls {
+		targets = append(targets, target{name: cl.target, urls: cl.urls(), key: cl.key, pids: cl.pids()})
 	}
-	targets := []target{{name: "kmsd", urls: o.urls, key: o.key}}
+	if len(cls) == 0 {
+		targets = append(targets, target{name: "kmsd", urls: o.urls, key: o.key})
+	}
+	for i := range targets {
+		if targets[i].work, err = b.prepare(ctx, targets[i]); err != nil {
+			return err
+		}
+	}
 	if o.baseline {
 		srv, err := b.startBaseline(ctx)
 		if err != nil {
@@ -350,9 +396,10 @@ func (b *bench) runTargets(ctx context.Context, cl *cluster, sum *summary) (err 
 				err = fmt.Errorf("baseline: %w", serr)
 			}
 		}()
-		targets = append(targets, target{name: "baseline", urls: []string{srv.url}})
+		// The baseline ignores what the bodies hold: it gets kmsd's.
+		targets = append(targets, target{name: "baseline", urls: []string{srv.url}, pids: []int{srv.cmd.Process.Pid}, work: targets[0].work})
 	}
-	all, err := b.measure(ctx, targets, work)
+	all, err := b.measure(ctx, targets)
 	for i, st := range all {
 		sum.Rows = append(sum.Rows, newRow(targets[i].name, targets[i].urls, o, st))
 	}

@@ -50,6 +50,12 @@ func TestParseFlags(t *testing.T) {
 		{name: "mix", args: []string{"-start", "-mode", "mix", "-mix", "0.2"}, check: func(o *options) bool { return o.mix == 0.2 }},
 		{name: "baseline in 5 rounds", args: []string{"-start", "-baseline"}, check: func(o *options) bool { return o.baseline && o.rounds == 5 }},
 		{name: "rounds", args: []string{"-start", "-baseline", "-rounds", "2", "-n", "2"}, check: func(o *options) bool { return o.rounds == 2 }},
+		{name: "embedded", args: []string{"-start", "-store", "postgres://h/db", "-embedded"}, check: func(o *options) bool {
+			return o.embedded && o.rounds == 5 && rounds(o) == 5 && o.nodes == 1
+		}},
+		{name: "embedded against a cluster in rounds", args: []string{"-start", "-store", "postgres://h/db", "-nodes", "3", "-embedded", "-rounds", "2"},
+			check: func(o *options) bool { return o.embedded && rounds(o) == 2 && o.nodes == 3 }},
+		{name: "one round without a second target", args: []string{"-start"}, check: func(o *options) bool { return rounds(o) == 1 }},
 
 		{name: "remote refused", args: []string{"-url", "http://10.0.0.1:8200", "-key", "k"}, wantErr: "not a loopback address"},
 		{name: "remote name refused", args: []string{"-url", "http://kms.example.com", "-key", "k"}, wantErr: "not a loopback address"},
@@ -64,7 +70,12 @@ func TestParseFlags(t *testing.T) {
 		{name: "unbounded duration", args: []string{"-start", "-d", "0"}, wantErr: "-d 0s"},
 		{name: "negative n", args: []string{"-start", "-n", "-1"}, wantErr: "-n -1"},
 		{name: "ftp url", args: []string{"-url", "ftp://127.0.0.1", "-key", "k"}, wantErr: "want http"},
-		{name: "rounds without baseline", args: []string{"-start", "-rounds", "3"}, wantErr: "-rounds goes with -baseline"},
+		{name: "rounds without baseline", args: []string{"-start", "-rounds", "3"}, wantErr: "-rounds goes with -baseline or -embedded"},
+		{name: "embedded and baseline", args: []string{"-start", "-store", "postgres://h/db", "-embedded", "-baseline"}, wantErr: "-embedded and -baseline exclude each other"},
+		{name: "embedded without store", args: []string{"-start", "-embedded"}, wantErr: "-embedded needs -start and -store"},
+		{name: "embedded without start", args: []string{"-url", "http://127.0.0.1:1", "-key", "k", "-embedded"}, wantErr: "-embedded needs -start and -store"},
+		{name: "embedded rounds too short", args: []string{"-start", "-store", "postgres://kms:hunter2@h/db", "-embedded", "-d", "1s", "-rounds", "20"}, wantErr: "at least 100ms a round"},
+		{name: "embedded fewer requests than rounds", args: []string{"-start", "-store", "postgres://h/db", "-embedded", "-n", "3"}, wantErr: "-n 3 in 5 rounds"},
 		{name: "no rounds", args: []string{"-start", "-baseline", "-rounds", "0"}, wantErr: "-rounds 0"},
 		{name: "rounds too short", args: []string{"-start", "-baseline", "-d", "1s", "-rounds", "20"}, wantErr: "at least 100ms a round"},
 		{name: "fewer requests than rounds", args: []string{"-start", "-baseline", "-n", "3"}, wantErr: "-n 3 in 5 rounds"},
@@ -109,13 +120,41 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 		t.Fatalf("run -h = %v, want nil", err)
 	}
 	for _, f := range []string{"url", "key", "allow-remote", "start", "store", "nodes", "kmsd", "kmsd-log-level", "mode", "mix", "c",
-		"d", "n", "warmup", "timeout", "ring", "asset", "pool", "baseline", "rounds", "rss", "json"} {
+		"d", "n", "warmup", "timeout", "ring", "asset", "pool", "baseline", "embedded", "rounds", "rss", "json"} {
 		if !regexp.MustCompile(`(?m)^  -` + f + `( |$)`).MatchString(out.String()) {
 			t.Errorf("kmsbench -h does not document -%s:\n%s", f, out.String())
 		}
 	}
 	if !strings.Contains(out.String(), "KMSBENCH_KEY") {
 		t.Errorf("kmsbench -h does not mention KMSBENCH_KEY")
+	}
+}
+
+// checkTable prints s as a table, fails t for each of want that it lacks,
+// and returns it.
+func checkTable(t *testing.T, s *summary, want ...string) string {
+	t.Helper()
+	var out bytes.Buffer
+	if err := s.print(&out, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range want {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("table lacks %q; got:\n%s", w, out.String())
+		}
+	}
+	return out.String()
+}
+
+// printJSON prints s as JSON and decodes it into got.
+func printJSON(t *testing.T, s *summary, got any) {
+	t.Helper()
+	var out bytes.Buffer
+	if err := s.print(&out, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(out.Bytes(), got); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
 	}
 }
 
@@ -130,20 +169,55 @@ func TestSummaryTable(t *testing.T) {
 		newRow("baseline", []string{"http://127.0.0.1:2"}, o, &stats{requests: 4000, elapsed: time.Second, hist: bh}),
 	}
 	s.finish()
-	var out bytes.Buffer
-	if err := s.print(&out, false); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{
-		"target    mode     concurrency  requests  errors  seconds  ops/s  p50 ms  p90 ms  p99 ms  max ms",
-		"kmsd      encrypt           64      1000       2      1.0   1000    4.00    4.00    4.00    4.00",
+	out := checkTable(t, s,
+		"target    mode     concurrency  requests  errors  seconds  ops/s  p50 ms  p90 ms  p99 ms  max ms  cpu µs/req\n",
+		"kmsd      encrypt           64      1000       2      1.0   1000    4.00    4.00    4.00    4.00           -\n",
 		"kmsd errors by status: 500: 1, transport: 1",
-		"kmsd / baseline: throughput 25.0 %, p99 4.0x",
+		"kmsd / baseline: throughput 25.0 %, p99 4.0x\n",
 		"warm-up 1s per target, 5 rounds taking turns",
-	} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("table lacks %q; got:\n%s", want, out.String())
-		}
+	)
+	if strings.Contains(out, "cpu per request") {
+		t.Errorf("table shows a CPU ratio without CPU figures:\n%s", out)
+	}
+}
+
+// TestSummaryTableEmbedded checks the CPU figures of a target, of each of
+// its nodes, and their ratios to the second target.
+func TestSummaryTableEmbedded(t *testing.T) {
+	o := &options{mode: "encrypt", concurrency: 4, ring: "r", start: true, store: "postgres://h/db", embedded: true, rounds: 5,
+		urls: []string{"http://127.0.0.1:1", "http://127.0.0.1:2"}}
+	var ph, eh Histogram
+	ph.Record(6 * time.Millisecond)
+	eh.Record(2 * time.Millisecond)
+	s := newSummary(o)
+	s.Rows = []row{
+		newRow("postgres", o.urls, o, &stats{requests: 1000, elapsed: time.Second, hist: ph,
+			nodes: []nodeCount{{requests: 400}, {requests: 600}}, cpu: []time.Duration{80 * time.Millisecond, 90 * time.Millisecond}}),
+		newRow("embedded", []string{"http://127.0.0.1:3"}, o, &stats{requests: 2000, elapsed: time.Second, hist: eh,
+			nodes: []nodeCount{{requests: 2000}}, cpu: []time.Duration{100 * time.Millisecond}}),
+	}
+	s.finish()
+	checkTable(t, s,
+		"kmsd: 2 nodes started by kmsbench, store postgres; and one kmsd on the embedded store\n",
+		"target    mode     concurrency  requests  errors  seconds  ops/s  p50 ms  p90 ms  p99 ms  max ms  cpu µs/req\n",
+		"postgres  encrypt            4      1000       0      1.0   1000    6.00    6.00    6.00    6.00       170.0\n",
+		"embedded  encrypt            4      2000       0      1.0   2000    2.00    2.00    2.00    2.00        50.0\n",
+		"node  url                 requests  errors  ops/s  cpu s  cpu µs/req\n",
+		"1     http://127.0.0.1:1       400       0    400   0.08       200.0\n",
+		"2     http://127.0.0.1:2       600       0    600   0.09       150.0\n",
+		"postgres / embedded: throughput 50.0 %, p99 3.0x\n",
+		"postgres / embedded: cpu per request 3.40x, per node: 4.00x, 3.00x\n",
+	)
+	var got jsonSummary
+	printJSON(t, s, &got)
+	r := got.Ratios
+	if r == nil || r.Of != "postgres" || r.To != "embedded" || r.ThroughputPct != 50 || r.P99Factor != 3 ||
+		r.CPUFactor == nil || *r.CPUFactor != 3.4 || !slices.Equal(r.NodeCPUFactors, []float64{4, 3}) {
+		t.Errorf("JSON ratios = %+v, want postgres to embedded: 50 %%, 3x, CPU 3.4x, nodes 4x and 3x", r)
+	}
+	if !got.Embedded || len(got.Rows) != 2 || got.Rows[0].CPUUsPerReq == nil || *got.Rows[0].CPUUsPerReq != 170 ||
+		got.Rows[0].Nodes[1].CPUSeconds == nil || *got.Rows[0].Nodes[1].CPUSeconds != 0.09 {
+		t.Errorf("JSON summary = %+v, want the CPU figures of the rows and nodes", got)
 	}
 }
 
@@ -157,35 +231,21 @@ func TestSummaryTableNodes(t *testing.T) {
 		nodes: []nodeCount{{requests: 100}, {requests: 200, errors: 1}}})}
 	s.RSS = []nodeRSS{{Node: o.urls[0], rssStats: rssStats{PeakBytes: 10 << 20, LastBytes: 5 << 20, Samples: 3}},
 		{Node: o.urls[1], rssStats: rssStats{PeakBytes: 20 << 20, LastBytes: 6 << 20, Samples: 3}}}
-	var out bytes.Buffer
-	if err := s.print(&out, false); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{
+	checkTable(t, s,
 		"kmsd: 2 nodes started by kmsbench, store postgres\n",
 		"kmsd over 2 nodes, client i calling node i mod 2:\n",
-		"node  url                 requests  errors  ops/s\n",
-		"1     http://127.0.0.1:1       100       0    100\n",
-		"2     http://127.0.0.1:2       200       1    200\n",
+		"node  url                 requests  errors  ops/s  cpu s  cpu µs/req\n",
+		"1     http://127.0.0.1:1       100       0    100      -           -\n",
+		"2     http://127.0.0.1:2       200       1    200      -           -\n",
 		"kmsd http://127.0.0.1:2 resident memory: peak 20.0 MiB, last 6.0 MiB",
-	} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("table lacks %q; got:\n%s", want, out.String())
-		}
-	}
-	out.Reset()
-	if err := s.print(&out, true); err != nil {
-		t.Fatal(err)
-	}
+	)
 	var got struct {
 		Nodes int       `json:"nodes"`
 		Store string    `json:"store"`
 		RSS   []nodeRSS `json:"rss"`
 		Rows  []row     `json:"rows"`
 	}
-	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
-		t.Fatal(err)
-	}
+	printJSON(t, s, &got)
 	if got.Nodes != 2 || got.Store != "postgres" || len(got.RSS) != 2 || got.RSS[1].PeakBytes != 20<<20 ||
 		len(got.Rows) != 1 || got.Rows[0].URL != "http://127.0.0.1:1,http://127.0.0.1:2" || len(got.Rows[0].Nodes) != 2 || got.Rows[0].Nodes[1].Errors != 1 {
 		t.Errorf("JSON summary = %+v, want 2 nodes, their RSS and their counts", got)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,23 +12,29 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // summary is what kmsbench prints at the end, as a table or as JSON.
 type summary struct {
 	Machine machine `json:"machine"`
 	Mode    string  `json:"mode"`
-	// Ratios compare kmsd with the baseline (with -baseline).
+	// Ratios compare the first target with the second: kmsd with the
+	// baseline (with -baseline), postgres with embedded (with -embedded).
 	Ratios *ratios `json:"ratios,omitempty"`
 	// Nodes is how many kmsd nodes were loaded; Store their store, when
 	// kmsbench started them: embedded, or postgres.
-	Nodes       int       `json:"nodes"`
-	Store       string    `json:"store,omitempty"`
+	Nodes int    `json:"nodes"`
+	Store string `json:"store,omitempty"`
+	// Embedded is set when one more kmsd, on the embedded store, was
+	// loaded taking turns with them (-embedded).
+	Embedded    bool      `json:"embedded,omitempty"`
 	RSS         []nodeRSS `json:"rss,omitempty"` // the resident memory of each kmsd (with -rss)
 	Rows        []row     `json:"rows"`
 	Interrupted bool      `json:"interrupted,omitempty"` // the run stopped early
 	Warmup      string    `json:"warmup"`
-	// Rounds is how many turns kmsd and the baseline took (with -baseline).
+	// Rounds is how many turns the targets took (with -baseline or
+	// -embedded).
 	Rounds int `json:"rounds,omitempty"`
 	ring   string
 	pool   int
@@ -44,13 +51,16 @@ type machine struct {
 
 // nodeRSS is the resident memory of one kmsd.
 type nodeRSS struct {
-	Node string `json:"node"` // its URL
+	Target string `json:"target"` // the target it served: kmsd, postgres or embedded
+	Node   string `json:"node"`   // its URL
 	rssStats
 }
 
-// row is the measurement of one target.
+// row is the measurement of one target. The CPU figures are those of the
+// processes that kmsbench started, over the measured loads; absent when
+// not known (a -url target, or no /proc).
 type row struct {
-	Target         string           `json:"target"`          // kmsd or baseline
+	Target         string           `json:"target"`          // kmsd, postgres, embedded or baseline
 	URL            string           `json:"url"`             // its nodes' URLs, separated by commas
 	Nodes          []nodeRow        `json:"nodes,omitempty"` // with more than one node: what each was sent
 	Mode           string           `json:"mode"`
@@ -64,19 +74,31 @@ type row struct {
 	P90Ms          float64          `json:"p90Ms"`
 	P99Ms          float64          `json:"p99Ms"`
 	MaxMs          float64          `json:"maxMs"`
+	CPUSeconds     *float64         `json:"cpuSeconds,omitempty"`      // the CPU time of the target's processes
+	CPUUsPerReq    *float64         `json:"cpuUsPerRequest,omitempty"` // CPUSeconds / Requests, in µs
 }
 
-// nodeRow is what one node of a target was sent.
+// nodeRow is what one node of a target was sent, and the CPU time its
+// process spent on it.
 type nodeRow struct {
-	URL       string  `json:"url"`
-	Requests  int64   `json:"requests"`
-	Errors    int64   `json:"errors"`
-	OpsPerSec float64 `json:"opsPerSec"`
+	URL         string   `json:"url"`
+	Requests    int64    `json:"requests"`
+	Errors      int64    `json:"errors"`
+	OpsPerSec   float64  `json:"opsPerSec"`
+	CPUSeconds  *float64 `json:"cpuSeconds,omitempty"`
+	CPUUsPerReq *float64 `json:"cpuUsPerRequest,omitempty"` // CPUSeconds / Requests, in µs
 }
 
+// ratios compare the target Of with the target To: Of's figure over To's.
 type ratios struct {
-	ThroughputPct float64 `json:"throughputPct"` // kmsd ops/s / baseline ops/s, in %
-	P99Factor     float64 `json:"p99Factor"`     // kmsd p99 / baseline p99
+	Of            string  `json:"of"`            // the first target: kmsd, or postgres
+	To            string  `json:"to"`            // the second: baseline, or embedded
+	ThroughputPct float64 `json:"throughputPct"` // Of's ops/s / To's ops/s, in %
+	P99Factor     float64 `json:"p99Factor"`     // Of's p99 / To's p99
+	// CPUFactor is Of's CPU per request / To's, when both are known;
+	// NodeCPUFactors the same for each node of Of (with several nodes).
+	CPUFactor      *float64  `json:"cpuFactor,omitempty"`
+	NodeCPUFactors []float64 `json:"nodeCpuFactors,omitempty"`
 }
 
 func newSummary(o *options) *summary {
@@ -92,8 +114,9 @@ func newSummary(o *options) *summary {
 		store = "embedded"
 	}
 	return &summary{
-		Nodes: len(o.urls),
-		Store: store,
+		Nodes:    len(o.urls),
+		Store:    store,
+		Embedded: o.embedded,
 		Machine: machine{
 			CPUs:       runtime.NumCPU(),
 			CPUModel:   cpuModel(),
@@ -132,13 +155,25 @@ func newRow(target string, urls []string, o *options, st *stats) row {
 		return float64(n) / st.elapsed.Seconds()
 	}
 	r.OpsPerSec = perSec(st.requests)
+	known := len(st.cpu) == len(urls)
+	if known {
+		var sum time.Duration
+		for _, d := range st.cpu {
+			sum += d
+		}
+		r.CPUSeconds, r.CPUUsPerReq = cpuFigures(sum, st.requests)
+	}
 	if len(urls) > 1 {
 		for i, u := range urls {
 			var n nodeCount
 			if i < len(st.nodes) {
 				n = st.nodes[i]
 			}
-			r.Nodes = append(r.Nodes, nodeRow{URL: u, Requests: n.requests, Errors: n.errors, OpsPerSec: perSec(n.requests)})
+			nr := nodeRow{URL: u, Requests: n.requests, Errors: n.errors, OpsPerSec: perSec(n.requests)}
+			if known {
+				nr.CPUSeconds, nr.CPUUsPerReq = cpuFigures(st.cpu[i], n.requests)
+			}
+			r.Nodes = append(r.Nodes, nr)
 		}
 	}
 	for status, n := range st.byStatus {
@@ -148,6 +183,17 @@ func newRow(target string, urls []string, o *options, st *stats) row {
 		r.ErrorsByStatus[statusName(status)] = n
 	}
 	return r
+}
+
+// cpuFigures returns cpu in seconds and, when requests is above zero, in
+// µs per request.
+func cpuFigures(cpu time.Duration, requests int64) (seconds, usPerRequest *float64) {
+	sec := cpu.Seconds()
+	if requests <= 0 {
+		return &sec, nil
+	}
+	us := float64(cpu.Microseconds()) / float64(requests)
+	return &sec, &us
 }
 
 func statusName(status int) string {
@@ -169,23 +215,33 @@ func byStatusText(byStatus map[int]int64) string {
 	return " (" + strings.Join(parts, ", ") + ")"
 }
 
-// finish computes the ratios when there are a kmsd and a baseline row.
+// finish computes the ratios of the first row to the second, when there
+// are two: kmsd to the baseline, or postgres to embedded.
 func (s *summary) finish() {
-	var k, b *row
-	for i := range s.Rows {
-		switch s.Rows[i].Target {
-		case "kmsd":
-			k = &s.Rows[i]
-		case "baseline":
-			b = &s.Rows[i]
-		}
+	if len(s.Rows) < 2 {
+		return
 	}
-	if k == nil || b == nil || b.OpsPerSec == 0 || b.P99Ms == 0 {
+	a, b := &s.Rows[0], &s.Rows[1]
+	if b.OpsPerSec == 0 || b.P99Ms == 0 {
 		return
 	}
 	s.Ratios = &ratios{
-		ThroughputPct: 100 * k.OpsPerSec / b.OpsPerSec,
-		P99Factor:     k.P99Ms / b.P99Ms,
+		Of:            a.Target,
+		To:            b.Target,
+		ThroughputPct: 100 * a.OpsPerSec / b.OpsPerSec,
+		P99Factor:     a.P99Ms / b.P99Ms,
+	}
+	if a.CPUUsPerReq == nil || b.CPUUsPerReq == nil || *b.CPUUsPerReq == 0 {
+		return
+	}
+	f := *a.CPUUsPerReq / *b.CPUUsPerReq
+	s.Ratios.CPUFactor = &f
+	for _, n := range a.Nodes {
+		if n.CPUUsPerReq == nil {
+			s.Ratios.NodeCPUFactors = nil
+			return
+		}
+		s.Ratios.NodeCPUFactors = append(s.Ratios.NodeCPUFactors, *n.CPUUsPerReq / *b.CPUUsPerReq)
 	}
 }
 
@@ -217,17 +273,20 @@ func (s *summary) print(w io.Writer, asJSON bool) error {
 	if s.Store != "" {
 		fmt.Fprintf(w, " started by kmsbench, store %s", s.Store)
 	}
+	if s.Embedded {
+		fmt.Fprint(w, "; and one kmsd on the embedded store")
+	}
 	fmt.Fprintln(w)
 	if s.Interrupted {
 		fmt.Fprintln(w, "INTERRUPTED: the figures cover only part of the run")
 	}
 	fmt.Fprintln(w)
-	table := [][]string{{"target", "mode", "concurrency", "requests", "errors", "seconds", "ops/s", "p50 ms", "p90 ms", "p99 ms", "max ms"}}
+	table := [][]string{{"target", "mode", "concurrency", "requests", "errors", "seconds", "ops/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "cpu µs/req"}}
 	for _, r := range s.Rows {
 		table = append(table, []string{r.Target, r.Mode, strconv.Itoa(r.Concurrency),
 			strconv.FormatInt(r.Requests, 10), strconv.FormatInt(r.Errors, 10), fmt.Sprintf("%.1f", r.Seconds),
 			fmt.Sprintf("%.0f", r.OpsPerSec), fmt.Sprintf("%.2f", r.P50Ms), fmt.Sprintf("%.2f", r.P90Ms),
-			fmt.Sprintf("%.2f", r.P99Ms), fmt.Sprintf("%.2f", r.MaxMs)})
+			fmt.Sprintf("%.2f", r.P99Ms), fmt.Sprintf("%.2f", r.MaxMs), orDash("%.1f", r.CPUUsPerReq)})
 	}
 	writeTable(w, table, 2)
 	for _, r := range s.Rows {
@@ -244,25 +303,45 @@ func (s *summary) print(w io.Writer, asJSON bool) error {
 			continue
 		}
 		fmt.Fprintf(w, "\n%s over %d nodes, client i calling node i mod %d:\n", r.Target, len(r.Nodes), len(r.Nodes))
-		nodes := [][]string{{"node", "url", "requests", "errors", "ops/s"}}
+		nodes := [][]string{{"node", "url", "requests", "errors", "ops/s", "cpu s", "cpu µs/req"}}
 		for i, n := range r.Nodes {
 			nodes = append(nodes, []string{strconv.Itoa(i + 1), n.URL, strconv.FormatInt(n.Requests, 10),
-				strconv.FormatInt(n.Errors, 10), fmt.Sprintf("%.0f", n.OpsPerSec)})
+				strconv.FormatInt(n.Errors, 10), fmt.Sprintf("%.0f", n.OpsPerSec),
+				orDash("%.2f", n.CPUSeconds), orDash("%.1f", n.CPUUsPerReq)})
 		}
 		writeTable(w, nodes, 2)
 	}
-	if s.Ratios != nil {
-		fmt.Fprintf(w, "\nkmsd / baseline: throughput %.1f %%, p99 %.1fx\n", s.Ratios.ThroughputPct, s.Ratios.P99Factor)
+	if r := s.Ratios; r != nil {
+		fmt.Fprintf(w, "\n%s / %s: throughput %.1f %%, p99 %.1fx\n", r.Of, r.To, r.ThroughputPct, r.P99Factor)
+		if r.CPUFactor != nil {
+			fmt.Fprintf(w, "%s / %s: cpu per request %.2fx", r.Of, r.To, *r.CPUFactor)
+			if len(r.NodeCPUFactors) > 0 {
+				var parts []string
+				for _, f := range r.NodeCPUFactors {
+					parts = append(parts, fmt.Sprintf("%.2fx", f))
+				}
+				fmt.Fprintf(w, ", per node: %s", strings.Join(parts, ", "))
+			}
+			fmt.Fprintln(w)
+		}
 	}
 	for _, n := range s.RSS {
-		name := "kmsd"
+		name := cmp.Or(n.Target, "kmsd")
 		if len(s.RSS) > 1 {
-			name = "kmsd " + n.Node
+			name += " " + n.Node
 		}
 		fmt.Fprintf(w, "%s resident memory: peak %.1f MiB, last %.1f MiB (VmRSS sampled every second, %d samples)\n",
 			name, float64(n.PeakBytes)/(1<<20), float64(n.LastBytes)/(1<<20), n.Samples)
 	}
 	return nil
+}
+
+// orDash formats *v, or is "-" when v is nil (not known).
+func orDash(format string, v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf(format, *v)
 }
 
 // cpuModel is the first "model name" of /proc/cpuinfo, or "unknown CPU".
@@ -280,7 +359,8 @@ func cpuModel() string {
 }
 
 // writeTable writes rows in aligned columns, two spaces apart: the first
-// left columns aligned left, the others (numbers) right.
+// left columns aligned left, the others (numbers) right. Widths count
+// runes ("µs" is two).
 func writeTable(w io.Writer, rows [][]string, left int) {
 	var width []int
 	for _, r := range rows {
@@ -288,7 +368,7 @@ func writeTable(w io.Writer, rows [][]string, left int) {
 			if i == len(width) {
 				width = append(width, 0)
 			}
-			width[i] = max(width[i], len(c))
+			width[i] = max(width[i], utf8.RuneCountInString(c))
 		}
 	}
 	for _, r := range rows {
@@ -297,7 +377,7 @@ func writeTable(w io.Writer, rows [][]string, left int) {
 			if i > 0 {
 				b.WriteString("  ")
 			}
-			pad := strings.Repeat(" ", width[i]-len(c))
+			pad := strings.Repeat(" ", width[i]-utf8.RuneCountInString(c))
 			if i < left {
 				b.WriteString(c + pad)
 			} else {
