@@ -22,8 +22,8 @@ type flight[V any] struct {
 	done    chan struct{} // closed once v and err are set
 	gen     uint64
 	waiters int // the loads waiting for it, c.mu held
-	v    V
-	err  error
+	v       V
+	err     error
 }
 
 func newCache[K comparable, V any](max int) *cache[K, V] {
