@@ -17,12 +17,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -890,6 +892,34 @@ func TestMigrateUsage(t *testing.T) {
 		err := run(context.Background(), args, env{"KMS_MASTER_KEY": newKey()}.get, io.Discard, io.Discard)
 		if exitCode(err) != 2 || !strings.Contains(fmt.Sprint(err), "-to") {
 			t.Errorf("run(%q) = %v (exit %d), want a usage error about -to", args, err, exitCode(err))
+		}
+	}
+}
+
+// TestRunGarbageCollector: kmsd runs the collector at defaultGCPercent
+// and under defaultMemoryLimit unless GOGC and GOMEMLIMIT say otherwise.
+// (Not parallel: it sets this process's runtime.)
+func TestRunGarbageCollector(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(math.MaxInt64))
+	for _, c := range []struct {
+		e         env
+		gc        int
+		memLimit  int64
+		situation string
+	}{
+		{env{}, defaultGCPercent, defaultMemoryLimit, "neither set"},
+		{env{"GOGC": "100", "GOMEMLIMIT": "1GiB"}, 100, math.MaxInt64, "both set"},
+	} {
+		debug.SetGCPercent(100)
+		debug.SetMemoryLimit(math.MaxInt64)
+		c.e["KMS_MASTER_KEY"] = newKey()
+		s := startRun(t, []string{"-data", t.TempDir(), "-addr", "127.0.0.1:0"}, c.e)
+		gc, limit := debug.SetGCPercent(-1), debug.SetMemoryLimit(-1)
+		debug.SetGCPercent(gc)
+		s.stop(t)
+		if gc != c.gc || limit != c.memLimit {
+			t.Errorf("%s: GOGC %d, memory limit %d; want %d, %d", c.situation, gc, limit, c.gc, c.memLimit)
 		}
 	}
 }
