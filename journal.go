@@ -478,22 +478,31 @@ func (j *journal) commitShared(ctx context.Context, batch []*job) {
 		head   chainHead
 		signed <-chan struct{}
 		exists = map[string]error{} // guard key -> nil, or why the job fails
-		reads  = [][]byte{keyActHead}
+		reads  [][]byte // the keys prefetched
 	)
-	for _, jb := range batch {
-		if jb.guard != nil && !slices.ContainsFunc(reads, func(k []byte) bool { return bytes.Equal(k, jb.guard) }) {
-			reads = append(reads, jb.guard)
-		}
-	}
 	err := j.shared.AppendIn(ctx, func(tx Txn) (uint64, [][]byte, error) {
 		if signed != nil {
 			<-signed // an earlier attempt's signatures: j.signs is free again
 			signed = nil
 		}
 		// The head and the guards in one read: over a network, a round
-		// trip per batch instead of one per key.
+		// trip per batch instead of one per key. (A store takes its
+		// append lock at the first read.)
+		reads = guardKeys(append(reads[:0], keyActHead), batch)
 		if err := prefetch(tx, reads); err != nil {
 			return 0, nil, err
+		}
+		// The jobs that came while this process waited for the append
+		// lock join the batch: with several processes taking turns, a
+		// turn then carries what queued during the wait, instead of
+		// leaving it for the next turn.
+		if n := len(batch); j.drain(&batch) {
+			more := guardKeys(nil, batch[n:])
+			more = slices.DeleteFunc(more, func(k []byte) bool { return slices.ContainsFunc(reads, bytesEqual(k)) })
+			if err := prefetch(tx, more); err != nil {
+				return 0, nil, err
+			}
+			reads = append(reads, more...)
 		}
 		last, err := loadHead(tx)
 		if err != nil {
@@ -553,6 +562,38 @@ func (j *journal) commitShared(ctx context.Context, batch []*job) {
 	}
 	j.head, j.indexed = head, head
 	j.succeed(batch)
+}
+
+// guardKeys appends to keys the guard keys of batch that it lacks.
+func guardKeys(keys [][]byte, batch []*job) [][]byte {
+	for _, jb := range batch {
+		if jb.guard != nil && !slices.ContainsFunc(keys, bytesEqual(jb.guard)) {
+			keys = append(keys, jb.guard)
+		}
+	}
+	return keys
+}
+
+func bytesEqual(a []byte) func([]byte) bool {
+	return func(b []byte) bool { return bytes.Equal(a, b) }
+}
+
+// drain appends to *batch the jobs queued now, up to maxBatch in all,
+// without waiting, and reports whether it took any.
+func (j *journal) drain(batch *[]*job) bool {
+	n := len(*batch)
+	for len(*batch) < maxBatch {
+		select {
+		case jb, ok := <-j.jobs:
+			if !ok {
+				return len(*batch) > n
+			}
+			*batch = append(*batch, jb)
+		default:
+			return len(*batch) > n
+		}
+	}
+	return len(*batch) > n
 }
 
 // runMutation runs jb's mutation, if any, on an overlay of tx, setting
