@@ -478,7 +478,7 @@ func (j *journal) commitShared(ctx context.Context, batch []*job) {
 		head   chainHead
 		signed <-chan struct{}
 		exists = map[string]error{} // guard key -> nil, or why the job fails
-		reads  [][]byte // the keys prefetched
+		reads  [][]byte             // the keys prefetched
 	)
 	err := j.shared.AppendIn(ctx, func(tx Txn) (uint64, [][]byte, error) {
 		if signed != nil {
