@@ -40,6 +40,7 @@ const (
 	OpRotate  = "rotate"  // rotate the ring
 	OpConfig  = "config"  // change the ring's configuration
 	OpDelete  = "delete"  // delete the ring
+	OpKeys    = "keys"    // enable, disable and destroy the ring's keys
 )
 
 // RingFlag returns the flag that grants op on the ring named ring.

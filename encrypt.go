@@ -114,6 +114,11 @@ func (s *Service) Encrypt(ctx context.Context, in EncryptInput) (*EncryptResult,
 	if err != nil {
 		return nil, err
 	}
+	if err := k.usable(r); err != nil {
+		// The active key cannot be disabled (keystate.go): never hand
+		// out one that is, whatever brought it here.
+		return nil, s.recordFailure(p, "encrypt", lower, err)
+	}
 	ringID, err := decodeHexID(r.ID)
 	if err != nil {
 		return nil, err
@@ -243,6 +248,9 @@ func (s *Service) Decrypt(ctx context.Context, in DecryptInput) (*DecryptResult,
 	}
 	k, err := s.keyByID(ctx, r.ID, ref.keyID)
 	if err != nil {
+		return nil, s.recordFailure(p, "decrypt", lower, err)
+	}
+	if err := k.usable(r); err != nil {
 		return nil, s.recordFailure(p, "decrypt", lower, err)
 	}
 	props := map[string]any{"ringId": r.ID, "keyId": k.ID}

@@ -23,6 +23,8 @@ const (
 	KindRateLimited                  // too many attempts; try again later
 	KindNoSpace                      // the storage is full (below its reserve); nothing was written
 	KindUnavailable                  // the service cannot serve now (its storage is unreachable or in doubt); try again later
+	KindDisabled                     // the key is disabled, or scheduled for destruction: it cannot be used until enabled again
+	KindDestroyed                    // the key was destroyed: its key material is gone for good
 )
 
 var kindNames = [...]string{
@@ -38,6 +40,8 @@ var kindNames = [...]string{
 	KindRateLimited:      "rate_limited",
 	KindNoSpace:          "insufficient_storage",
 	KindUnavailable:      "unavailable",
+	KindDisabled:         "disabled",
+	KindDestroyed:        "destroyed",
 }
 
 // String returns the stable, lowercase code of the kind, as it appears in
@@ -106,6 +110,8 @@ var (
 	ErrRateLimited      = &Error{Kind: KindRateLimited, Message: "too many attempts", sentinel: true}
 	ErrNoSpace          = &Error{Kind: KindNoSpace, Message: "insufficient storage", sentinel: true}
 	ErrUnavailable      = &Error{Kind: KindUnavailable, Message: "service unavailable", sentinel: true}
+	ErrDisabled         = &Error{Kind: KindDisabled, Message: "key disabled", sentinel: true}
+	ErrDestroyed        = &Error{Kind: KindDestroyed, Message: "key destroyed", sentinel: true}
 )
 
 // Errorf returns an Error of the given kind with a formatted message.

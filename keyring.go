@@ -60,6 +60,11 @@ type Key struct {
 	ID      string         `json:"id"`
 	Props   map[string]any `json:"props"`
 	KeyData *KeyData       `json:"keyData,omitempty"`
+	// State is the key's lifecycle state (keystate.go): enabled,
+	// disabled, destroy_scheduled or destroyed.
+	State string `json:"state"`
+	// DestroyAt is when a key in state destroy_scheduled is destroyed.
+	DestroyAt *time.Time `json:"destroyAt,omitempty"`
 }
 
 // KeyData is a key wrapped for its ring's public key; docs/FORMAT.md
@@ -90,6 +95,7 @@ type AsymKey struct {
 	ID      string         `json:"id"`
 	Props   map[string]any `json:"props"`
 	KeyData AsymKeyData    `json:"keyData"`
+	State   string         `json:"state"` // always enabled: no other key is handed out
 }
 
 // AsymKeyData carries a plain key: standard base64 of its 32 bytes.
@@ -206,14 +212,22 @@ type ringRecord struct {
 	stored int // bytes as read by loadRing: its size in a page
 }
 
-// keyRecord is a key as stored: wrapped, never in the clear.
+// keyRecord is a key as stored: wrapped, never in the clear. A destroyed
+// key has no KeyData.
 type keyRecord struct {
 	ID        string         `json:"id"`
 	RingID    string         `json:"ringId"`
 	Type      string         `json:"type"`
 	Props     map[string]any `json:"props"`
-	KeyData   KeyData        `json:"keyData"`
+	KeyData   KeyData        `json:"keyData,omitzero"`
 	CreatedAt time.Time      `json:"createdAt"`
+
+	// State is the key's lifecycle state; empty (the keys stored before
+	// states existed) is enabled. DestroyAt is set in destroy_scheduled,
+	// DestroyedAt in destroyed (keystate.go).
+	State       string     `json:"state,omitempty"`
+	DestroyAt   *time.Time `json:"destroyAt,omitempty"`
+	DestroyedAt *time.Time `json:"destroyedAt,omitempty"`
 }
 
 func (r *ringRecord) keyRing() *KeyRing {
@@ -231,7 +245,7 @@ func (r *ringRecord) config() *KeyRingConfig {
 }
 
 func (k *keyRecord) key(withData bool) *Key {
-	out := &Key{Type: AlgoAES256, ID: k.ID, Props: orEmpty(k.Props)}
+	out := &Key{Type: AlgoAES256, ID: k.ID, Props: orEmpty(k.Props), State: k.state(), DestroyAt: k.DestroyAt}
 	if withData {
 		kd := k.KeyData
 		out.KeyData = &kd
@@ -688,6 +702,9 @@ func (s *Service) GetKey(ctx context.Context, ref RingRef, keyID string) (*Key, 
 	if err != nil {
 		return nil, err
 	}
+	if err := k.usable(r); err != nil {
+		return nil, s.recordFailure(p, "key.read", strings.ToLower(r.Name), err)
+	}
 	if err := s.record(p, "key.read", strings.ToLower(r.Name), map[string]any{"ringId": r.ID, "keyId": k.ID}, nil); err != nil {
 		return nil, err
 	}
@@ -715,6 +732,9 @@ func (s *Service) GetAsymKey(ctx context.Context, ref RingRef, keyID string) (*A
 	p, r, k, err := s.resolveKey(ctx, groupAsym, ref, keyID, "asym.key.read")
 	if err != nil {
 		return nil, err
+	}
+	if err := k.usable(r); err != nil {
+		return nil, s.recordFailure(p, "asym.key.read", strings.ToLower(r.Name), err)
 	}
 	out, err := s.openKey(r, k)
 	if err != nil {
@@ -747,7 +767,7 @@ func (s *Service) openKey(r *ringRecord, k *keyRecord) (*AsymKey, error) {
 		return nil, internalError("unwrap key", err)
 	}
 	defer clear(plain)
-	return &AsymKey{Type: "AES256", ID: k.ID, Props: orEmpty(k.Props), KeyData: AsymKeyData{Key: base64.StdEncoding.EncodeToString(plain)}}, nil
+	return &AsymKey{Type: "AES256", ID: k.ID, Props: orEmpty(k.Props), KeyData: AsymKeyData{Key: base64.StdEncoding.EncodeToString(plain)}, State: k.state()}, nil
 }
 
 // DeleteKeyRing deletes a /ks ring and all its keys; hashes and headers

@@ -57,6 +57,12 @@ type Options struct {
 	// CacheSize bounds each in-memory cache (key rings, keys,
 	// credentials) in entries. Zero means 100,000.
 	CacheSize int
+
+	// MinDestroyDelay is the shortest delay after which a key may be
+	// scheduled for destruction (DestroyKey). Zero means
+	// DefaultMinDestroyDelay (one hour); a negative value allows any
+	// delay, none included.
+	MinDestroyDelay time.Duration
 }
 
 // Limits are plan limits. Creating a resource past one is a Limit error
@@ -99,6 +105,8 @@ type Service struct {
 	ringLocks  sync.Map                    // ring ID -> *sync.Mutex
 
 	stopCoherence func() // stops keeping the caches coherent with other processes (coherence.go)
+	destroyer     *destroyer
+	stopDestroyer func() // stops destroying keys at their time (keystate.go)
 }
 
 // New returns a Service over st. It loads (or, on a new store, creates) the
@@ -168,6 +176,7 @@ func New(st Store, opts Options) (*Service, error) {
 	j.signer = &headerSigner{key: s.signKey}
 	j.undone = s.forgetCached
 	s.stopCoherence = s.startCoherence()
+	s.stopDestroyer = s.startDestroyer()
 	return s, nil
 }
 
@@ -178,6 +187,7 @@ func New(st Store, opts Options) (*Service, error) {
 func (s *Service) Close() error {
 	s.users.background.Wait()
 	s.users.sweeper.Wait()
+	s.stopDestroyer()
 	s.journal.close()
 	s.stopCoherence()
 	return s.releaseCounts()

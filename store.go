@@ -106,3 +106,14 @@ type ScanOptions struct {
 	// KeysOnly skips reading values; fn receives a nil value.
 	KeysOnly bool
 }
+
+// Eraser is a Store whose files may keep earlier versions of a value after
+// it is overwritten (an LSM tree's older tables, a write-ahead log). Erase
+// returns once the store's files hold no version of the values of keys but
+// the current one, or an error; the Service calls it after it destroys
+// key material (keystate.go) and calls it again, later, after an error.
+// It is optional: a Store without it keeps no earlier version it could
+// reach, or documents what it keeps.
+type Eraser interface {
+	Erase(ctx context.Context, keys [][]byte) error
+}

@@ -292,6 +292,8 @@ func kindOfStatus(status int) kms.Kind {
 		return kms.KindNoSpace
 	case http.StatusServiceUnavailable:
 		return kms.KindUnavailable
+	case http.StatusGone:
+		return kms.KindDestroyed
 	}
 	if status >= 400 && status < 500 {
 		return kms.KindInvalid

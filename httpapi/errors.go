@@ -25,6 +25,8 @@ var kindStatus = map[kms.Kind]int{
 	kms.KindRateLimited:      http.StatusTooManyRequests,
 	kms.KindNoSpace:          http.StatusInsufficientStorage,
 	kms.KindUnavailable:      http.StatusServiceUnavailable,
+	kms.KindDisabled:         http.StatusForbidden, // a disabled key or one scheduled for destruction (docs/API.md)
+	kms.KindDestroyed:        http.StatusGone,
 	kms.KindInternal:         http.StatusInternalServerError,
 }
 

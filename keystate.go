@@ -1,0 +1,513 @@
+package kms
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Key lifecycle states. A key is made enabled. Disabling it, or
+// scheduling its destruction, takes it out of use (encrypt never hands it
+// out; decrypt and key reads refuse it) and can be undone; destruction
+// erases its wrapped key material from the store for good and cannot.
+// The key's metadata, its encrypt count and the activity about it stay.
+//
+//	enabled <-> disabled
+//	enabled, disabled -> destroy_scheduled (POST .../destroy)
+//	destroy_scheduled -> disabled (DELETE .../destroy, before destroyAt)
+//	destroy_scheduled -> destroyed (at destroyAt, by the Service)
+//
+// A ring's active key cannot leave enabled: the ring is rotated first
+// (or in the same call, with rotate).
+const (
+	KeyEnabled          = "enabled"
+	KeyDisabled         = "disabled"
+	KeyDestroyScheduled = "destroy_scheduled"
+	KeyDestroyed        = "destroyed"
+)
+
+// DefaultDestroyDelay is how long after a destroy call the key is
+// destroyed when the call gives no delay.
+const DefaultDestroyDelay = 24 * time.Hour
+
+// DefaultMinDestroyDelay is the shortest delay a destroy call may give
+// when Options.MinDestroyDelay is zero.
+const DefaultMinDestroyDelay = time.Hour
+
+// KeyStateInput changes the state of a key: State is "enabled" or
+// "disabled". Rotate, when the key is its ring's active key, rotates the
+// ring first so that the key can be disabled.
+type KeyStateInput struct {
+	State  string `json:"state"`
+	Rotate bool   `json:"rotate"`
+}
+
+// DestroyKeyInput schedules the destruction of a key. After is a Go
+// duration ("72h"); empty means DefaultDestroyDelay. It may not be shorter
+// than the Service's MinDestroyDelay. Rotate is as in KeyStateInput.
+type DestroyKeyInput struct {
+	After  string `json:"after"`
+	Rotate bool   `json:"rotate"`
+}
+
+// state returns the key's state; a key stored without one is enabled.
+func (k *keyRecord) state() string {
+	if k.State == "" {
+		return KeyEnabled
+	}
+	return k.State
+}
+
+// usable returns nil when k, a key of r, is enabled, and otherwise the
+// error that a use of it answers: Disabled (disabled, or scheduled for
+// destruction) or Destroyed. Error.State carries the key's state.
+func (k *keyRecord) usable(r *ringRecord) error {
+	switch st := k.state(); st {
+	case KeyEnabled:
+		return nil
+	case KeyDestroyed:
+		return errKeyDestroyed(r, k)
+	case KeyDestroyScheduled:
+		return &Error{Kind: KindDisabled, State: st, Message: fmt.Sprintf("key %s of ring %s is scheduled for destruction at %s and cannot be used: cancel the destruction and enable it to use it again",
+			k.ID, r.Name, k.DestroyAt.Format(time.RFC3339))}
+	default:
+		return &Error{Kind: KindDisabled, State: st, Message: fmt.Sprintf("key %s of ring %s is disabled: enable it to use it again", k.ID, r.Name)}
+	}
+}
+
+func errKeyDestroyed(r *ringRecord, k *keyRecord) error {
+	return &Error{Kind: KindDestroyed, State: KeyDestroyed, Message: fmt.Sprintf("key %s of ring %s was destroyed: its key material is gone", k.ID, r.Name)}
+}
+
+// SetKeyState enables or disables a key of a /ks ring and returns it
+// without its key data. It needs keyring.<name>.keys.
+func (s *Service) SetKeyState(ctx context.Context, ref RingRef, keyID string, in KeyStateInput) (*Key, error) {
+	return s.setKeyState(ctx, groupKS, ref, keyID, in)
+}
+
+// SetAsymKeyState is SetKeyState for a key of an /asym ring.
+func (s *Service) SetAsymKeyState(ctx context.Context, ref RingRef, keyID string, in KeyStateInput) (*Key, error) {
+	return s.setKeyState(ctx, groupAsym, ref, keyID, in)
+}
+
+// DestroyKey schedules the destruction of a key of a /ks ring, which
+// leaves use at once, and returns it without its key data. It needs
+// keyring.<name>.keys.
+func (s *Service) DestroyKey(ctx context.Context, ref RingRef, keyID string, in DestroyKeyInput) (*Key, error) {
+	return s.destroyKey(ctx, groupKS, ref, keyID, in)
+}
+
+// DestroyAsymKey is DestroyKey for a key of an /asym ring.
+func (s *Service) DestroyAsymKey(ctx context.Context, ref RingRef, keyID string, in DestroyKeyInput) (*Key, error) {
+	return s.destroyKey(ctx, groupAsym, ref, keyID, in)
+}
+
+// CancelDestroyKey cancels the scheduled destruction of a key of a /ks
+// ring, which becomes disabled, and returns it. It needs
+// keyring.<name>.keys.
+func (s *Service) CancelDestroyKey(ctx context.Context, ref RingRef, keyID string) (*Key, error) {
+	return s.cancelDestroy(ctx, groupKS, ref, keyID)
+}
+
+// CancelDestroyAsymKey is CancelDestroyKey for a key of an /asym ring.
+func (s *Service) CancelDestroyAsymKey(ctx context.Context, ref RingRef, keyID string) (*Key, error) {
+	return s.cancelDestroy(ctx, groupAsym, ref, keyID)
+}
+
+// keyAction names the activity of a key operation in group.
+func keyAction(group, op string) string {
+	if group == groupAsym {
+		return "asym.key." + op
+	}
+	return "key." + op
+}
+
+func (s *Service) setKeyState(ctx context.Context, group string, ref RingRef, keyID string, in KeyStateInput) (*Key, error) {
+	want := strings.ToLower(in.State)
+	if want != KeyEnabled && want != KeyDisabled {
+		return nil, Errorf(KindInvalid, "state must be %q or %q (destruction has its own call)", KeyEnabled, KeyDisabled)
+	}
+	return s.changeKey(ctx, group, ref, keyID, keyAction(group, "state"), in.Rotate && want == KeyDisabled,
+		func(r *ringRecord, k *keyRecord, _ time.Time) error {
+			switch k.state() {
+			case KeyDestroyed:
+				return errKeyDestroyed(r, k)
+			case KeyDestroyScheduled:
+				return Errorf(KindConflict, "key %s is scheduled for destruction at %s: cancel the destruction first", k.ID, k.DestroyAt.Format(time.RFC3339))
+			}
+			if want == KeyDisabled {
+				if err := notActive(r, k, "disabled"); err != nil {
+					return err
+				}
+			}
+			k.State = want
+			return nil
+		})
+}
+
+func (s *Service) destroyKey(ctx context.Context, group string, ref RingRef, keyID string, in DestroyKeyInput) (*Key, error) {
+	after := DefaultDestroyDelay
+	if in.After != "" {
+		var err error
+		if after, err = time.ParseDuration(in.After); err != nil {
+			return nil, Errorf(KindInvalid, "after %q is not a duration: use a Go duration such as \"72h\"", in.After)
+		}
+	}
+	if min := s.minDestroyDelay(); after < min {
+		return nil, Errorf(KindInvalid, "after must be at least %s", min)
+	}
+	return s.changeKey(ctx, group, ref, keyID, keyAction(group, "destroy.schedule"), in.Rotate,
+		func(r *ringRecord, k *keyRecord, now time.Time) error {
+			switch k.state() {
+			case KeyDestroyed:
+				return errKeyDestroyed(r, k)
+			case KeyDestroyScheduled:
+				return Errorf(KindConflict, "key %s is already scheduled for destruction at %s", k.ID, k.DestroyAt.Format(time.RFC3339))
+			}
+			if err := notActive(r, k, "destroyed"); err != nil {
+				return err
+			}
+			at := now.Add(after).Truncate(time.Millisecond)
+			k.State, k.DestroyAt = KeyDestroyScheduled, &at
+			return nil
+		})
+}
+
+func (s *Service) cancelDestroy(ctx context.Context, group string, ref RingRef, keyID string) (*Key, error) {
+	return s.changeKey(ctx, group, ref, keyID, keyAction(group, "destroy.cancel"), false,
+		func(r *ringRecord, k *keyRecord, _ time.Time) error {
+			switch k.state() {
+			case KeyDestroyed:
+				return errKeyDestroyed(r, k)
+			case KeyDestroyScheduled:
+				k.State, k.DestroyAt = KeyDisabled, nil
+				return nil
+			}
+			return Errorf(KindConflict, "key %s is not scheduled for destruction", k.ID)
+		})
+}
+
+// notActive refuses a change that would take the active key of r out of
+// use.
+func notActive(r *ringRecord, k *keyRecord, what string) error {
+	if r.ActiveKey != k.ID {
+		return nil
+	}
+	return Errorf(KindInvalid, "key %s is the active key of ring %s and cannot be %s: rotate the ring first, or pass \"rotate\": true", k.ID, r.Name, what)
+}
+
+// minDestroyDelay is the shortest delay a destroy call may give.
+func (s *Service) minDestroyDelay() time.Duration {
+	switch d := s.opts.MinDestroyDelay; {
+	case d < 0:
+		return 0
+	case d == 0:
+		return DefaultMinDestroyDelay
+	default:
+		return d
+	}
+}
+
+// changeKey changes the key keyID of the ring ref names, in group, with
+// apply, which sees the ring and the key as the store has them in the
+// write's transaction (so that a rule such as "not the active key" holds
+// across processes) and changes the key or returns why not. With rotate,
+// a key that is its ring's active key is first replaced by a new one. The
+// change, its index of destruction times and its activity record are one
+// write; the caller of this process sees it at once, the others within
+// the caches' bound (coherence.go).
+func (s *Service) changeKey(ctx context.Context, group string, ref RingRef, keyID, action string, rotate bool,
+	apply func(r *ringRecord, k *keyRecord, now time.Time) error) (*Key, error) {
+	p, r, err := s.resolveRing(ctx, group, ref, action, OpKeys)
+	if err != nil {
+		return nil, err
+	}
+	lower := strings.ToLower(r.Name)
+	if _, ok := parseID(keyID); !ok {
+		return nil, s.recordFailure(p, action, lower, Errorf(KindNotFound, "key not found")) // no key has such an ID
+	}
+	mu := s.ringLock(r.ID)
+	mu.Lock()
+	defer mu.Unlock()
+	if rotate {
+		if err := s.store.View(ctx, func(tx Txn) error {
+			r, err = loadRing(tx, r.ID)
+			return err
+		}); err != nil {
+			return nil, s.recordFailure(p, action, lower, internalError("read key ring", err))
+		}
+		if r.ActiveKey == keyID {
+			rotateAction := "keyring.rotate"
+			if group == groupAsym {
+				rotateAction = "asym.keyring.rotate"
+			}
+			if _, r, err = s.rotate(p, r, rotateAction); err != nil {
+				return nil, err
+			}
+		}
+	}
+	var next *keyRecord
+	act := s.newActivity(p, action, lower, true, map[string]any{"ringId": r.ID, "keyId": keyID})
+	err = s.journal.submit(act, func(tx Txn) error {
+		cur, err := loadRing(tx, r.ID)
+		if err != nil {
+			return err
+		}
+		k, err := loadKey(tx, r.ID, keyID)
+		if err != nil {
+			return err
+		}
+		prev, prevAt := k.state(), k.DestroyAt
+		if err := apply(cur, k, s.now().UTC()); err != nil {
+			return err
+		}
+		act.Props["previousState"], act.Props["state"] = prev, k.state()
+		if k.DestroyAt != nil {
+			act.Props["destroyAt"] = k.DestroyAt.Format(time.RFC3339Nano)
+		}
+		if prevAt != nil && (k.DestroyAt == nil || !k.DestroyAt.Equal(*prevAt)) {
+			if err := tx.Delete(dueKey(*prevAt, k.RingID, k.ID)); err != nil {
+				return err
+			}
+		}
+		if k.DestroyAt != nil {
+			if err := tx.Set(dueKey(*k.DestroyAt, k.RingID, k.ID), []byte{}); err != nil {
+				return err
+			}
+		}
+		next = k
+		return putKey(tx, k)
+	}, func() { s.keys.set(next.ID, next) })
+	if err != nil {
+		return nil, err
+	}
+	if next.DestroyAt != nil {
+		s.destroyer.wake()
+	}
+	return next.key(false), nil
+}
+
+// dueKey is the index entry of a key scheduled for destruction at at.
+func dueKey(at time.Time, ringID, keyID string) []byte {
+	return join(pfxKeyDue, binary.BigEndian.AppendUint64(nil, uint64(at.UnixMilli())), []byte(ringID), sep, []byte(keyID))
+}
+
+// parseDueKey splits an index entry of pfxKeyDue.
+func parseDueKey(k []byte) (at int64, ringID, keyID string, ok bool) {
+	rest := k[len(pfxKeyDue):]
+	if len(rest) < 8 {
+		return 0, "", "", false
+	}
+	at = int64(binary.BigEndian.Uint64(rest[:8]))
+	ringID, keyID, ok = strings.Cut(string(rest[8:]), "\x00")
+	return at, ringID, keyID, ok
+}
+
+// Destruction. Each Service runs a destroyer: a goroutine that destroys
+// the keys whose time has come, found through the index pfxKeyDue (by
+// time: a pass reads the due entries and one more, never the whole key
+// table). It wakes at the next time the index names, when this process
+// schedules a destruction, and every destroyPoll, for destructions that
+// other processes sharing the store scheduled. So a key is destroyed on
+// time as long as one process runs, and the first pass after a start
+// catches up with what fell due while none did.
+//
+// Each destruction is a journal job whose mutation reads the key again
+// and destroys it only if it is still scheduled for that time, so that
+// processes that race destroy it once: the others find it destroyed (or
+// its destruction cancelled) and write nothing, not even a record. The
+// job drops the key data, and notes the key under pfxKeyErase; once
+// committed, a store that keeps earlier versions of values in its files
+// (Eraser) erases them, and then the note goes. A note left by a crash is
+// taken up by the next pass.
+const (
+	destroyPoll  = 30 * time.Second
+	destroyRetry = 5 * time.Second // after a pass that failed
+	destroyBatch = 64              // destructions per store read of the index
+)
+
+// systemPrincipal acts for the Service itself in the activity of what it
+// does on its own: destructions at their time.
+var systemPrincipal = &Principal{Kind: PrincipalAPIKey, ID: "system"}
+
+// destroyer is the state of the destruction goroutine.
+type destroyer struct {
+	kick chan struct{} // a destruction was scheduled: look again
+	done chan struct{} // closed by stop
+	wg   sync.WaitGroup
+
+	mu     sync.Mutex
+	passes uint64        // passes finished
+	passed chan struct{} // closed and replaced after each pass
+}
+
+func (d *destroyer) wake() {
+	select {
+	case d.kick <- struct{}{}:
+	default:
+	}
+}
+
+// startDestroyer starts the destruction goroutine and returns what stops
+// it (and waits for it).
+func (s *Service) startDestroyer() (stop func()) {
+	d := &destroyer{kick: make(chan struct{}, 1), done: make(chan struct{}), passed: make(chan struct{})}
+	s.destroyer = d
+	ctx, cancel := context.WithCancel(context.Background())
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		for {
+			next, err := s.destroyDue(ctx)
+			wait := destroyPoll
+			switch {
+			case err != nil:
+				if ctx.Err() != nil {
+					return
+				}
+				s.log.Error().Err(err).Msg("destroying keys at their time failed; trying again")
+				wait = destroyRetry
+			case !next.IsZero():
+				wait = min(wait, max(next.Sub(s.now()), 0))
+			}
+			d.mu.Lock()
+			d.passes++
+			close(d.passed)
+			d.passed = make(chan struct{})
+			d.mu.Unlock()
+			t := time.NewTimer(wait)
+			select {
+			case <-d.done:
+				t.Stop()
+				return
+			case <-d.kick:
+			case <-t.C:
+			}
+			t.Stop()
+		}
+	}()
+	return func() {
+		close(d.done)
+		cancel()
+		d.wg.Wait()
+	}
+}
+
+// destroyDue destroys the keys due by now, then erases what the store
+// keeps of destroyed keys' material, and returns when the next scheduled
+// destruction is due (zero: none is scheduled).
+func (s *Service) destroyDue(ctx context.Context) (time.Time, error) {
+	for {
+		now := s.now().UnixMilli()
+		var due [][]byte
+		var next time.Time
+		err := s.store.View(ctx, func(tx Txn) error {
+			due, next = due[:0], time.Time{}
+			return tx.Scan(ScanOptions{Prefix: pfxKeyDue, KeysOnly: true}, func(k, _ []byte) (bool, error) {
+				at, _, _, ok := parseDueKey(k)
+				if ok && at > now {
+					next = time.UnixMilli(at)
+					return false, nil
+				}
+				due = append(due, bytes.Clone(k))
+				return len(due) < destroyBatch, nil
+			})
+		})
+		if err != nil {
+			return time.Time{}, internalError("read keys due for destruction", err)
+		}
+		for _, k := range due {
+			if err := s.destroyNow(k); err != nil {
+				return time.Time{}, err
+			}
+		}
+		if len(due) < destroyBatch {
+			return next, s.eraseDestroyed(ctx)
+		}
+	}
+}
+
+// destroyNow destroys the key that the index entry due names, if it is
+// still scheduled for that time, and drops the entry.
+func (s *Service) destroyNow(due []byte) error {
+	at, ringID, keyID, ok := parseDueKey(due)
+	if !ok {
+		return s.journal.submit(nil, func(tx Txn) error { return tx.Delete(due) }, nil)
+	}
+	ring := ""
+	if r, err := s.ringByID(context.Background(), groupKS, ringID); err == nil {
+		ring = strings.ToLower(r.Name)
+	} else if r, err := s.ringByID(context.Background(), groupAsym, ringID); err == nil {
+		ring = strings.ToLower(r.Name)
+	}
+	act := s.newActivity(systemPrincipal, "key.destroy", ring, true, map[string]any{"ringId": ringID, "keyId": keyID,
+		"previousState": KeyDestroyScheduled, "state": KeyDestroyed})
+	var next *keyRecord
+	jb := &job{}
+	jb.mutate = func(tx Txn) error {
+		// The record is the destruction's: a process that finds the key
+		// destroyed by another (or its destruction cancelled) writes none.
+		jb.act, next = nil, nil
+		if err := tx.Delete(due); err != nil {
+			return err
+		}
+		k, err := loadKey(tx, ringID, keyID)
+		if isNotFound(err) {
+			return nil // its ring was deleted
+		} else if err != nil {
+			return err
+		}
+		if k.state() != KeyDestroyScheduled || k.DestroyAt == nil || k.DestroyAt.UnixMilli() != at {
+			return nil
+		}
+		now := s.now().UTC()
+		k.State, k.DestroyAt, k.DestroyedAt, k.KeyData = KeyDestroyed, nil, &now, KeyData{}
+		if err := tx.Set(join(pfxKeyErase, []byte(ringID), sep, []byte(keyID)), []byte{}); err != nil {
+			return err
+		}
+		if r, err := loadRing(tx, ringID); err == nil && r.Group == groupAsym {
+			act.Action = "asym.key.destroy"
+		}
+		jb.act, next = act, k
+		return putKey(tx, k)
+	}
+	jb.after = func() {
+		if next != nil {
+			s.keys.set(next.ID, next)
+		}
+	}
+	return s.journal.submitJob(jb)
+}
+
+// eraseDestroyed has the store erase the earlier versions of the records
+// of destroyed keys (those noted under pfxKeyErase), then drops the notes.
+func (s *Service) eraseDestroyed(ctx context.Context) error {
+	var notes, keys [][]byte
+	err := s.store.View(ctx, func(tx Txn) error {
+		return tx.Scan(ScanOptions{Prefix: pfxKeyErase, KeysOnly: true}, func(k, _ []byte) (bool, error) {
+			notes = append(notes, bytes.Clone(k))
+			keys = append(keys, join(pfxKey, k[len(pfxKeyErase):]))
+			return true, nil
+		})
+	})
+	if err != nil || len(notes) == 0 {
+		return err
+	}
+	if e, ok := s.store.(Eraser); ok {
+		if err := e.Erase(ctx, keys); err != nil {
+			return internalError("erase destroyed key material", err)
+		}
+	}
+	return s.journal.submit(nil, func(tx Txn) error {
+		for _, k := range notes {
+			if err := tx.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, nil)
+}
