@@ -40,7 +40,8 @@ const DefaultMinDestroyDelay = time.Hour
 
 // KeyStateInput changes the state of a key: State is "enabled" or
 // "disabled". Rotate, when the key is its ring's active key, rotates the
-// ring first so that the key can be disabled.
+// ring first so that the key can be disabled; that needs
+// keyring.<name>.rotate as well.
 type KeyStateInput struct {
 	State  string `json:"state"`
 	Rotate bool   `json:"rotate"`
@@ -216,7 +217,8 @@ func (s *Service) minDestroyDelay() time.Duration {
 // apply, which sees the ring and the key as the store has them in the
 // write's transaction (so that a rule such as "not the active key" holds
 // across processes) and changes the key or returns why not. With rotate,
-// a key that is its ring's active key is first replaced by a new one. The
+// a key that is its ring's active key is first replaced by a new one,
+// which needs keyring.<name>.rotate too. The
 // change, its index of destruction times and its activity record are one
 // write; the caller of this process sees it at once, the others within
 // the caches' bound (coherence.go).
@@ -244,6 +246,9 @@ func (s *Service) changeKey(ctx context.Context, group string, ref RingRef, keyI
 			rotateAction := "keyring.rotate"
 			if group == groupAsym {
 				rotateAction = "asym.keyring.rotate"
+			}
+			if _, err := s.authorize(ctx, rotateAction, lower, RingFlag(r.Name, OpRotate)); err != nil {
+				return nil, err
 			}
 			if _, r, err = s.rotate(p, r, rotateAction); err != nil {
 				return nil, err

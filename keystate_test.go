@@ -64,7 +64,9 @@ func TestKeyDisable(t *testing.T) {
 		t.Fatalf("SetKeyState without keyring.r.keys = %v, want permission denied", err)
 	}
 
-	k, err := e.svc.SetKeyState(e.as(t, kms.Flags{"keyring.r.keys": true}), ref, first, kms.KeyStateInput{State: "disabled", Rotate: true})
+	_, err = e.svc.SetKeyState(e.as(t, kms.Flags{"keyring.r.keys": true}), ref, first, kms.KeyStateInput{State: "disabled", Rotate: true})
+	wantKind(t, "SetKeyState(rotate) without keyring.r.rotate", err, kms.KindPermissionDenied)
+	k, err := e.svc.SetKeyState(e.as(t, kms.Flags{"keyring.r.keys": true, "keyring.r.rotate": true}), ref, first, kms.KeyStateInput{State: "disabled", Rotate: true})
 	if err != nil {
 		t.Fatalf("SetKeyState(disabled, rotate) = %v", err)
 	}

@@ -101,6 +101,9 @@ func (a *api) routes() []route {
 		{method: http.MethodDelete, path: "/ks/keyrings/:ringname", handle: a.deleteKeyRing},
 		{method: http.MethodGet, path: "/ks/keyrings/:ringname/keys", handle: a.listKeys},
 		{method: http.MethodGet, path: "/ks/keyrings/:ringname/keys/:keyId", handle: a.getKey},
+		{method: http.MethodPatch, path: "/ks/keyrings/:ringname/keys/:keyId", handle: a.setKeyState(false)},
+		{method: http.MethodPost, path: "/ks/keyrings/:ringname/keys/:keyId/destroy", handle: a.destroyKey(false)},
+		{method: http.MethodDelete, path: "/ks/keyrings/:ringname/keys/:keyId/destroy", handle: a.cancelDestroyKey(false)},
 
 		// SPEC.md 4.1: the Asset store, and lineage (our addition).
 		{method: http.MethodGet, path: "/assets/:id", handle: a.getAsset},
@@ -111,6 +114,9 @@ func (a *api) routes() []route {
 		// SPEC.md 4.6: the asym service.
 		{method: http.MethodPost, path: "/asym/keyrings", handle: a.createAsymKeyRing},
 		{method: http.MethodGet, path: "/asym/keyrings/:ringname/keys/:keyId", handle: a.getAsymKey},
+		{method: http.MethodPatch, path: "/asym/keyrings/:ringname/keys/:keyId", handle: a.setKeyState(true)},
+		{method: http.MethodPost, path: "/asym/keyrings/:ringname/keys/:keyId/destroy", handle: a.destroyKey(true)},
+		{method: http.MethodDelete, path: "/asym/keyrings/:ringname/keys/:keyId/destroy", handle: a.cancelDestroyKey(true)},
 		{method: http.MethodPost, path: "/asym/rotate", handle: a.rotateAsym},
 
 		// SPEC.md 4.3: Users and login. Login, invitations and password

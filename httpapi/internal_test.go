@@ -32,6 +32,8 @@ func TestKindStatus(t *testing.T) {
 		{kms.Errorf(kms.KindLimit, "x"), 403, "limit"},
 		{kms.Errorf(kms.KindUnprocessable, "x"), 422, "unprocessable"},
 		{kms.Errorf(kms.KindTooLarge, "x"), 413, "too_large"},
+		{kms.Errorf(kms.KindDisabled, "x"), 403, "disabled"},
+		{kms.Errorf(kms.KindDestroyed, "x"), 410, "destroyed"},
 		{kms.Errorf(kms.KindInternal, "x"), 500, "internal"},
 		{kms.Errorf(kms.Kind(200), "x"), 500, "internal"},
 		{errors.New("plain"), 500, "internal"},

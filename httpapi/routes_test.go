@@ -65,28 +65,34 @@ func walkCases(e *env, f *walkFixtures) map[string]walkCase {
 		"GET /healthz":      {flag: flagPublic, path: "/healthz"},
 		"GET /openapi.json": {flag: flagPublic, path: "/openapi.json"},
 
-		"GET /ks/hash/:hash":                     {flag: "keyring.<ring>.read", ring: ks, path: "/ks/hash/" + f.hash},
-		"GET /ks/header/:header":                 {flag: "keyring.<ring>.read", ring: ks, path: "/ks/header/" + f.header},
-		"POST /ks/decrypt":                       {flag: "keyring.<ring>.decrypt", ring: ks, path: "/ks/decrypt", body: map[string]any{"hash": f.hash, "header": f.header}},
-		"POST /ks/encrypt":                       {flag: "keyring.<ring>.encrypt", ring: ks, path: "/ks/encrypt", body: map[string]any{"ringname": ks}},
-		"POST /ks/rotate":                        {flag: "keyring.<ring>.rotate", ring: ks, path: "/ks/rotate", body: map[string]any{"ringname": ks}},
-		"POST /ks/keyrings":                      {flag: "keyring.<ring>.create", ring: "walknew", path: "/ks/keyrings", body: map[string]any{"name": "walknew", "kem": "x25519"}},
-		"GET /ks/keyrings":                       {flag: "keyring.*.read", path: "/ks/keyrings"},
-		"GET /ks/keyrings/:ringname":             {flag: "keyring.<ring>.read", ring: ks, path: "/ks/keyrings/" + ks},
-		"GET /ks/config":                         {flag: "keyring.<ring>.read", ring: ks, path: "/ks/config?ringname=" + ks},
-		"PUT /ks/config":                         {flag: "keyring.<ring>.config", ring: ks, path: "/ks/config", body: map[string]any{"ringname": ks, "config": map[string]any{"props": map[string]any{}}}},
-		"DELETE /ks/keyrings/:ringname":          {flag: "keyring.<ring>.delete", ring: "walkdel", path: "/ks/keyrings/walkdel"},
-		"GET /ks/keyrings/:ringname/keys":        {flag: "keyring.<ring>.read", ring: ks, path: "/ks/keyrings/" + ks + "/keys?limit=1"},
-		"GET /ks/keyrings/:ringname/keys/:keyId": {flag: "keyring.<ring>.read", ring: ks, path: "/ks/keyrings/" + f.ringID + "/keys/" + f.keyID + "?id=true"},
+		"GET /ks/hash/:hash":                                {flag: "keyring.<ring>.read", ring: ks, path: "/ks/hash/" + f.hash},
+		"GET /ks/header/:header":                            {flag: "keyring.<ring>.read", ring: ks, path: "/ks/header/" + f.header},
+		"POST /ks/decrypt":                                  {flag: "keyring.<ring>.decrypt", ring: ks, path: "/ks/decrypt", body: map[string]any{"hash": f.hash, "header": f.header}},
+		"POST /ks/encrypt":                                  {flag: "keyring.<ring>.encrypt", ring: ks, path: "/ks/encrypt", body: map[string]any{"ringname": ks}},
+		"POST /ks/rotate":                                   {flag: "keyring.<ring>.rotate", ring: ks, path: "/ks/rotate", body: map[string]any{"ringname": ks}},
+		"POST /ks/keyrings":                                 {flag: "keyring.<ring>.create", ring: "walknew", path: "/ks/keyrings", body: map[string]any{"name": "walknew", "kem": "x25519"}},
+		"GET /ks/keyrings":                                  {flag: "keyring.*.read", path: "/ks/keyrings"},
+		"GET /ks/keyrings/:ringname":                        {flag: "keyring.<ring>.read", ring: ks, path: "/ks/keyrings/" + ks},
+		"GET /ks/config":                                    {flag: "keyring.<ring>.read", ring: ks, path: "/ks/config?ringname=" + ks},
+		"PUT /ks/config":                                    {flag: "keyring.<ring>.config", ring: ks, path: "/ks/config", body: map[string]any{"ringname": ks, "config": map[string]any{"props": map[string]any{}}}},
+		"DELETE /ks/keyrings/:ringname":                     {flag: "keyring.<ring>.delete", ring: "walkdel", path: "/ks/keyrings/walkdel"},
+		"GET /ks/keyrings/:ringname/keys":                   {flag: "keyring.<ring>.read", ring: ks, path: "/ks/keyrings/" + ks + "/keys?limit=1"},
+		"GET /ks/keyrings/:ringname/keys/:keyId":            {flag: "keyring.<ring>.read", ring: ks, path: "/ks/keyrings/" + f.ringID + "/keys/" + f.keyID + "?id=true"},
+		"PATCH /ks/keyrings/:ringname/keys/:keyId":          {flag: "keyring.<ring>.keys", ring: ks, path: "/ks/keyrings/" + ks + "/keys/" + f.keyID, body: map[string]any{"state": "enabled"}},
+		"POST /ks/keyrings/:ringname/keys/:keyId/destroy":   {flag: "keyring.<ring>.keys", ring: ks, path: "/ks/keyrings/" + ks + "/keys/" + f.keyID + "/destroy", body: map[string]any{"after": "1h"}},
+		"DELETE /ks/keyrings/:ringname/keys/:keyId/destroy": {flag: "keyring.<ring>.keys", ring: ks, path: "/ks/keyrings/" + ks + "/keys/" + f.keyID + "/destroy"},
 
 		"GET /assets/:id":         {flag: "assets.read", path: "/assets/" + f.assetID},
 		"DELETE /assets/:id":      {flag: "assets.delete", path: "/assets/" + f.assetID},
 		"POST /assets/search":     {flag: "assets.read", path: "/assets/search", body: map[string]any{}},
 		"GET /assets/:id/lineage": {flag: "assets.read", path: "/assets/" + f.assetID + "/lineage"},
 
-		"POST /asym/keyrings":                      {flag: "keyring.<ring>.create", ring: "walkasymnew", path: "/asym/keyrings", body: map[string]any{"name": "walkasymnew"}},
-		"GET /asym/keyrings/:ringname/keys/:keyId": {flag: "keyring.<ring>.read", ring: asym, path: "/asym/keyrings/" + asym + "/keys/" + f.asymKeyID},
-		"POST /asym/rotate":                        {flag: "keyring.<ring>.rotate", ring: asym, path: "/asym/rotate", body: map[string]any{"ringname": asym}},
+		"POST /asym/keyrings":                                 {flag: "keyring.<ring>.create", ring: "walkasymnew", path: "/asym/keyrings", body: map[string]any{"name": "walkasymnew"}},
+		"GET /asym/keyrings/:ringname/keys/:keyId":            {flag: "keyring.<ring>.read", ring: asym, path: "/asym/keyrings/" + asym + "/keys/" + f.asymKeyID},
+		"PATCH /asym/keyrings/:ringname/keys/:keyId":          {flag: "keyring.<ring>.keys", ring: asym, path: "/asym/keyrings/" + asym + "/keys/" + f.asymKeyID, body: map[string]any{"state": "enabled"}},
+		"POST /asym/keyrings/:ringname/keys/:keyId/destroy":   {flag: "keyring.<ring>.keys", ring: asym, path: "/asym/keyrings/" + asym + "/keys/" + f.asymKeyID + "/destroy", body: map[string]any{"after": "1h"}},
+		"DELETE /asym/keyrings/:ringname/keys/:keyId/destroy": {flag: "keyring.<ring>.keys", ring: asym, path: "/asym/keyrings/" + asym + "/keys/" + f.asymKeyID + "/destroy"},
+		"POST /asym/rotate":                                   {flag: "keyring.<ring>.rotate", ring: asym, path: "/asym/rotate", body: map[string]any{"ringname": asym}},
 
 		"POST /auth/validate":                          {flag: "apikeys.validate", path: "/auth/validate", body: map[string]any{"key": f.keySecret}},
 		"POST /auth/user/invite":                       {flag: "users.write", path: "/auth/user/invite", body: e.userBody("walkinvite")},
@@ -347,7 +353,7 @@ func TestRouteWalkCoversFlags(t *testing.T) {
 	known := []string{flagPublic, flagSelf, kms.FlagUsersRead, kms.FlagUsersWrite, kms.FlagAccountsRead, kms.FlagAccountsWrite,
 		kms.FlagAllAccounts, kms.FlagAPIKeysRead, kms.FlagAPIKeysWrite, kms.FlagAPIKeysValidate, kms.FlagActivityRead,
 		kms.FlagAssetsRead, kms.FlagAssetsDelete}
-	ops := []string{kms.OpCreate, kms.OpRead, kms.OpEncrypt, kms.OpDecrypt, kms.OpRotate, kms.OpConfig, kms.OpDelete}
+	ops := []string{kms.OpCreate, kms.OpRead, kms.OpEncrypt, kms.OpDecrypt, kms.OpRotate, kms.OpConfig, kms.OpDelete, kms.OpKeys}
 	for key, c := range walkCases(&env{}, &walkFixtures{}) {
 		ok := slices.Contains(known, c.flag)
 		for _, op := range ops {

@@ -1,0 +1,63 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/ringkms/kms"
+)
+
+// Key lifecycle states, under /ks and /asym alike (asym selects the
+// group): PATCH changes a key's state, POST .../destroy schedules its
+// destruction, DELETE .../destroy cancels it. Each answers the key,
+// without key data, in {"key": ...}. The rules are kms's (keystate.go).
+
+// PATCH /{ks,asym}/keyrings/:ringname/keys/:keyId
+func (a *api) setKeyState(asym bool) handler {
+	return func(r *http.Request, ps httprouter.Params) (any, error) {
+		var in kms.KeyStateInput
+		if err := a.decode(r, &in); err != nil {
+			return nil, err
+		}
+		set := a.svc.SetKeyState
+		if asym {
+			set = a.svc.SetAsymKeyState
+		}
+		return keyAnswer(set(r.Context(), ringRef(r, ps), ps.ByName("keyId"), in))
+	}
+}
+
+// POST /{ks,asym}/keyrings/:ringname/keys/:keyId/destroy; the body is
+// optional.
+func (a *api) destroyKey(asym bool) handler {
+	return func(r *http.Request, ps httprouter.Params) (any, error) {
+		var in kms.DestroyKeyInput
+		if err := a.decodeOptional(r, &in); err != nil {
+			return nil, err
+		}
+		destroy := a.svc.DestroyKey
+		if asym {
+			destroy = a.svc.DestroyAsymKey
+		}
+		return keyAnswer(destroy(r.Context(), ringRef(r, ps), ps.ByName("keyId"), in))
+	}
+}
+
+// DELETE /{ks,asym}/keyrings/:ringname/keys/:keyId/destroy
+func (a *api) cancelDestroyKey(asym bool) handler {
+	return func(r *http.Request, ps httprouter.Params) (any, error) {
+		cancel := a.svc.CancelDestroyKey
+		if asym {
+			cancel = a.svc.CancelDestroyAsymKey
+		}
+		return keyAnswer(cancel(r.Context(), ringRef(r, ps), ps.ByName("keyId")))
+	}
+}
+
+func keyAnswer(k *kms.Key, err error) (any, error) {
+	if err != nil {
+		return nil, err
+	}
+	return keyBody[kms.Key]{Key: k}, nil
+}
