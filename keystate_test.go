@@ -190,7 +190,10 @@ func TestKeyDestroy(t *testing.T) {
 	_, err = e.svc.GetKey(e.root, ref, first)
 	wantKind(t, "GetKey(destroyed key)", err, kms.KindDestroyed)
 	for name, call := range map[string]func() error{
-		"enable":  func() error { _, err := e.svc.SetKeyState(e.root, ref, first, kms.KeyStateInput{State: "enabled"}); return err },
+		"enable": func() error {
+			_, err := e.svc.SetKeyState(e.root, ref, first, kms.KeyStateInput{State: "enabled"})
+			return err
+		},
 		"destroy": func() error { _, err := e.svc.DestroyKey(e.root, ref, first, kms.DestroyKeyInput{}); return err },
 		"cancel":  func() error { _, err := e.svc.CancelDestroyKey(e.root, ref, first); return err },
 	} {

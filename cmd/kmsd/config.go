@@ -41,6 +41,7 @@ type config struct {
 	sessionLife time.Duration
 	inviteTTL   time.Duration
 	resetTTL    time.Duration
+	minDestroy  time.Duration
 	maxKeyRings int
 	maxUsers    int
 	maxAccounts int
@@ -72,6 +73,7 @@ var settings = []setting{
 	{"session-lifetime", "KMS_SESSION_LIFETIME", "duration", "how long a login lasts across refreshes of its access token", "24h"},
 	{"invite-ttl", "KMS_INVITE_TTL", "duration", "how long an invitation can be completed", "168h"},
 	{"reset-ttl", "KMS_RESET_TTL", "duration", "how long a password reset can be completed", "1h"},
+	{"min-destroy-delay", "KMS_MIN_DESTROY_DELAY", "duration", "shortest delay a key's destruction may be scheduled with (0: none)", "1h"},
 	{"max-keyrings", "KMS_MAX_KEYRINGS", "n", "plan limit: key rings in all (0: none)", "0"},
 	{"max-users", "KMS_MAX_USERS", "n", "plan limit: Users in all (0: none)", "0"},
 	{"max-accounts", "KMS_MAX_ACCOUNTS", "n", "plan limit: Accounts in all (0: none)", "0"},
@@ -137,6 +139,7 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stdout i
 	fs.DurationVar(&c.sessionLife, "session-lifetime", 24*time.Hour, "")
 	fs.DurationVar(&c.inviteTTL, "invite-ttl", 7*24*time.Hour, "")
 	fs.DurationVar(&c.resetTTL, "reset-ttl", time.Hour, "")
+	fs.DurationVar(&c.minDestroy, "min-destroy-delay", time.Hour, "")
 	fs.IntVar(&c.maxKeyRings, "max-keyrings", 0, "")
 	fs.IntVar(&c.maxUsers, "max-users", 0, "")
 	fs.IntVar(&c.maxAccounts, "max-accounts", 0, "")
@@ -200,6 +203,9 @@ func (c *config) validate() error {
 		if d.v < time.Minute {
 			return fmt.Errorf("-%s %s: want a duration of at least 1m, for example 1h", d.name, d.v)
 		}
+	}
+	if c.minDestroy < 0 {
+		return fmt.Errorf("-min-destroy-delay %s: want 0 (none) or more", c.minDestroy)
 	}
 	if c.sessionLife < c.tokenTTL {
 		return fmt.Errorf("-session-lifetime %s is shorter than -token-ttl %s: a login must last at least as long as one access token", c.sessionLife, c.tokenTTL)

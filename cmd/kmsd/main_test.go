@@ -161,7 +161,7 @@ func call(t testing.TB, client *http.Client, method, url, key string, body any) 
 
 func TestParseConfig(t *testing.T) {
 	defaults := config{addr: "127.0.0.1:8200", data: "./data", logLevel: "info", logFormat: "json", clientIPHops: 1,
-		tokenTTL: time.Hour, sessionLife: 24 * time.Hour, inviteTTL: 7 * 24 * time.Hour, resetTTL: time.Hour, diskReserve: 256 << 20}
+		tokenTTL: time.Hour, sessionLife: 24 * time.Hour, inviteTTL: 7 * 24 * time.Hour, resetTTL: time.Hour, minDestroy: time.Hour, diskReserve: 256 << 20}
 	tests := []struct {
 		name string
 		args []string
@@ -193,6 +193,7 @@ func TestParseConfig(t *testing.T) {
 			func(c *config) { c.addr, c.logLevel, c.data, c.dev = "127.0.0.1:1", "error", "/from-env", false }},
 		{"TLS: cert by flag, key by environment", []string{"-tls-cert", "/c"}, env{"KMS_TLS_KEY": "/k"},
 			func(c *config) { c.tlsCert, c.tlsKey = "/c", "/k" }},
+		{"no destroy delay", []string{"-min-destroy-delay", "0s"}, nil, func(c *config) { c.minDestroy = 0 }},
 		{"behind two proxies", []string{"-client-ip-header", "X-Forwarded-For"}, env{"KMS_CLIENT_IP_HOPS": "2"},
 			func(c *config) { c.clientIP, c.clientIPHops = "X-Forwarded-For", 2 }},
 	}

@@ -161,7 +161,11 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stderr io
 	svcOpts := kms.Options{
 		MasterKey: mk, Logger: &svcLog, Mailer: mailer, BaseURL: baseURL,
 		TokenTTL: c.tokenTTL, SessionLifetime: c.sessionLife, InviteTTL: c.inviteTTL, ResetTTL: c.resetTTL,
-		Limits: kms.Limits{MaxKeyRings: c.maxKeyRings, MaxUsers: c.maxUsers, MaxAccounts: c.maxAccounts, MaxAPIKeysPerAccount: c.maxAPIKeys},
+		Limits:          kms.Limits{MaxKeyRings: c.maxKeyRings, MaxUsers: c.maxUsers, MaxAccounts: c.maxAccounts, MaxAPIKeysPerAccount: c.maxAPIKeys},
+		MinDestroyDelay: c.minDestroy,
+	}
+	if c.minDestroy == 0 {
+		svcOpts.MinDestroyDelay = -1 // none; the Options' zero is the default
 	}
 	mk = kms.MasterKey{}
 	// start opens the store, starts the Service on it and bootstraps it.
