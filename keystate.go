@@ -395,9 +395,12 @@ func (s *Service) startDestroyer() (stop func()) {
 			t.Stop()
 		}
 	}()
-	return func() {
-		close(d.done)
-		cancel()
+	var once sync.Once
+	return func() { // Close may be called more than once
+		once.Do(func() {
+			close(d.done)
+			cancel()
+		})
 		d.wg.Wait()
 	}
 }
