@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/client"
@@ -150,7 +151,7 @@ func allPages[T any](t *testing.T, what string, size int, list func(kms.PageRequ
 
 func TestFlows(t *testing.T) {
 	in := newInstance(t)
-	p := in.start(t)
+	p := in.start(t, "-min-destroy-delay", "0s")
 	v := newValidator(t)
 	root := clientOf(p, t, v, in.bootstrap)
 	anon := clientOf(p, t, v, "")
@@ -410,6 +411,62 @@ func TestFlows(t *testing.T) {
 		// A body over the cap (1 MiB) answers 413.
 		_, err = root.Encrypt(bg, kms.EncryptInput{RingName: "payments", Asset: &kms.AssetInput{Data: map[string]any{"big": strings.Repeat("x", 1<<20)}}})
 		wantKind(t, "Encrypt with a 1 MiB body", err, kms.KindTooLarge)
+	})
+
+	// Key states: disable, enable, schedule and cancel a destruction, and
+	// a destruction that runs (kmsd runs with -min-destroy-delay 0s).
+	t.Run("key states", func(t *testing.T) {
+		must[*kms.CreateKeyRingResult](t, "CreateKeyRing lifecycle")(root.CreateKeyRing(bg, kms.CreateKeyRingInput{Name: "lifecycle"}))
+		ring := kms.RingRef{Name: "lifecycle"}
+		old := must[*kms.EncryptResult](t, "Encrypt")(root.Encrypt(bg, kms.EncryptInput{RingName: "lifecycle"}))
+		active := must[*kms.Key](t, "Rotate")(root.Rotate(bg, kms.RotateInput{RingName: "lifecycle", Algo: "aes256"}))
+		dec := kms.DecryptInput{Hash: old.Hash, Header: old.Header}
+
+		k := must[*kms.Key](t, "SetKeyState disabled")(root.SetKeyState(bg, ring, old.Key.ID, kms.KeyStateInput{State: kms.KeyDisabled}))
+		if k.State != kms.KeyDisabled {
+			t.Fatalf("SetKeyState disabled = state %q", k.State)
+		}
+		_, err := root.Decrypt(bg, dec)
+		wantKind(t, "Decrypt with a disabled key", err, kms.KindDisabled)
+		_, err = root.GetKey(bg, ring, old.Key.ID)
+		wantKind(t, "GetKey of a disabled key", err, kms.KindDisabled)
+		_, err = root.SetKeyState(bg, ring, active.ID, kms.KeyStateInput{State: kms.KeyDisabled})
+		wantKind(t, "SetKeyState disabled of the active key", err, kms.KindInvalid)
+		must[*kms.Key](t, "SetKeyState enabled")(root.SetKeyState(bg, ring, old.Key.ID, kms.KeyStateInput{State: kms.KeyEnabled}))
+		if d := must[*kms.DecryptResult](t, "Decrypt after enabling")(root.Decrypt(bg, dec)); d.Key.ID != old.Key.ID {
+			t.Fatalf("Decrypt after enabling = key %s, want %s", d.Key.ID, old.Key.ID)
+		}
+
+		k = must[*kms.Key](t, "DestroyKey in 1h")(root.DestroyKey(bg, ring, old.Key.ID, kms.DestroyKeyInput{After: "1h"}))
+		if k.State != kms.KeyDestroyScheduled || k.DestroyAt == nil {
+			t.Fatalf("DestroyKey in 1h = state %q, destroyAt %v", k.State, k.DestroyAt)
+		}
+		if k = must[*kms.Key](t, "CancelDestroyKey")(root.CancelDestroyKey(bg, ring, old.Key.ID)); k.State != kms.KeyDisabled {
+			t.Fatalf("CancelDestroyKey = state %q, want disabled", k.State)
+		}
+		_, err = root.DestroyKey(bg, ring, old.Key.ID, kms.DestroyKeyInput{After: "soon"})
+		wantKind(t, "DestroyKey after soon", err, kms.KindInvalid)
+		must[*kms.Key](t, "DestroyKey now")(root.DestroyKey(bg, ring, old.Key.ID, kms.DestroyKeyInput{After: "0s"}))
+		waitFor(t, 20*time.Second, "the key's destruction", func() bool {
+			_, err := root.Decrypt(bg, dec)
+			return kms.ErrorKind(err) == kms.KindDestroyed
+		})
+		_, err = root.SetKeyState(bg, ring, old.Key.ID, kms.KeyStateInput{State: kms.KeyEnabled})
+		wantKind(t, "SetKeyState of a destroyed key", err, kms.KindDestroyed)
+
+		// The same under /asym.
+		asym := must[*kms.CreateAsymKeyRingResult](t, "CreateAsymKeyRing")(root.CreateAsymKeyRing(bg, kms.CreateAsymKeyRingInput{Name: "asym-lifecycle"}))
+		must[*kms.AsymKey](t, "RotateAsym")(root.RotateAsym(bg, kms.RotateInput{RingName: "asym-lifecycle"}))
+		aring := kms.RingRef{Name: "asym-lifecycle"}
+		must[*kms.Key](t, "SetAsymKeyState disabled")(root.SetAsymKeyState(bg, aring, asym.Key.ID, kms.KeyStateInput{State: kms.KeyDisabled}))
+		_, err = root.GetAsymKey(bg, aring, asym.Key.ID)
+		wantKind(t, "GetAsymKey of a disabled key", err, kms.KindDisabled)
+		must[*kms.Key](t, "DestroyAsymKey in 2h")(root.DestroyAsymKey(bg, aring, asym.Key.ID, kms.DestroyKeyInput{After: "2h"}))
+		must[*kms.Key](t, "CancelDestroyAsymKey")(root.CancelDestroyAsymKey(bg, aring, asym.Key.ID))
+		must[*kms.Key](t, "SetAsymKeyState enabled")(root.SetAsymKeyState(bg, aring, asym.Key.ID, kms.KeyStateInput{State: kms.KeyEnabled}))
+		if ak := must[*kms.AsymKey](t, "GetAsymKey")(root.GetAsymKey(bg, aring, asym.Key.ID)); ak.KeyData.Key != asym.Key.KeyData.Key {
+			t.Fatalf("GetAsymKey after enabling = %+v, want the key of the creation", ak)
+		}
 	})
 
 	// Encrypt and decrypt with Assets.
