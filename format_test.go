@@ -6,6 +6,7 @@ package kms_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/ecdh"
 	"crypto/ed25519"
 	"crypto/hpke"
@@ -215,11 +216,7 @@ func TestHashAndHeaderLayout(t *testing.T) {
 	if header[0] != 1 || header[1] != 0 || !bytes.Equal(header[18:83], hash) {
 		t.Fatalf("header = %x: want version 1, no flags, the hash at 18..82", header)
 	}
-	keys := e.svc.SigningKeys()
-	pub, ok := keys[hex.EncodeToString(header[2:10])]
-	if !ok {
-		t.Fatalf("signing key %x is not among SigningKeys %v", header[2:10], keys)
-	}
+	pub := publishedKey(t, e.svc, hex.EncodeToString(header[2:10]))
 	sum := sha256.Sum256(pub)
 	if !bytes.Equal(sum[:8], header[2:10]) {
 		t.Fatal("signing key ID is not the first 8 bytes of SHA-256 of the public key")
@@ -227,6 +224,27 @@ func TestHashAndHeaderLayout(t *testing.T) {
 	if err := verifyHeaderPerFormat(header, pub); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// publishedKey returns the public key of the signing key id among those
+// svc publishes; with id empty, of the active one.
+func publishedKey(t testing.TB, svc *kms.Service, id string) ed25519.PublicKey {
+	t.Helper()
+	set, err := svc.SigningKeys(context.Background())
+	if err != nil {
+		t.Fatalf("SigningKeys() = %v", err)
+	}
+	for _, k := range set.Keys {
+		if k.ID == id || id == "" && k.Active {
+			pub, err := base64.StdEncoding.DecodeString(k.PublicKey)
+			if err != nil || len(pub) != ed25519.PublicKeySize {
+				t.Fatalf("signing key %s: publicKey %q", k.ID, k.PublicKey)
+			}
+			return pub
+		}
+	}
+	t.Fatalf("signing key %q is not among SigningKeys %+v", id, set.Keys)
+	return nil
 }
 
 // verifyHeaderPerFormat checks a header's signature as docs/FORMAT.md
@@ -288,10 +306,7 @@ func TestBatchSignedHeadersPerFormat(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	var pub ed25519.PublicKey
-	for _, k := range e.svc.SigningKeys() {
-		pub = k
-	}
+	pub := publishedKey(t, e.svc, "")
 	for _, h := range headers {
 		if err := verifyHeaderPerFormat(h, pub); err != nil {
 			t.Fatalf("header %x: %v", h, err)
