@@ -108,6 +108,15 @@ func canonicalData(data map[string]any) (json.RawMessage, error) {
 	if err != nil {
 		return nil, Errorf(KindInvalid, "asset.data cannot be encoded: %v", err)
 	}
+	if bytes.Contains(b, []byte(`\ufffd`)) {
+		// A string that was not UTF-8 (given through the Go API: JSON
+		// decoding has replaced such bytes already) is written with
+		// U+FFFD escaped, which reads back as U+FFFD and is written
+		// again unescaped: the stored form is the one that reads back
+		// the same, so a verifier recomputes the digest from the data
+		// the service returns (docs/FORMAT.md section 4.1).
+		b = canonicalJSON(b)
+	}
 	if len(b) > MaxAssetDataBytes {
 		return nil, Errorf(KindInvalid, "asset.data is %d bytes, more than the %d allowed", len(b), MaxAssetDataBytes)
 	}
