@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/rs/zerolog"
 
@@ -18,21 +17,7 @@ import (
 // opens in one process at a time, so kmsd must be stopped; a PostgreSQL
 // store's nodes keep running and sign with the new key within a second.
 func rotateSigningKey(ctx context.Context, c *config, getenv func(string) string, stdout io.Writer, log *zerolog.Logger) error {
-	if !c.postgres() {
-		if fi, err := os.Stat(c.data); err != nil {
-			return fmt.Errorf("data directory: %w", err)
-		} else if !fi.IsDir() {
-			return fmt.Errorf("data directory %s is not a directory", c.data)
-		}
-		if !hasStore(c.data) {
-			return fmt.Errorf("no store in %s", c.data)
-		}
-	}
-	mk, err := loadMasterKey(c, getenv, false, log)
-	if err != nil {
-		return err
-	}
-	st, err := openStore(ctx, c)
+	st, mk, err := openExistingStore(ctx, c, getenv, log)
 	if err != nil {
 		return err
 	}
