@@ -81,14 +81,18 @@ func (r *assetRecord) asset() (*Asset, error) {
 	return a, nil
 }
 
-// digest is what a header signs of an Asset: SHA-256 of a label, the
-// canonical JSON of its data and its sorted parent IDs.
-func (r *assetRecord) digest() [32]byte {
+// digest is what a header signs of an Asset (assetDigest).
+func (r *assetRecord) digest() [32]byte { return assetDigest(r.Data, r.Parents) }
+
+// assetDigest is what a header signs of an Asset (docs/FORMAT.md section
+// 4.1): SHA-256 of a label, the canonical JSON of its data (canonicalData)
+// and its parent IDs, sorted and without duplicates (cleanParents).
+func assetDigest(data json.RawMessage, parents []string) [32]byte {
 	h := sha256.New()
 	h.Write([]byte("ringkms/asset/v1\x00"))
-	h.Write(r.Data)
+	h.Write(data)
 	h.Write([]byte{0})
-	h.Write([]byte(strings.Join(r.Parents, ",")))
+	h.Write([]byte(strings.Join(parents, ",")))
 	var out [32]byte
 	h.Sum(out[:0])
 	return out
@@ -103,6 +107,15 @@ func canonicalData(data map[string]any) (json.RawMessage, error) {
 	b, err := json.Marshal(data)
 	if err != nil {
 		return nil, Errorf(KindInvalid, "asset.data cannot be encoded: %v", err)
+	}
+	if bytes.Contains(b, []byte(`\ufffd`)) {
+		// A string that was not UTF-8 (given through the Go API: JSON
+		// decoding has replaced such bytes already) is written with
+		// U+FFFD escaped, which reads back as U+FFFD and is written
+		// again unescaped: the stored form is the one that reads back
+		// the same, so a verifier recomputes the digest from the data
+		// the service returns (docs/FORMAT.md section 4.1).
+		b = canonicalJSON(b)
 	}
 	if len(b) > MaxAssetDataBytes {
 		return nil, Errorf(KindInvalid, "asset.data is %d bytes, more than the %d allowed", len(b), MaxAssetDataBytes)

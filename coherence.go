@@ -2,13 +2,15 @@ package kms
 
 import (
 	"bytes"
+	"context"
 	"time"
 )
 
 // Caches of a shared store. When other processes write the store too (its
 // Trail is a SharedTrail: the nodes of a cluster), what a Service caches
 // (rings, keys, the principals of API keys, access tokens and Users, and
-// sessions) may change under it. Two things keep it coherent:
+// sessions), and the signing key it signs headers with, may change under
+// it. Two things keep it coherent:
 //
 //   - every transaction that writes a cached kind of key announces the keys
 //     to the other processes (Watcher), and each process drops the caches
@@ -21,16 +23,20 @@ import (
 // So a change made through one process takes effect on every other
 // within cacheMaxAge plus one store read: under a second (docs/OPERATIONS.md
 // documents the bound). The process that made the change sees it at once,
-// as it updates its own caches at the commit. Encrypt does not rest on
+// as it updates its own caches at the commit. The signing key is reloaded
+// rather than dropped: on the announcement of a rotation, and at every
+// cacheMaxAge. Encrypt does not rest on
 // the caches for a deleted ring: its commit checks that the ring exists
 // (ringGuard). Encrypt counts are kept in the store (keyCounter).
 const cacheMaxAge = 500 * time.Millisecond
 
 // cachedPrefixes are the kinds of keys whose values the caches hold, or
-// derive principals and sessions from.
+// derive principals and sessions from, and the active signing key, which
+// the signer holds (signingkeys.go).
 var cachedPrefixes = [][]byte{
 	pfxRing, pfxRingName, pfxKey,
 	pfxAPIKey, pfxAPIDigest, pfxAccount, pfxUser, pfxSession,
+	keySigningActive,
 }
 
 // startCoherence starts keeping the caches coherent with other processes'
@@ -55,6 +61,9 @@ func (s *Service) startCoherence() (stop func()) {
 				return
 			case <-t.C:
 				s.forgetCaches()
+				s.reloadSigner(context.Background())
+			case <-s.signerNotice:
+				s.reloadSigner(context.Background())
 			}
 		}
 	}()
@@ -70,11 +79,14 @@ func (s *Service) startCoherence() (stop func()) {
 func (s *Service) forgetKeys(keys [][]byte) {
 	if keys == nil {
 		s.forgetCaches()
+		s.signerStale()
 		return
 	}
 	var rings, ringKeys, principals bool
 	for _, k := range keys {
 		switch {
+		case bytes.Equal(k, keySigningActive):
+			s.signerStale()
 		case bytes.HasPrefix(k, pfxRing), bytes.HasPrefix(k, pfxRingName):
 			rings = true
 		case bytes.HasPrefix(k, pfxKey):

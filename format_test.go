@@ -6,8 +6,11 @@ package kms_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/ecdh"
 	"crypto/ed25519"
+	"crypto/hkdf"
+	"crypto/hmac"
 	"crypto/hpke"
 	"crypto/rand"
 	"crypto/rsa"
@@ -18,8 +21,11 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"maps"
+	"math"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -215,11 +221,7 @@ func TestHashAndHeaderLayout(t *testing.T) {
 	if header[0] != 1 || header[1] != 0 || !bytes.Equal(header[18:83], hash) {
 		t.Fatalf("header = %x: want version 1, no flags, the hash at 18..82", header)
 	}
-	keys := e.svc.SigningKeys()
-	pub, ok := keys[hex.EncodeToString(header[2:10])]
-	if !ok {
-		t.Fatalf("signing key %x is not among SigningKeys %v", header[2:10], keys)
-	}
+	pub := publishedKey(t, e.svc, hex.EncodeToString(header[2:10]))
 	sum := sha256.Sum256(pub)
 	if !bytes.Equal(sum[:8], header[2:10]) {
 		t.Fatal("signing key ID is not the first 8 bytes of SHA-256 of the public key")
@@ -227,6 +229,27 @@ func TestHashAndHeaderLayout(t *testing.T) {
 	if err := verifyHeaderPerFormat(header, pub); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// publishedKey returns the public key of the signing key id among those
+// svc publishes; with id empty, of the active one.
+func publishedKey(t testing.TB, svc *kms.Service, id string) ed25519.PublicKey {
+	t.Helper()
+	set, err := svc.SigningKeys(context.Background())
+	if err != nil {
+		t.Fatalf("SigningKeys() = %v", err)
+	}
+	for _, k := range set.Keys {
+		if k.ID == id || id == "" && k.Active {
+			pub, err := base64.StdEncoding.DecodeString(k.PublicKey)
+			if err != nil || len(pub) != ed25519.PublicKeySize {
+				t.Fatalf("signing key %s: publicKey %q", k.ID, k.PublicKey)
+			}
+			return pub
+		}
+	}
+	t.Fatalf("signing key %q is not among SigningKeys %+v", id, set.Keys)
+	return nil
 }
 
 // verifyHeaderPerFormat checks a header's signature as docs/FORMAT.md
@@ -288,10 +311,7 @@ func TestBatchSignedHeadersPerFormat(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	var pub ed25519.PublicKey
-	for _, k := range e.svc.SigningKeys() {
-		pub = k
-	}
+	pub := publishedKey(t, e.svc, "")
 	for _, h := range headers {
 		if err := verifyHeaderPerFormat(h, pub); err != nil {
 			t.Fatalf("header %x: %v", h, err)
@@ -305,17 +325,25 @@ func TestBatchSignedHeadersPerFormat(t *testing.T) {
 	}
 }
 
-// TestFormatExample unwraps the worked example of docs/FORMAT.md.
+// formatBlock returns the fenced block "```json name" of docs/FORMAT.md.
+func formatBlock(t *testing.T, doc []byte, name string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(string(doc), "```json "+name+"\n")
+	block, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatalf("docs/FORMAT.md has no %s block", name)
+	}
+	return block
+}
+
+// TestFormatExample unwraps the worked example of docs/FORMAT.md, and
+// checks its worked example with an Asset (TestFormatExampleAsset).
 func TestFormatExample(t *testing.T) {
 	doc, err := os.ReadFile("docs/FORMAT.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(doc), "```json format-example\n")
-	block, _, ok2 := strings.Cut(rest, "```")
-	if !ok || !ok2 {
-		t.Fatal("docs/FORMAT.md has no format-example block")
-	}
+	block := formatBlock(t, doc, "format-example")
 	var ex struct {
 		PrivateKey, PublicKey, RingID, KeyID, Key, Hash, Header, SigningKey string
 		KeyData                                                             wireKeyData
@@ -343,5 +371,180 @@ func TestFormatExample(t *testing.T) {
 	}
 	if err := verifyHeaderPerFormat(header, pub); err != nil {
 		t.Errorf("example header: %v", err)
+	}
+	t.Run("asset", func(t *testing.T) { testFormatExampleAsset(t, doc) })
+}
+
+// testFormatExampleAsset checks the worked example with an Asset of
+// docs/FORMAT.md section 5.1 as its text says: the canonical data, the
+// Asset digest in the header, the signature under the published key, and
+// the MACs under keys derived from the master key as section 8 says.
+func testFormatExampleAsset(t *testing.T, doc []byte) {
+	var ex struct {
+		MasterKey, Hash, Header, CanonicalData, AssetDigest string
+		SigningKey                                          kms.SigningKey
+		Asset                                               struct {
+			ID      string
+			Data    json.RawMessage
+			Parents []string
+		}
+	}
+	if err := json.Unmarshal([]byte(formatBlock(t, doc, "format-example-asset")), &ex); err != nil {
+		t.Fatal(err)
+	}
+	var data any
+	if err := json.Unmarshal(ex.Asset.Data, &data); err != nil {
+		t.Fatal(err)
+	}
+	canon := canonicalPerFormat(data)
+	if canon != ex.CanonicalData {
+		t.Fatalf("asset.data written by the rules of section 4.1 = %s, want canonicalData %s", canon, ex.CanonicalData)
+	}
+	parents := slices.Clone(ex.Asset.Parents)
+	slices.Sort(parents)
+	sum := sha256.Sum256(slices.Concat([]byte("ringkms/asset/v1\x00"), []byte(canon), []byte{0}, []byte(strings.Join(parents, ","))))
+	header, _ := base64.RawURLEncoding.DecodeString(ex.Header)
+	hash, _ := base64.RawURLEncoding.DecodeString(ex.Hash)
+	if hex.EncodeToString(sum[:]) != ex.AssetDigest || len(header) != 213 || header[1] != 1 ||
+		!bytes.Equal(header[99:131], sum[:]) || hex.EncodeToString(header[83:99]) != ex.Asset.ID || !bytes.Equal(header[18:83], hash) {
+		t.Fatalf("Asset digest %x: the example's is %s, the header (%d bytes) holds %x for asset %x", sum, ex.AssetDigest, len(header), header[99:131], header[83:99])
+	}
+	pub, _ := base64.StdEncoding.DecodeString(ex.SigningKey.PublicKey)
+	id := sha256.Sum256(pub)
+	if ex.SigningKey.ID != hex.EncodeToString(id[:8]) || ex.SigningKey.ID != hex.EncodeToString(header[2:10]) {
+		t.Errorf("signingKey.id %s: SHA-256 of its key gives %x, the header names %x", ex.SigningKey.ID, id[:8], header[2:10])
+	}
+	if err := verifyHeaderPerFormat(header, pub); err != nil {
+		t.Errorf("example header: %v", err)
+	}
+	mk, _ := base64.StdEncoding.DecodeString(ex.MasterKey)
+	for _, m := range []struct {
+		purpose string
+		value   []byte
+	}{{"hash-mac", hash}, {"header-mac", header}} {
+		k, err := hkdf.Key(sha256.New, mk, make([]byte, 32), "ringkms/v1/"+m.purpose, 32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mac := hmac.New(sha256.New, k)
+		mac.Write(m.value[:len(m.value)-16])
+		if !bytes.Equal(mac.Sum(nil)[:16], m.value[len(m.value)-16:]) {
+			t.Errorf("the MAC of the example's %s does not verify under the key derived with %s", m.purpose, m.purpose)
+		}
+	}
+	// The library's verifier agrees.
+	var asset kms.Asset
+	asset.ID, asset.Parents = ex.Asset.ID, ex.Asset.Parents
+	if err := json.Unmarshal(ex.Asset.Data, &asset.Data); err != nil {
+		t.Fatal(err)
+	}
+	keys := &kms.SigningKeySet{Keys: []kms.SigningKey{ex.SigningKey}}
+	if v, err := keys.VerifyHeader(ex.Header, &asset); err != nil || !v.Valid {
+		t.Errorf("VerifyHeader(example) = %+v, %v; want valid", v, err)
+	}
+}
+
+// canonicalPerFormat writes a JSON value decoded by encoding/json (numbers
+// as float64) by the rules of docs/FORMAT.md section 4.1, independently of
+// encoding/json's encoder.
+func canonicalPerFormat(v any) string {
+	var b strings.Builder
+	writeCanonical(&b, v)
+	return b.String()
+}
+
+func writeCanonical(b *strings.Builder, v any) {
+	switch v := v.(type) {
+	case nil:
+		b.WriteString("null")
+	case bool:
+		b.WriteString(strconv.FormatBool(v))
+	case float64:
+		if a := math.Abs(v); a != 0 && (a < 1e-6 || a >= 1e21) {
+			s := strconv.FormatFloat(v, 'e', -1, 64) // 1e+21, 1e-07
+			mant, exp, _ := strings.Cut(s, "e")
+			sign, digits := exp[:1], strings.TrimLeft(exp[1:], "0")
+			b.WriteString(mant + "e" + sign + digits)
+		} else {
+			b.WriteString(strconv.FormatFloat(v, 'f', -1, 64))
+		}
+	case string:
+		b.WriteByte('"')
+		for _, r := range strings.ToValidUTF8(v, "\uFFFD") {
+			switch {
+			case r == '"' || r == '\\':
+				b.WriteString("\\" + string(r))
+			case r == '\b':
+				b.WriteString(`\b`)
+			case r == '\f':
+				b.WriteString(`\f`)
+			case r == '\n':
+				b.WriteString(`\n`)
+			case r == '\r':
+				b.WriteString(`\r`)
+			case r == '\t':
+				b.WriteString(`\t`)
+			case r < 0x20 || r == '<' || r == '>' || r == '&' || r == 0x2028 || r == 0x2029:
+				fmt.Fprintf(b, `\u%04x`, r)
+			default:
+				b.WriteRune(r)
+			}
+		}
+		b.WriteByte('"')
+	case []any:
+		b.WriteByte('[')
+		for i, e := range v {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			writeCanonical(b, e)
+		}
+		b.WriteByte(']')
+	case map[string]any:
+		names := slices.Sorted(maps.Keys(v)) // byte order of the UTF-8 names
+		b.WriteByte('{')
+		for i, n := range names {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			writeCanonical(b, n)
+			b.WriteByte(':')
+			writeCanonical(b, v[n])
+		}
+		b.WriteByte('}')
+	}
+}
+
+// TestCanonicalDataPerFormat checks the canonical JSON rules of
+// docs/FORMAT.md section 4.1 against what the service stores and signs,
+// on values that exercise each rule: Asset data given over the Go API as
+// a client decodes it verifies only if the service wrote it by the rules.
+func TestCanonicalDataPerFormat(t *testing.T) {
+	e := newEnv(t)
+	e.ring(t, "canon")
+	values := []any{
+		0.0, math.Copysign(0, -1), 12.0, -7.0, 0.5, 1e-6, 1e-7, 9.99e-7, 1e20, 1e21, 123456789012345680000.0, 1.5e300, -3.25e-9, 0.1, 1.0 / 3,
+		"", "plain", "quote\" back\\slash /", "\b\f\n\r\t", "\x00\x01\x1f\x7f", "<tag> & more", "\u2028\u2029", "é😀\uffff", "bad\xffutf8",
+		true, false, nil, []any{}, map[string]any{},
+	}
+	data := map[string]any{"z": 1.0, "A": 2.0, "é": 3.0, "\uffff": 4.0, "😀": 5.0, "a": map[string]any{"y": []any{1.0, "x"}, "b": nil}}
+	for i, v := range values {
+		data[fmt.Sprintf("v%02d", i)] = v
+	}
+	enc, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "canon", Asset: &kms.AssetInput{Data: data}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := e.svc.GetAsset(e.root, enc.Asset.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := viaJSON[map[string]any](t, stored.Data)
+	canon := canonicalPerFormat(got)
+	header, _ := base64.RawURLEncoding.DecodeString(enc.Header)
+	sum := sha256.Sum256(slices.Concat([]byte("ringkms/asset/v1\x00"), []byte(canon), []byte{0}))
+	if !bytes.Equal(header[99:131], sum[:]) {
+		want, _ := json.Marshal(got)
+		t.Fatalf("the Asset digest of %s is not the header's; the service wrote\n%s", canon, want)
 	}
 }

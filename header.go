@@ -89,7 +89,8 @@ type assetSeal struct {
 }
 
 // headerBody makes the body of the header of an encrypt call: what its
-// signature covers.
+// signature covers. Bytes 2..9, the signing key ID, are left for the
+// journal's signer, which writes the ID of the key it signs with.
 func (s *Service) headerBody(hash []byte, issuedMs int64, asset *assetSeal) []byte {
 	n := headerFixedLen
 	if asset != nil {
@@ -97,7 +98,6 @@ func (s *Service) headerBody(hash []byte, issuedMs int64, asset *assetSeal) []by
 	}
 	b := make([]byte, n, n+2+32*maxSignDepth+ed25519.SignatureSize+macLen)
 	b[0] = formatVersion
-	copy(b[2:10], s.signID[:])
 	binary.BigEndian.PutUint64(b[10:18], uint64(issuedMs))
 	copy(b[18:83], hash)
 	if asset != nil {
@@ -135,12 +135,24 @@ type headerInfo struct {
 // which is for third parties; verifySignature does. It returns a value,
 // not a pointer: one allocation fewer on every decrypt call.
 func (s *Service) parseHeader(text string) (headerInfo, error) {
+	h, raw, err := decodeHeader(text)
+	if err != nil {
+		return h, err
+	}
+	var sum [32]byte
+	h.macOK = hmac.Equal(s.headerMAC.sum(sum[:0], raw[:len(raw)-macLen])[:macLen], raw[len(raw)-macLen:])
+	return h, nil
+}
+
+// decodeHeader decodes a header, checking its layout but neither its MAC
+// nor its signature, and returns it with its raw bytes.
+func decodeHeader(text string) (headerInfo, []byte, error) {
 	raw, err := b64url.DecodeString(text)
 	if err != nil || len(raw) < headerFixedLen+2+ed25519.SignatureSize+macLen {
-		return headerInfo{}, Errorf(KindInvalid, "header is malformed")
+		return headerInfo{}, nil, Errorf(KindInvalid, "header is malformed")
 	}
 	if raw[0] != formatVersion {
-		return headerInfo{}, Errorf(KindInvalid, "header has unknown version %d", raw[0])
+		return headerInfo{}, nil, Errorf(KindInvalid, "header has unknown version %d", raw[0])
 	}
 	h := headerInfo{version: int(raw[0])}
 	n := headerFixedLen
@@ -148,11 +160,11 @@ func (s *Service) parseHeader(text string) (headerInfo, error) {
 		n += headerAssetLen
 	}
 	if raw[1]&^headerFlagAsset != 0 || len(raw) < n+2 {
-		return headerInfo{}, Errorf(KindInvalid, "header is malformed")
+		return headerInfo{}, nil, Errorf(KindInvalid, "header is malformed")
 	}
 	depth, index := int(raw[n]), int(raw[n+1])
 	if depth > maxSignDepth || index >= 1<<depth || len(raw) != n+2+32*depth+ed25519.SignatureSize+macLen {
-		return headerInfo{}, Errorf(KindInvalid, "header is malformed")
+		return headerInfo{}, nil, Errorf(KindInvalid, "header is malformed")
 	}
 	copy(h.signID[:], raw[2:10])
 	h.issuedMs = int64(binary.BigEndian.Uint64(raw[10:18]))
@@ -165,13 +177,18 @@ func (s *Service) parseHeader(text string) (headerInfo, error) {
 	h.body, h.index = raw[:n], index
 	h.proof = raw[n+2 : n+2+32*depth]
 	h.sig = raw[n+2+32*depth : len(raw)-macLen]
-	var sum [32]byte
-	h.macOK = hmac.Equal(s.headerMAC.sum(sum[:0], raw[:len(raw)-macLen])[:macLen], raw[len(raw)-macLen:])
-	return h, nil
+	return h, raw, nil
 }
 
-// verifySignature checks the header's Ed25519 signature, of the root its
-// proof leads to, against the signing key it names.
+// signedBy reports whether the header's Ed25519 signature, of the root its
+// proof leads to, verifies under pub.
+func (h *headerInfo) signedBy(pub ed25519.PublicKey) bool {
+	root := headerRoot(h.body, h.index, h.proof)
+	return ed25519.Verify(pub, append([]byte(headerRootCtx), root[:]...), h.sig)
+}
+
+// verifySignature checks the header's signature against the signing key
+// it names.
 func (s *Service) verifySignature(h *headerInfo) bool {
 	s.verifyMu.RLock()
 	pub, ok := s.verify[h.signID]
@@ -181,34 +198,21 @@ func (s *Service) verifySignature(h *headerInfo) bool {
 		// loaded its keys.
 		pub, ok = s.loadVerifyKey(h.signID)
 	}
-	if !ok {
-		return false
-	}
-	root := headerRoot(h.body, h.index, h.proof)
-	return ed25519.Verify(pub, append([]byte(headerRootCtx), root[:]...), h.sig)
+	return ok && h.signedBy(pub)
 }
 
 // loadVerifyKey reads the public half of the signing key id from the
 // store and keeps it, reporting whether there is one.
 func (s *Service) loadVerifyKey(id [8]byte) (ed25519.PublicKey, bool) {
 	key := join(pfxSigning, []byte(hex.EncodeToString(id[:])))
-	var sealed []byte
+	var pub ed25519.PublicKey
 	err := s.store.View(context.Background(), func(tx Txn) error {
-		var err error
-		sealed, err = tx.Get(key)
+		sealed, err := tx.Get(key)
+		if err != nil {
+			return err
+		}
+		_, pub, err = s.openSigningKey(key, sealed)
 		return err
 	})
-	if err != nil {
-		return nil, false
-	}
-	seed, err := s.sealer.Open(sealed, key)
-	if err != nil {
-		return nil, false
-	}
-	pub := ed25519.NewKeyFromSeed(seed).Public().(ed25519.PublicKey)
-	clear(seed)
-	s.verifyMu.Lock()
-	s.verify[id] = pub
-	s.verifyMu.Unlock()
-	return pub, true
+	return pub, err == nil
 }

@@ -133,9 +133,10 @@ type journal struct {
 	last    int        // jobs in the previous batch
 	pause   func()     // the group-commit yield (runtime.Gosched); tests replace it
 
-	// signer signs headers; New sets it once the signing key is loaded,
-	// before any job can carry a header.
-	signer *headerSigner
+	// signer signs headers: the Service's, which New sets once the
+	// signing key is loaded, before any job can carry a header, and a
+	// rotation replaces (signingkeys.go). Each batch loads it once.
+	signer *atomic.Pointer[headerSigner]
 
 	// undone runs after the writes of a batch were undone, so that no
 	// cache keeps what a reader saw of them meanwhile; New sets it.
@@ -778,9 +779,10 @@ func (j *journal) signHeaders(batch []*job) <-chan struct{} {
 		close(done)
 		return done
 	}
+	g := j.signer.Load()
 	go func() {
 		defer close(done)
-		j.signer.sign(j.signs)
+		g.sign(j.signs)
 	}()
 	return done
 }

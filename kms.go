@@ -3,10 +3,8 @@ package kms
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -90,10 +88,11 @@ type Service struct {
 	headerMAC *macKey      // MAC of headers
 	pager     pager
 
-	signID   [8]byte
-	signKey  ed25519.PrivateKey
-	verifyMu sync.RWMutex
-	verify   map[[8]byte]ed25519.PublicKey
+	signer       atomic.Pointer[headerSigner] // signs new headers (signingkeys.go)
+	signerMu     sync.Mutex                   // serialises changes of signer
+	signerNotice chan struct{}                // another process may have rotated the signing key (coherence.go)
+	verifyMu     sync.RWMutex
+	verify       map[[8]byte]ed25519.PublicKey
 
 	rings      *cache[string, *ringRecord] // ring ID -> ring
 	ringNames  *cache[string, string]      // lower-case name -> ring ID
@@ -141,6 +140,7 @@ func New(st Store, opts Options) (*Service, error) {
 	s.principals = newCache[string, *Principal](size)
 	s.users = newUserState(size, st, m, func(err error, msg string) { s.log.Error().Err(err).Msg(msg) })
 	s.verify = map[[8]byte]ed25519.PublicKey{}
+	s.signerNotice = make(chan struct{}, 1)
 	s.opts.MasterKey = MasterKey{} // only the derived keys stay in memory
 	if s.opts.TokenTTL <= 0 {
 		s.opts.TokenTTL = time.Hour
@@ -167,13 +167,13 @@ func New(st Store, opts Options) (*Service, error) {
 		return nil, err
 	}
 	s.journal = j
-	if s.signKey == nil {
+	j.signer = &s.signer
+	if s.signer.Load() == nil {
 		if err := s.createSigningKey(); err != nil {
 			j.close()
 			return nil, err
 		}
 	}
-	j.signer = &headerSigner{key: s.signKey}
 	j.undone = s.forgetCached
 	s.stopCoherence = s.startCoherence()
 	s.stopDestroyer = s.startDestroyer()
@@ -216,97 +216,4 @@ func (s *Service) Ping(ctx context.Context) error {
 func (s *Service) forgetCached() {
 	s.forgetCaches()
 	s.counters.Clear()
-}
-
-// loadSigningKey reads the sealed Ed25519 keys that sign headers: the
-// active one signs, older ones stay readable for verification. On a new
-// store there is none yet (createSigningKey).
-func (s *Service) loadSigningKey(ctx context.Context) error {
-	var active []byte
-	err := s.store.View(ctx, func(tx Txn) error {
-		var err error
-		active, err = tx.Get(keySigningActive)
-		if isNotFound(err) {
-			active = nil
-			return nil
-		} else if err != nil {
-			return err
-		}
-		return tx.Scan(ScanOptions{Prefix: pfxSigning}, func(k, v []byte) (bool, error) {
-			var id [8]byte
-			hexID := k[len(pfxSigning):]
-			if _, err := hex.Decode(id[:], hexID); err != nil {
-				return false, Errorf(KindInternal, "signing key ID %q is malformed", hexID)
-			}
-			seed, err := s.sealer.Open(v, k)
-			if err != nil {
-				return false, Errorf(KindUnauthenticated, "the master key is not the one this store was created with: signing key %s does not open under it", hexID)
-			}
-			priv := ed25519.NewKeyFromSeed(seed)
-			clear(seed)
-			s.verify[id] = priv.Public().(ed25519.PublicKey)
-			if string(hexID) == string(active) {
-				s.signID, s.signKey = id, priv
-			}
-			return true, nil
-		})
-	})
-	if err != nil {
-		return internalError("load signing key", err)
-	}
-	if active != nil && s.signKey == nil {
-		return Errorf(KindInternal, "active signing key %s is missing", active)
-	}
-	return nil
-}
-
-// createSigningKey makes the first header signing key and stores it,
-// sealed, through the journal.
-func (s *Service) createSigningKey() error {
-	seed := make([]byte, ed25519.SeedSize)
-	rand.Read(seed)
-	priv := ed25519.NewKeyFromSeed(seed)
-	pub := priv.Public().(ed25519.PublicKey)
-	sum := sha256.Sum256(pub)
-	var id [8]byte
-	copy(id[:], sum[:8])
-	hexID := []byte(hex.EncodeToString(id[:]))
-	key := join(pfxSigning, hexID)
-	sealed := s.sealer.Seal(seed, key)
-	clear(seed)
-	// Nodes that start together on a new shared store each try; the
-	// first to commit makes the key, and the others load it.
-	made := false
-	err := s.journal.submit(nil, func(tx Txn) error {
-		made = false
-		if _, err := tx.Get(keySigningActive); err == nil || !isNotFound(err) {
-			return err
-		}
-		if err := tx.Set(key, sealed); err != nil {
-			return err
-		}
-		made = true
-		return tx.Set(keySigningActive, hexID)
-	}, nil)
-	if err != nil {
-		return internalError("store signing key", err)
-	}
-	if !made {
-		return s.loadSigningKey(context.Background())
-	}
-	s.signID, s.signKey = id, priv
-	s.verify[id] = pub
-	return nil
-}
-
-// SigningKeys returns the Ed25519 public keys that sign headers, by their
-// key ID (16 hex characters), so that a third party can verify a header.
-func (s *Service) SigningKeys() map[string]ed25519.PublicKey {
-	s.verifyMu.RLock()
-	defer s.verifyMu.RUnlock()
-	out := make(map[string]ed25519.PublicKey, len(s.verify))
-	for id, k := range s.verify {
-		out[hex.EncodeToString(id[:])] = k
-	}
-	return out
 }

@@ -31,12 +31,16 @@ const (
 )
 
 type signReq struct {
-	body  []byte
+	body  []byte // the header's body; the signer writes its key ID into bytes 2..9
 	proof []byte // depth, index, siblings, signature: the header's tail
 }
 
-// headerSigner signs the headers of a journal batch.
+// headerSigner signs the headers of a journal batch with one signing key.
+// It is immutable: a rotation replaces it (signingkeys.go), and a batch
+// signs every header with the signer it loaded, whose ID it writes into
+// each body, so a header always names the key that signed it.
 type headerSigner struct {
+	id  [8]byte
 	key ed25519.PrivateKey
 }
 
@@ -62,6 +66,7 @@ func (g *headerSigner) signBatch(batch []*signReq) {
 	levels := make([][][32]byte, depth+1)
 	levels[0] = make([][32]byte, 1<<depth)
 	for i, r := range batch {
+		copy(r.body[2:10], g.id[:])
 		levels[0][i] = headerLeaf(r.body)
 	}
 	for l := 1; l <= depth; l++ {

@@ -340,7 +340,7 @@ func TestMethodsMatchService(t *testing.T) {
 	ct, st := reflect.TypeFor[*client.Client](), reflect.TypeFor[*kms.Service]()
 	for _, name := range []string{
 		"CreateKeyRing", "GetKeyRing", "ListKeyRings", "DeleteKeyRing", "ListKeys", "GetKey", "Rotate", "GetConfig", "SetConfig",
-		"Encrypt", "Decrypt", "LookupHash", "LookupHeader", "CreateAsymKeyRing", "GetAsymKey", "RotateAsym",
+		"Encrypt", "Decrypt", "LookupHash", "LookupHeader", "SigningKeys", "CreateAsymKeyRing", "GetAsymKey", "RotateAsym",
 		"SetKeyState", "DestroyKey", "CancelDestroyKey", "SetAsymKeyState", "DestroyAsymKey", "CancelDestroyAsymKey",
 		"GetAsset", "DeleteAsset", "SearchAssets", "GetLineage",
 		"CreateAccount", "GetAccount", "ListAccounts", "UpdateAccount", "DeleteAccount", "ListAccountAPIKeys",
@@ -352,7 +352,7 @@ func TestMethodsMatchService(t *testing.T) {
 			t.Errorf("Client has no method %s", name)
 		}
 	}
-	clientOnly := map[string]bool{"Healthz": true, "BaseURL": true, "WithBearer": true}
+	clientOnly := map[string]bool{"Healthz": true, "BaseURL": true, "WithBearer": true, "NewVerifier": true}
 	// Refresh and Logout take the client's own bearer secret instead of a
 	// token argument.
 	ownToken := map[string]bool{"Refresh": true, "Logout": true}

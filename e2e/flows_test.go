@@ -493,6 +493,33 @@ func TestFlows(t *testing.T) {
 		if !hd.Valid || !hd.HasSignedAsset || hd.Hash != e1.Hash || hd.Version != 1 {
 			t.Fatalf("LookupHeader = %+v", hd)
 		}
+		// Anyone verifies the header and its Asset offline, with the
+		// published signing keys.
+		keys := must[*kms.SigningKeySet](t, "SigningKeys")(anon.SigningKeys(bg))
+		if v, err := keys.VerifyHeader(e1.Header, e1.Asset); err != nil || !v.Valid || v.AssetID != a1 {
+			t.Fatalf("VerifyHeader with the published keys = %+v, %v", v, err)
+		}
+		changed := *e1.Asset
+		changed.Data = map[string]any{"doc": "invoice-2", "amount": 10}
+		if v, err := keys.VerifyHeader(e1.Header, &changed); err != nil || v.Valid {
+			t.Fatalf("VerifyHeader with other Asset data = %+v, %v; want invalid", v, err)
+		}
+		// The keys are cacheable: naming the ETag answers 304.
+		req, _ := http.NewRequest("GET", p.URL+"/ks/signing-keys", nil)
+		resp, err := v.client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		req.Header.Set("If-None-Match", resp.Header.Get("ETag"))
+		resp, err = v.client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotModified {
+			t.Fatalf("GET /ks/signing-keys with If-None-Match of its ETag = %d, want 304", resp.StatusCode)
+		}
 		// An altered header: valid false on look-up, 422 on decrypt.
 		hb, _ := base64.RawURLEncoding.DecodeString(e1.Header)
 		hb[len(hb)-1] ^= 1

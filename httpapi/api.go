@@ -90,6 +90,7 @@ func (a *api) routes() []route {
 		// SPEC.md 4.2: key rings and keys.
 		{method: http.MethodGet, path: "/ks/hash/:hash", handle: a.lookupHash},
 		{method: http.MethodGet, path: "/ks/header/:header", handle: a.lookupHeader},
+		{method: http.MethodGet, path: "/ks/signing-keys", handle: a.signingKeys, public: true},
 		{method: http.MethodPost, path: "/ks/decrypt", handle: a.decrypt},
 		{method: http.MethodPost, path: "/ks/encrypt", handle: a.encrypt},
 		{method: http.MethodPost, path: "/ks/rotate", handle: a.rotate},

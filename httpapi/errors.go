@@ -107,8 +107,13 @@ func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
 
 // writeJSON is the one JSON writer of every answer.
 func (a *api) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
+	c, cached := v.(cacheable)
+	if cached {
+		v = c.body
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
+		cached = false
 		// Only a programming error gets here (an unencodable type).
 		err = fmt.Errorf("encode answer: %w", err)
 		noteError(r, err, kms.KindInternal.String())
@@ -123,6 +128,10 @@ func (a *api) writeJSON(w http.ResponseWriter, r *http.Request, status int, v an
 	h["Content-Type"] = v3[0:1:1]
 	h["X-Content-Type-Options"] = v3[1:2:2]
 	h["Cache-Control"] = v3[2:3:3]
+	if cached && c.notModified(h, r, b) {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
 	w.WriteHeader(status)
 	w.Write(append(b, '\n'))
 }

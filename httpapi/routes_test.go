@@ -67,6 +67,7 @@ func walkCases(e *env, f *walkFixtures) map[string]walkCase {
 
 		"GET /ks/hash/:hash":                                {flag: "keyring.<ring>.read", ring: ks, path: "/ks/hash/" + f.hash},
 		"GET /ks/header/:header":                            {flag: "keyring.<ring>.read", ring: ks, path: "/ks/header/" + f.header},
+		"GET /ks/signing-keys":                              {flag: flagPublic, path: "/ks/signing-keys"},
 		"POST /ks/decrypt":                                  {flag: "keyring.<ring>.decrypt", ring: ks, path: "/ks/decrypt", body: map[string]any{"hash": f.hash, "header": f.header}},
 		"POST /ks/encrypt":                                  {flag: "keyring.<ring>.encrypt", ring: ks, path: "/ks/encrypt", body: map[string]any{"ringname": ks}},
 		"POST /ks/rotate":                                   {flag: "keyring.<ring>.rotate", ring: ks, path: "/ks/rotate", body: map[string]any{"ringname": ks}},

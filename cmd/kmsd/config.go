@@ -312,10 +312,25 @@ The master key is read as for the server (KMS_MASTER_KEY,
 -master-key-file, or <data>/master.key with -dev).
 
 `)
+	} else if cmd == "rotate-signing-key" {
+		fmt.Fprint(w, `Usage: kmsd rotate-signing-key [flags]
+
+Makes a new Ed25519 key that signs headers, and makes it the one that signs
+new headers. The keys before it stay published (GET /ks/signing-keys), so
+the headers they signed keep verifying. The rotation is recorded in the
+activity trail (action signingkey.rotate, by "operator"). Prints the new
+key's ID and public key. With the embedded store, stop kmsd first: the
+store can be opened by one process at a time. With -store postgres://...,
+the nodes keep running and sign with the new key within a second. The
+master key is read as for the server (KMS_MASTER_KEY, -master-key-file, or
+<data>/master.key with -dev).
+
+`)
 	} else {
 		fmt.Fprint(w, `Usage: kmsd [flags]               run the server
        kmsd verify-audit [flags]  check the activity trail's hash chain
        kmsd migrate -from DIR -to URL  copy an embedded store into PostgreSQL
+       kmsd rotate-signing-key [flags]  sign new headers with a new key
 
 `)
 	}

@@ -4,6 +4,7 @@
 //	kmsd [flags]               run the server
 //	kmsd verify-audit [flags]  check the activity trail's hash chain
 //	kmsd migrate -from DIR -to URL  copy an embedded store into PostgreSQL
+//	kmsd rotate-signing-key [flags]  sign new headers with a new key
 //
 // Every flag can also be set by a KMS_* environment variable; a flag on the
 // command line wins. Secrets come only from the environment or files:
@@ -67,11 +68,12 @@ func exitCode(err error) int {
 // run is kmsd: it parses args (without the program name) and the
 // environment through getenv, then serves until ctx is done, or runs a
 // subcommand. Logs go to stderr; so does the bootstrap API key when one
-// is generated. verify-audit prints its result to stdout.
+// is generated. verify-audit and rotate-signing-key print their result to
+// stdout.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	stderr = &lockedWriter{w: stderr}
 	cmd := ""
-	if len(args) > 0 && (args[0] == "verify-audit" || args[0] == "migrate") {
+	if len(args) > 0 && (args[0] == "verify-audit" || args[0] == "migrate" || args[0] == "rotate-signing-key") {
 		cmd, args = args[0], args[1:]
 	}
 	c, err := parseConfig(cmd, args, getenv, stdout)
@@ -87,6 +89,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return verifyAudit(ctx, c, getenv, stdout, &log)
 	case "migrate":
 		return migrate(ctx, c, getenv, stdout, &log)
+	case "rotate-signing-key":
+		return rotateSigningKey(ctx, c, getenv, stdout, &log)
 	}
 	return serve(ctx, c, getenv, stderr, &log)
 }

@@ -16,21 +16,7 @@ import (
 // what it found. A broken chain is
 // an exitError of status 3.
 func verifyAudit(ctx context.Context, c *config, getenv func(string) string, stdout io.Writer, log *zerolog.Logger) error {
-	if !c.postgres() {
-		if fi, err := os.Stat(c.data); err != nil {
-			return fmt.Errorf("data directory: %w", err)
-		} else if !fi.IsDir() {
-			return fmt.Errorf("data directory %s is not a directory", c.data)
-		}
-		if !hasStore(c.data) {
-			return fmt.Errorf("no store in %s", c.data)
-		}
-	}
-	mk, err := loadMasterKey(c, getenv, false, log)
-	if err != nil {
-		return err
-	}
-	st, err := openStore(ctx, c)
+	st, mk, err := openExistingStore(ctx, c, getenv, log)
 	if err != nil {
 		return err
 	}
@@ -50,4 +36,29 @@ func verifyAudit(ctx context.Context, c *config, getenv func(string) string, std
 	}
 	fmt.Fprintf(stdout, "activity chain intact\nrecords checked: %d\nhead digest: %s\n", res.Records, res.Head)
 	return nil
+}
+
+// openExistingStore opens, for a subcommand, the store of -store (the
+// data directory by default), which must exist, and reads the master key
+// as the server does. The caller closes the store and clears the key.
+func openExistingStore(ctx context.Context, c *config, getenv func(string) string, log *zerolog.Logger) (kms.Store, kms.MasterKey, error) {
+	if !c.postgres() {
+		if fi, err := os.Stat(c.data); err != nil {
+			return nil, kms.MasterKey{}, fmt.Errorf("data directory: %w", err)
+		} else if !fi.IsDir() {
+			return nil, kms.MasterKey{}, fmt.Errorf("data directory %s is not a directory", c.data)
+		}
+		if !hasStore(c.data) {
+			return nil, kms.MasterKey{}, fmt.Errorf("no store in %s", c.data)
+		}
+	}
+	mk, err := loadMasterKey(c, getenv, false, log)
+	if err != nil {
+		return nil, kms.MasterKey{}, err
+	}
+	st, err := openStore(ctx, c)
+	if err != nil {
+		return nil, kms.MasterKey{}, err
+	}
+	return st, mk, nil
 }

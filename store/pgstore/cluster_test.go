@@ -53,14 +53,10 @@ func TestCluster(t *testing.T) {
 	if made[0] == made[1] {
 		t.Fatalf("Bootstrap created the root key on nodes %v, want on exactly one", made)
 	}
-	if k0, k1 := svcs[0].SigningKeys(), svcs[1].SigningKeys(); len(k0) != 1 || len(k1) != 1 {
-		t.Fatalf("signing keys = %d and %d, want one, the same on both nodes", len(k0), len(k1))
-	} else {
-		for id := range k0 {
-			if _, ok := k1[id]; !ok {
-				t.Fatalf("the nodes sign with different keys: %v and %v", k0, k1)
-			}
-		}
+	k0, err0 := svcs[0].SigningKeys(ctx)
+	k1, err1 := svcs[1].SigningKeys(ctx)
+	if err0 != nil || err1 != nil || len(k0.Keys) != 1 || len(k1.Keys) != 1 || k0.Keys[0] != k1.Keys[0] || !k0.Keys[0].Active {
+		t.Fatalf("signing keys = %+v (%v) and %+v (%v), want one, the same and active on both nodes", k0, err0, k1, err1)
 	}
 	var roots [2]context.Context
 	for i, svc := range svcs {
