@@ -134,7 +134,7 @@ func (s *Service) Encrypt(ctx context.Context, in EncryptInput) (*EncryptResult,
 	if in.Asset == nil {
 		// The journal signs the header with the others of its batch.
 		hdr := &signReq{body: s.headerBody(hash, now.UnixMilli(), nil)}
-		if err := s.journal.submitJob(&job{act: act, header: hdr, guard: s.ringGuard(r.ID)}); err != nil {
+		if err := s.journal.submitJob(&job{act: act, header: hdr, guard: s.ringGuard(r.ID), key: s.keyGuard(r, k)}); err != nil {
 			return nil, err
 		}
 		res.Header = s.finishHeader(hdr)
@@ -165,7 +165,7 @@ func (s *Service) Encrypt(ctx context.Context, in EncryptInput) (*EncryptResult,
 		hdr.body = s.headerBody(hash, now.UnixMilli(), &assetSeal{id: id, digest: rec.digest()})
 		return nil
 	}
-	if err := s.journal.submitJob(&job{act: act, mutate: mutate, header: hdr, guard: s.ringGuard(r.ID)}); err != nil {
+	if err := s.journal.submitJob(&job{act: act, mutate: mutate, header: hdr, guard: s.ringGuard(r.ID), key: s.keyGuard(r, k)}); err != nil {
 		return nil, err
 	}
 	if res.Asset, err = rec.asset(); err != nil {
@@ -369,4 +369,22 @@ func (s *Service) ringGuard(ringID string) []byte {
 		return nil
 	}
 	return join(pfxRing, []byte(ringID))
+}
+
+// keyGuard is the key k of ring r that an encrypt hands out, which the
+// commit checks is still usable (keyUsable): a node whose cache has not
+// yet seen the ring's rotation and the key's disabling elsewhere (as a
+// "rotate": true disable makes them, in one call) refuses the encrypt
+// rather than hand out a disabled key. With a SharedTrail only: in one
+// process, the cache is updated as the change commits.
+type keyGuard struct {
+	key  []byte
+	ring *ringRecord
+}
+
+func (s *Service) keyGuard(r *ringRecord, k *keyRecord) *keyGuard {
+	if s.journal.shared == nil {
+		return nil
+	}
+	return &keyGuard{key: join(pfxKey, []byte(r.ID), sep, []byte(k.ID)), ring: r}
 }

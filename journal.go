@@ -94,6 +94,7 @@ type job struct {
 	header *signReq          // a header to sign after the commit, when its body is set (signer.go)
 	fail   error             // the operation's failure, known before the commit: its record's result
 	guard  []byte            // with a SharedTrail, a key that must exist when the job commits (its ring)
+	key    *keyGuard         // with a SharedTrail, the key an encrypt hands out, which must be usable when the job commits
 
 	// err is mutate's error while the batch runs, then the job's outcome,
 	// which the journal publishes by calling done.Done. (A WaitGroup in the
@@ -478,7 +479,7 @@ func (j *journal) commitShared(ctx context.Context, batch []*job) {
 	var (
 		head   chainHead
 		signed <-chan struct{}
-		exists = map[string]error{} // guard key -> nil, or why the job fails
+		exists = map[string]error{} // guard key (ring or key) -> nil, or why the job fails
 		reads  [][]byte             // the keys prefetched
 	)
 	err := j.shared.AppendIn(ctx, func(tx Txn) (uint64, [][]byte, error) {
@@ -516,6 +517,11 @@ func (j *journal) commitShared(ctx context.Context, batch []*job) {
 			jb.err = nil
 			if jb.guard != nil {
 				if jb.err, err = guardExists(tx, jb.guard, exists); err != nil {
+					return 0, nil, err
+				}
+			}
+			if jb.err == nil && jb.key != nil {
+				if jb.err, err = keyUsable(tx, jb.key, exists); err != nil {
 					return 0, nil, err
 				}
 			}
@@ -565,11 +571,18 @@ func (j *journal) commitShared(ctx context.Context, batch []*job) {
 	j.succeed(batch)
 }
 
-// guardKeys appends to keys the guard keys of batch that it lacks.
+// guardKeys appends to keys the guard keys of batch that it lacks: the
+// rings and the keys its jobs check.
 func guardKeys(keys [][]byte, batch []*job) [][]byte {
+	add := func(k []byte) {
+		if k != nil && !slices.ContainsFunc(keys, bytesEqual(k)) {
+			keys = append(keys, k)
+		}
+	}
 	for _, jb := range batch {
-		if jb.guard != nil && !slices.ContainsFunc(keys, bytesEqual(jb.guard)) {
-			keys = append(keys, jb.guard)
+		add(jb.guard)
+		if jb.key != nil {
+			add(jb.key.key)
 		}
 	}
 	return keys

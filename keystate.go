@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -78,6 +79,30 @@ func (k *keyRecord) usable(r *ringRecord) error {
 	default:
 		return &Error{Kind: KindDisabled, State: st, Message: fmt.Sprintf("key %s of ring %s is disabled: enable it to use it again", k.ID, r.Name)}
 	}
+}
+
+// keyUsable returns, for the key an encrypt job hands out, the job's
+// error: nil if the key is usable in tx, why not otherwise; or the
+// store's error. seen remembers the answers of a batch.
+func keyUsable(tx Txn, g *keyGuard, seen map[string]error) (jobErr, err error) {
+	if jobErr, ok := seen[string(g.key)]; ok {
+		return jobErr, nil
+	}
+	v, err := tx.Get(g.key)
+	switch {
+	case isNotFound(err):
+		jobErr = Errorf(KindNotFound, "key ring not found: it was deleted")
+	case err != nil:
+		return nil, err
+	default:
+		var k keyRecord
+		if err := json.Unmarshal(v, &k); err != nil {
+			return nil, err
+		}
+		jobErr = k.usable(g.ring)
+	}
+	seen[string(g.key)] = jobErr
+	return jobErr, nil
 }
 
 func errKeyDestroyed(r *ringRecord, k *keyRecord) error {

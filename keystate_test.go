@@ -409,3 +409,68 @@ func TestDestroyOnceAcrossNodes(t *testing.T) {
 		t.Fatalf("key.destroy records: %d, want 1", len(l.Data))
 	}
 }
+
+// unwatched hides a store's Watch: a Service over it learns of other
+// processes' writes only when it empties its caches (every 500 ms).
+type unwatched struct{ kms.Store }
+
+// TestStaleNodeNeverHandsOutDisabledKey: a node whose cache has not yet
+// seen another node rotate a ring and disable its old key (one call,
+// "rotate": true) refuses to hand the old key out: the encrypt's commit
+// checks the key it hands out.
+func TestStaleNodeNeverHandsOutDisabledKey(t *testing.T) {
+	url := pgtest.URL(t)
+	ctx := context.Background()
+	mk := kms.GenerateMasterKey()
+	var nodes [2]*kms.Service
+	for i := range nodes {
+		pst, err := pgstore.Open(ctx, url, pgstore.Options{})
+		if err != nil {
+			t.Fatalf("pgstore.Open = %v", err)
+		}
+		var st kms.Store = pst
+		if i == 1 {
+			st = unwatched{pst}
+		}
+		svc, err := kms.New(st, kms.Options{MasterKey: mk})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			svc.Close()
+			pst.Close()
+		})
+		nodes[i] = svc
+	}
+	const secret = "stale-node-bootstrap-secret-0123456789"
+	if _, err := nodes[0].Bootstrap(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	var roots [2]context.Context
+	for i, svc := range nodes {
+		p, err := svc.Authenticate(ctx, secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		roots[i] = kms.WithPrincipal(ctx, p)
+	}
+	if _, err := nodes[0].CreateKeyRing(roots[0], kms.CreateKeyRingInput{Name: "leaky"}); err != nil {
+		t.Fatal(err)
+	}
+	old, err := nodes[1].Encrypt(roots[1], kms.EncryptInput{RingName: "leaky"}) // node 1 caches the ring and its key
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nodes[0].SetKeyState(roots[0], kms.RingRef{Name: "leaky"}, old.Key.ID, kms.KeyStateInput{State: kms.KeyDisabled, Rotate: true}); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		res, err := nodes[1].Encrypt(roots[1], kms.EncryptInput{RingName: "leaky"})
+		switch {
+		case err == nil && res.Key.ID == old.Key.ID:
+			t.Fatalf("the other node handed out key %s after it was disabled", old.Key.ID)
+		case err != nil && kms.ErrorKind(err) != kms.KindDisabled:
+			t.Fatalf("Encrypt on the other node = %v, want the new key or a Disabled error", err)
+		}
+	}
+}
