@@ -87,7 +87,6 @@ func (s *Service) forgetKeys(keys [][]byte) {
 		switch {
 		case bytes.Equal(k, keySigningActive):
 			s.signerStale()
-			s.signingKeys.reset()
 		case bytes.HasPrefix(k, pfxRing), bytes.HasPrefix(k, pfxRingName):
 			rings = true
 		case bytes.HasPrefix(k, pfxKey):
@@ -116,6 +115,5 @@ func (s *Service) forgetCaches() {
 	s.ringNames.reset()
 	s.keys.reset()
 	s.principals.reset()
-	s.signingKeys.reset()
 	s.forgetSessions()
 }

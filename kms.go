@@ -88,10 +88,9 @@ type Service struct {
 	headerMAC *macKey      // MAC of headers
 	pager     pager
 
-	signer       atomic.Pointer[headerSigner]   // signs new headers (signingkeys.go)
-	signerMu     sync.Mutex                     // serialises changes of signer
-	signingKeys  *cache[string, *SigningKeySet] // the published keys, under ""
-	signerNotice chan struct{}                  // another process may have rotated the signing key (coherence.go)
+	signer       atomic.Pointer[headerSigner] // signs new headers (signingkeys.go)
+	signerMu     sync.Mutex                   // serialises changes of signer
+	signerNotice chan struct{}                // another process may have rotated the signing key (coherence.go)
 	verifyMu     sync.RWMutex
 	verify       map[[8]byte]ed25519.PublicKey
 
@@ -139,7 +138,6 @@ func New(st Store, opts Options) (*Service, error) {
 	s.ringNames = newCache[string, string](size)
 	s.keys = newCache[string, *keyRecord](size)
 	s.principals = newCache[string, *Principal](size)
-	s.signingKeys = newCache[string, *SigningKeySet](1)
 	s.users = newUserState(size, st, m, func(err error, msg string) { s.log.Error().Err(err).Msg(msg) })
 	s.verify = map[[8]byte]ed25519.PublicKey{}
 	s.signerNotice = make(chan struct{}, 1)

@@ -71,18 +71,6 @@ const FlagSigningKeyRotate = FlagRoot
 // cluster. It needs no principal and records nothing: the keys are
 // public, like a JWKS document.
 func (s *Service) SigningKeys(ctx context.Context) (*SigningKeySet, error) {
-	// Cached: the route is public, and one store read serves the callers
-	// of a moment (cache.load). The cache is dropped with a rotation, here
-	// or (coherence.go) in another process.
-	set, err := s.signingKeys.load("", func() (*SigningKeySet, error) { return s.readSigningKeys(ctx) })
-	if err != nil {
-		return nil, err
-	}
-	return &SigningKeySet{Keys: slices.Clone(set.Keys)}, nil
-}
-
-// readSigningKeys reads the published signing keys from the store.
-func (s *Service) readSigningKeys(ctx context.Context) (*SigningKeySet, error) {
 	set := &SigningKeySet{Keys: []SigningKey{}}
 	err := s.store.View(ctx, func(tx Txn) error {
 		set.Keys = set.Keys[:0]
@@ -327,7 +315,6 @@ func (s *Service) rotateSigningKey(p *Principal) (*SigningKey, error) {
 		s.signerMu.Lock()
 		s.useSigner(n.signer)
 		s.signerMu.Unlock()
-		s.signingKeys.reset()
 	})
 	if err != nil {
 		return nil, err

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -355,49 +354,4 @@ func TestVerifyHeaderOffline(t *testing.T) {
 	wantKind(t, "VerifyHeader(garbage)", err, kms.KindInvalid)
 	_, err = keys.VerifyHeader(enc.Header, &kms.Asset{ID: asset.ID, Parents: []string{"nope"}})
 	wantKind(t, "VerifyHeader(parents that are not IDs)", err, kms.KindInvalid)
-}
-
-// viewCounter is a Store that counts its View calls.
-type viewCounter struct {
-	kms.Store
-	views atomic.Int64
-}
-
-func (s *viewCounter) View(ctx context.Context, fn func(kms.Txn) error) error {
-	s.views.Add(1)
-	return s.Store.View(ctx, fn)
-}
-
-// TestSigningKeysCached: the public list of signing keys is read from the
-// store once, not per call, and read again after a rotation.
-func TestSigningKeysCached(t *testing.T) {
-	st, err := badgerstore.OpenInMemory()
-	if err != nil {
-		t.Fatal(err)
-	}
-	vc := &viewCounter{Store: st}
-	e := newEnvOn(t, vc, kms.Options{MasterKey: kms.GenerateMasterKey()})
-	first, err := e.svc.SigningKeys(context.Background())
-	if err != nil || len(first.Keys) != 1 {
-		t.Fatalf("SigningKeys = %+v, %v; want one key", first, err)
-	}
-	first.Keys[0].ID = "changed by the caller"
-	before := vc.views.Load()
-	for range 10 {
-		set, err := e.svc.SigningKeys(context.Background())
-		if err != nil || len(set.Keys) != 1 || set.Keys[0].ID == "changed by the caller" {
-			t.Fatalf("SigningKeys again = %+v, %v; want the one key, unchanged", set, err)
-		}
-	}
-	if n := vc.views.Load() - before; n != 0 {
-		t.Errorf("10 more SigningKeys calls read the store %d times, want 0", n)
-	}
-	k, err := e.svc.RotateSigningKey(e.root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, err := e.svc.SigningKeys(context.Background())
-	if err != nil || len(set.Keys) != 2 || !slices.ContainsFunc(set.Keys, func(s kms.SigningKey) bool { return s.ID == k.ID && s.Active }) {
-		t.Fatalf("SigningKeys after a rotation = %+v, %v; want two keys, %s active", set, err, k.ID)
-	}
 }
