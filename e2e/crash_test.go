@@ -267,6 +267,10 @@ func checkAcked(t *testing.T, c *client.Client, workers []*crashWorker) {
 			case a.pending >= 0:
 				counts["asset updates in flight, lost"]++
 			}
+			// What it holds is known now: the next round's kill is
+			// judged against it, whether the update in flight at this
+			// one landed or not.
+			a.acked, a.pending = ver, -1
 		}
 		for _, e := range k.encs {
 			counts["encrypts"]++
@@ -315,6 +319,7 @@ func checkAcked(t *testing.T, c *client.Client, workers []*crashWorker) {
 						landed.Add(1)
 					}
 				}
+				ak.acked, ak.pending = ver, -1 // known now, as for Assets
 				return nil
 			})
 		}
