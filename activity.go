@@ -281,6 +281,10 @@ func propIndexed(name string, canon []byte) bool {
 		return false
 	case name == "action" || name == "ring":
 		return false
+	case name == "hash":
+		// Unique to each encrypt record: a term per record. A key's
+		// hashes have their own index (keyusage.go).
+		return false
 	case name == "result" && string(canon) == `"ok"`:
 		return false
 	}
@@ -410,7 +414,7 @@ func (s *Service) SearchActivity(ctx context.Context, f ActivityFilter, req Page
 	if err != nil {
 		return nil, err
 	}
-	ps := pageScan{scope: q.scope}
+	var ps pageScan
 	indexed := "none"
 	out := &List[*Activity]{Data: []*Activity{}}
 	err = s.store.View(ctx, func(tx Txn) error {
@@ -432,28 +436,11 @@ func (s *Service) SearchActivity(ctx context.Context, f ActivityFilter, req Page
 		if until == 0 || until > head.Seq+1 {
 			until = head.Seq + 1
 		}
-		ps.prefix, indexed = q.index()
-		// A sequence of pages sees the trail as it was at its first page:
-		// the records appended while it runs, its own among them, come
-		// after its end (or it would never end with limit 1 and a filter
-		// that its own records match).
-		ps.until, ps.fixUntil = join(ps.prefix, seqKey(until)), true
+		var prefix []byte
+		prefix, indexed = q.index()
+		ps = s.recordScan(tx, prefix, from, until)
+		ps.scope = q.scope
 		var cur *Activity
-		ps.walk = func(start []byte, fn func(k, v []byte) (bool, error)) error {
-			first := max(from, seqAfter(start, ps.prefix))
-			visit := func(seq uint64, rec []byte) (bool, error) {
-				return fn(join(ps.prefix, seqKey(seq)), rec)
-			}
-			if indexed == "trail" {
-				return s.trail.Scan(first, func(seq uint64, rec []byte) (bool, error) {
-					if seq >= until {
-						return false, nil
-					}
-					return visit(seq, rec)
-				})
-			}
-			return s.readSeqs(tx, ps.prefix, first, until, visit)
-		}
 		ps.match = func(_, v []byte) (bool, error) {
 			a, err := decodeActivity(v)
 			if err != nil {
@@ -476,6 +463,33 @@ func (s *Service) SearchActivity(ctx context.Context, f ActivityFilter, req Page
 		return nil, err
 	}
 	return out, nil
+}
+
+// recordScan is the page walk of the activity records in [from, until)
+// that the index term names (pfxActSeq: every record, from the trail
+// itself): its items are keyed term seq and valued with the record. A
+// sequence of pages sees the trail as it was at its first page: the
+// records appended while it runs, the listing's own among them, come
+// after its end (or a search would never end with limit 1 and a filter
+// that its own records match).
+func (s *Service) recordScan(tx Txn, term []byte, from, until uint64) pageScan {
+	ps := pageScan{prefix: term, until: join(term, seqKey(until)), fixUntil: true}
+	ps.walk = func(start []byte, fn func(k, v []byte) (bool, error)) error {
+		first := max(from, seqAfter(start, term))
+		visit := func(seq uint64, rec []byte) (bool, error) {
+			return fn(join(term, seqKey(seq)), rec)
+		}
+		if bytes.Equal(term, pfxActSeq) {
+			return s.trail.Scan(first, func(seq uint64, rec []byte) (bool, error) {
+				if seq >= until {
+					return false, nil
+				}
+				return visit(seq, rec)
+			})
+		}
+		return s.readSeqs(tx, term, first, until, visit)
+	}
+	return ps
 }
 
 // seqAfter returns the first seq at or after start, a key of the list

@@ -36,6 +36,9 @@ type assetRecord struct {
 	APIKeyID  string          `json:"apikeyId"`
 	AccountID string          `json:"accountId"`
 	KeyRingID string          `json:"keyringId"`
+	// KeyIDs are the keys of the encrypt calls that created or updated
+	// the Asset, sorted: the keys whose leak exposes data of the Asset.
+	KeyIDs []string `json:"keyIds,omitempty"`
 
 	stored int // bytes as read by loadAsset: its size in a page
 }
@@ -62,6 +65,7 @@ var (
 	pfxAssetByAccount = []byte("asset/a/")  // account ID 0 asset ID
 	pfxAssetByRing    = []byte("asset/r/")  // ring ID 0 asset ID
 	pfxAssetChild     = []byte("asset/p/")  // parent ID 0 child ID
+	pfxAssetBySeal    = []byte("asset/s/")  // key ID 0 asset ID: the Assets of encrypt calls that handed out that key
 )
 
 func (r *assetRecord) asset() (*Asset, error) {
@@ -154,10 +158,10 @@ func loadAsset(tx Txn, id string) (*assetRecord, error) {
 	return &r, nil
 }
 
-// writeAsset creates or updates an Asset for an encrypt call by p on ring,
-// inside the journal job of that call, and returns the record written.
-// A new Asset gets the ID newID.
-func (s *Service) writeAsset(tx Txn, p *Principal, ringID, newID string, in *AssetInput, data json.RawMessage, parents []string, now time.Time) (*assetRecord, error) {
+// writeAsset creates or updates an Asset for an encrypt call by p on ring
+// ringID handing out key keyID, inside the journal job of that call, and
+// returns the record written. A new Asset gets the ID newID.
+func (s *Service) writeAsset(tx Txn, p *Principal, ringID, keyID, newID string, in *AssetInput, data json.RawMessage, parents []string, now time.Time) (*assetRecord, error) {
 	var r *assetRecord
 	if in.AssetID != "" {
 		cur, err := loadAsset(tx, in.AssetID)
@@ -194,6 +198,12 @@ func (s *Service) writeAsset(tx Txn, p *Principal, ringID, newID string, in *Ass
 			if err := tx.Set(idx, nil); err != nil {
 				return nil, err
 			}
+		}
+	}
+	if i, found := slices.BinarySearch(r.KeyIDs, keyID); !found {
+		r.KeyIDs = slices.Insert(r.KeyIDs, i, keyID)
+		if err := tx.Set(join(pfxAssetBySeal, []byte(keyID), sep, []byte(r.ID)), nil); err != nil {
+			return nil, err
 		}
 	}
 	for _, parent := range r.Parents {
@@ -374,6 +384,9 @@ func (s *Service) DeleteAsset(ctx context.Context, id string) (*DeleteAssetResul
 		for _, parent := range r.Parents {
 			dels = append(dels, join(pfxAssetChild, []byte(parent), sep, []byte(id)))
 		}
+		for _, key := range r.KeyIDs {
+			dels = append(dels, join(pfxAssetBySeal, []byte(key), sep, []byte(id)))
+		}
 		for _, k := range dels {
 			if err := tx.Delete(k); err != nil {
 				return err
@@ -389,18 +402,21 @@ func (s *Service) DeleteAsset(ctx context.Context, id string) (*DeleteAssetResul
 
 // AssetFilter selects Assets in SearchAssets. Every field set must match.
 type AssetFilter struct {
-	APIKeyID  string         `json:"apikeyId,omitempty"`
-	AccountID string         `json:"accountId,omitempty"`
-	KeyRingID string         `json:"keyringId,omitempty"`
-	Parents   []string       `json:"parents,omitempty"` // Assets that have all of these parents
-	Start     *int64         `json:"start,omitempty"`   // createdAt >= start, epoch milliseconds
-	End       *int64         `json:"end,omitempty"`     // createdAt <= end, epoch milliseconds
-	Data      map[string]any `json:"data,omitempty"`    // every member equals the Asset's
+	APIKeyID  string `json:"apikeyId,omitempty"`
+	AccountID string `json:"accountId,omitempty"`
+	KeyRingID string `json:"keyringId,omitempty"`
+	// KeyID selects the Assets that an encrypt call handing out that key
+	// created or updated: the data to encrypt again when the key leaks.
+	KeyID   string         `json:"keyId,omitempty"`
+	Parents []string       `json:"parents,omitempty"` // Assets that have all of these parents
+	Start   *int64         `json:"start,omitempty"`   // createdAt >= start, epoch milliseconds
+	End     *int64         `json:"end,omitempty"`     // createdAt <= end, epoch milliseconds
+	Data    map[string]any `json:"data,omitempty"`    // every member equals the Asset's
 }
 
 // SearchAssets pages through the Assets that match f, oldest first. One
 // filter is served from an index (in this order of preference: the first
-// parent, keyringId, apikeyId, accountId, the time range); the others are
+// parent, keyId, keyringId, apikeyId, accountId, the time range); the others are
 // checked on the Assets that index yields. It needs assets.read; without
 // accounts.all, only the caller's Account's Assets are searched.
 func (s *Service) SearchAssets(ctx context.Context, f AssetFilter, req PageRequest) (*List[*Asset], error) {
@@ -442,6 +458,8 @@ func (s *Service) SearchAssets(ctx context.Context, f AssetFilter, req PageReque
 	switch {
 	case len(f.Parents) > 0:
 		prefix, indexed = join(pfxAssetChild, []byte(f.Parents[0]), sep), "parent"
+	case f.KeyID != "":
+		prefix, indexed = join(pfxAssetBySeal, []byte(f.KeyID), sep), "key"
 	case f.KeyRingID != "":
 		prefix, indexed = join(pfxAssetByRing, []byte(f.KeyRingID), sep), "keyring"
 	case f.APIKeyID != "":
@@ -518,6 +536,9 @@ func assetMatches(r *assetRecord, f *AssetFilter, indexed string, want map[strin
 	if f.AccountID != "" && r.AccountID != f.AccountID ||
 		f.APIKeyID != "" && r.APIKeyID != f.APIKeyID ||
 		f.KeyRingID != "" && r.KeyRingID != f.KeyRingID {
+		return false
+	}
+	if _, found := slices.BinarySearch(r.KeyIDs, f.KeyID); f.KeyID != "" && !found {
 		return false
 	}
 	for _, p := range f.Parents {

@@ -129,8 +129,9 @@ func (s *Service) Encrypt(ctx context.Context, in EncryptInput) (*EncryptResult,
 	}
 	hash := s.newHash(ringID, keyID)
 	now := s.now().UTC()
-	act := s.newActivity(p, "encrypt", lower, true, map[string]any{"ringId": r.ID, "keyId": k.ID})
 	res := &EncryptResult{Key: k.key(true), RingID: r.ID, Hash: b64String(hash)}
+	// The hash in the record lists it among the key's (ListKeyHashes).
+	act := s.newActivity(p, "encrypt", lower, true, map[string]any{"ringId": r.ID, "keyId": k.ID, "hash": res.Hash})
 	if in.Asset == nil {
 		// The journal signs the header with the others of its batch.
 		hdr := &signReq{body: s.headerBody(hash, now.UnixMilli(), nil)}
@@ -155,7 +156,7 @@ func (s *Service) Encrypt(ctx context.Context, in EncryptInput) (*EncryptResult,
 	hdr := &signReq{}
 	mutate := func(tx Txn) error {
 		var err error
-		if rec, err = s.writeAsset(tx, p, r.ID, assetID, in.Asset, data, parents, now); err != nil {
+		if rec, err = s.writeAsset(tx, p, r.ID, k.ID, assetID, in.Asset, data, parents, now); err != nil {
 			return err
 		}
 		id, err := decodeHexID(rec.ID)

@@ -490,7 +490,7 @@ func (j *journal) commitShared(ctx context.Context, batch []*job) {
 		// The head and the guards in one read: over a network, a round
 		// trip per batch instead of one per key. (A store takes its
 		// append lock at the first read.)
-		reads = guardKeys(append(reads[:0], keyActHead), batch)
+		reads = usageKeys(guardKeys(append(reads[:0], keyActHead), batch), batch)
 		if err := prefetch(tx, reads); err != nil {
 			return 0, nil, err
 		}
@@ -499,7 +499,7 @@ func (j *journal) commitShared(ctx context.Context, batch []*job) {
 		// turn then carries what queued during the wait, instead of
 		// leaving it for the next turn.
 		if n := len(batch); j.drain(&batch) {
-			more := guardKeys(nil, batch[n:])
+			more := usageKeys(guardKeys(nil, batch[n:]), batch[n:])
 			more = slices.DeleteFunc(more, func(k []byte) bool { return slices.ContainsFunc(reads, bytesEqual(k)) })
 			if err := prefetch(tx, more); err != nil {
 				return 0, nil, err
@@ -542,6 +542,9 @@ func (j *journal) commitShared(ctx context.Context, batch []*job) {
 			if err := j.index.write(tx); err != nil {
 				return 0, nil, err
 			}
+			if err := j.index.writeUsage(tx); err != nil {
+				return 0, nil, err
+			}
 			if err := storeHead(tx, head); err != nil {
 				return 0, nil, err
 			}
@@ -574,16 +577,19 @@ func (j *journal) commitShared(ctx context.Context, batch []*job) {
 // guardKeys appends to keys the guard keys of batch that it lacks: the
 // rings and the keys its jobs check.
 func guardKeys(keys [][]byte, batch []*job) [][]byte {
-	add := func(k []byte) {
-		if k != nil && !slices.ContainsFunc(keys, bytesEqual(k)) {
-			keys = append(keys, k)
+	for _, jb := range batch {
+		keys = appendKey(keys, jb.guard)
+		if jb.key != nil {
+			keys = appendKey(keys, jb.key.key)
 		}
 	}
-	for _, jb := range batch {
-		add(jb.guard)
-		if jb.key != nil {
-			add(jb.key.key)
-		}
+	return keys
+}
+
+// appendKey appends k to keys unless it is nil or keys has it.
+func appendKey(keys [][]byte, k []byte) [][]byte {
+	if k != nil && !slices.ContainsFunc(keys, bytesEqual(k)) {
+		keys = append(keys, k)
 	}
 	return keys
 }
@@ -830,6 +836,9 @@ func (j *journal) writeIndex(ctx context.Context) error {
 		if err := j.index.write(tx); err != nil {
 			return err
 		}
+		if err := j.index.writeUsage(tx); err != nil {
+			return err
+		}
 		return storeHead(tx, j.head)
 	})
 	if ErrorKind(err) == KindTooLarge {
@@ -869,7 +878,12 @@ func (j *journal) writeIndexInParts(ctx context.Context) error {
 		}
 		all = all[len(part):]
 	}
-	return j.store.UpdateNoSync(ctx, func(tx Txn) error { return storeHead(tx, j.head) })
+	return j.store.UpdateNoSync(ctx, func(tx Txn) error {
+		if err := j.index.writeUsage(tx); err != nil {
+			return err
+		}
+		return storeHead(tx, j.head)
+	})
 }
 
 // collectTxn is a Txn that only gathers writes.

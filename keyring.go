@@ -65,6 +65,9 @@ type Key struct {
 	State string `json:"state"`
 	// DestroyAt is when a key in state destroy_scheduled is destroyed.
 	DestroyAt *time.Time `json:"destroyAt,omitempty"`
+	// EncryptCount is how many encrypt calls handed the key out
+	// (KeyUsage), in the answers of GetKey and ListKeys.
+	EncryptCount *uint64 `json:"encryptCount,omitempty"`
 }
 
 // KeyData is a key wrapped for its ring's public key; docs/FORMAT.md
@@ -688,7 +691,13 @@ func (s *Service) ListKeys(ctx context.Context, ref RingRef, req PageRequest) (*
 			if err := json.Unmarshal(v, &k); err != nil {
 				return err
 			}
-			out.Data = append(out.Data, k.key(false))
+			key := k.key(false)
+			u, err := loadUsage(tx, k.ID)
+			if err != nil {
+				return err
+			}
+			key.EncryptCount = &u.enc
+			out.Data = append(out.Data, key)
 			return nil
 		}})
 		return out, map[string]any{"ringId": r.ID, "count": out.Pagination.Count}, err
@@ -705,10 +714,19 @@ func (s *Service) GetKey(ctx context.Context, ref RingRef, keyID string) (*Key, 
 	if err := k.usable(r); err != nil {
 		return nil, s.recordFailure(p, "key.read", strings.ToLower(r.Name), err)
 	}
+	out := k.key(true)
+	err = s.store.View(ctx, func(tx Txn) error {
+		u, err := loadUsage(tx, k.ID)
+		out.EncryptCount = &u.enc
+		return err
+	})
+	if err != nil {
+		return nil, s.recordFailure(p, "key.read", strings.ToLower(r.Name), internalError("read key usage", err))
+	}
 	if err := s.record(p, "key.read", strings.ToLower(r.Name), map[string]any{"ringId": r.ID, "keyId": k.ID}, nil); err != nil {
 		return nil, err
 	}
-	return k.key(true), nil
+	return out, nil
 }
 
 func (s *Service) resolveKey(ctx context.Context, group string, ref RingRef, keyID, action string) (*Principal, *ringRecord, *keyRecord, error) {

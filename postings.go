@@ -33,6 +33,9 @@ type termIndex struct {
 	times []uint64 // pairs: ms, seq
 	buf   []byte   // scratch for building terms
 	last  uint64   // seq of the last record added
+	// uses are the run's usage counts of the keys its records name
+	// (keyusage.go), keyed by key ID.
+	uses map[string]*keyUsage
 }
 
 // maxKeptTerms bounds the terms that reset keeps.
@@ -61,6 +64,7 @@ func (x *termIndex) reset() {
 	}
 	x.times = x.times[:0]
 	x.last = 0
+	clear(x.uses)
 }
 
 // add indexes record a, whose predecessor in the chain was created at
@@ -81,6 +85,7 @@ func (x *termIndex) add(a *Activity, prevMs int64, first bool) {
 	for name, v := range a.Props {
 		x.prop(name, v)
 	}
+	x.countUse(a)
 	if first || a.CreatedAt != prevMs {
 		// Only the first record of each millisecond enters the time
 		// index: createdAt never decreases along the chain, so that is
@@ -120,7 +125,8 @@ func (x *termIndex) prop(name string, v any) {
 }
 
 // write stores the gathered entries in tx: a postings block per term and
-// the time index keys.
+// the time index keys. The usage counts are written apart (writeUsage):
+// they are read as they are written.
 func (x *termIndex) write(tx Txn) error {
 	for t, p := range x.terms {
 		seqs := *p

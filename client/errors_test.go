@@ -341,7 +341,7 @@ func TestMethodsMatchService(t *testing.T) {
 	for _, name := range []string{
 		"CreateKeyRing", "GetKeyRing", "ListKeyRings", "DeleteKeyRing", "ListKeys", "GetKey", "Rotate", "GetConfig", "SetConfig",
 		"Encrypt", "Decrypt", "LookupHash", "LookupHeader", "SigningKeys", "CreateAsymKeyRing", "GetAsymKey", "RotateAsym",
-		"SetKeyState", "DestroyKey", "CancelDestroyKey", "SetAsymKeyState", "DestroyAsymKey", "CancelDestroyAsymKey",
+		"SetKeyState", "DestroyKey", "CancelDestroyKey", "SetAsymKeyState", "DestroyAsymKey", "CancelDestroyAsymKey", "KeyUsage", "ListKeyHashes",
 		"GetAsset", "DeleteAsset", "SearchAssets", "GetLineage",
 		"CreateAccount", "GetAccount", "ListAccounts", "UpdateAccount", "DeleteAccount", "ListAccountAPIKeys",
 		"CreateAPIKey", "ListAPIKeys", "GetAPIKey", "UpdateAPIKey", "DeleteAPIKey", "SearchAPIKeysByRing", "ValidateAPIKey",

@@ -60,3 +60,17 @@ func (c *Client) DestroyAsymKey(ctx context.Context, ref kms.RingRef, keyID stri
 func (c *Client) CancelDestroyAsymKey(ctx context.Context, ref kms.RingRef, keyID string) (*kms.Key, error) {
 	return c.keyState(ctx, http.MethodDelete, true, ref, keyID, "/destroy", nil)
 }
+
+// KeyUsage returns how often a key of a /ks ring was used (GET
+// /ks/keyrings/{ring}/keys/{keyId}/usage).
+func (c *Client) KeyUsage(ctx context.Context, ref kms.RingRef, keyID string) (*kms.KeyUsage, error) {
+	path, byID := keyPath(false, ref, keyID, "/usage")
+	return call[kms.KeyUsage](c, ctx, req{method: http.MethodGet, path: path, query: query("id", byID)})
+}
+
+// ListKeyHashes pages through the hashes issued under a key of a /ks ring
+// (GET /ks/keyrings/{ring}/keys/{keyId}/hashes).
+func (c *Client) ListKeyHashes(ctx context.Context, ref kms.RingRef, keyID string, page kms.PageRequest) (*kms.List[*kms.KeyHash], error) {
+	path, byID := keyPath(false, ref, keyID, "/hashes")
+	return call[kms.List[*kms.KeyHash]](c, ctx, req{method: http.MethodGet, path: path, query: pageQuery(page, "id", byID)})
+}

@@ -29,6 +29,10 @@ func TestKeyStates(t *testing.T) {
 
 	k = check(e.c.DestroyKey(ctx, ref, first, kms.DestroyKeyInput{After: "2h"}))(t, "DestroyKey")
 	want := check(e.svc.ListKeys(e.rootCtx, ref, kms.PageRequest{}))(t, "ListKeys").Data[0]
+	if want.EncryptCount == nil || *want.EncryptCount != 1 {
+		t.Fatalf("ListKeys: encryptCount %v, want 1", want.EncryptCount)
+	}
+	want.EncryptCount = nil // a list's; a state change answers the key as it is now
 	same(t, "DestroyKey", k, want)
 	if k.State != kms.KeyDestroyScheduled {
 		t.Fatalf("DestroyKey = %+v, want destroy_scheduled", k)
@@ -39,6 +43,16 @@ func TestKeyStates(t *testing.T) {
 	}
 	check(e.c.SetKeyState(ctx, ref, first, kms.KeyStateInput{State: kms.KeyEnabled}))(t, "SetKeyState(enabled)")
 	check(e.c.Decrypt(ctx, kms.DecryptInput{Hash: old.Hash, Header: old.Header}))(t, "Decrypt(enabled again)")
+
+	u := check(e.c.KeyUsage(ctx, ref, first))(t, "KeyUsage")
+	same(t, "KeyUsage", u, check(e.svc.KeyUsage(e.rootCtx, ref, first))(t, "Service.KeyUsage"))
+	if u.EncryptCount != 1 || u.DecryptCount != 1 {
+		t.Fatalf("KeyUsage = %+v, want one encrypt and one decrypt", u)
+	}
+	hashes := check(e.c.ListKeyHashes(ctx, kms.RingRef{Name: created.Ring.ID, ByID: true}, first, kms.PageRequest{Limit: 5}))(t, "ListKeyHashes")
+	if len(hashes.Data) != 1 || hashes.Data[0].Hash != old.Hash {
+		t.Fatalf("ListKeyHashes = %+v, want the hash %s", hashes.Data, old.Hash)
+	}
 
 	asym := check(e.c.CreateAsymKeyRing(ctx, kms.CreateAsymKeyRingInput{Name: "acs"}))(t, "CreateAsymKeyRing")
 	aref := kms.RingRef{Name: "acs"}

@@ -437,6 +437,24 @@ func TestFlows(t *testing.T) {
 			t.Fatalf("Decrypt after enabling = key %s, want %s", d.Key.ID, old.Key.ID)
 		}
 
+		// What the key touched: one hash handed out, one decrypt that
+		// returned it (the refused one is not counted).
+		wantUsage := func(what string) {
+			t.Helper()
+			u := must[*kms.KeyUsage](t, "KeyUsage "+what)(root.KeyUsage(bg, ring, old.Key.ID))
+			if u.EncryptCount != 1 || u.DecryptCount != 1 || u.FirstUsedAt == nil || u.LastUsedAt.Before(*u.FirstUsedAt) {
+				t.Fatalf("KeyUsage %s = %+v, want 1 encrypt and 1 decrypt", what, u)
+			}
+			hashes := must[*kms.List[*kms.KeyHash]](t, "ListKeyHashes "+what)(root.ListKeyHashes(bg, ring, old.Key.ID, kms.PageRequest{Limit: 10}))
+			if len(hashes.Data) != 1 || hashes.Data[0].Hash != old.Hash {
+				t.Fatalf("ListKeyHashes %s = %+v, want only %s", what, hashes.Data, old.Hash)
+			}
+		}
+		wantUsage("after enabling")
+		if k := must[*kms.List[*kms.Key]](t, "ListKeys")(root.ListKeys(bg, ring, kms.PageRequest{})); k.Data[0].EncryptCount == nil || *k.Data[0].EncryptCount != 1 {
+			t.Fatalf("ListKeys: first key's encryptCount %v, want 1", k.Data[0].EncryptCount)
+		}
+
 		k = must[*kms.Key](t, "DestroyKey in 1h")(root.DestroyKey(bg, ring, old.Key.ID, kms.DestroyKeyInput{After: "1h"}))
 		if k.State != kms.KeyDestroyScheduled || k.DestroyAt == nil {
 			t.Fatalf("DestroyKey in 1h = state %q, destroyAt %v", k.State, k.DestroyAt)
@@ -453,6 +471,7 @@ func TestFlows(t *testing.T) {
 		})
 		_, err = root.SetKeyState(bg, ring, old.Key.ID, kms.KeyStateInput{State: kms.KeyEnabled})
 		wantKind(t, "SetKeyState of a destroyed key", err, kms.KindDestroyed)
+		wantUsage("after destruction") // the usage and the hashes stay
 
 		// The same under /asym.
 		asym := must[*kms.CreateAsymKeyRingResult](t, "CreateAsymKeyRing")(root.CreateAsymKeyRing(bg, kms.CreateAsymKeyRingInput{Name: "asym-lifecycle"}))
@@ -589,6 +608,10 @@ func TestFlows(t *testing.T) {
 		})
 		if len(all) != 2 {
 			t.Fatalf("SearchAssets(ring) by pages of 1: %d Assets, want 2", len(all))
+		}
+		byKey := must[*kms.List[*kms.Asset]](t, "SearchAssets keyId")(c.SearchAssets(bg, kms.AssetFilter{KeyID: e1.Key.ID}, kms.PageRequest{}))
+		if len(byKey.Data) == 0 || !slices.ContainsFunc(byKey.Data, func(a *kms.Asset) bool { return a.ID == a1 }) {
+			t.Fatalf("SearchAssets(keyId %s) = %+v, want %s among them", e1.Key.ID, byKey.Data, a1)
 		}
 		// A parent cannot be deleted before its child; a deleted Asset
 		// fails its headers.

@@ -105,6 +105,8 @@ func (a *api) routes() []route {
 		{method: http.MethodPatch, path: "/ks/keyrings/:ringname/keys/:keyId", handle: a.setKeyState(false)},
 		{method: http.MethodPost, path: "/ks/keyrings/:ringname/keys/:keyId/destroy", handle: a.destroyKey(false)},
 		{method: http.MethodDelete, path: "/ks/keyrings/:ringname/keys/:keyId/destroy", handle: a.cancelDestroyKey(false)},
+		{method: http.MethodGet, path: "/ks/keyrings/:ringname/keys/:keyId/usage", handle: a.keyUsage},
+		{method: http.MethodGet, path: "/ks/keyrings/:ringname/keys/:keyId/hashes", handle: a.listKeyHashes},
 
 		// SPEC.md 4.1: the Asset store, and lineage (our addition).
 		{method: http.MethodGet, path: "/assets/:id", handle: a.getAsset},

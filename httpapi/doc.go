@@ -24,6 +24,8 @@
 //	DELETE /ks/keyrings/:ringname                  DeleteKeyRing
 //	GET    /ks/keyrings/:ringname/keys             ListKeys (?cursor, ?limit, ?id=true)
 //	GET    /ks/keyrings/:ringname/keys/:keyId      GetKey (?id=true)
+//	GET    /ks/keyrings/:ringname/keys/:keyId/usage   KeyUsage (?id=true)
+//	GET    /ks/keyrings/:ringname/keys/:keyId/hashes  ListKeyHashes (?cursor, ?limit, ?id=true)
 //	POST   /asym/keyrings                          CreateAsymKeyRing
 //	GET    /asym/keyrings/:ringname/keys/:keyId    GetAsymKey (?id=true)
 //	POST   /asym/rotate                            RotateAsym, answered {"key": ...}

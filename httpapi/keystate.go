@@ -61,3 +61,17 @@ func keyAnswer(k *kms.Key, err error) (any, error) {
 	}
 	return keyBody[kms.Key]{Key: k}, nil
 }
+
+// GET /ks/keyrings/:ringname/keys/:keyId/usage
+func (a *api) keyUsage(r *http.Request, ps httprouter.Params) (any, error) {
+	return result(a.svc.KeyUsage(r.Context(), ringRef(r, ps), ps.ByName("keyId")))
+}
+
+// GET /ks/keyrings/:ringname/keys/:keyId/hashes
+func (a *api) listKeyHashes(r *http.Request, ps httprouter.Params) (any, error) {
+	page, err := pageRequest(r)
+	if err != nil {
+		return nil, err
+	}
+	return result(a.svc.ListKeyHashes(r.Context(), ringRef(r, ps), ps.ByName("keyId"), page))
+}

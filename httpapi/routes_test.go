@@ -82,6 +82,8 @@ func walkCases(e *env, f *walkFixtures) map[string]walkCase {
 		"PATCH /ks/keyrings/:ringname/keys/:keyId":          {flag: "keyring.<ring>.keys", ring: ks, path: "/ks/keyrings/" + ks + "/keys/" + f.keyID, body: map[string]any{"state": "enabled"}},
 		"POST /ks/keyrings/:ringname/keys/:keyId/destroy":   {flag: "keyring.<ring>.keys", ring: ks, path: "/ks/keyrings/" + ks + "/keys/" + f.keyID + "/destroy", body: map[string]any{"after": "1h"}},
 		"DELETE /ks/keyrings/:ringname/keys/:keyId/destroy": {flag: "keyring.<ring>.keys", ring: ks, path: "/ks/keyrings/" + ks + "/keys/" + f.keyID + "/destroy"},
+		"GET /ks/keyrings/:ringname/keys/:keyId/usage":      {flag: "keyring.<ring>.read", ring: ks, path: "/ks/keyrings/" + ks + "/keys/" + f.keyID + "/usage"},
+		"GET /ks/keyrings/:ringname/keys/:keyId/hashes":     {flag: "keyring.<ring>.read", also: []string{kms.FlagActivityRead}, ring: ks, path: "/ks/keyrings/" + ks + "/keys/" + f.keyID + "/hashes?limit=2"},
 
 		"GET /assets/:id":         {flag: "assets.read", path: "/assets/" + f.assetID},
 		"DELETE /assets/:id":      {flag: "assets.delete", path: "/assets/" + f.assetID},

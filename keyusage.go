@@ -1,0 +1,254 @@
+package kms
+
+import (
+	"context"
+	"encoding/binary"
+	"strings"
+	"time"
+)
+
+// What a key was used for, for the answer to a leak: how often it was
+// handed out and opened (KeyUsage), and every hash issued under it
+// (ListKeyHashes). Both are indexes of the activity trail, kept by the
+// journal with the trail's other indexes (postings.go): the usage counts
+// from the successful encrypt and decrypt records naming the key (prop
+// keyId), the hashes from the postings of term act/h/ key ID 0, whose
+// encrypt records carry the hash (prop hash). So they commit in the same
+// transaction as the indexed head, and a restart that indexes records
+// again counts them again from exactly where the head was.
+
+var (
+	pfxKeyUsage     = []byte("keyuse/") // key ID -> keyUsage (usageLen bytes)
+	pfxActByKeyHash = []byte("act/h/")  // term: key ID 0, the successful encrypt records handing out that key
+)
+
+// KeyUsage counts the calls that used a key. Encrypt calls are those that
+// handed the key out; decrypt calls those that returned it after their
+// checks passed. Refused and failed calls are not counted (the activity
+// trail has them). The times are of the first and the last counted call;
+// nil while there was none.
+type KeyUsage struct {
+	KeyID        string     `json:"keyId"`
+	EncryptCount uint64     `json:"encryptCount"`
+	DecryptCount uint64     `json:"decryptCount"`
+	FirstUsedAt  *time.Time `json:"firstUsedAt"`
+	LastUsedAt   *time.Time `json:"lastUsedAt"`
+}
+
+// KeyHash is one hash issued under a key: when, to which API key (or
+// User), and for which Asset, if the call created or updated one.
+type KeyHash struct {
+	Hash      string    `json:"hash"`
+	CreatedAt time.Time `json:"createdAt"`
+	APIKeyID  string    `json:"apikeyId"`
+	AccountID string    `json:"accountId"`
+	AssetID   string    `json:"assetId,omitempty"`
+	// Seq is the encrypt call's activity record.
+	Seq uint64 `json:"seq"`
+}
+
+// keyUsage is a key's usage as stored: the counts, the first and last
+// times (epoch ms), and the seq of the last record counted.
+type keyUsage struct {
+	enc, dec    uint64
+	first, last int64
+	seq         uint64
+}
+
+const usageLen = 40
+
+func (u *keyUsage) encode() []byte {
+	b := make([]byte, 0, usageLen)
+	b = binary.BigEndian.AppendUint64(b, u.enc)
+	b = binary.BigEndian.AppendUint64(b, u.dec)
+	b = binary.BigEndian.AppendUint64(b, uint64(u.first))
+	b = binary.BigEndian.AppendUint64(b, uint64(u.last))
+	return binary.BigEndian.AppendUint64(b, u.seq)
+}
+
+func decodeUsage(v []byte) (keyUsage, error) {
+	if len(v) != usageLen {
+		return keyUsage{}, Errorf(KindInternal, "key usage record has %d bytes, want %d", len(v), usageLen)
+	}
+	return keyUsage{
+		enc:   binary.BigEndian.Uint64(v),
+		dec:   binary.BigEndian.Uint64(v[8:]),
+		first: int64(binary.BigEndian.Uint64(v[16:])),
+		last:  int64(binary.BigEndian.Uint64(v[24:])),
+		seq:   binary.BigEndian.Uint64(v[32:]),
+	}, nil
+}
+
+// add counts into u the uses of v that come after u.seq.
+func (u *keyUsage) add(v *keyUsage) {
+	if v.seq <= u.seq {
+		return // counted already
+	}
+	if u.enc+u.dec == 0 || v.first < u.first {
+		u.first = v.first
+	}
+	u.enc += v.enc
+	u.dec += v.dec
+	u.last = max(u.last, v.last)
+	u.seq = v.seq
+}
+
+// loadUsage reads the usage of key keyID; the zero keyUsage when it has
+// none.
+func loadUsage(tx Txn, keyID string) (keyUsage, error) {
+	v, err := tx.Get(join(pfxKeyUsage, []byte(keyID)))
+	if isNotFound(err) {
+		return keyUsage{}, nil
+	}
+	if err != nil {
+		return keyUsage{}, err
+	}
+	return decodeUsage(v)
+}
+
+func (u keyUsage) public(keyID string) *KeyUsage {
+	out := &KeyUsage{KeyID: keyID, EncryptCount: u.enc, DecryptCount: u.dec}
+	if u.enc+u.dec > 0 {
+		first, last := time.UnixMilli(u.first).UTC(), time.UnixMilli(u.last).UTC()
+		out.FirstUsedAt, out.LastUsedAt = &first, &last
+	}
+	return out
+}
+
+// usedKey returns the key a record counts a use of, and whether it is an
+// encrypt: a successful encrypt or decrypt names it in prop keyId.
+func usedKey(a *Activity) (keyID string, encrypt, ok bool) {
+	if a.Action != "encrypt" && a.Action != "decrypt" {
+		return "", false, false
+	}
+	if r, _ := a.Props["result"].(string); r != "ok" {
+		return "", false, false
+	}
+	keyID, ok = a.Props["keyId"].(string)
+	return keyID, a.Action == "encrypt", ok && keyID != ""
+}
+
+// usageKeys appends to keys the usage keys that the records of batch may
+// count, which keys lacks: the keys a shared batch's commit reads, so
+// that it can read them ahead (see commitShared).
+func usageKeys(keys [][]byte, batch []*job) [][]byte {
+	for _, jb := range batch {
+		a := jb.act
+		if a == nil || a.Action != "encrypt" && a.Action != "decrypt" {
+			continue
+		}
+		if id, _ := a.Props["keyId"].(string); id != "" {
+			keys = appendKey(keys, join(pfxKeyUsage, []byte(id)))
+		}
+	}
+	return keys
+}
+
+// countUse adds record a to the usage counts of the run, when it counts.
+func (x *termIndex) countUse(a *Activity) {
+	keyID, enc, ok := usedKey(a)
+	if !ok {
+		return
+	}
+	if enc {
+		x.field(pfxActByKeyHash, keyID)
+	}
+	if x.uses == nil {
+		x.uses = map[string]*keyUsage{}
+	}
+	u := x.uses[keyID]
+	if u == nil {
+		u = &keyUsage{first: a.CreatedAt}
+		x.uses[keyID] = u
+	}
+	if enc {
+		u.enc++
+	} else {
+		u.dec++
+	}
+	u.last, u.seq = a.CreatedAt, a.Seq
+}
+
+// writeUsage adds the run's usage counts to those stored in tx. It reads
+// as it writes, so it runs in the transaction that stores the indexed
+// head (writeIndex, commitShared): the counts then cover exactly the
+// records up to that head.
+func (x *termIndex) writeUsage(tx Txn) error {
+	for keyID, run := range x.uses {
+		u, err := loadUsage(tx, keyID)
+		if err != nil {
+			return err
+		}
+		u.add(run)
+		if err := tx.Set(join(pfxKeyUsage, []byte(keyID)), u.encode()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// KeyUsage returns how often a key of a /ks ring was used: the encrypt
+// calls that handed it out and the decrypt calls that returned it, with
+// the times of the first and last. The counts are kept as the calls are
+// recorded, not counted on demand. It needs keyring.<name>.read.
+func (s *Service) KeyUsage(ctx context.Context, ref RingRef, keyID string) (*KeyUsage, error) {
+	p, r, k, err := s.resolveKey(ctx, groupKS, ref, keyID, "key.usage")
+	if err != nil {
+		return nil, err
+	}
+	return audited(s, ctx, p, "key.usage", strings.ToLower(r.Name), func(tx Txn) (*KeyUsage, map[string]any, error) {
+		u, err := loadUsage(tx, k.ID)
+		if err != nil {
+			return nil, nil, err
+		}
+		return u.public(k.ID), map[string]any{"ringId": r.ID, "keyId": k.ID}, nil
+	})
+}
+
+// ListKeyHashes pages through the hashes issued under a key of a /ks ring,
+// oldest first: every successful encrypt call that handed the key out,
+// with its time, the API key (or User) it was handed to, and its Asset.
+// A page costs the same however many hashes the key has: it reads an
+// index of the key's encrypt records (term act/h/) from the cursor on.
+// As an activity search, a sequence of pages sees the hashes issued up to
+// its first page.
+//
+// It needs keyring.<name>.read and activity.read. Without accounts.all,
+// it lists only the hashes handed to the caller's own Account.
+func (s *Service) ListKeyHashes(ctx context.Context, ref RingRef, keyID string, req PageRequest) (*List[*KeyHash], error) {
+	p, r, k, err := s.resolveKey(ctx, groupKS, ref, keyID, "key.hashes")
+	if err != nil {
+		return nil, err
+	}
+	lower := strings.ToLower(r.Name)
+	if !p.Can(FlagActivityRead) {
+		return nil, s.refuse(p, "key.hashes", lower, map[string]any{"flag": FlagActivityRead},
+			Errorf(KindPermissionDenied, "missing permission flag %s", FlagActivityRead))
+	}
+	term := join(pfxActByKeyHash, []byte(k.ID), sep)
+	return audited(s, ctx, p, "key.hashes", lower, func(tx Txn) (*List[*KeyHash], map[string]any, error) {
+		out := &List[*KeyHash]{Data: []*KeyHash{}}
+		head, err := loadHead(tx)
+		if err != nil {
+			return nil, nil, err
+		}
+		var cur *Activity
+		ps := s.recordScan(tx, term, 1, head.Seq+1)
+		ps.scope = "hashes/" + k.ID
+		ps.match = func(_, v []byte) (bool, error) {
+			if cur, err = decodeActivity(v); err != nil {
+				return false, err
+			}
+			return visibleTo(p, cur.AccountID), nil
+		}
+		ps.emit = func(_, _ []byte) error {
+			h, _ := cur.Props["hash"].(string)
+			asset, _ := cur.Props["assetId"].(string)
+			out.Data = append(out.Data, &KeyHash{Hash: h, CreatedAt: time.UnixMilli(cur.CreatedAt).UTC(),
+				APIKeyID: cur.KeyID, AccountID: cur.AccountID, AssetID: asset, Seq: cur.Seq})
+			return nil
+		}
+		out.Pagination, err = s.pager.scan(ctx, tx, req, ps)
+		return out, map[string]any{"ringId": r.ID, "keyId": k.ID, "count": out.Pagination.Count}, err
+	})
+}
