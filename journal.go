@@ -925,7 +925,7 @@ func (j *journal) appendRecord(head *chainHead, act *Activity, opErr error) erro
 		act.Valid = false
 	}
 	act.Digest = ""
-	rec, err := act.appendJSON(make([]byte, 32, 512)) // stored: digest (32 bytes) | record JSON
+	rec, err := act.appendJSON(make([]byte, 32, 768)) // stored: digest (32 bytes) | record JSON
 	if err != nil {
 		return err
 	}
