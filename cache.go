@@ -12,6 +12,7 @@ type cache[K comparable, V any] struct {
 	gen     uint64
 	max     int
 	flights map[K]*flight[V] // the reads under way in load
+	counts  cacheCounts      // look-ups that found their entry (get, load) and that read it (load)
 }
 
 var errNoRead = Errorf(KindInternal, "the shared read did not finish")
@@ -44,8 +45,10 @@ func (c *cache[K, V]) load(k K, read func() (V, error)) (V, error) {
 	c.mu.Lock()
 	if v, ok := c.m[k]; ok {
 		c.mu.Unlock()
+		c.counts.hits.Add(1)
 		return v, nil
 	}
+	c.counts.misses.Add(1)
 	if f, ok := c.flights[k]; ok && f.gen == c.gen {
 		f.waiters++
 		c.mu.Unlock()
@@ -72,10 +75,15 @@ func (c *cache[K, V]) load(k K, read func() (V, error)) (V, error) {
 	return f.v, f.err
 }
 
+// get returns k's value when the cache has it, and counts the hit. (A
+// miss is counted by the load that follows it.)
 func (c *cache[K, V]) get(k K) (V, bool) {
 	c.mu.RLock()
 	v, ok := c.m[k]
 	c.mu.RUnlock()
+	if ok {
+		c.counts.hits.Add(1)
+	}
 	return v, ok
 }
 

@@ -123,16 +123,23 @@ type journal struct {
 	wg     sync.WaitGroup
 
 	// Owned by the run goroutine after start:
-	head    chainHead  // the last record in the trail
-	index   *termIndex // entries of the records after the indexed head
-	indexed chainHead  // the last record the store's index names
-	failed  error      // set when the journal can no longer write safely
-	doubt   *doubt     // a batch whose outcome is not settled yet
-	written []string   // scratch: the keys the batch's store transaction wrote
-	recs    [][]byte   // scratch: the records of a batch
-	signs   []*signReq // scratch: the headers of a batch
-	last    int        // jobs in the previous batch
-	pause   func()     // the group-commit yield (runtime.Gosched); tests replace it
+	head    chainHead   // the last record in the trail
+	index   *termIndex  // entries of the records after the indexed head
+	indexed chainHead   // the last record the store's index names
+	failed  error       // set when the journal can no longer write safely
+	doubt   *doubt      // a batch whose outcome is not settled yet
+	written []string    // scratch: the keys the batch's store transaction wrote
+	recs    [][]byte    // scratch: the records of a batch
+	signs   []*signReq  // scratch: the headers of a batch
+	acts    []*Activity // scratch: the records of a batch, for the observer
+
+	// observer, when set, is told of each batch (observe.go), with the
+	// time of its trail append.
+	observer   Observer
+	appendTime time.Duration
+	batchErr   error  // the error that failed the last batch as a whole
+	last       int    // jobs in the previous batch
+	pause      func() // the group-commit yield (runtime.Gosched); tests replace it
 
 	// signer signs headers: the Service's, which New sets once the
 	// signing key is loaded, before any job can carry a header, and a
@@ -158,8 +165,8 @@ type doubt struct {
 	err    error     // the trail's refusal
 }
 
-func startJournal(ctx context.Context, st Store, chainKey *macKey, now func() time.Time, log func(error, string)) (*journal, error) {
-	j := &journal{store: st, trail: st.Trail(), chainKey: chainKey, now: now, log: log,
+func startJournal(ctx context.Context, st Store, chainKey *macKey, now func() time.Time, log func(error, string), obs Observer) (*journal, error) {
+	j := &journal{store: st, trail: st.Trail(), chainKey: chainKey, now: now, log: log, observer: obs,
 		jobs: make(chan *job, 4*maxBatch), index: newTermIndex(),
 		pause: runtime.Gosched}
 	if j.trail == nil {
@@ -349,7 +356,10 @@ func (j *journal) run() {
 			}
 		}
 		j.last = len(batch)
+		start := time.Now()
+		j.appendTime, j.batchErr = 0, nil
 		j.commit(batch)
+		j.observe(len(batch), start, j.batchErr)
 	}
 }
 
@@ -441,7 +451,9 @@ func (j *journal) commitBatch(ctx context.Context, batch []*job, snap Txn) {
 		// they are handed out only once it has.
 		signed := j.signHeaders(batch)
 		if len(j.recs) > 0 {
+			began := time.Now()
 			err = j.trail.Append(j.recs)
+			j.appendTime += time.Since(began)
 		}
 		<-signed
 		if err != nil && wrote {
@@ -678,6 +690,7 @@ func (j *journal) finish(batch []*job, head chainHead) {
 // succeed answers the jobs of a batch that committed: each its own
 // outcome, after running the after hook of those whose mutation succeeded.
 func (j *journal) succeed(batch []*job) {
+	j.observeRecords(batch)
 	for _, jb := range batch {
 		if jb.err == nil && jb.after != nil {
 			jb.after()
@@ -807,6 +820,7 @@ func (j *journal) signHeaders(batch []*job) <-chan struct{} {
 }
 
 func (j *journal) answer(batch []*job, err error) {
+	j.batchErr = err
 	for _, jb := range batch {
 		jb.err = err
 		jb.done.Done()

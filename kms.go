@@ -61,6 +61,11 @@ type Options struct {
 	// DefaultMinDestroyDelay (one hour); a negative value allows any
 	// delay, none included.
 	MinDestroyDelay time.Duration
+
+	// Observer, when set, receives measurements of the journal's batches
+	// and the activity records they commit, for metrics (observe.go;
+	// package metrics has one for Prometheus).
+	Observer Observer
 }
 
 // Limits are plan limits. Creating a resource past one is a Limit error
@@ -162,7 +167,7 @@ func New(st Store, opts Options) (*Service, error) {
 	if err := s.loadSigningKey(ctx); err != nil {
 		return nil, err
 	}
-	j, err := startJournal(ctx, st, newMACKey(seal.Derive(m, "audit-chain")), s.now, func(err error, msg string) { s.log.Error().Err(err).Msg(msg) })
+	j, err := startJournal(ctx, st, newMACKey(seal.Derive(m, "audit-chain")), s.now, func(err error, msg string) { s.log.Error().Err(err).Msg(msg) }, opts.Observer)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,77 @@
+package kms
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Observer receives measurements of a Service, for a metrics system
+// (package metrics implements it with Prometheus). Its methods run on the
+// journal's goroutine, once per batch of calls, and hold up every call of
+// the next batch while they run: they must be quick and must not block.
+type Observer interface {
+	// ObserveBatch reports a journal batch: how many calls it held, how
+	// long it took from its first call's turn to its answers, how long
+	// the trail's append with its sync took within that (zero when the
+	// batch appended nothing, or the store appends in its own commit),
+	// and the error that failed the whole batch (nil when it committed,
+	// whatever the calls' own outcomes).
+	ObserveBatch(calls int, commit, appendTime time.Duration, err error)
+	// ObserveRecords reports the activity records of a committed batch,
+	// in chain order, before the callers are answered. It must neither
+	// keep nor change them.
+	ObserveRecords(recs []*Activity)
+}
+
+// CacheStat counts the look-ups of one of a Service's caches since it
+// started: a hit found the entry, a miss read the store (or waited for a
+// concurrent read of the same entry).
+type CacheStat struct {
+	Name   string // rings, ring_names, keys, credentials
+	Hits   uint64
+	Misses uint64
+}
+
+// CacheStats returns the counts of the Service's caches, for metrics.
+func (s *Service) CacheStats() []CacheStat {
+	return []CacheStat{
+		s.rings.stat("rings"),
+		s.ringNames.stat("ring_names"),
+		s.keys.stat("keys"),
+		s.principals.stat("credentials"),
+	}
+}
+
+// cacheCounts are a cache's hits and misses.
+type cacheCounts struct {
+	hits, misses atomic.Uint64
+}
+
+func (c *cache[K, V]) stat(name string) CacheStat {
+	return CacheStat{Name: name, Hits: c.counts.hits.Load(), Misses: c.counts.misses.Load()}
+}
+
+// observe reports a batch to the Observer, if any.
+func (j *journal) observe(calls int, start time.Time, err error) {
+	if j.observer != nil {
+		j.observer.ObserveBatch(calls, time.Since(start), j.appendTime, err)
+	}
+}
+
+// observeRecords reports the records of batch, which committed, to the
+// Observer, if any.
+func (j *journal) observeRecords(batch []*job) {
+	if j.observer == nil {
+		return
+	}
+	j.acts = j.acts[:0]
+	for _, jb := range batch {
+		if jb.act != nil {
+			j.acts = append(j.acts, jb.act)
+		}
+	}
+	if len(j.acts) > 0 {
+		j.observer.ObserveRecords(j.acts)
+	}
+	clear(j.acts)
+}
