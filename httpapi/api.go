@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/julienschmidt/httprouter"
 	"github.com/rs/zerolog"
@@ -45,12 +46,25 @@ type Options struct {
 	// order), or the leftmost when the list is shorter. Zero means 1: the
 	// address the one proxy appended.
 	ClientIPHops int
+
+	// Requests, when set, is told of every request once it is answered:
+	// its method, its route pattern ("" when no route matched), its status
+	// and how long it took (package metrics has one for Prometheus).
+	Requests RequestObserver
+}
+
+// RequestObserver receives a measurement of each request. It is called on
+// the request's goroutine after the answer is written, so it must be
+// quick.
+type RequestObserver interface {
+	ObserveRequest(method, route string, status int, d time.Duration)
 }
 
 // api holds what every handler needs.
 type api struct {
 	svc      *kms.Service
 	log      zerolog.Logger
+	requests RequestObserver
 	maxBody  int64
 	ipHeader string
 	ipHops   int
@@ -177,7 +191,7 @@ func New(svc *kms.Service, opts Options) http.Handler {
 // of err's kind, both with err's message, in the JSON shape and with the
 // request log of New.
 func Unavailable(err error, opts Options) http.Handler {
-	a := &api{log: zerolog.Nop()}
+	a := &api{log: zerolog.Nop(), requests: opts.Requests}
 	if opts.Logger != nil {
 		a.log = *opts.Logger
 	}
@@ -195,7 +209,7 @@ func newHandler(svc *kms.Service, opts Options, extra []route) http.Handler {
 	if svc == nil {
 		panic("httpapi: New needs a *kms.Service")
 	}
-	a := &api{svc: svc, log: zerolog.Nop(), maxBody: opts.MaxBodyBytes, ipHeader: http.CanonicalHeaderKey(opts.ClientIPHeader), ipHops: max(opts.ClientIPHops, 1)}
+	a := &api{svc: svc, log: zerolog.Nop(), requests: opts.Requests, maxBody: opts.MaxBodyBytes, ipHeader: http.CanonicalHeaderKey(opts.ClientIPHeader), ipHops: max(opts.ClientIPHops, 1)}
 	if opts.Logger != nil {
 		a.log = *opts.Logger
 	}

@@ -104,6 +104,9 @@ func (a *api) logRequests(next http.Handler) http.Handler {
 		rec := &recorder{ResponseWriter: w, status: http.StatusOK}
 		st := &reqState{rec: rec, raw: w}
 		next.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), stateKey{}, st)))
+		if a.requests != nil {
+			a.requests.ObserveRequest(r.Method, st.route, rec.status, time.Since(start))
+		}
 
 		ev := a.log.Info()
 		if rec.status >= 500 {

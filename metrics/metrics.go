@@ -1,0 +1,283 @@
+// Package metrics measures a ringkms service for Prometheus: the HTTP
+// requests of package httpapi (as an httpapi.RequestObserver), the
+// journal's batches and the activity records of a kms.Service (as a
+// kms.Observer), the Service's caches, and the Go runtime and process.
+// docs/OPERATIONS.md lists every metric, with alert rules.
+//
+//	m := metrics.New(metrics.Options{})
+//	svc, _ := kms.New(store, kms.Options{..., Observer: m})
+//	m.Watch(svc)
+//	api := httpapi.New(svc, httpapi.Options{Requests: m})
+//	mux.Handle("/metrics", m.Handler())
+//
+// The measurements cost the serving path a few atomic additions per
+// request: counters are looked up once per label set and kept, and cache
+// counts are read only when scraped.
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ringkms/kms"
+)
+
+// DefaultMaxRings is Options.MaxRings when it is zero.
+const DefaultMaxRings = 100
+
+// OtherRing is the ring label of the calls of the rings past MaxRings.
+const OtherRing = "other"
+
+// Options configure the metrics.
+type Options struct {
+	// MaxRings caps the rings that get a label of their own in the
+	// per-ring counts, in the order their first call was counted; the
+	// calls of every ring after them count under the ring "other", so
+	// that the number of series stays bounded. Zero means DefaultMaxRings.
+	MaxRings int
+}
+
+// Metrics holds the metrics of one service and the registry they are
+// served from. It is safe for concurrent use.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	reqMu    sync.RWMutex
+	reqs     map[reqKey]reqSeries
+
+	batchSize     prometheus.Histogram
+	commitTime    prometheus.Histogram
+	appendTime    prometheus.Histogram
+	batchFailures prometheus.Counter
+
+	records   *prometheus.CounterVec
+	keyCalls  *prometheus.CounterVec
+	denied    *prometheus.CounterVec
+	throttled *prometheus.CounterVec
+
+	recMu    sync.Mutex // guards what ObserveRecords keeps
+	maxRings int
+	rings    map[string]string // the rings labelled: name -> name
+	series   map[[3]string]prometheus.Counter
+}
+
+type reqKey struct {
+	method, route string
+	status        int
+}
+
+type reqSeries struct {
+	count   prometheus.Counter
+	latency prometheus.Observer
+}
+
+// New returns the metrics, with the Go runtime's and the process's
+// registered.
+func New(opts Options) *Metrics {
+	m := &Metrics{
+		reg:      prometheus.NewRegistry(),
+		reqs:     map[reqKey]reqSeries{},
+		maxRings: opts.MaxRings,
+		rings:    map[string]string{},
+		series:   map[[3]string]prometheus.Counter{},
+	}
+	if m.maxRings <= 0 {
+		m.maxRings = DefaultMaxRings
+	}
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kms_http_requests_total",
+		Help: "HTTP requests answered, by method, route pattern (\"unmatched\" when none matched) and status.",
+	}, []string{"method", "route", "code"})
+	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "kms_http_request_duration_seconds",
+		Help:    "Time from a request's arrival to its answer, by method and route pattern.",
+		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+	}, []string{"method", "route"})
+	m.batchSize = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "kms_journal_batch_calls",
+		Help:    "Calls committed together in one journal batch (one durable write of the store and the trail).",
+		Buckets: prometheus.ExponentialBuckets(1, 2, 11), // 1 to 1024
+	})
+	m.commitTime = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "kms_journal_commit_seconds",
+		Help:    "Time a journal batch took from its turn to its answers, durable writes included.",
+		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+	})
+	m.appendTime = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "kms_trail_append_seconds",
+		Help:    "Time the activity trail took to append a batch's records and sync them to disk (embedded store).",
+		Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
+	})
+	m.batchFailures = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "kms_journal_batch_failures_total",
+		Help: "Journal batches that failed as a whole: their calls were answered an error and nothing of them was kept.",
+	})
+	m.records = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kms_activity_records_total",
+		Help: "Activity records committed, by action and result (ok, or the kind of the error).",
+	}, []string{"action", "result"})
+	m.keyCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kms_key_operations_total",
+		Help: "Successful encrypt and decrypt calls, by operation and key ring (rings past the cap count as \"other\").",
+	}, []string{"operation", "ring"})
+	m.denied = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kms_denied_total",
+		Help: "Calls refused (a missing permission, a credential or a hash, header or Asset that failed its check), by action and reason.",
+	}, []string{"action", "reason"})
+	m.throttled = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kms_throttled_total",
+		Help: "Logins and password reset requests refused by their throttles.",
+	}, []string{"kind"})
+	m.reg.MustRegister(m.requests, m.latency, m.batchSize, m.commitTime, m.appendTime, m.batchFailures,
+		m.records, m.keyCalls, m.denied, m.throttled,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Registry is where the metrics are registered; an embedding program may
+// add its own.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the metrics in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// Watch adds the cache counts of svc, read at each scrape.
+func (m *Metrics) Watch(svc *kms.Service) {
+	m.reg.MustRegister(cacheCollector{svc})
+}
+
+// ObserveRequest counts a request (httpapi.RequestObserver).
+func (m *Metrics) ObserveRequest(method, route string, status int, d time.Duration) {
+	k := reqKey{method, route, status}
+	m.reqMu.RLock()
+	s, ok := m.reqs[k]
+	m.reqMu.RUnlock()
+	if !ok {
+		s = m.requestSeries(k)
+	}
+	s.count.Inc()
+	s.latency.Observe(d.Seconds())
+}
+
+// maxRequestSeries bounds the request series: methods and statuses that
+// clients make up (a route is one of the handler's) could add without
+// end.
+const maxRequestSeries = 2000
+
+func (m *Metrics) requestSeries(k reqKey) reqSeries {
+	route := k.route
+	if route == "" {
+		route = "unmatched"
+	}
+	method := k.method
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions:
+	default:
+		method = "other"
+	}
+	s := reqSeries{
+		count:   m.requests.WithLabelValues(method, route, strconv.Itoa(k.status)),
+		latency: m.latency.WithLabelValues(method, route),
+	}
+	m.reqMu.Lock()
+	if len(m.reqs) < maxRequestSeries {
+		m.reqs[k] = s
+	}
+	m.reqMu.Unlock()
+	return s
+}
+
+// ObserveBatch measures a journal batch (kms.Observer).
+func (m *Metrics) ObserveBatch(calls int, commit, appendTime time.Duration, err error) {
+	m.batchSize.Observe(float64(calls))
+	m.commitTime.Observe(commit.Seconds())
+	if appendTime > 0 {
+		m.appendTime.Observe(appendTime.Seconds())
+	}
+	if err != nil {
+		m.batchFailures.Inc()
+	}
+}
+
+// ObserveRecords counts the records of a batch (kms.Observer).
+func (m *Metrics) ObserveRecords(recs []*kms.Activity) {
+	m.recMu.Lock()
+	defer m.recMu.Unlock()
+	for _, a := range recs {
+		result, _ := a.Props["result"].(string)
+		m.counter(m.records, "r", a.Action, result).Inc()
+		switch {
+		case !a.Valid:
+			m.counter(m.denied, "d", a.Action, result).Inc()
+		case result == "ok" && (a.Action == "encrypt" || a.Action == "decrypt"):
+			m.counter(m.keyCalls, "k", a.Action, m.ringLabel(a.Ring)).Inc()
+		}
+		if result == "rate_limited" {
+			switch a.Action {
+			case "user.login":
+				m.counter(m.throttled, "t", "login", "").Inc()
+			case "user.reset.start":
+				m.counter(m.throttled, "t", "password_reset", "").Inc()
+			}
+		}
+	}
+}
+
+// counter returns the counter of vec (named by tag in the cache) with
+// the labels a and b (b empty: one label), m.recMu held.
+func (m *Metrics) counter(vec *prometheus.CounterVec, tag, a, b string) prometheus.Counter {
+	k := [3]string{tag, a, b}
+	c, ok := m.series[k]
+	if !ok {
+		if b == "" && tag == "t" {
+			c = vec.WithLabelValues(a)
+		} else {
+			c = vec.WithLabelValues(a, b)
+		}
+		m.series[k] = c
+	}
+	return c
+}
+
+// ringLabel is the label of ring: its name among the first MaxRings,
+// else "other". m.recMu held.
+func (m *Metrics) ringLabel(ring string) string {
+	if l, ok := m.rings[ring]; ok {
+		return l
+	}
+	if len(m.rings) >= m.maxRings {
+		return OtherRing
+	}
+	m.rings[ring] = ring
+	return ring
+}
+
+// cacheCollector reads a Service's cache counts at each scrape.
+type cacheCollector struct{ svc *kms.Service }
+
+var (
+	cacheHits   = prometheus.NewDesc("kms_cache_hits_total", "Cache look-ups that found their entry, by cache.", []string{"cache"}, nil)
+	cacheMisses = prometheus.NewDesc("kms_cache_misses_total", "Cache look-ups that read the store, by cache.", []string{"cache"}, nil)
+)
+
+func (c cacheCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- cacheHits
+	ch <- cacheMisses
+}
+
+func (c cacheCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, s := range c.svc.CacheStats() {
+		ch <- prometheus.MustNewConstMetric(cacheHits, prometheus.CounterValue, float64(s.Hits), s.Name)
+		ch <- prometheus.MustNewConstMetric(cacheMisses, prometheus.CounterValue, float64(s.Misses), s.Name)
+	}
+}
