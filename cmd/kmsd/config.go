@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ringkms/kms/metrics"
 	"github.com/ringkms/kms/store/badgerstore"
 )
 
@@ -46,6 +47,11 @@ type config struct {
 	maxUsers    int
 	maxAccounts int
 	maxAPIKeys  int
+
+	metrics          bool   // serve /metrics on the main listener
+	metricsAddr      string // serve /metrics on a listener of its own
+	metricsTokenFile string
+	metricsRings     int
 }
 
 // setting is one flag and the environment variable that backs it.
@@ -81,6 +87,10 @@ var settings = []setting{
 	{"disk-reserve", "KMS_DISK_RESERVE", "size", "free space kept on the disks of -data: below it, kmsd refuses writes (507) until there is room again; 0 turns it off", "256MiB"},
 	{"client-ip-header", "KMS_CLIENT_IP_HEADER", "name", "header with the client address set by a trusted reverse proxy (X-Forwarded-For, X-Real-IP); only behind one", ""},
 	{"client-ip-hops", "KMS_CLIENT_IP_HOPS", "n", "trusted proxies that append to -client-ip-header: the client address is the n-th from the right", "1"},
+	{"metrics", "KMS_METRICS", "", "serve Prometheus metrics at GET /metrics on the main listener", "false"},
+	{"metrics-addr", "KMS_METRICS_ADDR", "host:port", "serve Prometheus metrics at GET /metrics on a listener of their own (plain HTTP)", ""},
+	{"metrics-token-file", "KMS_METRICS_TOKEN_FILE", "file", "file holding a bearer token that GET /metrics requires (or set KMS_METRICS_TOKEN)", ""},
+	{"metrics-rings", "KMS_METRICS_RINGS", "n", "key rings labelled in the per-ring metrics; the calls of others count as ring \"other\"", "100"},
 }
 
 // envOnly are the variables that have no flag.
@@ -91,6 +101,7 @@ var envOnly = [][2]string{
 	{"KMS_SMTP_FROM", "sender address of the mail (required with KMS_SMTP_ADDR)"},
 	{"KMS_SMTP_USER", "SMTP user name (AUTH PLAIN, over STARTTLS)"},
 	{"KMS_SMTP_PASSWORD", "SMTP password"},
+	{"KMS_METRICS_TOKEN", "bearer token that GET /metrics requires (or -metrics-token-file)"},
 }
 
 // usageError is an error in the command line or the environment: kmsd
@@ -144,6 +155,10 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stdout i
 	fs.IntVar(&c.maxUsers, "max-users", 0, "")
 	fs.IntVar(&c.maxAccounts, "max-accounts", 0, "")
 	fs.IntVar(&c.maxAPIKeys, "max-apikeys-per-account", 0, "")
+	fs.BoolVar(&c.metrics, "metrics", false, "")
+	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "")
+	fs.StringVar(&c.metricsTokenFile, "metrics-token-file", "", "")
+	fs.IntVar(&c.metricsRings, "metrics-rings", metrics.DefaultMaxRings, "")
 
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -182,6 +197,14 @@ func (c *config) validate() error {
 	}
 	if c.data == "" {
 		return errors.New("-data: a data directory is required")
+	}
+	if c.metricsAddr != "" {
+		if _, port, err := net.SplitHostPort(c.metricsAddr); err != nil || port == "" {
+			return fmt.Errorf("-metrics-addr %q: want host:port, for example 127.0.0.1:9200", c.metricsAddr)
+		}
+	}
+	if c.metricsRings < 1 {
+		return fmt.Errorf("-metrics-rings %d: want 1 or more", c.metricsRings)
 	}
 	if c.store != "" && !c.postgres() {
 		return fmt.Errorf("-store: want empty (the embedded store in -data) or a postgres:// or postgresql:// URL")

@@ -161,7 +161,8 @@ func call(t testing.TB, client *http.Client, method, url, key string, body any) 
 
 func TestParseConfig(t *testing.T) {
 	defaults := config{addr: "127.0.0.1:8200", data: "./data", logLevel: "info", logFormat: "json", clientIPHops: 1,
-		tokenTTL: time.Hour, sessionLife: 24 * time.Hour, inviteTTL: 7 * 24 * time.Hour, resetTTL: time.Hour, minDestroy: time.Hour, diskReserve: 256 << 20}
+		tokenTTL: time.Hour, sessionLife: 24 * time.Hour, inviteTTL: 7 * 24 * time.Hour, resetTTL: time.Hour, minDestroy: time.Hour, diskReserve: 256 << 20,
+		metricsRings: 100}
 	tests := []struct {
 		name string
 		args []string
@@ -196,6 +197,10 @@ func TestParseConfig(t *testing.T) {
 		{"no destroy delay", []string{"-min-destroy-delay", "0s"}, nil, func(c *config) { c.minDestroy = 0 }},
 		{"behind two proxies", []string{"-client-ip-header", "X-Forwarded-For"}, env{"KMS_CLIENT_IP_HOPS": "2"},
 			func(c *config) { c.clientIP, c.clientIPHops = "X-Forwarded-For", 2 }},
+		{"metrics", []string{"-metrics", "-metrics-rings", "5"}, env{"KMS_METRICS_ADDR": "127.0.0.1:9200", "KMS_METRICS_TOKEN_FILE": "/t"},
+			func(c *config) {
+				c.metrics, c.metricsRings, c.metricsAddr, c.metricsTokenFile = true, 5, "127.0.0.1:9200", "/t"
+			}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -239,6 +244,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"bad disk reserve unit", []string{"-disk-reserve", "10 parsecs"}, nil, "-disk-reserve"},
 		{"negative disk reserve", nil, env{"KMS_DISK_RESERVE": "-1MiB"}, "KMS_DISK_RESERVE"},
 		{"huge disk reserve", []string{"-disk-reserve", "99999999999TiB"}, nil, "-disk-reserve"},
+		{"bad metrics address", []string{"-metrics-addr", "9200"}, nil, "-metrics-addr"},
+		{"no rings labelled", nil, env{"KMS_METRICS_RINGS": "0"}, "-metrics-rings"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

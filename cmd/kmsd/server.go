@@ -84,6 +84,10 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stderr io
 	if err != nil {
 		return err
 	}
+	ms, err := newMetrics(c, getenv)
+	if err != nil {
+		return err
+	}
 
 	if getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(defaultMemoryLimit)
@@ -120,8 +124,23 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stderr io
 	httpLog := log.With().Str("component", "http").Logger()
 	hopts := httpapi.Options{Logger: &httpLog, ClientIPHeader: c.clientIP, ClientIPHops: c.clientIPHops}
 	handler := &switchHandler{}
+	var root http.Handler = handler
+	if ms != nil {
+		hopts.Requests = ms.m
+		if c.metrics {
+			root = withMetrics(ms, handler)
+		}
+		if c.metricsAddr != "" {
+			stop, err := serveMetrics(c.metricsAddr, ms, stderr, log)
+			if err != nil {
+				ln.Close()
+				return err
+			}
+			defer stop()
+		}
+	}
 	srv := &http.Server{
-		Handler:           handler,
+		Handler:           root,
 		TLSConfig:         tlsConfig,
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
@@ -163,6 +182,9 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stderr io
 		TokenTTL: c.tokenTTL, SessionLifetime: c.sessionLife, InviteTTL: c.inviteTTL, ResetTTL: c.resetTTL,
 		Limits:          kms.Limits{MaxKeyRings: c.maxKeyRings, MaxUsers: c.maxUsers, MaxAccounts: c.maxAccounts, MaxAPIKeysPerAccount: c.maxAPIKeys},
 		MinDestroyDelay: c.minDestroy,
+	}
+	if ms != nil {
+		svcOpts.Observer = ms.m
 	}
 	if c.minDestroy == 0 {
 		svcOpts.MinDestroyDelay = -1 // none; the Options' zero is the default
@@ -224,6 +246,9 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stderr io
 		errSvc := svc.Close()
 		errSt := st.Close()
 		return errors.Join(errSvc, errSt)
+	}
+	if ms != nil {
+		ms.m.Watch(svc)
 	}
 	handler.set(httpapi.New(svc, hopts))
 	if !serving {

@@ -1,0 +1,112 @@
+package e2e
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/kmsdtest"
+)
+
+// TestMetrics: kmsd serves its Prometheus metrics on the main listener
+// and on one of their own, behind their bearer token, and they count the
+// calls made.
+func TestMetrics(t *testing.T) {
+	in := newInstance(t)
+	v := newValidator(t)
+	const token = "metrics-token-of-the-e2e-test"
+	// A free port for the metrics' own listener.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsAddr := ln.Addr().String()
+	ln.Close()
+	args := []string{"-addr", "127.0.0.1:0", "-data", in.data, "-mail-outbox", in.outbox, "-log-level", "warn",
+		"-metrics", "-metrics-addr", metricsAddr}
+	p := kmsdtest.Launch(t, kmsdPath, append(in.env(), "KMS_METRICS_TOKEN="+token), args...)
+	p.Listen(t, startTimeout)
+	c := clientOf(p, t, v, in.bootstrap)
+	bg := context.Background()
+	must[*kms.CreateKeyRingResult](t, "CreateKeyRing")(c.CreateKeyRing(bg, kms.CreateKeyRingInput{Name: "metered"}))
+	for range 5 {
+		must[*kms.EncryptResult](t, "Encrypt")(c.Encrypt(bg, kms.EncryptInput{RingName: "metered"}))
+	}
+
+	get := func(url, bearer string) (*http.Response, map[string]*dto.MetricFamily) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", url, nil)
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return resp, nil
+		}
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		f, err := parser.TextToMetricFamilies(resp.Body)
+		if err != nil {
+			t.Fatalf("parse %s: %v", url, err)
+		}
+		return resp, f
+	}
+	for _, url := range []string{p.URL + "/metrics", "http://" + metricsAddr + "/metrics"} {
+		if resp, _ := get(url, ""); resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("GET %s without the token = %d, want 401", url, resp.StatusCode)
+		}
+		if resp, _ := get(url, "wrong-token-wrong-token"); resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("GET %s with a wrong token = %d, want 401", url, resp.StatusCode)
+		}
+		_, f := get(url, token)
+		if f == nil {
+			t.Fatalf("GET %s with the token failed", url)
+		}
+		if got := counter(f, "kms_key_operations_total", "operation", "encrypt", "ring", "metered"); got != 5 {
+			t.Fatalf("%s: kms_key_operations_total{encrypt, metered} = %v, want 5", url, got)
+		}
+		if got := counter(f, "kms_http_requests_total", "route", "/ks/encrypt", "code", "200"); got != 5 {
+			t.Fatalf("%s: kms_http_requests_total{/ks/encrypt, 200} = %v, want 5", url, got)
+		}
+	}
+	p.Stop(t)
+	// The token never reaches kmsd's output.
+	if strings.Contains(p.Stdout.String()+p.Stderr.String(), token) {
+		t.Fatal("kmsd's output holds the metrics token")
+	}
+}
+
+// counter returns the value of the counter of family name whose labels
+// include the pairs kv, or -1.
+func counter(f map[string]*dto.MetricFamily, name string, kv ...string) float64 {
+	fam := f[name]
+	if fam == nil {
+		return -1
+	}
+next:
+	for _, m := range fam.Metric {
+		for i := 0; i+1 < len(kv); i += 2 {
+			found := false
+			for _, l := range m.Label {
+				if l.GetName() == kv[i] && l.GetValue() == kv[i+1] {
+					found = true
+				}
+			}
+			if !found {
+				continue next
+			}
+		}
+		return m.GetCounter().GetValue()
+	}
+	return -1
+}
