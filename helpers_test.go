@@ -10,6 +10,7 @@ import (
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/internal/pgtest"
 	"github.com/ringkms/kms/store/badgerstore"
+	"github.com/ringkms/kms/store/pgstore"
 )
 
 // TestMain shares one PostgreSQL server among the tests that run on one
@@ -126,3 +127,50 @@ func newMemStore(tb testing.TB) kms.Store {
 	}
 	return st
 }
+
+// pgNodes starts n Services with opts over one new PostgreSQL database,
+// as the nodes of a cluster, closed at the end of the test. wrap, when
+// set, gives the store node i runs on, over its own.
+func pgNodes(t *testing.T, n int, opts kms.Options, wrap func(i int, st kms.Store) kms.Store) []*kms.Service {
+	t.Helper()
+	url := pgtest.URL(t)
+	nodes := make([]*kms.Service, n)
+	for i := range nodes {
+		pst, err := pgstore.Open(context.Background(), url, pgstore.Options{})
+		if err != nil {
+			t.Fatalf("pgstore.Open = %v", err)
+		}
+		var st kms.Store = pst
+		if wrap != nil {
+			st = wrap(i, pst)
+		}
+		svc, err := kms.New(st, opts)
+		if err != nil {
+			pst.Close()
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			svc.Close()
+			pst.Close()
+		})
+		nodes[i] = svc
+	}
+	return nodes
+}
+
+// bootstrapRoot bootstraps svc with a generated secret and returns a
+// context acting as its root key.
+func bootstrapRoot(t *testing.T, svc *kms.Service) context.Context {
+	t.Helper()
+	ctx := context.Background()
+	b, err := svc.Bootstrap(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := svc.Authenticate(ctx, b.Secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kms.WithPrincipal(ctx, p)
+}
+

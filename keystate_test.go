@@ -13,9 +13,7 @@ import (
 	"github.com/dgraph-io/badger/v4/options"
 
 	"github.com/ringkms/kms"
-	"github.com/ringkms/kms/internal/pgtest"
 	"github.com/ringkms/kms/store/badgerstore"
-	"github.com/ringkms/kms/store/pgstore"
 )
 
 // wantState fails unless err is a use of a key in state (Error.State).
@@ -345,35 +343,10 @@ func filesHolding(t *testing.T, dir string, b []byte) []string {
 // TestDestroyOnceAcrossNodes: two Services over one PostgreSQL store
 // race to destroy a due key; it is destroyed once, with one record.
 func TestDestroyOnceAcrossNodes(t *testing.T) {
-	url := pgtest.URL(t)
 	ctx := context.Background()
 	clock := newFixedClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	mk := kms.GenerateMasterKey()
-	var nodes []*kms.Service
-	for range 2 {
-		st, err := pgstore.Open(ctx, url, pgstore.Options{})
-		if err != nil {
-			t.Fatalf("pgstore.Open = %v", err)
-		}
-		svc, err := kms.New(st, kms.Options{MasterKey: mk, Now: clock.now, MinDestroyDelay: -1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			svc.Close()
-			st.Close()
-		})
-		nodes = append(nodes, svc)
-	}
-	b, err := nodes[0].Bootstrap(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := nodes[0].Authenticate(ctx, b.Secret)
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := kms.WithPrincipal(ctx, p)
+	nodes := pgNodes(t, 2, kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.now, MinDestroyDelay: -1}, nil)
+	root := bootstrapRoot(t, nodes[0])
 	created, err := nodes[0].CreateKeyRing(root, kms.CreateKeyRingInput{Name: "r", KEM: "x25519"})
 	if err != nil {
 		t.Fatal(err)
@@ -419,29 +392,13 @@ type unwatched struct{ kms.Store }
 // "rotate": true) refuses to hand the old key out: the encrypt's commit
 // checks the key it hands out.
 func TestStaleNodeNeverHandsOutDisabledKey(t *testing.T) {
-	url := pgtest.URL(t)
 	ctx := context.Background()
-	mk := kms.GenerateMasterKey()
-	var nodes [2]*kms.Service
-	for i := range nodes {
-		pst, err := pgstore.Open(ctx, url, pgstore.Options{})
-		if err != nil {
-			t.Fatalf("pgstore.Open = %v", err)
-		}
-		var st kms.Store = pst
+	nodes := pgNodes(t, 2, kms.Options{MasterKey: kms.GenerateMasterKey()}, func(i int, st kms.Store) kms.Store {
 		if i == 1 {
-			st = unwatched{pst}
+			return unwatched{st}
 		}
-		svc, err := kms.New(st, kms.Options{MasterKey: mk})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			svc.Close()
-			pst.Close()
-		})
-		nodes[i] = svc
-	}
+		return st
+	})
 	const secret = "stale-node-bootstrap-secret-0123456789"
 	if _, err := nodes[0].Bootstrap(ctx, secret); err != nil {
 		t.Fatal(err)

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/ringkms/kms"
-	"github.com/ringkms/kms/internal/pgtest"
-	"github.com/ringkms/kms/store/pgstore"
 )
 
 func wantUsage(tb testing.TB, svc *kms.Service, ctx context.Context, ring, keyID string, enc, dec uint64) *kms.KeyUsage {
@@ -342,34 +340,8 @@ func TestSearchAssetsByKey(t *testing.T) {
 // TestKeyUsageAcrossNodes: two Services on one PostgreSQL database count
 // every call of either, once.
 func TestKeyUsageAcrossNodes(t *testing.T) {
-	url := pgtest.URL(t)
-	ctx := context.Background()
-	mk := kms.GenerateMasterKey()
-	var nodes []*kms.Service
-	for range 2 {
-		st, err := pgstore.Open(ctx, url, pgstore.Options{})
-		if err != nil {
-			t.Fatalf("pgstore.Open = %v", err)
-		}
-		svc, err := kms.New(st, kms.Options{MasterKey: mk})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			svc.Close()
-			st.Close()
-		})
-		nodes = append(nodes, svc)
-	}
-	b, err := nodes[0].Bootstrap(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := nodes[0].Authenticate(ctx, b.Secret)
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := kms.WithPrincipal(ctx, p)
+	nodes := pgNodes(t, 2, kms.Options{MasterKey: kms.GenerateMasterKey()}, nil)
+	root := bootstrapRoot(t, nodes[0])
 	created, err := nodes[0].CreateKeyRing(root, kms.CreateKeyRingInput{Name: "r", KEM: "x25519"})
 	if err != nil {
 		t.Fatal(err)

@@ -7,12 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
-
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/internal/kmsdtest"
+	"github.com/ringkms/kms/internal/promtest"
 )
 
 // TestMetrics: kmsd serves its Prometheus metrics on the main listener
@@ -40,7 +37,7 @@ func TestMetrics(t *testing.T) {
 		must[*kms.EncryptResult](t, "Encrypt")(c.Encrypt(bg, kms.EncryptInput{RingName: "metered"}))
 	}
 
-	get := func(url, bearer string) (*http.Response, map[string]*dto.MetricFamily) {
+	get := func(url, bearer string) (*http.Response, promtest.Families) {
 		t.Helper()
 		req, _ := http.NewRequest("GET", url, nil)
 		if bearer != "" {
@@ -54,8 +51,7 @@ func TestMetrics(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			return resp, nil
 		}
-		parser := expfmt.NewTextParser(model.UTF8Validation)
-		f, err := parser.TextToMetricFamilies(resp.Body)
+		f, err := promtest.Parse(resp.Body)
 		if err != nil {
 			t.Fatalf("parse %s: %v", url, err)
 		}
@@ -72,10 +68,10 @@ func TestMetrics(t *testing.T) {
 		if f == nil {
 			t.Fatalf("GET %s with the token failed", url)
 		}
-		if got := counter(f, "kms_key_operations_total", "operation", "encrypt", "ring", "metered"); got != 5 {
+		if got := f.Value("kms_key_operations_total", "operation=encrypt", "ring=metered"); got != 5 {
 			t.Fatalf("%s: kms_key_operations_total{encrypt, metered} = %v, want 5", url, got)
 		}
-		if got := counter(f, "kms_http_requests_total", "route", "/ks/encrypt", "code", "200"); got != 5 {
+		if got := f.Value("kms_http_requests_total", "route=/ks/encrypt", "code=200"); got != 5 {
 			t.Fatalf("%s: kms_http_requests_total{/ks/encrypt, 200} = %v, want 5", url, got)
 		}
 	}
@@ -84,29 +80,4 @@ func TestMetrics(t *testing.T) {
 	if strings.Contains(p.Stdout.String()+p.Stderr.String(), token) {
 		t.Fatal("kmsd's output holds the metrics token")
 	}
-}
-
-// counter returns the value of the counter of family name whose labels
-// include the pairs kv, or -1.
-func counter(f map[string]*dto.MetricFamily, name string, kv ...string) float64 {
-	fam := f[name]
-	if fam == nil {
-		return -1
-	}
-next:
-	for _, m := range fam.Metric {
-		for i := 0; i+1 < len(kv); i += 2 {
-			found := false
-			for _, l := range m.Label {
-				if l.GetName() == kv[i] && l.GetValue() == kv[i+1] {
-					found = true
-				}
-			}
-			if !found {
-				continue next
-			}
-		}
-		return m.GetCounter().GetValue()
-	}
-	return -1
 }

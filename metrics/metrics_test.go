@@ -8,61 +8,26 @@ import (
 	"strings"
 	"testing"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
-
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/httpapi"
+	"github.com/ringkms/kms/internal/promtest"
 	"github.com/ringkms/kms/metrics"
 	"github.com/ringkms/kms/store/badgerstore"
 )
 
 // scrape reads h's metrics with the Prometheus text parser.
-func scrape(t *testing.T, h http.Handler) map[string]*dto.MetricFamily {
+func scrape(t *testing.T, h http.Handler) promtest.Families {
 	t.Helper()
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	if rec.Code != http.StatusOK {
 		t.Fatalf("GET /metrics = %d", rec.Code)
 	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(rec.Body)
+	f, err := promtest.Parse(rec.Body)
 	if err != nil {
 		t.Fatalf("parse the metrics: %v", err)
 	}
-	return families
-}
-
-// value returns the value of the series of family name whose labels
-// include want ("k=v" pairs), or -1 when there is none.
-func value(families map[string]*dto.MetricFamily, name string, want ...string) float64 {
-	f := families[name]
-	if f == nil {
-		return -1
-	}
-next:
-	for _, m := range f.Metric {
-		labels := map[string]string{}
-		for _, l := range m.Label {
-			labels[l.GetName()] = l.GetValue()
-		}
-		for _, kv := range want {
-			k, v, _ := strings.Cut(kv, "=")
-			if labels[k] != v {
-				continue next
-			}
-		}
-		switch {
-		case m.Counter != nil:
-			return m.Counter.GetValue()
-		case m.Gauge != nil:
-			return m.Gauge.GetValue()
-		case m.Histogram != nil:
-			return float64(m.Histogram.GetSampleCount())
-		}
-	}
-	return -1
+	return f
 }
 
 // TestMetrics: requests, journal batches, records, per-ring calls (with
@@ -143,23 +108,23 @@ func TestMetrics(t *testing.T) {
 		{"kms_activity_records_total", []string{"action=encrypt", "result=ok"}, 6},
 		{"kms_denied_total", []string{"action=encrypt", "reason=permission_denied"}, 1},
 	} {
-		if got := value(f, c.name, c.labels...); got != c.want {
+		if got := f.Value(c.name, c.labels...); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
 		}
 	}
-	if got := value(f, "kms_key_operations_total", "ring=r3"); got != -1 {
+	if got := f.Value("kms_key_operations_total", "ring=r3"); got != -1 {
 		t.Errorf("ring r3, past the cap, has a series of its own: %v", got)
 	}
 	for _, name := range []string{"kms_journal_batch_calls", "kms_journal_commit_seconds", "kms_trail_append_seconds"} {
-		if got := value(f, name); got <= 0 {
+		if got := f.Value(name); got <= 0 {
 			t.Errorf("%s: %v observations, want some", name, got)
 		}
 	}
-	if got := value(f, "kms_cache_hits_total", "cache=credentials"); got <= 0 {
+	if got := f.Value("kms_cache_hits_total", "cache=credentials"); got <= 0 {
 		t.Errorf("kms_cache_hits_total{cache=credentials} = %v, want hits", got)
 	}
 	for _, name := range []string{"go_goroutines", "process_resident_memory_bytes"} {
-		if value(f, name) < 0 {
+		if f.Value(name) < 0 {
 			t.Errorf("%s missing", name)
 		}
 	}
@@ -171,7 +136,7 @@ func TestRequestSeriesBounded(t *testing.T) {
 	for i := range 50 {
 		m.ObserveRequest(fmt.Sprintf("X%d", i), "", 405, 0)
 	}
-	if got := value(scrape(t, m.Handler()), "kms_http_requests_total", "method=other", "code=405"); got != 50 {
+	if got := scrape(t, m.Handler()).Value("kms_http_requests_total", "method=other", "code=405"); got != 50 {
 		t.Fatalf("requests of made-up methods under method=other: %v, want 50", got)
 	}
 }
