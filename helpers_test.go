@@ -43,16 +43,8 @@ func newEnvOn(tb testing.TB, st kms.Store, opts kms.Options) *env {
 		svc.Close()
 		st.Close()
 	})
-	ctx := context.Background()
-	b, err := svc.Bootstrap(ctx, "")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	p, err := svc.Authenticate(ctx, b.Secret)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return &env{svc: svc, root: kms.WithPrincipal(ctx, p), acct: b.AccountID}
+	root := bootstrapRoot(tb, svc)
+	return &env{svc: svc, root: root, acct: kms.PrincipalFrom(root).AccountID}
 }
 
 // as returns a context acting with a new API key of the root Account that
@@ -160,16 +152,16 @@ func pgNodes(t *testing.T, n int, opts kms.Options, wrap func(i int, st kms.Stor
 
 // bootstrapRoot bootstraps svc with a generated secret and returns a
 // context acting as its root key.
-func bootstrapRoot(t *testing.T, svc *kms.Service) context.Context {
-	t.Helper()
+func bootstrapRoot(tb testing.TB, svc *kms.Service) context.Context {
+	tb.Helper()
 	ctx := context.Background()
 	b, err := svc.Bootstrap(ctx, "")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	p, err := svc.Authenticate(ctx, b.Secret)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return kms.WithPrincipal(ctx, p)
 }
