@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"os/signal"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -65,13 +67,16 @@ const baselineEnv = "KMSBENCH_BASELINE_SERVER"
 
 // startBaseline runs this program again as the baseline server and waits
 // until it listens; the caller stops it with terminate.
-func startBaseline(ctx context.Context) (*process, error) {
+func startBaseline(ctx context.Context, tls *tlsFiles) (*process, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), baselineEnv+"=1")
+	if tls != nil {
+		cmd.Env = append(cmd.Env, baselineTLSEnv+"="+tls.cert+":"+tls.key)
+	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -80,24 +85,29 @@ func startBaseline(ctx context.Context) (*process, error) {
 	return startProcess(ctx, "the baseline server", cmd, stdout, baselineListeningRE)
 }
 
-var baselineListeningRE = regexp.MustCompile(`^baseline listening on (http://\S+)$`)
+var baselineListeningRE = regexp.MustCompile(`^baseline listening on (https?://\S+)$`)
 
 // baselineMain is main for the baseline server: serveBaseline until
 // SIGTERM or SIGINT.
 func baselineMain() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := serveBaseline(ctx, os.Stdout); err != nil {
+	var certFile, keyFile string
+	if v := os.Getenv(baselineTLSEnv); v != "" {
+		certFile, keyFile, _ = strings.Cut(v, ":")
+	}
+	if err := serveBaseline(ctx, os.Stdout, certFile, keyFile); err != nil {
 		fmt.Fprintf(os.Stderr, "kmsbench baseline server: %v\n", err)
 		os.Exit(1)
 	}
 }
 
 // serveBaseline is the baseline server: it serves baselineHandler on
-// 127.0.0.1:0, with kmsd's server timeouts, writes the line "baseline
-// listening on URL" to stdout, and serves until ctx is done (SIGTERM, as
-// kmsd).
-func serveBaseline(ctx context.Context, stdout io.Writer) error {
+// 127.0.0.1:0, with kmsd's server timeouts (over TLS with certFile and
+// keyFile, as kmsd's -tls-cert and -tls-key, when they are set), writes
+// the line "baseline listening on URL" to stdout, and serves until ctx is
+// done (SIGTERM, as kmsd).
+func serveBaseline(ctx context.Context, stdout io.Writer, certFile, keyFile string) error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
@@ -110,8 +120,15 @@ func serveBaseline(ctx context.Context, stdout io.Writer) error {
 		IdleTimeout:       2 * time.Minute,
 	}
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	fmt.Fprintf(stdout, "baseline listening on http://%s\n", ln.Addr())
+	scheme := "http"
+	if certFile != "" {
+		scheme = "https"
+		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12} // kmsd's
+		go func() { served <- srv.ServeTLS(ln, certFile, keyFile) }()
+	} else {
+		go func() { served <- srv.Serve(ln) }()
+	}
+	fmt.Fprintf(stdout, "baseline listening on %s://%s\n", scheme, ln.Addr())
 	select {
 	case err := <-served:
 		return err

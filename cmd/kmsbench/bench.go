@@ -13,6 +13,7 @@ import (
 // bench holds what every step of a run needs.
 type bench struct {
 	o      *options
+	tls    *tlsFiles // with -tls: the run's certificate
 	client *http.Client
 	stderr io.Writer // notes and progress
 	tty    bool      // stderr is a terminal
@@ -42,7 +43,7 @@ func (b *bench) startClusters(ctx context.Context) ([]*cluster, error) {
 	started := func(k *kmsd) {
 		b.notef("%s (pid %d) listening on %s", k.name, k.cmd.Process.Pid, k.url)
 	}
-	cl, err := startCluster(ctx, newKmsdConfig(bin, o.logLevel, o.store, o.rss), o.nodes, "kmsd", started)
+	cl, err := startCluster(ctx, newKmsdConfig(bin, o.logLevel, o.store, o.rss, b.tls), o.nodes, "kmsd", started)
 	if err != nil {
 		return nil, err
 	}
@@ -50,7 +51,7 @@ func (b *bench) startClusters(ctx context.Context) ([]*cluster, error) {
 		return []*cluster{cl}, nil
 	}
 	cl.target = "postgres"
-	emb, err := startCluster(ctx, newKmsdConfig(bin, o.logLevel, "", o.rss), 1, "embedded kmsd", started)
+	emb, err := startCluster(ctx, newKmsdConfig(bin, o.logLevel, "", o.rss, b.tls), 1, "embedded kmsd", started)
 	if err != nil {
 		cl.stop()
 		return nil, err
@@ -135,7 +136,7 @@ func (b *bench) cause(ctx context.Context, err error) error {
 // startBaseline starts the baseline server; the caller stops it with
 // terminate.
 func (b *bench) startBaseline(ctx context.Context) (*process, error) {
-	srv, err := startBaseline(ctx)
+	srv, err := startBaseline(ctx, b.tls)
 	if err != nil {
 		return nil, fmt.Errorf("baseline: %w", err)
 	}
@@ -158,6 +159,7 @@ func (b *bench) measure(ctx context.Context, targets []target) ([]*stats, error)
 	o := b.o
 	loads := make([]*load, len(targets))
 	meters := make([]*cpuMeter, len(targets))
+	selves := make([]*cpuMeter, len(targets)) // kmsbench's own CPU time, per target
 	for i, t := range targets {
 		loads[i] = &load{
 			client:      b.client,
@@ -167,6 +169,7 @@ func (b *bench) measure(ctx context.Context, targets []target) ([]*stats, error)
 			concurrency: o.concurrency,
 		}
 		meters[i] = newCPUMeter(t.pids)
+		selves[i] = newCPUMeter([]int{os.Getpid()})
 	}
 	if o.warmup > 0 {
 		for i, l := range loads {
@@ -186,6 +189,9 @@ func (b *bench) measure(ctx context.Context, targets []target) ([]*stats, error)
 	defer func() {
 		for i, m := range meters {
 			total[i].cpu = m.result()
+			if self := selves[i].result(); self != nil {
+				total[i].clientCPU, total[i].clientKnown = self[0], true
+			}
 		}
 	}()
 	for round := range rounds {
@@ -197,7 +203,9 @@ func (b *bench) measure(ctx context.Context, targets []target) ([]*stats, error)
 			if rounds > 1 {
 				l.label = fmt.Sprintf("%s %d/%d", targets[i].name, round+1, rounds)
 			}
-			meters[i].around(func() { total[i].add(l.run(ctx)) })
+			selves[i].around(func() {
+				meters[i].around(func() { total[i].add(l.run(ctx)) })
+			})
 			if ctx.Err() != nil {
 				return total, ctx.Err()
 			}

@@ -140,7 +140,7 @@ func checkNodes(t *testing.T, sum *jsonSummary, urls []string, n int64) {
 // through the first.
 func TestRunTwoURLs(t *testing.T) {
 	bin := testKmsd(t)
-	cl, err := startCluster(context.Background(), newKmsdConfig(bin, "warn", "", false), 1, "kmsd", func(*kmsd) {})
+	cl, err := startCluster(context.Background(), newKmsdConfig(bin, "warn", "", false, nil), 1, "kmsd", func(*kmsd) {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,5 +285,32 @@ func TestRunEmbedded(t *testing.T) {
 	}
 	if len(sum.RSS) != 3 || sum.RSS[0].Target != "postgres" || sum.RSS[2].Target != "embedded" || sum.RSS[2].Node != embURL || sum.RSS[2].PeakBytes <= 0 {
 		t.Errorf("rss = %+v, want the memory of the 2 postgres nodes and of the embedded kmsd", sum.RSS)
+	}
+}
+
+// TestRunTLS: with -tls, kmsd and the baseline serve HTTPS with the run's
+// certificate, the load goes over it, and each row has the CPU per
+// request of its server and of kmsbench itself.
+func TestRunTLS(t *testing.T) {
+	bin := testKmsd(t)
+	sum, stderr := runJSON(t, noEnv, "-start", "-tls", "-baseline", "-kmsd", bin, "-kmsd-log-level", "warn",
+		"-c", "4", "-d", "2s", "-rounds", "2", "-warmup", "100ms")
+	checkStopped(t, startedPIDs(t, stderr))
+	if len(sum.Rows) != 2 || sum.Rows[0].Target != "kmsd" || sum.Rows[1].Target != "baseline" {
+		t.Fatalf("rows = %+v, want kmsd and baseline", sum.Rows)
+	}
+	for _, r := range sum.Rows {
+		if !strings.HasPrefix(r.URL, "https://127.0.0.1:") {
+			t.Errorf("%s served at %s, want https", r.Target, r.URL)
+		}
+		if r.Requests == 0 || r.Errors != 0 {
+			t.Errorf("%s row: %d requests, %d errors %v", r.Target, r.Requests, r.Errors, r.ErrorsByStatus)
+		}
+		if r.CPUUsPerReq == nil || *r.CPUUsPerReq <= 0 || r.ClientCPUUsPerReq == nil || *r.ClientCPUUsPerReq <= 0 {
+			t.Errorf("%s row: server %v, client %v µs a request; want both above 0", r.Target, r.CPUUsPerReq, r.ClientCPUUsPerReq)
+		}
+	}
+	if r := sum.Ratios; r == nil || r.CPUFactor == nil {
+		t.Errorf("ratios = %+v, want a CPU factor", r)
 	}
 }

@@ -143,12 +143,13 @@ type kmsdConfig struct {
 	masterKey string // base64, the same for every node
 	key       string // the bootstrap API key, with the flag "*"
 	sampleRSS bool   // read kmsd's resident memory every second until stop
+	tls       *tlsFiles // with -tls: kmsd's certificate and key
 }
 
 // newKmsdConfig returns the configuration of kmsd processes with a
 // random master key and a random bootstrap API key.
-func newKmsdConfig(bin, logLevel, store string, sampleRSS bool) *kmsdConfig {
-	return &kmsdConfig{bin: bin, logLevel: logLevel, store: store, sampleRSS: sampleRSS,
+func newKmsdConfig(bin, logLevel, store string, sampleRSS bool, tls *tlsFiles) *kmsdConfig {
+	return &kmsdConfig{bin: bin, logLevel: logLevel, store: store, sampleRSS: sampleRSS, tls: tls,
 		masterKey: randomBase64(32), key: "kmsbench-" + randomBase64(32)}
 }
 
@@ -160,7 +161,11 @@ func startKmsd(ctx context.Context, name string, c *kmsdConfig) (*kmsd, error) {
 		return nil, err
 	}
 	k := &kmsd{dataDir: dataDir}
-	cmd := exec.Command(c.bin, "-addr", "127.0.0.1:0", "-data", dataDir, "-log-level", c.logLevel)
+	args := []string{"-addr", "127.0.0.1:0", "-data", dataDir, "-log-level", c.logLevel}
+	if c.tls != nil {
+		args = append(args, "-tls-cert", c.tls.cert, "-tls-key", c.tls.key)
+	}
+	cmd := exec.Command(c.bin, args...)
 	cmd.Env = append(withoutKMS(os.Environ()),
 		"KMS_MASTER_KEY="+c.masterKey,
 		"KMS_BOOTSTRAP_API_KEY="+c.key)

@@ -57,6 +57,10 @@ type stats struct {
 	// measured loads, in the order of the urls; nil when not known. The
 	// caller that reads it (bench.measure) sets it; add leaves it.
 	cpu []time.Duration
+	// clientCPU is the CPU time kmsbench spent sending the measured
+	// loads and reading their answers, when clientKnown. Set as cpu is.
+	clientCPU   time.Duration
+	clientKnown bool
 }
 
 // nodeCount is what one node of a target was sent.
@@ -67,17 +71,22 @@ type nodeCount struct {
 // newClient returns the HTTP client of every target: one keep-alive
 // Transport with room for concurrency connections per host, no proxy (the
 // traffic must stay on the address given), no redirects, and timeout on
-// each request.
-func newClient(concurrency int, timeout time.Duration) *http.Client {
+// each request. With tls, it trusts the run's certificate (and no other),
+// over HTTP/1.1 as without.
+func newClient(concurrency int, timeout time.Duration, tls *tlsFiles) *http.Client {
+	tr := &http.Transport{
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        2 * concurrency,
+		MaxIdleConnsPerHost: concurrency,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+	}
+	if tls != nil {
+		tr.TLSClientConfig = tls.clientConfig()
+	}
 	return &http.Client{
-		Transport: &http.Transport{
-			Proxy:               nil,
-			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-			MaxIdleConns:        2 * concurrency,
-			MaxIdleConnsPerHost: concurrency,
-			IdleConnTimeout:     90 * time.Second,
-			DisableCompression:  true,
-		},
+		Transport:     tr,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		Timeout:       timeout,
 	}

@@ -59,7 +59,7 @@ func newFakeServer(t testing.TB, delay time.Duration) *fakeServer {
 
 func newTestLoad(url string, c int, d time.Duration, n int64) *load {
 	return &load{
-		client:      newClient(c, 5*time.Second),
+		client:      newClient(c, 5*time.Second, nil),
 		urls:        []string{url},
 		key:         "k",
 		pick:        func(*rand.Rand) request { return request{path: "/ks/encrypt", body: []byte(`{"ringname":"r"}`)} },
@@ -241,7 +241,7 @@ func TestMain(m *testing.M) {
 // TestStartBaseline starts the baseline server as a process, calls it and
 // stops it.
 func TestStartBaseline(t *testing.T) {
-	srv, err := startBaseline(context.Background())
+	srv, err := startBaseline(context.Background(), nil)
 	if err != nil {
 		t.Fatalf("startBaseline = %v", err)
 	}
@@ -312,7 +312,7 @@ func TestMeasureTakesTurns(t *testing.T) {
 	}
 	a, b := server("a"), server("b")
 	o := &options{concurrency: 4, duration: time.Minute, requests: 31, embedded: true, rounds: 3}
-	bn := &bench{o: o, client: newClient(o.concurrency, 5*time.Second), stderr: io.Discard}
+	bn := &bench{o: o, client: newClient(o.concurrency, 5*time.Second, nil), stderr: io.Discard}
 	work := func(ring string) *workload { return &workload{mode: "encrypt", encrypt: newEncrypt(ring, false)} }
 	all, err := bn.measure(context.Background(), []target{
 		{name: "a", urls: []string{a.URL}, key: "k", pids: []int{os.Getpid()}, work: work("a")},

@@ -108,6 +108,7 @@ type options struct {
 	rounds      int
 	rss         bool
 	json        bool
+	tls         bool
 }
 
 const usageHead = `Usage: kmsbench -start [-store postgres://... [-nodes N] [-embedded]] [flags]
@@ -154,6 +155,17 @@ the warm-up, the making of the hashes, the idle turns, PostgreSQL's own
 processes and kmsbench itself; Linux counts in ticks of 10 ms, so runs of
 a few seconds give coarse figures. Without /proc, the figures are left out.
 
+The load generator's own CPU per request ("client µs/req") is kmsbench's
+CPU time over each target's measured loads, by its requests: with the
+server's, what a request costs the machine, so that a change can be
+judged by the server's cost alone on a machine whose speed drifts.
+
+With -tls (and -start), kmsbench makes a self-signed ECDSA P-256
+certificate for 127.0.0.1 for the run, serves kmsd (-tls-cert, -tls-key)
+and the baseline over TLS with it, and loads them over HTTPS (Go's TLS
+defaults, HTTP/1.1 keep-alive, as without -tls), trusting that
+certificate alone.
+
 Flags:
 `
 
@@ -186,6 +198,7 @@ func parseFlags(args []string, getenv func(string) string, stdout io.Writer) (*o
 	fs.IntVar(&o.rounds, "rounds", 5, "with -baseline or -embedded: take turns between the targets in `R` rounds, each loading one target for 1/R of -d (and of -n)")
 	fs.BoolVar(&o.rss, "rss", false, "with -start: sample the resident memory (VmRSS) of each kmsd every second and report the peak")
 	fs.BoolVar(&o.json, "json", false, "print the summary as JSON instead of a table")
+	fs.BoolVar(&o.tls, "tls", false, "with -start: serve kmsd (and the baseline) over TLS with a certificate made for the run, and load them over it")
 
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -221,8 +234,8 @@ func (o *options) validate(set map[string]bool) error {
 		return errors.New("give -url of a running kmsd (and its API key), or -start")
 	case !o.start && o.key == "":
 		return errors.New("-url needs an API key: set KMSBENCH_KEY (or -key)")
-	case !o.start && (o.kmsd != "" || o.rss || set["store"] || set["nodes"]):
-		return errors.New("-kmsd, -rss, -store and -nodes go with -start")
+	case !o.start && (o.kmsd != "" || o.rss || o.tls || set["store"] || set["nodes"]):
+		return errors.New("-kmsd, -rss, -tls, -store and -nodes go with -start")
 	case o.store != "" && !strings.HasPrefix(o.store, "postgres://") && !strings.HasPrefix(o.store, "postgresql://"):
 		// Not quoted: the URL may hold a password.
 		return errors.New("-store: want a PostgreSQL URL, postgres://... or postgresql://...")
@@ -330,7 +343,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	b := &bench{o: o, client: newClient(o.concurrency, o.timeout), stderr: stderr, tty: isTerminal(stderr)}
+	b := &bench{o: o, stderr: stderr, tty: isTerminal(stderr)}
+	if o.tls {
+		if b.tls, err = newTLSFiles(); err != nil {
+			return fmt.Errorf("-tls: make a certificate: %w", err)
+		}
+		defer b.tls.remove()
+	}
+	b.client = newClient(o.concurrency, o.timeout, b.tls)
 	defer b.client.CloseIdleConnections()
 
 	var cls []*cluster

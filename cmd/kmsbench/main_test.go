@@ -170,8 +170,8 @@ func TestSummaryTable(t *testing.T) {
 	}
 	s.finish()
 	out := checkTable(t, s,
-		"target    mode     concurrency  requests  errors  seconds  ops/s  p50 ms  p90 ms  p99 ms  max ms  cpu µs/req\n",
-		"kmsd      encrypt           64      1000       2      1.0   1000    4.00    4.00    4.00    4.00           -\n",
+		"target    mode     concurrency  requests  errors  seconds  ops/s  p50 ms  p90 ms  p99 ms  max ms  cpu µs/req  client µs/req\n",
+		"kmsd      encrypt           64      1000       2      1.0   1000    4.00    4.00    4.00    4.00           -              -\n",
 		"kmsd errors by status: 500: 1, transport: 1",
 		"kmsd / baseline: throughput 25.0 %, p99 4.0x\n",
 		"warm-up 1s per target, 5 rounds taking turns",
@@ -194,14 +194,14 @@ func TestSummaryTableEmbedded(t *testing.T) {
 		newRow("postgres", o.urls, o, &stats{requests: 1000, elapsed: time.Second, hist: ph,
 			nodes: []nodeCount{{requests: 400}, {requests: 600}}, cpu: []time.Duration{80 * time.Millisecond, 90 * time.Millisecond}}),
 		newRow("embedded", []string{"http://127.0.0.1:3"}, o, &stats{requests: 2000, elapsed: time.Second, hist: eh,
-			nodes: []nodeCount{{requests: 2000}}, cpu: []time.Duration{100 * time.Millisecond}}),
+			nodes: []nodeCount{{requests: 2000}}, cpu: []time.Duration{100 * time.Millisecond}, clientCPU: 60 * time.Millisecond, clientKnown: true}),
 	}
 	s.finish()
 	checkTable(t, s,
 		"kmsd: 2 nodes started by kmsbench, store postgres; and one kmsd on the embedded store\n",
-		"target    mode     concurrency  requests  errors  seconds  ops/s  p50 ms  p90 ms  p99 ms  max ms  cpu µs/req\n",
-		"postgres  encrypt            4      1000       0      1.0   1000    6.00    6.00    6.00    6.00       170.0\n",
-		"embedded  encrypt            4      2000       0      1.0   2000    2.00    2.00    2.00    2.00        50.0\n",
+		"target    mode     concurrency  requests  errors  seconds  ops/s  p50 ms  p90 ms  p99 ms  max ms  cpu µs/req  client µs/req\n",
+		"postgres  encrypt            4      1000       0      1.0   1000    6.00    6.00    6.00    6.00       170.0              -\n",
+		"embedded  encrypt            4      2000       0      1.0   2000    2.00    2.00    2.00    2.00        50.0           30.0\n",
 		"node  url                 requests  errors  ops/s  cpu s  cpu µs/req\n",
 		"1     http://127.0.0.1:1       400       0    400   0.08       200.0\n",
 		"2     http://127.0.0.1:2       600       0    600   0.09       150.0\n",

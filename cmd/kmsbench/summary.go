@@ -76,6 +76,10 @@ type row struct {
 	MaxMs          float64          `json:"maxMs"`
 	CPUSeconds     *float64         `json:"cpuSeconds,omitempty"`      // the CPU time of the target's processes
 	CPUUsPerReq    *float64         `json:"cpuUsPerRequest,omitempty"` // CPUSeconds / Requests, in µs
+	// ClientCPUUsPerReq is the CPU time kmsbench itself (the load
+	// generator) spent per request of this target, in µs: with the
+	// server's, what a request costs the machine.
+	ClientCPUUsPerReq *float64 `json:"clientCpuUsPerRequest,omitempty"`
 }
 
 // nodeRow is what one node of a target was sent, and the CPU time its
@@ -162,6 +166,9 @@ func newRow(target string, urls []string, o *options, st *stats) row {
 			sum += d
 		}
 		r.CPUSeconds, r.CPUUsPerReq = cpuFigures(sum, st.requests)
+	}
+	if st.clientKnown {
+		_, r.ClientCPUUsPerReq = cpuFigures(st.clientCPU, st.requests)
 	}
 	if len(urls) > 1 {
 		for i, u := range urls {
@@ -281,12 +288,12 @@ func (s *summary) print(w io.Writer, asJSON bool) error {
 		fmt.Fprintln(w, "INTERRUPTED: the figures cover only part of the run")
 	}
 	fmt.Fprintln(w)
-	table := [][]string{{"target", "mode", "concurrency", "requests", "errors", "seconds", "ops/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "cpu µs/req"}}
+	table := [][]string{{"target", "mode", "concurrency", "requests", "errors", "seconds", "ops/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "cpu µs/req", "client µs/req"}}
 	for _, r := range s.Rows {
 		table = append(table, []string{r.Target, r.Mode, strconv.Itoa(r.Concurrency),
 			strconv.FormatInt(r.Requests, 10), strconv.FormatInt(r.Errors, 10), fmt.Sprintf("%.1f", r.Seconds),
 			fmt.Sprintf("%.0f", r.OpsPerSec), fmt.Sprintf("%.2f", r.P50Ms), fmt.Sprintf("%.2f", r.P90Ms),
-			fmt.Sprintf("%.2f", r.P99Ms), fmt.Sprintf("%.2f", r.MaxMs), orDash("%.1f", r.CPUUsPerReq)})
+			fmt.Sprintf("%.2f", r.P99Ms), fmt.Sprintf("%.2f", r.MaxMs), orDash("%.1f", r.CPUUsPerReq), orDash("%.1f", r.ClientCPUUsPerReq)})
 	}
 	writeTable(w, table, 2)
 	for _, r := range s.Rows {
