@@ -250,12 +250,20 @@ func (s *Service) Bootstrap(ctx context.Context, secret string) (BootstrapResult
 		return BootstrapResult{}, Errorf(KindInvalid, "bootstrap API key must have at least %d characters", minSecretLen)
 	}
 	var empty bool
+	var root *Account // the root Account, when Application made it first
 	err := s.store.View(ctx, func(tx Txn) error {
 		empty = true
-		return tx.Scan(ScanOptions{Prefix: pfxAPIKey, KeysOnly: true}, func(_, _ []byte) (bool, error) {
+		err := tx.Scan(ScanOptions{Prefix: pfxAPIKey, KeysOnly: true}, func(_, _ []byte) (bool, error) {
 			empty = false
 			return false, nil
 		})
+		if err != nil || !empty {
+			return err
+		}
+		if root, err = getAccount(tx, BootstrapAccountUID, true); isNotFound(err) {
+			root, err = nil, nil
+		}
+		return err
 	})
 	if err != nil || !empty {
 		return BootstrapResult{}, err
@@ -266,7 +274,10 @@ func (s *Service) Bootstrap(ctx context.Context, secret string) (BootstrapResult
 	}
 	now := s.now()
 	sys := &Principal{Kind: PrincipalAPIKey, ID: "bootstrap", flags: Flags{FlagRoot: true}}
-	acct := &Account{ID: newID(now), UID: BootstrapAccountUID, Notes: "created by bootstrap", Props: map[string]any{}, CreatedAt: now, UpdatedAt: now}
+	acct := root
+	if acct == nil {
+		acct = &Account{ID: newID(now), UID: BootstrapAccountUID, Notes: "created by bootstrap", Props: map[string]any{}, CreatedAt: now, UpdatedAt: now}
+	}
 	k := &apiKeyRecord{
 		APIKey: APIKey{KeyID: newID(now), Active: true, AccountID: acct.ID, References: APIKeyRefs{AccountID: acct.ID},
 			Flags: Flags{FlagRoot: true}, Props: map[string]any{}, CreatedAt: now, UpdatedAt: now},
@@ -283,10 +294,12 @@ func (s *Service) Bootstrap(ctx context.Context, secret string) (BootstrapResult
 		}); err != nil {
 			return err
 		}
-		if err := putAccount(tx, acct, ""); err != nil {
-			return err
-		}
-		if err := adjustCount(tx, countAccounts, 1, 0, "accounts"); err != nil {
+		if root != nil {
+			// Still there? Else the answer would name a deleted Account.
+			if _, err := getAccount(tx, root.ID, false); err != nil {
+				return err
+			}
+		} else if err := createRootAccount(tx, acct); err != nil {
 			return err
 		}
 		if err := adjustCount(tx, countAPIKeys+acct.ID, 1, 0, "API keys"); err != nil {
@@ -312,4 +325,59 @@ func orEmpty(m map[string]any) map[string]any {
 		return map[string]any{}
 	}
 	return m
+}
+
+// createRootAccount writes the root Account a and counts it.
+func createRootAccount(tx Txn, a *Account) error {
+	if err := putAccount(tx, a, ""); err != nil {
+		return err
+	}
+	return adjustCount(tx, countAccounts, 1, 0, "accounts")
+}
+
+// Application returns the principal of the application that embeds the
+// library, for calls it makes as itself: it holds the master key, and so
+// every right already, and needs no bootstrap secret to prove it. The
+// principal holds the flag "*" in the root Account (uid "root", the one
+// Bootstrap makes; Application makes it on a store that has none, and a
+// later Bootstrap puts the root API key in it). Its activity records name
+// it "app:" followed by name, so that the trail tells the application's
+// calls from those of API keys and Users.
+//
+//	p, err := svc.Application(ctx, "billing")
+//	ctx = kms.WithPrincipal(ctx, p)
+//
+// name is 1 to 64 characters of a-z, 0-9, '-', '_' and '.'. Give this
+// principal only to the application's own code: a request handler should
+// authenticate its caller instead (Authenticate).
+func (s *Service) Application(ctx context.Context, name string) (*Principal, error) {
+	if name == "" || len(name) > 64 || strings.Trim(name, "abcdefghijklmnopqrstuvwxyz0123456789-_.") != "" {
+		return nil, Errorf(KindInvalid, "application name %q: want 1 to 64 characters of a-z, 0-9, '-', '_' and '.'", name)
+	}
+	p := &Principal{Kind: PrincipalApplication, ID: "app:" + name, flags: Flags{FlagRoot: true}}
+	var root *Account
+	err := s.store.View(ctx, func(tx Txn) error {
+		var err error
+		root, err = getAccount(tx, BootstrapAccountUID, true)
+		return err
+	})
+	if err == nil {
+		p.AccountID = root.ID
+		return p, nil
+	}
+	if !isNotFound(err) {
+		return nil, internalError("read the root account", err)
+	}
+	now := s.now()
+	root = &Account{ID: newID(now), UID: BootstrapAccountUID, Notes: "created for application " + name, Props: map[string]any{}, CreatedAt: now, UpdatedAt: now}
+	act := s.newActivity(p, "bootstrap", "", true, map[string]any{"accountId": root.ID})
+	if err := s.journal.submit(act, func(tx Txn) error { return createRootAccount(tx, root) }, nil); err != nil {
+		if ErrorKind(err) == KindConflict {
+			// Made by another caller meanwhile: act in that one.
+			return s.Application(ctx, name)
+		}
+		return nil, err
+	}
+	p.AccountID = root.ID
+	return p, nil
 }

@@ -6,8 +6,9 @@ import "context"
 type PrincipalKind uint8
 
 const (
-	PrincipalAPIKey PrincipalKind = iota + 1 // an API key of an Account
-	PrincipalUser                            // a User's access token
+	PrincipalAPIKey      PrincipalKind = iota + 1 // an API key of an Account
+	PrincipalUser                                 // a User's access token
+	PrincipalApplication                          // the application that embeds the library (Service.Application)
 )
 
 // Principal is the authenticated caller of an operation. The Service sets

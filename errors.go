@@ -25,6 +25,7 @@ const (
 	KindUnavailable                  // the service cannot serve now (its storage is unreachable or in doubt); try again later
 	KindDisabled                     // the key is disabled, or scheduled for destruction: it cannot be used until enabled again
 	KindDestroyed                    // the key was destroyed: its key material is gone for good
+	KindNone                         // no error at all: what ErrorKind(nil) returns
 )
 
 var kindNames = [...]string{
@@ -42,6 +43,7 @@ var kindNames = [...]string{
 	KindUnavailable:      "unavailable",
 	KindDisabled:         "disabled",
 	KindDestroyed:        "destroyed",
+	KindNone:             "none",
 }
 
 // String returns the stable, lowercase code of the kind, as it appears in
@@ -138,9 +140,12 @@ func AsError(err error) *Error {
 	return nil
 }
 
-// ErrorKind returns the kind of err: the Kind of the first *Error in its
-// chain, or KindInternal for any other error.
+// ErrorKind returns the kind of err: KindNone for nil, the Kind of the
+// first *Error in its chain, or KindInternal for any other error.
 func ErrorKind(err error) Kind {
+	if err == nil {
+		return KindNone
+	}
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Kind

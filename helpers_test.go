@@ -165,4 +165,3 @@ func bootstrapRoot(tb testing.TB, svc *kms.Service) context.Context {
 	}
 	return kms.WithPrincipal(ctx, p)
 }
-

@@ -138,11 +138,11 @@ type rssStats struct {
 // kmsdConfig is what every kmsd that kmsbench starts is given.
 type kmsdConfig struct {
 	bin       string
-	logLevel  string // kmsd's -log-level
-	store     string // kmsd's -store: a PostgreSQL URL, or "" for the embedded store
-	masterKey string // base64, the same for every node
-	key       string // the bootstrap API key, with the flag "*"
-	sampleRSS bool   // read kmsd's resident memory every second until stop
+	logLevel  string    // kmsd's -log-level
+	store     string    // kmsd's -store: a PostgreSQL URL, or "" for the embedded store
+	masterKey string    // base64, the same for every node
+	key       string    // the bootstrap API key, with the flag "*"
+	sampleRSS bool      // read kmsd's resident memory every second until stop
 	tls       *tlsFiles // with -tls: kmsd's certificate and key
 }
 

@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 )
 
 // Scheme names a wrapping scheme. Its value is the keyData "encoding".
@@ -224,4 +225,96 @@ func (k *PrivateKey) Unwrap(ct, enc, info []byte) ([]byte, error) {
 		return nil, err
 	}
 	return r.Open(nil, ct)
+}
+
+// Opener opens wrapped values with a ring's private key in any of the
+// forms a holder keeps it: standard base64 of the 32-byte RFC 9180
+// serialization (the X-Wing seed or the X25519 private key, as the service
+// returns them at ring creation), or a PEM "PRIVATE KEY" (PKCS #8, X25519
+// or RSA) or "RSA PRIVATE KEY" (PKCS #1) block. A raw 32-byte key is the
+// same text for both HPKE schemes; which one it is follows from the scheme
+// of the value opened, and each is parsed once.
+type Opener struct {
+	raw []byte          // base64 form or a PKCS #8 X25519 key
+	rsa *rsa.PrivateKey // PEM RSA forms
+
+	mu   sync.Mutex
+	hpke map[Scheme]*PrivateKey
+}
+
+// ParseOpener parses a ring's private key; see Opener for the forms.
+// Errors never quote the text.
+func ParseOpener(text []byte) (*Opener, error) {
+	text = bytes.TrimSpace(text)
+	if bytes.HasPrefix(text, []byte("-----BEGIN")) {
+		block, rest := pem.Decode(text)
+		if block == nil || len(bytes.TrimSpace(rest)) != 0 {
+			return nil, errors.New("private key is not a single PEM block")
+		}
+		defer clear(block.Bytes)
+		switch block.Type {
+		case "RSA PRIVATE KEY":
+			k, err := x509.ParsePKCS1PrivateKey(block.Bytes)
+			if err != nil {
+				return nil, errors.New("private key is not a valid PKCS #1 RSA key")
+			}
+			return &Opener{rsa: k}, nil
+		case "PRIVATE KEY":
+			k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+			if err != nil {
+				return nil, errors.New("private key is not a valid PKCS #8 key")
+			}
+			switch k := k.(type) {
+			case *rsa.PrivateKey:
+				return &Opener{rsa: k}, nil
+			case *ecdh.PrivateKey:
+				if k.Curve() != ecdh.X25519() {
+					return nil, errors.New("private key curve is not supported: use X25519, X-Wing or RSA")
+				}
+				return &Opener{raw: k.Bytes()}, nil
+			}
+			return nil, errors.New("private key type is not supported: use X25519, X-Wing or RSA")
+		}
+		return nil, fmt.Errorf("private key PEM block is %q, want \"PRIVATE KEY\" or \"RSA PRIVATE KEY\"", block.Type)
+	}
+	raw := make([]byte, base64.StdEncoding.DecodedLen(len(text)))
+	n, err := base64.StdEncoding.Decode(raw, text)
+	if err != nil || n != 32 {
+		clear(raw)
+		return nil, errors.New("private key is neither PEM nor standard base64 of 32 bytes")
+	}
+	return &Opener{raw: raw[:n]}, nil
+}
+
+// Unwrap opens ct (with the encapsulated key enc for the HPKE schemes),
+// made by Wrap for the public half of this key under scheme s and bound
+// to info.
+func (o *Opener) Unwrap(s Scheme, ct, enc, info []byte) ([]byte, error) {
+	if s == RSAOAEP {
+		if o.rsa == nil {
+			return nil, errors.New("the key is wrapped with RSA-OAEP and the private key is not an RSA key")
+		}
+		return rsa.DecryptOAEP(sha256.New(), nil, o.rsa, ct, info)
+	}
+	if s.kem() == nil {
+		return nil, fmt.Errorf("unknown wrapping scheme %q", s)
+	}
+	if o.raw == nil {
+		return nil, fmt.Errorf("the key is wrapped with %s and the private key is an RSA key", s)
+	}
+	o.mu.Lock()
+	k := o.hpke[s]
+	if k == nil {
+		var err error
+		if k, err = ParsePrivateKey(s, o.raw); err != nil {
+			o.mu.Unlock()
+			return nil, err
+		}
+		if o.hpke == nil {
+			o.hpke = make(map[Scheme]*PrivateKey, 1)
+		}
+		o.hpke[s] = k
+	}
+	o.mu.Unlock()
+	return k.Unwrap(ct, enc, info)
 }
