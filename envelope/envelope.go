@@ -96,11 +96,20 @@ func (s *Sealer) Seal(ctx context.Context, in SealInput, plaintext []byte) ([]by
 	if err != nil {
 		return nil, err
 	}
-	prelude := appendPrelude(nil, res)
+	prelude, err := newPrelude(res)
+	if err != nil {
+		clear(key)
+		return nil, err
+	}
 	st, err := newState(key, prelude, in.AssociatedData)
 	if err != nil {
 		return nil, err
 	}
+	return st.sealAll(prelude, plaintext), nil
+}
+
+// sealAll returns the envelope of plaintext: prelude and chunks.
+func (st *state) sealAll(prelude, plaintext []byte) []byte {
 	chunks := max(1, (len(plaintext)+ChunkSize-1)/ChunkSize)
 	out := make([]byte, len(prelude), len(prelude)+len(plaintext)+chunks*tagSize)
 	copy(out, prelude)
@@ -108,7 +117,7 @@ func (s *Sealer) Seal(ctx context.Context, in SealInput, plaintext []byte) ([]by
 		part := plaintext[i*ChunkSize : min(len(plaintext), (i+1)*ChunkSize)]
 		out = st.seal(out, part, uint64(i), i == chunks-1)
 	}
-	return out, nil
+	return out
 }
 
 // Open checks an envelope's header with the service and decrypts it,
@@ -178,15 +187,28 @@ func (s *Sealer) decrypt(ctx context.Context, info *Info) (*kms.DecryptResult, [
 	return res, key, nil
 }
 
-// appendPrelude appends the prelude of a new envelope for res: magic,
-// version, a fresh salt, the hash and the header.
-func appendPrelude(b []byte, res *kms.EncryptResult) []byte {
-	hash, _ := base64.RawURLEncoding.DecodeString(res.Hash)
-	header, _ := base64.RawURLEncoding.DecodeString(res.Header)
+// newPrelude returns the prelude of a new envelope for res, with a fresh
+// salt.
+func newPrelude(res *kms.EncryptResult) ([]byte, error) {
+	hash, err := base64.RawURLEncoding.DecodeString(res.Hash)
+	if err != nil || len(hash) == 0 || len(hash) > maxField {
+		return nil, fmt.Errorf("envelope: the service answered a hash that is not base64url of 1 to %d bytes", maxField)
+	}
+	header, err := base64.RawURLEncoding.DecodeString(res.Header)
+	if err != nil || len(header) == 0 || len(header) > maxField {
+		return nil, fmt.Errorf("envelope: the service answered a header that is not base64url of 1 to %d bytes", maxField)
+	}
+	salt := make([]byte, saltSize)
+	rand.Read(salt)
+	return appendPrelude(nil, salt, hash, header), nil
+}
+
+// appendPrelude appends a prelude: magic, version, salt, the hash and
+// the header.
+func appendPrelude(b, salt, hash, header []byte) []byte {
 	b = append(b, magic...)
 	b = append(b, version)
-	b = append(b, make([]byte, saltSize)...)
-	rand.Read(b[len(b)-saltSize:])
+	b = append(b, salt...)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(hash)))
 	b = append(b, hash...)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(header)))

@@ -31,7 +31,11 @@ func (s *Sealer) NewWriter(ctx context.Context, dst io.Writer, in SealInput) (*W
 	if err != nil {
 		return nil, err
 	}
-	prelude := appendPrelude(nil, res)
+	prelude, err := newPrelude(res)
+	if err != nil {
+		clear(key)
+		return nil, err
+	}
 	st, err := newState(key, prelude, in.AssociatedData)
 	if err != nil {
 		return nil, err
