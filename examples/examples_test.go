@@ -32,7 +32,10 @@ func TestExamples(t *testing.T) {
 	}{
 		{"inprocess", func(data string) []string { return []string{"-data", data} },
 			[]string{`decrypt: key `, `asset valid: true`, `decrypted: "Q3 revenue: up 12%"`},
-			[]string{"bootstrapped the root API key"}, []string{"opened again with its root API key"}},
+			[]string{"acting as app:inprocess-example"}, []string{"acting as app:inprocess-example"}},
+		{"envelope", func(data string) []string { return []string{"-data", data} },
+			[]string{"opened: asset valid: true; identical: true", "tampered copy refused: ", "other associated data refused: "},
+			[]string{`created ring "files"`}, []string{`ring "files" exists`}},
 		{"mounted", func(data string) []string { return []string{"-data", data} },
 			[]string{"GET /hello: hello from the application", "GET /kms/healthz: ok", "shut down"},
 			[]string{"GET /kms/ks/keyrings: 1 ring(s)"}, []string{"GET /kms/ks/keyrings: 2 ring(s)"}},

@@ -15,9 +15,7 @@ import (
 	"context"
 	"crypto/aes"
 	"crypto/cipher"
-	"crypto/hpke"
 	"crypto/rand"
-	"encoding/base64"
 	"flag"
 	"fmt"
 	"os"
@@ -48,11 +46,11 @@ func run() error {
 	ctx := context.Background()
 
 	// The store and the Service. The store opens again only under the
-	// master key it was made with: this example keeps its key, and the
-	// root API key's secret, beside the data (as kmsd -dev does), so that
-	// it can run again on the same directory. A real deployment keeps its
-	// master key apart from the data (kmsd reads it from KMS_MASTER_KEY).
-	masterKey, rootSecret, err := devkeys.Load(*data)
+	// master key it was made with: this example keeps its key beside the
+	// data (as kmsd -dev does), so that it can run again on the same
+	// directory. A real deployment keeps its master key apart from the
+	// data (kmsd reads it from KMS_MASTER_KEY).
+	masterKey, err := devkeys.LoadMasterKey(*data)
 	if err != nil {
 		return err
 	}
@@ -67,24 +65,16 @@ func run() error {
 	}
 	defer svc.Close() // runs before st.Close
 
-	// Every call acts for a principal. Bootstrap creates the root API key
-	// of an empty store, with the secret given (and does nothing on a
-	// store that has keys); Authenticate turns the secret into the
-	// principal, which travels in the context.
-	boot, err := svc.Bootstrap(ctx, rootSecret)
+	// Every call acts for a principal, which travels in the context. The
+	// application that embeds the library holds the master key, and acts
+	// as itself: no API key to mint. (A server that takes calls from
+	// others authenticates each caller's secret instead: Authenticate.)
+	app, err := svc.Application(ctx, "inprocess-example")
 	if err != nil {
 		return err
 	}
-	root, err := svc.Authenticate(ctx, rootSecret)
-	if err != nil {
-		return err
-	}
-	ctx = kms.WithPrincipal(ctx, root)
-	if boot.Created {
-		fmt.Printf("store in %s, bootstrapped the root API key %s\n", *data, boot.KeyID)
-	} else {
-		fmt.Printf("store in %s, opened again with its root API key\n", *data)
-	}
+	ctx = kms.WithPrincipal(ctx, app)
+	fmt.Printf("store in %s, acting as %s in Account %s\n", *data, app.ID, app.AccountID)
 
 	// A key ring, named anew on each run. Its keys are wrapped for its
 	// public key (X-Wing, the post-quantum hybrid, by default); the
@@ -104,10 +94,12 @@ func run() error {
 	}
 	fmt.Printf("encrypt: key %s (%s), Asset %s, hash %s...\n", enc.Key.ID, enc.Key.KeyData.Encrypted.Key.Encoding, enc.Asset.ID, enc.Hash[:16])
 
-	// Unwrap the key and encrypt the document with it. Only the hash and
-	// the header need to be kept with the ciphertext.
+	// Unwrap the key (docs/FORMAT.md section 2; kms.UnwrapKey does every
+	// scheme) and encrypt the document with it. Only the hash and the
+	// header need to be kept with the ciphertext. (Package envelope does
+	// all of this, in chunks, for data of any size: examples/envelope.)
 	document := []byte("Q3 revenue: up 12%")
-	key, err := unwrap(ring.PrivateKey, enc.RingID, enc.Key)
+	key, err := kms.UnwrapKey([]byte(ring.PrivateKey), enc.RingID, enc.Key)
 	if err != nil {
 		return err
 	}
@@ -125,7 +117,7 @@ func run() error {
 		return err
 	}
 	fmt.Printf("decrypt: key %s of ring %q; asset valid: %v (%s)\n", dec.Key.ID, dec.RingName, dec.Asset.Valid, dec.Asset.Message)
-	key, err = unwrap(ring.PrivateKey, dec.RingID, dec.Key)
+	key, err = kms.UnwrapKey([]byte(ring.PrivateKey), dec.RingID, dec.Key)
 	if err != nil {
 		return err
 	}
@@ -136,38 +128,6 @@ func run() error {
 	}
 	fmt.Printf("decrypted: %q\n", opened)
 	return nil
-}
-
-// unwrap opens a key's keyData with the ring's private key (standard
-// base64 of the X-Wing seed), per docs/FORMAT.md section 2: HPKE base
-// mode, KEM MLKEM768-X25519, HKDF-SHA256, AES-256-GCM, with the info
-// string binding the key to its ring and ID.
-func unwrap(privateKey, ringID string, k *kms.Key) ([]byte, error) {
-	if k.KeyData.Encrypted.Key.Encoding != "hpke-xwing" {
-		return nil, fmt.Errorf("key %s: encoding %q: this example unwraps hpke-xwing", k.ID, k.KeyData.Encrypted.Key.Encoding)
-	}
-	seed, err := base64.StdEncoding.DecodeString(privateKey)
-	if err != nil {
-		return nil, fmt.Errorf("private key: %w", err)
-	}
-	enc, err := base64.StdEncoding.DecodeString(k.KeyData.IV)
-	if err != nil {
-		return nil, fmt.Errorf("keyData.iv: %w", err)
-	}
-	ct, err := base64.StdEncoding.DecodeString(k.KeyData.Encrypted.Key.Value)
-	if err != nil {
-		return nil, fmt.Errorf("keyData.encrypted.key.value: %w", err)
-	}
-	priv, err := hpke.MLKEM768X25519().NewPrivateKey(seed)
-	if err != nil {
-		return nil, err
-	}
-	info := []byte("ringkms/keydata/v1/" + ringID + "/" + k.ID)
-	r, err := hpke.NewRecipient(enc, priv, hpke.HKDFSHA256(), hpke.AES256GCM(), info)
-	if err != nil {
-		return nil, err
-	}
-	return r.Open(nil, ct)
 }
 
 // sealGCM encrypts plaintext with AES-256-GCM under key: a random nonce,

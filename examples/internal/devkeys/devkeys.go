@@ -50,16 +50,48 @@ func Load(dir string) (kms.MasterKey, string, error) {
 	return key, strings.TrimSpace(string(root)), nil
 }
 
-// create makes the keys of a new data directory.
-func create(dir string) (kms.MasterKey, string, error) {
+// LoadMasterKey returns the master key kept in dir, for an example that
+// acts as the application itself (kms.Service.Application) and needs no
+// API key. On first use, when dir is empty or absent, it makes the key.
+func LoadMasterKey(dir string) (kms.MasterKey, error) {
+	mk, err := os.ReadFile(filepath.Join(dir, MasterKeyFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := checkEmpty(dir); err != nil {
+			return kms.MasterKey{}, err
+		}
+		key := kms.GenerateMasterKey()
+		return key, write(filepath.Join(dir, MasterKeyFile), key.Base64())
+	} else if err != nil {
+		return kms.MasterKey{}, err
+	}
+	defer clear(mk)
+	key, err := kms.ParseMasterKey(string(mk))
+	if err != nil {
+		return kms.MasterKey{}, fmt.Errorf("%s: %w", filepath.Join(dir, MasterKeyFile), err)
+	}
+	return key, nil
+}
+
+// checkEmpty makes dir, or refuses one that holds files but no master
+// key: a new key could not read a store made there before.
+func checkEmpty(dir string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return kms.MasterKey{}, "", err
+		return err
 	}
 	if len(entries) > 0 {
-		return kms.MasterKey{}, "", fmt.Errorf("%s holds files but no %s: a new master key could not read a store there; give an empty or new directory", dir, MasterKeyFile)
+		return fmt.Errorf("%s holds files but no %s: a new master key could not read a store there; give an empty or new directory", dir, MasterKeyFile)
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	return os.MkdirAll(dir, 0o700)
+}
+
+// WriteSecret writes a new file of mode 0600 holding text (a ring's
+// private key, say), never over an existing one.
+func WriteSecret(path, text string) error { return write(path, text) }
+
+// create makes the keys of a new data directory.
+func create(dir string) (kms.MasterKey, string, error) {
+	if err := checkEmpty(dir); err != nil {
 		return kms.MasterKey{}, "", err
 	}
 	key := kms.GenerateMasterKey()
