@@ -182,7 +182,7 @@ func newActivityTrail(t *testing.T) *activityTrail {
 	for _, n := range []int64{1000, 1_000_000} {
 		cfg := &kms.KeyRingConfig{}
 		cfg.Algos.AES256.MaxEncryptCount = n
-		if _, err := e.svc.SetConfig(e.root, "beta", cfg); err != nil {
+		if _, err := e.svc.SetConfig(e.root, kms.RingRef{Name: "beta"}, cfg); err != nil {
 			t.Fatal(err)
 		}
 	}

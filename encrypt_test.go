@@ -52,7 +52,7 @@ func TestEncryptDecrypt(t *testing.T) {
 	wantKind(t, "Encrypt(missing)", err, kms.KindNotFound)
 
 	// After the ring is deleted, its hashes stop resolving.
-	if _, err := e.svc.DeleteKeyRing(e.root, "data"); err != nil {
+	if _, err := e.svc.DeleteKeyRing(e.root, kms.RingRef{Name: "data"}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = e.svc.LookupHash(e.root, res.Hash)

@@ -793,8 +793,8 @@ func (s *Service) openKey(r *ringRecord, k *keyRecord) (*AsymKey, error) {
 // an operation on (keyring.<name>.<op> set to true) cannot be deleted
 // (Conflict); the error names those keys of the Accounts the caller sees,
 // and only says that others exist. It needs keyring.<name>.delete.
-func (s *Service) DeleteKeyRing(ctx context.Context, name string) (*DeleteKeyRingResult, error) {
-	p, r, err := s.resolveRing(ctx, groupKS, RingRef{Name: name}, "keyring.delete", OpDelete)
+func (s *Service) DeleteKeyRing(ctx context.Context, ref RingRef) (*DeleteKeyRingResult, error) {
+	p, r, err := s.resolveRing(ctx, groupKS, ref, "keyring.delete", OpDelete)
 	if err != nil {
 		return nil, err
 	}
@@ -952,11 +952,11 @@ func (s *Service) rotate(p *Principal, r *ringRecord, action string) (*keyRecord
 
 // GetConfig returns the configuration of a /ks ring. It needs
 // keyring.<name>.read.
-func (s *Service) GetConfig(ctx context.Context, ringName string) (*KeyRingConfig, error) {
-	if ringName == "" {
+func (s *Service) GetConfig(ctx context.Context, ref RingRef) (*KeyRingConfig, error) {
+	if ref.Name == "" {
 		return nil, Errorf(KindInvalid, "ringname is required")
 	}
-	p, r, err := s.resolveRing(ctx, groupKS, RingRef{Name: ringName}, "keyring.config.read", OpRead)
+	p, r, err := s.resolveRing(ctx, groupKS, ref, "keyring.config.read", OpRead)
 	if err != nil {
 		return nil, err
 	}
@@ -968,8 +968,8 @@ func (s *Service) GetConfig(ctx context.Context, ringName string) (*KeyRingConfi
 
 // SetConfig replaces the configuration of a /ks ring and returns it. It
 // needs keyring.<name>.config.
-func (s *Service) SetConfig(ctx context.Context, ringName string, cfg *KeyRingConfig) (*KeyRingConfig, error) {
-	if ringName == "" {
+func (s *Service) SetConfig(ctx context.Context, ref RingRef, cfg *KeyRingConfig) (*KeyRingConfig, error) {
+	if ref.Name == "" {
 		return nil, Errorf(KindInvalid, "ringname is required")
 	}
 	if cfg == nil {
@@ -978,7 +978,7 @@ func (s *Service) SetConfig(ctx context.Context, ringName string, cfg *KeyRingCo
 	if cfg.Algos.AES256.MaxEncryptCount < 0 {
 		return nil, Errorf(KindInvalid, "algos.aes256.maxEncryptCount must be 0 (no limit) or more")
 	}
-	p, r, err := s.resolveRing(ctx, groupKS, RingRef{Name: ringName}, "keyring.config.write", OpConfig)
+	p, r, err := s.resolveRing(ctx, groupKS, ref, "keyring.config.write", OpConfig)
 	if err != nil {
 		return nil, err
 	}

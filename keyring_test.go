@@ -87,7 +87,7 @@ func TestKeyRingLifecycle(t *testing.T) {
 	_, err = e.svc.GetKey(e.root, kms.RingRef{Name: "payments"}, "00000000000000000000000000000000")
 	wantKind(t, "GetKey(unknown)", err, kms.KindNotFound)
 
-	del, err := e.svc.DeleteKeyRing(e.root, "PAYMENTS")
+	del, err := e.svc.DeleteKeyRing(e.root, kms.RingRef{Name: "PAYMENTS"})
 	if err != nil || del.ID != created.Ring.ID || del.Name != "Payments" {
 		t.Fatalf("DeleteKeyRing = %+v, %v", del, err)
 	}
@@ -106,7 +106,7 @@ func TestDeleteKeyRingInUse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.svc.DeleteKeyRing(e.root, "busy")
+	_, err = e.svc.DeleteKeyRing(e.root, kms.RingRef{Name: "busy"})
 	wantKind(t, "DeleteKeyRing(named by an active key)", err, kms.KindConflict)
 	if !strings.Contains(err.Error(), k.KeyID) {
 		t.Errorf("DeleteKeyRing error %q does not name the API key %s", err, k.KeyID)
@@ -117,7 +117,7 @@ func TestDeleteKeyRingInUse(t *testing.T) {
 	if _, err := e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: e.acct, Flags: kms.Flags{"keyring.victim.delete": false}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.svc.DeleteKeyRing(e.root, "victim"); err != nil {
+	if _, err := e.svc.DeleteKeyRing(e.root, kms.RingRef{Name: "victim"}); err != nil {
 		t.Errorf("DeleteKeyRing(named by a flag set to false) = %v", err)
 	}
 }
@@ -165,14 +165,14 @@ func TestAsymKeys(t *testing.T) {
 func TestConfigAndMaxEncryptCount(t *testing.T) {
 	e := newEnv(t)
 	created := e.ring(t, "counted")
-	cfg, err := e.svc.GetConfig(e.root, "counted")
+	cfg, err := e.svc.GetConfig(e.root, kms.RingRef{Name: "counted"})
 	if err != nil || cfg.Algos.AES256.MaxEncryptCount != 0 {
 		t.Fatalf("GetConfig = %+v, %v", cfg, err)
 	}
 	cfg.Algos.AES256.MaxEncryptCount = 3
 	cfg.Key.Props = map[string]any{"team": "blue"}
 	cfg.Props = map[string]any{"env": "test"}
-	if _, err := e.svc.SetConfig(e.root, "counted", cfg); err != nil {
+	if _, err := e.svc.SetConfig(e.root, kms.RingRef{Name: "counted"}, cfg); err != nil {
 		t.Fatal(err)
 	}
 	ring, _ := e.svc.GetKeyRing(e.root, kms.RingRef{Name: "counted"})
@@ -193,11 +193,11 @@ func TestConfigAndMaxEncryptCount(t *testing.T) {
 	if keys[0] != created.Key.ID || keys[0] != keys[2] || keys[3] == keys[2] || keys[3] != keys[5] || keys[6] == keys[5] {
 		t.Fatalf("keys used = %v, want a new key after every 3 calls", keys)
 	}
-	_, err = e.svc.SetConfig(e.root, "counted", &kms.KeyRingConfig{Algos: kms.ConfigAlgos{AES256: kms.AlgoConfig{MaxEncryptCount: -1}}})
+	_, err = e.svc.SetConfig(e.root, kms.RingRef{Name: "counted"}, &kms.KeyRingConfig{Algos: kms.ConfigAlgos{AES256: kms.AlgoConfig{MaxEncryptCount: -1}}})
 	wantKind(t, "SetConfig(negative)", err, kms.KindInvalid)
-	_, err = e.svc.GetConfig(e.root, "")
+	_, err = e.svc.GetConfig(e.root, kms.RingRef{Name: ""})
 	wantKind(t, "GetConfig(\"\")", err, kms.KindInvalid)
-	_, err = e.svc.GetConfig(e.root, "missing")
+	_, err = e.svc.GetConfig(e.root, kms.RingRef{Name: "missing"})
 	wantKind(t, "GetConfig(missing)", err, kms.KindNotFound)
 }
 
@@ -206,7 +206,7 @@ func TestConfigAndMaxEncryptCount(t *testing.T) {
 func TestMaxEncryptCountConcurrent(t *testing.T) {
 	e := newEnv(t)
 	e.ring(t, "busy")
-	if _, err := e.svc.SetConfig(e.root, "busy", &kms.KeyRingConfig{Algos: kms.ConfigAlgos{AES256: kms.AlgoConfig{MaxEncryptCount: 5}}}); err != nil {
+	if _, err := e.svc.SetConfig(e.root, kms.RingRef{Name: "busy"}, &kms.KeyRingConfig{Algos: kms.ConfigAlgos{AES256: kms.AlgoConfig{MaxEncryptCount: 5}}}); err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
@@ -330,7 +330,7 @@ func TestKeyRingPlanLimit(t *testing.T) {
 	if !strings.Contains(err.Error(), "at most 2 key rings") {
 		t.Errorf("limit error %q does not name the maximum", err)
 	}
-	if _, err := e.svc.DeleteKeyRing(e.root, "one"); err != nil {
+	if _, err := e.svc.DeleteKeyRing(e.root, kms.RingRef{Name: "one"}); err != nil {
 		t.Fatal(err)
 	}
 	e.ring(t, "three")
@@ -376,7 +376,7 @@ func TestEncryptCountSurvivesRestart(t *testing.T) {
 			}
 			second, root := startOn(t, st, key, &secret)
 			t.Cleanup(func() { second.Close() })
-			if _, err := second.SetConfig(root, "r", &kms.KeyRingConfig{Algos: kms.ConfigAlgos{AES256: kms.AlgoConfig{MaxEncryptCount: tc.max}}}); err != nil {
+			if _, err := second.SetConfig(root, kms.RingRef{Name: "r"}, &kms.KeyRingConfig{Algos: kms.ConfigAlgos{AES256: kms.AlgoConfig{MaxEncryptCount: tc.max}}}); err != nil {
 				t.Fatal(err)
 			}
 			for range len(tc.want) {
@@ -425,7 +425,7 @@ func TestEncryptCountConcurrent(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	if _, err := e.svc.SetConfig(e.root, "busy", &kms.KeyRingConfig{Algos: kms.ConfigAlgos{AES256: kms.AlgoConfig{MaxEncryptCount: callers*calls + 2}}}); err != nil {
+	if _, err := e.svc.SetConfig(e.root, kms.RingRef{Name: "busy"}, &kms.KeyRingConfig{Algos: kms.ConfigAlgos{AES256: kms.AlgoConfig{MaxEncryptCount: callers*calls + 2}}}); err != nil {
 		t.Fatal(err)
 	}
 	for i, want := range []bool{true, true, false} {

@@ -42,8 +42,17 @@ func TestEveryMethod(t *testing.T) {
 	}
 	cfg := &kms.KeyRingConfig{Props: map[string]any{"team": "b"}, Key: kms.ConfigKey{Props: map[string]any{"tier": "gold"}},
 		Algos: kms.ConfigAlgos{AES256: kms.AlgoConfig{MaxEncryptCount: 1000}}}
-	gotCfg := check(c.SetConfig(ctx, "orders", cfg))(t, "SetConfig")
+	gotCfg := check(c.SetConfig(ctx, kms.RingRef{Name: "orders"}, cfg))(t, "SetConfig")
 	same(t, "SetConfig", gotCfg, cfg)
+	// Every method that names a ring takes it by ID as well.
+	byID := kms.RingRef{Name: created.Ring.ID, ByID: true}
+	cfg.Props["team"] = "c"
+	same(t, "SetConfig by ID", check(c.SetConfig(ctx, byID, cfg))(t, "SetConfig by ID"), cfg)
+	same(t, "GetConfig by ID", check(c.GetConfig(ctx, byID))(t, "GetConfig by ID"), cfg)
+	spareRing := check(c.CreateKeyRing(ctx, kms.CreateKeyRingInput{Name: "spare", KEM: "x25519"}))(t, "CreateKeyRing spare")
+	if del := check(c.DeleteKeyRing(ctx, kms.RingRef{Name: spareRing.Ring.ID, ByID: true}))(t, "DeleteKeyRing by ID"); del.Name != "spare" {
+		t.Fatalf("DeleteKeyRing by ID = %+v, want ring spare", del)
+	}
 
 	// Assets: a child of the first, its lineage, deletion.
 	child := check(c.Encrypt(ctx, kms.EncryptInput{RingName: "orders", Asset: &kms.AssetInput{Parents: []string{enc.Asset.ID}, Data: map[string]any{"n": 2}}}))(t, "Encrypt child")
@@ -116,8 +125,8 @@ func TestEveryMethod(t *testing.T) {
 			},
 			func() (any, error) { return wrap(e.svc.GetKey(sctx, ringRef, rotated.ID)) }},
 		{"GetConfig",
-			func() (any, error) { return wrap(c.GetConfig(ctx, "orders")) },
-			func() (any, error) { return wrap(e.svc.GetConfig(sctx, "orders")) }},
+			func() (any, error) { return wrap(c.GetConfig(ctx, kms.RingRef{Name: "orders"})) },
+			func() (any, error) { return wrap(e.svc.GetConfig(sctx, kms.RingRef{Name: "orders"})) }},
 		{"Decrypt",
 			func() (any, error) {
 				return wrap(c.Decrypt(ctx, kms.DecryptInput{Hash: child.Hash, Header: child.Header}))
@@ -233,7 +242,7 @@ func TestEveryMethod(t *testing.T) {
 	if d := check(c.DeleteUser(ctx, kms.UserRef{Value: "ada"}))(t, "DeleteUser"); d.Message == "" {
 		t.Errorf("DeleteUser = %+v, want a message", d)
 	}
-	if d := check(c.DeleteKeyRing(ctx, "orders"))(t, "DeleteKeyRing"); d.ID != created.Ring.ID {
+	if d := check(c.DeleteKeyRing(ctx, kms.RingRef{Name: "orders"}))(t, "DeleteKeyRing"); d.ID != created.Ring.ID {
 		t.Errorf("DeleteKeyRing = %+v, want %s", d, created.Ring.ID)
 	}
 	_, err = c.GetKeyRing(ctx, ringRef)

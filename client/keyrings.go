@@ -51,10 +51,10 @@ func (c *Client) ListKeyRings(ctx context.Context, page kms.PageRequest) (*kms.L
 	return call[kms.List[*kms.KeyRing]](c, ctx, req{method: http.MethodGet, path: "/ks/keyrings", query: pageQuery(page)})
 }
 
-// DeleteKeyRing deletes a /ks key ring and its keys (DELETE
-// /ks/keyrings/{name}).
-func (c *Client) DeleteKeyRing(ctx context.Context, name string) (*kms.DeleteKeyRingResult, error) {
-	return call[kms.DeleteKeyRingResult](c, ctx, req{method: http.MethodDelete, path: endpoint("/ks/keyrings/%s", name)})
+// DeleteKeyRing deletes a /ks key ring and its keys, by name or by ID
+// (DELETE /ks/keyrings/{ring}).
+func (c *Client) DeleteKeyRing(ctx context.Context, ref kms.RingRef) (*kms.DeleteKeyRingResult, error) {
+	return call[kms.DeleteKeyRingResult](c, ctx, req{method: http.MethodDelete, path: endpoint("/ks/keyrings/%s", ref.Name), query: query("id", yes(ref.ByID))})
 }
 
 // ListKeys returns a page of a ring's keys, without their key data (GET
@@ -79,8 +79,8 @@ func (c *Client) Rotate(ctx context.Context, in kms.RotateInput) (*kms.Key, erro
 }
 
 // GetConfig returns the configuration of a ring (GET /ks/config).
-func (c *Client) GetConfig(ctx context.Context, ringName string) (*kms.KeyRingConfig, error) {
-	b, err := call[configBody](c, ctx, req{method: http.MethodGet, path: "/ks/config", query: query("ringname", ringName)})
+func (c *Client) GetConfig(ctx context.Context, ref kms.RingRef) (*kms.KeyRingConfig, error) {
+	b, err := call[configBody](c, ctx, req{method: http.MethodGet, path: "/ks/config", query: query("ringname", ref.Name, "id", yes(ref.ByID))})
 	if err != nil {
 		return nil, err
 	}
@@ -89,8 +89,8 @@ func (c *Client) GetConfig(ctx context.Context, ringName string) (*kms.KeyRingCo
 
 // SetConfig replaces the configuration of a ring and returns it (PUT
 // /ks/config).
-func (c *Client) SetConfig(ctx context.Context, ringName string, cfg *kms.KeyRingConfig) (*kms.KeyRingConfig, error) {
-	b, err := call[configBody](c, ctx, req{method: http.MethodPut, path: "/ks/config", body: setConfigRequest{RingName: ringName, Config: cfg}})
+func (c *Client) SetConfig(ctx context.Context, ref kms.RingRef, cfg *kms.KeyRingConfig) (*kms.KeyRingConfig, error) {
+	b, err := call[configBody](c, ctx, req{method: http.MethodPut, path: "/ks/config", query: query("id", yes(ref.ByID)), body: setConfigRequest{RingName: ref.Name, Config: cfg}})
 	if err != nil {
 		return nil, err
 	}

@@ -223,7 +223,7 @@ func TestCluster(t *testing.T) {
 		for _, o := range others {
 			must[*kms.EncryptResult](t, "Encrypt on "+o.name+" before the deletion")(o.cl.Encrypt(bg, kms.EncryptInput{RingName: "cl-doomed"}))
 		}
-		must[*kms.DeleteKeyRingResult](t, "DeleteKeyRing on node 1")(root1.DeleteKeyRing(bg, "cl-doomed"))
+		must[*kms.DeleteKeyRingResult](t, "DeleteKeyRing on node 1")(root1.DeleteKeyRing(bg, kms.RingRef{Name: "cl-doomed"}))
 		for _, o := range others {
 			res, err := o.cl.Encrypt(bg, kms.EncryptInput{RingName: "cl-doomed"})
 			switch {
@@ -306,7 +306,7 @@ func TestCluster(t *testing.T) {
 			workers = 8 // per node
 		)
 		newRing(t, root1, "cl-max")
-		cfg := must[*kms.KeyRingConfig](t, "SetConfig")(root1.SetConfig(bg, "cl-max", &kms.KeyRingConfig{Algos: kms.ConfigAlgos{AES256: kms.AlgoConfig{MaxEncryptCount: limit}}}))
+		cfg := must[*kms.KeyRingConfig](t, "SetConfig")(root1.SetConfig(bg, kms.RingRef{Name: "cl-max"}, &kms.KeyRingConfig{Algos: kms.ConfigAlgos{AES256: kms.AlgoConfig{MaxEncryptCount: limit}}}))
 		if cfg.Algos.AES256.MaxEncryptCount != limit {
 			t.Fatalf("SetConfig = maxEncryptCount %d, want %d", cfg.Algos.AES256.MaxEncryptCount, limit)
 		}

@@ -253,7 +253,7 @@ func TestFlows(t *testing.T) {
 		_, err = root.GetKeyRing(bg, kms.RingRef{Name: "clear"})
 		wantKind(t, "GetKeyRing of an /asym ring under /ks", err, kms.KindNotFound)
 
-		del := must[*kms.DeleteKeyRingResult](t, "DeleteKeyRing")(root.DeleteKeyRing(bg, "small"))
+		del := must[*kms.DeleteKeyRingResult](t, "DeleteKeyRing")(root.DeleteKeyRing(bg, kms.RingRef{Name: "small"}))
 		if del.ID != x.Ring.ID {
 			t.Fatalf("DeleteKeyRing = %+v, want ID %s", del, x.Ring.ID)
 		}
@@ -327,7 +327,7 @@ func TestFlows(t *testing.T) {
 			t.Fatalf("SearchAPIKeysByRing(payments) = %d keys, want the limited key and the bootstrap key", len(byRing.Data))
 		}
 		// A ring that an active key's flags name cannot be deleted.
-		_, err = root.DeleteKeyRing(bg, "payments")
+		_, err = root.DeleteKeyRing(bg, kms.RingRef{Name: "payments"})
 		wantKind(t, "DeleteKeyRing of a ring in use", err, kms.KindConflict)
 
 		// Validation of another key, with the activity it reports.
@@ -382,11 +382,11 @@ func TestFlows(t *testing.T) {
 
 		cfg := &kms.KeyRingConfig{Props: map[string]any{"team": "billing", "cfg": true}, Key: kms.ConfigKey{Props: map[string]any{"purpose": "pay2"}},
 			Algos: kms.ConfigAlgos{AES256: kms.AlgoConfig{MaxEncryptCount: 2}}}
-		got := must[*kms.KeyRingConfig](t, "SetConfig")(root.SetConfig(bg, "payments", cfg))
+		got := must[*kms.KeyRingConfig](t, "SetConfig")(root.SetConfig(bg, kms.RingRef{Name: "payments"}, cfg))
 		if got.Algos.AES256.MaxEncryptCount != 2 || got.Props["cfg"] != true {
 			t.Fatalf("SetConfig = %+v", got)
 		}
-		if got := must[*kms.KeyRingConfig](t, "GetConfig")(root.GetConfig(bg, "payments")); got.Key.Props["purpose"] != "pay2" || got.Algos.AES256.MaxEncryptCount != 2 {
+		if got := must[*kms.KeyRingConfig](t, "GetConfig")(root.GetConfig(bg, kms.RingRef{Name: "payments"})); got.Key.Props["purpose"] != "pay2" || got.Algos.AES256.MaxEncryptCount != 2 {
 			t.Fatalf("GetConfig = %+v", got)
 		}
 		// Two encrypts per key: the third rotates first.
@@ -406,7 +406,7 @@ func TestFlows(t *testing.T) {
 		if code := raw(t, v, "PUT", p.URL+"/ks/config", in.bootstrap, map[string]any{"ringanme": "payments", "config": map[string]any{"props": map[string]any{"team": "billing"}}}, &body); code != 200 || body.Config.Algos.AES256.MaxEncryptCount != 0 {
 			t.Fatalf("PUT /ks/config with ringanme = %d %+v", code, body.Config)
 		}
-		_, err := root.SetConfig(breaksDoc(bg), "payments", &kms.KeyRingConfig{Algos: kms.ConfigAlgos{AES256: kms.AlgoConfig{MaxEncryptCount: -1}}})
+		_, err := root.SetConfig(breaksDoc(bg), kms.RingRef{Name: "payments"}, &kms.KeyRingConfig{Algos: kms.ConfigAlgos{AES256: kms.AlgoConfig{MaxEncryptCount: -1}}})
 		wantKind(t, "SetConfig with a negative maxEncryptCount", err, kms.KindInvalid)
 		// A body over the cap (1 MiB) answers 413.
 		_, err = root.Encrypt(bg, kms.EncryptInput{RingName: "payments", Asset: &kms.AssetInput{Data: map[string]any{"big": strings.Repeat("x", 1<<20)}}})

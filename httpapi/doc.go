@@ -19,7 +19,7 @@
 //	POST   /ks/keyrings                            CreateKeyRing
 //	GET    /ks/keyrings                            ListKeyRings (?cursor, ?limit)
 //	GET    /ks/keyrings/:ringname                  GetKeyRing, answered {"ring": ...} (?id=true: by ID)
-//	GET    /ks/config                              GetConfig (?ringname), answered {"config": ...}
+//	GET    /ks/config                              GetConfig (?ringname[&id=true]), answered {"config": ...}
 //	PUT    /ks/config                              SetConfig, body {"ringname": ..., "config": {...}}
 //	DELETE /ks/keyrings/:ringname                  DeleteKeyRing
 //	GET    /ks/keyrings/:ringname/keys             ListKeys (?cursor, ?limit, ?id=true)

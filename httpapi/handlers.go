@@ -24,7 +24,12 @@ func result[T any](v *T, err error) (any, error) {
 
 // ringRef names the ring of the :ringname parameter: by ID with ?id=true.
 func ringRef(r *http.Request, ps httprouter.Params) kms.RingRef {
-	return kms.RingRef{Name: ps.ByName("ringname"), ByID: strings.EqualFold(r.URL.Query().Get("id"), "true")}
+	return queryRingRef(r, ps.ByName("ringname"))
+}
+
+// queryRingRef is the ring named name, by ID with ?id=true.
+func queryRingRef(r *http.Request, name string) kms.RingRef {
+	return kms.RingRef{Name: name, ByID: strings.EqualFold(r.URL.Query().Get("id"), "true")}
 }
 
 // pageRequest reads the cursor and limit query parameters.
@@ -144,9 +149,9 @@ type configBody struct {
 	Config *kms.KeyRingConfig `json:"config"`
 }
 
-// GET /ks/config?ringname=...
+// GET /ks/config?ringname=...[&id=true]
 func (a *api) getConfig(r *http.Request, _ httprouter.Params) (any, error) {
-	cfg, err := a.svc.GetConfig(r.Context(), r.URL.Query().Get("ringname"))
+	cfg, err := a.svc.GetConfig(r.Context(), queryRingRef(r, r.URL.Query().Get("ringname")))
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +177,7 @@ func (a *api) setConfig(r *http.Request, _ httprouter.Params) (any, error) {
 	if in.RingName != nil {
 		name = *in.RingName
 	}
-	cfg, err := a.svc.SetConfig(r.Context(), name, in.Config)
+	cfg, err := a.svc.SetConfig(r.Context(), queryRingRef(r, name), in.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +186,7 @@ func (a *api) setConfig(r *http.Request, _ httprouter.Params) (any, error) {
 
 // DELETE /ks/keyrings/:ringname
 func (a *api) deleteKeyRing(r *http.Request, ps httprouter.Params) (any, error) {
-	return result(a.svc.DeleteKeyRing(r.Context(), ps.ByName("ringname")))
+	return result(a.svc.DeleteKeyRing(r.Context(), ringRef(r, ps)))
 }
 
 // GET /ks/keyrings/:ringname/keys

@@ -154,7 +154,7 @@ func demo(ctx context.Context, url, apiKey string) error {
 	if _, err := c.DeleteAccount(ctx, kms.AccountRef{Value: acct.ID}); err != nil {
 		return err
 	}
-	if _, err := c.DeleteKeyRing(ctx, ringName); err != nil {
+	if _, err := c.DeleteKeyRing(ctx, kms.RingRef{Name: ringName}); err != nil {
 		return err
 	}
 	fmt.Println("deleted the API key, the Account and the ring")

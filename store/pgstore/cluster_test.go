@@ -71,7 +71,7 @@ func TestCluster(t *testing.T) {
 	if _, err := svcs[0].CreateKeyRing(roots[0], kms.CreateKeyRingInput{Name: "shared"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svcs[0].SetConfig(roots[0], "shared", &kms.KeyRingConfig{Algos: kms.ConfigAlgos{AES256: kms.AlgoConfig{MaxEncryptCount: limit}}}); err != nil {
+	if _, err := svcs[0].SetConfig(roots[0], kms.RingRef{Name: "shared"}, &kms.KeyRingConfig{Algos: kms.ConfigAlgos{AES256: kms.AlgoConfig{MaxEncryptCount: limit}}}); err != nil {
 		t.Fatal(err)
 	}
 	var (
@@ -137,7 +137,7 @@ func TestCluster(t *testing.T) {
 
 	// A ring deleted on node 0 is refused by node 1 at once, whatever its
 	// caches hold.
-	if _, err := svcs[0].DeleteKeyRing(roots[0], "turn"); err != nil {
+	if _, err := svcs[0].DeleteKeyRing(roots[0], kms.RingRef{Name: "turn"}); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := svcs[1].Encrypt(roots[1], kms.EncryptInput{RingName: "turn"}); kms.ErrorKind(err) != kms.KindNotFound {
