@@ -13,8 +13,18 @@
 //	svc, _ := kms.New(st, kms.Options{MasterKey: mk})
 //	p, _ := svc.Authenticate(ctx, apiKeySecret)
 //	res, _ := svc.Encrypt(kms.WithPrincipal(ctx, p), kms.EncryptInput{RingName: "payments"})
+//	key, _ := kms.UnwrapKey(ringPrivateKey, res.RingID, res.Key) // the 32 key bytes
 //
-// Package httpapi serves the same methods over HTTP; cmd/kmsd is the server.
+// An application that embeds the library and calls it for itself holds
+// the master key already: it acts as itself with Service.Application, with
+// no API key to mint, and its calls are recorded under its name:
+//
+//	p, _ := svc.Application(ctx, "billing")
+//
+// Package envelope encrypts data with these keys in one call (Seal and
+// Open, or streams). Package httpapi serves the same methods over HTTP;
+// package client calls them there, with the same signatures; cmd/kmsd is
+// the server and cmd/kmsctl its command line.
 //
 // # Keys
 //
