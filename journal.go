@@ -119,6 +119,11 @@ type journal struct {
 
 	mu     sync.RWMutex // guards closed and sends on jobs
 	closed bool
+
+	// batchMu is held by the run goroutine while it commits a batch or
+	// settles a doubt; whoever holds it sees the store and the trail
+	// between batches, consistent with each other (quiesce).
+	batchMu sync.Mutex
 	jobs   chan *job
 	wg     sync.WaitGroup
 
@@ -334,7 +339,9 @@ func (j *journal) run() {
 			first = jb
 		case <-retry:
 			retry = nil
+			j.batchMu.Lock()
 			j.settle()
+			j.batchMu.Unlock()
 			continue
 		}
 		batch = append(batch[:0], first)
@@ -358,9 +365,31 @@ func (j *journal) run() {
 		j.last = len(batch)
 		start := time.Now()
 		j.appendTime, j.batchErr = 0, nil
+		j.batchMu.Lock()
 		j.commit(batch)
+		j.batchMu.Unlock()
 		j.observe(len(batch), start, j.batchErr)
 	}
+}
+
+// quiesce waits until no batch is being committed and returns, with the
+// journal held between batches, the number of records in the trail, every
+// one of them committed with its writes, and a function that lets the
+// journal go on. It fails when the journal cannot write safely now.
+func (j *journal) quiesce() (seq uint64, resume func(), err error) {
+	j.batchMu.Lock()
+	switch {
+	case j.failed != nil:
+		err = &Error{Kind: KindInternal, Message: "activity trail unavailable", Err: j.failed}
+	case j.doubt != nil:
+		err = &Error{Kind: KindUnavailable, Err: j.doubt.err, Message: "service unavailable: the outcome of earlier writes is not settled yet; try again"}
+	}
+	if err != nil {
+		j.batchMu.Unlock()
+		return 0, nil, err
+	}
+	var once sync.Once
+	return j.head.Seq, func() { once.Do(j.batchMu.Unlock) }, nil
 }
 
 func (j *journal) commit(batch []*job) {
