@@ -211,39 +211,81 @@ func Restore(ctx context.Context, st Store, r io.Reader) (*BackupInfo, error) {
 	if !empty || trail.Len() != 0 {
 		return nil, Errorf(KindConflict, "restore: the store is not empty; restore into a new one")
 	}
+	return readBackup(ctx, r, &restoreSink{ctx: ctx, st: st, trail: trail})
+}
 
+// CheckBackup reads a whole backup and checks it as Restore does, writing
+// nothing: kmsd backup checks what it wrote with it.
+func CheckBackup(ctx context.Context, r io.Reader) (*BackupInfo, error) {
+	return readBackup(ctx, r, nil)
+}
+
+// restoreSink writes what a backup holds into a new store, in batches.
+type restoreSink struct {
+	ctx     context.Context
+	st      Store
+	trail   Trail
+	entries [][2][]byte
+	size    int
+	recs    [][]byte
+}
+
+func (rs *restoreSink) entry(k, v []byte) error {
+	rs.entries = append(rs.entries, [2][]byte{k, v})
+	if rs.size += len(k) + len(v); len(rs.entries) >= 512 || rs.size >= 4<<20 {
+		return rs.flush()
+	}
+	return nil
+}
+
+func (rs *restoreSink) record(rec []byte) error {
+	if err := rs.flushEntries(); err != nil {
+		return err
+	}
+	rs.recs = append(rs.recs, rec)
+	if len(rs.recs) >= 512 {
+		return rs.flush()
+	}
+	return nil
+}
+
+func (rs *restoreSink) flushEntries() error {
+	if len(rs.entries) == 0 {
+		return nil
+	}
+	err := rs.st.Update(rs.ctx, func(tx Txn) error {
+		for _, e := range rs.entries {
+			if err := tx.Set(e[0], e[1]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	rs.entries, rs.size = rs.entries[:0], 0
+	return err
+}
+
+func (rs *restoreSink) flush() error {
+	if err := rs.flushEntries(); err != nil {
+		return err
+	}
+	if len(rs.recs) == 0 {
+		return nil
+	}
+	err := rs.trail.Append(rs.recs)
+	rs.recs = rs.recs[:0]
+	return err
+}
+
+// readBackup reads and checks a backup, handing its entries and records
+// to sink (when not nil) and flushing it once the end checks out.
+func readBackup(ctx context.Context, r io.Reader, sink *restoreSink) (*BackupInfo, error) {
 	br := &backupReader{r: bufio.NewReaderSize(r, 256<<10), h: sha256.New()}
 	magic := make([]byte, len(backupMagic))
 	if err := br.full(magic); err != nil || string(magic) != backupMagic {
 		return nil, badBackup("it does not start as a ringkms backup of version 1")
 	}
 	info := &BackupInfo{}
-	var entries [][2][]byte
-	var size int
-	var recs [][]byte
-	flushEntries := func() error {
-		if len(entries) == 0 {
-			return nil
-		}
-		err := st.Update(ctx, func(tx Txn) error {
-			for _, e := range entries {
-				if err := tx.Set(e[0], e[1]); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		entries, size = entries[:0], 0
-		return err
-	}
-	flushRecords := func() error {
-		if len(recs) == 0 {
-			return nil
-		}
-		err := trail.Append(recs)
-		recs = recs[:0]
-		return err
-	}
 	var meta *backupMeta
 	for {
 		if err := ctx.Err(); err != nil {
@@ -275,22 +317,16 @@ func Restore(ctx context.Context, st Store, r io.Reader) (*BackupInfo, error) {
 			if n <= 0 || kl == 0 || kl > uint64(len(body)-n) {
 				return nil, badBackup(fmt.Sprintf("store entry %d is malformed", info.Entries+1))
 			}
-			k := body[n : n+int(kl)]
-			entries = append(entries, [2][]byte{k, body[n+int(kl):]})
 			info.Entries++
-			if size += len(body); len(entries) >= 512 || size >= 4<<20 {
-				if err := flushEntries(); err != nil {
+			if sink != nil {
+				if err := sink.entry(body[n:n+int(kl)], body[n+int(kl):]); err != nil {
 					return nil, err
 				}
 			}
 		case frameRecord:
-			if err := flushEntries(); err != nil {
-				return nil, err
-			}
-			recs = append(recs, body)
 			info.Records++
-			if len(recs) >= 512 {
-				if err := flushRecords(); err != nil {
+			if sink != nil {
+				if err := sink.record(body); err != nil {
 					return nil, err
 				}
 			}
@@ -309,11 +345,10 @@ func Restore(ctx context.Context, st Store, r io.Reader) (*BackupInfo, error) {
 			if _, err := br.r.ReadByte(); err != io.EOF {
 				return nil, badBackup("there are bytes after its end")
 			}
-			if err := flushEntries(); err != nil {
-				return nil, err
-			}
-			if err := flushRecords(); err != nil {
-				return nil, err
+			if sink != nil {
+				if err := sink.flush(); err != nil {
+					return nil, err
+				}
 			}
 			return info, nil
 		default:

@@ -26,6 +26,8 @@ type config struct {
 	data          string
 	store         string
 	migrateTo     string // migrate's -to
+	backupOut     string // backup's -o
+	restoreIn     string // restore's -i
 	dev           bool
 	masterKeyFile string
 	mailOutbox    string
@@ -133,6 +135,12 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stdout i
 	if cmd == "migrate" {
 		fs.StringVar(&c.data, "from", "./data", "")
 		fs.StringVar(&c.migrateTo, "to", "", "")
+	}
+	if cmd == "backup" {
+		fs.StringVar(&c.backupOut, "o", "", "")
+	}
+	if cmd == "restore" {
+		fs.StringVar(&c.restoreIn, "i", "", "")
 	}
 	fs.BoolVar(&c.dev, "dev", false, "")
 	fs.StringVar(&c.masterKeyFile, "master-key-file", "", "")
@@ -323,6 +331,40 @@ empty among them: nothing is written then).
   -to url     the PostgreSQL database (password from the URL or PGPASSWORD)
 
 `)
+	} else if cmd == "backup" {
+		fmt.Fprint(w, `Usage: kmsd backup [-o FILE] [flags]
+
+Writes a consistent backup of the embedded store in the data directory and
+its activity trail to FILE (mode 0600), or to standard output without -o or
+with -o -. With kmsd running on the directory, the running kmsd takes it
+(through the socket admin.sock in the data directory, which only its user
+may use) while it serves: writes pause only while a snapshot is taken.
+With no kmsd running, kmsd backup opens the store itself, and reads the
+master key as the server does. The backup holds only sealed secrets, like
+the data directory; it is checked (its digest and counts) before kmsd
+backup reports success, and FILE appears only then. The backup is an
+activity record itself (action backup). A PostgreSQL store is backed up
+with the database's tools instead (docs/OPERATIONS.md). Exit status: 0 on
+success, 1 on an error.
+
+  -o file     where to write the backup (default: standard output)
+  -data dir   the data directory (default ./data)
+
+`)
+	} else if cmd == "restore" {
+		fmt.Fprint(w, `Usage: kmsd restore -i FILE -data DIR
+
+Makes a new data directory DIR (absent or empty) from a backup that kmsd
+backup wrote (-i FILE, or standard input without -i or with -i -). It
+checks the backup's digest and counts; on any error it removes DIR again.
+It needs no master key: the store opens afterwards with the master key of
+the service that was backed up. Check the result with kmsd verify-audit.
+Exit status: 0 on success, 1 on an error.
+
+  -i file     the backup (default: standard input)
+  -data dir   the new data directory (default ./data)
+
+`)
 	} else if cmd == "verify-audit" {
 		fmt.Fprint(w, `Usage: kmsd verify-audit [flags]
 
@@ -354,6 +396,8 @@ master key is read as for the server (KMS_MASTER_KEY, -master-key-file, or
        kmsd verify-audit [flags]  check the activity trail's hash chain
        kmsd migrate -from DIR -to URL  copy an embedded store into PostgreSQL
        kmsd rotate-signing-key [flags]  sign new headers with a new key
+       kmsd backup [-o FILE] [flags]    a consistent backup, while kmsd runs or not
+       kmsd restore -i FILE -data DIR   a new data directory from a backup
 
 `)
 	}

@@ -5,6 +5,8 @@
 //	kmsd verify-audit [flags]  check the activity trail's hash chain
 //	kmsd migrate -from DIR -to URL  copy an embedded store into PostgreSQL
 //	kmsd rotate-signing-key [flags]  sign new headers with a new key
+//	kmsd backup [-o FILE]      a consistent backup of a running (or stopped) kmsd
+//	kmsd restore -i FILE -data DIR  a new data directory from a backup
 //
 // Every flag can also be set by a KMS_* environment variable; a flag on the
 // command line wins. Secrets come only from the environment or files:
@@ -73,7 +75,7 @@ func exitCode(err error) int {
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	stderr = &lockedWriter{w: stderr}
 	cmd := ""
-	if len(args) > 0 && (args[0] == "verify-audit" || args[0] == "migrate" || args[0] == "rotate-signing-key") {
+	if len(args) > 0 && (args[0] == "verify-audit" || args[0] == "migrate" || args[0] == "rotate-signing-key" || args[0] == "backup" || args[0] == "restore") {
 		cmd, args = args[0], args[1:]
 	}
 	c, err := parseConfig(cmd, args, getenv, stdout)
@@ -91,6 +93,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return migrate(ctx, c, getenv, stdout, &log)
 	case "rotate-signing-key":
 		return rotateSigningKey(ctx, c, getenv, stdout, &log)
+	case "backup":
+		return backup(ctx, c, getenv, stdout, &log)
+	case "restore":
+		return restore(ctx, c, os.Stdin, stdout, &log)
 	}
 	return serve(ctx, c, getenv, stderr, &log)
 }

@@ -251,6 +251,13 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stderr io
 		ms.m.Watch(svc)
 	}
 	handler.set(httpapi.New(svc, hopts))
+	stopAdmin := func() {}
+	if !c.postgres() {
+		if stopAdmin, err = serveAdmin(c.data, svc, log); err != nil {
+			stopServing()
+			return errors.Join(err, closeAll())
+		}
+	}
 	if !serving {
 		startServing()
 	}
@@ -271,6 +278,7 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stderr io
 	if serveErr == nil {
 		<-served // http.ErrServerClosed
 	}
+	stopAdmin()
 	if err := closeAll(); err != nil {
 		log.Error().Err(err).Msg("close")
 		return errors.Join(serveErr, err)

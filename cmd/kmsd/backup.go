@@ -1,0 +1,245 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/store/badgerstore"
+)
+
+// A running kmsd on the embedded store serves its backups on a Unix socket
+// in its data directory, of mode 0600: whoever may use it may read the
+// data directory already, which holds the same sealed secrets. kmsd backup
+// asks it there, and backs the store up itself when no kmsd runs on it.
+const adminSocketName = "admin.sock"
+
+func adminSocket(data string) string { return filepath.Join(data, adminSocketName) }
+
+// maxSocketPath is the longest path of a Unix socket that every Unix
+// takes (sun_path is 104 bytes on the BSDs, 108 on Linux, with its NUL).
+const maxSocketPath = 104
+
+// serveAdmin serves GET /backup on the admin socket of the data directory
+// until the returned function is called.
+func serveAdmin(data string, svc *kms.Service, log *zerolog.Logger) (stop func(), err error) {
+	path := adminSocket(data)
+	if len(path) >= maxSocketPath {
+		log.Warn().Str("socket", path).Msg("no online backup: the data directory's path is too long for a Unix socket; kmsd backup works with kmsd stopped")
+		return func() {}, nil
+	}
+	// kmsd holds the store's lock: a socket file left here is stale.
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("admin socket: %w", err)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("admin socket %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("admin socket: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /backup", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/octet-stream")
+		info, err := svc.Backup(r.Context(), w)
+		if err != nil {
+			// Nothing written yet: say why. Once bytes went out, the
+			// backup ends without its end frame, which kmsd backup
+			// detects; the reason is in the log.
+			log.Error().Err(err).Msg("backup failed")
+			http.Error(w, kms.ErrorMessage(err), http.StatusInternalServerError)
+			return
+		}
+		log.Info().Uint64("entries", info.Entries).Uint64("records", info.Records).Msg("backup taken")
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancel()
+		srv.Shutdown(ctx)
+		os.Remove(path)
+	}, nil
+}
+
+// backup is kmsd backup: a consistent backup of the embedded store and
+// its trail, from the kmsd running on it (online) or from the store
+// itself (no kmsd running), to -o FILE or standard output. What it wrote
+// is checked as restore would check it before it reports success; a
+// file is written under a temporary name and renamed only then.
+func backup(ctx context.Context, c *config, getenv func(string) string, stdout io.Writer, log *zerolog.Logger) error {
+	if c.postgres() {
+		return errors.New("backup: a PostgreSQL store is backed up with pg_dump or the database's point-in-time recovery (docs/OPERATIONS.md, Backup and restore)")
+	}
+	out, commit, abort, err := backupOutput(c.backupOut, stdout)
+	if err != nil {
+		return err
+	}
+	defer abort()
+	pr, pw := io.Pipe()
+	checked := make(chan error, 1)
+	var info *kms.BackupInfo
+	go func() {
+		var err error
+		info, err = kms.CheckBackup(ctx, io.TeeReader(pr, out))
+		pr.CloseWithError(err) // unblocks the writer on a bad backup
+		checked <- err
+	}()
+	mode, err := writeBackup(ctx, c, getenv, pw, log)
+	pw.CloseWithError(err)
+	cerr := <-checked
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	if cerr != nil {
+		return fmt.Errorf("backup: %s", kms.ErrorMessage(cerr))
+	}
+	if err := commit(); err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	msg := fmt.Sprintf("backup (%s) of %d store entries and %d activity records", mode, info.Entries, info.Records)
+	if c.backupOut != "" && c.backupOut != "-" {
+		fmt.Fprintf(stdout, "%s written to %s\n", msg, c.backupOut)
+	}
+	log.Info().Str("mode", mode).Uint64("entries", info.Entries).Uint64("records", info.Records).Msg("backup written")
+	return nil
+}
+
+// writeBackup writes the backup to w: from the running kmsd through its
+// admin socket, or else from the store, opened here.
+func writeBackup(ctx context.Context, c *config, getenv func(string) string, w io.Writer, log *zerolog.Logger) (mode string, err error) {
+	sock := adminSocket(c.data)
+	conn, derr := net.Dial("unix", sock)
+	if derr == nil {
+		conn.Close()
+		hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		}}}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://kmsd/backup", nil)
+		resp, err := hc.Do(req)
+		if err != nil {
+			return "online", fmt.Errorf("ask the running kmsd: %w", err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			return "online", fmt.Errorf("the running kmsd: %s", strings.TrimSpace(string(msg)))
+		}
+		_, err = io.Copy(w, resp.Body)
+		return "online", err
+	}
+	st, mk, err := openExistingStore(ctx, c, getenv, log)
+	if err != nil {
+		return "offline", err
+	}
+	defer st.Close()
+	svc, err := kms.New(st, kms.Options{MasterKey: mk})
+	mk = kms.MasterKey{}
+	if err != nil {
+		return "offline", startError(err, c)
+	}
+	_, err = svc.Backup(ctx, w)
+	if cerr := svc.Close(); err == nil {
+		err = cerr
+	}
+	return "offline", err
+}
+
+// backupOutput opens where the backup goes: standard output for "" or
+// "-", or else a temporary file beside path, of mode 0600, that commit
+// syncs and renames to path, and abort removes.
+func backupOutput(path string, stdout io.Writer) (w io.Writer, commit func() error, abort func(), err error) {
+	if path == "" || path == "-" {
+		return stdout, func() error { return nil }, func() {}, nil
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.partial")
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("backup: %w", err)
+	}
+	done := false
+	commit = func() error {
+		if err := f.Chmod(0o600); err != nil {
+			return err
+		}
+		if err := f.Sync(); err != nil {
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+		done = true
+		return os.Rename(f.Name(), path)
+	}
+	abort = func() {
+		if !done {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}
+	return f, commit, abort, nil
+}
+
+// restore is kmsd restore: it makes a new data directory from a backup
+// (-i FILE, or standard input). The directory must not exist, or be
+// empty; on any error it is removed again, so that no half-restored store
+// is left to start on.
+func restore(ctx context.Context, c *config, stdin io.Reader, stdout io.Writer, log *zerolog.Logger) (err error) {
+	if c.postgres() {
+		return errors.New("restore: a PostgreSQL store is restored with the database's own tools (docs/OPERATIONS.md, Backup and restore)")
+	}
+	entries, err := os.ReadDir(c.data)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("restore: %w", err)
+	case len(entries) > 0:
+		return fmt.Errorf("restore: %s is not empty: restore into a new data directory", c.data)
+	}
+	if err := os.MkdirAll(c.data, 0o700); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			if rerr := os.RemoveAll(c.data); rerr != nil {
+				err = errors.Join(err, fmt.Errorf("remove the partial restore in %s: %w", c.data, rerr))
+			}
+		}
+	}()
+	in := stdin
+	if c.restoreIn != "" && c.restoreIn != "-" {
+		f, err := os.Open(c.restoreIn)
+		if err != nil {
+			return fmt.Errorf("restore: %w", err)
+		}
+		defer f.Close()
+		in = f
+	}
+	st, err := badgerstore.OpenDir(c.data)
+	if err != nil {
+		return fmt.Errorf("restore: open a new store in %s: %w", c.data, err)
+	}
+	info, err := kms.Restore(ctx, st, in)
+	if cerr := st.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("restore: %s", kms.ErrorMessage(err))
+	}
+	log.Info().Uint64("entries", info.Entries).Uint64("records", info.Records).Msg("restored")
+	fmt.Fprintf(stdout, "restored %d store entries and %d activity records (backup of %s) into %s\ncheck it with: kmsd verify-audit -data %s\n",
+		info.Entries, info.Records, info.CreatedAt.Format(time.RFC3339), c.data, c.data)
+	return nil
+}
