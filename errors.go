@@ -3,6 +3,7 @@ package kms
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Kind classifies an Error. The set is closed and only ever grows at the
@@ -71,6 +72,9 @@ type Error struct {
 	// Details, when set, is structured detail safe to show the caller,
 	// such as a PasswordCheck (HTTP: the "results" member).
 	Details any
+	// RetryAfter, when set, is when the caller may try again (a rate
+	// limit: HTTP's Retry-After header, in whole seconds).
+	RetryAfter time.Duration
 
 	sentinel bool
 }

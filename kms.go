@@ -3,6 +3,7 @@ package kms
 import (
 	"context"
 	"crypto/ed25519"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,6 +63,11 @@ type Options struct {
 	// delay, none included.
 	MinDestroyDelay time.Duration
 
+	// RateLimits, when set, limit the calls of each client address,
+	// credential and Account that Admit is asked about (httpapi asks for
+	// every request). The zero value limits nothing.
+	RateLimits RateLimits
+
 	// Observer, when set, receives measurements of the journal's batches
 	// and the activity records they commit, for metrics (observe.go;
 	// package metrics has one for Prometheus).
@@ -87,6 +93,7 @@ type Service struct {
 	log     zerolog.Logger
 	now     func() time.Time
 	journal *journal
+	limits  *rateLimiter // nil: no rate limits
 
 	sealer    *seal.Sealer // secrets at rest
 	hashMAC   *macKey      // MAC of hashes
@@ -124,6 +131,12 @@ func New(st Store, opts Options) (*Service, error) {
 		return nil, Errorf(KindInvalid, "a master key is required")
 	}
 	s := &Service{store: st, trail: st.Trail(), opts: opts, now: opts.Now, log: zerolog.Nop(), freeBlock: unlimitedBlock}
+	for _, r := range []Rate{opts.RateLimits.PerAddr, opts.RateLimits.PerAPIKey} {
+		if r.PerSecond < 0 || r.Burst < 0 || math.IsNaN(r.PerSecond) || math.IsInf(r.PerSecond, 0) {
+			return nil, Errorf(KindInvalid, "rate limits: want a rate of 0 (none) or more calls a second, and a burst of 0 or more")
+		}
+	}
+	s.limits = newRateLimiter(opts.RateLimits)
 	if opts.Logger != nil {
 		s.log = *opts.Logger
 	}

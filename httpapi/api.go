@@ -87,6 +87,9 @@ type route struct {
 	// the bearer middleware, which puts the caller's Principal in the
 	// request context.
 	public bool
+	// unlimited routes are not rate-limited: a load balancer's health
+	// checks must not be refused.
+	unlimited bool
 
 	// secretPath marks a route whose path carries a secret (an API key,
 	// a token): the log then gets the route pattern, not the path.
@@ -98,7 +101,7 @@ type route struct {
 // a test keeps the two in step.
 func (a *api) routes() []route {
 	return []route{
-		{method: http.MethodGet, path: "/healthz", handle: a.healthz, public: true},
+		{method: http.MethodGet, path: "/healthz", handle: a.healthz, public: true, unlimited: true},
 		{method: http.MethodGet, path: "/openapi.json", handle: a.openAPI, public: true},
 
 		// SPEC.md 4.2: key rings and keys.
@@ -246,6 +249,17 @@ func (a *api) serve(rt route) httprouter.Handle {
 			st.route, st.secretPath = rt.path, rt.secretPath
 		}
 		ctx := r.Context()
+		if addr := a.clientAddr(r); addr != "" {
+			ctx = kms.WithClientAddr(ctx, addr)
+		}
+		if !rt.unlimited {
+			// The client address's limit comes before the credential is
+			// checked, so that guessing credentials is limited too.
+			if err := a.svc.Admit(ctx, nil); err != nil {
+				a.writeError(w, r, err)
+				return
+			}
+		}
 		if !rt.public {
 			p, err := a.requireBearer(r)
 			if err != nil {
@@ -256,9 +270,10 @@ func (a *api) serve(rt route) httprouter.Handle {
 				st.principal = p.ID
 			}
 			ctx = kms.WithPrincipal(ctx, p)
-		}
-		if addr := a.clientAddr(r); addr != "" {
-			ctx = kms.WithClientAddr(ctx, addr)
+			if err := a.svc.Admit(ctx, p); err != nil {
+				a.writeError(w, r, err)
+				return
+			}
 		}
 		if ctx != r.Context() {
 			r = r.WithContext(ctx)

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"runtime/debug"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ringkms/kms"
 )
@@ -97,6 +99,9 @@ func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	noteError(r, err, code)
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="ringkms"`)
+	}
+	if e := kms.AsError(err); e != nil && e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
 	}
 	body := errorBody{Message: messageOf(err, status), Code: code}
 	if e := kms.AsError(err); e != nil && status < 500 {

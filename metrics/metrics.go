@@ -134,7 +134,7 @@ func New(opts Options) *Metrics {
 	}, []string{"action", "reason"})
 	m.throttled = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kms_throttled_total",
-		Help: "Logins and password reset requests refused by their throttles.",
+		Help: "Calls refused by a throttle: logins, password reset requests, and the rate limits of client addresses, API keys and Accounts (kind ratelimit_address, ratelimit_apikey, ratelimit_account).",
 	}, []string{"kind"})
 	m.reg.MustRegister(m.requests, m.latency, m.batchSize, m.commitTime, m.appendTime, m.batchFailures,
 		m.records, m.keyCalls, m.denied, m.throttled,
@@ -228,6 +228,9 @@ func (m *Metrics) ObserveRecords(recs []*kms.Activity) {
 				m.counter(m.throttled, "t", "login", "").Inc()
 			case "user.reset.start":
 				m.counter(m.throttled, "t", "password_reset", "").Inc()
+			case "ratelimit":
+				limit, _ := a.Props["limit"].(string)
+				m.counter(m.throttled, "t", "ratelimit_"+limit, "").Inc()
 			}
 		}
 	}

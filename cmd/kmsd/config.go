@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/metrics"
 	"github.com/ringkms/kms/store/badgerstore"
 )
@@ -38,6 +39,8 @@ type config struct {
 	logFormat     string
 	clientIP      string
 	diskReserve   byteSize
+	rateKey       rateFlag // -rate-limit-apikey
+	rateAddr      rateFlag // -rate-limit-addr
 	clientIPHops  int
 
 	tokenTTL    time.Duration
@@ -93,6 +96,8 @@ var settings = []setting{
 	{"metrics-addr", "KMS_METRICS_ADDR", "host:port", "serve Prometheus metrics at GET /metrics on a listener of their own (plain HTTP)", ""},
 	{"metrics-token-file", "KMS_METRICS_TOKEN_FILE", "file", "file holding a bearer token that GET /metrics requires (or set KMS_METRICS_TOKEN)", ""},
 	{"metrics-rings", "KMS_METRICS_RINGS", "n", "key rings labelled in the per-ring metrics; the calls of others count as ring \"other\"", "100"},
+	{"rate-limit-apikey", "KMS_RATE_LIMIT_APIKEY", "rate", "calls a second each API key (or User) may make, as RATE or RATE:BURST; 0: no limit", "0"},
+	{"rate-limit-addr", "KMS_RATE_LIMIT_ADDR", "rate", "calls a second each client address may make, as RATE or RATE:BURST; 0: no limit", "0"},
 }
 
 // envOnly are the variables that have no flag.
@@ -167,6 +172,8 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stdout i
 	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "")
 	fs.StringVar(&c.metricsTokenFile, "metrics-token-file", "", "")
 	fs.IntVar(&c.metricsRings, "metrics-rings", metrics.DefaultMaxRings, "")
+	fs.Var(&c.rateKey, "rate-limit-apikey", "")
+	fs.Var(&c.rateAddr, "rate-limit-addr", "")
 
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -275,6 +282,33 @@ const defaultDiskReserve = byteSize(badgerstore.DefaultDiskReserve)
 
 // byteSize is a flag value of bytes: a whole number with an optional unit,
 // B, KiB, MiB, GiB or TiB (powers of 1024), or KB, MB, GB, TB (of 1000).
+// rateFlag is a token-bucket rate: "RATE" (calls a second, a burst of
+// one second's worth) or "RATE:BURST"; "0" for none.
+type rateFlag kms.Rate
+
+func (r *rateFlag) String() string {
+	if r.Burst > 0 {
+		return fmt.Sprintf("%g:%d", r.PerSecond, r.Burst)
+	}
+	return fmt.Sprintf("%g", r.PerSecond)
+}
+
+func (r *rateFlag) Set(s string) error {
+	rate, burst, hasBurst := strings.Cut(strings.TrimSpace(s), ":")
+	v, err := strconv.ParseFloat(rate, 64)
+	if err != nil || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+		return fmt.Errorf("want calls a second, such as 100 or 100:200 (a burst of 200)")
+	}
+	n := 0
+	if hasBurst {
+		if n, err = strconv.Atoi(burst); err != nil || n < 1 {
+			return fmt.Errorf("burst %q: want a whole number of calls, 1 or more", burst)
+		}
+	}
+	*r = rateFlag{PerSecond: v, Burst: n}
+	return nil
+}
+
 type byteSize int64
 
 func (b *byteSize) String() string { return formatBytes(int64(*b)) }

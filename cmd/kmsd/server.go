@@ -182,6 +182,7 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stderr io
 		TokenTTL: c.tokenTTL, SessionLifetime: c.sessionLife, InviteTTL: c.inviteTTL, ResetTTL: c.resetTTL,
 		Limits:          kms.Limits{MaxKeyRings: c.maxKeyRings, MaxUsers: c.maxUsers, MaxAccounts: c.maxAccounts, MaxAPIKeysPerAccount: c.maxAPIKeys},
 		MinDestroyDelay: c.minDestroy,
+		RateLimits:      kms.RateLimits{PerAPIKey: kms.Rate(c.rateKey), PerAddr: kms.Rate(c.rateAddr)},
 	}
 	if ms != nil {
 		svcOpts.Observer = ms.m
