@@ -140,6 +140,13 @@ func (c *cli) pipe(ctx context.Context, f *cryptFlags, verb string, body func(s 
 			return nil, usagef(path, "standard output is a terminal: give -out FILE, or redirect it")
 		}
 	}
+	if f.in == "-" {
+		// Claimed first, so that a private key on standard input too is
+		// refused before anything is read.
+		if err := c.claimStdin("-in"); err != nil {
+			return nil, err
+		}
+	}
 	pk, err := c.privateKey(path, f.privateKey)
 	if err != nil {
 		return nil, err
@@ -204,14 +211,12 @@ func (c *cli) privateKey(cmdPath, path string) (*kms.PrivateKey, error) {
 	return kms.ParsePrivateKey(text)
 }
 
-// openInput opens the input path (- for standard input) and returns it,
-// its size (-1 when unknown: not a regular file) and its closer.
+// openInput opens the input path (- for standard input, which the
+// caller claimed) and returns it, its size (-1 when unknown: not a
+// regular file) and its closer.
 func (c *cli) openInput(path string) (io.Reader, int64, func(), error) {
 	var f *os.File
 	if path == "-" {
-		if err := c.claimStdin("-in"); err != nil {
-			return nil, 0, nil, err
-		}
 		file, ok := c.stdin.(*os.File)
 		if !ok {
 			return c.stdin, -1, func() {}, nil
