@@ -78,4 +78,3 @@ func activityShow(c *cli, fs *flag.FlagSet) action {
 		})(c.kc.GetActivity(ctx, args[0]))
 	}
 }
-
