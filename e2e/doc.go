@@ -1,6 +1,7 @@
 // Package e2e holds the end-to-end tests of ringkms: they build the real
-// kmsd (and kmsctl), run it on 127.0.0.1:0 in a temporary data directory, and drive it
-// through the Go client (package client) the way a user would.
+// kmsd (and kmsctl), run it on 127.0.0.1:0 in a temporary data
+// directory, and drive it through the Go client (package client) the way
+// a user would.
 //
 // # What runs
 //
