@@ -254,9 +254,12 @@ func (c *cli) report(err error) int {
 }
 
 // describe is the text of an error: the service's message and code for a
-// *kms.Error (and the members at fault, if any), the error's own text
-// otherwise.
+// *kms.Error (and the members at fault, if any), "interrupted" for a
+// signal, the error's own text otherwise.
 func describe(err error) string {
+	if errors.Is(err, context.Canceled) {
+		return "interrupted"
+	}
 	msg := err.Error()
 	e := kms.AsError(err)
 	if e == nil {

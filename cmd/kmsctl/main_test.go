@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"io"
 	"net/http/httptest"
@@ -282,6 +283,7 @@ func TestDescribe(t *testing.T) {
 		{"wrapped", wrap(kms.Errorf(kms.KindNotFound, "ring x not found")), "ring show: ring x not found (not_found)"},
 		{"internal keeps its cause", &kms.Error{Kind: kms.KindInternal, Message: "GET /healthz failed", Err: io.ErrUnexpectedEOF}, "GET /healthz failed: unexpected EOF (internal)"},
 		{"other", io.ErrUnexpectedEOF, "unexpected EOF"},
+		{"interrupt", &kms.Error{Kind: kms.KindInternal, Message: "POST /ks/encrypt failed", Err: context.Canceled}, "interrupted"},
 	}
 	for _, tt := range tests {
 		if got := describe(tt.err); got != tt.want {
@@ -334,4 +336,29 @@ func writeFile(t testing.TB, dir, name string, data []byte) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+func TestProgress(t *testing.T) {
+	const size = 10 << 20
+	var bar bytes.Buffer
+	p := &progress{ctx: context.Background(), r: bytes.NewReader(make([]byte, size)), w: &bar, label: "encrypt", total: size}
+	if n, err := io.Copy(io.Discard, p); n != size || err != nil {
+		t.Fatalf("io.Copy through progress = %d, %v", n, err)
+	}
+	p.finish()
+	if !strings.HasSuffix(bar.String(), "\rencrypt [==============================] 100% 10.0 / 10.0 MiB\n") {
+		t.Errorf("the bar ends %q", bar.String()[max(0, bar.Len()-80):])
+	}
+	// No bar but on a terminal: a test's stderr is none.
+	c := &cli{stderr: &bar}
+	if p := c.progress(context.Background(), nil, size, "x"); p.w != nil {
+		t.Error("a bar on a writer that is not a terminal")
+	}
+	// An interrupt stops the copy.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	p = &progress{ctx: ctx, r: bytes.NewReader(make([]byte, 10))}
+	if _, err := io.Copy(io.Discard, p); !errors.Is(err, context.Canceled) {
+		t.Errorf("io.Copy after the interrupt = %v, want context.Canceled", err)
+	}
 }
