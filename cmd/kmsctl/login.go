@@ -52,14 +52,14 @@ type session struct {
 	RefreshAfter string    `json:"refreshAfter"` // a Go duration
 }
 
-// address is the service's base URL: -addr, KMS_ADDR, the saved
-// session's, or defaultAddr.
+// address is the service's base URL, without a trailing slash: -addr,
+// KMS_ADDR, the saved session's, or defaultAddr.
 func (c *cli) address() string {
 	if c.addr != "" {
-		return c.addr
+		return strings.TrimRight(c.addr, "/")
 	}
 	if a := c.getenv("KMS_ADDR"); a != "" {
-		return a
+		return strings.TrimRight(a, "/")
 	}
 	if s, err := c.loadSession(); err == nil && s != nil {
 		return s.Addr
