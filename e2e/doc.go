@@ -1,6 +1,7 @@
 // Package e2e holds the end-to-end tests of ringkms: they build the real
-// kmsd, run it on 127.0.0.1:0 in a temporary data directory, and drive it
-// through the Go client (package client) the way a user would.
+// kmsd (and kmsctl), run it on 127.0.0.1:0 in a temporary data
+// directory, and drive it through the Go client (package client) the way
+// a user would.
 //
 // # What runs
 //
@@ -22,6 +23,12 @@
 //     a SIGKILL of a node under load, every acknowledged encrypt decrypts
 //     on the others, the audit chain verifies (kmsd verify-audit -store),
 //     and the node serves again once restarted.
+//   - TestKmsctl: the kmsctl binary (built beside kmsd) against kmsd: a
+//     ring and its private key file, a multi-chunk file encrypted and
+//     decrypted back, a tampered envelope that leaves no output, a
+//     disabled key's decrypt refused with the service's message, API keys
+//     from files, -json output of lists, and a User's login; usage errors
+//     exit 2 (TestKmsctlUsage).
 //   - TestResetStartTimingTellsNothing: the answer time of a password
 //     reset request, compared (medians of many calls in random turns)
 //     between addresses of Users and unknown ones.

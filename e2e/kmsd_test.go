@@ -21,11 +21,11 @@ import (
 	"github.com/ringkms/kms/internal/pgtest"
 )
 
-// kmsdPath is the kmsd binary that TestMain builds once; empty with
-// -short.
-var kmsdPath string
+// kmsdPath and kmsctlPath are the kmsd and kmsctl binaries that TestMain
+// builds once; empty with -short.
+var kmsdPath, kmsctlPath string
 
-// TestMain builds kmsd and runs the tests with one PostgreSQL server for
+// TestMain builds kmsd and kmsctl and runs the tests with one PostgreSQL server for
 // those that ask for a database (pgtest.URL).
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -37,12 +37,14 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	kmsdPath = filepath.Join(dir, "kmsd")
-	cmd := exec.Command(kmsdtest.GoTool(), "build", "-o", kmsdPath, "github.com/ringkms/kms/cmd/kmsd")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: go build kmsd: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
+	kmsdPath, kmsctlPath = filepath.Join(dir, "kmsd"), filepath.Join(dir, "kmsctl")
+	for name, path := range map[string]string{"kmsd": kmsdPath, "kmsctl": kmsctlPath} {
+		cmd := exec.Command(kmsdtest.GoTool(), "build", "-o", path, "github.com/ringkms/kms/cmd/"+name)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: go build %s: %v\n%s", name, err, out)
+			os.RemoveAll(dir)
+			os.Exit(1)
+		}
 	}
 	code := pgtest.Main(m)
 	os.RemoveAll(dir)

@@ -1,0 +1,344 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/envelope"
+)
+
+// Envelope encryption of files and streams (package envelope): encrypt
+// asks the service for a ring's active key and seals the input under it;
+// decrypt hands the envelope's hash and header back to the service for
+// the key and opens it. Both stream: memory stays at one 64 KiB chunk
+// whatever the size.
+
+// progressMin is the smallest input whose progress is shown.
+const progressMin = 8 << 20
+
+func encryptCommand() *command {
+	return &command{
+		name: "encrypt", auth: true, required: []string{"ring"}, setup: encryptSetup,
+		summary: "Encrypt a file or standard input into an envelope with the active key of a ring. " +
+			"The ring's private key (-private-key) unwraps the key the service hands out. " +
+			"What the encrypt call answered (hash, key, Asset) goes to standard output, or to standard error when the envelope does.",
+	}
+}
+
+func decryptCommand() *command {
+	return &command{
+		name: "decrypt", auth: true, setup: decryptSetup,
+		summary: "Decrypt an envelope: the service checks its hash and header and hands back the key, which the ring's private key unwraps. " +
+			"With -out, the plaintext is written to a temporary file next to it and renamed only once the whole envelope opened, so a damaged or altered envelope leaves nothing at -out. " +
+			"On standard output the plaintext comes as it is authenticated, chunk by chunk: on an error (exit 1) what was written is partial, and not to be used.",
+	}
+}
+
+// cryptFlags are the flags of encrypt and decrypt.
+type cryptFlags struct {
+	in, out    string
+	ad         string
+	privateKey string
+}
+
+func addCryptFlags(fs *flag.FlagSet) *cryptFlags {
+	f := &cryptFlags{}
+	fs.StringVar(&f.in, "in", "-", "read from `FILE` (- for standard input)")
+	fs.StringVar(&f.out, "out", "-", "write to `FILE` (- for standard output)")
+	fs.StringVar(&f.ad, "ad", "", "associated data: a `STRING` (a file name, a row ID) bound to the envelope but not stored in it; decrypt must be given the same")
+	fs.StringVar(&f.privateKey, "private-key", "", "the ring's private key in `FILE` (- for standard input; default $KMS_PRIVATE_KEY_FILE, else $KMS_PRIVATE_KEY)")
+	return f
+}
+
+func encryptSetup(c *cli, fs *flag.FlagSet) action {
+	ring := fs.String("ring", "", "the key ring's `NAME` (required)")
+	var asset kms.AssetInput
+	objectVar(fs, &asset.Data, "asset-data", "create an Asset with this data, a JSON `OBJECT` (with -asset-id: replace the Asset's data)")
+	fs.StringVar(&asset.AssetID, "asset-id", "", "update the Asset `ID` (needs the ring's encrypt flag or assets.write)")
+	listVar(fs, &asset.Parents, "asset-parent", "a parent Asset `ID` of the Asset")
+	f := addCryptFlags(fs)
+	return func(ctx context.Context, args []string) error {
+		in := envelope.SealInput{RingName: *ring, AssociatedData: []byte(f.ad)}
+		if asset.Data != nil || asset.AssetID != "" || asset.Parents != nil {
+			if asset.Data == nil && asset.AssetID == "" {
+				asset.Data = map[string]any{}
+			}
+			in.Asset = &asset
+		}
+		var res *kms.EncryptResult
+		var n int64
+		w, err := c.pipe(ctx, f, "encrypt", func(s *envelope.Sealer, dst io.Writer, src io.Reader) error {
+			ew, err := s.NewWriter(ctx, dst, in)
+			if err != nil {
+				return err
+			}
+			if n, err = io.Copy(ew, src); err != nil {
+				return err
+			}
+			if err := ew.Close(); err != nil {
+				return err
+			}
+			res = ew.Result()
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		assetID := ""
+		if res.Asset != nil {
+			assetID = res.Asset.ID
+		}
+		return c.showOn(w, res, fields("ring", *ring, "key", res.Key.ID, "hash", res.Hash, "asset", assetID, "bytes", n, "out", outName(f.out)))
+	}
+}
+
+func decryptSetup(c *cli, fs *flag.FlagSet) action {
+	f := addCryptFlags(fs)
+	return func(ctx context.Context, args []string) error {
+		var res *kms.DecryptResult
+		var n int64
+		w, err := c.pipe(ctx, f, "decrypt", func(s *envelope.Sealer, dst io.Writer, src io.Reader) error {
+			er, err := s.NewReader(ctx, src, []byte(f.ad))
+			if err != nil {
+				return err
+			}
+			res = er.Result()
+			n, err = io.Copy(dst, er)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		return c.showOn(w, res, fields("ring", res.RingName, "key", res.Key.ID, "asset", res.Asset.ID, "bytes", n, "out", outName(f.out)))
+	}
+}
+
+// outName names an output for the summary.
+func outName(path string) string {
+	if path == "-" {
+		return "standard output"
+	}
+	return path
+}
+
+// pipe runs body from the input to the output of f, with a Sealer that
+// unwraps with the private key of f, and returns where the summary of
+// the run goes: standard output when the data went to a file, else
+// standard error. A file output is written under a temporary name and
+// renamed once body succeeded; on an error nothing is left at its path.
+func (c *cli) pipe(ctx context.Context, f *cryptFlags, verb string, body func(s *envelope.Sealer, dst io.Writer, src io.Reader) error) (io.Writer, error) {
+	path := "kmsctl " + verb
+	if verb == "encrypt" && f.out == "-" {
+		if _, tty := terminal(c.stdout); tty {
+			return nil, usagef(path, "standard output is a terminal: give -out FILE, or redirect it")
+		}
+	}
+	if f.in == "-" {
+		// Claimed first, so that a private key on standard input too is
+		// refused before anything is read.
+		if err := c.claimStdin("-in"); err != nil {
+			return nil, err
+		}
+	}
+	pk, err := c.privateKey(path, f.privateKey)
+	if err != nil {
+		return nil, err
+	}
+	src, size, closeIn, err := c.openInput(f.in)
+	if err != nil {
+		return nil, err
+	}
+	defer closeIn()
+	summary, dst := c.stderr, io.Writer(c.stdout)
+	var tmp *atomicFile
+	if f.out != "-" {
+		if tmp, err = createAtomic(f.out); err != nil {
+			return nil, err
+		}
+		defer tmp.abort()
+		summary, dst = c.stdout, tmp
+	}
+	cw := &countWriter{w: dst}
+	p := c.progress(ctx, src, size, verb)
+	err = body(envelope.New(c.kc, pk), cw, p)
+	p.finish()
+	if err != nil {
+		if tmp == nil && verb == "decrypt" && cw.n > 0 {
+			err = fmt.Errorf("%w\nthe %d bytes written to standard output are partial: discard them", err, cw.n)
+		}
+		return nil, err
+	}
+	if tmp != nil {
+		if err := tmp.commit(); err != nil {
+			return nil, err
+		}
+	}
+	return summary, nil
+}
+
+// privateKey reads the ring's private key: from the file path (- for
+// standard input), KMS_PRIVATE_KEY_FILE, or KMS_PRIVATE_KEY itself.
+func (c *cli) privateKey(cmdPath, path string) (*kms.PrivateKey, error) {
+	if path == "" {
+		path = c.getenv("KMS_PRIVATE_KEY_FILE")
+	}
+	var text []byte
+	var err error
+	switch {
+	case path == "-":
+		if err = c.claimStdin("-private-key"); err != nil {
+			return nil, err
+		}
+		text, err = io.ReadAll(c.stdin)
+	case path != "":
+		text, err = os.ReadFile(path)
+	case c.getenv("KMS_PRIVATE_KEY") != "":
+		text = []byte(c.getenv("KMS_PRIVATE_KEY"))
+	default:
+		return nil, usagef(cmdPath, "the ring's private key is needed: give -private-key FILE, or set KMS_PRIVATE_KEY_FILE")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("private key: %w", err)
+	}
+	defer clear(text)
+	return kms.ParsePrivateKey(text)
+}
+
+// openInput opens the input path (- for standard input, which the
+// caller claimed) and returns it, its size (-1 when unknown: not a
+// regular file) and its closer.
+func (c *cli) openInput(path string) (io.Reader, int64, func(), error) {
+	var f *os.File
+	if path == "-" {
+		file, ok := c.stdin.(*os.File)
+		if !ok {
+			return c.stdin, -1, func() {}, nil
+		}
+		f = file
+	} else {
+		var err error
+		if f, err = os.Open(path); err != nil {
+			return nil, 0, nil, err
+		}
+	}
+	size := int64(-1)
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+		size = st.Size()
+	}
+	closer := func() {
+		if path != "-" {
+			f.Close()
+		}
+	}
+	return f, size, closer, nil
+}
+
+// countWriter counts the bytes written through it.
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (cw *countWriter) Write(p []byte) (int, error) {
+	n, err := cw.w.Write(p)
+	cw.n += int64(n)
+	return n, err
+}
+
+// progress reads its input, stops when ctx is done (an interrupt), and
+// draws a progress bar on w, if any.
+type progress struct {
+	ctx         context.Context
+	r           io.Reader
+	w           io.Writer // nil: no bar
+	label       string
+	total, done int64
+	drawn       time.Time
+}
+
+// progress wraps src: with a bar on stderr when stderr is a terminal and
+// src is a file of more than progressMin bytes.
+func (c *cli) progress(ctx context.Context, src io.Reader, size int64, label string) *progress {
+	p := &progress{ctx: ctx, r: src, label: label, total: size}
+	if _, tty := terminal(c.stderr); tty && size > progressMin {
+		p.w = c.stderr
+	}
+	return p
+}
+
+func (p *progress) Read(b []byte) (int, error) {
+	if err := p.ctx.Err(); err != nil {
+		return 0, err
+	}
+	n, err := p.r.Read(b)
+	p.done += int64(n)
+	if p.w != nil && time.Since(p.drawn) >= 100*time.Millisecond {
+		p.draw()
+	}
+	return n, err
+}
+
+func (p *progress) draw() {
+	const width = 30
+	p.drawn = time.Now()
+	frac := min(1, float64(p.done)/float64(p.total))
+	fill := int(frac * width)
+	fmt.Fprintf(p.w, "\r%s [%s%s] %3.0f%% %.1f / %.1f MiB", p.label, strings.Repeat("=", fill), strings.Repeat(" ", width-fill),
+		frac*100, float64(p.done)/(1<<20), float64(p.total)/(1<<20))
+}
+
+// finish draws the bar a last time and ends its line.
+func (p *progress) finish() {
+	if p.w != nil {
+		p.draw()
+		fmt.Fprintln(p.w)
+	}
+}
+
+// atomicFile is a file written under a temporary name next to its path
+// (mode 0600) and renamed to it by commit: until then, nothing is at the
+// path, or what was there stays.
+type atomicFile struct {
+	*os.File
+	path string
+	done bool
+}
+
+func createAtomic(path string) (*atomicFile, error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return nil, err
+	}
+	return &atomicFile{File: f, path: path}, nil
+}
+
+// commit syncs and closes the file and renames it to its path.
+func (a *atomicFile) commit() error {
+	err := a.Sync()
+	if cerr := a.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(a.Name(), a.path)
+	}
+	if err != nil {
+		return err
+	}
+	a.done = true
+	return nil
+}
+
+// abort removes the file unless it was committed.
+func (a *atomicFile) abort() {
+	if !a.done {
+		a.Close()
+		os.Remove(a.Name())
+	}
+}

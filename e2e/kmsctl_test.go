@@ -1,0 +1,238 @@
+package e2e
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/kmsdtest"
+)
+
+// kmsctlRun is what one run of the kmsctl binary gave.
+type kmsctlRun struct {
+	code           int
+	stdout, stderr string
+}
+
+// kmsctlEnv is the environment of kmsctl against p: ours without KMS_*,
+// the address, the secret (none when empty) and a configuration
+// directory of the test's.
+func kmsctlEnv(t *testing.T, p *proc, secret string) []string {
+	env := kmsdtest.Env("KMS_ADDR="+p.URL, "KMSCTL_CONFIG_DIR="+t.TempDir())
+	if secret != "" {
+		env = append(env, "KMS_API_KEY="+secret)
+	}
+	return env
+}
+
+// kmsctl runs the kmsctl binary with env, stdin and args, and fails the
+// test unless it exits with code.
+func kmsctl(t *testing.T, env []string, stdin []byte, code int, args ...string) kmsctlRun {
+	t.Helper()
+	cmd := exec.Command(kmsctlPath, args...)
+	cmd.Env = env
+	cmd.Stdin = bytes.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := kmsctlRun{stdout: out.String(), stderr: errb.String()}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("kmsctl %s: %v", strings.Join(args, " "), err)
+	}
+	if r.code != code {
+		t.Fatalf("kmsctl %s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.code, code, r.stdout, r.stderr)
+	}
+	return r
+}
+
+// decode decodes the -json output of r into v.
+func (r kmsctlRun) decode(t *testing.T, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(r.stdout), v); err != nil {
+		t.Fatalf("kmsctl -json output does not decode into %T: %v\n%s", v, err, r.stdout)
+	}
+}
+
+func TestKmsctlUsage(t *testing.T) {
+	needKmsd(t)
+	env := kmsdtest.Env("KMS_ADDR=http://127.0.0.1:1", "KMS_API_KEY=rk_unused", "KMSCTL_CONFIG_DIR="+t.TempDir())
+	for _, args := range [][]string{
+		{},
+		{"rings", "list"},
+		{"ring", "list", "-nosuchflag"},
+		{"ring", "show"},
+		{"key", "show", "ID"},
+		{"-api-key", "rk_secret", "ring", "list"},
+	} {
+		r := kmsctl(t, env, nil, 2, args...)
+		if !strings.HasPrefix(r.stderr, "kmsctl: ") || !strings.Contains(r.stderr, "-h' for usage") {
+			t.Errorf("kmsctl %v: stderr %q", args, r.stderr)
+		}
+	}
+	if r := kmsctl(t, env, nil, 0, "encrypt", "-h"); !strings.Contains(r.stdout, "-private-key FILE") {
+		t.Errorf("kmsctl encrypt -h printed:\n%s", r.stdout)
+	}
+}
+
+func TestKmsctl(t *testing.T) {
+	in := newInstance(t)
+	p := in.start(t)
+	v := newValidator(t)
+	root := clientOf(p, t, v, in.bootstrap)
+	env := kmsctlEnv(t, p, in.bootstrap)
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "payments.key")
+
+	t.Run("ring", func(t *testing.T) {
+		r := kmsctl(t, env, nil, 0, "ring", "create", "-private-key-out", keyFile, "payments")
+		if strings.Contains(r.stdout+r.stderr, "privateKey") || !strings.Contains(r.stdout, "written to "+keyFile) {
+			t.Errorf("ring create printed:\n%s\n%s", r.stdout, r.stderr)
+		}
+		if st, err := os.Stat(keyFile); err != nil || st.Mode().Perm() != 0o600 {
+			t.Fatalf("private key file: %v, %v; want mode 0600", st, err)
+		}
+		var rings kms.List[*kms.KeyRing]
+		kmsctl(t, env, nil, 0, "ring", "list", "-json").decode(t, &rings)
+		if len(rings.Data) != 1 || rings.Data[0].Name != "payments" || rings.Pagination.HasMore {
+			t.Fatalf("ring list -json = %+v", rings)
+		}
+	})
+
+	plain := make([]byte, 300<<10)
+	rand.Read(plain)
+	plainFile := filepath.Join(dir, "plain")
+	if err := os.WriteFile(plainFile, plain, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sealed := filepath.Join(dir, "plain.rkms")
+	t.Run("encrypt and decrypt", func(t *testing.T) {
+		kmsctl(t, env, nil, 0, "encrypt", "-ring", "payments", "-private-key", keyFile, "-ad", "plain", "-in", plainFile, "-out", sealed)
+		out := filepath.Join(dir, "plain.out")
+		kmsctl(t, env, nil, 0, "decrypt", "-private-key", keyFile, "-ad", "plain", "-in", sealed, "-out", out)
+		if got, err := os.ReadFile(out); err != nil || !bytes.Equal(got, plain) {
+			t.Fatalf("decrypted %d bytes (%v), want the %d encrypted", len(got), err, len(plain))
+		}
+		// Through pipes, the private key from the environment.
+		pipes := append(env, "KMS_PRIVATE_KEY_FILE="+keyFile)
+		envelope := kmsctl(t, pipes, plain, 0, "encrypt", "-ring", "payments").stdout
+		if got := kmsctl(t, pipes, []byte(envelope), 0, "decrypt").stdout; got != string(plain) {
+			t.Fatalf("decrypt of a pipe gave %d bytes, want %d", len(got), len(plain))
+		}
+	})
+
+	t.Run("tampered", func(t *testing.T) {
+		b, err := os.ReadFile(sealed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b[len(b)/2] ^= 0x40
+		tdir := t.TempDir()
+		bad := filepath.Join(tdir, "bad.rkms")
+		os.WriteFile(bad, b, 0o600)
+		out := filepath.Join(tdir, "bad.out")
+		r := kmsctl(t, env, nil, 1, "decrypt", "-private-key", keyFile, "-ad", "plain", "-in", bad, "-out", out)
+		if !strings.Contains(r.stderr, "fails authentication") {
+			t.Errorf("tampered envelope: stderr %q", r.stderr)
+		}
+		if entries, _ := os.ReadDir(tdir); len(entries) != 1 {
+			t.Errorf("a tampered envelope left files: %v, want bad.rkms alone", entries)
+		}
+	})
+
+	t.Run("key disable", func(t *testing.T) {
+		var keys kms.List[*kms.Key]
+		kmsctl(t, env, nil, 0, "key", "list", "-ring", "payments", "-json").decode(t, &keys)
+		if len(keys.Data) != 1 || keys.Data[0].State != kms.KeyEnabled {
+			t.Fatalf("key list -json = %+v", keys.Data)
+		}
+		id := keys.Data[0].ID
+		kmsctl(t, env, nil, 0, "key", "disable", "-ring", "payments", "-rotate", id)
+		r := kmsctl(t, env, nil, 1, "decrypt", "-private-key", keyFile, "-ad", "plain", "-in", sealed, "-out", filepath.Join(dir, "disabled.out"))
+		// The service's message and code.
+		if !strings.Contains(r.stderr, "key "+id+" of ring payments is disabled") || !strings.Contains(r.stderr, "(disabled)") {
+			t.Errorf("decrypt under a disabled key: stderr %q", r.stderr)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "disabled.out")); !os.IsNotExist(err) {
+			t.Errorf("decrypt under a disabled key left its -out: %v", err)
+		}
+		kmsctl(t, env, nil, 0, "key", "enable", "-ring", "payments", id)
+		kmsctl(t, env, nil, 0, "decrypt", "-private-key", keyFile, "-ad", "plain", "-in", sealed, "-out", filepath.Join(dir, "enabled.out"))
+	})
+
+	t.Run("apikey", func(t *testing.T) {
+		accounts, err := root.ListAccounts(bg, kms.PageRequest{})
+		if err != nil || len(accounts.Data) != 1 {
+			t.Fatalf("ListAccounts = %v, %v", accounts, err)
+		}
+		var key kms.APIKey
+		kmsctl(t, env, nil, 0, "apikey", "create", "-json", "-account", accounts.Data[0].ID, "-flag", "keyring.payments.read").decode(t, &key)
+		if !strings.HasPrefix(key.Key, "rk_") || !key.Flags["keyring.payments.read"] {
+			t.Fatalf("apikey create -json = %+v", key)
+		}
+		var keys kms.List[*kms.APIKey]
+		kmsctl(t, env, nil, 0, "apikey", "list", "-json", "-all").decode(t, &keys)
+		found := false
+		for _, k := range keys.Data {
+			found = found || k.KeyID == key.KeyID && k.Key == ""
+		}
+		if !found {
+			t.Fatalf("apikey list -json = %+v, want %s without its secret", keys.Data, key.KeyID)
+		}
+		// The new key works from a file, never from argv.
+		secretFile := filepath.Join(t.TempDir(), "key")
+		os.WriteFile(secretFile, []byte(key.Key+"\n"), 0o600)
+		noKey := kmsctlEnv(t, p, "")
+		kmsctl(t, noKey, nil, 0, "-api-key-file", secretFile, "ring", "show", "payments")
+		kmsctl(t, noKey, []byte(key.Key+"\n"), 0, "ring", "show", "-api-key-file", "-", "payments")
+		kmsctl(t, env, nil, 0, "apikey", "revoke", key.KeyID)
+		r := kmsctl(t, noKey, nil, 1, "-api-key-file", secretFile, "ring", "show", "payments")
+		if !strings.Contains(r.stderr, "(unauthenticated)") {
+			t.Errorf("a revoked key: stderr %q", r.stderr)
+		}
+	})
+
+	t.Run("activity", func(t *testing.T) {
+		var acts kms.List[*kms.Activity]
+		kmsctl(t, env, nil, 0, "activity", "search", "-json", "-action", "encrypt", "-ring", "payments", "-valid", "true", "-limit", "1", "-all").decode(t, &acts)
+		if len(acts.Data) != 2 { // the file and the pipe
+			t.Fatalf("activity search -json found %d encrypt records, want 2: %+v", len(acts.Data), acts.Data)
+		}
+		for _, a := range acts.Data {
+			if a.Action != "encrypt" || !a.Valid || a.Ring != "payments" || a.Props["result"] != "ok" {
+				t.Errorf("activity search -json returned %+v", a)
+			}
+		}
+	})
+
+	t.Run("login", func(t *testing.T) {
+		created, err := root.CreateUser(bg, kms.UserInput{Username: "ada", Email: "ada@example.com", FirstName: "Ada", LastName: "Lovelace",
+			Flags: kms.Flags{"keyring.*.read": true}})
+		if err != nil {
+			t.Fatalf("CreateUser: %v", err)
+		}
+		user := kmsctlEnv(t, p, "")
+		kmsctl(t, user, []byte(created.Password+"\n"), 0, "login", "ada@example.com")
+		var rings kms.List[*kms.KeyRing]
+		kmsctl(t, user, nil, 0, "ring", "list", "-json").decode(t, &rings)
+		if len(rings.Data) != 1 {
+			t.Errorf("ring list as ada = %+v", rings.Data)
+		}
+		r := kmsctl(t, user, nil, 1, "ring", "create", "other")
+		if !strings.Contains(r.stderr, "(permission_denied)") {
+			t.Errorf("ring create as ada: stderr %q", r.stderr)
+		}
+		kmsctl(t, user, nil, 0, "logout")
+		kmsctl(t, user, nil, 1, "ring", "list")
+	})
+}
