@@ -11,26 +11,10 @@ import (
 	"strings"
 
 	"github.com/ringkms/kms"
-	"github.com/ringkms/kms/client"
 )
 
-// The calls that name a ring: every command names its ring through these
-// (a name today), so that a change of the client's signatures (a
-// kms.RingRef in place of a name, say) touches only them.
-
+// ringRef is the ring a command names.
 func ringRef(name string) kms.RingRef { return kms.RingRef{Name: name} }
-
-func deleteRing(ctx context.Context, kc *client.Client, name string) (*kms.DeleteKeyRingResult, error) {
-	return kc.DeleteKeyRing(ctx, name)
-}
-
-func getConfig(ctx context.Context, kc *client.Client, name string) (*kms.KeyRingConfig, error) {
-	return kc.GetConfig(ctx, name)
-}
-
-func setConfig(ctx context.Context, kc *client.Client, name string, cfg *kms.KeyRingConfig) (*kms.KeyRingConfig, error) {
-	return kc.SetConfig(ctx, name, cfg)
-}
 
 func ringCommands() *command {
 	return &command{name: "ring", summary: "Key rings: create, list, show, rotate, config, delete.", subs: []*command{
@@ -163,7 +147,7 @@ func ringConfig(c *cli, fs *flag.FlagSet) action {
 		case *file != "":
 			cfg, err = c.readConfig(*file)
 		default:
-			cfg, err = getConfig(ctx, c.kc, name)
+			cfg, err = c.kc.GetConfig(ctx, ringRef(name))
 		}
 		if err != nil {
 			return err
@@ -178,7 +162,7 @@ func ringConfig(c *cli, fs *flag.FlagSet) action {
 			if keyProps != nil {
 				cfg.Key.Props = keyProps
 			}
-			if cfg, err = setConfig(ctx, c.kc, name, cfg); err != nil {
+			if cfg, err = c.kc.SetConfig(ctx, ringRef(name), cfg); err != nil {
 				return err
 			}
 		}
@@ -231,6 +215,6 @@ func ringDelete(c *cli, fs *flag.FlagSet) action {
 		}
 		return shown(c, func(r *kms.DeleteKeyRingResult) table {
 			return fields("deleted ring", r.Name, "id", r.ID)
-		})(deleteRing(ctx, c.kc, args[0]))
+		})(c.kc.DeleteKeyRing(ctx, ringRef(args[0])))
 	}
 }
