@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"math"
 	"slices"
@@ -751,4 +752,30 @@ func firstSeqAt(tx Txn, ms int64) (seq uint64, found bool, err error) {
 		return !found, nil
 	})
 	return seq, found, err
+}
+
+// ExportActivity calls fn with the activity records of the store's trail
+// from seq from (at least 1) on, in chain order, up to the last record
+// appended when it began, as search answers them (with seq, prev and
+// digest). It needs no master key and no principal: it is for operators
+// (kmsd audit export) and for the audit sinks that follow the trail.
+// fn returning an error stops the export with it.
+func ExportActivity(ctx context.Context, st Store, from uint64, fn func(*Activity) error) error {
+	trail := st.Trail()
+	if trail == nil {
+		return Errorf(KindInvalid, "the store has no activity trail")
+	}
+	return trail.Scan(max(from, 1), func(seq uint64, rec []byte) (bool, error) {
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		a, err := decodeActivity(rec)
+		if err != nil {
+			return false, &Error{Kind: KindUnprocessable, Message: fmt.Sprintf("activity record %d cannot be read", seq), Err: err}
+		}
+		if err := fn(a); err != nil {
+			return false, err
+		}
+		return true, nil
+	})
 }

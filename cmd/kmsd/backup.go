@@ -30,9 +30,10 @@ func adminSocket(data string) string { return filepath.Join(data, adminSocketNam
 // takes (sun_path is 104 bytes on the BSDs, 108 on Linux, with its NUL).
 const maxSocketPath = 104
 
-// serveAdmin serves GET /backup on the admin socket of the data directory
+// serveAdmin serves GET /backup and GET /audit (kmsd audit export) on the
+// admin socket of the data directory
 // until the returned function is called.
-func serveAdmin(data string, svc *kms.Service, log *zerolog.Logger) (stop func(), err error) {
+func serveAdmin(data string, svc *kms.Service, st kms.Store, log *zerolog.Logger) (stop func(), err error) {
 	path := adminSocket(data)
 	if len(path) >= maxSocketPath {
 		log.Warn().Str("socket", path).Msg("no online backup: the data directory's path is too long for a Unix socket; kmsd backup works with kmsd stopped")
@@ -64,6 +65,7 @@ func serveAdmin(data string, svc *kms.Service, log *zerolog.Logger) (stop func()
 		}
 		log.Info().Uint64("entries", info.Entries).Uint64("records", info.Records).Msg("backup taken")
 	})
+	mux.HandleFunc("GET /audit", serveExport(st))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	return func() {

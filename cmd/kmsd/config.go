@@ -27,7 +27,12 @@ type config struct {
 	data          string
 	store         string
 	migrateTo     string // migrate's -to
-	backupOut     string // backup's -o
+	backupOut     string // backup's and audit export's -o
+	auditFrom     uint64 // audit export's -from
+	auditSink     string
+	auditSinkMax  byteSize
+	auditSinkKeep int
+	auditSinkFrom uint64
 	restoreIn     string // restore's -i
 	dev           bool
 	masterKeyFile string
@@ -98,6 +103,10 @@ var settings = []setting{
 	{"metrics-rings", "KMS_METRICS_RINGS", "n", "key rings labelled in the per-ring metrics; the calls of others count as ring \"other\"", "100"},
 	{"rate-limit-apikey", "KMS_RATE_LIMIT_APIKEY", "rate", "calls a second each API key (or User) may make, as RATE or RATE:BURST; 0: no limit", "0"},
 	{"rate-limit-addr", "KMS_RATE_LIMIT_ADDR", "rate", "calls a second each client address may make, as RATE or RATE:BURST; 0: no limit", "0"},
+	{"audit-sink", "KMS_AUDIT_SINK", "sink", "also stream every activity record as a JSON line to stdout, file:PATH, syslog, or syslog+udp://host:port (syslog+tcp://)", ""},
+	{"audit-sink-max-size", "KMS_AUDIT_SINK_MAX_SIZE", "size", "with file:PATH, rotate the file once it reaches this size", "100MiB"},
+	{"audit-sink-keep", "KMS_AUDIT_SINK_KEEP", "n", "with file:PATH, rotated files to keep (0: all)", "10"},
+	{"audit-sink-from", "KMS_AUDIT_SINK_FROM", "seq", "the record the sink starts at; 0: the end of the trail at start (kmsd audit export gives earlier ones)", "0"},
 }
 
 // envOnly are the variables that have no flag.
@@ -141,8 +150,11 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stdout i
 		fs.StringVar(&c.data, "from", "./data", "")
 		fs.StringVar(&c.migrateTo, "to", "", "")
 	}
-	if cmd == "backup" {
+	if cmd == "backup" || cmd == "audit-export" {
 		fs.StringVar(&c.backupOut, "o", "", "")
+	}
+	if cmd == "audit-export" {
+		fs.Uint64Var(&c.auditFrom, "from", 1, "")
 	}
 	if cmd == "restore" {
 		fs.StringVar(&c.restoreIn, "i", "", "")
@@ -174,6 +186,11 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stdout i
 	fs.IntVar(&c.metricsRings, "metrics-rings", metrics.DefaultMaxRings, "")
 	fs.Var(&c.rateKey, "rate-limit-apikey", "")
 	fs.Var(&c.rateAddr, "rate-limit-addr", "")
+	fs.StringVar(&c.auditSink, "audit-sink", "", "")
+	c.auditSinkMax = 100 << 20
+	fs.Var(&c.auditSinkMax, "audit-sink-max-size", "")
+	fs.IntVar(&c.auditSinkKeep, "audit-sink-keep", 10, "")
+	fs.Uint64Var(&c.auditSinkFrom, "audit-sink-from", 0, "")
 
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -385,6 +402,23 @@ success, 1 on an error.
   -data dir   the data directory (default ./data)
 
 `)
+	} else if cmd == "audit-export" {
+		fmt.Fprint(w, `Usage: kmsd audit export [-from SEQ] [-o FILE] [flags]
+
+Writes the activity records from sequence number SEQ (default 1) to the
+end of the trail as JSON lines (as GET /activity answers them, with seq,
+prev and digest) to standard output, or to FILE (mode 0600). An audit sink
+that restarts, or missed records, resumes with it from the seq after the
+last one it has. With kmsd running on the embedded store, the running kmsd
+reads them (through admin.sock in the data directory); else kmsd reads the
+store itself; with -store postgres://..., the database. It needs no master
+key. Exit status: 0 on success, 1 on an error.
+
+  -from seq   the first record (default 1)
+  -o file     where to write them (default: standard output)
+  -data dir   the data directory (default ./data)
+
+`)
 	} else if cmd == "restore" {
 		fmt.Fprint(w, `Usage: kmsd restore -i FILE -data DIR
 
@@ -432,6 +466,7 @@ master key is read as for the server (KMS_MASTER_KEY, -master-key-file, or
        kmsd rotate-signing-key [flags]  sign new headers with a new key
        kmsd backup [-o FILE] [flags]    a consistent backup, while kmsd runs or not
        kmsd restore -i FILE -data DIR   a new data directory from a backup
+       kmsd audit export [-from SEQ]    activity records as JSON lines
 
 `)
 	}

@@ -7,6 +7,7 @@
 //	kmsd rotate-signing-key [flags]  sign new headers with a new key
 //	kmsd backup [-o FILE]      a consistent backup of a running (or stopped) kmsd
 //	kmsd restore -i FILE -data DIR  a new data directory from a backup
+//	kmsd audit export -from SEQ     activity records as JSON lines
 //
 // Every flag can also be set by a KMS_* environment variable; a flag on the
 // command line wins. Secrets come only from the environment or files:
@@ -75,7 +76,9 @@ func exitCode(err error) int {
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	stderr = &lockedWriter{w: stderr}
 	cmd := ""
-	if len(args) > 0 && (args[0] == "verify-audit" || args[0] == "migrate" || args[0] == "rotate-signing-key" || args[0] == "backup" || args[0] == "restore") {
+	if len(args) > 1 && args[0] == "audit" && args[1] == "export" {
+		cmd, args = "audit-export", args[2:]
+	} else if len(args) > 0 && (args[0] == "verify-audit" || args[0] == "migrate" || args[0] == "rotate-signing-key" || args[0] == "backup" || args[0] == "restore") {
 		cmd, args = args[0], args[1:]
 	}
 	c, err := parseConfig(cmd, args, getenv, stdout)
@@ -97,8 +100,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return backup(ctx, c, getenv, stdout, &log)
 	case "restore":
 		return restore(ctx, c, os.Stdin, stdout, &log)
+	case "audit-export":
+		return auditExport(ctx, c, stdout, &log)
 	}
-	return serve(ctx, c, getenv, stderr, &log)
+	return serve(ctx, c, getenv, stdout, stderr, &log)
 }
 
 // lockedWriter serialises writes from the logger and from plain lines

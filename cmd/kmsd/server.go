@@ -65,7 +65,7 @@ const minBootstrapKeyLen = 32
 // serve runs the server until ctx is done, then shuts it down: HTTP first
 // (requests in flight finish, within shutdownTimeout), then the Service,
 // then the store.
-func serve(ctx context.Context, c *config, getenv func(string) string, stderr io.Writer, log *zerolog.Logger) error {
+func serve(ctx context.Context, c *config, getenv func(string) string, stdout, stderr io.Writer, log *zerolog.Logger) error {
 	// Check everything that can be checked before touching the data.
 	bootstrapKey := getenv("KMS_BOOTSTRAP_API_KEY")
 	if bootstrapKey != "" && len(bootstrapKey) < minBootstrapKeyLen {
@@ -184,9 +184,11 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stderr io
 		MinDestroyDelay: c.minDestroy,
 		RateLimits:      kms.RateLimits{PerAPIKey: kms.Rate(c.rateKey), PerAddr: kms.Rate(c.rateAddr)},
 	}
+	obs := &observers{}
 	if ms != nil {
-		svcOpts.Observer = ms.m
+		obs.metrics = ms.m
 	}
+	svcOpts.Observer = obs
 	if c.minDestroy == 0 {
 		svcOpts.MinDestroyDelay = -1 // none; the Options' zero is the default
 	}
@@ -252,9 +254,16 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stderr io
 		ms.m.Watch(svc)
 	}
 	handler.set(httpapi.New(svc, hopts))
-	stopAdmin := func() {}
+	stopAdmin, stopSink := func() {}, func() {}
 	if !c.postgres() {
-		if stopAdmin, err = serveAdmin(c.data, svc, log); err != nil {
+		if stopAdmin, err = serveAdmin(c.data, svc, st, log); err != nil {
+			stopServing()
+			return errors.Join(err, closeAll())
+		}
+	}
+	if c.auditSink != "" {
+		if stopSink, err = startAuditSink(c, st, obs, stdout, log); err != nil {
+			stopAdmin()
 			stopServing()
 			return errors.Join(err, closeAll())
 		}
@@ -280,6 +289,7 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stderr io
 		<-served // http.ErrServerClosed
 	}
 	stopAdmin()
+	stopSink()
 	if err := closeAll(); err != nil {
 		log.Error().Err(err).Msg("close")
 		return errors.Join(serveErr, err)
