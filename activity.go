@@ -184,12 +184,15 @@ func VerifyAudit(ctx context.Context, st Store, mk MasterKey) (VerifyChainResult
 	if mk.IsZero() {
 		return VerifyChainResult{}, Errorf(KindInvalid, "a master key is required")
 	}
-	m := mk.b[:]
-	s := &Service{store: st, trail: st.Trail(), sealer: seal.New(seal.Derive(m, "seal")), verify: map[[8]byte]ed25519.PublicKey{}}
+	keys, err := loadServiceKeys(ctx, st, mk)
+	if err != nil {
+		return VerifyChainResult{}, err
+	}
+	s := &Service{store: st, trail: st.Trail(), sealer: seal.New(keys.Seal), verify: map[[8]byte]ed25519.PublicKey{}}
 	if err := s.loadSigningKey(ctx); err != nil {
 		return VerifyChainResult{}, err
 	}
-	return verifyChain(ctx, st, newMACKey(seal.Derive(m, "audit-chain")))
+	return verifyChain(ctx, st, newMACKey(keys.AuditChain))
 }
 
 func verifyChain(ctx context.Context, st Store, chainKey *macKey) (VerifyChainResult, error) {

@@ -131,7 +131,6 @@ func TestBackupRestore(t *testing.T) {
 	}
 }
 
-
 // TestRestoreRefusesDamage: a backup cut off anywhere, with a byte
 // changed anywhere, or with bytes after its end does not restore.
 func TestRestoreRefusesDamage(t *testing.T) {

@@ -26,7 +26,11 @@ func JournalQueued(s *Service) int { return len(s.journal.jobs) }
 type LoginThrottles struct{ st *userState }
 
 func NewLoginThrottles(st Store, mk MasterKey, logErr func(error, string)) *LoginThrottles {
-	return &LoginThrottles{st: newUserState(1, st, mk.b[:], logErr)}
+	keys, err := loadServiceKeys(context.Background(), st, mk)
+	if err != nil {
+		panic(err)
+	}
+	return &LoginThrottles{st: newUserState(1, st, keys.Throttle, logErr)}
 }
 
 // Attempt runs a login attempt of the User with ID userID from addr at

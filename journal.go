@@ -124,8 +124,8 @@ type journal struct {
 	// settles a doubt; whoever holds it sees the store and the trail
 	// between batches, consistent with each other (quiesce).
 	batchMu sync.Mutex
-	jobs   chan *job
-	wg     sync.WaitGroup
+	jobs    chan *job
+	wg      sync.WaitGroup
 
 	// Owned by the run goroutine after start:
 	head    chainHead   // the last record in the trail

@@ -1073,32 +1073,43 @@ func (s *Service) reserveEncrypt(ctx context.Context, p *Principal, r *ringRecor
 	if err != errSpent {
 		return r, err
 	}
-	// Spent: rotate, unless another process did meanwhile.
-	spent := r.ActiveKey
-	if err := s.store.View(ctx, func(tx Txn) error {
-		r, err = loadRing(tx, r.ID)
-		return err
-	}); err != nil {
-		return nil, err
-	}
-	if r.ActiveKey == spent {
-		if _, r, err = s.rotate(p, r, "keyring.rotate.auto"); err != nil {
+	// Spent: rotate, unless another process did meanwhile. Other nodes
+	// may use up the new key before this one counts on it (each reserves
+	// a block of its calls): then the ring turns again, a few times.
+	for attempt := 0; ; attempt++ {
+		spent := r.ActiveKey
+		if err := s.store.View(ctx, func(tx Txn) error {
+			r, err = loadRing(tx, r.ID)
+			return err
+		}); err != nil {
 			return nil, err
 		}
-	} else {
-		s.rings.remove(r.ID) // the cache had the ring before that rotation
-	}
-	if c, err = s.counter(ctx, r.ActiveKey); err != nil {
-		return nil, err
-	}
-	if err := s.count(c, r.ID, r.ActiveKey, max); err != nil {
-		if err == errSpent {
-			err = Errorf(KindUnavailable, "the new key of ring %s was used up by other calls meanwhile; try again", r.Name)
+		if r.ActiveKey == spent {
+			if _, r, err = s.rotate(p, r, "keyring.rotate.auto"); err != nil {
+				return nil, err
+			}
+		} else {
+			s.rings.remove(r.ID) // the cache had the ring before that rotation
 		}
-		return nil, err
+		if c, err = s.counter(ctx, r.ActiveKey); err != nil {
+			return nil, err
+		}
+		err = s.count(c, r.ID, r.ActiveKey, max)
+		if err != errSpent {
+			if err != nil {
+				return nil, err
+			}
+			return r, nil
+		}
+		if attempt == maxSpentRotations {
+			return nil, Errorf(KindUnavailable, "the new keys of ring %s were used up by other calls meanwhile, %d times; try again", r.Name, attempt+1)
+		}
 	}
-	return r, nil
 }
+
+// maxSpentRotations bounds the rotations one encrypt call makes when
+// other nodes keep using up the ring's new keys first.
+const maxSpentRotations = 8
 
 // countEncrypt counts one encrypt call on the active key of a ring without
 // a maxEncryptCount. It takes no lock unless the call reserves a block.

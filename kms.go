@@ -147,16 +147,19 @@ func New(st Store, opts Options) (*Service, error) {
 	if size <= 0 {
 		size = 100_000
 	}
-	m := opts.MasterKey.b[:]
-	s.sealer = seal.New(seal.Derive(m, "seal"))
-	s.hashMAC = newMACKey(seal.Derive(m, "hash-mac"))
-	s.headerMAC = newMACKey(seal.Derive(m, "header-mac"))
-	s.pager = pager{sealer: seal.New(seal.Derive(m, "cursor"))}
+	keys, err := loadServiceKeys(context.Background(), st, opts.MasterKey)
+	if err != nil {
+		return nil, err
+	}
+	s.sealer = seal.New(keys.Seal)
+	s.hashMAC = newMACKey(keys.HashMAC)
+	s.headerMAC = newMACKey(keys.HeaderMAC)
+	s.pager = pager{sealer: seal.New(keys.Cursor)}
 	s.rings = newCache[string, *ringRecord](size)
 	s.ringNames = newCache[string, string](size)
 	s.keys = newCache[string, *keyRecord](size)
 	s.principals = newCache[string, *Principal](size)
-	s.users = newUserState(size, st, m, func(err error, msg string) { s.log.Error().Err(err).Msg(msg) })
+	s.users = newUserState(size, st, keys.Throttle, func(err error, msg string) { s.log.Error().Err(err).Msg(msg) })
 	s.verify = map[[8]byte]ed25519.PublicKey{}
 	s.signerNotice = make(chan struct{}, 1)
 	s.opts.MasterKey = MasterKey{} // only the derived keys stay in memory
@@ -180,7 +183,7 @@ func New(st Store, opts Options) (*Service, error) {
 	if err := s.loadSigningKey(ctx); err != nil {
 		return nil, err
 	}
-	j, err := startJournal(ctx, st, newMACKey(seal.Derive(m, "audit-chain")), s.now, func(err error, msg string) { s.log.Error().Err(err).Msg(msg) }, opts.Observer)
+	j, err := startJournal(ctx, st, newMACKey(keys.AuditChain), s.now, func(err error, msg string) { s.log.Error().Err(err).Msg(msg) }, opts.Observer)
 	if err != nil {
 		return nil, err
 	}

@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"sync"
 	"time"
-
-	"github.com/ringkms/kms/internal/seal"
 )
 
 // Throttling of failed logins. Failures are counted per User and per
@@ -286,7 +284,7 @@ const maxBackground = 64
 
 // newUserState returns the Users' state of a Service over st with the
 // master key master. logErr logs what fails behind an answer.
-func newUserState(size int, st Store, master []byte, logErr func(error, string)) *userState {
+func newUserState(size int, st Store, throttleKey [32]byte, logErr func(error, string)) *userState {
 	go dummyPasswordHash() // ready before the first failed login needs it
 	return &userState{
 		sessions:    newCache[string, *sessionEntry](size),
@@ -296,7 +294,7 @@ func newUserState(size int, st Store, master []byte, logErr func(error, string))
 		resetAddrs:  newThrottle("reset-addr", maxAddrFailures),
 		background:  workers{slots: make(chan struct{}, maxBackground)},
 		store:       st,
-		mac:         newMACKey(seal.Derive(master, "throttle")),
+		mac:         newMACKey(throttleKey),
 		logErr:      logErr,
 		sweeper:     workers{slots: make(chan struct{}, 1)},
 	}

@@ -40,7 +40,9 @@ func ringKeys(t *testing.T) []struct {
 	}
 	xPub, _ := x509.MarshalPKIXPublicKey(x.PublicKey())
 	xPKCS8, _ := x509.MarshalPKCS8PrivateKey(x)
-	pemOf := func(typ string, der []byte) string { return string(pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})) }
+	pemOf := func(typ string, der []byte) string {
+		return string(pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}))
+	}
 	return []struct {
 		name    string
 		in      kms.CreateKeyRingInput

@@ -266,4 +266,3 @@ func measure(b *testing.B, n int64, op func()) {
 	b.StopTimer()
 	b.ReportMetric(float64(h.done()), "peak-heap-B")
 }
-

@@ -23,30 +23,31 @@ import (
 // SMTP password) come only from the environment or a file, never from a
 // flag, so they do not show in the process list.
 type config struct {
-	addr          string
-	data          string
-	store         string
-	migrateTo     string // migrate's -to
-	backupOut     string // backup's and audit export's -o
-	auditFrom     uint64 // audit export's -from
-	auditSink     string
-	auditSinkMax  byteSize
-	auditSinkKeep int
-	auditSinkFrom uint64
-	restoreIn     string // restore's -i
-	dev           bool
-	masterKeyFile string
-	mailOutbox    string
-	baseURL       string
-	tlsCert       string
-	tlsKey        string
-	logLevel      string
-	logFormat     string
-	clientIP      string
-	diskReserve   byteSize
-	rateKey       rateFlag // -rate-limit-apikey
-	rateAddr      rateFlag // -rate-limit-addr
-	clientIPHops  int
+	addr             string
+	data             string
+	store            string
+	migrateTo        string // migrate's -to
+	backupOut        string // backup's and audit export's -o
+	auditFrom        uint64 // audit export's -from
+	newMasterKeyFile string // rekey's -new-master-key-file
+	auditSink        string
+	auditSinkMax     byteSize
+	auditSinkKeep    int
+	auditSinkFrom    uint64
+	restoreIn        string // restore's -i
+	dev              bool
+	masterKeyFile    string
+	mailOutbox       string
+	baseURL          string
+	tlsCert          string
+	tlsKey           string
+	logLevel         string
+	logFormat        string
+	clientIP         string
+	diskReserve      byteSize
+	rateKey          rateFlag // -rate-limit-apikey
+	rateAddr         rateFlag // -rate-limit-addr
+	clientIPHops     int
 
 	tokenTTL    time.Duration
 	sessionLife time.Duration
@@ -155,6 +156,9 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stdout i
 	}
 	if cmd == "audit-export" {
 		fs.Uint64Var(&c.auditFrom, "from", 1, "")
+	}
+	if cmd == "rekey" {
+		fs.StringVar(&c.newMasterKeyFile, "new-master-key-file", "", "")
 	}
 	if cmd == "restore" {
 		fs.StringVar(&c.restoreIn, "i", "", "")
@@ -402,6 +406,23 @@ success, 1 on an error.
   -data dir   the data directory (default ./data)
 
 `)
+	} else if cmd == "rekey" {
+		fmt.Fprint(w, `Usage: kmsd rekey [-new-master-key-file FILE] [flags]
+
+Moves every secret the store holds sealed (the header signing keys, the
+private keys of /asym rings, the Users' password hashes) from the master
+key kmsd reads as the server does (KMS_MASTER_KEY or -master-key-file: the
+old one) to a new master key (KMS_NEW_MASTER_KEY, or the file given), in
+one transaction, and records it (action masterkey.rotate). The keys that
+made the hashes, headers, cursors and activity chain issued before travel
+along, sealed under the new key, so all of them stay valid. Afterwards the
+old master key opens nothing in the store: start kmsd with the new one.
+Stop kmsd first (every node, with -store postgres://...). Exit status: 0
+on success, 1 on an error (nothing was changed), 2 on a usage error.
+
+  -new-master-key-file file   the new master key in base64 (or KMS_NEW_MASTER_KEY)
+
+`)
 	} else if cmd == "audit-export" {
 		fmt.Fprint(w, `Usage: kmsd audit export [-from SEQ] [-o FILE] [flags]
 
@@ -467,6 +488,7 @@ master key is read as for the server (KMS_MASTER_KEY, -master-key-file, or
        kmsd backup [-o FILE] [flags]    a consistent backup, while kmsd runs or not
        kmsd restore -i FILE -data DIR   a new data directory from a backup
        kmsd audit export [-from SEQ]    activity records as JSON lines
+       kmsd rekey [flags]               move every sealed secret to a new master key
 
 `)
 	}

@@ -8,6 +8,7 @@
 //	kmsd backup [-o FILE]      a consistent backup of a running (or stopped) kmsd
 //	kmsd restore -i FILE -data DIR  a new data directory from a backup
 //	kmsd audit export -from SEQ     activity records as JSON lines
+//	kmsd rekey [flags]         move every sealed secret to a new master key
 //
 // Every flag can also be set by a KMS_* environment variable; a flag on the
 // command line wins. Secrets come only from the environment or files:
@@ -78,7 +79,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	cmd := ""
 	if len(args) > 1 && args[0] == "audit" && args[1] == "export" {
 		cmd, args = "audit-export", args[2:]
-	} else if len(args) > 0 && (args[0] == "verify-audit" || args[0] == "migrate" || args[0] == "rotate-signing-key" || args[0] == "backup" || args[0] == "restore") {
+	} else if len(args) > 0 && (args[0] == "verify-audit" || args[0] == "migrate" || args[0] == "rotate-signing-key" || args[0] == "backup" || args[0] == "restore" || args[0] == "rekey") {
 		cmd, args = args[0], args[1:]
 	}
 	c, err := parseConfig(cmd, args, getenv, stdout)
@@ -102,6 +103,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return restore(ctx, c, os.Stdin, stdout, &log)
 	case "audit-export":
 		return auditExport(ctx, c, stdout, &log)
+	case "rekey":
+		return rekey(ctx, c, getenv, stdout, &log)
 	}
 	return serve(ctx, c, getenv, stdout, stderr, &log)
 }

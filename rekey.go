@@ -1,0 +1,206 @@
+package kms
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/ringkms/kms/internal/seal"
+)
+
+// The keys a Service works with come from the master key (docs/FORMAT.md
+// section 8). The seal key, which seals every secret the store holds,
+// always does. The others are MAC and cursor keys: the hashes, headers,
+// cursors and activity chain made with them must stay valid for as long
+// as the service runs, so a new master key (Rekey) does not replace them:
+// the store keeps them, sealed under the new seal key, under keyMACKeys.
+// A store that was never rekeyed has no such record and derives them from
+// the master key.
+var keyMACKeys = []byte("sys/keys")
+
+// serviceKeys are the raw keys of a Service.
+type serviceKeys struct {
+	Seal       [32]byte `json:"-"`
+	HashMAC    [32]byte `json:"hashMac"`
+	HeaderMAC  [32]byte `json:"headerMac"`
+	Cursor     [32]byte `json:"cursor"`
+	AuditChain [32]byte `json:"auditChain"`
+	Throttle   [32]byte `json:"throttle"`
+}
+
+// loadServiceKeys returns the keys of st under the master key mk.
+func loadServiceKeys(ctx context.Context, st Store, mk MasterKey) (*serviceKeys, error) {
+	m := mk.b[:]
+	k := &serviceKeys{Seal: seal.Derive(m, "seal")}
+	var sealed []byte
+	err := st.View(ctx, func(tx Txn) error {
+		var err error
+		sealed, err = tx.Get(keyMACKeys)
+		if isNotFound(err) {
+			sealed, err = nil, nil
+		}
+		return err
+	})
+	if err != nil {
+		return nil, internalError("read the service keys", err)
+	}
+	if sealed == nil {
+		k.HashMAC, k.HeaderMAC = seal.Derive(m, "hash-mac"), seal.Derive(m, "header-mac")
+		k.Cursor, k.AuditChain, k.Throttle = seal.Derive(m, "cursor"), seal.Derive(m, "audit-chain"), seal.Derive(m, "throttle")
+		return k, nil
+	}
+	raw, err := seal.New(k.Seal).Open(sealed, keyMACKeys)
+	if err != nil {
+		return nil, Errorf(KindUnauthenticated, "the master key is not the one this store was last rekeyed to: its keys do not open under it")
+	}
+	defer clear(raw)
+	var zero [32]byte
+	if err := json.Unmarshal(raw, k); err != nil || k.HashMAC == zero || k.HeaderMAC == zero || k.Cursor == zero || k.AuditChain == zero || k.Throttle == zero {
+		return nil, Errorf(KindInternal, "the store's service keys are malformed")
+	}
+	return k, nil
+}
+
+// RekeyResult says what Rekey moved to the new master key.
+type RekeyResult struct {
+	SigningKeys int // header signing keys
+	AsymRings   int // private keys of /asym rings
+	Users       int // password hashes
+}
+
+// Rekey moves every secret that st holds sealed from the master key old
+// to the master key new: the header signing keys, the private keys of
+// /asym rings and the Users' password hashes, in one transaction, with
+// the MAC and cursor keys of old (sealed under new), so that every hash,
+// header, cursor and activity record issued before stays valid. Then it
+// records the rotation (action masterkey.rotate, by "operator") under
+// new. Afterwards old opens nothing in st. No Service may have st open
+// (kmsd rekey runs with every kmsd stopped). A store too large for one
+// transaction is refused with an error of kind TooLarge, unchanged.
+//
+// Earlier versions of the values that a store's files may keep (an LSM
+// tree's older tables) are erased when the store is an Eraser.
+func Rekey(ctx context.Context, st Store, old, new MasterKey) (*RekeyResult, error) {
+	if old.IsZero() || new.IsZero() {
+		return nil, Errorf(KindInvalid, "rekey: the old and the new master key are required")
+	}
+	if old.Equal(new) {
+		return nil, Errorf(KindInvalid, "rekey: the new master key is the old one")
+	}
+	keys, err := loadServiceKeys(ctx, st, old)
+	if err != nil {
+		return nil, err
+	}
+	from, to := seal.New(keys.Seal), seal.New(seal.Derive(new.b[:], "seal"))
+	reseal := func(v, aad []byte, what string) ([]byte, error) {
+		plain, err := from.Open(v, aad)
+		if err != nil {
+			return nil, Errorf(KindUnauthenticated, "rekey: the old master key is not this store's: %s does not open under it", what)
+		}
+		defer clear(plain)
+		return to.Seal(plain, aad), nil
+	}
+	// resealField reseals the base64 []byte member field of a JSON record.
+	resealField := func(v []byte, field string, aad []byte, what string) ([]byte, bool, error) {
+		var rec map[string]json.RawMessage
+		if err := json.Unmarshal(v, &rec); err != nil {
+			return nil, false, internalError("rekey: read "+what, err)
+		}
+		raw, ok := rec[field]
+		if !ok {
+			return nil, false, nil
+		}
+		var sealed []byte
+		if err := json.Unmarshal(raw, &sealed); err != nil || len(sealed) == 0 {
+			return nil, false, nil
+		}
+		out, err := reseal(sealed, aad, what)
+		if err != nil {
+			return nil, false, err
+		}
+		if rec[field], err = json.Marshal(out); err != nil {
+			return nil, false, err
+		}
+		v, err = json.Marshal(rec)
+		return v, true, err
+	}
+	res := &RekeyResult{}
+	var written [][]byte
+	err = st.Update(ctx, func(tx Txn) error {
+		*res, written = RekeyResult{}, written[:0]
+		type change struct{ k, v []byte }
+		var changes []change
+		err := tx.Scan(ScanOptions{Prefix: pfxSigning}, func(k, v []byte) (bool, error) {
+			nv, err := reseal(v, k, fmt.Sprintf("signing key %s", k[len(pfxSigning):]))
+			if err != nil {
+				return false, err
+			}
+			changes = append(changes, change{append([]byte(nil), k...), nv})
+			res.SigningKeys++
+			return true, nil
+		})
+		if err != nil {
+			return err
+		}
+		err = tx.Scan(ScanOptions{Prefix: pfxRing}, func(k, v []byte) (bool, error) {
+			id := string(k[len(pfxRing):])
+			nv, ok, err := resealField(v, "sealedPrivate", ringPrivateAAD(id), "the private key of ring "+id)
+			if err != nil || !ok {
+				return err == nil, err
+			}
+			changes = append(changes, change{append([]byte(nil), k...), nv})
+			res.AsymRings++
+			return true, nil
+		})
+		if err != nil {
+			return err
+		}
+		err = tx.Scan(ScanOptions{Prefix: pfxUser}, func(k, v []byte) (bool, error) {
+			id := string(k[len(pfxUser):])
+			nv, ok, err := resealField(v, "password", passwordAAD(id), "the password of user "+id)
+			if err != nil || !ok {
+				return err == nil, err
+			}
+			changes = append(changes, change{append([]byte(nil), k...), nv})
+			res.Users++
+			return true, nil
+		})
+		if err != nil {
+			return err
+		}
+		macs, err := json.Marshal(keys)
+		if err != nil {
+			return err
+		}
+		defer clear(macs)
+		changes = append(changes, change{keyMACKeys, to.Seal(macs, keyMACKeys)})
+		for _, c := range changes {
+			if err := tx.Set(c.k, c.v); err != nil {
+				return err
+			}
+			written = append(written, c.k)
+		}
+		return nil
+	})
+	if err != nil {
+		if ErrorKind(err) == KindTooLarge {
+			return nil, Errorf(KindTooLarge, "rekey: the store's sealed secrets do not fit in one transaction of this store; nothing was changed")
+		}
+		return nil, err
+	}
+	if e, ok := st.(Eraser); ok {
+		if err := e.Erase(ctx, written); err != nil {
+			return res, &Error{Kind: KindInternal, Message: "rekey: the secrets are sealed under the new master key, but erasing their earlier versions from the store's files failed; run the rekey's erase again by starting kmsd", Err: err}
+		}
+	}
+	svc, err := New(st, Options{MasterKey: new})
+	if err != nil {
+		return res, err
+	}
+	op := &Principal{Kind: PrincipalAPIKey, ID: "operator", flags: Flags{FlagRoot: true}}
+	err = svc.record(op, "masterkey.rotate", "", map[string]any{"signingKeys": res.SigningKeys, "asymRings": res.AsymRings, "users": res.Users}, nil)
+	if cerr := svc.Close(); err == nil {
+		err = cerr
+	}
+	return res, err
+}
