@@ -340,7 +340,7 @@ func TestMethodsMatchService(t *testing.T) {
 	ct, st := reflect.TypeFor[*client.Client](), reflect.TypeFor[*kms.Service]()
 	for _, name := range []string{
 		"CreateKeyRing", "GetKeyRing", "ListKeyRings", "DeleteKeyRing", "ListKeys", "GetKey", "Rotate", "GetConfig", "SetConfig",
-		"Encrypt", "Decrypt", "LookupHash", "LookupHeader", "SigningKeys", "CreateAsymKeyRing", "GetAsymKey", "RotateAsym",
+		"Encrypt", "Decrypt", "EncryptBatch", "DecryptBatch", "LookupHash", "LookupHeader", "SigningKeys", "CreateAsymKeyRing", "GetAsymKey", "RotateAsym",
 		"SetKeyState", "DestroyKey", "CancelDestroyKey", "SetAsymKeyState", "DestroyAsymKey", "CancelDestroyAsymKey", "KeyUsage", "ListKeyHashes",
 		"GetAsset", "DeleteAsset", "SearchAssets", "GetLineage",
 		"CreateAccount", "GetAccount", "ListAccounts", "UpdateAccount", "DeleteAccount", "ListAccountAPIKeys",

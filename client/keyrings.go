@@ -152,3 +152,16 @@ func (c *Client) RotateAsym(ctx context.Context, in kms.RotateInput) (*kms.AsymK
 	}
 	return b.Key, nil
 }
+
+// EncryptBatch makes many encrypt calls on one ring in one request (POST
+// /ks/encrypt/batch): Count of them, or one per item; each item has its
+// own answer or error, in order.
+func (c *Client) EncryptBatch(ctx context.Context, in kms.EncryptBatchInput) (*kms.EncryptBatchResult, error) {
+	return call[kms.EncryptBatchResult](c, ctx, req{method: http.MethodPost, path: "/ks/encrypt/batch", body: in})
+}
+
+// DecryptBatch makes a decrypt call per item in one request (POST
+// /ks/decrypt/batch); each item has its own answer or error, in order.
+func (c *Client) DecryptBatch(ctx context.Context, in kms.DecryptBatchInput) (*kms.DecryptBatchResult, error) {
+	return call[kms.DecryptBatchResult](c, ctx, req{method: http.MethodPost, path: "/ks/decrypt/batch", body: in})
+}

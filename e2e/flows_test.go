@@ -504,6 +504,17 @@ func TestFlows(t *testing.T) {
 		if !bytes.Equal(unwrap(t, payments.PrivateKey, payments.Ring.ID, d1.Key), unwrap(t, payments.PrivateKey, payments.Ring.ID, e1.Key)) {
 			t.Fatal("decrypt unwraps to another key than encrypt")
 		}
+		// Batches: items in order, a bad header failing its item alone.
+		eb := must[*kms.EncryptBatchResult](t, "EncryptBatch")(c.EncryptBatch(bg, kms.EncryptBatchInput{RingName: "payments", Count: 3}))
+		if len(eb.Items) != 3 || eb.Items[2].Error != nil || eb.Items[2].Hash == "" {
+			t.Fatalf("EncryptBatch = %+v", eb.Items)
+		}
+		db := must[*kms.DecryptBatchResult](t, "DecryptBatch")(c.DecryptBatch(bg, kms.DecryptBatchInput{Items: []kms.DecryptInput{
+			{Hash: eb.Items[0].Hash, Header: eb.Items[0].Header}, {Hash: eb.Items[1].Hash, Header: eb.Items[0].Header}, {Hash: e1.Hash, Header: e1.Header}}}))
+		if len(db.Items) != 3 || db.Items[0].Error != nil || db.Items[0].Key.ID != eb.Items[0].Key.ID ||
+			db.Items[1].Error == nil || db.Items[1].Error.Code != "unprocessable" || db.Items[2].Error != nil || !db.Items[2].Asset.Valid {
+			t.Fatalf("DecryptBatch = %+v", db.Items)
+		}
 		hi := must[*kms.HashInfo](t, "LookupHash")(c.LookupHash(bg, e1.Hash))
 		if hi.RingID != payments.Ring.ID || hi.KeyID != e1.Key.ID {
 			t.Fatalf("LookupHash = %+v", hi)

@@ -110,6 +110,8 @@ func (a *api) routes() []route {
 		{method: http.MethodGet, path: "/ks/signing-keys", handle: a.signingKeys, public: true},
 		{method: http.MethodPost, path: "/ks/decrypt", handle: a.decrypt},
 		{method: http.MethodPost, path: "/ks/encrypt", handle: a.encrypt},
+		{method: http.MethodPost, path: "/ks/encrypt/batch", handle: a.encryptBatch},
+		{method: http.MethodPost, path: "/ks/decrypt/batch", handle: a.decryptBatch},
 		{method: http.MethodPost, path: "/ks/rotate", handle: a.rotate},
 		{method: http.MethodPost, path: "/ks/keyrings", handle: a.createKeyRing},
 		{method: http.MethodGet, path: "/ks/keyrings", handle: a.listKeyRings},

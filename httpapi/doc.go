@@ -19,6 +19,8 @@
 //	POST   /ks/keyrings                            CreateKeyRing
 //	GET    /ks/keyrings                            ListKeyRings (?cursor, ?limit)
 //	GET    /ks/keyrings/:ringname                  GetKeyRing, answered {"ring": ...} (?id=true: by ID)
+//	POST   /ks/encrypt/batch                       EncryptBatch
+//	POST   /ks/decrypt/batch                       DecryptBatch
 //	GET    /ks/config                              GetConfig (?ringname[&id=true]), answered {"config": ...}
 //	PUT    /ks/config                              SetConfig, body {"ringname": ..., "config": {...}}
 //	DELETE /ks/keyrings/:ringname                  DeleteKeyRing

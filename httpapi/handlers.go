@@ -97,6 +97,24 @@ func (a *api) encrypt(r *http.Request, _ httprouter.Params) (any, error) {
 	return result(a.svc.Encrypt(r.Context(), in))
 }
 
+// POST /ks/encrypt/batch
+func (a *api) encryptBatch(r *http.Request, _ httprouter.Params) (any, error) {
+	var in kms.EncryptBatchInput
+	if err := a.decode(r, &in); err != nil {
+		return nil, err
+	}
+	return result(a.svc.EncryptBatch(r.Context(), in))
+}
+
+// POST /ks/decrypt/batch
+func (a *api) decryptBatch(r *http.Request, _ httprouter.Params) (any, error) {
+	var in kms.DecryptBatchInput
+	if err := a.decode(r, &in); err != nil {
+		return nil, err
+	}
+	return result(a.svc.DecryptBatch(r.Context(), in))
+}
+
 // keyBody is the answer to a rotation: {"key": ...}.
 type keyBody[K any] struct {
 	Key *K `json:"key"`

@@ -70,6 +70,8 @@ func walkCases(e *env, f *walkFixtures) map[string]walkCase {
 		"GET /ks/signing-keys":                              {flag: flagPublic, path: "/ks/signing-keys"},
 		"POST /ks/decrypt":                                  {flag: "keyring.<ring>.decrypt", ring: ks, path: "/ks/decrypt", body: map[string]any{"hash": f.hash, "header": f.header}},
 		"POST /ks/encrypt":                                  {flag: "keyring.<ring>.encrypt", ring: ks, path: "/ks/encrypt", body: map[string]any{"ringname": ks}},
+		"POST /ks/encrypt/batch":                            {flag: "keyring.<ring>.encrypt", ring: ks, path: "/ks/encrypt/batch", body: map[string]any{"ringname": ks, "count": 2}},
+		"POST /ks/decrypt/batch":                            {flag: "keyring.<ring>.decrypt", ring: ks, path: "/ks/decrypt/batch", body: map[string]any{"items": []map[string]any{{"hash": f.hash, "header": f.header}}}},
 		"POST /ks/rotate":                                   {flag: "keyring.<ring>.rotate", ring: ks, path: "/ks/rotate", body: map[string]any{"ringname": ks}},
 		"POST /ks/keyrings":                                 {flag: "keyring.<ring>.create", ring: "walknew", path: "/ks/keyrings", body: map[string]any{"name": "walknew", "kem": "x25519"}},
 		"GET /ks/keyrings":                                  {flag: "keyring.*.read", path: "/ks/keyrings"},
