@@ -162,7 +162,7 @@ func call(t testing.TB, client *http.Client, method, url, key string, body any) 
 func TestParseConfig(t *testing.T) {
 	defaults := config{addr: "127.0.0.1:8200", data: "./data", logLevel: "info", logFormat: "json", clientIPHops: 1,
 		tokenTTL: time.Hour, sessionLife: 24 * time.Hour, inviteTTL: 7 * 24 * time.Hour, resetTTL: time.Hour, minDestroy: time.Hour, diskReserve: 256 << 20,
-		metricsRings: 100}
+		metricsRings: 100, auditSinkMax: 100 << 20, auditSinkKeep: 10}
 	tests := []struct {
 		name string
 		args []string
@@ -195,6 +195,10 @@ func TestParseConfig(t *testing.T) {
 		{"TLS: cert by flag, key by environment", []string{"-tls-cert", "/c"}, env{"KMS_TLS_KEY": "/k"},
 			func(c *config) { c.tlsCert, c.tlsKey = "/c", "/k" }},
 		{"no destroy delay", []string{"-min-destroy-delay", "0s"}, nil, func(c *config) { c.minDestroy = 0 }},
+		{"rate limits", []string{"-rate-limit-apikey", "100:250"}, env{"KMS_RATE_LIMIT_ADDR": "0.5"},
+			func(c *config) { c.rateKey, c.rateAddr = rateFlag{PerSecond: 100, Burst: 250}, rateFlag{PerSecond: 0.5} }},
+		{"audit sink", []string{"-audit-sink", "file:/var/log/a.jsonl", "-audit-sink-max-size", "1GiB"}, env{"KMS_AUDIT_SINK_KEEP": "0", "KMS_AUDIT_SINK_FROM": "42"},
+			func(c *config) { c.auditSink, c.auditSinkMax, c.auditSinkKeep, c.auditSinkFrom = "file:/var/log/a.jsonl", 1 << 30, 0, 42 }},
 		{"behind two proxies", []string{"-client-ip-header", "X-Forwarded-For"}, env{"KMS_CLIENT_IP_HOPS": "2"},
 			func(c *config) { c.clientIP, c.clientIPHops = "X-Forwarded-For", 2 }},
 		{"metrics", []string{"-metrics", "-metrics-rings", "5"}, env{"KMS_METRICS_ADDR": "127.0.0.1:9200", "KMS_METRICS_TOKEN_FILE": "/t"},
@@ -232,6 +236,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{"no proxy hops", []string{"-client-ip-hops", "0"}, nil, "-client-ip-hops"},
 		{"extra argument", []string{"serve"}, nil, `"serve"`},
 		{"bad address", []string{"-addr", "localhost"}, nil, "-addr"},
+		{"bad rate", []string{"-rate-limit-apikey", "fast"}, nil, "-rate-limit-apikey"},
+		{"negative rate", nil, env{"KMS_RATE_LIMIT_ADDR": "-1"}, "KMS_RATE_LIMIT_ADDR"},
+		{"bad burst", []string{"-rate-limit-addr", "10:0"}, nil, "-rate-limit-addr"},
 		{"bad address in environment", nil, env{"KMS_ADDR": "nowhere"}, "-addr"},
 		{"bad level", []string{"-log-level", "verbose"}, nil, "-log-level"},
 		{"bad level in environment", nil, env{"KMS_LOG_LEVEL": "trace"}, "-log-level"},
