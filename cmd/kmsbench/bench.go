@@ -112,7 +112,7 @@ func (b *bench) prepare(ctx context.Context, t target) (*workload, error) {
 	if created {
 		b.notef("%s: created ring %s (KEM x25519) on %s", t.name, o.ring, first)
 	}
-	work := &workload{mode: o.mode, mix: o.mix, encrypt: newEncrypt(o.ring, o.asset)}
+	work := &workload{mode: o.mode, mix: o.mix, encrypt: newEncrypt(o.ring, o.asset, 1)}
 	if o.mode != "encrypt" {
 		t0 := time.Now()
 		work.pool, err = makePool(ctx, b.client, first, t.key, work.encrypt, o.pool, o.concurrency)
@@ -120,6 +120,9 @@ func (b *bench) prepare(ctx context.Context, t target) (*workload, error) {
 			return nil, b.cause(ctx, fmt.Errorf("%s: %w", t.name, err))
 		}
 		b.notef("%s: made %d (hash, header) pairs to decrypt on %s in %.1fs", t.name, len(work.pool), first, time.Since(t0).Seconds())
+	}
+	if o.batch > 1 {
+		work.batched(o.ring, o.asset, o.batch)
 	}
 	return work, nil
 }

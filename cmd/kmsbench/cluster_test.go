@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"regexp"
 	"slices"
@@ -55,6 +56,7 @@ type jsonSummary struct {
 	RSS      []nodeRSS `json:"rss"`
 	Rows     []row     `json:"rows"`
 	Ratios   *ratios   `json:"ratios"`
+	Batch    int       `json:"batch"`
 }
 
 // runJSON runs kmsbench with args and -json, and returns its summary and
@@ -312,5 +314,27 @@ func TestRunTLS(t *testing.T) {
 	}
 	if r := sum.Ratios; r == nil || r.CPUFactor == nil {
 		t.Errorf("ratios = %+v, want a CPU factor", r)
+	}
+}
+
+// TestRunBatch: with -batch, kmsbench sends the batch routes, encrypt and
+// decrypt, and reports keys per second: the calls per second times the
+// batch size; every item of every batch succeeds.
+func TestRunBatch(t *testing.T) {
+	bin := testKmsd(t)
+	for _, mode := range []string{"encrypt", "decrypt"} {
+		sum, stderr := runJSON(t, noEnv, "-start", "-kmsd", bin, "-kmsd-log-level", "warn", "-mode", mode, "-pool", "40",
+			"-batch", "25", "-c", "4", "-d", "1s", "-warmup", "100ms")
+		checkStopped(t, startedPIDs(t, stderr))
+		if len(sum.Rows) != 1 || sum.Batch != 25 {
+			t.Fatalf("%s: batch %d, rows %+v", mode, sum.Batch, sum.Rows)
+		}
+		r := sum.Rows[0]
+		if r.Requests == 0 || r.Errors != 0 || r.KeysPerSec != r.OpsPerSec*25 {
+			t.Fatalf("%s row: %d requests, %d errors %v, %.0f keys/s at %.0f ops/s; want keys/s 25 times ops/s", mode, r.Requests, r.Errors, r.ErrorsByStatus, r.KeysPerSec, r.OpsPerSec)
+		}
+	}
+	if _, err := parseFlags([]string{"-start", "-batch", "1001"}, noEnv, io.Discard); err == nil {
+		t.Error("-batch 1001 was accepted")
 	}
 }

@@ -94,6 +94,7 @@ type options struct {
 	kmsd        string
 	logLevel    string
 	mode        string
+	batch       int // items per request: 1 is single calls, more the batch routes
 	mix         float64
 	concurrency int
 	duration    time.Duration
@@ -185,6 +186,7 @@ func parseFlags(args []string, getenv func(string) string, stdout io.Writer) (*o
 	fs.StringVar(&o.logLevel, "kmsd-log-level", "info", "the -log-level (`LEVEL`) of the kmsd started with -start (info logs every request, as kmsd does by default)")
 	fs.StringVar(&o.mode, "mode", "encrypt", "what to call (`MODE`): encrypt, decrypt (hashes and headers from -pool encrypt calls made first) or mix")
 	fs.Float64Var(&o.mix, "mix", 0.5, "with -mode mix, the `SHARE` of decrypt calls, 0 to 1")
+	fs.IntVar(&o.batch, "batch", 1, "items per request (`N`, 1 to 1000): above 1, POST /ks/encrypt/batch and /ks/decrypt/batch with N items each, and keys per second in the summary")
 	fs.IntVar(&o.concurrency, "c", 64, "concurrent clients, each sending one request after the other")
 	fs.DurationVar(&o.duration, "d", 10*time.Second, "how long to measure (with -n and no -d: at most 1h)")
 	fs.Int64Var(&o.requests, "n", 0, "stop after `N` requests in all (0: no limit but -d)")
@@ -251,6 +253,8 @@ func (o *options) validate(set map[string]bool) error {
 		return fmt.Errorf("-mode %q: want encrypt, decrypt or mix", o.mode)
 	case set["mix"] && o.mode != "mix":
 		return errors.New("-mix goes with -mode mix")
+	case o.batch < 1 || o.batch > 1000:
+		return fmt.Errorf("-batch %d: want 1 to 1000 items per request", o.batch)
 	case !(o.mix >= 0 && o.mix <= 1):
 		return fmt.Errorf("-mix %v: want a share from 0 to 1", o.mix)
 	case o.concurrency < 1 || o.concurrency > maxConcurrency:

@@ -36,7 +36,9 @@ type summary struct {
 	// Rounds is how many turns the targets took (with -baseline or
 	// -embedded).
 	Rounds int `json:"rounds,omitempty"`
-	ring   string
+	// Batch is the items per request (-batch), when above 1.
+	Batch int `json:"batch,omitempty"`
+	ring  string
 	pool   int
 	asset  bool
 }
@@ -80,6 +82,17 @@ type row struct {
 	// generator) spent per request of this target, in µs: with the
 	// server's, what a request costs the machine.
 	ClientCPUUsPerReq *float64 `json:"clientCpuUsPerRequest,omitempty"`
+	// KeysPerSec is, with -batch, the items (keys handed out or
+	// returned) per second: OpsPerSec times the batch size.
+	KeysPerSec float64 `json:"keysPerSec,omitempty"`
+}
+
+// batchOf is the batch size of o, 0 for single calls.
+func batchOf(o *options) int {
+	if o.batch > 1 {
+		return o.batch
+	}
+	return 0
 }
 
 // nodeRow is what one node of a target was sent, and the CPU time its
@@ -131,6 +144,7 @@ func newSummary(o *options) *summary {
 		Mode:   mode,
 		Warmup: o.warmup.String(),
 		Rounds: rounds(o),
+		Batch:  batchOf(o),
 		ring:   o.ring,
 		pool:   o.pool,
 		asset:  o.asset,
@@ -159,6 +173,9 @@ func newRow(target string, urls []string, o *options, st *stats) row {
 		return float64(n) / st.elapsed.Seconds()
 	}
 	r.OpsPerSec = perSec(st.requests)
+	if o.batch > 1 && target != "baseline" {
+		r.KeysPerSec = r.OpsPerSec * float64(o.batch)
+	}
 	known := len(st.cpu) == len(urls)
 	if known {
 		var sum time.Duration
@@ -296,6 +313,11 @@ func (s *summary) print(w io.Writer, asJSON bool) error {
 			fmt.Sprintf("%.2f", r.P99Ms), fmt.Sprintf("%.2f", r.MaxMs), orDash("%.1f", r.CPUUsPerReq), orDash("%.1f", r.ClientCPUUsPerReq)})
 	}
 	writeTable(w, table, 2)
+	for _, r := range s.Rows {
+		if r.KeysPerSec > 0 {
+			fmt.Fprintf(w, "%s: %.0f keys/s in batches of %d\n", r.Target, r.KeysPerSec, s.Batch)
+		}
+	}
 	for _, r := range s.Rows {
 		if len(r.ErrorsByStatus) > 0 {
 			var parts []string

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -24,14 +25,49 @@ type workload struct {
 }
 
 // newEncrypt returns the encrypt call on ring, with a new Asset when
-// asset is set.
-func newEncrypt(ring string, asset bool) request {
+// asset is set; with n above 1, a batch of n of them.
+func newEncrypt(ring string, asset bool, n int) request {
 	in := map[string]any{"ringname": ring}
+	item := map[string]any{}
 	if asset {
-		in["asset"] = map[string]any{"data": map[string]any{"source": "kmsbench"}}
+		item["asset"] = map[string]any{"data": map[string]any{"source": "kmsbench"}}
+	}
+	if n <= 1 {
+		maps.Copy(in, item)
+		body, _ := json.Marshal(in)
+		return request{path: "/ks/encrypt", body: body}
+	}
+	if asset {
+		items := make([]map[string]any, n)
+		for i := range items {
+			items[i] = item
+		}
+		in["items"] = items
+	} else {
+		in["count"] = n
 	}
 	body, _ := json.Marshal(in)
-	return request{path: "/ks/encrypt", body: body}
+	return request{path: "/ks/encrypt/batch", body: body}
+}
+
+// batched turns the workload into batches of n items: the encrypt call
+// into a batch of n, and the decrypt pool into batches of n of its pairs,
+// taken in turn (at least 8 different batches, each pair in at least one).
+func (w *workload) batched(ring string, asset bool, n int) {
+	w.encrypt = newEncrypt(ring, asset, n)
+	if len(w.pool) == 0 {
+		return
+	}
+	batches := make([]request, max(8, (len(w.pool)+n-1)/n))
+	for b := range batches {
+		items := make([]json.RawMessage, n)
+		for i := range items {
+			items[i] = w.pool[(b*n+i)%len(w.pool)].body
+		}
+		body, _ := json.Marshal(map[string]any{"items": items})
+		batches[b] = request{path: "/ks/decrypt/batch", body: body}
+	}
+	w.pool = batches
 }
 
 // pick returns the next request of a worker.
