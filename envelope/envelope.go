@@ -92,20 +92,30 @@ type Info struct {
 // Seal encrypts plaintext into a new envelope. The encrypt call's result
 // (the Asset, for one) is not returned: use NewWriter to get it.
 func (s *Sealer) Seal(ctx context.Context, in SealInput, plaintext []byte) ([]byte, error) {
-	res, key, err := s.encrypt(ctx, in)
-	if err != nil {
-		return nil, err
-	}
-	prelude, err := newPrelude(res)
-	if err != nil {
-		clear(key)
-		return nil, err
-	}
-	st, err := newState(key, prelude, in.AssociatedData)
+	_, prelude, st, err := s.begin(ctx, in)
 	if err != nil {
 		return nil, err
 	}
 	return st.sealAll(prelude, plaintext), nil
+}
+
+// begin makes the encrypt call of a new envelope and returns its answer,
+// the envelope's prelude and the state that seals its chunks.
+func (s *Sealer) begin(ctx context.Context, in SealInput) (*kms.EncryptResult, []byte, *state, error) {
+	res, key, err := s.encrypt(ctx, in)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	prelude, err := newPrelude(res)
+	if err != nil {
+		clear(key)
+		return nil, nil, nil, err
+	}
+	st, err := newState(key, prelude, in.AssociatedData)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return res, prelude, st, nil
 }
 
 // sealAll returns the envelope of plaintext: prelude and chunks.

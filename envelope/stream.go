@@ -27,16 +27,7 @@ type Writer struct {
 // prelude to dst; what is then written to the Writer is sealed into dst.
 // Closing the Writer does not close dst.
 func (s *Sealer) NewWriter(ctx context.Context, dst io.Writer, in SealInput) (*Writer, error) {
-	res, key, err := s.encrypt(ctx, in)
-	if err != nil {
-		return nil, err
-	}
-	prelude, err := newPrelude(res)
-	if err != nil {
-		clear(key)
-		return nil, err
-	}
-	st, err := newState(key, prelude, in.AssociatedData)
+	res, prelude, st, err := s.begin(ctx, in)
 	if err != nil {
 		return nil, err
 	}

@@ -131,12 +131,8 @@ func writeRecords(ctx context.Context, st kms.Store, from uint64, w io.Writer) (
 
 // exportOnline asks the running kmsd for the records.
 func exportOnline(ctx context.Context, sock string, from uint64, w io.Writer) (int, error) {
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "unix", sock)
-	}}}
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://kmsd/audit?from="+strconv.FormatUint(from, 10), nil)
-	resp, err := hc.Do(req)
+	resp, err := adminClient(sock).Do(req)
 	if err != nil {
 		return 0, fmt.Errorf("ask the running kmsd: %w", err)
 	}

@@ -26,6 +26,14 @@ const adminSocketName = "admin.sock"
 
 func adminSocket(data string) string { return filepath.Join(data, adminSocketName) }
 
+// adminClient is an HTTP client of the admin socket at sock.
+func adminClient(sock string) *http.Client {
+	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	}}}
+}
+
 // maxSocketPath is the longest path of a Unix socket that every Unix
 // takes (sun_path is 104 bytes on the BSDs, 108 on Linux, with its NUL).
 const maxSocketPath = 104
@@ -126,12 +134,8 @@ func writeBackup(ctx context.Context, c *config, getenv func(string) string, w i
 	conn, derr := net.Dial("unix", sock)
 	if derr == nil {
 		conn.Close()
-		hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", sock)
-		}}}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://kmsd/backup", nil)
-		resp, err := hc.Do(req)
+		resp, err := adminClient(sock).Do(req)
 		if err != nil {
 			return "online", fmt.Errorf("ask the running kmsd: %w", err)
 		}
