@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/benchcpu"
 	"github.com/ringkms/kms/store/badgerstore"
 )
 
@@ -39,6 +40,34 @@ func BenchmarkEncrypt(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkEncryptLayers separates the domain's share of an encrypt call:
+// "domain" is Encrypt with the journal answering at once (no record, no
+// commit, no header signature); "journal" is Encrypt as it runs, durable
+// record and signature included. With httpapi's BenchmarkLayers, the
+// README's table of where a call's microseconds go.
+func BenchmarkEncryptLayers(b *testing.B) {
+	for _, layer := range []string{"domain", "journal"} {
+		b.Run(layer, func(b *testing.B) {
+			e, _ := benchEnv(b)
+			if layer == "domain" {
+				kms.SkipJournal(e.svc)
+			}
+			b.SetParallelism(32)
+			b.ReportAllocs()
+			b.ResetTimer()
+			defer benchcpu.Start(b)()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "bench"}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
 }
 
 // BenchmarkDecrypt is in-process Decrypt with its durable activity record,
