@@ -39,8 +39,8 @@ type summary struct {
 	// Batch is the items per request (-batch), when above 1.
 	Batch int `json:"batch,omitempty"`
 	ring  string
-	pool   int
-	asset  bool
+	pool  int
+	asset bool
 }
 
 type machine struct {

@@ -196,9 +196,13 @@ func TestParseConfig(t *testing.T) {
 			func(c *config) { c.tlsCert, c.tlsKey = "/c", "/k" }},
 		{"no destroy delay", []string{"-min-destroy-delay", "0s"}, nil, func(c *config) { c.minDestroy = 0 }},
 		{"rate limits", []string{"-rate-limit-apikey", "100:250"}, env{"KMS_RATE_LIMIT_ADDR": "0.5"},
-			func(c *config) { c.rateKey, c.rateAddr = rateFlag{PerSecond: 100, Burst: 250}, rateFlag{PerSecond: 0.5} }},
+			func(c *config) {
+				c.rateKey, c.rateAddr = rateFlag{PerSecond: 100, Burst: 250}, rateFlag{PerSecond: 0.5}
+			}},
 		{"audit sink", []string{"-audit-sink", "file:/var/log/a.jsonl", "-audit-sink-max-size", "1GiB"}, env{"KMS_AUDIT_SINK_KEEP": "0", "KMS_AUDIT_SINK_FROM": "42"},
-			func(c *config) { c.auditSink, c.auditSinkMax, c.auditSinkKeep, c.auditSinkFrom = "file:/var/log/a.jsonl", 1 << 30, 0, 42 }},
+			func(c *config) {
+				c.auditSink, c.auditSinkMax, c.auditSinkKeep, c.auditSinkFrom = "file:/var/log/a.jsonl", 1<<30, 0, 42
+			}},
 		{"behind two proxies", []string{"-client-ip-header", "X-Forwarded-For"}, env{"KMS_CLIENT_IP_HOPS": "2"},
 			func(c *config) { c.clientIP, c.clientIPHops = "X-Forwarded-For", 2 }},
 		{"metrics", []string{"-metrics", "-metrics-rings", "5"}, env{"KMS_METRICS_ADDR": "127.0.0.1:9200", "KMS_METRICS_TOKEN_FILE": "/t"},
