@@ -1,17 +1,12 @@
 package kms
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"hash"
 	"io"
 	"time"
+
+	"github.com/ringkms/kms/internal/backupfile"
 )
 
 // A backup is a consistent copy of a Service's store and activity trail,
@@ -20,44 +15,13 @@ import (
 // is the service as it stood between two batches. It holds what the
 // store holds, which is only ever sealed secrets, so it is no more
 // sensitive than the data directory; it opens only with the master key.
-//
-// The format, version 1: the 8 bytes "rkmsbak" 0x01, then frames of a
-// kind byte, a length (unsigned varint) and that many bytes:
-//
-//	'M'  JSON {"version": 1, "createdAt": RFC 3339, "records": N}
-//	'K'  a store entry: key length (uvarint), key, value
-//	'T'  a trail record, in order from seq 1 to N
-//	'E'  the end: entries (uvarint), records (uvarint), then SHA-256 of
-//	     every byte before this frame
-//
-// Restore refuses a backup that is cut off, altered (the digest), or has
-// anything after its end.
-const backupMagic = "rkmsbak\x01"
-
-// Frame kinds of a backup.
-const (
-	frameMeta   = 'M'
-	frameEntry  = 'K'
-	frameRecord = 'T'
-	frameEnd    = 'E'
-)
-
-// maxBackupFrame bounds one frame that Restore reads: far above any store
-// value or record (Asset data and props are capped in KiB), below what
-// would exhaust memory.
-const maxBackupFrame = 256 << 20
+// internal/backupfile is its file format.
 
 // BackupInfo describes a backup.
 type BackupInfo struct {
 	CreatedAt time.Time `json:"createdAt"`
 	Entries   uint64    `json:"entries"` // store entries
 	Records   uint64    `json:"records"` // activity records: the trail's length
-}
-
-type backupMeta struct {
-	Version   int       `json:"version"`
-	CreatedAt time.Time `json:"createdAt"`
-	Records   uint64    `json:"records"`
 }
 
 // Backup writes a consistent backup of the service to w while it serves.
@@ -81,9 +45,7 @@ func (s *Service) Backup(ctx context.Context, w io.Writer) (*BackupInfo, error) 
 	}
 	defer resume()
 	info := &BackupInfo{CreatedAt: s.now().UTC(), Records: seq}
-	bw := newBackupWriter(w)
-	meta, _ := json.Marshal(backupMeta{Version: 1, CreatedAt: info.CreatedAt, Records: seq})
-	bw.frame(frameMeta, meta)
+	bw := backupfile.NewWriter(w, backupfile.Meta{CreatedAt: info.CreatedAt, Records: seq})
 	err = s.store.View(ctx, func(tx Txn) error {
 		// A read fixes the snapshot (some stores take it at the first
 		// read); then the journal goes on.
@@ -96,8 +58,8 @@ func (s *Service) Backup(ctx context.Context, w io.Writer) (*BackupInfo, error) 
 				return false, err
 			}
 			info.Entries++
-			bw.entry(k, v)
-			return bw.err == nil, bw.err
+			err := bw.Entry(k, v)
+			return err == nil, err
 		})
 	})
 	if err != nil {
@@ -108,14 +70,14 @@ func (s *Service) Backup(ctx context.Context, w io.Writer) (*BackupInfo, error) 
 			if n > seq {
 				return false, nil
 			}
-			bw.frame(frameRecord, rec)
-			return bw.err == nil && n < seq, bw.err
+			err := bw.Record(rec)
+			return err == nil && n < seq, err
 		})
 		if err != nil {
 			return nil, backupError("read the activity trail", err)
 		}
 	}
-	if err := bw.end(info.Entries, seq); err != nil {
+	if err := bw.Close(); err != nil {
 		return nil, backupError("write the backup", err)
 	}
 	return info, nil
@@ -127,60 +89,6 @@ func backupError(what string, err error) error {
 		return err
 	}
 	return &Error{Kind: KindInternal, Message: "backup: " + what, Err: err}
-}
-
-// backupWriter writes frames and keeps the digest of what it wrote.
-type backupWriter struct {
-	w   *bufio.Writer
-	h   hash.Hash
-	err error
-	hdr [1 + binary.MaxVarintLen64]byte
-}
-
-func newBackupWriter(w io.Writer) *backupWriter {
-	bw := &backupWriter{w: bufio.NewWriterSize(w, 256<<10), h: sha256.New()}
-	bw.write([]byte(backupMagic))
-	return bw
-}
-
-func (bw *backupWriter) write(b []byte) {
-	if bw.err != nil {
-		return
-	}
-	bw.h.Write(b)
-	_, bw.err = bw.w.Write(b)
-}
-
-func (bw *backupWriter) head(kind byte, n int) {
-	bw.hdr[0] = kind
-	bw.write(binary.AppendUvarint(bw.hdr[:1], uint64(n)))
-}
-
-func (bw *backupWriter) frame(kind byte, b []byte) {
-	bw.head(kind, len(b))
-	bw.write(b)
-}
-
-func (bw *backupWriter) entry(k, v []byte) {
-	var l [binary.MaxVarintLen64]byte
-	kl := binary.AppendUvarint(l[:0], uint64(len(k)))
-	bw.head(frameEntry, len(kl)+len(k)+len(v))
-	bw.write(kl)
-	bw.write(k)
-	bw.write(v)
-}
-
-func (bw *backupWriter) end(entries, records uint64) error {
-	tail := binary.AppendUvarint(nil, entries)
-	tail = binary.AppendUvarint(tail, records)
-	sum := bw.h.Sum(nil)
-	bw.head(frameEnd, len(tail)+len(sum))
-	bw.write(tail)
-	bw.write(sum)
-	if bw.err != nil {
-		return bw.err
-	}
-	return bw.w.Flush()
 }
 
 // Restore writes the backup read from r into st, which must be new: no
@@ -280,132 +188,44 @@ func (rs *restoreSink) flush() error {
 // readBackup reads and checks a backup, handing its entries and records
 // to sink (when not nil) and flushing it once the end checks out.
 func readBackup(ctx context.Context, r io.Reader, sink *restoreSink) (*BackupInfo, error) {
-	br := &backupReader{r: bufio.NewReaderSize(r, 256<<10), h: sha256.New()}
-	magic := make([]byte, len(backupMagic))
-	if err := br.full(magic); err != nil || string(magic) != backupMagic {
-		return nil, badBackup("it does not start as a ringkms backup of version 1")
+	br, meta, err := backupfile.NewReader(r)
+	if err != nil {
+		return nil, badBackup(err)
 	}
-	info := &BackupInfo{}
-	var meta *backupMeta
+	info := &BackupInfo{CreatedAt: meta.CreatedAt}
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		sum := br.h.Sum(nil) // the digest before the frame, for an end
-		kind, body, err := br.frame()
-		if err != nil {
-			return nil, err
-		}
-		if meta == nil && kind != frameMeta {
-			return nil, badBackup("it has no header frame")
-		}
-		switch kind {
-		case frameMeta:
-			if meta != nil {
-				return nil, badBackup("it has two header frames")
-			}
-			meta = &backupMeta{}
-			if err := json.Unmarshal(body, meta); err != nil || meta.Version != 1 {
-				return nil, badBackup("its header is not of version 1")
-			}
-			info.CreatedAt = meta.CreatedAt
-		case frameEntry:
-			if info.Records > 0 {
-				return nil, badBackup("a store entry follows trail records")
-			}
-			kl, n := binary.Uvarint(body)
-			if n <= 0 || kl == 0 || kl > uint64(len(body)-n) {
-				return nil, badBackup(fmt.Sprintf("store entry %d is malformed", info.Entries+1))
-			}
-			info.Entries++
-			if sink != nil {
-				if err := sink.entry(body[n:n+int(kl)], body[n+int(kl):]); err != nil {
-					return nil, err
-				}
-			}
-		case frameRecord:
-			info.Records++
-			if sink != nil {
-				if err := sink.record(body); err != nil {
-					return nil, err
-				}
-			}
-		case frameEnd:
-			entriesWant, n1 := binary.Uvarint(body)
-			recsWant, n2 := binary.Uvarint(body[max(n1, 0):])
-			if n1 <= 0 || n2 <= 0 || len(body) != n1+n2+sha256.Size {
-				return nil, badBackup("its end is malformed")
-			}
-			if !bytes.Equal(body[n1+n2:], sum) {
-				return nil, badBackup("its digest does not match: it was altered or damaged")
-			}
-			if entriesWant != info.Entries || recsWant != info.Records || recsWant != meta.Records {
-				return nil, badBackup(fmt.Sprintf("it holds %d entries and %d records, its end says %d and %d", info.Entries, info.Records, entriesWant, recsWant))
-			}
-			if _, err := br.r.ReadByte(); err != io.EOF {
-				return nil, badBackup("there are bytes after its end")
-			}
+		it, err := br.Next()
+		switch {
+		case err == io.EOF:
 			if sink != nil {
 				if err := sink.flush(); err != nil {
 					return nil, err
 				}
 			}
 			return info, nil
+		case err != nil:
+			return nil, badBackup(err)
+		case it.Record != nil:
+			info.Records++
+			if sink != nil {
+				err = sink.record(it.Record)
+			}
 		default:
-			return nil, badBackup(fmt.Sprintf("a frame of unknown kind 0x%02x", kind))
+			info.Entries++
+			if sink != nil {
+				err = sink.entry(it.Key, it.Value)
+			}
 		}
-	}
-}
-
-func badBackup(why string) error {
-	return Errorf(KindUnprocessable, "restore: not an intact backup: %s", why)
-}
-
-// backupReader reads frames and keeps the digest of what it read.
-type backupReader struct {
-	r *bufio.Reader
-	h hash.Hash
-}
-
-func (br *backupReader) full(b []byte) error {
-	if _, err := io.ReadFull(br.r, b); err != nil {
-		return err
-	}
-	br.h.Write(b)
-	return nil
-}
-
-// frame reads one frame. Its body is new memory, owned by the caller.
-func (br *backupReader) frame() (byte, []byte, error) {
-	kind, err := br.r.ReadByte()
-	if err != nil {
-		return 0, nil, badBackup("it is cut off before its end")
-	}
-	br.h.Write([]byte{kind})
-	var l [binary.MaxVarintLen64]byte
-	n := 0
-	for {
-		if n == len(l) {
-			return 0, nil, badBackup("a frame length is malformed")
-		}
-		c, err := br.r.ReadByte()
 		if err != nil {
-			return 0, nil, badBackup("it is cut off before its end")
-		}
-		l[n] = c
-		n++
-		if c < 0x80 {
-			break
+			return nil, err
 		}
 	}
-	br.h.Write(l[:n])
-	size, _ := binary.Uvarint(l[:n])
-	if size > maxBackupFrame {
-		return 0, nil, badBackup(fmt.Sprintf("a frame of %d bytes", size))
-	}
-	body := make([]byte, size)
-	if err := br.full(body); err != nil {
-		return 0, nil, badBackup("it is cut off before its end")
-	}
-	return kind, body, nil
+}
+
+// badBackup is the Unprocessable error of a backup that is not intact.
+func badBackup(err error) error {
+	return Errorf(KindUnprocessable, "restore: %v", err)
 }

@@ -184,11 +184,15 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stdout, s
 		MinDestroyDelay: c.minDestroy,
 		RateLimits:      kms.RateLimits{PerAPIKey: kms.Rate(c.rateKey), PerAddr: kms.Rate(c.rateAddr)},
 	}
+	// The journal reports each batch only to an Observer that wants it:
+	// with neither metrics nor an audit sink, it does no such work.
 	obs := &observers{}
 	if ms != nil {
 		obs.metrics = ms.m
 	}
-	svcOpts.Observer = obs
+	if ms != nil || c.auditSink != "" {
+		svcOpts.Observer = obs
+	}
 	if c.minDestroy == 0 {
 		svcOpts.MinDestroyDelay = -1 // none; the Options' zero is the default
 	}
