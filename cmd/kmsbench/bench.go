@@ -24,8 +24,9 @@ func (b *bench) notef(format string, args ...any) {
 }
 
 // startClusters builds kmsd unless -kmsd names it, and starts -nodes of
-// it; with -embedded, one more kmsd, on the embedded store, with a master
-// key and an API key of its own. When it returns an error, none runs.
+// it; with -embedded, one more kmsd, on the embedded store, and with
+// -against, one more of the binary given, each with a master key and an
+// API key of its own. When it returns an error, none runs.
 func (b *bench) startClusters(ctx context.Context) ([]*cluster, error) {
 	o := b.o
 	bin := o.kmsd
@@ -46,6 +47,15 @@ func (b *bench) startClusters(ctx context.Context) ([]*cluster, error) {
 	cl, err := startCluster(ctx, newKmsdConfig(bin, o.logLevel, o.store, o.rss, b.tls), o.nodes, "kmsd", started)
 	if err != nil {
 		return nil, err
+	}
+	if o.against != "" {
+		other, err := startCluster(ctx, newKmsdConfig(o.against, o.logLevel, "", o.rss, b.tls), 1, "against kmsd", started)
+		if err != nil {
+			cl.stop()
+			return nil, err
+		}
+		other.target = "against"
+		return []*cluster{cl, other}, nil
 	}
 	if !o.embedded {
 		return []*cluster{cl}, nil
@@ -73,7 +83,7 @@ func stopClusters(cls []*cluster) error {
 // target is a server that kmsbench loads: kmsd, its nodes, or the
 // baseline.
 type target struct {
-	name string    // kmsd, postgres, embedded or baseline
+	name string    // kmsd, postgres, embedded, against or baseline
 	urls []string  // client i calls urls[i % len(urls)]
 	key  string    // the bearer API key; empty sends none
 	pids []int     // the processes serving urls, one per URL, when kmsbench started them

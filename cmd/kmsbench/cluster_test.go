@@ -338,3 +338,31 @@ func TestRunBatch(t *testing.T) {
 		t.Error("-batch 1001 was accepted")
 	}
 }
+
+// TestRunAgainst: with -against, kmsbench starts a second kmsd from the
+// binary given, loads the two taking turns, each with a ring and pool of
+// its own, and reports kmsd as a share of it, CPU included; both stop.
+func TestRunAgainst(t *testing.T) {
+	bin := testKmsd(t)
+	sum, stderr := runJSON(t, noEnv, "-start", "-kmsd", bin, "-against", bin, "-kmsd-log-level", "warn", "-mode", "decrypt", "-pool", "20",
+		"-c", "4", "-d", "2s", "-rounds", "2", "-warmup", "100ms")
+	pids := startedPIDs(t, stderr)
+	if len(pids) != 2 {
+		t.Errorf("kmsbench started kmsd %v, want two", pids)
+	}
+	checkStopped(t, pids)
+	if len(sum.Rows) != 2 || sum.Rows[0].Target != "kmsd" || sum.Rows[1].Target != "against" {
+		t.Fatalf("rows = %+v, want kmsd and against", sum.Rows)
+	}
+	if sum.Rows[0].URL == sum.Rows[1].URL {
+		t.Errorf("both targets at %s, want two kmsd", sum.Rows[0].URL)
+	}
+	for _, r := range sum.Rows {
+		if r.Requests == 0 || r.Errors != 0 || r.CPUUsPerReq == nil || *r.CPUUsPerReq <= 0 {
+			t.Errorf("%s row: %d requests, %d errors %v, cpu %v; want requests, no error, a CPU figure", r.Target, r.Requests, r.Errors, r.ErrorsByStatus, r.CPUUsPerReq)
+		}
+	}
+	if r := sum.Ratios; r == nil || r.Of != "kmsd" || r.To != "against" || r.ThroughputPct <= 0 || r.CPUFactor == nil {
+		t.Errorf("ratios = %+v, want kmsd to against with a CPU factor", r)
+	}
+}

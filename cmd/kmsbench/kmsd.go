@@ -205,7 +205,7 @@ func (k *kmsd) stop() error {
 // cluster is the kmsd processes that kmsbench started: one, or several
 // nodes on one PostgreSQL database, with one master key.
 type cluster struct {
-	target string // the name of the target it is: kmsd, or postgres and embedded with -embedded
+	target string // the name of the target it is: kmsd, or postgres and embedded with -embedded, or against with -against
 	nodes  []*kmsd
 	key    string // the API key, with the flag "*"
 }

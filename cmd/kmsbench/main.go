@@ -7,6 +7,7 @@
 //	                                         start a cluster of 3 kmsd on one database and load it
 //	kmsbench -start -store postgres://... -nodes 3 -embedded [flags]
 //	                                         the same, and one kmsd on the embedded store to compare
+//	kmsbench -start -against OLD [flags]     kmsd built from here against the kmsd binary OLD, taking turns
 //	kmsbench -url http://127.0.0.1:8200 ...  load a running kmsd (API key in KMSBENCH_KEY)
 //	kmsbench -url URL1,URL2 ...              load the nodes of a running cluster
 //
@@ -20,7 +21,11 @@
 // it. With -embedded (and -start -store) it measures, in the same run, the
 // kmsd nodes on PostgreSQL against one kmsd on the embedded store, each
 // with a ring and decrypt pool of its own, and prints the first as a share
-// of the second. With either, the targets take turns in -rounds rounds.
+// of the second. With -against (and -start) it measures kmsd against
+// another build of it, the binary at the path given (the build before a
+// change), each started the same way, and prints the first as a share of
+// the second. With any of the three, the targets take turns in -rounds
+// rounds.
 //
 // For every process it starts (each kmsd, the baseline), kmsbench reads
 // the CPU time the process spent during the measured loads (utime + stime
@@ -106,6 +111,7 @@ type options struct {
 	pool        int
 	baseline    bool
 	embedded    bool
+	against     string
 	rounds      int
 	rss         bool
 	json        bool
@@ -113,6 +119,7 @@ type options struct {
 }
 
 const usageHead = `Usage: kmsbench -start [-store postgres://... [-nodes N] [-embedded]] [flags]
+       kmsbench -start -against PATH [flags]
        kmsbench -url URL[,URL...] [flags]    (API key in KMSBENCH_KEY, or -key)
 
 Loads kmsd with POST /ks/encrypt and /ks/decrypt calls from -c keep-alive
@@ -147,6 +154,14 @@ of its own), makes a ring and the hashes to decrypt on each of the two,
 loads them taking turns in -rounds rounds, and prints the ratios of the
 target "postgres" to the target "embedded": throughput, p99 and CPU per
 request, the last also for each node.
+
+With -against PATH (and -start), kmsbench also starts the kmsd binary at
+PATH, another build (the one before a change, say), the same way as its
+own (store, flags, a master key and a ring of its own), loads the two
+taking turns in -rounds rounds, and prints the ratios of the target
+"kmsd" to the target "against": throughput, p99 and CPU per request. A
+change to kmsd is judged so, within one run, by both its throughput and
+the server's CPU per request.
 
 CPU per request: for every process kmsbench starts, it reads the CPU time
 (user + system, /proc/PID/stat) just before and after each measured load,
@@ -197,7 +212,8 @@ func parseFlags(args []string, getenv func(string) string, stdout io.Writer) (*o
 	fs.IntVar(&o.pool, "pool", 1000, "decrypt and mix modes: make `N` (hash, header) pairs first and decrypt them at random")
 	fs.BoolVar(&o.baseline, "baseline", false, "also measure a minimal Go net/http JSON handler, served on 127.0.0.1:0 by a process of its own as kmsd is, the same way, and print the ratios")
 	fs.BoolVar(&o.embedded, "embedded", false, "with -start -store: also start one kmsd on the embedded store, load it the same way, taking turns, and print the ratios of the kmsd on PostgreSQL to it (throughput, p99, CPU per request)")
-	fs.IntVar(&o.rounds, "rounds", 5, "with -baseline or -embedded: take turns between the targets in `R` rounds, each loading one target for 1/R of -d (and of -n)")
+	fs.StringVar(&o.against, "against", "", "with -start: also start the kmsd binary at `PATH` (another build, the one before a change) the same way, load it taking turns, and print the ratios of kmsd to it (throughput, p99, CPU per request)")
+	fs.IntVar(&o.rounds, "rounds", 5, "with -baseline, -embedded or -against: take turns between the targets in `R` rounds, each loading one target for 1/R of -d (and of -n)")
 	fs.BoolVar(&o.rss, "rss", false, "with -start: sample the resident memory (VmRSS) of each kmsd every second and report the peak")
 	fs.BoolVar(&o.json, "json", false, "print the summary as JSON instead of a table")
 	fs.BoolVar(&o.tls, "tls", false, "with -start: serve kmsd (and the baseline) over TLS with a certificate made for the run, and load them over it")
@@ -249,6 +265,10 @@ func (o *options) validate(set map[string]bool) error {
 		return errors.New("-embedded and -baseline exclude each other: compare kmsd on PostgreSQL with kmsd on the embedded store, or kmsd with the baseline")
 	case o.embedded && (!o.start || o.store == ""):
 		return errors.New("-embedded needs -start and -store postgres://...: it compares the kmsd started on PostgreSQL with one on the embedded store")
+	case o.against != "" && (!o.start || o.baseline || o.embedded):
+		return errors.New("-against needs -start, and excludes -baseline and -embedded: it compares two builds of kmsd")
+	case o.against != "" && o.store != "":
+		return errors.New("-against goes with the embedded store: two builds on one database would share its state")
 	case o.mode != "encrypt" && o.mode != "decrypt" && o.mode != "mix":
 		return fmt.Errorf("-mode %q: want encrypt, decrypt or mix", o.mode)
 	case set["mix"] && o.mode != "mix":
@@ -272,7 +292,7 @@ func (o *options) validate(set map[string]bool) error {
 	case o.rounds < 1 || o.rounds > maxRounds:
 		return fmt.Errorf("-rounds %d: want 1 to %d", o.rounds, maxRounds)
 	case set["rounds"] && !o.takesTurns():
-		return errors.New("-rounds goes with -baseline or -embedded")
+		return errors.New("-rounds goes with -baseline, -embedded or -against")
 	case o.takesTurns() && o.duration/time.Duration(o.rounds) < minRound:
 		return fmt.Errorf("-d %v in %d rounds: want at least %v a round", o.duration, o.rounds, minRound)
 	case o.takesTurns() && o.requests > 0 && o.requests < int64(o.rounds):
@@ -296,9 +316,9 @@ func (o *options) validate(set map[string]bool) error {
 }
 
 // takesTurns reports whether two targets take turns in -rounds rounds:
-// with -baseline or -embedded.
+// with -baseline, -embedded or -against.
 func (o *options) takesTurns() bool {
-	return o.baseline || o.embedded
+	return o.baseline || o.embedded || o.against != ""
 }
 
 // checkURL checks one URL of -url and returns it without a trailing

@@ -53,6 +53,9 @@ func TestParseFlags(t *testing.T) {
 		{name: "embedded", args: []string{"-start", "-store", "postgres://h/db", "-embedded"}, check: func(o *options) bool {
 			return o.embedded && o.rounds == 5 && rounds(o) == 5 && o.nodes == 1
 		}},
+		{name: "against", args: []string{"-start", "-against", "/tmp/kmsd", "-rounds", "4"}, check: func(o *options) bool {
+			return o.against == "/tmp/kmsd" && rounds(o) == 4 && o.takesTurns()
+		}},
 		{name: "embedded against a cluster in rounds", args: []string{"-start", "-store", "postgres://h/db", "-nodes", "3", "-embedded", "-rounds", "2"},
 			check: func(o *options) bool { return o.embedded && rounds(o) == 2 && o.nodes == 3 }},
 		{name: "one round without a second target", args: []string{"-start"}, check: func(o *options) bool { return rounds(o) == 1 }},
@@ -70,7 +73,10 @@ func TestParseFlags(t *testing.T) {
 		{name: "unbounded duration", args: []string{"-start", "-d", "0"}, wantErr: "-d 0s"},
 		{name: "negative n", args: []string{"-start", "-n", "-1"}, wantErr: "-n -1"},
 		{name: "ftp url", args: []string{"-url", "ftp://127.0.0.1", "-key", "k"}, wantErr: "want http"},
-		{name: "rounds without baseline", args: []string{"-start", "-rounds", "3"}, wantErr: "-rounds goes with -baseline or -embedded"},
+		{name: "rounds without baseline", args: []string{"-start", "-rounds", "3"}, wantErr: "-rounds goes with -baseline, -embedded or -against"},
+		{name: "against without start", args: []string{"-url", "http://127.0.0.1:1", "-key", "k", "-against", "/tmp/kmsd"}, wantErr: "-against needs -start"},
+		{name: "against and baseline", args: []string{"-start", "-against", "/tmp/kmsd", "-baseline"}, wantErr: "-against needs -start, and excludes -baseline"},
+		{name: "against on postgres", args: []string{"-start", "-store", "postgres://h/db", "-against", "/tmp/kmsd"}, wantErr: "-against goes with the embedded store"},
 		{name: "embedded and baseline", args: []string{"-start", "-store", "postgres://h/db", "-embedded", "-baseline"}, wantErr: "-embedded and -baseline exclude each other"},
 		{name: "embedded without store", args: []string{"-start", "-embedded"}, wantErr: "-embedded needs -start and -store"},
 		{name: "embedded without start", args: []string{"-url", "http://127.0.0.1:1", "-key", "k", "-embedded"}, wantErr: "-embedded needs -start and -store"},

@@ -20,7 +20,8 @@ type summary struct {
 	Machine machine `json:"machine"`
 	Mode    string  `json:"mode"`
 	// Ratios compare the first target with the second: kmsd with the
-	// baseline (with -baseline), postgres with embedded (with -embedded).
+	// baseline (with -baseline), postgres with embedded (with -embedded),
+	// kmsd with against (with -against).
 	Ratios *ratios `json:"ratios,omitempty"`
 	// Nodes is how many kmsd nodes were loaded; Store their store, when
 	// kmsbench started them: embedded, or postgres.
@@ -28,13 +29,16 @@ type summary struct {
 	Store string `json:"store,omitempty"`
 	// Embedded is set when one more kmsd, on the embedded store, was
 	// loaded taking turns with them (-embedded).
-	Embedded    bool      `json:"embedded,omitempty"`
+	Embedded bool `json:"embedded,omitempty"`
+	// Against is the kmsd binary loaded taking turns with kmsbench's own
+	// (-against).
+	Against     string    `json:"against,omitempty"`
 	RSS         []nodeRSS `json:"rss,omitempty"` // the resident memory of each kmsd (with -rss)
 	Rows        []row     `json:"rows"`
 	Interrupted bool      `json:"interrupted,omitempty"` // the run stopped early
 	Warmup      string    `json:"warmup"`
-	// Rounds is how many turns the targets took (with -baseline or
-	// -embedded).
+	// Rounds is how many turns the targets took (with -baseline,
+	// -embedded or -against).
 	Rounds int `json:"rounds,omitempty"`
 	// Batch is the items per request (-batch), when above 1.
 	Batch int `json:"batch,omitempty"`
@@ -53,7 +57,7 @@ type machine struct {
 
 // nodeRSS is the resident memory of one kmsd.
 type nodeRSS struct {
-	Target string `json:"target"` // the target it served: kmsd, postgres or embedded
+	Target string `json:"target"` // the target it served: kmsd, postgres, embedded or against
 	Node   string `json:"node"`   // its URL
 	rssStats
 }
@@ -62,7 +66,7 @@ type nodeRSS struct {
 // processes that kmsbench started, over the measured loads; absent when
 // not known (a -url target, or no /proc).
 type row struct {
-	Target         string           `json:"target"`          // kmsd, postgres, embedded or baseline
+	Target         string           `json:"target"`          // kmsd, postgres, embedded, against or baseline
 	URL            string           `json:"url"`             // its nodes' URLs, separated by commas
 	Nodes          []nodeRow        `json:"nodes,omitempty"` // with more than one node: what each was sent
 	Mode           string           `json:"mode"`
@@ -109,7 +113,7 @@ type nodeRow struct {
 // ratios compare the target Of with the target To: Of's figure over To's.
 type ratios struct {
 	Of            string  `json:"of"`            // the first target: kmsd, or postgres
-	To            string  `json:"to"`            // the second: baseline, or embedded
+	To            string  `json:"to"`            // the second: baseline, embedded or against
 	ThroughputPct float64 `json:"throughputPct"` // Of's ops/s / To's ops/s, in %
 	P99Factor     float64 `json:"p99Factor"`     // Of's p99 / To's p99
 	// CPUFactor is Of's CPU per request / To's, when both are known;
@@ -134,6 +138,7 @@ func newSummary(o *options) *summary {
 		Nodes:    len(o.urls),
 		Store:    store,
 		Embedded: o.embedded,
+		Against:  o.against,
 		Machine: machine{
 			CPUs:       runtime.NumCPU(),
 			CPUModel:   cpuModel(),
@@ -240,7 +245,8 @@ func byStatusText(byStatus map[int]int64) string {
 }
 
 // finish computes the ratios of the first row to the second, when there
-// are two: kmsd to the baseline, or postgres to embedded.
+// are two: kmsd to the baseline, postgres to embedded, or kmsd to
+// against.
 func (s *summary) finish() {
 	if len(s.Rows) < 2 {
 		return
@@ -299,6 +305,9 @@ func (s *summary) print(w io.Writer, asJSON bool) error {
 	}
 	if s.Embedded {
 		fmt.Fprint(w, "; and one kmsd on the embedded store")
+	}
+	if s.Against != "" {
+		fmt.Fprintf(w, "; and the kmsd %s, started the same way", s.Against)
 	}
 	fmt.Fprintln(w)
 	if s.Interrupted {
