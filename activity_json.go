@@ -2,7 +2,6 @@ package kms
 
 import (
 	"encoding/json"
-	"slices"
 	"strconv"
 )
 
@@ -29,28 +28,9 @@ func (a *Activity) appendJSON(b []byte) ([]byte, error) {
 	b = append(b, `,"valid":`...)
 	b = strconv.AppendBool(b, a.Valid)
 	b = append(b, `,"props":`...)
-	if a.Props == nil {
-		b = append(b, "null"...)
-	} else {
-		var names [16]string
-		keys := names[:0]
-		for k := range a.Props {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		b = append(b, '{')
-		for i, k := range keys {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendJSONString(b, k)
-			b = append(b, ':')
-			var err error
-			if b, err = appendJSONValue(b, a.Props[k]); err != nil {
-				return nil, err
-			}
-		}
-		b = append(b, '}')
+	b, err := appendJSONObject(b, a.Props)
+	if err != nil {
+		return nil, err
 	}
 	b = append(b, `,"seq":`...)
 	b = strconv.AppendUint(b, a.Seq, 10)

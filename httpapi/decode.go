@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
+	"sync"
 
 	"github.com/ringkms/kms"
 )
@@ -27,7 +28,16 @@ func (a *api) decode(r *http.Request, v any) error {
 	if err := checkContentType(r.Header.Get("Content-Type")); err != nil {
 		return err
 	}
-	data, err := io.ReadAll(r.Body)
+	buf := bodyBufs.Get().(*[]byte)
+	data, err := readAll(r.Body, (*buf)[:0])
+	defer func() {
+		// Whatever decoding keeps, it copies (strings, json.RawMessage):
+		// the buffer is free again.
+		if cap(data) <= maxPooledBody {
+			*buf = data[:0]
+			bodyBufs.Put(buf)
+		}
+	}()
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
@@ -38,10 +48,36 @@ func (a *api) decode(r *http.Request, v any) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return errBodyRequired
 	}
+	if decodeFast(data, v) {
+		return nil
+	}
 	if err := json.Unmarshal(data, v); err != nil {
 		return jsonError(err)
 	}
 	return nil
+}
+
+// bodyBufs holds the buffers that request bodies are read into; a body of
+// up to maxPooledBody bytes reuses one.
+var bodyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+const maxPooledBody = 16 << 10
+
+// readAll is io.ReadAll into b.
+func readAll(r io.Reader, b []byte) ([]byte, error) {
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
 }
 
 // decodeOptional is decode for a request whose body may be absent (a

@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ringkms/kms"
@@ -110,15 +111,35 @@ func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	a.writeJSON(w, r, status, body)
 }
 
+// jsonAppender is an answer that encodes itself without reflection, as
+// json.Marshal would (the answers of encrypt and decrypt).
+type jsonAppender interface {
+	AppendJSON([]byte) ([]byte, error)
+}
+
+// answerBufs holds the buffers that answers are encoded into; an answer of
+// up to maxPooledAnswer bytes reuses one.
+var answerBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledAnswer = 16 << 10
+
 // writeJSON is the one JSON writer of every answer.
 func (a *api) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
 	c, cached := v.(cacheable)
 	if cached {
 		v = c.body
 	}
-	b, err := json.Marshal(v)
+	var b []byte
+	var err error
+	var pooled *[]byte // the buffer b is in, to give back once written
+	if ap, ok := v.(jsonAppender); ok {
+		pooled = answerBufs.Get().(*[]byte)
+		b, err = ap.AppendJSON((*pooled)[:0])
+	} else {
+		b, err = json.Marshal(v)
+	}
 	if err != nil {
-		cached = false
+		cached, pooled = false, nil
 		// Only a programming error gets here (an unencodable type).
 		err = fmt.Errorf("encode answer: %w", err)
 		noteError(r, err, kms.KindInternal.String())
@@ -138,7 +159,12 @@ func (a *api) writeJSON(w http.ResponseWriter, r *http.Request, status int, v an
 		return
 	}
 	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
+	b = append(b, '\n')
+	w.Write(b) // the server copies it, or writes it, before returning
+	if pooled != nil && cap(b) <= maxPooledAnswer {
+		*pooled = b[:0]
+		answerBufs.Put(pooled)
+	}
 }
 
 // notFound answers a path that no route serves. The path it echoes is

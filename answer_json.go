@@ -1,0 +1,128 @@
+package kms
+
+import (
+	"slices"
+	"strconv"
+)
+
+// The answers of Encrypt and Decrypt are encoded on the path of every
+// call; AppendJSON writes them without reflection. Each writes byte for
+// byte what json.Marshal writes for the same value (a test holds them to
+// it), so a caller may use either.
+
+// AppendJSON appends the JSON encoding of r to b, as json.Marshal writes
+// it, and returns the extended buffer. The error is json.Marshal's for an
+// Asset or a prop that does not encode.
+func (r *EncryptResult) AppendJSON(b []byte) ([]byte, error) {
+	b = append(b, `{"key":`...)
+	b, err := r.Key.appendJSON(b)
+	if err != nil {
+		return nil, err
+	}
+	b = append(b, `,"ringId":`...)
+	b = appendJSONString(b, r.RingID)
+	b = append(b, `,"hash":`...)
+	b = appendJSONString(b, r.Hash)
+	b = append(b, `,"header":`...)
+	b = appendJSONString(b, r.Header)
+	if r.Asset != nil {
+		b = append(b, `,"asset":`...)
+		if b, err = appendJSONValue(b, r.Asset); err != nil {
+			return nil, err
+		}
+	}
+	return append(b, '}'), nil
+}
+
+// AppendJSON appends the JSON encoding of r to b, as json.Marshal writes
+// it, and returns the extended buffer. The error is json.Marshal's for
+// Asset data or a prop that does not encode.
+func (r *DecryptResult) AppendJSON(b []byte) ([]byte, error) {
+	b = append(b, `{"ringId":`...)
+	b = appendJSONString(b, r.RingID)
+	b = append(b, `,"ringname":`...)
+	b = appendJSONString(b, r.RingName)
+	b = append(b, `,"key":`...)
+	b, err := r.Key.appendJSON(b)
+	if err != nil {
+		return nil, err
+	}
+	b = append(b, `,"asset":{"valid":`...)
+	b = strconv.AppendBool(b, r.Asset.Valid)
+	b = append(b, `,"id":`...)
+	b = appendJSONString(b, r.Asset.ID)
+	b = append(b, `,"message":`...)
+	b = appendJSONString(b, r.Asset.Message)
+	b = append(b, `,"data":`...)
+	if b, err = appendJSONObject(b, r.Asset.Data); err != nil {
+		return nil, err
+	}
+	return append(b, "}}"...), nil
+}
+
+// appendJSON appends k as json.Marshal writes a *Key: null for nil.
+func (k *Key) appendJSON(b []byte) ([]byte, error) {
+	if k == nil {
+		return append(b, "null"...), nil
+	}
+	b = append(b, `{"type":`...)
+	b = appendJSONString(b, k.Type)
+	b = append(b, `,"id":`...)
+	b = appendJSONString(b, k.ID)
+	b = append(b, `,"props":`...)
+	b, err := appendJSONObject(b, k.Props)
+	if err != nil {
+		return nil, err
+	}
+	if d := k.KeyData; d != nil {
+		b = append(b, `,"keyData":{"version":`...)
+		b = strconv.AppendInt(b, int64(d.Version), 10)
+		b = append(b, `,"encrypted":{"key":{"value":`...)
+		b = appendJSONString(b, d.Encrypted.Key.Value)
+		b = append(b, `,"encoding":`...)
+		b = appendJSONString(b, d.Encrypted.Key.Encoding)
+		b = append(b, `}},"iv":`...)
+		b = appendJSONString(b, d.IV)
+		b = append(b, '}')
+	}
+	b = append(b, `,"state":`...)
+	b = appendJSONString(b, k.State)
+	if k.DestroyAt != nil {
+		b = append(b, `,"destroyAt":`...)
+		if b, err = appendJSONValue(b, *k.DestroyAt); err != nil {
+			return nil, err
+		}
+	}
+	if k.EncryptCount != nil {
+		b = append(b, `,"encryptCount":`...)
+		b = strconv.AppendUint(b, *k.EncryptCount, 10)
+	}
+	return append(b, '}'), nil
+}
+
+// appendJSONObject appends m as json.Marshal writes a map[string]any:
+// null for nil, else its members sorted by name.
+func appendJSONObject(b []byte, m map[string]any) ([]byte, error) {
+	if m == nil {
+		return append(b, "null"...), nil
+	}
+	var names [16]string
+	keys := names[:0]
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	b = append(b, '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, k)
+		b = append(b, ':')
+		var err error
+		if b, err = appendJSONValue(b, m[k]); err != nil {
+			return nil, err
+		}
+	}
+	return append(b, '}'), nil
+}
