@@ -54,3 +54,44 @@ func ThrottlePrefix() []byte { return pfxThrottle }
 // SkipJournal makes s answer every write and record at once, committing,
 // recording and signing nothing, for the layer benchmark.
 func SkipJournal(s *Service) { s.journal.skip.Store(true) }
+
+// CountStale counts one encrypt call on the key keyID of ring ringID as a
+// call that read the ring before it had a limit does.
+func CountStale(s *Service, ringID, keyID string) error {
+	c, err := s.counter(context.Background(), keyID)
+	if err != nil {
+		return err
+	}
+	return s.count(c, ringID, keyID, 0)
+}
+
+// LimitCounter puts the counter of the key keyID under limit, as the
+// first call under a new limit does.
+func LimitCounter(s *Service, keyID string, limit uint64) error {
+	c, err := s.counter(context.Background(), keyID)
+	if err != nil {
+		return err
+	}
+	return s.limitCounter(c, keyID, limit)
+}
+
+// CounterUsed is how many calls s counted on the key keyID.
+func CounterUsed(s *Service, keyID string) uint64 {
+	c, _ := s.counter(context.Background(), keyID)
+	return c.used.Load()
+}
+
+// CountTotal is the store's total of the calls reserved on the key keyID,
+// what every process reads.
+func CountTotal(s *Service, keyID string) (uint64, error) {
+	var total uint64
+	err := s.store.View(context.Background(), func(tx Txn) error {
+		var err error
+		total, err = loadCount(tx, join(pfxKeyCount, []byte(keyID)))
+		return err
+	})
+	return total, err
+}
+
+// SetLimitHook has limitCounter run f once it has read the counter.
+func SetLimitHook(s *Service, f func()) { s.limitHook = f }

@@ -1196,6 +1196,16 @@ func (s *Service) reserve(c *keyCounter, ringID, keyID string, need, block, limi
 // total is still over the limit, stops c's calls at it. (Each process does
 // so at its first call under the limit; until then, its unused
 // reservations count in the total, so the limit errs on the safe side.)
+//
+// Calls still under no limit (they read the ring before the limit was
+// set) may run meanwhile, and count takes no lock: so c's reservations
+// drop to none before the calls are read. From then on such a call waits
+// for the lock in reserve, and every call that passed on the old
+// reservations has counted itself already: the calls read are all that
+// the reservations kept cover, and no call is left out of the total that
+// other processes read. (Reading the calls first left out those that
+// passed between the two reads: the total then fell short of the calls
+// made, and another process could hand the key out past the limit.)
 func (s *Service) limitCounter(c *keyCounter, keyID string, limit uint64) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -1203,7 +1213,11 @@ func (s *Service) limitCounter(c *keyCounter, keyID string, limit uint64) error 
 		return nil
 	}
 	key := join(pfxKeyCount, []byte(keyID))
-	used, reserved := c.used.Load(), c.reserved.Load()
+	reserved := c.reserved.Swap(0)
+	used := c.used.Load()
+	if s.limitHook != nil {
+		s.limitHook()
+	}
 	covered := min(used, reserved)
 	var total uint64
 	err := s.journal.submit(nil, func(tx Txn) error {
@@ -1215,6 +1229,7 @@ func (s *Service) limitCounter(c *keyCounter, keyID string, limit uint64) error 
 		return tx.Set(key, binary.BigEndian.AppendUint64(nil, total))
 	}, nil)
 	if err != nil {
+		c.reserved.Store(reserved) // nothing was given back
 		return err
 	}
 	if total > limit {

@@ -113,6 +113,7 @@ type Service struct {
 	users      *userState                  // sessions and login throttles
 	counters   sync.Map                    // key ID -> *keyCounter
 	freeBlock  uint64                      // calls a reservation covers for a key without a limit (unlimitedBlock)
+	limitHook  func()                      // a test's, run by limitCounter once it has taken its snapshot; nil otherwise
 	ringLocks  sync.Map                    // ring ID -> *sync.Mutex
 
 	stopCoherence func() // stops keeping the caches coherent with other processes (coherence.go)
