@@ -1,6 +1,9 @@
 package kms
 
-import "context"
+import (
+	"context"
+	"sync"
+)
 
 // PrincipalKind says what kind of credential a Principal presented.
 type PrincipalKind uint8
@@ -60,4 +63,28 @@ func WithClientAddr(ctx context.Context, addr string) context.Context {
 func clientAddr(ctx context.Context) string {
 	a, _ := ctx.Value(clientKey{}).(string)
 	return a
+}
+
+type answerKey struct{}
+
+// WithAnswerNotice returns a context for a call whose answer the caller
+// sends itself, and sent, which the caller calls once the answer is on its
+// way (more than once is harmless). Work that a call leaves behind its
+// answer (a password reset's look-up, token and mail: StartPasswordReset)
+// waits for sent, instead of guessing when the answer has left from the
+// end of the call: on a busy machine the answer of an HTTP handler that
+// has returned may still wait for a processor, and the work behind it
+// would then show in its time. httpapi calls sent once it has flushed the
+// answer to the connection.
+func WithAnswerNotice(ctx context.Context) (context.Context, func()) {
+	ch := make(chan struct{})
+	var once sync.Once
+	return context.WithValue(ctx, answerKey{}, ch), func() { once.Do(func() { close(ch) }) }
+}
+
+// answerSent returns the channel that WithAnswerNotice put in ctx, closed
+// once the answer is sent, or nil.
+func answerSent(ctx context.Context) <-chan struct{} {
+	ch, _ := ctx.Value(answerKey{}).(chan struct{})
+	return ch
 }

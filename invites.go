@@ -342,15 +342,21 @@ const (
 	afterAnswer      = 2 * time.Millisecond
 )
 
-// afterRequest waits until the request of ctx is over (ctx is done, or
-// afterRequestWait has passed) and its answer sent (afterAnswer more):
-// work behind an answer then does not compete with the answer for the
-// processor, and its length does not show in the answer's time.
+// afterRequest waits until the answer of the request of ctx is sent: the
+// caller says so (WithAnswerNotice), or else the request is over (ctx is
+// done); at most afterRequestWait. Then it waits afterAnswer more, for the
+// answer to leave the machine: work behind an answer then does not compete
+// with the answer for the processor, and its length does not show in the
+// answer's time.
 func afterRequest(ctx context.Context) {
 	t := time.NewTimer(afterRequestWait)
 	defer t.Stop()
+	over := ctx.Done()
+	if sent := answerSent(ctx); sent != nil {
+		over = sent
+	}
 	select {
-	case <-ctx.Done():
+	case <-over:
 	case <-t.C:
 	}
 	time.Sleep(afterAnswer)

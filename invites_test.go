@@ -239,3 +239,27 @@ func TestPasswordResetThrottle(t *testing.T) {
 		}
 	})
 }
+
+// TestPasswordResetWaitsForTheAnswer: with WithAnswerNotice, the work
+// behind a reset request (look-up, token, mail) starts once the caller
+// says the answer is sent, not when the call ends: an HTTP answer may
+// still wait for a processor after its handler returned.
+func TestPasswordResetWaitsForTheAnswer(t *testing.T) {
+	e := newUserEnv(t)
+	e.createUser(t, "sam", nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	ctx, sent := kms.WithAnswerNotice(ctx)
+	if _, err := e.svc.StartPasswordReset(ctx, "sam@example.com"); err != nil {
+		t.Fatal(err)
+	}
+	cancel() // the call is over; its answer is not sent yet
+	time.Sleep(40 * time.Millisecond)
+	if n := e.mail.count(); n != 0 {
+		t.Fatalf("%d mails sent before the answer was", n)
+	}
+	sent()
+	sent() // harmless twice
+	if msg := e.mail.wait(t); msg.To != "sam@example.com" {
+		t.Fatalf("mail to %s, want sam@example.com", msg.To)
+	}
+}

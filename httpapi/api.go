@@ -94,6 +94,10 @@ type route struct {
 	// secretPath marks a route whose path carries a secret (an API key,
 	// a token): the log then gets the route pattern, not the path.
 	secretPath bool
+	// leavesWork marks a route whose call leaves work behind its answer
+	// (kms.WithAnswerNotice): its answer is flushed to the connection
+	// before that work may start.
+	leavesWork bool
 }
 
 // routes is the route table. It reads like SPEC.md section 4.
@@ -151,7 +155,7 @@ func (a *api) routes() []route {
 		{method: http.MethodPost, path: "/auth/basic/login", handle: a.login, public: true},
 		{method: http.MethodGet, path: "/auth/basic/refresh", handle: a.refresh},
 		{method: http.MethodPost, path: "/auth/basic/logout", handle: a.logout},
-		{method: http.MethodPost, path: "/auth/basic/reset-password-start", handle: a.startPasswordReset, public: true},
+		{method: http.MethodPost, path: "/auth/basic/reset-password-start", handle: a.startPasswordReset, public: true, leavesWork: true},
 		{method: http.MethodPost, path: "/auth/basic/reset-password-complete", handle: a.completePasswordReset, public: true},
 		{method: http.MethodGet, path: "/auth/basic/reset-password-complete", handle: a.checkPasswordReset, public: true},
 		{method: http.MethodGet, path: "/auth/users/:username", handle: a.getUser},
@@ -277,6 +281,11 @@ func (a *api) serve(rt route) httprouter.Handle {
 				return
 			}
 		}
+		var sent func() // with leavesWork: the answer is on the connection
+		if rt.leavesWork {
+			ctx, sent = kms.WithAnswerNotice(ctx)
+			defer sent() // a panic's answer is written later: the work waits no longer
+		}
 		if ctx != r.Context() {
 			r = r.WithContext(ctx)
 		}
@@ -293,6 +302,11 @@ func (a *api) serve(rt route) httprouter.Handle {
 			a.writeJSON(w, r, status, body)
 		default:
 			a.writeError(w, r, err)
+		}
+		if sent != nil {
+			// The answer has its Content-Length: flushed, it is whole.
+			http.NewResponseController(w).Flush()
+			sent()
 		}
 	}
 }

@@ -147,19 +147,22 @@ func (a *api) writeJSON(w http.ResponseWriter, r *http.Request, status int, v an
 		b, _ = json.Marshal(errorBody{Message: "internal error", Code: kms.KindInternal.String()})
 	}
 	// Answers carry key material and are per caller: no cache keeps them.
-	// The three values share one array (each its own slice, so that
+	// The values share one array (each its own slice, so that
 	// appending to one cannot touch another); the names are canonical.
-	v3 := []string{"application/json; charset=utf-8", "nosniff", "no-store"}
+	// The Content-Length, set last, shares the array too.
+	v4 := []string{"application/json; charset=utf-8", "nosniff", "no-store", ""}
 	h := w.Header()
-	h["Content-Type"] = v3[0:1:1]
-	h["X-Content-Type-Options"] = v3[1:2:2]
-	h["Cache-Control"] = v3[2:3:3]
+	h["Content-Type"] = v4[0:1:1]
+	h["X-Content-Type-Options"] = v4[1:2:2]
+	h["Cache-Control"] = v4[2:3:3]
 	if cached && c.notModified(h, r, b) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
-	w.WriteHeader(status)
 	b = append(b, '\n')
+	v4[3] = strconv.Itoa(len(b))
+	h["Content-Length"] = v4[3:4:4]
+	w.WriteHeader(status)
 	w.Write(b) // the server copies it, or writes it, before returning
 	if pooled != nil && cap(b) <= maxPooledAnswer {
 		*pooled = b[:0]
