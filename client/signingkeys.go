@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/ringkms/kms"
 )
@@ -30,13 +31,20 @@ func (c *Client) SigningKeys(ctx context.Context) (*kms.SigningKeySet, error) {
 // Verifier checks headers with the published signing keys, offline: it
 // fetches the keys at its first check (unless given them) and again only
 // for a header that names a key it does not know, which a rotation since
-// the last fetch explains (a forged header costs that one fetch too). A
-// Verifier is safe for concurrent use.
+// the last fetch explains. Forged headers cannot make it a way to flood the
+// service: it fetches at most once every MinRefetch, and checks that meet
+// an unknown key meanwhile share that fetch (waiting for it, at most
+// MinRefetch). A Verifier is safe for concurrent use.
 type Verifier struct {
-	c    *Client
-	mu   sync.Mutex
-	keys *kms.SigningKeySet
+	c        *Client
+	mu       sync.Mutex
+	keys     *kms.SigningKeySet
+	last     time.Time     // when the last fetch ended; zero before the first
+	fetching chan struct{} // closed when the fetch under way ends; nil when none
 }
+
+// MinRefetch is the least time between two fetches of a Verifier.
+const MinRefetch = time.Second
 
 // NewVerifier returns a Verifier that fetches keys with c. keys, when not
 // nil, are the keys it starts with (fetched earlier, or kept).
@@ -50,32 +58,70 @@ func (v *Verifier) VerifyHeader(ctx context.Context, header string, asset *kms.A
 	v.mu.Lock()
 	keys := v.keys
 	v.mu.Unlock()
-	fetched := false
-	if keys == nil {
-		var err error
-		if keys, err = v.fetch(ctx); err != nil {
-			return nil, err
+	if keys != nil {
+		res, err := keys.VerifyHeader(header, asset)
+		if err != nil || res.KnownKey {
+			return res, err
 		}
-		fetched = true
 	}
-	res, err := keys.VerifyHeader(header, asset)
-	if err != nil || res.KnownKey || fetched {
-		return res, err
-	}
-	if keys, err = v.fetch(ctx); err != nil {
+	keys, err := v.refetch(ctx, keys)
+	if err != nil {
 		return nil, err
 	}
 	return keys.VerifyHeader(header, asset)
 }
 
-// fetch gets the keys from the service and keeps them.
-func (v *Verifier) fetch(ctx context.Context) (*kms.SigningKeySet, error) {
-	keys, err := v.c.SigningKeys(ctx)
-	if err != nil {
-		return nil, err
+// refetch returns keys newer than had: those of a fetch that ended since
+// had was read, or of a fetch of its own, made once MinRefetch has passed
+// since the last; concurrent callers share one fetch.
+func (v *Verifier) refetch(ctx context.Context, had *kms.SigningKeySet) (*kms.SigningKeySet, error) {
+	for {
+		v.mu.Lock()
+		if v.keys != had {
+			keys := v.keys
+			v.mu.Unlock()
+			return keys, nil
+		}
+		if ch := v.fetching; ch != nil {
+			v.mu.Unlock()
+			select {
+			case <-ch:
+				continue // its keys, or, when it failed, a fetch of this call's
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		ch := make(chan struct{})
+		v.fetching = ch
+		wait := time.Until(v.last.Add(MinRefetch))
+		v.mu.Unlock()
+
+		keys, err := v.fetchAfter(ctx, wait)
+		v.mu.Lock()
+		v.fetching = nil
+		if keys != nil {
+			v.keys = keys
+		}
+		if err != ctx.Err() || err == nil {
+			v.last = time.Now() // a fetch was made
+		}
+		v.mu.Unlock()
+		close(ch)
+		return keys, err
 	}
-	v.mu.Lock()
-	v.keys = keys
-	v.mu.Unlock()
-	return keys, nil
+}
+
+// fetchAfter waits wait (when above 0), then gets the keys from the
+// service.
+func (v *Verifier) fetchAfter(ctx context.Context, wait time.Duration) (*kms.SigningKeySet, error) {
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return v.c.SigningKeys(ctx)
 }

@@ -3,8 +3,10 @@ package client_test
 import (
 	"encoding/base64"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/client"
@@ -96,4 +98,49 @@ func TestVerifyHeaderOffline(t *testing.T) {
 	invalid("other parents", before.Header, &other)
 	invalid("another Asset", before.Header, after.Asset)
 	invalid("an Asset for a header without one", plain.Header, after.Asset)
+}
+
+// TestVerifierRefetchBounded: headers that name keys nobody made (forged)
+// cost the service at most one fetch of the keys per MinRefetch, however
+// many are checked and however concurrently; each is found invalid.
+func TestVerifierRefetchBounded(t *testing.T) {
+	e := newEnv(t, "")
+	ctx := t.Context()
+	counter := &countingTransport{}
+	anon, err := client.New(e.srv.URL, client.WithHTTPClient(&http.Client{Transport: counter}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(e.c.CreateKeyRing(ctx, kms.CreateKeyRingInput{Name: "r"}))(t, "CreateKeyRing")
+	enc := check(e.c.Encrypt(ctx, kms.EncryptInput{RingName: "r"}))(t, "Encrypt")
+	raw, err := base64.RawURLEncoding.DecodeString(enc.Header)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verifier := anon.NewVerifier(check(anon.SigningKeys(ctx))(t, "SigningKeys"))
+	start := time.Now()
+	before := counter.n.Load()
+	for wave := range 3 {
+		var wg sync.WaitGroup
+		for i := range 30 {
+			wg.Go(func() {
+				forged := append([]byte(nil), raw...)
+				forged[2], forged[3], forged[4] = byte(i), byte(wave), 0xee // bytes 2..9: the signing key's ID
+				v, err := verifier.VerifyHeader(ctx, base64.RawURLEncoding.EncodeToString(forged), nil)
+				if err != nil || v.Valid || v.KnownKey {
+					t.Errorf("VerifyHeader(forged) = %+v, %v; want an unknown key", v, err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	elapsed := time.Since(start)
+	// The first forged header fetches at once; the others share at most
+	// one fetch more per MinRefetch that passed.
+	if got, most := counter.n.Load()-before, int32(1+elapsed/client.MinRefetch); got > most || got < 1 {
+		t.Errorf("90 forged headers in %v cost %d fetches, want 1 to %d", elapsed, got, most)
+	}
+	if v, err := verifier.VerifyHeader(ctx, enc.Header, nil); err != nil || !v.Valid {
+		t.Errorf("VerifyHeader(a real header) = %+v, %v; want valid", v, err)
+	}
 }
