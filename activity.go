@@ -332,22 +332,13 @@ func appendScalarJSON(dst []byte, v any) ([]byte, bool) {
 // quotes.
 func plainJSONString(s string) bool {
 	for i := 0; i < len(s); i++ {
-		if !jsonPlain[s[i]] {
+		switch c := s[i]; {
+		case c < 0x20 || c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
 			return false
 		}
 	}
 	return true
 }
-
-// jsonPlain holds the bytes that json.Marshal writes as they are in a
-// string: printable ASCII but for '"', '\\' and the HTML characters it
-// escapes.
-var jsonPlain = func() (t [256]bool) {
-	for c := 0x20; c <= 0x7e; c++ {
-		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
-	}
-	return t
-}()
 
 // scalarJSON reports whether b is a JSON string, number or boolean.
 func scalarJSON(b []byte) bool {

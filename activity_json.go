@@ -2,6 +2,7 @@ package kms
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 )
 
@@ -74,4 +75,31 @@ func appendJSONValue(b []byte, v any) ([]byte, error) {
 		return nil, err
 	}
 	return append(b, m...), nil
+}
+
+// appendJSONObject appends m as json.Marshal writes a map[string]any:
+// null for nil, else its members sorted by name.
+func appendJSONObject(b []byte, m map[string]any) ([]byte, error) {
+	if m == nil {
+		return append(b, "null"...), nil
+	}
+	var names [16]string
+	keys := names[:0]
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	b = append(b, '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, k)
+		b = append(b, ':')
+		var err error
+		if b, err = appendJSONValue(b, m[k]); err != nil {
+			return nil, err
+		}
+	}
+	return append(b, '}'), nil
 }

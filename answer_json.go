@@ -1,9 +1,6 @@
 package kms
 
-import (
-	"slices"
-	"strconv"
-)
+import "strconv"
 
 // The answers of Encrypt and Decrypt are encoded on the path of every
 // call; AppendJSON writes them without reflection. Each writes byte for
@@ -96,33 +93,6 @@ func (k *Key) appendJSON(b []byte) ([]byte, error) {
 	if k.EncryptCount != nil {
 		b = append(b, `,"encryptCount":`...)
 		b = strconv.AppendUint(b, *k.EncryptCount, 10)
-	}
-	return append(b, '}'), nil
-}
-
-// appendJSONObject appends m as json.Marshal writes a map[string]any:
-// null for nil, else its members sorted by name.
-func appendJSONObject(b []byte, m map[string]any) ([]byte, error) {
-	if m == nil {
-		return append(b, "null"...), nil
-	}
-	var names [16]string
-	keys := names[:0]
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	b = append(b, '{')
-	for i, k := range keys {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendJSONString(b, k)
-		b = append(b, ':')
-		var err error
-		if b, err = appendJSONValue(b, m[k]); err != nil {
-			return nil, err
-		}
 	}
 	return append(b, '}'), nil
 }

@@ -96,14 +96,14 @@ func (v *Verifier) refetch(ctx context.Context, had *kms.SigningKeySet) (*kms.Si
 		wait := time.Until(v.last.Add(MinRefetch))
 		v.mu.Unlock()
 
-		keys, err := v.fetchAfter(ctx, wait)
+		keys, asked, err := v.fetchAfter(ctx, wait)
 		v.mu.Lock()
 		v.fetching = nil
-		if keys != nil {
-			v.keys = keys
+		if asked {
+			v.last = time.Now()
 		}
-		if err != ctx.Err() || err == nil {
-			v.last = time.Now() // a fetch was made
+		if err == nil {
+			v.keys = keys
 		}
 		v.mu.Unlock()
 		close(ch)
@@ -112,16 +112,17 @@ func (v *Verifier) refetch(ctx context.Context, had *kms.SigningKeySet) (*kms.Si
 }
 
 // fetchAfter waits wait (when above 0), then gets the keys from the
-// service.
-func (v *Verifier) fetchAfter(ctx context.Context, wait time.Duration) (*kms.SigningKeySet, error) {
+// service; asked says whether it asked (ctx was not done first).
+func (v *Verifier) fetchAfter(ctx context.Context, wait time.Duration) (keys *kms.SigningKeySet, asked bool, err error) {
 	if wait > 0 {
 		t := time.NewTimer(wait)
 		defer t.Stop()
 		select {
 		case <-t.C:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, false, ctx.Err()
 		}
 	}
-	return v.c.SigningKeys(ctx)
+	keys, err = v.c.SigningKeys(ctx)
+	return keys, true, err
 }

@@ -20,17 +20,25 @@ func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-// TestVerifyHeaderOffline checks headers the service issued, before and
-// after a rotation of its signing key, with the keys of GET
-// /ks/signing-keys alone: once they are fetched, the server is shut down.
-func TestVerifyHeaderOffline(t *testing.T) {
+// newCountingEnv starts an env and returns it with a client without a
+// credential whose requests the countingTransport counts.
+func newCountingEnv(t *testing.T) (*env, *client.Client, *countingTransport) {
+	t.Helper()
 	e := newEnv(t, "")
-	ctx := t.Context()
 	counter := &countingTransport{}
 	anon, err := client.New(e.srv.URL, client.WithHTTPClient(&http.Client{Transport: counter}))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return e, anon, counter
+}
+
+// TestVerifyHeaderOffline checks headers the service issued, before and
+// after a rotation of its signing key, with the keys of GET
+// /ks/signing-keys alone: once they are fetched, the server is shut down.
+func TestVerifyHeaderOffline(t *testing.T) {
+	e, anon, counter := newCountingEnv(t)
+	ctx := t.Context()
 	check(e.c.CreateKeyRing(ctx, kms.CreateKeyRingInput{Name: "r"}))(t, "CreateKeyRing")
 	parent := check(e.c.Encrypt(ctx, kms.EncryptInput{RingName: "r", Asset: &kms.AssetInput{Data: map[string]any{}}}))(t, "Encrypt parent")
 	data := map[string]any{"amount": 12.5, "n": 3, "tag": "<x&y>", "deep": map[string]any{"b": []any{1, "two", nil}, "a": true}}
@@ -104,13 +112,8 @@ func TestVerifyHeaderOffline(t *testing.T) {
 // cost the service at most one fetch of the keys per MinRefetch, however
 // many are checked and however concurrently; each is found invalid.
 func TestVerifierRefetchBounded(t *testing.T) {
-	e := newEnv(t, "")
+	e, anon, counter := newCountingEnv(t)
 	ctx := t.Context()
-	counter := &countingTransport{}
-	anon, err := client.New(e.srv.URL, client.WithHTTPClient(&http.Client{Transport: counter}))
-	if err != nil {
-		t.Fatal(err)
-	}
 	check(e.c.CreateKeyRing(ctx, kms.CreateKeyRingInput{Name: "r"}))(t, "CreateKeyRing")
 	enc := check(e.c.Encrypt(ctx, kms.EncryptInput{RingName: "r"}))(t, "Encrypt")
 	raw, err := base64.RawURLEncoding.DecodeString(enc.Header)

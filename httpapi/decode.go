@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 	"mime"
 	"net/http"
 	"reflect"
@@ -28,16 +27,12 @@ func (a *api) decode(r *http.Request, v any) error {
 	if err := checkContentType(r.Header.Get("Content-Type")); err != nil {
 		return err
 	}
-	buf := bodyBufs.Get().(*[]byte)
-	data, err := readAll(r.Body, (*buf)[:0])
-	defer func() {
-		// Whatever decoding keeps, it copies (strings, json.RawMessage):
-		// the buffer is free again.
-		if cap(data) <= maxPooledBody {
-			*buf = data[:0]
-			bodyBufs.Put(buf)
-		}
-	}()
+	// Whatever decoding keeps, it copies (strings, json.RawMessage): the
+	// buffer is free again once decode returns.
+	buf := getBuf()
+	defer putBuf(buf)
+	_, err := buf.ReadFrom(r.Body)
+	data := buf.Bytes()
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
@@ -57,26 +52,18 @@ func (a *api) decode(r *http.Request, v any) error {
 	return nil
 }
 
-// bodyBufs holds the buffers that request bodies are read into; a body of
-// up to maxPooledBody bytes reuses one.
-var bodyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+// bufs holds the buffers that request bodies are read into and answers
+// encoded into; one that grew past maxPooledBuf is left to the collector.
+var bufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
-const maxPooledBody = 16 << 10
+const maxPooledBuf = 16 << 10
 
-// readAll is io.ReadAll into b.
-func readAll(r io.Reader, b []byte) ([]byte, error) {
-	for {
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
-		}
-		n, err := r.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err == io.EOF {
-			return b, nil
-		}
-		if err != nil {
-			return b, err
-		}
+func getBuf() *bytes.Buffer { return bufs.Get().(*bytes.Buffer) }
+
+func putBuf(b *bytes.Buffer) {
+	if b.Cap() <= maxPooledBuf {
+		b.Reset()
+		bufs.Put(b)
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/ringkms/kms"
@@ -117,12 +116,6 @@ type jsonAppender interface {
 	AppendJSON([]byte) ([]byte, error)
 }
 
-// answerBufs holds the buffers that answers are encoded into; an answer of
-// up to maxPooledAnswer bytes reuses one.
-var answerBufs = sync.Pool{New: func() any { return new([]byte) }}
-
-const maxPooledAnswer = 16 << 10
-
 // writeJSON is the one JSON writer of every answer.
 func (a *api) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
 	c, cached := v.(cacheable)
@@ -131,15 +124,18 @@ func (a *api) writeJSON(w http.ResponseWriter, r *http.Request, status int, v an
 	}
 	var b []byte
 	var err error
-	var pooled *[]byte // the buffer b is in, to give back once written
 	if ap, ok := v.(jsonAppender); ok {
-		pooled = answerBufs.Get().(*[]byte)
-		b, err = ap.AppendJSON((*pooled)[:0])
+		buf := getBuf()
+		defer putBuf(buf)
+		if b, err = ap.AppendJSON(buf.AvailableBuffer()); err == nil {
+			buf.Write(b) // in place; a first answer that outgrew buf grows it
+			b = buf.Bytes()
+		}
 	} else {
 		b, err = json.Marshal(v)
 	}
 	if err != nil {
-		cached, pooled = false, nil
+		cached = false
 		// Only a programming error gets here (an unencodable type).
 		err = fmt.Errorf("encode answer: %w", err)
 		noteError(r, err, kms.KindInternal.String())
@@ -164,10 +160,6 @@ func (a *api) writeJSON(w http.ResponseWriter, r *http.Request, status int, v an
 	h["Content-Length"] = v4[3:4:4]
 	w.WriteHeader(status)
 	w.Write(b) // the server copies it, or writes it, before returning
-	if pooled != nil && cap(b) <= maxPooledAnswer {
-		*pooled = b[:0]
-		answerBufs.Put(pooled)
-	}
 }
 
 // notFound answers a path that no route serves. The path it echoes is
