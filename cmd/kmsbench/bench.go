@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"time"
@@ -24,7 +25,7 @@ func (b *bench) notef(format string, args ...any) {
 }
 
 // startClusters builds kmsd unless -kmsd names it, and starts -nodes of
-// it; with -embedded, one more kmsd, on the embedded store, and with
+// it; with -embedded, -embedded-nodes more, on the embedded store, and with
 // -against, one more of the binary given, each with a master key and an
 // API key of its own. When it returns an error, none runs.
 func (b *bench) startClusters(ctx context.Context) ([]*cluster, error) {
@@ -61,7 +62,7 @@ func (b *bench) startClusters(ctx context.Context) ([]*cluster, error) {
 		return []*cluster{cl}, nil
 	}
 	cl.target = "postgres"
-	emb, err := startCluster(ctx, newKmsdConfig(bin, o.logLevel, "", o.rss, b.tls), 1, "embedded kmsd", started)
+	emb, err := startCluster(ctx, newKmsdConfig(bin, o.logLevel, "", o.rss, b.tls), o.embNodes, "embedded kmsd", started)
 	if err != nil {
 		cl.stop()
 		return nil, err
@@ -83,11 +84,19 @@ func stopClusters(cls []*cluster) error {
 // target is a server that kmsbench loads: kmsd, its nodes, or the
 // baseline.
 type target struct {
-	name string    // kmsd, postgres, embedded, against or baseline
-	urls []string  // client i calls urls[i % len(urls)]
-	key  string    // the bearer API key; empty sends none
-	pids []int     // the processes serving urls, one per URL, when kmsbench started them
-	work *workload // what it is sent
+	name string   // kmsd, postgres, embedded, against or baseline
+	urls []string // client i calls urls[i % len(urls)]
+	key  string   // the bearer API key; empty sends none
+	pids []int    // the processes serving urls, one per URL, when kmsbench started them
+	// apart is set when each URL is a service of its own (kmsd on
+	// embedded stores of their own): each is sent its own workload.
+	apart bool
+	work  []*workload // what it is sent: node i gets work[i % len(work)]
+}
+
+// pick returns the next request of a worker that calls node.
+func (t *target) pick(node int, rng *rand.Rand) request {
+	return t.work[node%len(t.work)].pick(rng)
 }
 
 // watchKmsd returns a context that is cancelled, with kmsd's last log
@@ -110,11 +119,30 @@ func watchKmsd(ctx context.Context, cls []*cluster) (context.Context, context.Ca
 }
 
 // prepare makes sure the ring exists on t and, for decrypt and mix, makes
-// the pool of hashes and headers to decrypt, both through t's first node.
-// It returns the workload to send t.
-func (b *bench) prepare(ctx context.Context, t target) (*workload, error) {
+// the pool of hashes and headers to decrypt, both through t's first node,
+// or through each node when they are apart. It returns the workloads to
+// send t.
+func (b *bench) prepare(ctx context.Context, t target) ([]*workload, error) {
+	nodes := t.urls[:1]
+	if t.apart {
+		nodes = t.urls
+	}
+	var works []*workload
+	for _, u := range nodes {
+		w, err := b.prepareOn(ctx, t, u)
+		if err != nil {
+			return nil, err
+		}
+		works = append(works, w)
+	}
+	return works, nil
+}
+
+// prepareOn makes sure the ring exists on the node at first and, for
+// decrypt and mix, makes the pool of hashes and headers to decrypt
+// through it. It returns the workload.
+func (b *bench) prepareOn(ctx context.Context, t target, first string) (*workload, error) {
 	o := b.o
-	first := t.urls[0]
 	created, err := ensureRing(ctx, b.client, first, t.key, o.ring)
 	if err != nil {
 		return nil, b.cause(ctx, fmt.Errorf("%s: ring %s: %w", t.name, o.ring, err))
@@ -178,7 +206,7 @@ func (b *bench) measure(ctx context.Context, targets []target) ([]*stats, error)
 			client:      b.client,
 			urls:        t.urls,
 			key:         t.key,
-			pick:        t.work.pick,
+			pick:        t.pick,
 			concurrency: o.concurrency,
 		}
 		meters[i] = newCPUMeter(t.pids)

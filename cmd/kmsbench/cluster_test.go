@@ -53,6 +53,7 @@ type jsonSummary struct {
 	Nodes    int       `json:"nodes"`
 	Store    string    `json:"store"`
 	Embedded bool      `json:"embedded"`
+	EmbNodes int       `json:"embeddedNodes"`
 	RSS      []nodeRSS `json:"rss"`
 	Rows     []row     `json:"rows"`
 	Ratios   *ratios   `json:"ratios"`
@@ -287,6 +288,41 @@ func TestRunEmbedded(t *testing.T) {
 	}
 	if len(sum.RSS) != 3 || sum.RSS[0].Target != "postgres" || sum.RSS[2].Target != "embedded" || sum.RSS[2].Node != embURL || sum.RSS[2].PeakBytes <= 0 {
 		t.Errorf("rss = %+v, want the memory of the 2 postgres nodes and of the embedded kmsd", sum.RSS)
+	}
+}
+
+// TestRunEmbeddedNodes loads two kmsd nodes on PostgreSQL against two
+// kmsd on embedded stores of their own: each of the two embedded kmsd
+// decrypts what was encrypted on it (the other has no record of it), and
+// the summary gives the CPU time per request of each.
+func TestRunEmbeddedNodes(t *testing.T) {
+	bin := testKmsd(t)
+	sum, stderr := runJSON(t, noEnv, "-start", "-kmsd", bin, "-kmsd-log-level", "warn", "-store", pgtest.URL(t), "-nodes", "2",
+		"-embedded", "-embedded-nodes", "2", "-mode", "decrypt", "-c", "4", "-d", "2s", "-rounds", "2", "-warmup", "100ms", "-pool", "20")
+	pids := startedPIDs(t, stderr)
+	if len(pids) != 4 {
+		t.Fatalf("kmsbench started %d kmsd, want 4; stderr:\n%s", len(pids), stderr)
+	}
+	checkStopped(t, pids)
+	if len(sum.Rows) != 2 || sum.Rows[1].Target != "embedded" || !sum.Embedded || sum.EmbNodes != 2 {
+		t.Fatalf("summary = %+v, want postgres against 2 embedded kmsd", sum)
+	}
+	for _, r := range sum.Rows {
+		if len(r.Nodes) != 2 {
+			t.Fatalf("%s over %d nodes, want 2", r.Target, len(r.Nodes))
+		}
+		for i, n := range r.Nodes {
+			if n.Requests == 0 || n.Errors != 0 || n.CPUUsPerReq == nil || *n.CPUUsPerReq <= 0 {
+				t.Errorf("%s node %d = %+v, want decrypts without error and its CPU above 0", r.Target, i+1, n)
+			}
+		}
+	}
+	emb := strings.Split(sum.Rows[1].URL, ",")
+	if len(emb) != 2 || emb[0] == emb[1] || slices.ContainsFunc(emb, func(u string) bool { return slices.Contains(strings.Split(sum.Rows[0].URL, ","), u) }) {
+		t.Errorf("embedded kmsd at %q, nodes on PostgreSQL at %q: want two of their own", sum.Rows[1].URL, sum.Rows[0].URL)
+	}
+	if r := sum.Ratios; r == nil || r.CPUFactor == nil || len(r.NodeCPUFactors) != 2 {
+		t.Errorf("ratios = %+v, want the CPU of each node against the embedded kmsd's", r)
 	}
 }
 

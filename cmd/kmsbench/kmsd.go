@@ -208,13 +208,16 @@ type cluster struct {
 	target string // the name of the target it is: kmsd, or postgres and embedded with -embedded, or against with -against
 	nodes  []*kmsd
 	key    string // the API key, with the flag "*"
+	// apart is set when the nodes are services of their own (several on
+	// the embedded store): each needs its ring and hashes.
+	apart bool
 }
 
 // startCluster starts n kmsd of c one after the other, each once the
 // one before listens; name is what errors and notes call one (with "node
 // i" after it when n > 1). When it returns an error, none runs.
 func startCluster(ctx context.Context, c *kmsdConfig, n int, name string, started func(*kmsd)) (*cluster, error) {
-	cl := &cluster{target: "kmsd", key: c.key}
+	cl := &cluster{target: "kmsd", key: c.key, apart: c.store == "" && n > 1}
 	for i := range n {
 		name := name
 		if n > 1 {

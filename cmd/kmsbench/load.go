@@ -30,9 +30,9 @@ type request struct {
 // target.
 type load struct {
 	client      *http.Client
-	urls        []string // the target's nodes, without a trailing slash
-	key         string   // the bearer API key; empty sends none
-	pick        func(rng *rand.Rand) request
+	urls        []string                               // the target's nodes, without a trailing slash
+	key         string                                 // the bearer API key; empty sends none
+	pick        func(node int, rng *rand.Rand) request // the next request of a worker that calls urls[node]
 	concurrency int
 	duration    time.Duration
 	requests    int64
@@ -117,7 +117,7 @@ func (l *load) run(ctx context.Context) *stats {
 				if l.requests > 0 && issued.Add(1) > l.requests {
 					return
 				}
-				status, lat, err := l.do(ctx, l.urls[node], l.pick(rng), auth)
+				status, lat, err := l.do(ctx, l.urls[node], l.pick(node, rng), auth)
 				if ctx.Err() != nil {
 					return // cut short: neither a result nor an error
 				}

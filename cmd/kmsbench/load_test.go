@@ -62,7 +62,7 @@ func newTestLoad(url string, c int, d time.Duration, n int64) *load {
 		client:      newClient(c, 5*time.Second, nil),
 		urls:        []string{url},
 		key:         "k",
-		pick:        func(*rand.Rand) request { return request{path: "/ks/encrypt", body: []byte(`{"ringname":"r"}`)} },
+		pick:        func(int, *rand.Rand) request { return request{path: "/ks/encrypt", body: []byte(`{"ringname":"r"}`)} },
 		concurrency: c,
 		duration:    d,
 		requests:    n,
@@ -315,8 +315,8 @@ func TestMeasureTakesTurns(t *testing.T) {
 	bn := &bench{o: o, client: newClient(o.concurrency, 5*time.Second, nil), stderr: io.Discard}
 	work := func(ring string) *workload { return &workload{mode: "encrypt", encrypt: newEncrypt(ring, false, 1)} }
 	all, err := bn.measure(context.Background(), []target{
-		{name: "a", urls: []string{a.URL}, key: "k", pids: []int{os.Getpid()}, work: work("a")},
-		{name: "b", urls: []string{b.URL}, work: work("b")},
+		{name: "a", urls: []string{a.URL}, key: "k", pids: []int{os.Getpid()}, work: []*workload{work("a")}},
+		{name: "b", urls: []string{b.URL}, work: []*workload{work("b")}},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,8 @@
 //	                                         start a cluster of 3 kmsd on one database and load it
 //	kmsbench -start -store postgres://... -nodes 3 -embedded [flags]
 //	                                         the same, and one kmsd on the embedded store to compare
+//	kmsbench -start -store postgres://... -nodes 3 -embedded -embedded-nodes 3 [flags]
+//	                                         the same against 3 kmsd on embedded stores of their own
 //	kmsbench -start -against OLD [flags]     kmsd built from here against the kmsd binary OLD, taking turns
 //	kmsbench -url http://127.0.0.1:8200 ...  load a running kmsd (API key in KMSBENCH_KEY)
 //	kmsbench -url URL1,URL2 ...              load the nodes of a running cluster
@@ -19,9 +21,10 @@
 // JSON handler, the floor under any HTTP API on the same machine, served by
 // a process of its own as kmsd is, and prints kmsd's figures as a share of
 // it. With -embedded (and -start -store) it measures, in the same run, the
-// kmsd nodes on PostgreSQL against one kmsd on the embedded store, each
-// with a ring and decrypt pool of its own, and prints the first as a share
-// of the second. With -against (and -start) it measures kmsd against
+// kmsd nodes on PostgreSQL against one kmsd on the embedded store (or,
+// with -embedded-nodes, several, each a service of its own), each with a
+// ring and decrypt pool of its own, and prints the first as a share of
+// the second. With -against (and -start) it measures kmsd against
 // another build of it, the binary at the path given (the build before a
 // change), each started the same way, and prints the first as a share of
 // the second. With any of the three, the targets take turns in -rounds
@@ -111,6 +114,7 @@ type options struct {
 	pool        int
 	baseline    bool
 	embedded    bool
+	embNodes    int // -embedded-nodes: how many kmsd on the embedded store
 	against     string
 	rounds      int
 	rss         bool
@@ -154,6 +158,15 @@ of its own), makes a ring and the hashes to decrypt on each of the two,
 loads them taking turns in -rounds rounds, and prints the ratios of the
 target "postgres" to the target "embedded": throughput, p99 and CPU per
 request, the last also for each node.
+
+With -embedded-nodes N (and -embedded), the embedded target is N kmsd,
+each on an embedded store of its own (N services, with one master key and
+API key), the clients spread over them as over the nodes, and a ring and
+the hashes to decrypt made on each. The nodes on PostgreSQL are then
+measured against as many embedded kmsd, each as busy as a node and
+sharing the machine with as many processes: what belonging to a cluster
+costs a request, apart from what a smaller share of the load costs a
+process.
 
 With -against PATH (and -start), kmsbench also starts the kmsd binary at
 PATH, another build (the one before a change, say), the same way as its
@@ -212,6 +225,7 @@ func parseFlags(args []string, getenv func(string) string, stdout io.Writer) (*o
 	fs.IntVar(&o.pool, "pool", 1000, "decrypt and mix modes: make `N` (hash, header) pairs first and decrypt them at random")
 	fs.BoolVar(&o.baseline, "baseline", false, "also measure a minimal Go net/http JSON handler, served on 127.0.0.1:0 by a process of its own as kmsd is, the same way, and print the ratios")
 	fs.BoolVar(&o.embedded, "embedded", false, "with -start -store: also start one kmsd on the embedded store, load it the same way, taking turns, and print the ratios of the kmsd on PostgreSQL to it (throughput, p99, CPU per request)")
+	fs.IntVar(&o.embNodes, "embedded-nodes", 1, "with -embedded: how many kmsd (`N`) to start on the embedded store, each on a store of its own, the clients spread over them as over the nodes")
 	fs.StringVar(&o.against, "against", "", "with -start: also start the kmsd binary at `PATH` (another build, the one before a change) the same way, load it taking turns, and print the ratios of kmsd to it (throughput, p99, CPU per request)")
 	fs.IntVar(&o.rounds, "rounds", 5, "with -baseline, -embedded or -against: take turns between the targets in `R` rounds, each loading one target for 1/R of -d (and of -n)")
 	fs.BoolVar(&o.rss, "rss", false, "with -start: sample the resident memory (VmRSS) of each kmsd every second and report the peak")
@@ -265,6 +279,10 @@ func (o *options) validate(set map[string]bool) error {
 		return errors.New("-embedded and -baseline exclude each other: compare kmsd on PostgreSQL with kmsd on the embedded store, or kmsd with the baseline")
 	case o.embedded && (!o.start || o.store == ""):
 		return errors.New("-embedded needs -start and -store postgres://...: it compares the kmsd started on PostgreSQL with one on the embedded store")
+	case o.embNodes < 1 || o.embNodes > maxNodes:
+		return fmt.Errorf("-embedded-nodes %d: want 1 to %d", o.embNodes, maxNodes)
+	case set["embedded-nodes"] && !o.embedded:
+		return errors.New("-embedded-nodes goes with -embedded")
 	case o.against != "" && (!o.start || o.baseline || o.embedded):
 		return errors.New("-against needs -start, and excludes -baseline and -embedded: it compares two builds of kmsd")
 	case o.against != "" && o.store != "":
@@ -420,7 +438,7 @@ func (b *bench) runTargets(ctx context.Context, cls []*cluster, sum *summary) (e
 	defer cancel(nil)
 	var targets []target
 	for _, cl := range cls {
-		targets = append(targets, target{name: cl.target, urls: cl.urls(), key: cl.key, pids: cl.pids()})
+		targets = append(targets, target{name: cl.target, urls: cl.urls(), key: cl.key, pids: cl.pids(), apart: cl.apart})
 	}
 	if len(cls) == 0 {
 		targets = append(targets, target{name: "kmsd", urls: o.urls, key: o.key})
@@ -441,7 +459,7 @@ func (b *bench) runTargets(ctx context.Context, cls []*cluster, sum *summary) (e
 			}
 		}()
 		// The baseline ignores what the bodies hold: it gets kmsd's.
-		targets = append(targets, target{name: "baseline", urls: []string{srv.url}, pids: []int{srv.cmd.Process.Pid}, work: targets[0].work})
+		targets = append(targets, target{name: "baseline", urls: []string{srv.url}, pids: []int{srv.cmd.Process.Pid}, work: targets[0].work[:1]})
 	}
 	all, err := b.measure(ctx, targets)
 	for i, st := range all {

@@ -57,7 +57,9 @@ func TestParseFlags(t *testing.T) {
 			return o.against == "/tmp/kmsd" && rounds(o) == 4 && o.takesTurns()
 		}},
 		{name: "embedded against a cluster in rounds", args: []string{"-start", "-store", "postgres://h/db", "-nodes", "3", "-embedded", "-rounds", "2"},
-			check: func(o *options) bool { return o.embedded && rounds(o) == 2 && o.nodes == 3 }},
+			check: func(o *options) bool { return o.embedded && rounds(o) == 2 && o.nodes == 3 && o.embNodes == 1 }},
+		{name: "as many embedded kmsd as nodes", args: []string{"-start", "-store", "postgres://h/db", "-nodes", "3", "-embedded", "-embedded-nodes", "3"},
+			check: func(o *options) bool { return o.embedded && o.nodes == 3 && o.embNodes == 3 }},
 		{name: "one round without a second target", args: []string{"-start"}, check: func(o *options) bool { return rounds(o) == 1 }},
 
 		{name: "remote refused", args: []string{"-url", "http://10.0.0.1:8200", "-key", "k"}, wantErr: "not a loopback address"},
@@ -79,6 +81,8 @@ func TestParseFlags(t *testing.T) {
 		{name: "against on postgres", args: []string{"-start", "-store", "postgres://h/db", "-against", "/tmp/kmsd"}, wantErr: "-against goes with the embedded store"},
 		{name: "embedded and baseline", args: []string{"-start", "-store", "postgres://h/db", "-embedded", "-baseline"}, wantErr: "-embedded and -baseline exclude each other"},
 		{name: "embedded without store", args: []string{"-start", "-embedded"}, wantErr: "-embedded needs -start and -store"},
+		{name: "embedded nodes without embedded", args: []string{"-start", "-store", "postgres://h/db", "-nodes", "3", "-embedded-nodes", "3"}, wantErr: "-embedded-nodes goes with -embedded"},
+		{name: "no embedded nodes", args: []string{"-start", "-store", "postgres://h/db", "-embedded", "-embedded-nodes", "0"}, wantErr: "-embedded-nodes 0"},
 		{name: "embedded without start", args: []string{"-url", "http://127.0.0.1:1", "-key", "k", "-embedded"}, wantErr: "-embedded needs -start and -store"},
 		{name: "embedded rounds too short", args: []string{"-start", "-store", "postgres://kms:hunter2@h/db", "-embedded", "-d", "1s", "-rounds", "20"}, wantErr: "at least 100ms a round"},
 		{name: "embedded fewer requests than rounds", args: []string{"-start", "-store", "postgres://h/db", "-embedded", "-n", "3"}, wantErr: "-n 3 in 5 rounds"},
@@ -225,6 +229,30 @@ func TestSummaryTableEmbedded(t *testing.T) {
 		got.Rows[0].Nodes[1].CPUSeconds == nil || *got.Rows[0].Nodes[1].CPUSeconds != 0.09 {
 		t.Errorf("JSON summary = %+v, want the CPU figures of the rows and nodes", got)
 	}
+}
+
+// TestSummaryTableEmbeddedNodes: the summary says how many kmsd made the
+// embedded target, and gives each one's requests and CPU.
+func TestSummaryTableEmbeddedNodes(t *testing.T) {
+	o := &options{mode: "encrypt", concurrency: 4, ring: "r", start: true, store: "postgres://h/db", embedded: true, embNodes: 2, rounds: 5,
+		urls: []string{"http://127.0.0.1:1", "http://127.0.0.1:2"}}
+	s := newSummary(o)
+	emb := []string{"http://127.0.0.1:3", "http://127.0.0.1:4"}
+	var h Histogram
+	h.Record(time.Millisecond)
+	s.Rows = []row{
+		newRow("postgres", o.urls, o, &stats{requests: 1000, elapsed: time.Second, hist: h,
+			nodes: []nodeCount{{requests: 500}, {requests: 500}}, cpu: []time.Duration{60 * time.Millisecond, 60 * time.Millisecond}}),
+		newRow("embedded", emb, o, &stats{requests: 2000, elapsed: time.Second, hist: h,
+			nodes: []nodeCount{{requests: 1000}, {requests: 1000}}, cpu: []time.Duration{100 * time.Millisecond, 100 * time.Millisecond}}),
+	}
+	s.finish()
+	checkTable(t, s,
+		"kmsd: 2 nodes started by kmsbench, store postgres; and 2 kmsd on the embedded store, each on a store of its own\n",
+		"embedded over 2 nodes, client i calling node i mod 2:\n",
+		"2     http://127.0.0.1:4      1000       0   1000   0.10       100.0\n",
+		"postgres / embedded: cpu per request 1.20x, per node: 1.20x, 1.20x\n",
+	)
 }
 
 func TestSummaryTableNodes(t *testing.T) {

@@ -27,9 +27,11 @@ type summary struct {
 	// kmsbench started them: embedded, or postgres.
 	Nodes int    `json:"nodes"`
 	Store string `json:"store,omitempty"`
-	// Embedded is set when one more kmsd, on the embedded store, was
-	// loaded taking turns with them (-embedded).
-	Embedded bool `json:"embedded,omitempty"`
+	// Embedded is set when kmsd on the embedded store (EmbeddedNodes of
+	// them, each on a store of its own) were loaded taking turns with them
+	// (-embedded, -embedded-nodes).
+	Embedded      bool `json:"embedded,omitempty"`
+	EmbeddedNodes int  `json:"embeddedNodes,omitempty"`
 	// Against is the kmsd binary loaded taking turns with kmsbench's own
 	// (-against).
 	Against     string    `json:"against,omitempty"`
@@ -134,11 +136,16 @@ func newSummary(o *options) *summary {
 	case o.start:
 		store = "embedded"
 	}
+	embNodes := 0
+	if o.embedded {
+		embNodes = o.embNodes
+	}
 	return &summary{
-		Nodes:    len(o.urls),
-		Store:    store,
-		Embedded: o.embedded,
-		Against:  o.against,
+		EmbeddedNodes: embNodes,
+		Nodes:         len(o.urls),
+		Store:         store,
+		Embedded:      o.embedded,
+		Against:       o.against,
 		Machine: machine{
 			CPUs:       runtime.NumCPU(),
 			CPUModel:   cpuModel(),
@@ -303,7 +310,10 @@ func (s *summary) print(w io.Writer, asJSON bool) error {
 	if s.Store != "" {
 		fmt.Fprintf(w, " started by kmsbench, store %s", s.Store)
 	}
-	if s.Embedded {
+	switch {
+	case s.Embedded && s.EmbeddedNodes > 1:
+		fmt.Fprintf(w, "; and %d kmsd on the embedded store, each on a store of its own", s.EmbeddedNodes)
+	case s.Embedded:
 		fmt.Fprint(w, "; and one kmsd on the embedded store")
 	}
 	if s.Against != "" {
