@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -18,7 +19,8 @@ import (
 // The trail's statements.
 const (
 	sqlTrailLen    = "SELECT coalesce(max(seq), 0) FROM kms_trail"
-	sqlTrailAppend = "INSERT INTO kms_trail (seq, rec) SELECT s, r FROM unnest($1::BIGINT[], $2::BYTEA[]) AS a (s, r)"
+	// The records of $2 as the seqs $1+1, $1+2...
+	sqlTrailAppend = "INSERT INTO kms_trail (seq, rec) SELECT $1::BIGINT + a.o, a.r FROM unnest($2::BYTEA[]) WITH ORDINALITY AS a (r, o)"
 	sqlTrailScan   = "SELECT seq, rec FROM kms_trail WHERE seq >= $1 AND seq <= $2 ORDER BY seq LIMIT 256"
 	sqlTrailHas    = "SELECT count(*) FROM kms_trail WHERE seq = $1"
 	// The first record after which the next one is missing, below $1.
@@ -208,8 +210,7 @@ func (t *Trail) insert(n uint64, recs [][]byte, size int) error {
 	defer cancel()
 	// One statement is its own transaction, and one round trip.
 	if size <= appendBytes {
-		seqs, rs := appendArgs(n, recs)
-		_, err := t.s.pool.Exec(ctx, sqlTrailAppend, seqs, rs)
+		_, err := t.s.pool.Exec(ctx, sqlTrailAppend, int64(n), appendArg(recs))
 		return err
 	}
 	c, err := t.s.pool.Acquire(ctx)
@@ -239,25 +240,23 @@ func queueTrailInserts(b *pgx.Batch, n uint64, recs [][]byte) {
 		for bytes = 0; j < len(recs) && (j == i || bytes+len(recs[j]) <= appendBytes); j++ {
 			bytes += len(recs[j])
 		}
-		seqs, rs := appendArgs(n+uint64(i), recs[i:j])
-		b.Queue(sqlTrailAppend, seqs, rs)
+		b.Queue(sqlTrailAppend, int64(n+uint64(i)), appendArg(recs[i:j]))
 		i = j
 	}
 }
 
-// appendArgs returns the arguments of sqlTrailAppend for recs as the
-// records n+1...
-func appendArgs(n uint64, recs [][]byte) ([]int64, [][]byte) {
-	seqs := make([]int64, len(recs))
-	rs := make([][]byte, len(recs))
-	for i, r := range recs {
-		seqs[i] = int64(n) + int64(i) + 1
-		if r == nil {
-			r = []byte{} // nil would be sent as NULL
+// appendArg returns recs as the records argument of sqlTrailAppend: an
+// empty record for a nil one, which would be sent as NULL.
+func appendArg(recs [][]byte) byteaArray {
+	if slices.ContainsFunc(recs, func(r []byte) bool { return r == nil }) {
+		recs = slices.Clone(recs)
+		for i, r := range recs {
+			if r == nil {
+				recs[i] = []byte{}
+			}
 		}
-		rs[i] = r
 	}
-	return seqs, rs
+	return byteaArray(recs)
 }
 
 // settle decides the Append in doubt: if its records are in the table,

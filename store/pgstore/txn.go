@@ -289,7 +289,7 @@ func (t *txn) Prefetch(keys [][]byte) error {
 	if t.appendLock && !t.locked && !t.begun {
 		err = t.lockAndRead(want, row)
 	} else {
-		err = t.roundTrip(func(b *pgx.Batch) { b.Queue(sqlGetMany, want) }, func(br pgx.BatchResults) error {
+		err = t.roundTrip(func(b *pgx.Batch) { b.Queue(sqlGetMany, byteaArray(want)) }, func(br pgx.BatchResults) error {
 			rows, err := br.Query()
 			if err != nil {
 				return err
@@ -333,7 +333,7 @@ func (t *txn) lockAndRead(keys [][]byte, row func(key, value []byte)) error {
 		}
 		t.conn = c
 	}
-	arg, err := t.conn.Conn().TypeMap().Encode(pgtype.ByteaArrayOID, pgtype.BinaryFormatCode, keys, nil)
+	arg, err := t.conn.Conn().TypeMap().Encode(pgtype.ByteaArrayOID, pgtype.BinaryFormatCode, byteaArray(keys), nil)
 	if err != nil {
 		return t.fail("encode the keys to read", err)
 	}
@@ -453,8 +453,8 @@ func (t *txn) queueWrites(b *pgx.Batch) {
 	}
 	slices.Sort(keys)
 	var (
-		dels       [][]byte
-		setK, setV [][]byte
+		dels       byteaArray
+		setK, setV byteaArray
 		size       int
 	)
 	flushSets := func() {
@@ -513,7 +513,7 @@ func (t *txn) commit() error {
 		t.queueWrites(b)
 		queueTrailInserts(b, t.trailFirst-1, t.trailRecs)
 		if (t.wrote || len(t.trailRecs) > 0) && len(t.reads) > 0 {
-			b.Queue(sqlLockReads, t.reads)
+			b.Queue(sqlLockReads, byteaArray(t.reads))
 		}
 		if len(t.announce) > 0 {
 			b.Queue(sqlNotify, t.s.watch.payload(t.announce))
