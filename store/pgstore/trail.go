@@ -18,7 +18,7 @@ import (
 
 // The trail's statements.
 const (
-	sqlTrailLen    = "SELECT coalesce(max(seq), 0) FROM kms_trail"
+	sqlTrailLen = "SELECT coalesce(max(seq), 0) FROM kms_trail"
 	// The records of $2 as the seqs $1+1, $1+2...
 	sqlTrailAppend = "INSERT INTO kms_trail (seq, rec) SELECT $1::BIGINT + a.o, a.r FROM unnest($2::BYTEA[]) WITH ORDINALITY AS a (r, o)"
 	sqlTrailScan   = "SELECT seq, rec FROM kms_trail WHERE seq >= $1 AND seq <= $2 ORDER BY seq LIMIT 256"
