@@ -814,7 +814,8 @@ func (j *journal) settle() bool {
 	j.doubt = nil
 	j.unhealthy.Store(nil)
 	j.log(nil, "a batch in doubt was settled: its writes were undone")
-	j.answer(d.batch, commitError(d.err))
+	// Not answer: the batch being committed, if any, is another.
+	reply(d.batch, commitError(d.err))
 	return true
 }
 
@@ -826,7 +827,7 @@ func (j *journal) settleAtClose() {
 	if j.doubt == nil || j.settle() {
 		return
 	}
-	j.answer(j.doubt.batch, &Error{Kind: KindUnavailable, Err: j.doubt.err,
+	reply(j.doubt.batch, &Error{Kind: KindUnavailable, Err: j.doubt.err,
 		Message: "service stopped with this call's outcome not settled: its writes are kept and complete at the next start"})
 	j.doubt = nil
 }
@@ -863,8 +864,14 @@ func (j *journal) signHeaders(batch []*job) <-chan struct{} {
 	return done
 }
 
+// answer fails batch, the batch being committed, with err.
 func (j *journal) answer(batch []*job, err error) {
 	j.batchErr = err
+	reply(batch, err)
+}
+
+// reply gives every job of batch its outcome, err.
+func reply(batch []*job, err error) {
 	for _, jb := range batch {
 		jb.err = err
 		jb.done.Done()

@@ -22,6 +22,9 @@ type faultStore struct {
 	failUpdate atomic.Bool // durable commits fail
 	full       atomic.Bool // Writable answers NoSpace
 	undoFails  atomic.Bool // the next failed Append also makes durable commits fail
+	// failNext fails the next Appends, as many as it holds, whatever
+	// failAppend says.
+	failNext atomic.Int32
 }
 
 var errDiskFull = errors.New("no space left on device")
@@ -55,6 +58,11 @@ type faultTrail struct {
 }
 
 func (t faultTrail) Append(recs [][]byte) error {
+	for n := t.s.failNext.Load(); n > 0; n = t.s.failNext.Load() {
+		if t.s.failNext.CompareAndSwap(n, n-1) {
+			return errDiskFull
+		}
+	}
 	if t.s.failAppend.Load() {
 		if t.s.undoFails.CompareAndSwap(true, false) {
 			t.s.failUpdate.Store(true) // the undo that follows fails too
@@ -68,7 +76,13 @@ func (t faultTrail) Append(recs [][]byte) error {
 // the bootstrap key; the first start bootstraps.
 func startOn(t *testing.T, st kms.Store, key kms.MasterKey, secret *string) (*kms.Service, context.Context) {
 	t.Helper()
-	svc, err := kms.New(st, kms.Options{MasterKey: key})
+	return startWith(t, st, kms.Options{MasterKey: key}, secret)
+}
+
+// startWith is startOn with the Options given.
+func startWith(t *testing.T, st kms.Store, opts kms.Options, secret *string) (*kms.Service, context.Context) {
+	t.Helper()
+	svc, err := kms.New(st, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,6 +258,38 @@ func TestDoubtSettledByUndo(t *testing.T) {
 	}
 	if _, err := svc.Encrypt(root, kms.EncryptInput{RingName: "r"}); err != nil {
 		t.Fatalf("Encrypt after the doubt = %v", err)
+	}
+}
+
+// TestDoubtSettledByUndoInABatch: when the next batch settles a doubt by
+// undoing its writes, the doubtful call fails and the batch commits, and
+// the Observer hears of that batch as it went, not of the doubtful
+// call's failure.
+func TestDoubtSettledByUndoInABatch(t *testing.T) {
+	st := newFaultStore(t)
+	obs := &recordingObserver{actions: map[string]int{}}
+	var secret string
+	svc, root := startWith(t, st, kms.Options{MasterKey: kms.GenerateMasterKey(), Observer: obs}, &secret)
+	defer svc.Close()
+	if _, err := svc.CreateKeyRing(root, kms.CreateKeyRingInput{Name: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	done := doubtfulEncrypt(t, st, svc, root)
+	// The settling Append fails, the undo and the batch's own Append
+	// succeed.
+	st.failNext.Store(1)
+	st.failAppend.Store(false)
+	st.failUpdate.Store(false)
+	if _, err := svc.Encrypt(root, kms.EncryptInput{RingName: "r"}); err != nil {
+		t.Fatalf("Encrypt that settles the doubt = %v", err)
+	}
+	if err := <-done; err == nil {
+		t.Fatal("the Encrypt in doubt = nil, want the trail's error once its writes were undone")
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if len(obs.errs) == 0 || obs.errs[len(obs.errs)-1] != nil {
+		t.Fatalf("batch errors observed: %v; want the last batch, which committed, without", obs.errs)
 	}
 }
 

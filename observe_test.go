@@ -14,6 +14,7 @@ type recordingObserver struct {
 	batches int
 	calls   int
 	append  time.Duration
+	errs    []error        // each batch's error
 	actions map[string]int // action/result -> records
 }
 
@@ -23,6 +24,7 @@ func (o *recordingObserver) ObserveBatch(calls int, commit, appendTime time.Dura
 	o.batches++
 	o.calls += calls
 	o.append += appendTime
+	o.errs = append(o.errs, err)
 	if commit < appendTime {
 		panic("a batch's commit took less than its append")
 	}
