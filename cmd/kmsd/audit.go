@@ -106,7 +106,7 @@ func exportRecords(ctx context.Context, c *config, w io.Writer, log *zerolog.Log
 			return 0, fmt.Errorf("no store in %s", c.data)
 		}
 	}
-	st, err := openStore(ctx, c)
+	st, err := openStore(ctx, c, true)
 	if err != nil {
 		return 0, err
 	}

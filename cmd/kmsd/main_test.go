@@ -35,6 +35,7 @@ import (
 	"github.com/ringkms/kms/store/badgerstore"
 	"github.com/ringkms/kms/store/filetrail"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
 )
 
@@ -837,6 +838,39 @@ func TestRunPostgres(t *testing.T) {
 	}
 	if !regexp.MustCompile(`records checked: [1-9]`).MatchString(out.String()) {
 		t.Errorf("verify-audit -store printed:\n%s", out.String())
+	}
+}
+
+// TestSubcommandsRefuseAnEmptyDatabase: verify-audit, audit export,
+// rotate-signing-key and rekey on a PostgreSQL database that holds no
+// kmsd store (a mistyped URL) fail and create nothing there, as they do
+// on a data directory without a store.
+func TestSubcommandsRefuseAnEmptyDatabase(t *testing.T) {
+	url := pgtest.URL(t)
+	e := env{"KMS_MASTER_KEY": newKey(), "KMS_NEW_MASTER_KEY": newKey()}
+	for _, args := range [][]string{
+		{"verify-audit"},
+		{"audit", "export"},
+		{"rotate-signing-key"},
+		{"rekey"},
+	} {
+		var out bytes.Buffer
+		err := run(context.Background(), append(args, "-store", url), e.get, &out, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "no kmsd store") {
+			t.Errorf("%s -store on an empty database = %v, want an error saying it holds no kmsd store; output:\n%s", strings.Join(args, " "), err, out.String())
+		}
+	}
+	c, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	var tables int
+	if err := c.QueryRow(context.Background(), "SELECT count(*) FROM pg_tables WHERE tablename LIKE 'kms_%'").Scan(&tables); err != nil {
+		t.Fatal(err)
+	}
+	if tables != 0 {
+		t.Errorf("the refused commands left %d kms_ tables, want none", tables)
 	}
 }
 

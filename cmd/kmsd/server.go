@@ -199,7 +199,7 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stdout, s
 	mk = kms.MasterKey{}
 	// start opens the store, starts the Service on it and bootstraps it.
 	start := func() (*kms.Service, kms.Store, error) {
-		st, err := openStore(ctx, c)
+		st, err := openStore(ctx, c, false)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -344,11 +344,13 @@ func startError(err error, c *config) error {
 }
 
 // openStore opens the store of -store: PostgreSQL for a postgres:// URL,
-// else the embedded store in -data, keeping -disk-reserve free.
-func openStore(ctx context.Context, c *config) (kms.Store, error) {
+// else the embedded store in -data, keeping -disk-reserve free. With
+// existing, a database that holds no kmsd store is an error, as is a data
+// directory without one (which the callers check first).
+func openStore(ctx context.Context, c *config, existing bool) (kms.Store, error) {
 	if c.postgres() {
 		// Any number of nodes share the database (a cluster).
-		st, err := pgstore.Open(ctx, c.store, pgstore.Options{})
+		st, err := pgstore.Open(ctx, c.store, pgstore.Options{Existing: existing})
 		if err != nil {
 			return nil, fmt.Errorf("open the PostgreSQL store: %w", err)
 		}

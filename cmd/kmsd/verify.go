@@ -56,7 +56,7 @@ func openExistingStore(ctx context.Context, c *config, getenv func(string) strin
 	if err != nil {
 		return nil, kms.MasterKey{}, err
 	}
-	st, err := openStore(ctx, c)
+	st, err := openStore(ctx, c, true)
 	if err != nil {
 		return nil, kms.MasterKey{}, err
 	}

@@ -109,6 +109,14 @@ type Options struct {
 	// pool, and is let go by Close, or by the server when that connection
 	// is lost. (CockroachDB has no advisory locks.)
 	Exclusive bool
+
+	// Existing makes Open refuse, with an error of kind NotFound and
+	// without writing anything, a database that kmsd never opened (one
+	// without its schema), instead of creating the schema there. Commands
+	// that read or change a store kept elsewhere (kmsd verify-audit,
+	// backup, rekey, rotate-signing-key) set it, so that a mistyped URL
+	// is an error rather than an empty store that passes every check.
+	Existing bool
 }
 
 // exclusiveLock is the key of the advisory lock of Options.Exclusive.
@@ -183,7 +191,7 @@ func Open(ctx context.Context, dbURL string, opts Options) (*Store, error) {
 			return nil, err
 		}
 	}
-	if err := s.migrate(ctx); err != nil {
+	if err := s.migrate(ctx, opts.Existing); err != nil {
 		s.Close()
 		return nil, err
 	}

@@ -226,6 +226,34 @@ func TestOpenEmptySchemaTable(t *testing.T) {
 	}
 }
 
+// TestOpenExisting: with Existing, Open refuses a database that kmsd
+// never opened and leaves it without a table; once a Store has been
+// opened there, it opens.
+func TestOpenExisting(t *testing.T) {
+	dbURL := pgtest.URL(t)
+	s, err := Open(t.Context(), dbURL, Options{Existing: true})
+	if err == nil {
+		s.Close()
+		t.Fatal("Open(Existing) of an empty database = nil error, want one")
+	}
+	wantKind(t, "Open(Existing, empty database)", err, kms.KindNotFound)
+	if !strings.Contains(err.Error(), "no kmsd store") {
+		t.Errorf("Open(Existing, empty database) = %q, want a message saying it holds no kmsd store", err)
+	}
+	var tables int
+	if err := sqlConn(t, dbURL).QueryRow(t.Context(), "SELECT count(*) FROM pg_tables WHERE tablename LIKE 'kms_%'").Scan(&tables); err != nil {
+		t.Fatal(err)
+	}
+	if tables != 0 {
+		t.Errorf("the refused Open left %d kms_ tables, want none", tables)
+	}
+	setKey(t, openStore(t, dbURL, Options{}), "k", "v")
+	s = openStore(t, dbURL, Options{Existing: true})
+	if got, err := getKey(t, s, "k"); err != nil || string(got) != "v" {
+		t.Errorf("Open(Existing) of a kmsd database: k = %q, %v; want v", got, err)
+	}
+}
+
 func TestWritableLive(t *testing.T) {
 	s := openStore(t, pgtest.URL(t), Options{})
 	for i := range 3 {

@@ -51,13 +51,17 @@ const maxMigrateAttempts = 20
 // row created by the other meanwhile): the loser rolls back, finds the
 // version the winner committed, and runs whatever is still missing. A
 // database already at SchemaVersion costs one query and takes no lock.
-func (s *Store) migrate(ctx context.Context) error {
+// With existing, a database without the schema is an error of kind
+// NotFound, and is left as it is.
+func (s *Store) migrate(ctx context.Context, existing bool) error {
 	for attempt := 0; ; attempt++ {
 		v, err := s.schemaVersion(ctx)
 		if err != nil {
 			return err
 		}
 		switch {
+		case v == 0 && existing:
+			return kms.Errorf(kms.KindNotFound, "the database holds no kmsd store (it has no kms_schema table): check the URL's database and search_path")
 		case v > SchemaVersion:
 			return tooNew(v)
 		case v == SchemaVersion:
