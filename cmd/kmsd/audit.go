@@ -20,6 +20,7 @@ import (
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/internal/auditsink"
+	"github.com/ringkms/kms/store/pgstore"
 )
 
 // observers is the Service's Observer: the metrics, when on, and the
@@ -106,7 +107,7 @@ func exportRecords(ctx context.Context, c *config, w io.Writer, log *zerolog.Log
 			return 0, fmt.Errorf("no store in %s", c.data)
 		}
 	}
-	st, err := openStore(ctx, c, true)
+	st, err := openStore(ctx, c, pgstore.Options{Existing: true})
 	if err != nil {
 		return 0, err
 	}

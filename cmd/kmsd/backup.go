@@ -147,7 +147,7 @@ func writeBackup(ctx context.Context, c *config, getenv func(string) string, w i
 		_, err = io.Copy(w, resp.Body)
 		return "online", err
 	}
-	st, mk, err := openExistingStore(ctx, c, getenv, log)
+	st, mk, err := openExistingStore(ctx, c, getenv, log, false)
 	if err != nil {
 		return "offline", err
 	}

@@ -874,6 +874,44 @@ func TestSubcommandsRefuseAnEmptyDatabase(t *testing.T) {
 	}
 }
 
+// TestRekeyWaitsForTheNodes: kmsd rekey on PostgreSQL refuses to run
+// while a kmsd node has the database open (the node would go on sealing
+// secrets under the old master key), and runs once every node is stopped;
+// the node then serves with the new master key.
+func TestRekeyWaitsForTheNodes(t *testing.T) {
+	url := pgtest.URL(t)
+	oldKey, newMaster := newKey(), newKey()
+	e := env{"KMS_MASTER_KEY": oldKey, "KMS_BOOTSTRAP_API_KEY": "rekey-bootstrap-secret-0123456789", "KMS_STORE": url}
+	root := e["KMS_BOOTSTRAP_API_KEY"]
+	node := startRun(t, []string{"-data", t.TempDir(), "-addr", "127.0.0.1:0"}, e)
+	if code, body := call(t, nil, "POST", node.url+"/ks/keyrings", root, map[string]any{"name": "rk"}); code != 200 {
+		t.Fatalf("create ring = %d %v", code, body)
+	}
+	code, enc := call(t, nil, "POST", node.url+"/ks/encrypt", root, map[string]any{"ringname": "rk"})
+	if code != 200 {
+		t.Fatalf("encrypt = %d %v", code, enc)
+	}
+	rekeyEnv := env{"KMS_MASTER_KEY": oldKey, "KMS_NEW_MASTER_KEY": newMaster}
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"rekey", "-store", url}, rekeyEnv.get, &out, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "stop it first") {
+		t.Fatalf("rekey while a node runs = %v, want an error saying to stop it; output:\n%s", err, out.String())
+	}
+	if code, body := call(t, nil, "POST", node.url+"/ks/decrypt", root, map[string]any{"hash": enc["hash"], "header": enc["header"]}); code != 200 {
+		t.Fatalf("decrypt after the refused rekey = %d %v", code, body)
+	}
+	node.stop(t)
+	out.Reset()
+	if err := run(context.Background(), []string{"rekey", "-store", url}, rekeyEnv.get, &out, io.Discard); err != nil {
+		t.Fatalf("rekey with the node stopped = %v; output:\n%s", err, out.String())
+	}
+	node = startRun(t, []string{"-data", t.TempDir(), "-addr", "127.0.0.1:0"}, env{"KMS_MASTER_KEY": newMaster, "KMS_STORE": url})
+	defer node.stop(t)
+	if code, body := call(t, nil, "POST", node.url+"/ks/decrypt", root, map[string]any{"hash": enc["hash"], "header": enc["header"]}); code != 200 {
+		t.Fatalf("decrypt with the new master key = %d %v", code, body)
+	}
+}
+
 func TestStoreFlag(t *testing.T) {
 	for _, bad := range []string{"mysql://x", "/var/lib/kms", "postgres"} {
 		if _, err := parseConfig("", []string{"-store", bad}, env{}.get, io.Discard); err == nil || !strings.Contains(err.Error(), "-store") {

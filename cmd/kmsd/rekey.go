@@ -25,7 +25,7 @@ func rekey(ctx context.Context, c *config, getenv func(string) string, stdout io
 	if err != nil {
 		return err
 	}
-	st, old, err := openExistingStore(ctx, c, getenv, log)
+	st, old, err := openExistingStore(ctx, c, getenv, log, true)
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,7 @@ import (
 // opens in one process at a time, so kmsd must be stopped; a PostgreSQL
 // store's nodes keep running and sign with the new key within a second.
 func rotateSigningKey(ctx context.Context, c *config, getenv func(string) string, stdout io.Writer, log *zerolog.Logger) error {
-	st, mk, err := openExistingStore(ctx, c, getenv, log)
+	st, mk, err := openExistingStore(ctx, c, getenv, log, false)
 	if err != nil {
 		return err
 	}

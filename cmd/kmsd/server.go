@@ -199,7 +199,7 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stdout, s
 	mk = kms.MasterKey{}
 	// start opens the store, starts the Service on it and bootstraps it.
 	start := func() (*kms.Service, kms.Store, error) {
-		st, err := openStore(ctx, c, false)
+		st, err := openStore(ctx, c, pgstore.Options{})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -344,13 +344,14 @@ func startError(err error, c *config) error {
 }
 
 // openStore opens the store of -store: PostgreSQL for a postgres:// URL,
-// else the embedded store in -data, keeping -disk-reserve free. With
-// existing, a database that holds no kmsd store is an error, as is a data
-// directory without one (which the callers check first).
-func openStore(ctx context.Context, c *config, existing bool) (kms.Store, error) {
+// with pg's options, else the embedded store in -data, keeping
+// -disk-reserve free. (The embedded store opens in one process at a time,
+// as pg.Exclusive asks; the callers that set pg.Existing check first that
+// the data directory holds a store.)
+func openStore(ctx context.Context, c *config, pg pgstore.Options) (kms.Store, error) {
 	if c.postgres() {
 		// Any number of nodes share the database (a cluster).
-		st, err := pgstore.Open(ctx, c.store, pgstore.Options{Existing: existing})
+		st, err := pgstore.Open(ctx, c.store, pg)
 		if err != nil {
 			return nil, fmt.Errorf("open the PostgreSQL store: %w", err)
 		}

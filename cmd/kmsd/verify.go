@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/store/pgstore"
 )
 
 // verifyAudit is kmsd verify-audit: it checks the activity trail's hash
@@ -16,7 +17,7 @@ import (
 // what it found. A broken chain is
 // an exitError of status 3.
 func verifyAudit(ctx context.Context, c *config, getenv func(string) string, stdout io.Writer, log *zerolog.Logger) error {
-	st, mk, err := openExistingStore(ctx, c, getenv, log)
+	st, mk, err := openExistingStore(ctx, c, getenv, log, false)
 	if err != nil {
 		return err
 	}
@@ -40,8 +41,10 @@ func verifyAudit(ctx context.Context, c *config, getenv func(string) string, std
 
 // openExistingStore opens, for a subcommand, the store of -store (the
 // data directory by default), which must exist, and reads the master key
-// as the server does. The caller closes the store and clears the key.
-func openExistingStore(ctx context.Context, c *config, getenv func(string) string, log *zerolog.Logger) (kms.Store, kms.MasterKey, error) {
+// as the server does. With exclusive, a PostgreSQL store is opened only
+// when no other process (a kmsd node) has it open, and none can open it
+// meanwhile. The caller closes the store and clears the key.
+func openExistingStore(ctx context.Context, c *config, getenv func(string) string, log *zerolog.Logger, exclusive bool) (kms.Store, kms.MasterKey, error) {
 	if !c.postgres() {
 		if fi, err := os.Stat(c.data); err != nil {
 			return nil, kms.MasterKey{}, fmt.Errorf("data directory: %w", err)
@@ -56,7 +59,7 @@ func openExistingStore(ctx context.Context, c *config, getenv func(string) strin
 	if err != nil {
 		return nil, kms.MasterKey{}, err
 	}
-	st, err := openStore(ctx, c, true)
+	st, err := openStore(ctx, c, pgstore.Options{Existing: true, Exclusive: exclusive})
 	if err != nil {
 		return nil, kms.MasterKey{}, err
 	}

@@ -146,6 +146,10 @@
 //     PostgreSQL LISTEN/NOTIFY for the caches of the kms Service, with a
 //     bound on each entry's age as a safety net.
 //
+// Every open Store holds an advisory lock in shared mode, and an
+// Exclusive one (kmsd rekey and migrate) holds it exclusively, so that
+// neither opens while the other has the database (hold.go).
+//
 // The SQL avoids what CockroachDB and YugabyteDB lack (advisory locks,
 // PL/pgSQL, LISTEN); where it cannot, docs/OPERATIONS.md says so.
 package pgstore

@@ -132,6 +132,7 @@ type Store struct {
 	health   health
 	closed   atomic.Bool
 	lock     *pgx.Conn // holds the lock of Options.Exclusive
+	hold     hold      // the lock in shared mode, without Options.Exclusive (hold.go)
 	watch    watch     // what Watch asked for (watch.go)
 }
 
@@ -186,10 +187,13 @@ func Open(ctx context.Context, dbURL string, opts Options) (*Store, error) {
 		return nil, s.translate(ctx, "open database", err)
 	}
 	if opts.Exclusive {
-		if err := s.lockExclusive(ctx, cfg.ConnConfig); err != nil {
-			s.pool.Close()
-			return nil, err
-		}
+		err = s.lockExclusive(ctx, cfg.ConnConfig)
+	} else {
+		err = s.holdShared(ctx, cfg.ConnConfig)
+	}
+	if err != nil {
+		s.pool.Close()
+		return nil, err
 	}
 	if err := s.migrate(ctx, opts.Existing); err != nil {
 		s.Close()
@@ -218,7 +222,7 @@ func (s *Store) lockExclusive(ctx context.Context, cc *pgx.ConnConfig) error {
 	}
 	if !got {
 		conn.Close(context.Background())
-		return kms.Errorf(kms.KindConflict, "another process holds this database exclusively (kmsd migrate, say)")
+		return kms.Errorf(kms.KindConflict, "another process has this database open (a kmsd node, or kmsd rekey or migrate): stop it first")
 	}
 	s.lock = conn
 	return nil
@@ -269,10 +273,11 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.pool.Close()
+	s.releaseHold()
 	if s.lock != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
 		defer cancel()
-		s.lock.Close(ctx) // the server lets the lock go with the session
+		closeHold(ctx, s.lock)
 	}
 	return nil
 }
@@ -329,8 +334,8 @@ var errDiskFull = kms.Errorf(kms.KindNoSpace, "insufficient storage: the databas
 // waits at most a second (then the answer is Unavailable). Concurrent
 // callers share one query, and a failed answer is kept for 250 ms too.
 func (s *Store) Writable(ctx context.Context) error {
-	if s.closed.Load() {
-		return errClosed
+	if err := s.writable(); err != nil {
+		return err
 	}
 	now := time.Now().UnixNano()
 	if now < s.health.fullUntil.Load() {
@@ -450,8 +455,8 @@ func (s *Store) update(ctx context.Context, fn func(*txn) error, sync, appendLoc
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if s.closed.Load() {
-			return errClosed
+		if err := s.writable(); err != nil {
+			return err
 		}
 		next, err := s.attempt(ctx, fn, sync, appendLock)
 		switch next {

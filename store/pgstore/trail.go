@@ -152,10 +152,10 @@ func (t *Trail) Append(recs [][]byte) error {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	switch {
-	case t.s.closed.Load():
-		return errClosed
-	case len(recs) == 0:
+	if err := t.s.writable(); err != nil {
+		return err
+	}
+	if len(recs) == 0 {
 		return nil
 	}
 	if t.doubt != nil {

@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/store/internal/retry"
 )
@@ -141,16 +139,16 @@ func (s *Store) Watch(prefixes [][]byte, fn func(keys [][]byte)) (stop func()) {
 // connection fails or ctx ends. It reports whether it got as far as
 // LISTEN.
 func (s *Store) listen(ctx context.Context, fn func(keys [][]byte)) bool {
-	rctx, cancel := s.roundTripCtx(ctx)
-	conn, err := pgx.ConnectConfig(rctx, s.pool.Config().ConnConfig.Copy())
+	conn, err := s.holdConn(ctx)
 	if err == nil {
+		rctx, cancel := s.roundTripCtx(ctx)
 		_, err = conn.Exec(rctx, sqlListen)
+		cancel()
 	}
-	cancel()
 	if conn != nil {
 		defer func() {
 			cctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
-			conn.Close(cctx)
+			closeHold(cctx, conn)
 			cancel()
 		}()
 	}

@@ -1,0 +1,135 @@
+package pgstore
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ringkms/kms"
+)
+
+// The hold: every Store that is not Exclusive holds the advisory lock
+// exclusiveLock in shared mode, on a connection of its own, for as long as
+// it is open, and an Exclusive Store holds it exclusively. So kmsd rekey
+// (Exclusive) cannot start while a kmsd node has the database open, nor a
+// node while rekey or migrate runs: a node that went on writing with the
+// old master key after a rekey would seal what it writes under a key that
+// opens nothing any more.
+//
+// The connection that holds the lock is the one Watch LISTENs on. When it
+// is lost, the server lets the lock go, and Watch takes it again with the
+// new connection; if an Exclusive Store holds the database by then, the
+// Store is displaced: every write fails from then on, since what that
+// Store did (a rekey, a migration) is not undone by its end.
+type hold struct {
+	mu   sync.Mutex
+	conn *pgx.Conn // taken at Open, until Watch takes it over
+
+	displaced atomic.Bool
+}
+
+// errDisplaced is the error of a write by a displaced Store.
+var errDisplaced = &kms.Error{Kind: kms.KindUnavailable,
+	Message: "service unavailable: kmsd rekey or migrate took this database while this process's connection to it was lost; restart kmsd (with the master key the store has now)"}
+
+// sqlHoldShared takes the hold's lock in shared mode, if no Exclusive
+// Store holds it.
+const sqlHoldShared = "SELECT pg_try_advisory_lock_shared($1)"
+
+// holdShared connects and takes the lock of the hold in shared mode, or
+// fails with an error of kind Conflict when an Exclusive Store holds it.
+func (s *Store) holdShared(ctx context.Context, cc *pgx.ConnConfig) error {
+	conn, got, err := s.connectShared(ctx, cc)
+	if err != nil {
+		return err
+	}
+	if !got {
+		conn.Close(context.Background())
+		return kms.Errorf(kms.KindConflict, "kmsd rekey or migrate holds this database: start once it is done")
+	}
+	s.hold.conn = conn
+	return nil
+}
+
+// connectShared connects and tries to take the hold's lock in shared
+// mode, reporting whether it did.
+func (s *Store) connectShared(ctx context.Context, cc *pgx.ConnConfig) (*pgx.Conn, bool, error) {
+	rctx, cancel := s.roundTripCtx(ctx)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(rctx, cc.Copy())
+	if err != nil {
+		return nil, false, s.translate(ctx, "connect to take the store's shared lock", err)
+	}
+	var got bool
+	if err := conn.QueryRow(rctx, sqlHoldShared, int64(exclusiveLock)).Scan(&got); err != nil {
+		conn.Close(context.Background())
+		return nil, false, s.translate(ctx, "take the store's shared lock", err)
+	}
+	return conn, got, nil
+}
+
+// holdConn returns a connection for Watch to LISTEN on: the one Open took
+// the hold with, the first time; then a new one, on which it takes the
+// hold again (marking the Store displaced when it cannot). An Exclusive
+// Store's is a plain connection.
+func (s *Store) holdConn(ctx context.Context) (*pgx.Conn, error) {
+	s.hold.mu.Lock()
+	conn := s.hold.conn
+	s.hold.conn = nil
+	s.hold.mu.Unlock()
+	if conn != nil {
+		return conn, nil
+	}
+	cc := s.pool.Config().ConnConfig
+	if s.lock != nil {
+		rctx, cancel := s.roundTripCtx(ctx)
+		defer cancel()
+		return pgx.ConnectConfig(rctx, cc.Copy())
+	}
+	conn, got, err := s.connectShared(ctx, cc)
+	if err != nil {
+		return nil, err
+	}
+	if !got {
+		s.hold.displaced.Store(true)
+	}
+	return conn, nil
+}
+
+// releaseHold closes the hold's connection if Watch never took it.
+func (s *Store) releaseHold() {
+	s.hold.mu.Lock()
+	conn := s.hold.conn
+	s.hold.conn = nil
+	s.hold.mu.Unlock()
+	if conn != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
+		defer cancel()
+		closeHold(ctx, conn)
+	}
+}
+
+// closeHold lets go of the advisory locks conn holds, then closes it. The
+// server would let them go with the session, but only once its process
+// has seen the connection close: letting go first means that a kmsd
+// rekey started as soon as kmsd has stopped finds the database free.
+func closeHold(ctx context.Context, conn *pgx.Conn) {
+	if !conn.IsClosed() {
+		conn.Exec(ctx, "SELECT pg_advisory_unlock_all()") // on failure, the server lets go with the session
+	}
+	conn.Close(ctx)
+}
+
+// writable returns the error of a write now: the Store closed, or
+// displaced.
+func (s *Store) writable() error {
+	switch {
+	case s.closed.Load():
+		return errClosed
+	case s.hold.displaced.Load():
+		return errDisplaced
+	}
+	return nil
+}
