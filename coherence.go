@@ -62,6 +62,9 @@ func (s *Service) startCoherence() (stop func()) {
 			case <-t.C:
 				s.forgetCaches()
 				s.reloadSigner(context.Background())
+				if s.keyCheckDue.Load() {
+					s.checkMasterKey(context.Background())
+				}
 			case <-s.signerNotice:
 				s.reloadSigner(context.Background())
 			}
@@ -80,6 +83,8 @@ func (s *Service) forgetKeys(keys [][]byte) {
 	if keys == nil {
 		s.forgetCaches()
 		s.signerStale()
+		s.keyCheckDue.Store(true)
+		s.checkMasterKey(context.Background())
 		return
 	}
 	var rings, ringKeys, principals bool
@@ -116,4 +121,41 @@ func (s *Service) forgetCaches() {
 	s.keys.reset()
 	s.principals.reset()
 	s.forgetSessions()
+}
+
+// checkMasterKey stops every write of the Service, for good, when the
+// store's secrets are sealed under another master key than its own: a
+// kmsd rekey ran while this process was cut off from the store (the lock
+// that keeps rekey from running beside a node is held on the connection
+// that announcements come on, whose loss is when the check falls due).
+// While the store cannot be read, the check stays due, and the coherence
+// goroutine tries again at its next tick.
+func (s *Service) checkMasterKey(ctx context.Context) {
+	if s.journal.rekeyed.Load() != nil {
+		s.keyCheckDue.Store(false)
+		return
+	}
+	var sealed []byte
+	err := s.store.View(ctx, func(tx Txn) error {
+		var err error
+		sealed, err = tx.Get(keyMACKeys)
+		return err
+	})
+	switch {
+	case isNotFound(err): // never rekeyed
+		s.keyCheckDue.Store(false)
+		return
+	case err != nil:
+		return // not readable now: still due
+	}
+	s.keyCheckDue.Store(false)
+	raw, err := s.sealer.Open(sealed, keyMACKeys)
+	if err == nil {
+		clear(raw)
+		return
+	}
+	e := &Error{Kind: KindUnavailable, Message: "service unavailable: the store was rekeyed to another master key while this process ran; restart it with the new master key"}
+	if s.journal.rekeyed.CompareAndSwap(nil, e) {
+		s.log.Error().Msg("the store was rekeyed to another master key while this process ran: it refuses every write until restarted with the new master key")
+	}
 }

@@ -165,6 +165,11 @@ type journal struct {
 	// unhealthy is why the journal cannot write now (a batch in doubt,
 	// a failure it cannot recover from), or nil; Service.Ping reads it.
 	unhealthy atomic.Pointer[Error]
+	// rekeyed is set, for good, when the store turns out to be sealed
+	// under another master key than this process's (a kmsd rekey ran
+	// while it was cut off from a shared store): every batch fails, since
+	// what it sealed would open under no key the store has.
+	rekeyed atomic.Pointer[Error]
 }
 
 // doubt is a batch whose writes the store committed but whose records the
@@ -410,6 +415,10 @@ func (j *journal) quiesce() (seq uint64, resume func(), err error) {
 func (j *journal) commit(batch []*job) {
 	if j.failed != nil {
 		j.answer(batch, &Error{Kind: KindInternal, Message: "activity trail unavailable", Err: j.failed})
+		return
+	}
+	if e := j.rekeyed.Load(); e != nil {
+		j.answer(batch, e)
 		return
 	}
 	if j.doubt != nil && !j.settle() {

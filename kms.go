@@ -103,6 +103,7 @@ type Service struct {
 	signer       atomic.Pointer[headerSigner] // signs new headers (signingkeys.go)
 	signerMu     sync.Mutex                   // serialises changes of signer
 	signerNotice chan struct{}                // another process may have rotated the signing key (coherence.go)
+	keyCheckDue  atomic.Bool                  // the master key is to be checked against the store (coherence.go)
 	verifyMu     sync.RWMutex
 	verify       map[[8]byte]ed25519.PublicKey
 
@@ -228,6 +229,9 @@ func (s *Service) Ping(ctx context.Context) error {
 		return internalError("store does not answer", err)
 	}
 	if e := s.journal.unhealthy.Load(); e != nil {
+		return e
+	}
+	if e := s.journal.rekeyed.Load(); e != nil {
 		return e
 	}
 	return s.store.Writable(ctx)

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -153,5 +154,69 @@ func TestCluster(t *testing.T) {
 		if n, err := sts[i].Trail().(*Trail).refresh(); err != nil || res.Records != n {
 			t.Errorf("node %d: VerifyActivityChain checked %d records, the trail has %d (%v)", i, res.Records, n, err)
 		}
+	}
+}
+
+// TestRekeyedWhileCutOff: a node cut off from the database while kmsd
+// rekey runs, which gets its share of the lock back after the rekey
+// ended, finds the store sealed under another master key once its
+// connection is back, and refuses every write (and its health check)
+// from then on, instead of sealing new secrets under the old key.
+func TestRekeyedWhileCutOff(t *testing.T) {
+	direct := pgtest.URL(t)
+	p, viaProxy := newProxy(t, direct)
+	ctx := context.Background()
+	oldKey, newKey := kms.GenerateMasterKey(), kms.GenerateMasterKey()
+	svc, err := kms.New(openStore(t, viaProxy, Options{}), kms.Options{MasterKey: oldKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	b, err := svc.Bootstrap(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, err := svc.Authenticate(ctx, b.Secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := kms.WithPrincipal(ctx, pr)
+	if _, err := svc.CreateKeyRing(root, kms.CreateKeyRingInput{Name: "r"}); err != nil {
+		t.Fatal(err)
+	}
+
+	p.stop()
+	deadline := time.Now().Add(10 * time.Second)
+	var st *Store
+	for st == nil {
+		// The server lets the node's lock go once it sees its connection
+		// closed.
+		if st, err = Open(ctx, direct, Options{Exclusive: true, Existing: true}); err != nil {
+			if kms.ErrorKind(err) != kms.KindConflict || time.Now().After(deadline) {
+				t.Fatalf("Open for the rekey = %v", err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if _, err := kms.Rekey(ctx, st, oldKey, newKey); err != nil {
+		t.Fatalf("Rekey = %v", err)
+	}
+	st.Close()
+	p.start()
+
+	deadline = time.Now().Add(15 * time.Second)
+	for {
+		err := svc.Ping(ctx)
+		if err != nil && strings.Contains(err.Error(), "rekeyed") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Ping = %v, want the error of a store rekeyed under the node", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_, err = svc.CreateKeyRing(root, kms.CreateKeyRingInput{Name: "after"})
+	if kms.ErrorKind(err) != kms.KindUnavailable || !strings.Contains(err.Error(), "restart it with the new master key") {
+		t.Fatalf("CreateKeyRing on the node = %v, want Unavailable saying to restart with the new master key", err)
 	}
 }
