@@ -125,30 +125,24 @@ func (s *Service) forgetCaches() {
 
 // checkMasterKey stops every write of the Service, for good, when the
 // store's secrets are sealed under another master key than its own: a
-// kmsd rekey ran while this process was cut off from the store (the lock
-// that keeps rekey from running beside a node is held on the connection
-// that announcements come on, whose loss is when the check falls due).
-// While the store cannot be read, the check stays due, and the coherence
-// goroutine tries again at its next tick.
+// rekey (Rekey) ran while this process was cut off from the shared store.
+// The check falls due when the Watcher says announcements may have been
+// lost, which is when the process was cut off; while the store cannot be
+// read, it stays due, and the coherence goroutine tries again at its next
+// tick.
 func (s *Service) checkMasterKey(ctx context.Context) {
 	if s.journal.rekeyed.Load() != nil {
 		s.keyCheckDue.Store(false)
 		return
 	}
-	var sealed []byte
-	err := s.store.View(ctx, func(tx Txn) error {
-		var err error
-		sealed, err = tx.Get(keyMACKeys)
-		return err
-	})
-	switch {
-	case isNotFound(err): // never rekeyed
-		s.keyCheckDue.Store(false)
-		return
-	case err != nil:
+	sealed, err := readSealedKeys(ctx, s.store)
+	if err != nil {
 		return // not readable now: still due
 	}
 	s.keyCheckDue.Store(false)
+	if sealed == nil {
+		return // never rekeyed
+	}
 	raw, err := s.sealer.Open(sealed, keyMACKeys)
 	if err == nil {
 		clear(raw)

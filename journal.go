@@ -166,7 +166,7 @@ type journal struct {
 	// a failure it cannot recover from), or nil; Service.Ping reads it.
 	unhealthy atomic.Pointer[Error]
 	// rekeyed is set, for good, when the store turns out to be sealed
-	// under another master key than this process's (a kmsd rekey ran
+	// under another master key than this process's (a Rekey ran
 	// while it was cut off from a shared store): every batch fails, since
 	// what it sealed would open under no key the store has.
 	rekeyed atomic.Pointer[Error]

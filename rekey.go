@@ -32,15 +32,7 @@ type serviceKeys struct {
 func loadServiceKeys(ctx context.Context, st Store, mk MasterKey) (*serviceKeys, error) {
 	m := mk.b[:]
 	k := &serviceKeys{Seal: seal.Derive(m, "seal")}
-	var sealed []byte
-	err := st.View(ctx, func(tx Txn) error {
-		var err error
-		sealed, err = tx.Get(keyMACKeys)
-		if isNotFound(err) {
-			sealed, err = nil, nil
-		}
-		return err
-	})
+	sealed, err := readSealedKeys(ctx, st)
 	if err != nil {
 		return nil, internalError("read the service keys", err)
 	}
@@ -59,6 +51,21 @@ func loadServiceKeys(ctx context.Context, st Store, mk MasterKey) (*serviceKeys,
 		return nil, Errorf(KindInternal, "the store's service keys are malformed")
 	}
 	return k, nil
+}
+
+// readSealedKeys returns the service keys as st holds them, sealed, or
+// nil when st was never rekeyed.
+func readSealedKeys(ctx context.Context, st Store) ([]byte, error) {
+	var sealed []byte
+	err := st.View(ctx, func(tx Txn) error {
+		var err error
+		sealed, err = tx.Get(keyMACKeys)
+		if isNotFound(err) {
+			sealed, err = nil, nil
+		}
+		return err
+	})
+	return sealed, err
 }
 
 // RekeyResult says what Rekey moved to the new master key.

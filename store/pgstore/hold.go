@@ -10,22 +10,25 @@ import (
 	"github.com/ringkms/kms"
 )
 
-// The hold: every Store that is not Exclusive holds the advisory lock
-// exclusiveLock in shared mode, on a connection of its own, for as long as
-// it is open, and an Exclusive Store holds it exclusively. So kmsd rekey
-// (Exclusive) cannot start while a kmsd node has the database open, nor a
-// node while rekey or migrate runs: a node that went on writing with the
-// old master key after a rekey would seal what it writes under a key that
-// opens nothing any more.
+// The hold: every Store holds the advisory lock exclusiveLock, on a
+// connection of its own, for as long as it is open: in shared mode, or
+// exclusively with Options.Exclusive. So kmsd rekey (Exclusive) cannot
+// start while a kmsd node has the database open, nor a node while rekey or
+// migrate runs: a node that went on writing with the old master key after
+// a rekey would seal what it writes under a key that opens nothing any
+// more.
 //
 // The connection that holds the lock is the one Watch LISTENs on. When it
 // is lost, the server lets the lock go, and Watch takes it again with the
-// new connection; if an Exclusive Store holds the database by then, the
-// Store is displaced: every write fails from then on, since what that
-// Store did (a rekey, a migration) is not undone by its end.
+// new connection; if another Store has taken the database meanwhile, the
+// Store is displaced: every write fails from then on, since what the
+// other did (a rekey, a migration) is not undone by its end. When Watch
+// stops (its Service is closing), the lock goes with its connection,
+// before Close.
 type hold struct {
-	mu   sync.Mutex
-	conn *pgx.Conn // taken at Open, until Watch takes it over
+	mu        sync.Mutex
+	conn      *pgx.Conn // taken at Open, until Watch takes it over
+	exclusive bool      // Options.Exclusive
 
 	displaced atomic.Bool
 }
@@ -34,46 +37,56 @@ type hold struct {
 var errDisplaced = &kms.Error{Kind: kms.KindUnavailable,
 	Message: "service unavailable: kmsd rekey or migrate took this database while this process's connection to it was lost; restart kmsd (with the master key the store has now)"}
 
-// sqlHoldShared takes the hold's lock in shared mode, if no Exclusive
-// Store holds it.
-const sqlHoldShared = "SELECT pg_try_advisory_lock_shared($1)"
+// The statements that try to take the hold's lock, shared or exclusive.
+const (
+	sqlHoldShared    = "SELECT pg_try_advisory_lock_shared($1)"
+	sqlHoldExclusive = "SELECT pg_try_advisory_lock($1)"
+)
 
-// holdShared connects and takes the lock of the hold in shared mode, or
-// fails with an error of kind Conflict when an Exclusive Store holds it.
-func (s *Store) holdShared(ctx context.Context, cc *pgx.ConnConfig) error {
-	conn, got, err := s.connectShared(ctx, cc)
+// takeHold connects and takes the hold's lock, exclusively or not, or
+// fails with an error of kind Conflict when another Store has the
+// database in a way that excludes it.
+func (s *Store) takeHold(ctx context.Context, cc *pgx.ConnConfig, exclusive bool) error {
+	s.hold.exclusive = exclusive
+	conn, got, err := s.connectHeld(ctx, cc)
 	if err != nil {
 		return err
 	}
 	if !got {
 		conn.Close(context.Background())
+		if exclusive {
+			return kms.Errorf(kms.KindConflict, "another process has this database open (a kmsd node, or kmsd rekey or migrate): stop it first")
+		}
 		return kms.Errorf(kms.KindConflict, "kmsd rekey or migrate holds this database: start once it is done")
 	}
 	s.hold.conn = conn
 	return nil
 }
 
-// connectShared connects and tries to take the hold's lock in shared
+// connectHeld connects and tries to take the hold's lock in the Store's
 // mode, reporting whether it did.
-func (s *Store) connectShared(ctx context.Context, cc *pgx.ConnConfig) (*pgx.Conn, bool, error) {
+func (s *Store) connectHeld(ctx context.Context, cc *pgx.ConnConfig) (*pgx.Conn, bool, error) {
 	rctx, cancel := s.roundTripCtx(ctx)
 	defer cancel()
 	conn, err := pgx.ConnectConfig(rctx, cc.Copy())
 	if err != nil {
-		return nil, false, s.translate(ctx, "connect to take the store's shared lock", err)
+		return nil, false, s.translate(ctx, "connect to take the store's lock", err)
+	}
+	q := sqlHoldShared
+	if s.hold.exclusive {
+		q = sqlHoldExclusive
 	}
 	var got bool
-	if err := conn.QueryRow(rctx, sqlHoldShared, int64(exclusiveLock)).Scan(&got); err != nil {
+	if err := conn.QueryRow(rctx, q, int64(exclusiveLock)).Scan(&got); err != nil {
 		conn.Close(context.Background())
-		return nil, false, s.translate(ctx, "take the store's shared lock", err)
+		return nil, false, s.translate(ctx, "take the store's lock", err)
 	}
 	return conn, got, nil
 }
 
 // holdConn returns a connection for Watch to LISTEN on: the one Open took
 // the hold with, the first time; then a new one, on which it takes the
-// hold again (marking the Store displaced when it cannot). An Exclusive
-// Store's is a plain connection.
+// hold again, marking the Store displaced when it cannot.
 func (s *Store) holdConn(ctx context.Context) (*pgx.Conn, error) {
 	s.hold.mu.Lock()
 	conn := s.hold.conn
@@ -82,13 +95,7 @@ func (s *Store) holdConn(ctx context.Context) (*pgx.Conn, error) {
 	if conn != nil {
 		return conn, nil
 	}
-	cc := s.pool.Config().ConnConfig
-	if s.lock != nil {
-		rctx, cancel := s.roundTripCtx(ctx)
-		defer cancel()
-		return pgx.ConnectConfig(rctx, cc.Copy())
-	}
-	conn, got, err := s.connectShared(ctx, cc)
+	conn, got, err := s.connectHeld(ctx, s.pool.Config().ConnConfig)
 	if err != nil {
 		return nil, err
 	}

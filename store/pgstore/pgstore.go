@@ -101,25 +101,27 @@ type Options struct {
 	// beyond the caller's context.
 	QueryTimeout time.Duration
 
-	// Exclusive makes Open take a lock on the database that a second
-	// Exclusive Store, in this process or another, cannot take while this
-	// one is open: Open then answers an error of kind Conflict. kmsd
-	// migrate sets it while it fills a database. The lock is a PostgreSQL
-	// session advisory lock held by a connection of its own, outside the
-	// pool, and is let go by Close, or by the server when that connection
-	// is lost. (CockroachDB has no advisory locks.)
+	// Exclusive makes Open take the database for this Store alone: while
+	// it is open, no other Store, Exclusive or not, in this process or
+	// another, opens on the database, and it does not open while another
+	// is open; Open then answers an error of kind Conflict. kmsd migrate
+	// sets it while it fills a database, and kmsd rekey while it reseals
+	// it. The lock is a PostgreSQL session advisory lock, which every
+	// other Store holds in shared mode (hold.go), on a connection of its
+	// own outside the pool; it is let go by Close, or by the server when
+	// that connection is lost. (CockroachDB has no advisory locks.)
 	Exclusive bool
 
 	// Existing makes Open refuse, with an error of kind NotFound and
 	// without writing anything, a database that kmsd never opened (one
 	// without its schema), instead of creating the schema there. Commands
-	// that read or change a store kept elsewhere (kmsd verify-audit,
-	// backup, rekey, rotate-signing-key) set it, so that a mistyped URL
-	// is an error rather than an empty store that passes every check.
+	// that read or change a store kept elsewhere (kmsd verify-audit, audit
+	// export, rekey, rotate-signing-key) set it, so that a mistyped URL is
+	// an error rather than an empty store that passes every check.
 	Existing bool
 }
 
-// exclusiveLock is the key of the advisory lock of Options.Exclusive.
+// exclusiveLock is the key of the advisory lock of the hold (hold.go).
 const exclusiveLock = 0x72696e676b6d73 // "ringkms"
 
 // Store is a kms.Store on a PostgreSQL database. It is safe for concurrent
@@ -131,9 +133,8 @@ type Store struct {
 	timeout  time.Duration // per round trip; 0: none
 	health   health
 	closed   atomic.Bool
-	lock     *pgx.Conn // holds the lock of Options.Exclusive
-	hold     hold      // the lock in shared mode, without Options.Exclusive (hold.go)
-	watch    watch     // what Watch asked for (watch.go)
+	hold     hold  // the advisory lock, shared or with Options.Exclusive (hold.go)
+	watch    watch // what Watch asked for (watch.go)
 }
 
 // Open connects to the database that url names (a postgres:// URL or a
@@ -186,12 +187,7 @@ func Open(ctx context.Context, dbURL string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, s.translate(ctx, "open database", err)
 	}
-	if opts.Exclusive {
-		err = s.lockExclusive(ctx, cfg.ConnConfig)
-	} else {
-		err = s.holdShared(ctx, cfg.ConnConfig)
-	}
-	if err != nil {
+	if err = s.takeHold(ctx, cfg.ConnConfig, opts.Exclusive); err != nil {
 		s.pool.Close()
 		return nil, err
 	}
@@ -204,28 +200,6 @@ func Open(ctx context.Context, dbURL string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
-}
-
-// lockExclusive takes the lock of Options.Exclusive on a connection of
-// its own.
-func (s *Store) lockExclusive(ctx context.Context, cc *pgx.ConnConfig) error {
-	rctx, cancel := s.roundTripCtx(ctx)
-	defer cancel()
-	conn, err := pgx.ConnectConfig(rctx, cc.Copy())
-	if err != nil {
-		return s.translate(ctx, "connect to take the store's lock", err)
-	}
-	var got bool
-	if err := conn.QueryRow(rctx, "SELECT pg_try_advisory_lock($1)", int64(exclusiveLock)).Scan(&got); err != nil {
-		conn.Close(context.Background())
-		return s.translate(ctx, "take the store's lock", err)
-	}
-	if !got {
-		conn.Close(context.Background())
-		return kms.Errorf(kms.KindConflict, "another process has this database open (a kmsd node, or kmsd rekey or migrate): stop it first")
-	}
-	s.lock = conn
-	return nil
 }
 
 // setsMaxConns reports whether the connection string sets pool_max_conns.
@@ -274,11 +248,6 @@ func (s *Store) Close() error {
 	}
 	s.pool.Close()
 	s.releaseHold()
-	if s.lock != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
-		defer cancel()
-		closeHold(ctx, s.lock)
-	}
 	return nil
 }
 
