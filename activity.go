@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ringkms/kms/internal/hmackey"
 	"github.com/ringkms/kms/internal/seal"
 )
 
@@ -192,10 +193,10 @@ func VerifyAudit(ctx context.Context, st Store, mk MasterKey) (VerifyChainResult
 	if err := s.loadSigningKey(ctx); err != nil {
 		return VerifyChainResult{}, err
 	}
-	return verifyChain(ctx, st, newMACKey(keys.AuditChain))
+	return verifyChain(ctx, st, hmackey.New(keys.AuditChain))
 }
 
-func verifyChain(ctx context.Context, st Store, chainKey *macKey) (VerifyChainResult, error) {
+func verifyChain(ctx context.Context, st Store, chainKey *hmackey.Key) (VerifyChainResult, error) {
 	var res VerifyChainResult
 	var head chainHead
 	err := st.View(ctx, func(tx Txn) error {

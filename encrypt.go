@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+
+	"github.com/ringkms/kms/internal/headersign"
 )
 
 // AssetInput creates or updates an Asset in an encrypt call.
@@ -134,7 +136,7 @@ func (s *Service) Encrypt(ctx context.Context, in EncryptInput) (*EncryptResult,
 	act := s.newActivity(p, "encrypt", lower, true, map[string]any{"ringId": r.ID, "keyId": k.ID, "hash": res.Hash})
 	if in.Asset == nil {
 		// The journal signs the header with the others of its batch.
-		hdr := &signReq{body: s.headerBody(hash, now.UnixMilli(), nil)}
+		hdr := &headersign.Req{Body: s.headerBody(hash, now.UnixMilli(), nil)}
 		if err := s.journal.submitJob(&job{act: act, header: hdr, guard: s.ringGuard(r.ID), key: s.keyGuard(r, k)}); err != nil {
 			return nil, err
 		}
@@ -153,7 +155,7 @@ func (s *Service) Encrypt(ctx context.Context, in EncryptInput) (*EncryptResult,
 	}
 	act.Props["assetId"] = assetID
 	var rec *assetRecord
-	hdr := &signReq{}
+	hdr := &headersign.Req{}
 	mutate := func(tx Txn) error {
 		var err error
 		if rec, err = s.writeAsset(tx, p, r.ID, k.ID, assetID, in.Asset, data, parents, now); err != nil {
@@ -163,7 +165,7 @@ func (s *Service) Encrypt(ctx context.Context, in EncryptInput) (*EncryptResult,
 		if err != nil {
 			return err
 		}
-		hdr.body = s.headerBody(hash, now.UnixMilli(), &assetSeal{id: id, digest: rec.digest()})
+		hdr.Body = s.headerBody(hash, now.UnixMilli(), &assetSeal{id: id, digest: rec.digest()})
 		return nil
 	}
 	if err := s.journal.submitJob(&job{act: act, mutate: mutate, header: hdr, guard: s.ringGuard(r.ID), key: s.keyGuard(r, k)}); err != nil {

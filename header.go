@@ -7,6 +7,8 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
+
+	"github.com/ringkms/kms/internal/headersign"
 )
 
 // Hash and header formats, version 1. docs/FORMAT.md is their
@@ -31,7 +33,7 @@ import (
 //	        (the bytes so far are the body)
 //	then    proof depth d (0..4), leaf index (below 2^d)
 //	then    d sibling digests of 32 bytes, from the leaf up
-//	then    Ed25519 signature of the root of the batch's Merkle tree (signer.go)
+//	then    Ed25519 signature of the root of the batch's Merkle tree (internal/headersign)
 //	then    HMAC-SHA256(header key, every byte before it), first 16 bytes
 const (
 	formatVersion = 1
@@ -54,7 +56,7 @@ func (s *Service) newHash(ringID, keyID [16]byte) []byte {
 	copy(b[17:33], keyID[:])
 	rand.Read(b[33:49])
 	var sum [32]byte
-	copy(b[49:], s.hashMAC.sum(sum[:0], b[:49])[:macLen])
+	copy(b[49:], s.hashMAC.Sum(sum[:0], b[:49])[:macLen])
 	return b
 }
 
@@ -76,7 +78,7 @@ func (s *Service) parseHash(text string) (hashRef, error) {
 		return hashRef{}, Errorf(KindInvalid, "hash has unknown version %d", raw[0])
 	}
 	var sum [32]byte
-	if !hmac.Equal(s.hashMAC.sum(sum[:0], raw[:49])[:macLen], raw[49:]) {
+	if !hmac.Equal(s.hashMAC.Sum(sum[:0], raw[:49])[:macLen], raw[49:]) {
 		return hashRef{}, Errorf(KindInvalid, "hash failed verification: it was altered or not issued by this service")
 	}
 	return hashRef{raw: raw, ringID: hex.EncodeToString(raw[1:17]), keyID: hex.EncodeToString(raw[17:33])}, nil
@@ -96,7 +98,7 @@ func (s *Service) headerBody(hash []byte, issuedMs int64, asset *assetSeal) []by
 	if asset != nil {
 		n += headerAssetLen
 	}
-	b := make([]byte, n, n+2+32*maxSignDepth+ed25519.SignatureSize+macLen)
+	b := make([]byte, n, n+2+32*headersign.MaxDepth+ed25519.SignatureSize+macLen)
 	b[0] = formatVersion
 	binary.BigEndian.PutUint64(b[10:18], uint64(issuedMs))
 	copy(b[18:83], hash)
@@ -110,10 +112,10 @@ func (s *Service) headerBody(hash []byte, issuedMs int64, asset *assetSeal) []by
 
 // finishHeader appends to a signed body its signature's tail and the MAC,
 // and encodes the header.
-func (s *Service) finishHeader(r *signReq) string {
-	b := append(r.body, r.proof...)
+func (s *Service) finishHeader(r *headersign.Req) string {
+	b := append(r.Body, r.Proof...)
 	var mac [32]byte // the whole sum: headerBody left room for macLen bytes of it
-	return b64String(append(b, s.headerMAC.sum(mac[:0], b)[:macLen]...))
+	return b64String(append(b, s.headerMAC.Sum(mac[:0], b)[:macLen]...))
 }
 
 // headerInfo is a decoded header.
@@ -140,7 +142,7 @@ func (s *Service) parseHeader(text string) (headerInfo, error) {
 		return h, err
 	}
 	var sum [32]byte
-	h.macOK = hmac.Equal(s.headerMAC.sum(sum[:0], raw[:len(raw)-macLen])[:macLen], raw[len(raw)-macLen:])
+	h.macOK = hmac.Equal(s.headerMAC.Sum(sum[:0], raw[:len(raw)-macLen])[:macLen], raw[len(raw)-macLen:])
 	return h, nil
 }
 
@@ -163,7 +165,7 @@ func decodeHeader(text string) (headerInfo, []byte, error) {
 		return headerInfo{}, nil, Errorf(KindInvalid, "header is malformed")
 	}
 	depth, index := int(raw[n]), int(raw[n+1])
-	if depth > maxSignDepth || index >= 1<<depth || len(raw) != n+2+32*depth+ed25519.SignatureSize+macLen {
+	if depth > headersign.MaxDepth || index >= 1<<depth || len(raw) != n+2+32*depth+ed25519.SignatureSize+macLen {
 		return headerInfo{}, nil, Errorf(KindInvalid, "header is malformed")
 	}
 	copy(h.signID[:], raw[2:10])
@@ -183,8 +185,7 @@ func decodeHeader(text string) (headerInfo, []byte, error) {
 // signedBy reports whether the header's Ed25519 signature, of the root its
 // proof leads to, verifies under pub.
 func (h *headerInfo) signedBy(pub ed25519.PublicKey) bool {
-	root := headerRoot(h.body, h.index, h.proof)
-	return ed25519.Verify(pub, append([]byte(headerRootCtx), root[:]...), h.sig)
+	return headersign.Verify(pub, h.body, h.index, h.proof, h.sig)
 }
 
 // verifySignature checks the header's signature against the signing key

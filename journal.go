@@ -12,6 +12,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ringkms/kms/internal/headersign"
+	"github.com/ringkms/kms/internal/hmackey"
 )
 
 // The journal is the Service's single writer. Every write of the domain,
@@ -23,7 +26,7 @@ import (
 //     activity records under act/pending;
 //  2. appends the activity records to the Trail, durably, and meanwhile,
 //     on another goroutine, signs the headers of the batch's encrypt
-//     calls, a few Merkle trees with one signature each (signer.go);
+//     calls, a few Merkle trees with one signature each (internal/headersign);
 //  3. writes their index entries to the store (UpdateNoSync: they can be
 //     rebuilt from the trail);
 //  4. answers each job.
@@ -91,7 +94,7 @@ type job struct {
 	act    *Activity         // nil for a write with no activity record
 	mutate func(w Txn) error // nil for a record alone
 	after  func()            // run on the writer goroutine after a commit in which mutate succeeded
-	header *signReq          // a header to sign after the commit, when its body is set (signer.go)
+	header *headersign.Req   // a header to sign after the commit, when its body is set (internal/headersign)
 	fail   error             // the operation's failure, known before the commit: its record's result
 	guard  []byte            // with a SharedTrail, a key that must exist when the job commits (its ring)
 	key    *keyGuard         // with a SharedTrail, the key an encrypt hands out, which must be usable when the job commits
@@ -112,8 +115,8 @@ type chainHead struct {
 type journal struct {
 	store    Store
 	trail    Trail
-	shared   SharedTrail // the trail, when other processes append to it too; nil otherwise
-	chainKey *macKey     // keys the activity chain (chainDigest)
+	shared   SharedTrail  // the trail, when other processes append to it too; nil otherwise
+	chainKey *hmackey.Key // keys the activity chain (chainDigest)
 	now      func() time.Time
 	log      func(err error, msg string)
 
@@ -128,15 +131,15 @@ type journal struct {
 	wg      sync.WaitGroup
 
 	// Owned by the run goroutine after start:
-	head    chainHead   // the last record in the trail
-	index   *termIndex  // entries of the records after the indexed head
-	indexed chainHead   // the last record the store's index names
-	failed  error       // set when the journal can no longer write safely
-	doubt   *doubt      // a batch whose outcome is not settled yet
-	written []string    // scratch: the keys the batch's store transaction wrote
-	recs    [][]byte    // scratch: the records of a batch
-	signs   []*signReq  // scratch: the headers of a batch
-	acts    []*Activity // scratch: the records of a batch, for the observer
+	head    chainHead         // the last record in the trail
+	index   *termIndex        // entries of the records after the indexed head
+	indexed chainHead         // the last record the store's index names
+	failed  error             // set when the journal can no longer write safely
+	doubt   *doubt            // a batch whose outcome is not settled yet
+	written []string          // scratch: the keys the batch's store transaction wrote
+	recs    [][]byte          // scratch: the records of a batch
+	signs   []*headersign.Req // scratch: the headers of a batch
+	acts    []*Activity       // scratch: the records of a batch, for the observer
 
 	// observer, when set, is told of each batch (observe.go), with the
 	// time of its trail append.
@@ -149,7 +152,7 @@ type journal struct {
 	// signer signs headers: the Service's, which New sets once the
 	// signing key is loaded, before any job can carry a header, and a
 	// rotation replaces (signingkeys.go). Each batch loads it once.
-	signer *atomic.Pointer[headerSigner]
+	signer *atomic.Pointer[headersign.Signer]
 
 	// undone runs after the writes of a batch were undone, so that no
 	// cache keeps what a reader saw of them meanwhile; New sets it.
@@ -182,7 +185,7 @@ type doubt struct {
 	err    error     // the trail's refusal
 }
 
-func startJournal(ctx context.Context, st Store, chainKey *macKey, now func() time.Time, log func(error, string), obs Observer) (*journal, error) {
+func startJournal(ctx context.Context, st Store, chainKey *hmackey.Key, now func() time.Time, log func(error, string), obs Observer) (*journal, error) {
 	j := &journal{store: st, trail: st.Trail(), chainKey: chainKey, now: now, log: log, observer: obs,
 		jobs: make(chan *job, 4*maxBatch), index: newTermIndex(),
 		pause: runtime.Gosched}
@@ -857,7 +860,7 @@ func (j *journal) signHeaders(batch []*job) <-chan struct{} {
 	done := make(chan struct{})
 	j.signs = j.signs[:0]
 	for _, jb := range batch {
-		if jb.err == nil && jb.header != nil && jb.header.body != nil {
+		if jb.err == nil && jb.header != nil && jb.header.Body != nil {
 			j.signs = append(j.signs, jb.header)
 		}
 	}
@@ -868,7 +871,7 @@ func (j *journal) signHeaders(batch []*job) <-chan struct{} {
 	g := j.signer.Load()
 	go func() {
 		defer close(done)
-		g.sign(j.signs)
+		g.Sign(j.signs)
 	}()
 	return done
 }
@@ -1059,9 +1062,9 @@ func decodePending(b []byte) (first uint64, recs [][]byte, err error) {
 // from the master key, of the previous record's digest (hex) followed by
 // the record's JSON, which itself names prev. Keyed, so that whoever can
 // write the store but holds no master key cannot forge a consistent chain.
-func chainDigest(key *macKey, prev string, body []byte) [32]byte {
+func chainDigest(key *hmackey.Key, prev string, body []byte) [32]byte {
 	var out [32]byte
-	key.sum(out[:0], []byte(prev), body)
+	key.Sum(out[:0], []byte(prev), body)
 	return out
 }
 

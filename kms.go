@@ -10,6 +10,8 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/ringkms/kms/internal/headersign"
+	"github.com/ringkms/kms/internal/hmackey"
 	"github.com/ringkms/kms/internal/seal"
 )
 
@@ -96,14 +98,14 @@ type Service struct {
 	limits  *rateLimiter // nil: no rate limits
 
 	sealer    *seal.Sealer // secrets at rest
-	hashMAC   *macKey      // MAC of hashes
-	headerMAC *macKey      // MAC of headers
+	hashMAC   *hmackey.Key // MAC of hashes
+	headerMAC *hmackey.Key // MAC of headers
 	pager     pager
 
-	signer       atomic.Pointer[headerSigner] // signs new headers (signingkeys.go)
-	signerMu     sync.Mutex                   // serialises changes of signer
-	signerNotice chan struct{}                // another process may have rotated the signing key (coherence.go)
-	keyCheckDue  atomic.Bool                  // the master key is to be checked against the store (coherence.go)
+	signer       atomic.Pointer[headersign.Signer] // signs new headers (signingkeys.go)
+	signerMu     sync.Mutex                        // serialises changes of signer
+	signerNotice chan struct{}                     // another process may have rotated the signing key (coherence.go)
+	keyCheckDue  atomic.Bool                       // the master key is to be checked against the store (coherence.go)
 	verifyMu     sync.RWMutex
 	verify       map[[8]byte]ed25519.PublicKey
 
@@ -154,8 +156,8 @@ func New(st Store, opts Options) (*Service, error) {
 		return nil, err
 	}
 	s.sealer = seal.New(keys.Seal)
-	s.hashMAC = newMACKey(keys.HashMAC)
-	s.headerMAC = newMACKey(keys.HeaderMAC)
+	s.hashMAC = hmackey.New(keys.HashMAC)
+	s.headerMAC = hmackey.New(keys.HeaderMAC)
 	s.pager = pager{sealer: seal.New(keys.Cursor)}
 	s.rings = newCache[string, *ringRecord](size)
 	s.ringNames = newCache[string, string](size)
@@ -185,7 +187,7 @@ func New(st Store, opts Options) (*Service, error) {
 	if err := s.loadSigningKey(ctx); err != nil {
 		return nil, err
 	}
-	j, err := startJournal(ctx, st, newMACKey(keys.AuditChain), s.now, func(err error, msg string) { s.log.Error().Err(err).Msg(msg) }, opts.Observer)
+	j, err := startJournal(ctx, st, hmackey.New(keys.AuditChain), s.now, func(err error, msg string) { s.log.Error().Err(err).Msg(msg) }, opts.Observer)
 	if err != nil {
 		return nil, err
 	}

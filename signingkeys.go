@@ -11,10 +11,12 @@ import (
 	"encoding/json"
 	"slices"
 	"time"
+
+	"github.com/ringkms/kms/internal/headersign"
 )
 
 // Header signing keys. Every header is signed with an Ed25519 key of the
-// service (signer.go); the public halves are published (SigningKeys, GET
+// service (internal/headersign); the public halves are published (SigningKeys, GET
 // /ks/signing-keys), so that anyone can check a header without asking the
 // service (SigningKeySet.VerifyHeader). One key is active: it signs new
 // headers. RotateSigningKey makes a new one active in one store
@@ -148,7 +150,7 @@ func (s *Service) openSeed(k, sealed []byte) (ed25519.PrivateKey, error) {
 // newSigningKey is a new signing key and the store records that publish
 // it: under key, its seed sealed; under metaKey, its signingKeyMeta.
 type newSigningKey struct {
-	signer        *headerSigner
+	signer        *headersign.Signer
 	hexID         []byte
 	key, sealed   []byte
 	metaKey, meta []byte
@@ -160,9 +162,9 @@ func (s *Service) makeSigningKey(now time.Time) (*newSigningKey, error) {
 	defer clear(seed)
 	priv := ed25519.NewKeyFromSeed(seed)
 	sum := sha256.Sum256(priv.Public().(ed25519.PublicKey))
-	n := &newSigningKey{signer: &headerSigner{key: priv}}
-	copy(n.signer.id[:], sum[:8])
-	n.hexID = []byte(hex.EncodeToString(n.signer.id[:]))
+	n := &newSigningKey{signer: &headersign.Signer{Key: priv}}
+	copy(n.signer.ID[:], sum[:8])
+	n.hexID = []byte(hex.EncodeToString(n.signer.ID[:]))
 	n.key = join(pfxSigning, n.hexID)
 	n.sealed = s.sealer.Seal(seed, n.key)
 	n.metaKey = join(pfxSigningMeta, n.hexID)
@@ -187,14 +189,14 @@ func (n *newSigningKey) write(tx Txn) error {
 // public is the key as SigningKeys lists it.
 func (n *newSigningKey) public(now time.Time) *SigningKey {
 	return &SigningKey{ID: string(n.hexID), Algorithm: SigningKeyAlgorithm, Active: true, CreatedAt: now.UTC(),
-		PublicKey: base64.StdEncoding.EncodeToString(n.signer.key.Public().(ed25519.PublicKey))}
+		PublicKey: base64.StdEncoding.EncodeToString(n.signer.Key.Public().(ed25519.PublicKey))}
 }
 
 // useSigner makes g the signer of new headers, and its public key one
 // that verifies.
-func (s *Service) useSigner(g *headerSigner) {
+func (s *Service) useSigner(g *headersign.Signer) {
 	s.verifyMu.Lock()
-	s.verify[g.id] = g.key.Public().(ed25519.PublicKey)
+	s.verify[g.ID] = g.Key.Public().(ed25519.PublicKey)
 	s.verifyMu.Unlock()
 	s.signer.Store(g)
 }
@@ -204,7 +206,7 @@ func (s *Service) useSigner(g *headerSigner) {
 // store there is none yet (createSigningKey).
 func (s *Service) loadSigningKey(ctx context.Context) error {
 	var active []byte
-	var signer *headerSigner
+	var signer *headersign.Signer
 	err := s.store.View(ctx, func(tx Txn) error {
 		var err error
 		active, err = tx.Get(keySigningActive)
@@ -223,8 +225,8 @@ func (s *Service) loadSigningKey(ctx context.Context) error {
 			if err != nil {
 				return false, err
 			}
-			signer = &headerSigner{key: priv}
-			hex.Decode(signer.id[:], active)
+			signer = &headersign.Signer{Key: priv}
+			hex.Decode(signer.ID[:], active)
 			return true, nil
 		})
 	})
@@ -307,7 +309,7 @@ func (s *Service) rotateSigningKey(p *Principal) (*SigningKey, error) {
 	if err != nil {
 		return nil, s.recordFailure(p, "signingkey.rotate", "", internalError("make signing key", err))
 	}
-	prev := s.signer.Load().id
+	prev := s.signer.Load().ID
 	act := s.newActivity(p, "signingkey.rotate", "", true, map[string]any{
 		"signingKeyId": string(n.hexID), "previousSigningKeyId": hex.EncodeToString(prev[:])})
 	err = s.journal.submit(act, n.write, func() {
@@ -339,7 +341,7 @@ func (s *Service) reloadSigner(ctx context.Context) {
 		if _, err := hex.Decode(id[:], active); err != nil || len(active) != 2*len(id) {
 			return Errorf(KindInternal, "active signing key ID %q is malformed", active)
 		}
-		if id == cur.id {
+		if id == cur.ID {
 			return nil
 		}
 		sealed, err = tx.Get(join(pfxSigning, active))
@@ -358,8 +360,8 @@ func (s *Service) reloadSigner(ctx context.Context) {
 		s.log.Error().Err(err).Msg("open the active header signing key")
 		return
 	}
-	g := &headerSigner{key: priv}
-	hex.Decode(g.id[:], active)
+	g := &headersign.Signer{Key: priv}
+	hex.Decode(g.ID[:], active)
 	s.useSigner(g)
 	s.log.Info().Str("signingKeyId", string(active)).Msg("signing headers with the header signing key another process made active")
 }

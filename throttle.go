@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"sync"
 	"time"
+
+	"github.com/ringkms/kms/internal/hmackey"
 )
 
 // Throttling of failed logins. Failures are counted per User and per
@@ -271,7 +273,7 @@ type userState struct {
 	background  workers                       // issueReset
 
 	store   Store
-	mac     *macKey             // of the keys the throttles count under
+	mac     *hmackey.Key        // of the keys the throttles count under
 	logErr  func(error, string) // for what fails behind an answer
 	sweepMu sync.Mutex          // guards swept
 	swept   time.Time           // when the last sweep began
@@ -294,7 +296,7 @@ func newUserState(size int, st Store, throttleKey [32]byte, logErr func(error, s
 		resetAddrs:  newThrottle("reset-addr", maxAddrFailures),
 		background:  workers{slots: make(chan struct{}, maxBackground)},
 		store:       st,
-		mac:         newMACKey(throttleKey),
+		mac:         hmackey.New(throttleKey),
 		logErr:      logErr,
 		sweeper:     workers{slots: make(chan struct{}, 1)},
 	}
@@ -306,7 +308,7 @@ func (s *Service) userState() *userState { return s.users }
 // kind, "/", and 16 bytes of the MAC of key, in hex.
 func (st *userState) storeKey(t *throttle, key string) []byte {
 	var sum [32]byte
-	mac := st.mac.sum(sum[:0], []byte(key))
+	mac := st.mac.Sum(sum[:0], []byte(key))
 	k := make([]byte, 0, len(pfxThrottle)+len(t.kind)+1+32)
 	k = append(append(append(k, pfxThrottle...), t.kind...), '/')
 	return hex.AppendEncode(k, mac[:16])

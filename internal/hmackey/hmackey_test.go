@@ -1,4 +1,4 @@
-package kms
+package hmackey
 
 import (
 	"bytes"
@@ -7,12 +7,12 @@ import (
 	"testing"
 )
 
-// TestMACKeySum checks sum against crypto/hmac for parts of every size a
+// TestKeySum checks Sum against crypto/hmac for parts of every size a
 // pooled state meets, in an order that makes states keep, grow and drop
 // their input buffers.
-func TestMACKeySum(t *testing.T) {
+func TestKeySum(t *testing.T) {
 	key := [32]byte{1, 2, 3}
-	m := newMACKey(key)
+	m := New(key)
 	tests := []struct {
 		name  string
 		dst   []byte
@@ -22,7 +22,7 @@ func TestMACKeySum(t *testing.T) {
 		{"empty part", nil, [][]byte{{}}},
 		{"one", nil, [][]byte{[]byte("hash")}},
 		{"two", []byte("prefix"), [][]byte{[]byte("prev"), []byte("body")}},
-		{"past the kept input", nil, [][]byte{bytes.Repeat([]byte{'a'}, maxMACInput), []byte("b")}},
+		{"past the kept input", nil, [][]byte{bytes.Repeat([]byte{'a'}, MaxInput), []byte("b")}},
 		{"after a large one", []byte("x"), [][]byte{[]byte("small")}},
 	}
 	for _, tt := range tests {
@@ -33,8 +33,8 @@ func TestMACKeySum(t *testing.T) {
 			}
 			want := h.Sum(bytes.Clone(tt.dst))
 			for i := range 3 { // pooled states are reused
-				if got := m.sum(bytes.Clone(tt.dst), tt.parts...); !bytes.Equal(got, want) {
-					t.Fatalf("sum %d = %x, want %x", i, got, want)
+				if got := m.Sum(bytes.Clone(tt.dst), tt.parts...); !bytes.Equal(got, want) {
+					t.Fatalf("Sum %d = %x, want %x", i, got, want)
 				}
 			}
 		})
