@@ -336,7 +336,7 @@ func (s *Service) DeleteAccount(ctx context.Context, ref AccountRef) (*Account, 
 			return err
 		}
 		return adjustCount(tx, countAccounts, -1, 0, "accounts")
-	}, func() { s.principals.reset() })
+	}, func() { s.principals.Reset() })
 	if err != nil {
 		return nil, err
 	}

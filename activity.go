@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/ringkms/kms/internal/hmackey"
+	"github.com/ringkms/kms/internal/jsonenc"
 	"github.com/ringkms/kms/internal/seal"
 )
 
@@ -293,14 +294,14 @@ func propIndexed(name string, canon []byte) bool {
 	case name == "result" && string(canon) == `"ok"`:
 		return false
 	}
-	return len(canon) <= maxPropIndexValue && scalarJSON(canon)
+	return len(canon) <= maxPropIndexValue && jsonenc.Scalar(canon)
 }
 
 // timeIndexMillis is the key of a time in the time index. Times before
 // the epoch count as the epoch.
 func timeIndexMillis(ms int64) uint64 { return uint64(max(ms, 0)) }
 
-// appendScalarJSON appends canonicalJSON(json.Marshal(v)) to dst when that
+// appendScalarJSON appends jsonenc.Canonical(json.Marshal(v)) to dst when that
 // is a string, number or boolean, and reports whether it did. The common
 // cases take a short path.
 func appendScalarJSON(dst []byte, v any) ([]byte, bool) {
@@ -311,43 +312,22 @@ func appendScalarJSON(dst []byte, v any) ([]byte, bool) {
 		if len(v)+2 > maxPropIndexValue {
 			return dst, false // every byte takes at least one in JSON
 		}
-		if plainJSONString(v) {
-			return appendJSONString(dst, v), true
+		if jsonenc.Plain(v) {
+			return jsonenc.AppendString(dst, v), true
 		}
 	case bool, int, int64, uint64:
-		out, _ := appendJSONValue(dst, v) // never fails for these types
+		out, _ := jsonenc.AppendValue(dst, v) // never fails for these types
 		return out, true
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return dst, false
 	}
-	b = canonicalJSON(b)
-	if !scalarJSON(b) {
+	b = jsonenc.Canonical(b)
+	if !jsonenc.Scalar(b) {
 		return dst, false
 	}
 	return append(dst, b...), true
-}
-
-// plainJSONString reports whether json.Marshal writes s as it is, between
-// quotes.
-func plainJSONString(s string) bool {
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c < 0x20 || c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
-			return false
-		}
-	}
-	return true
-}
-
-// scalarJSON reports whether b is a JSON string, number or boolean.
-func scalarJSON(b []byte) bool {
-	if len(b) == 0 {
-		return false
-	}
-	c := b[0]
-	return c == '"' || c == 't' || c == 'f' || c == '-' || c >= '0' && c <= '9'
 }
 
 // ActivityFilter selects activity records in SearchActivity. Every field
@@ -588,9 +568,9 @@ func (s *Service) activityQuery(ctx context.Context, p *Principal, f ActivityFil
 		for name, v := range f.Props {
 			b, err := json.Marshal(v)
 			if err == nil {
-				b = canonicalJSON(b)
+				b = jsonenc.Canonical(b)
 			}
-			if err != nil || !scalarJSON(b) {
+			if err != nil || !jsonenc.Scalar(b) {
 				return nil, Errorf(KindInvalid, "props filter values must be strings, numbers or booleans (props.%s)", name)
 			}
 			q.Props[name] = b
@@ -713,7 +693,7 @@ func (q *activityQuery) matches(a *Activity, v []byte) (bool, error) {
 			continue
 		}
 		got, ok := raw.Props[name]
-		if !ok || !bytes.Equal(canonicalJSON(got), want) {
+		if !ok || !bytes.Equal(jsonenc.Canonical(got), want) {
 			return false, nil
 		}
 	}

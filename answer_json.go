@@ -1,6 +1,10 @@
 package kms
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/ringkms/kms/internal/jsonenc"
+)
 
 // The answers of Encrypt and Decrypt are encoded on the path of every
 // call; AppendJSON writes them without reflection. Each writes byte for
@@ -17,14 +21,14 @@ func (r *EncryptResult) AppendJSON(b []byte) ([]byte, error) {
 		return nil, err
 	}
 	b = append(b, `,"ringId":`...)
-	b = appendJSONString(b, r.RingID)
+	b = jsonenc.AppendString(b, r.RingID)
 	b = append(b, `,"hash":`...)
-	b = appendJSONString(b, r.Hash)
+	b = jsonenc.AppendString(b, r.Hash)
 	b = append(b, `,"header":`...)
-	b = appendJSONString(b, r.Header)
+	b = jsonenc.AppendString(b, r.Header)
 	if r.Asset != nil {
 		b = append(b, `,"asset":`...)
-		if b, err = appendJSONValue(b, r.Asset); err != nil {
+		if b, err = jsonenc.AppendValue(b, r.Asset); err != nil {
 			return nil, err
 		}
 	}
@@ -36,9 +40,9 @@ func (r *EncryptResult) AppendJSON(b []byte) ([]byte, error) {
 // Asset data or a prop that does not encode.
 func (r *DecryptResult) AppendJSON(b []byte) ([]byte, error) {
 	b = append(b, `{"ringId":`...)
-	b = appendJSONString(b, r.RingID)
+	b = jsonenc.AppendString(b, r.RingID)
 	b = append(b, `,"ringname":`...)
-	b = appendJSONString(b, r.RingName)
+	b = jsonenc.AppendString(b, r.RingName)
 	b = append(b, `,"key":`...)
 	b, err := r.Key.appendJSON(b)
 	if err != nil {
@@ -47,11 +51,11 @@ func (r *DecryptResult) AppendJSON(b []byte) ([]byte, error) {
 	b = append(b, `,"asset":{"valid":`...)
 	b = strconv.AppendBool(b, r.Asset.Valid)
 	b = append(b, `,"id":`...)
-	b = appendJSONString(b, r.Asset.ID)
+	b = jsonenc.AppendString(b, r.Asset.ID)
 	b = append(b, `,"message":`...)
-	b = appendJSONString(b, r.Asset.Message)
+	b = jsonenc.AppendString(b, r.Asset.Message)
 	b = append(b, `,"data":`...)
-	if b, err = appendJSONObject(b, r.Asset.Data); err != nil {
+	if b, err = jsonenc.AppendObject(b, r.Asset.Data); err != nil {
 		return nil, err
 	}
 	return append(b, "}}"...), nil
@@ -63,11 +67,11 @@ func (k *Key) appendJSON(b []byte) ([]byte, error) {
 		return append(b, "null"...), nil
 	}
 	b = append(b, `{"type":`...)
-	b = appendJSONString(b, k.Type)
+	b = jsonenc.AppendString(b, k.Type)
 	b = append(b, `,"id":`...)
-	b = appendJSONString(b, k.ID)
+	b = jsonenc.AppendString(b, k.ID)
 	b = append(b, `,"props":`...)
-	b, err := appendJSONObject(b, k.Props)
+	b, err := jsonenc.AppendObject(b, k.Props)
 	if err != nil {
 		return nil, err
 	}
@@ -75,18 +79,18 @@ func (k *Key) appendJSON(b []byte) ([]byte, error) {
 		b = append(b, `,"keyData":{"version":`...)
 		b = strconv.AppendInt(b, int64(d.Version), 10)
 		b = append(b, `,"encrypted":{"key":{"value":`...)
-		b = appendJSONString(b, d.Encrypted.Key.Value)
+		b = jsonenc.AppendString(b, d.Encrypted.Key.Value)
 		b = append(b, `,"encoding":`...)
-		b = appendJSONString(b, d.Encrypted.Key.Encoding)
+		b = jsonenc.AppendString(b, d.Encrypted.Key.Encoding)
 		b = append(b, `}},"iv":`...)
-		b = appendJSONString(b, d.IV)
+		b = jsonenc.AppendString(b, d.IV)
 		b = append(b, '}')
 	}
 	b = append(b, `,"state":`...)
-	b = appendJSONString(b, k.State)
+	b = jsonenc.AppendString(b, k.State)
 	if k.DestroyAt != nil {
 		b = append(b, `,"destroyAt":`...)
-		if b, err = appendJSONValue(b, *k.DestroyAt); err != nil {
+		if b, err = jsonenc.AppendValue(b, *k.DestroyAt); err != nil {
 			return nil, err
 		}
 	}

@@ -483,7 +483,7 @@ func (s *Service) UpdateAPIKey(ctx context.Context, in APIKeyUpdate) (*APIKeyUpd
 		k.UpdatedAt = s.now().UTC()
 		out, oldDigest = &k, old.Digest
 		return putAPIKey(tx, &k, old)
-	}, func() { s.principals.remove(oldDigest) })
+	}, func() { s.principals.Remove(oldDigest) })
 	if err != nil {
 		return nil, err
 	}
@@ -560,7 +560,7 @@ func (s *Service) DeleteAPIKey(ctx context.Context, ref APIKeyRef) (*DeleteAPIKe
 			}
 		}
 		return adjustCount(tx, countAPIKeys+k.AccountID, -1, 0, "")
-	}, func() { s.principals.remove(digest) })
+	}, func() { s.principals.Remove(digest) })
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/ringkms/kms/internal/jsonenc"
 )
 
 // Asset is a stored record that encrypt calls create and update, with its
@@ -119,7 +121,7 @@ func canonicalData(data map[string]any) (json.RawMessage, error) {
 		// again unescaped: the stored form is the one that reads back
 		// the same, so a verifier recomputes the digest from the data
 		// the service returns (docs/FORMAT.md section 4.1).
-		b = canonicalJSON(b)
+		b = jsonenc.Canonical(b)
 	}
 	if len(b) > MaxAssetDataBytes {
 		return nil, Errorf(KindInvalid, "asset.data is %d bytes, more than the %d allowed", len(b), MaxAssetDataBytes)
@@ -447,7 +449,7 @@ func (s *Service) SearchAssets(ctx context.Context, f AssetFilter, req PageReque
 			if err != nil {
 				return nil, Errorf(KindInvalid, "data.%s cannot be encoded", k)
 			}
-			want[k] = canonicalJSON(b)
+			want[k] = jsonenc.Canonical(b)
 		}
 	}
 
@@ -558,27 +560,11 @@ func assetMatches(r *assetRecord, f *AssetFilter, indexed string, want map[strin
 	}
 	for k, v := range want {
 		got, ok := data[k]
-		if !ok || !bytes.Equal(canonicalJSON(got), v) {
+		if !ok || !bytes.Equal(jsonenc.Canonical(got), v) {
 			return false
 		}
 	}
 	return true
-}
-
-// canonicalJSON re-encodes a JSON value with object members sorted and
-// numbers as written, so equal values compare equal as bytes.
-func canonicalJSON(b []byte) []byte {
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.UseNumber()
-	var v any
-	if err := d.Decode(&v); err != nil {
-		return b
-	}
-	out, err := json.Marshal(v)
-	if err != nil {
-		return b
-	}
-	return out
 }
 
 // LineageNode is one Asset in a lineage.

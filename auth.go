@@ -176,7 +176,7 @@ func (s *Service) Authenticate(ctx context.Context, secret string) (*Principal, 
 		}
 		return s.readAPIKey(ctx, digest)
 	}
-	return s.principals.load(digest, func() (*Principal, error) { return s.readAPIKey(ctx, digest) })
+	return s.principals.Load(digest, func() (*Principal, error) { return s.readAPIKey(ctx, digest) })
 }
 
 // readAPIKey reads the principal of the API key whose secret has digest.

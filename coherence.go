@@ -101,14 +101,14 @@ func (s *Service) forgetKeys(keys [][]byte) {
 		}
 	}
 	if rings {
-		s.rings.reset()
-		s.ringNames.reset()
+		s.rings.Reset()
+		s.ringNames.Reset()
 	}
 	if ringKeys {
-		s.keys.reset()
+		s.keys.Reset()
 	}
 	if principals {
-		s.principals.reset()
+		s.principals.Reset()
 		s.forgetSessions()
 	}
 }
@@ -116,10 +116,10 @@ func (s *Service) forgetKeys(keys [][]byte) {
 // forgetCaches empties every cache of what the store holds, so that the
 // next reads fill them from the store.
 func (s *Service) forgetCaches() {
-	s.rings.reset()
-	s.ringNames.reset()
-	s.keys.reset()
-	s.principals.reset()
+	s.rings.Reset()
+	s.ringNames.Reset()
+	s.keys.Reset()
+	s.principals.Reset()
 	s.forgetSessions()
 }
 

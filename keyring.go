@@ -433,9 +433,9 @@ func (s *Service) createRing(p *Principal, group, name, display string, props, k
 		}
 		return putKey(tx, k)
 	}, func() {
-		s.rings.set(r.ID, r)
-		s.ringNames.set(lower, r.ID)
-		s.keys.set(k.ID, k)
+		s.rings.Set(r.ID, r)
+		s.ringNames.Set(lower, r.ID)
+		s.keys.Set(k.ID, k)
 	})
 	if err != nil {
 		return nil, nil, err
@@ -494,7 +494,7 @@ func loadKey(tx Txn, ringID, keyID string) (*keyRecord, error) {
 
 // ringByID returns a ring of group by ID, from the cache or the store.
 func (s *Service) ringByID(ctx context.Context, group, id string) (*ringRecord, error) {
-	r, ok := s.rings.get(id)
+	r, ok := s.rings.Get(id)
 	if !ok {
 		var err error
 		if r, err = s.readRing(ctx, id); err != nil {
@@ -511,7 +511,7 @@ func (s *Service) ringByID(ctx context.Context, group, id string) (*ringRecord, 
 // ringByID so that the variable its closure sets is allocated on a miss
 // only, not on every call.
 func (s *Service) readRing(ctx context.Context, id string) (*ringRecord, error) {
-	return s.rings.load(id, func() (*ringRecord, error) {
+	return s.rings.Load(id, func() (*ringRecord, error) {
 		var r *ringRecord
 		err := s.store.View(ctx, func(tx Txn) error {
 			var err error
@@ -531,7 +531,7 @@ func (s *Service) ringByName(ctx context.Context, group, name string) (*ringReco
 		return nil, err
 	}
 	lower := strings.ToLower(name)
-	id, ok := s.ringNames.get(lower)
+	id, ok := s.ringNames.Get(lower)
 	if !ok {
 		var err error
 		if id, err = s.readRingName(ctx, lower, name); err != nil {
@@ -549,7 +549,7 @@ func (s *Service) ringByName(ctx context.Context, group, name string) (*ringReco
 // from the store into the cache. It is apart from ringByName as readRing
 // is from ringByID.
 func (s *Service) readRingName(ctx context.Context, lower, name string) (string, error) {
-	return s.ringNames.load(lower, func() (string, error) {
+	return s.ringNames.Load(lower, func() (string, error) {
 		var id string
 		err := s.store.View(ctx, func(tx Txn) error {
 			v, err := tx.Get(join(pfxRingName, []byte(lower)))
@@ -580,7 +580,7 @@ func (s *Service) keyByID(ctx context.Context, ringID, keyID string) (*keyRecord
 		}
 		return k, nil
 	}
-	k, err := s.keys.load(keyID, read)
+	k, err := s.keys.Load(keyID, read)
 	if err == nil && k.RingID != ringID {
 		// The ID of a key of another ring: the store says what it is.
 		return read()
@@ -860,10 +860,10 @@ func (s *Service) DeleteKeyRing(ctx context.Context, ref RingRef) (*DeleteKeyRin
 		}
 		return adjustCount(tx, countKeyRings, -1, 0, "key rings")
 	}, func() {
-		s.rings.remove(r.ID)
-		s.ringNames.remove(lower)
+		s.rings.Remove(r.ID)
+		s.ringNames.Remove(lower)
 		for _, id := range keyIDs {
-			s.keys.remove(id)
+			s.keys.Remove(id)
 			s.counters.Delete(id)
 		}
 	})
@@ -941,8 +941,8 @@ func (s *Service) rotate(p *Principal, r *ringRecord, action string) (*keyRecord
 		next = cur
 		return putKey(tx, k)
 	}, func() {
-		s.rings.set(next.ID, next)
-		s.keys.set(k.ID, k)
+		s.rings.Set(next.ID, next)
+		s.keys.Set(k.ID, k)
 	})
 	if err != nil {
 		return nil, nil, err
@@ -1002,7 +1002,7 @@ func (s *Service) SetConfig(ctx context.Context, ref RingRef, cfg *KeyRingConfig
 		cur.UpdatedAt = s.now().UTC()
 		next = cur
 		return putRing(tx, cur)
-	}, func() { s.rings.set(next.ID, next) })
+	}, func() { s.rings.Set(next.ID, next) })
 	if err != nil {
 		return nil, err
 	}
@@ -1089,7 +1089,7 @@ func (s *Service) reserveEncrypt(ctx context.Context, p *Principal, r *ringRecor
 				return nil, err
 			}
 		} else {
-			s.rings.remove(r.ID) // the cache had the ring before that rotation
+			s.rings.Remove(r.ID) // the cache had the ring before that rotation
 		}
 		if c, err = s.counter(ctx, r.ActiveKey); err != nil {
 			return nil, err

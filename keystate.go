@@ -311,7 +311,7 @@ func (s *Service) changeKey(ctx context.Context, group string, ref RingRef, keyI
 		}
 		next = k
 		return putKey(tx, k)
-	}, func() { s.keys.set(next.ID, next) })
+	}, func() { s.keys.Set(next.ID, next) })
 	if err != nil {
 		return nil, err
 	}
@@ -510,7 +510,7 @@ func (s *Service) destroyNow(due []byte) error {
 	}
 	jb.after = func() {
 		if next != nil {
-			s.keys.set(next.ID, next)
+			s.keys.Set(next.ID, next)
 		}
 	}
 	return s.journal.submitJob(jb)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/ringkms/kms/internal/cache"
 	"github.com/ringkms/kms/internal/headersign"
 	"github.com/ringkms/kms/internal/hmackey"
 	"github.com/ringkms/kms/internal/seal"
@@ -109,15 +110,15 @@ type Service struct {
 	verifyMu     sync.RWMutex
 	verify       map[[8]byte]ed25519.PublicKey
 
-	rings      *cache[string, *ringRecord] // ring ID -> ring
-	ringNames  *cache[string, string]      // lower-case name -> ring ID
-	keys       *cache[string, *keyRecord]  // key ID -> key
-	principals *cache[string, *Principal]  // digest of a secret -> principal
-	users      *userState                  // sessions and login throttles
-	counters   sync.Map                    // key ID -> *keyCounter
-	freeBlock  uint64                      // calls a reservation covers for a key without a limit (unlimitedBlock)
-	limitHook  func()                      // a test's, run by limitCounter once it has taken its snapshot; nil otherwise
-	ringLocks  sync.Map                    // ring ID -> *sync.Mutex
+	rings      *cache.Cache[string, *ringRecord] // ring ID -> ring
+	ringNames  *cache.Cache[string, string]      // lower-case name -> ring ID
+	keys       *cache.Cache[string, *keyRecord]  // key ID -> key
+	principals *cache.Cache[string, *Principal]  // digest of a secret -> principal
+	users      *userState                        // sessions and login throttles
+	counters   sync.Map                          // key ID -> *keyCounter
+	freeBlock  uint64                            // calls a reservation covers for a key without a limit (unlimitedBlock)
+	limitHook  func()                            // a test's, run by limitCounter once it has taken its snapshot; nil otherwise
+	ringLocks  sync.Map                          // ring ID -> *sync.Mutex
 
 	stopCoherence func() // stops keeping the caches coherent with other processes (coherence.go)
 	destroyer     *destroyer
@@ -159,10 +160,10 @@ func New(st Store, opts Options) (*Service, error) {
 	s.hashMAC = hmackey.New(keys.HashMAC)
 	s.headerMAC = hmackey.New(keys.HeaderMAC)
 	s.pager = pager{sealer: seal.New(keys.Cursor)}
-	s.rings = newCache[string, *ringRecord](size)
-	s.ringNames = newCache[string, string](size)
-	s.keys = newCache[string, *keyRecord](size)
-	s.principals = newCache[string, *Principal](size)
+	s.rings = cache.New[string, *ringRecord](size)
+	s.ringNames = cache.New[string, string](size)
+	s.keys = cache.New[string, *keyRecord](size)
+	s.principals = cache.New[string, *Principal](size)
 	s.users = newUserState(size, st, keys.Throttle, func(err error, msg string) { s.log.Error().Err(err).Msg(msg) })
 	s.verify = map[[8]byte]ed25519.PublicKey{}
 	s.signerNotice = make(chan struct{}, 1)

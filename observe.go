@@ -1,8 +1,9 @@
 package kms
 
 import (
-	"sync/atomic"
 	"time"
+
+	"github.com/ringkms/kms/internal/cache"
 )
 
 // Observer receives measurements of a Service, for a metrics system
@@ -35,20 +36,16 @@ type CacheStat struct {
 // CacheStats returns the counts of the Service's caches, for metrics.
 func (s *Service) CacheStats() []CacheStat {
 	return []CacheStat{
-		s.rings.stat("rings"),
-		s.ringNames.stat("ring_names"),
-		s.keys.stat("keys"),
-		s.principals.stat("credentials"),
+		cacheStat("rings", s.rings),
+		cacheStat("ring_names", s.ringNames),
+		cacheStat("keys", s.keys),
+		cacheStat("credentials", s.principals),
 	}
 }
 
-// cacheCounts are a cache's hits and misses.
-type cacheCounts struct {
-	hits, misses atomic.Uint64
-}
-
-func (c *cache[K, V]) stat(name string) CacheStat {
-	return CacheStat{Name: name, Hits: c.counts.hits.Load(), Misses: c.counts.misses.Load()}
+func cacheStat[K comparable, V any](name string, c *cache.Cache[K, V]) CacheStat {
+	hits, misses := c.Counts()
+	return CacheStat{Name: name, Hits: hits, Misses: misses}
 }
 
 // observe reports a batch to the Observer, if any.

@@ -3,10 +3,10 @@ package kms
 import (
 	"context"
 	"fmt"
-	"hash/maphash"
 	"math"
-	"sync"
 	"time"
+
+	"github.com/ringkms/kms/internal/ratelimit"
 )
 
 // Rate is a token-bucket limit: a bucket of Burst calls fills at
@@ -49,11 +49,6 @@ const (
 	limitAccount = "account"
 )
 
-// maxBuckets bounds the buckets of one kind kept in memory: past it, the
-// full ones (idle long enough to have refilled) are dropped, and if none
-// is, the oldest half.
-const maxBuckets = 1 << 16
-
 // Admit applies the rate limits (Options.RateLimits) to one call. With p
 // nil, it takes a call from the client address in ctx (WithClientAddr);
 // with p, a call of p's credential and of its Account. httpapi calls it
@@ -69,21 +64,21 @@ func (s *Service) Admit(ctx context.Context, p *Principal) error {
 	}
 	now := s.now()
 	if p == nil {
-		if addr := clientAddr(ctx); addr != "" && l.addr.rate.on() {
-			if wait := l.addr.take(addr, now); wait > 0 {
+		if addr := clientAddr(ctx); addr != "" && l.addrRate.on() {
+			if wait := take(l.addr, addr, l.addrRate, now); wait > 0 {
 				return s.rateLimited(anonymous, limitAddr, wait)
 			}
 		}
 		return nil
 	}
-	if l.key.rate.on() {
-		if wait := l.key.take(p.ID, now); wait > 0 {
+	if l.keyRate.on() {
+		if wait := take(l.key, p.ID, l.keyRate, now); wait > 0 {
 			return s.rateLimited(p, limitAPIKey, wait)
 		}
 	}
 	if l.perAccount != nil && p.AccountID != "" {
 		if r := l.perAccount(p.AccountID); r.on() {
-			if wait := l.account.takeAt(p.AccountID, r, now); wait > 0 {
+			if wait := take(l.account, p.AccountID, r, now); wait > 0 {
 				return s.rateLimited(p, limitAccount, wait)
 			}
 		}
@@ -112,7 +107,8 @@ func limitName(limit string) string {
 
 // rateLimiter holds the buckets of a Service.
 type rateLimiter struct {
-	addr, key, account bucketSet
+	addr, key, account *ratelimit.Set
+	addrRate, keyRate  Rate
 	perAccount         func(string) Rate
 }
 
@@ -120,87 +116,14 @@ func newRateLimiter(l RateLimits) *rateLimiter {
 	if !l.PerAddr.on() && !l.PerAPIKey.on() && l.PerAccount == nil {
 		return nil
 	}
-	rl := &rateLimiter{perAccount: l.PerAccount}
-	rl.addr.init(l.PerAddr)
-	rl.key.init(l.PerAPIKey)
-	rl.account.init(Rate{})
-	return rl
-}
-
-// bucketSet is the buckets of one kind, by name, in shards.
-type bucketSet struct {
-	rate   Rate
-	seed   maphash.Seed
-	shards [16]bucketShard
-}
-
-type bucketShard struct {
-	mu      sync.Mutex
-	buckets map[string]*bucket
-}
-
-type bucket struct {
-	tokens float64
-	last   time.Time
-}
-
-func (bs *bucketSet) init(r Rate) {
-	bs.rate, bs.seed = r, maphash.MakeSeed()
-	for i := range bs.shards {
-		bs.shards[i].buckets = map[string]*bucket{}
+	return &rateLimiter{
+		addr: ratelimit.New(), key: ratelimit.New(), account: ratelimit.New(),
+		addrRate: l.PerAddr, keyRate: l.PerAPIKey, perAccount: l.PerAccount,
 	}
 }
 
-func (bs *bucketSet) take(name string, now time.Time) time.Duration {
-	return bs.takeAt(name, bs.rate, now)
-}
-
-// takeAt takes a call from the bucket of name under rate r, and returns
+// take takes a call from the bucket of name in bs under r, and returns
 // zero, or how long until the bucket has a call.
-func (bs *bucketSet) takeAt(name string, r Rate, now time.Time) time.Duration {
-	sh := &bs.shards[maphash.String(bs.seed, name)%uint64(len(bs.shards))]
-	burst := r.burst()
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	b := sh.buckets[name]
-	if b == nil {
-		if limit := maxBuckets / len(bs.shards); len(sh.buckets) >= limit {
-			sh.prune(now, r, limit)
-		}
-		b = &bucket{tokens: burst, last: now}
-		sh.buckets[name] = b
-	}
-	if d := now.Sub(b.last); d > 0 {
-		b.tokens = math.Min(burst, b.tokens+d.Seconds()*r.PerSecond)
-		b.last = now
-	}
-	if b.tokens >= 1 {
-		b.tokens--
-		return 0
-	}
-	return time.Duration((1 - b.tokens) / r.PerSecond * float64(time.Second))
-}
-
-// prune drops the buckets that have refilled (a new one is the same),
-// and if that leaves more than half of limit, those used longer ago than
-// the mean.
-func (sh *bucketShard) prune(now time.Time, r Rate, limit int) {
-	burst := r.burst()
-	var sum float64
-	for name, b := range sh.buckets {
-		if b.tokens+now.Sub(b.last).Seconds()*r.PerSecond >= burst {
-			delete(sh.buckets, name)
-			continue
-		}
-		sum += float64(b.last.UnixNano())
-	}
-	if len(sh.buckets) <= limit/2 {
-		return
-	}
-	mean := time.Unix(0, int64(sum/float64(len(sh.buckets))))
-	for name, b := range sh.buckets {
-		if !b.last.After(mean) {
-			delete(sh.buckets, name)
-		}
-	}
+func take(bs *ratelimit.Set, name string, r Rate, now time.Time) time.Duration {
+	return bs.Take(name, r.PerSecond, r.burst(), now)
 }

@@ -95,7 +95,7 @@ func (s *Service) recordPublic(u *userRecord, action string, props map[string]an
 
 // forgetSessions empties the cache of sessions, after a change to a User
 // that its access tokens must see at once.
-func (s *Service) forgetSessions() { s.userState().sessions.reset() }
+func (s *Service) forgetSessions() { s.userState().sessions.Reset() }
 
 // authenticateToken returns the principal of the access token whose digest
 // (secretDigest) is digest: a session that has not expired, of an active
@@ -108,8 +108,8 @@ func (s *Service) forgetSessions() { s.userState().sessions.reset() }
 func (s *Service) authenticateToken(ctx context.Context, digest string) (*Principal, error) {
 	st := s.userState()
 	now := s.now()
-	if e, ok := st.sessions.get(digest); ok {
-		if p, ok := s.principals.get(digest); ok && p == e.p {
+	if e, ok := st.sessions.Get(digest); ok {
+		if p, ok := s.principals.Get(digest); ok && p == e.p {
 			if now.Before(e.expiresAt) {
 				return e.p, nil
 			}
@@ -117,7 +117,7 @@ func (s *Service) authenticateToken(ctx context.Context, digest string) (*Princi
 			return nil, errBadCredential
 		}
 	}
-	gen, pgen := st.sessions.generation(), s.principals.generation()
+	gen, pgen := st.sessions.Generation(), s.principals.Generation()
 	var e *sessionEntry
 	err := s.store.View(ctx, func(tx Txn) error {
 		v, err := tx.Get(join(pfxSession, []byte(digest)))
@@ -159,8 +159,8 @@ func (s *Service) authenticateToken(ctx context.Context, digest string) (*Princi
 		s.expireSession(digest, e.userID)
 		return nil, errBadCredential
 	}
-	st.sessions.fill(digest, e, gen)
-	s.principals.fill(digest, e.p, pgen)
+	st.sessions.Fill(digest, e, gen)
+	s.principals.Fill(digest, e.p, pgen)
 	return e.p, nil
 }
 
@@ -176,8 +176,8 @@ func (s *Service) expireSession(digest, userID string) {
 
 // dropSession removes a session from the caches.
 func (s *Service) dropSession(digest string) {
-	s.userState().sessions.remove(digest)
-	s.principals.remove(digest)
+	s.userState().sessions.Remove(digest)
+	s.principals.Remove(digest)
 }
 
 // putSession stores a new session for the token whose digest is given.

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ringkms/kms/internal/cache"
 	"github.com/ringkms/kms/internal/hmackey"
 )
 
@@ -265,12 +266,12 @@ func (t *throttle) sweepLocal(now time.Time) {
 // cache of access-token sessions, the login and reset throttles (whose
 // counts are in the store), and the work of reset requests under way.
 type userState struct {
-	sessions    *cache[string, *sessionEntry] // digest of an access token -> session
-	users       *throttle                     // "u/" + user ID, or "n/" + digest of an unknown login name
-	addrs       *throttle                     // client address
-	resetEmails *throttle                     // "e/" + digest of a lower-case email address
-	resetAddrs  *throttle                     // client address
-	background  workers                       // issueReset
+	sessions    *cache.Cache[string, *sessionEntry] // digest of an access token -> session
+	users       *throttle                           // "u/" + user ID, or "n/" + digest of an unknown login name
+	addrs       *throttle                           // client address
+	resetEmails *throttle                           // "e/" + digest of a lower-case email address
+	resetAddrs  *throttle                           // client address
+	background  workers                             // issueReset
 
 	store   Store
 	mac     *hmackey.Key        // of the keys the throttles count under
@@ -289,7 +290,7 @@ const maxBackground = 64
 func newUserState(size int, st Store, throttleKey [32]byte, logErr func(error, string)) *userState {
 	go dummyPasswordHash() // ready before the first failed login needs it
 	return &userState{
-		sessions:    newCache[string, *sessionEntry](size),
+		sessions:    cache.New[string, *sessionEntry](size),
 		users:       newThrottle("login-user", maxUserFailures),
 		addrs:       newThrottle("login-addr", maxAddrFailures),
 		resetEmails: newThrottle("reset-email", maxUserFailures),

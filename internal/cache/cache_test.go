@@ -1,4 +1,4 @@
-package kms
+package cache
 
 import (
 	"errors"
@@ -12,7 +12,7 @@ import (
 // TestCacheLoadSharesOneRead: loads of one key that miss together wait
 // for one read, and the value is cached for the next.
 func TestCacheLoadSharesOneRead(t *testing.T) {
-	c := newCache[string, int](10)
+	c := New[string, int](10)
 	var reads atomic.Int32
 	release := make(chan struct{})
 	read := func() (int, error) {
@@ -24,10 +24,10 @@ func TestCacheLoadSharesOneRead(t *testing.T) {
 	var wg sync.WaitGroup
 	got := make([]int, callers)
 	errs := make([]error, callers)
-	wg.Go(func() { got[0], errs[0] = c.load("k", read) })
+	wg.Go(func() { got[0], errs[0] = c.Load("k", read) })
 	waitFlight(t, c, "k")
 	for i := 1; i < callers; i++ {
-		wg.Go(func() { got[i], errs[i] = c.load("k", read) })
+		wg.Go(func() { got[i], errs[i] = c.Load("k", read) })
 	}
 	for deadline := time.Now().Add(10 * time.Second); waiters(c, "k") < callers-1; runtime.Gosched() {
 		if time.Now().After(deadline) {
@@ -46,7 +46,7 @@ func TestCacheLoadSharesOneRead(t *testing.T) {
 	if n := reads.Load(); n != 1 {
 		t.Errorf("%d loads that missed together read %d times, want once", callers, n)
 	}
-	if v, ok := c.get("k"); !ok || v != 7 {
+	if v, ok := c.Get("k"); !ok || v != 7 {
 		t.Errorf("get after load = %d, %v; want 7, true", v, ok)
 	}
 }
@@ -55,16 +55,16 @@ func TestCacheLoadSharesOneRead(t *testing.T) {
 // invalidation does not take the value of a read begun before it, and
 // that read fills nothing.
 func TestCacheLoadAfterInvalidation(t *testing.T) {
-	c := newCache[string, string](10)
+	c := New[string, string](10)
 	release := make(chan struct{})
 	var old string
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		old, _ = c.load("k", func() (string, error) { <-release; return "old", nil })
+		old, _ = c.Load("k", func() (string, error) { <-release; return "old", nil })
 	})
 	waitFlight(t, c, "k")
-	c.remove("k") // a write to the store, then the invalidation
-	v, err := c.load("k", func() (string, error) { return "new", nil })
+	c.Remove("k") // a write to the store, then the invalidation
+	v, err := c.Load("k", func() (string, error) { return "new", nil })
 	if v != "new" || err != nil {
 		t.Errorf("load after an invalidation = %q, %v; want the new value", v, err)
 	}
@@ -73,7 +73,7 @@ func TestCacheLoadAfterInvalidation(t *testing.T) {
 	if old != "old" {
 		t.Errorf("the load begun before = %q, want its own read, old", old)
 	}
-	if v, _ := c.get("k"); v != "new" {
+	if v, _ := c.Get("k"); v != "new" {
 		t.Errorf("cached = %q, want new: a read begun before an invalidation filled the cache", v)
 	}
 }
@@ -81,18 +81,18 @@ func TestCacheLoadAfterInvalidation(t *testing.T) {
 // TestCacheLoadSharedError: a load whose shared read failed reads on its
 // own; an error is not cached.
 func TestCacheLoadSharedError(t *testing.T) {
-	c := newCache[string, int](10)
+	c := New[string, int](10)
 	release := make(chan struct{})
 	boom := errors.New("the reader's context ended")
 	var first error
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		_, first = c.load("k", func() (int, error) { <-release; return 0, boom })
+		_, first = c.Load("k", func() (int, error) { <-release; return 0, boom })
 	})
 	waitFlight(t, c, "k")
 	var v int
 	var err error
-	wg.Go(func() { v, err = c.load("k", func() (int, error) { return 5, nil }) })
+	wg.Go(func() { v, err = c.Load("k", func() (int, error) { return 5, nil }) })
 	close(release)
 	wg.Wait()
 	if first != boom {
@@ -104,7 +104,7 @@ func TestCacheLoadSharedError(t *testing.T) {
 }
 
 // waitFlight waits until a load of k is reading.
-func waitFlight[V any](t *testing.T, c *cache[string, V], k string) {
+func waitFlight[V any](t *testing.T, c *Cache[string, V], k string) {
 	t.Helper()
 	for {
 		c.mu.RLock()
@@ -118,7 +118,7 @@ func waitFlight[V any](t *testing.T, c *cache[string, V], k string) {
 }
 
 // waiters is how many loads wait for the read of k under way.
-func waiters[V any](c *cache[string, V], k string) int {
+func waiters[V any](c *Cache[string, V], k string) int {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if f, ok := c.flights[k]; ok {
