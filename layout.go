@@ -34,7 +34,7 @@ var (
 	pfxThrottle  = []byte("throttle/")  // throttle kind "/" MAC of the key counted (hex) -> its failures and lockouts (JSON; see throttle.go)
 
 	keySigningActive = []byte("sys/sign-active") // ID of the signing key in use
-	// The activity trail itself is in the Store's Trail (see trail.go);
+	// The activity trail itself is in the Store's Trail (see internal/base);
 	// the Store holds its indexes. Each index is a set of terms, and a
 	// term's entries are postings blocks: term firstSeq (uint64,
 	// big-endian) -> the seqs of the term's records from firstSeq on

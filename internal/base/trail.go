@@ -1,4 +1,4 @@
-package kms
+package base
 
 import "context"
 
