@@ -37,16 +37,16 @@ func NewLoginThrottles(st Store, mk MasterKey, logErr func(error, string)) *Logi
 // now, which fails unless ok. It reports false when the throttles refused
 // it.
 func (t *LoginThrottles) Attempt(ctx context.Context, userID, addr string, now time.Time, ok bool) (bool, error) {
-	a, _, err := t.st.beginLogin(ctx, "u/"+userID, addr, now)
+	a, _, err := t.st.throttles.BeginLogin(ctx, "u/"+userID, addr, now)
 	if err != nil || a == nil {
 		return false, err
 	}
-	a.end(ctx, now, !ok)
+	a.End(ctx, now, !ok)
 	return true, nil
 }
 
 // Wait waits for the sweep of idle counts under way, if any.
-func (t *LoginThrottles) Wait() { t.st.sweeper.Wait() }
+func (t *LoginThrottles) Wait() { t.st.throttles.Wait() }
 
 // ThrottlePrefix is the store prefix of the throttles' counts.
 func ThrottlePrefix() []byte { return pfxThrottle }

@@ -311,7 +311,7 @@ func (s *Service) StartPasswordReset(ctx context.Context, email string) (string,
 	emailKey := "e/" + secretDigest(strings.ToLower(email)) // the address is not kept in memory
 	addr := clientAddr(ctx)
 	now := s.now()
-	try, until, err := st.beginReset(ctx, emailKey, addr, now)
+	try, until, err := st.throttles.BeginReset(ctx, emailKey, addr, now)
 	if err != nil {
 		return "", err
 	}
@@ -320,10 +320,10 @@ func (s *Service) StartPasswordReset(ctx context.Context, email string) (string,
 		return "", s.recordPublic(nil, action, map[string]any{"reason": "throttled"}, err)
 	}
 	if err := s.recordPublic(nil, action, nil, nil); err != nil {
-		try.cancel(s.now())
+		try.Cancel(s.now())
 		return "", err
 	}
-	try.end(ctx, s.now(), true) // every request counts
+	try.End(ctx, s.now(), true) // every request counts
 	if !st.background.TryGo(func() {
 		afterRequest(ctx)
 		s.issueReset(context.WithoutCancel(ctx), mailer, email, now.UTC())
@@ -507,7 +507,7 @@ func (s *Service) CompletePasswordReset(ctx context.Context, token, password str
 	if err != nil {
 		return err
 	}
-	s.userState().clearUser(ctx, u.ID, s.now())
+	s.userState().throttles.ClearUser(ctx, u.ID, s.now())
 	return nil
 }
 

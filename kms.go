@@ -212,7 +212,7 @@ func New(st Store, opts Options) (*Service, error) {
 // close the Store, which the caller owns.
 func (s *Service) Close() error {
 	s.users.background.Wait()
-	s.users.sweeper.Wait()
+	s.users.throttles.Wait()
 	s.stopDestroyer()
 	s.journal.close()
 	s.stopCoherence()

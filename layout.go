@@ -31,7 +31,7 @@ var (
 	pfxAPIRing   = []byte("ak/ring/")   // lower-case ring name 0 API key ID: keys whose flags name the ring
 	pfxAPIOwner  = []byte("ak/owner/")  // user ID 0 API key ID: keys created with that User's access token
 	pfxSigning   = []byte("sys/sign/")  // signing key ID -> sealed Ed25519 seed
-	pfxThrottle  = []byte("throttle/")  // throttle kind "/" MAC of the key counted (hex) -> its failures and lockouts (JSON; see throttle.go)
+	pfxThrottle  = []byte("throttle/")  // throttle kind "/" MAC of the key counted (hex) -> its failures and lockouts (JSON; see internal/throttle)
 
 	keySigningActive = []byte("sys/sign-active") // ID of the signing key in use
 	// The activity trail itself is in the Store's Trail (see internal/base);

@@ -5,7 +5,38 @@ import (
 	"encoding/json"
 	"strings"
 	"time"
+
+	"github.com/ringkms/kms/internal/cache"
+	"github.com/ringkms/kms/internal/throttle"
+	"github.com/ringkms/kms/internal/workers"
 )
+
+// userState is the in-memory state of the Users' half of a Service: the
+// cache of access-token sessions, the login and reset throttles (whose
+// counts are in the store), and the work of reset requests under way.
+type userState struct {
+	sessions   *cache.Cache[string, *sessionEntry] // digest of an access token -> session
+	throttles  *throttle.Set                       // of logins and reset requests
+	background *workers.Pool                       // issueReset
+}
+
+// maxBackground bounds the reset requests whose work runs at once; past
+// it, requests are answered but dropped.
+const maxBackground = 64
+
+// newUserState returns the Users' state of a Service over st, whose
+// throttles key their counts with throttleKey. logErr logs what fails
+// behind an answer.
+func newUserState(size int, st Store, throttleKey [32]byte, logErr func(error, string)) *userState {
+	go dummyPasswordHash() // ready before the first failed login needs it
+	return &userState{
+		sessions:   cache.New[string, *sessionEntry](size),
+		throttles:  throttle.New(st, pfxThrottle, throttleKey, logErr),
+		background: workers.New(maxBackground),
+	}
+}
+
+func (s *Service) userState() *userState { return s.users }
 
 // Access tokens. A User who logs in (or completes an invitation) gets an
 // access token: "rkt_" and 32 random bytes in unpadded base64url. The
@@ -277,7 +308,7 @@ func (s *Service) startSession(tx Txn, u *userRecord, digest string, now, signed
 // error saying when to retry, without checking the password; each further
 // lockout lasts twice as long, up to a day. A successful login clears the
 // User's count. The counts are in the store, shared by every Service over
-// it, and survive restarts (see throttle.go).
+// it, and survive restarts (see internal/throttle).
 func (s *Service) Login(ctx context.Context, in LoginInput) (*LoginResult, error) {
 	const action = "user.login"
 	if in.Username == "" {
@@ -308,7 +339,7 @@ func (s *Service) Login(ctx context.Context, in LoginInput) (*LoginResult, error
 	}
 	addr := clientAddr(ctx)
 	now := s.now()
-	try, until, err := st.beginLogin(ctx, userKey, addr, now)
+	try, until, err := st.throttles.BeginLogin(ctx, userKey, addr, now)
 	if err != nil {
 		return nil, err
 	}
@@ -318,11 +349,11 @@ func (s *Service) Login(ctx context.Context, in LoginInput) (*LoginResult, error
 	}
 	ok, reason, err := s.checkLogin(ctx, u, in.Password)
 	if err != nil {
-		try.cancel(s.now())
+		try.Cancel(s.now())
 		return nil, err
 	}
 	if !ok {
-		try.end(ctx, s.now(), true)
+		try.End(ctx, s.now(), true)
 		return nil, s.recordPublic(u, action, map[string]any{"by": by, "reason": reason}, errBadLogin)
 	}
 	token := newSecret(accessTokenPrefix)
@@ -350,11 +381,11 @@ func (s *Service) Login(ctx context.Context, in LoginInput) (*LoginResult, error
 	}, nil)
 	switch {
 	case err == nil:
-		try.end(ctx, s.now(), false)
+		try.End(ctx, s.now(), false)
 	case err == errBadLogin:
-		try.end(ctx, s.now(), true)
+		try.End(ctx, s.now(), true)
 	default:
-		try.cancel(s.now())
+		try.Cancel(s.now())
 	}
 	if err != nil {
 		return nil, err

@@ -762,7 +762,7 @@ func (s *Service) confirmPassword(ctx context.Context, p *Principal, action stri
 	}
 	st := s.userState()
 	userKey, addr := "u/"+u.ID, clientAddr(ctx)
-	try, until, err := st.beginLogin(ctx, userKey, addr, s.now())
+	try, until, err := st.throttles.BeginLogin(ctx, userKey, addr, s.now())
 	if err != nil {
 		return err
 	}
@@ -771,10 +771,10 @@ func (s *Service) confirmPassword(ctx context.Context, p *Principal, action stri
 	}
 	ok, _, err := s.checkLogin(ctx, u, pw)
 	if err != nil {
-		try.cancel(s.now())
+		try.Cancel(s.now())
 		return err
 	}
-	try.end(ctx, s.now(), !ok)
+	try.End(ctx, s.now(), !ok)
 	if !ok {
 		return s.recordFailure(p, action, "", Errorf(KindPermissionDenied, "the current password is wrong"))
 	}

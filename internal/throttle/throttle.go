@@ -1,18 +1,7 @@
-package kms
-
-import (
-	"bytes"
-	"context"
-	"encoding/hex"
-	"encoding/json"
-	"sync"
-	"time"
-
-	"github.com/ringkms/kms/internal/cache"
-	"github.com/ringkms/kms/internal/hmackey"
-)
-
-// Throttling of failed logins. Failures are counted per User and per
+// Package throttle counts failed logins and password reset requests, and
+// refuses attempts past their limits.
+//
+// Failures are counted per User and per
 // client address: after maxUserFailures failures for one User (or
 // maxAddrFailures from one address) within loginWindow, further attempts
 // are refused with a RateLimited error, without checking the password,
@@ -25,7 +14,7 @@ import (
 // (known or not) and per client address.
 //
 // The counts (failures in the window, its start, lockouts, the end of the
-// lockout) are in the Store, under pfxThrottle, so every node over one
+// lockout) are in the Store, under a prefix of their own, so every node over one
 // store counts into the same ones, and they survive restarts. An attempt
 // reads its two counts in one View before the password is checked: the
 // one store read that the throttles add to a successful login. A failure
@@ -57,7 +46,7 @@ import (
 // store takes.
 //
 // Idle counts (no lockout, the window over, and a day without lockout
-// since the last) are deleted by a sweep of pfxThrottle that each process
+// since the last) are deleted by a sweep of the prefix that each process
 // runs at most once per loginWindow, in the background, after a failure.
 // The store has no cap on counts, as it spends no memory on them: it holds
 // the keys that failed within about two windows or were locked out within
@@ -65,6 +54,22 @@ import (
 // address adds keys. The in-memory cap remains for what a process keeps:
 // at most throttleCap keys per throttle; past that a new key's attempts
 // under way are not tracked in memory (the store still counts them).
+package throttle
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/ringkms/kms/internal/base"
+	"github.com/ringkms/kms/internal/hmackey"
+	"github.com/ringkms/kms/internal/workers"
+)
+
 const (
 	loginWindow     = 15 * time.Minute
 	maxUserFailures = 5
@@ -149,15 +154,15 @@ func idleCount(v []byte, now time.Time) bool {
 
 // getStrikes reads the count under key into s, and reports whether there
 // was one.
-func getStrikes(tx Txn, key []byte, s *strikes) (bool, error) {
+func getStrikes(tx base.Txn, key []byte, s *strikes) (bool, error) {
 	v, err := tx.Get(key)
-	if isNotFound(err) {
+	if errors.Is(err, base.ErrNotFound) {
 		return false, nil
 	} else if err != nil {
 		return false, err
 	}
 	if err := json.Unmarshal(v, s); err != nil {
-		return false, Errorf(KindInternal, "a throttle count is corrupt: %v", err)
+		return false, base.Errorf(base.KindInternal, "a throttle count is corrupt: %v", err)
 	}
 	return true, nil
 }
@@ -262,63 +267,58 @@ func (t *throttle) sweepLocal(now time.Time) {
 	}
 }
 
-// userState is the in-memory state of the Users' half of a Service: the
-// cache of access-token sessions, the login and reset throttles (whose
-// counts are in the store), and the work of reset requests under way.
-type userState struct {
-	sessions    *cache.Cache[string, *sessionEntry] // digest of an access token -> session
-	users       *throttle                           // "u/" + user ID, or "n/" + digest of an unknown login name
-	addrs       *throttle                           // client address
-	resetEmails *throttle                           // "e/" + digest of a lower-case email address
-	resetAddrs  *throttle                           // client address
-	background  workers                             // issueReset
+// Set is the throttles of a Service: of logins, per User and per client
+// address, and of password reset requests, per email address and per
+// client address. It is safe for concurrent use.
+type Set struct {
+	users       *throttle // "u/" + user ID, or "n/" + digest of an unknown login name
+	addrs       *throttle // client address
+	resetEmails *throttle // "e/" + digest of a lower-case email address
+	resetAddrs  *throttle // client address
 
-	store   Store
+	store   base.Store
+	prefix  []byte              // of the counts' keys in the store
 	mac     *hmackey.Key        // of the keys the throttles count under
 	logErr  func(error, string) // for what fails behind an answer
 	sweepMu sync.Mutex          // guards swept
 	swept   time.Time           // when the last sweep began
-	sweeper workers             // the sweep of idle counts, one at a time
+	sweeper *workers.Pool       // the sweep of idle counts, one at a time
 }
 
-// maxBackground bounds the reset requests whose work runs at once; past
-// it, requests are answered but dropped.
-const maxBackground = 64
-
-// newUserState returns the Users' state of a Service over st with the
-// master key master. logErr logs what fails behind an answer.
-func newUserState(size int, st Store, throttleKey [32]byte, logErr func(error, string)) *userState {
-	go dummyPasswordHash() // ready before the first failed login needs it
-	return &userState{
-		sessions:    cache.New[string, *sessionEntry](size),
+// New returns the throttles over st, whose counts are kept under prefix
+// and keyed with a MAC under key. logErr logs what fails behind an
+// answer (a count the store did not take, a sweep).
+func New(st base.Store, prefix []byte, key [32]byte, logErr func(error, string)) *Set {
+	return &Set{
 		users:       newThrottle("login-user", maxUserFailures),
 		addrs:       newThrottle("login-addr", maxAddrFailures),
 		resetEmails: newThrottle("reset-email", maxUserFailures),
 		resetAddrs:  newThrottle("reset-addr", maxAddrFailures),
-		background:  workers{slots: make(chan struct{}, maxBackground)},
 		store:       st,
-		mac:         hmackey.New(throttleKey),
+		prefix:      prefix,
+		mac:         hmackey.New(key),
 		logErr:      logErr,
-		sweeper:     workers{slots: make(chan struct{}, 1)},
+		sweeper:     workers.New(1),
 	}
 }
 
-func (s *Service) userState() *userState { return s.users }
+// Wait waits for the sweep of idle counts under way, if any.
+func (st *Set) Wait() { st.sweeper.Wait() }
 
-// storeKey returns the key of the count of key in t: pfxThrottle, t's
+// storeKey returns the key of the count of key in t: the prefix, t's
 // kind, "/", and 16 bytes of the MAC of key, in hex.
-func (st *userState) storeKey(t *throttle, key string) []byte {
+func (st *Set) storeKey(t *throttle, key string) []byte {
 	var sum [32]byte
 	mac := st.mac.Sum(sum[:0], []byte(key))
-	k := make([]byte, 0, len(pfxThrottle)+len(t.kind)+1+32)
-	k = append(append(append(k, pfxThrottle...), t.kind...), '/')
+	k := make([]byte, 0, len(st.prefix)+len(t.kind)+1+32)
+	k = append(append(append(k, st.prefix...), t.kind...), '/')
 	return hex.AppendEncode(k, mac[:16])
 }
 
-// attempt is a login or a password reset request that its throttles
-// allowed. End or cancel it, once.
-type attempt struct {
-	st     *userState
+// Attempt is a login or a password reset request that its throttles
+// allowed. End or Cancel it, once.
+type Attempt struct {
+	st     *Set
 	clears bool // a success clears the count of the first key (logins)
 	slots  [2]slot
 }
@@ -332,30 +332,30 @@ type slot struct {
 	tracked bool   // t keeps the attempt in memory
 }
 
-// beginLogin starts a login attempt under the throttles of the User and
+// BeginLogin starts a login attempt under the throttles of the User and
 // of the client address; see begin.
-func (st *userState) beginLogin(ctx context.Context, userKey, addr string, now time.Time) (*attempt, time.Time, error) {
-	return st.begin(ctx, &attempt{st: st, clears: true, slots: [2]slot{{t: st.users, key: userKey}, {t: st.addrs, key: addr}}}, now)
+func (st *Set) BeginLogin(ctx context.Context, userKey, addr string, now time.Time) (*Attempt, time.Time, error) {
+	return st.begin(ctx, &Attempt{st: st, clears: true, slots: [2]slot{{t: st.users, key: userKey}, {t: st.addrs, key: addr}}}, now)
 }
 
-// beginReset starts a password reset request under the throttles of the
+// BeginReset starts a password reset request under the throttles of the
 // email address and of the client address; see begin.
-func (st *userState) beginReset(ctx context.Context, emailKey, addr string, now time.Time) (*attempt, time.Time, error) {
-	return st.begin(ctx, &attempt{st: st, slots: [2]slot{{t: st.resetEmails, key: emailKey}, {t: st.resetAddrs, key: addr}}}, now)
+func (st *Set) BeginReset(ctx context.Context, emailKey, addr string, now time.Time) (*Attempt, time.Time, error) {
+	return st.begin(ctx, &Attempt{st: st, slots: [2]slot{{t: st.resetEmails, key: emailKey}, {t: st.resetAddrs, key: addr}}}, now)
 }
 
 // begin reads the counts of a's keys in one View and starts a under its
 // throttles. When one refuses, it returns a nil attempt and the time when
 // the caller may try again. A store that cannot be read is an error: the
 // attempt does not go on without its counts.
-func (st *userState) begin(ctx context.Context, a *attempt, now time.Time) (*attempt, time.Time, error) {
+func (st *Set) begin(ctx context.Context, a *Attempt, now time.Time) (*Attempt, time.Time, error) {
 	var got [2]strikes
 	for i := range a.slots {
 		if sl := &a.slots[i]; sl.key != "" {
 			sl.skey = st.storeKey(sl.t, sl.key)
 		}
 	}
-	err := st.store.View(ctx, func(tx Txn) error {
+	err := st.store.View(ctx, func(tx base.Txn) error {
 		for i := range a.slots {
 			sl := &a.slots[i]
 			if sl.key == "" {
@@ -369,7 +369,7 @@ func (st *userState) begin(ctx context.Context, a *attempt, now time.Time) (*att
 		return nil
 	})
 	if err != nil {
-		return nil, time.Time{}, internalError("read throttle counts", err)
+		return nil, time.Time{}, base.InternalError("read throttle counts", err)
 	}
 	for i := range a.slots {
 		sl := &a.slots[i]
@@ -388,8 +388,8 @@ func (st *userState) begin(ctx context.Context, a *attempt, now time.Time) (*att
 	return a, time.Time{}, nil
 }
 
-// cancel forgets a without counting it.
-func (a *attempt) cancel(now time.Time) {
+// Cancel forgets a without counting it.
+func (a *Attempt) Cancel(now time.Time) {
 	for _, sl := range a.slots {
 		if sl.key != "" {
 			sl.t.release(sl.key, sl.tracked, now)
@@ -397,11 +397,11 @@ func (a *attempt) cancel(now time.Time) {
 	}
 }
 
-// end finishes a at now: a failure counts under both keys (in the store,
+// End finishes a at now: a failure counts under both keys (in the store,
 // with the failures that the store did not take before); a success of a
 // login clears the User's count. Store errors are logged and do not
-// change the attempt's answer; see the comment at the top of the file.
-func (a *attempt) end(ctx context.Context, now time.Time, failed bool) {
+// change the attempt's answer; see the comment at the top of the package.
+func (a *Attempt) End(ctx context.Context, now time.Time, failed bool) {
 	st := a.st
 	ctx = context.WithoutCancel(ctx) // a client that goes away is counted all the same
 	var n [2]int
@@ -418,7 +418,7 @@ func (a *attempt) end(ctx context.Context, now time.Time, failed bool) {
 	}
 	if !failed {
 		if sl := a.slots[0]; a.clears && sl.stored {
-			if err := st.store.Update(ctx, func(tx Txn) error { return tx.Delete(sl.skey) }); err != nil {
+			if err := st.store.Update(ctx, func(tx base.Txn) error { return tx.Delete(sl.skey) }); err != nil {
 				st.logErr(err, "throttle "+sl.t.kind+": clear a count")
 			}
 		}
@@ -426,7 +426,7 @@ func (a *attempt) end(ctx context.Context, now time.Time, failed bool) {
 	}
 	err := st.store.Writable(ctx)
 	if err == nil {
-		err = st.store.Update(ctx, func(tx Txn) error {
+		err = st.store.Update(ctx, func(tx base.Txn) error {
 			for i, sl := range a.slots {
 				if sl.key == "" {
 					continue
@@ -458,19 +458,19 @@ func (a *attempt) end(ctx context.Context, now time.Time, failed bool) {
 	st.maybeSweep(now)
 }
 
-// clearUser forgets the login failures of the User with ID id.
-func (st *userState) clearUser(ctx context.Context, id string, now time.Time) {
+// ClearUser forgets the login failures of the User with ID id.
+func (st *Set) ClearUser(ctx context.Context, id string, now time.Time) {
 	key := "u/" + id
 	st.users.take(key, false, now)
 	skey := st.storeKey(st.users, key)
-	if err := st.store.Update(context.WithoutCancel(ctx), func(tx Txn) error { return tx.Delete(skey) }); err != nil {
+	if err := st.store.Update(context.WithoutCancel(ctx), func(tx base.Txn) error { return tx.Delete(skey) }); err != nil {
 		st.logErr(err, "throttle "+st.users.kind+": clear a count")
 	}
 }
 
 // maybeSweep starts a sweep of idle counts in the background, unless one
 // began within loginWindow.
-func (st *userState) maybeSweep(now time.Time) {
+func (st *Set) maybeSweep(now time.Time) {
 	st.sweepMu.Lock()
 	due := now.Sub(st.swept) >= loginWindow
 	if due {
@@ -493,18 +493,18 @@ func (st *userState) maybeSweep(now time.Time) {
 // sweep deletes the counts in the store that are idle at now, at most
 // sweepBatch per transaction, each checked again before it is deleted (a
 // node may have counted a failure since the scan).
-func (st *userState) sweep(ctx context.Context, now time.Time) error {
-	start := pfxThrottle
+func (st *Set) sweep(ctx context.Context, now time.Time) error {
+	start := st.prefix
 	for start != nil {
 		var idle [][]byte
 		var next []byte
-		err := st.store.View(ctx, func(tx Txn) error {
+		err := st.store.View(ctx, func(tx base.Txn) error {
 			idle, next = idle[:0], nil
-			return tx.Scan(ScanOptions{Prefix: pfxThrottle, Start: start}, func(k, v []byte) (bool, error) {
+			return tx.Scan(base.ScanOptions{Prefix: st.prefix, Start: start}, func(k, v []byte) (bool, error) {
 				if idleCount(v, now) {
 					idle = append(idle, bytes.Clone(k))
 					if len(idle) == sweepBatch {
-						next = afterKey(k)
+						next = append(bytes.Clone(k), 0)
 						return false, nil
 					}
 				}
@@ -515,10 +515,10 @@ func (st *userState) sweep(ctx context.Context, now time.Time) error {
 			return err
 		}
 		if len(idle) > 0 {
-			err = st.store.Update(ctx, func(tx Txn) error {
+			err = st.store.Update(ctx, func(tx base.Txn) error {
 				for _, k := range idle {
 					v, err := tx.Get(k)
-					if isNotFound(err) {
+					if errors.Is(err, base.ErrNotFound) {
 						continue
 					} else if err != nil {
 						return err
@@ -539,32 +539,3 @@ func (st *userState) sweep(ctx context.Context, now time.Time) error {
 	}
 	return nil
 }
-
-// workers runs functions on goroutines of their own, at most cap(slots)
-// at once, and waits for them.
-type workers struct {
-	slots chan struct{}
-	wg    sync.WaitGroup
-}
-
-// TryGo runs f on a goroutine, unless cap(slots) are busy: then it
-// reports false.
-func (w *workers) TryGo(f func()) bool {
-	select {
-	case w.slots <- struct{}{}:
-	default:
-		return false
-	}
-	w.wg.Add(1)
-	go func() {
-		defer func() {
-			<-w.slots
-			w.wg.Done()
-		}()
-		f()
-	}()
-	return true
-}
-
-// Wait waits for the functions under way.
-func (w *workers) Wait() { w.wg.Wait() }
