@@ -5,29 +5,27 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"testing"
-	"time"
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/client"
 	"github.com/ringkms/kms/httpapi"
-	"github.com/ringkms/kms/store/badgerstore"
+	"github.com/ringkms/kms/internal/kmstest"
 )
 
 // env is a Service on an in-memory Badger store, served by the real
 // httpapi handler over a real HTTP server, and a Client of it holding the
 // root API key.
 type env struct {
-	store   *badgerstore.Store
+	store   kms.Store
 	svc     *kms.Service
 	srv     *httptest.Server
-	c       *client.Client  // with the root API key (flag "*")
-	rootCtx context.Context // the root principal, for direct Service calls
-	mail    mailbox         // what the Service mails
+	c       *client.Client   // with the root API key (flag "*")
+	rootCtx context.Context  // the root principal, for direct Service calls
+	mail    *kmstest.Mailbox // what the Service mails
 }
 
 // newEnv starts an env; everything stops at the end of the test. With
@@ -35,41 +33,14 @@ type env struct {
 // "/kms/"), and the client's base URL carries it.
 func newEnv(t testing.TB, mount string) *env {
 	t.Helper()
-	st, err := badgerstore.OpenInMemory()
+	mail := kmstest.NewMailbox()
+	k := kmstest.New(t, kmstest.MemoryStore(t), kms.Options{Mailer: mail, BaseURL: "https://kms.example"})
+	srv, base := kmstest.Serve(t, httpapi.New(k.Service, httpapi.Options{}), mount)
+	c, err := client.New(base, client.WithAPIKey(k.RootKey))
 	if err != nil {
-		t.Fatalf("badgerstore.OpenInMemory() = %v", err)
+		t.Fatalf("client.New(%q) = %v", base, err)
 	}
-	t.Cleanup(func() { st.Close() })
-	mail := make(mailbox, 16)
-	svc, err := kms.New(st, kms.Options{MasterKey: kms.GenerateMasterKey(), Mailer: mail, BaseURL: "https://kms.example"})
-	if err != nil {
-		t.Fatalf("kms.New() = %v", err)
-	}
-	t.Cleanup(func() { svc.Close() })
-	ctx := context.Background()
-	boot, err := svc.Bootstrap(ctx, "")
-	if err != nil {
-		t.Fatalf("Bootstrap() = %v", err)
-	}
-	root, err := svc.Authenticate(ctx, boot.Secret)
-	if err != nil {
-		t.Fatalf("Authenticate(root) = %v", err)
-	}
-	var h http.Handler = httpapi.New(svc, httpapi.Options{})
-	base := ""
-	if mount != "" {
-		mux := http.NewServeMux()
-		mux.Handle(mount, http.StripPrefix(mount[:len(mount)-1], h))
-		mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "the app", http.StatusTeapot) })
-		h, base = mux, mount
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	c, err := client.New(srv.URL+base, client.WithAPIKey(boot.Secret))
-	if err != nil {
-		t.Fatalf("client.New(%q) = %v", srv.URL+base, err)
-	}
-	return &env{store: st, svc: svc, srv: srv, c: c, rootCtx: kms.WithPrincipal(ctx, root), mail: mail}
+	return &env{store: k.Store, svc: k.Service, srv: srv, c: c, rootCtx: k.RootCtx, mail: mail}
 }
 
 // keyClient creates an API key of the root Account with flags (granted)
@@ -111,31 +82,7 @@ func (e *env) lastActivityID(t testing.TB) string {
 	return id
 }
 
-// mailbox is a kms.Mailer that hands each message to the test.
-type mailbox chan kms.Message
-
-func (m mailbox) Send(ctx context.Context, msg kms.Message) error {
-	select {
-	case m <- msg:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 var tokenRE = regexp.MustCompile(`token=([^\s&"]+)`)
-
-// token waits for the next mail and returns the token of its link.
-func (m mailbox) token(t testing.TB) string {
-	t.Helper()
-	select {
-	case msg := <-m:
-		return tokenOf(t, msg.Body)
-	case <-time.After(10 * time.Second):
-		t.Fatal("no mail within 10s")
-		return ""
-	}
-}
 
 // tokenOf returns the token of the link in text.
 func tokenOf(t testing.TB, text string) string {

@@ -313,7 +313,7 @@ func TestAPIKeysOverHTTP(t *testing.T) {
 		e.do(t, "POST", "/ks/encrypt", k.Key, map[string]any{"ringname": "pay"}).wantError(t, http.StatusUnauthorized, "unauthenticated")
 		e.do(t, "DELETE", "/auth/apikey/"+k.KeyID+"?id=true", e.root, nil).wantError(t, http.StatusNotFound, "not_found")
 		// The key in the path is not logged.
-		for _, l := range e.logs.lines(t) {
+		for _, l := range e.logs.Lines(t) {
 			if l["method"] == "DELETE" && l["route"] == "/auth/apikey/:apikey" && l["path"] != nil {
 				t.Errorf("log line of DELETE /auth/apikey/:apikey has a path: %v", l)
 			}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/kmstest"
 )
 
 func TestGetActivityOverHTTP(t *testing.T) {
@@ -34,7 +35,7 @@ func TestGetActivityOverHTTP(t *testing.T) {
 }
 
 func TestSearchActivityOverHTTP(t *testing.T) {
-	clock := newTestClock()
+	clock := kmstest.NewClock()
 	e := newEnv(t, withClock(clock))
 	e.createRing(t, "alpha")
 	e.createRing(t, "beta")
@@ -43,9 +44,9 @@ func TestSearchActivityOverHTTP(t *testing.T) {
 		e.do(t, "POST", "/ks/encrypt", enc, map[string]any{"ringname": "alpha"}).want(t, http.StatusOK)
 	}
 	e.do(t, "POST", "/ks/encrypt", enc, map[string]any{"ringname": "beta"}).wantError(t, http.StatusForbidden, "permission_denied")
-	before := clock.now().UnixMilli()
-	clock.advance(time.Minute)
-	after := clock.now().UnixMilli()
+	before := clock.Now().UnixMilli()
+	clock.Advance(time.Minute)
+	after := clock.Now().UnixMilli()
 	e.do(t, "POST", "/ks/encrypt", e.root, map[string]any{"ringname": "beta"}).want(t, http.StatusOK)
 	e.do(t, "POST", "/ks/encrypt", enc, map[string]any{"ringname": "alpha"}).want(t, http.StatusOK)
 

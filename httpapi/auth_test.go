@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/kmstest"
 )
 
 // Password hashing (argon2id) costs about 0.25 s a call under the race
@@ -216,7 +217,7 @@ func TestUsersOverHTTP(t *testing.T) {
 }
 
 func TestLoginOverHTTP(t *testing.T) {
-	clock := newTestClock()
+	clock := kmstest.NewClock()
 	e := newEnv(t, withClock(clock))
 	erin, password := e.createUser(t, "erin")
 	_, frankPassword := e.createUser(t, "frank", "users.read")
@@ -292,7 +293,7 @@ func TestLoginOverHTTP(t *testing.T) {
 		token = other
 	})
 	t.Run("401 expired token", func(t *testing.T) {
-		clock.advance(time.Hour + time.Second)
+		clock.Advance(time.Hour + time.Second)
 		e.do(t, "GET", "/auth/users/erin", token, nil).wantError(t, http.StatusUnauthorized, "unauthenticated")
 	})
 	t.Run("429 after repeated failures", func(t *testing.T) {
@@ -306,14 +307,14 @@ func TestLoginOverHTTP(t *testing.T) {
 		if !strings.Contains(msg, "try again") {
 			t.Errorf("429 message = %q", msg)
 		}
-		clock.advance(16 * time.Minute)
+		clock.Advance(16 * time.Minute)
 		e.login(t, "erin", password)
 	})
 }
 
 func TestInviteOverHTTP(t *testing.T) {
-	clock := newTestClock()
-	mail := newFakeMailer()
+	clock := kmstest.NewClock()
+	mail := kmstest.NewMailbox()
 	e := newEnv(t, withClock(clock), withMailer(mail))
 	const linkPrefix = testBaseURL + "/auth/user/invite-validate?token="
 
@@ -324,7 +325,7 @@ func TestInviteOverHTTP(t *testing.T) {
 		r := e.do(t, "POST", "/auth/user/invite", e.root, body).want(t, http.StatusOK)
 		res := decode[map[string]string](t, r)
 		token := linkToken(t, res["loginUrl"], linkPrefix)
-		msg := mail.next(t)
+		msg := mail.Next(t)
 		if msg.To != name+"@example.com" || mailedLink(t, msg, linkPrefix) != res["loginUrl"] {
 			t.Fatalf("mail to %s does not carry the link %s:\n%s", msg.To, res["loginUrl"], msg.Body)
 		}
@@ -405,7 +406,7 @@ func TestInviteOverHTTP(t *testing.T) {
 	})
 	t.Run("401 expired", func(t *testing.T) {
 		late := invite(t, "hank")
-		clock.advance(7*24*time.Hour + time.Second)
+		clock.Advance(7*24*time.Hour + time.Second)
 		wantState(t, validate(late), 401, "expired")
 		wantState(t, complete(late, strongPassword), 401, "expired")
 	})
@@ -418,8 +419,8 @@ func TestInviteOverHTTP(t *testing.T) {
 }
 
 func TestPasswordResetOverHTTP(t *testing.T) {
-	clock := newTestClock()
-	mail := newFakeMailer()
+	clock := kmstest.NewClock()
+	mail := kmstest.NewMailbox()
 	e := newEnv(t, withClock(clock), withMailer(mail))
 	_, old := e.createUser(t, "jill")
 	session := e.login(t, "jill", old)
@@ -435,7 +436,7 @@ func TestPasswordResetOverHTTP(t *testing.T) {
 	var token string
 	t.Run("start", func(t *testing.T) {
 		known := start("jill@example.com").want(t, http.StatusOK)
-		msg := mail.next(t)
+		msg := mail.Next(t)
 		if msg.To != "jill@example.com" {
 			t.Fatalf("mail to %s", msg.To)
 		}
@@ -452,7 +453,7 @@ func TestPasswordResetOverHTTP(t *testing.T) {
 			t.Errorf("errors = %v, want email", errs)
 		}
 		e.do(t, "POST", "/auth/basic/reset-password-start", "", nil).wantError(t, http.StatusBadRequest, "invalid")
-		mail.none(t)
+		mail.None(t)
 	})
 	t.Run("400 {}", func(t *testing.T) {
 		complete(token, "weak").wantEmpty(t, http.StatusBadRequest)
@@ -482,10 +483,10 @@ func TestPasswordResetOverHTTP(t *testing.T) {
 		complete(token, strongPassword+"2").wantEmpty(t, http.StatusBadRequest)
 	})
 	t.Run("400 {} expired", func(t *testing.T) {
-		clock.advance(2 * time.Minute) // one mail a minute per User
+		clock.Advance(2 * time.Minute) // one mail a minute per User
 		start("jill@example.com").want(t, http.StatusOK)
-		late := linkToken(t, mailedLink(t, mail.next(t), linkPrefix), linkPrefix)
-		clock.advance(time.Hour + time.Second)
+		late := linkToken(t, mailedLink(t, mail.Next(t), linkPrefix), linkPrefix)
+		clock.Advance(time.Hour + time.Second)
 		complete(late, strongPassword+"3").wantEmpty(t, http.StatusBadRequest)
 	})
 	t.Run("without a mailer", func(t *testing.T) {

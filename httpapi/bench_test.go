@@ -2,11 +2,9 @@ package httpapi_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 
@@ -14,7 +12,7 @@ import (
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/httpapi"
-	"github.com/ringkms/kms/store/badgerstore"
+	"github.com/ringkms/kms/internal/kmstest"
 )
 
 // benchServer serves the handler over real HTTP (loopback, keep-alive) on
@@ -24,28 +22,14 @@ import (
 // JSON body with the root API key and decodes the 200 answer into out.
 func benchServer(b *testing.B) func(path, body string, out any) error {
 	b.Helper()
-	st, err := badgerstore.OpenDir(b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { st.Close() })
-	svc, err := kms.New(st, kms.Options{MasterKey: kms.GenerateMasterKey()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { svc.Close() })
-	boot, err := svc.Bootstrap(context.Background(), "")
-	if err != nil {
-		b.Fatal(err)
-	}
+	k := kmstest.New(b, kmstest.DiskStore(b), kms.Options{})
 	log := zerolog.New(io.Discard).Level(zerolog.InfoLevel).With().Timestamp().Logger()
-	srv := httptest.NewServer(httpapi.New(svc, httpapi.Options{Logger: &log}))
-	b.Cleanup(srv.Close)
+	srv, _ := kmstest.Serve(b, httpapi.New(k.Service, httpapi.Options{Logger: &log}), "")
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxConnsPerHost: 64}}
 	post := func(path, body string, out any) error {
 		r, _ := http.NewRequest("POST", srv.URL+path, bytes.NewReader([]byte(body)))
 		r.Header.Set("Content-Type", "application/json")
-		r.Header.Set("Authorization", "Bearer "+boot.Secret)
+		r.Header.Set("Authorization", "Bearer "+k.RootKey)
 		resp, err := client.Do(r)
 		if err != nil {
 			return err

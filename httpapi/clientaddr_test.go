@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 
 	"github.com/ringkms/kms/httpapi"
+	"github.com/ringkms/kms/internal/kmstest"
 )
 
 // TestForwardedForIsNotTheClients: behind a proxy that appends to
@@ -17,8 +17,7 @@ import (
 // that writes a new address each time is throttled all the same.
 func TestForwardedForIsNotTheClients(t *testing.T) {
 	e := newEnv(t)
-	srv := httptest.NewServer(httpapi.New(e.svc, httpapi.Options{ClientIPHeader: "X-Forwarded-For"}))
-	t.Cleanup(srv.Close)
+	srv, _ := kmstest.Serve(t, httpapi.New(e.svc, httpapi.Options{ClientIPHeader: "X-Forwarded-For"}), "")
 	login := func(name, forwardedFor string) int {
 		t.Helper()
 		body := fmt.Sprintf(`{"username": %q, "password": "Wrong-Pass-1"}`, name)

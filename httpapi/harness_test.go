@@ -9,16 +9,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/httpapi"
-	"github.com/ringkms/kms/store/badgerstore"
+	"github.com/ringkms/kms/internal/kmstest"
 )
 
 // env is a Service on an in-memory store, served by httpapi over a real
@@ -27,87 +25,30 @@ type env struct {
 	store   *downStore
 	svc     *kms.Service
 	srv     *httptest.Server
-	root    string          // secret of the root API key (flag "*")
-	rootCtx context.Context // carries the root principal, for direct Service calls
-	account string          // ID of the Account that test API keys belong to
-	logs    *syncBuffer     // the handler's log
+	root    string             // secret of the root API key (flag "*")
+	rootCtx context.Context    // carries the root principal, for direct Service calls
+	account string             // ID of the Account that test API keys belong to
+	logs    *kmstest.LogBuffer // the handler's log
 }
 
 type envOptions struct {
 	maxBody int64
-	clock   *testClock // the Service's clock; nil: time.Now
-	mailer  kms.Mailer // the Service's Mailer; nil: none
-	svcLog  bool       // the Service logs to e.logs too
-	limits  kms.Limits // plan limits
+	clock   *kmstest.Clock // the Service's clock; nil: time.Now
+	mailer  kms.Mailer     // the Service's Mailer; nil: none
+	svcLog  bool           // the Service logs to e.logs too
+	limits  kms.Limits     // plan limits
 }
 
 // withClock gives the Service a settable clock, which starts at a fixed
 // time and moves only when the test advances it.
-func withClock(c *testClock) func(*envOptions) { return func(o *envOptions) { o.clock = c } }
+func withClock(c *kmstest.Clock) func(*envOptions) { return func(o *envOptions) { o.clock = c } }
 
-// withMailer gives the Service a Mailer (for example a fakeMailer).
+// withMailer gives the Service a Mailer (for example a kmstest.Mailbox).
 func withMailer(m kms.Mailer) func(*envOptions) { return func(o *envOptions) { o.mailer = m } }
 
 // withServiceLog sends the Service's own log to e.logs, beside the
 // handler's.
 func withServiceLog(o *envOptions) { o.svcLog = true }
-
-// testClock is a settable clock, safe for concurrent use.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newTestClock() *testClock {
-	return &testClock{t: time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)}
-}
-
-func (c *testClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-// fakeMailer is a kms.Mailer that keeps the messages it is asked to send.
-type fakeMailer struct {
-	sent chan kms.Message // every message, buffered
-}
-
-func newFakeMailer() *fakeMailer { return &fakeMailer{sent: make(chan kms.Message, 100)} }
-
-func (m *fakeMailer) Send(_ context.Context, msg kms.Message) error {
-	m.sent <- msg
-	return nil
-}
-
-// next returns the next message sent, failing the test when none comes
-// (reset mails are sent in the background).
-func (m *fakeMailer) next(t testing.TB) kms.Message {
-	t.Helper()
-	select {
-	case msg := <-m.sent:
-		return msg
-	case <-time.After(20 * time.Second):
-		t.Fatal("no mail was sent")
-		return kms.Message{}
-	}
-}
-
-// none fails the test when a message was sent.
-func (m *fakeMailer) none(t testing.TB) {
-	t.Helper()
-	select {
-	case msg := <-m.sent:
-		t.Fatalf("mail sent to %s, want none", msg.To)
-	default:
-	}
-}
 
 // testBaseURL is the BaseURL of the Service, on which mailed links are
 // built.
@@ -120,44 +61,23 @@ func newEnv(t testing.TB, opts ...func(*envOptions)) *env {
 	for _, f := range opts {
 		f(&o)
 	}
-	st, err := badgerstore.OpenInMemory()
-	if err != nil {
-		t.Fatalf("badgerstore.OpenInMemory() = %v", err)
-	}
-	t.Cleanup(func() { st.Close() })
-	ds := &downStore{Store: st}
-	logs := &syncBuffer{}
+	ds := &downStore{Store: kmstest.MemoryStore(t)}
+	logs := &kmstest.LogBuffer{}
 	logger := zerolog.New(logs)
-	kopts := kms.Options{MasterKey: kms.GenerateMasterKey(), Mailer: o.mailer, BaseURL: testBaseURL, Limits: o.limits}
+	kopts := kms.Options{Mailer: o.mailer, BaseURL: testBaseURL, Limits: o.limits}
 	if o.clock != nil {
-		kopts.Now = o.clock.now
+		kopts.Now = o.clock.Now
 	}
 	if o.svcLog {
 		kopts.Logger = &logger
 	}
-	svc, err := kms.New(ds, kopts)
-	if err != nil {
-		t.Fatalf("kms.New() = %v", err)
-	}
-	t.Cleanup(func() { svc.Close() })
-	ctx := context.Background()
-	boot, err := svc.Bootstrap(ctx, "")
-	if err != nil {
-		t.Fatalf("Bootstrap() = %v", err)
-	}
-	rootP, err := svc.Authenticate(ctx, boot.Secret)
-	if err != nil {
-		t.Fatalf("Authenticate(root) = %v", err)
-	}
-	rootCtx := kms.WithPrincipal(ctx, rootP)
-	acct, err := svc.CreateAccount(rootCtx, kms.AccountInput{UID: "tests"})
+	k := kmstest.New(t, ds, kopts)
+	acct, err := k.Service.CreateAccount(k.RootCtx, kms.AccountInput{UID: "tests"})
 	if err != nil {
 		t.Fatalf("CreateAccount() = %v", err)
 	}
-	h := httpapi.New(svc, httpapi.Options{Logger: &logger, MaxBodyBytes: o.maxBody})
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return &env{store: ds, svc: svc, srv: srv, root: boot.Secret, rootCtx: rootCtx, account: acct.ID, logs: logs}
+	srv, _ := kmstest.Serve(t, httpapi.New(k.Service, httpapi.Options{Logger: &logger, MaxBodyBytes: o.maxBody}), "")
+	return &env{store: ds, svc: k.Service, srv: srv, root: k.RootKey, rootCtx: k.RootCtx, account: acct.ID, logs: logs}
 }
 
 // downStore is a kms.Store that can be made to fail reads (down), for
@@ -211,41 +131,6 @@ func (s *downStore) View(ctx context.Context, fn func(kms.Txn) error) error {
 		return fmt.Errorf("disk on fire at /var/lib/secret-path")
 	}
 	return s.Store.View(ctx, fn)
-}
-
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// lines returns the JSON log lines.
-func (b *syncBuffer) lines(t testing.TB) []map[string]any {
-	t.Helper()
-	var out []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(b.String()), "\n") {
-		if l == "" {
-			continue
-		}
-		var m map[string]any
-		if err := json.Unmarshal([]byte(l), &m); err != nil {
-			t.Fatalf("log line %q is not JSON: %v", l, err)
-		}
-		out = append(out, m)
-	}
-	return out
 }
 
 // apiKey creates an API key of the test Account with the given flags (all

@@ -2,12 +2,12 @@ package httpapi_test
 
 import (
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/httpapi"
+	"github.com/ringkms/kms/internal/kmstest"
 )
 
 func TestBearer(t *testing.T) {
@@ -218,11 +218,7 @@ func TestFullDisk(t *testing.T) {
 
 func TestMountedUnderPrefix(t *testing.T) {
 	e := newEnv(t)
-	mux := http.NewServeMux()
-	mux.Handle("/kms/", http.StripPrefix("/kms", httpapi.New(e.svc, httpapi.Options{})))
-	mux.HandleFunc("/other", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("other")) })
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
+	srv, _ := kmstest.Serve(t, httpapi.New(e.svc, httpapi.Options{}), "/kms/")
 	auth := []string{"Bearer " + e.root}
 
 	send(t, srv.URL, "GET", "/kms/healthz", req{}).want(t, http.StatusOK)
@@ -233,7 +229,7 @@ func TestMountedUnderPrefix(t *testing.T) {
 	send(t, srv.URL, "GET", "/kms/nope", req{auth: auth}).wantError(t, http.StatusNotFound, "not_found")
 	send(t, srv.URL, "GET", "/kms/ks/keyrings/", req{auth: auth}).wantError(t, http.StatusNotFound, "not_found")
 	send(t, srv.URL, "PUT", "/kms/ks/encrypt", req{auth: auth}).wantError(t, http.StatusMethodNotAllowed, "method_not_allowed")
-	if r := send(t, srv.URL, "GET", "/other", req{}); r.status != http.StatusOK || string(r.body) != "other" {
+	if r := send(t, srv.URL, "GET", "/other", req{}); r.status != http.StatusTeapot || strings.TrimSpace(string(r.body)) != kmstest.AppBody {
 		t.Errorf("GET /other = %d %q, want the mux's own handler", r.status, r.body)
 	}
 }
@@ -254,7 +250,7 @@ func TestRequestLog(t *testing.T) {
 			t.Errorf("the log contains a secret or a body: %q", s)
 		}
 	}
-	lines := e.logs.lines(t)
+	lines := e.logs.Lines(t)
 	if len(lines) != 3 {
 		t.Fatalf("got %d log lines, want 3 (one per request):\n%s", len(lines), logs)
 	}
@@ -304,8 +300,7 @@ func TestRequestLog(t *testing.T) {
 
 func TestNilLogger(t *testing.T) {
 	e := newEnv(t)
-	srv := httptest.NewServer(httpapi.New(e.svc, httpapi.Options{}))
-	t.Cleanup(srv.Close)
+	srv, _ := kmstest.Serve(t, httpapi.New(e.svc, httpapi.Options{}), "")
 	send(t, srv.URL, "GET", "/ks/keyrings", req{auth: []string{"Bearer " + e.root}}).want(t, http.StatusOK)
 	r := send(t, srv.URL, "GET", "/nope", req{})
 	r.wantError(t, http.StatusNotFound, "not_found")
@@ -344,7 +339,7 @@ func TestStoreFailure(t *testing.T) {
 			}
 			id := r.header.Get(httpapi.RequestIDHeader)
 			var found bool
-			for _, l := range e.logs.lines(t) {
+			for _, l := range e.logs.Lines(t) {
 				if l["req_id"] == id {
 					found = true
 					if errText, _ := l["error"].(string); !strings.Contains(errText, "disk on fire") || l["level"] != "error" {

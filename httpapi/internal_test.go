@@ -8,14 +8,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/julienschmidt/httprouter"
 	"github.com/rs/zerolog"
 
 	"github.com/ringkms/kms"
-	"github.com/ringkms/kms/store/badgerstore"
+	"github.com/ringkms/kms/internal/kmstest"
 )
 
 func TestKindStatus(t *testing.T) {
@@ -95,40 +94,13 @@ func FuzzBearerToken(f *testing.F) {
 	})
 }
 
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // testServer serves New's routes and extra ones, public, with a log.
-func testServer(t *testing.T, extra ...route) (*httptest.Server, *logBuffer) {
+func testServer(t *testing.T, extra ...route) (*httptest.Server, *kmstest.LogBuffer) {
 	t.Helper()
-	st, err := badgerstore.OpenInMemory()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	svc, err := kms.New(st, kms.Options{MasterKey: kms.GenerateMasterKey()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { svc.Close() })
-	logs := &logBuffer{}
+	k := kmstest.New(t, kmstest.MemoryStore(t), kms.Options{})
+	logs := &kmstest.LogBuffer{}
 	logger := zerolog.New(logs)
-	srv := httptest.NewServer(newHandler(svc, Options{Logger: &logger}, extra))
-	t.Cleanup(srv.Close)
+	srv, _ := kmstest.Serve(t, newHandler(k.Service, Options{Logger: &logger}, extra), "")
 	return srv, logs
 }
 

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -13,7 +12,7 @@ import (
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/internal/benchcpu"
-	"github.com/ringkms/kms/store/badgerstore"
+	"github.com/ringkms/kms/internal/kmstest"
 )
 
 // discardWriter is a ResponseWriter that keeps nothing: the layers are
@@ -40,20 +39,7 @@ func (w *discardWriter) WriteHeader(status int)      { w.status = status }
 // The kms package's BenchmarkEncryptLayers splits encrypt's domain work
 // from its journal (durable record and header signature).
 func BenchmarkLayers(b *testing.B) {
-	st, err := badgerstore.OpenDir(b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
-	svc, err := kms.New(st, kms.Options{MasterKey: kms.GenerateMasterKey()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer svc.Close()
-	boot, err := svc.Bootstrap(context.Background(), "")
-	if err != nil {
-		b.Fatal(err)
-	}
+	k := kmstest.New(b, kmstest.DiskStore(b), kms.Options{})
 	log := zerolog.New(io.Discard).Level(zerolog.InfoLevel).With().Timestamp().Logger()
 	noop := route{method: http.MethodPost, path: "/bench/noop", handle: func(r *http.Request, _ httprouter.Params) (any, error) {
 		var in struct {
@@ -66,8 +52,8 @@ func BenchmarkLayers(b *testing.B) {
 			OK bool `json:"ok"`
 		}{true}, nil
 	}}
-	h := newHandler(svc, Options{Logger: &log}, []route{noop})
-	if code := serveOnce(h, "/ks/keyrings", `{"name":"bench","kem":"x25519"}`, boot.Secret); code != http.StatusOK {
+	h := newHandler(k.Service, Options{Logger: &log}, []route{noop})
+	if code := serveOnce(h, "/ks/keyrings", `{"name":"bench","kem":"x25519"}`, k.RootKey); code != http.StatusOK {
 		b.Fatalf("create ring: %d", code)
 	}
 	bare := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -96,7 +82,7 @@ func BenchmarkLayers(b *testing.B) {
 			defer benchcpu.Start(b)()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					if code := serveOnce(layer.h, layer.path, `{"ringname":"bench"}`, boot.Secret); code != http.StatusOK {
+					if code := serveOnce(layer.h, layer.path, `{"ringname":"bench"}`, k.RootKey); code != http.StatusOK {
 						b.Errorf("%s: %d", layer.path, code)
 						return
 					}

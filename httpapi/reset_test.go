@@ -11,13 +11,14 @@ import (
 	"time"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/kmstest"
 )
 
 // TestPasswordResetStartThrottle: reset requests are throttled per
 // address, known or not, and answer 429 past it.
 func TestPasswordResetStartThrottle(t *testing.T) {
-	clock := newTestClock()
-	e := newEnv(t, withClock(clock), withMailer(newFakeMailer()))
+	clock := kmstest.NewClock()
+	e := newEnv(t, withClock(clock), withMailer(kmstest.NewMailbox()))
 	e.createUser(t, "ruth")
 	start := func(email string) reply {
 		return e.do(t, "POST", "/auth/basic/reset-password-start", "", map[string]any{"email": email})
@@ -36,7 +37,7 @@ func TestPasswordResetStartThrottle(t *testing.T) {
 	if !bytes.Equal(limited[0], limited[1]) {
 		t.Errorf("429 answers differ for a known and an unknown address: %s and %s", limited[0], limited[1])
 	}
-	clock.advance(16 * time.Minute)
+	clock.Advance(16 * time.Minute)
 	start("ruth@example.com").want(t, http.StatusOK)
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/kmstest"
 )
 
 // TestAuthLogsHoldNoSecret runs the flows of the /auth group with the
@@ -15,8 +16,8 @@ import (
 // none of the secrets that went by: passwords, API key secrets, access
 // tokens, invitation and reset tokens.
 func TestAuthLogsHoldNoSecret(t *testing.T) {
-	clock := newTestClock()
-	mail := newFakeMailer()
+	clock := kmstest.NewClock()
+	mail := kmstest.NewMailbox()
 	e := newEnv(t, withClock(clock), withMailer(mail), withServiceLog)
 	secrets := map[string]string{"root API key": e.root}
 	keep := func(what, s string) string {
@@ -40,7 +41,7 @@ func TestAuthLogsHoldNoSecret(t *testing.T) {
 
 	// An invitation: the link, validation, a weak password, completion.
 	inv := decode[map[string]string](t, e.do(t, "POST", "/auth/user/invite", e.root, e.userBody("lee")).want(t, http.StatusOK))
-	mail.next(t)
+	mail.Next(t)
 	u, err := url.Parse(inv["loginUrl"])
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +55,7 @@ func TestAuthLogsHoldNoSecret(t *testing.T) {
 
 	// A password reset.
 	e.do(t, "POST", "/auth/basic/reset-password-start", "", map[string]any{"email": "lee@example.com"}).want(t, http.StatusOK)
-	link := mailedLink(t, mail.next(t), testBaseURL+"/auth/basic/reset-password-complete?token=")
+	link := mailedLink(t, mail.Next(t), testBaseURL+"/auth/basic/reset-password-complete?token=")
 	reset := keep("reset token", linkToken(t, link, testBaseURL))
 	e.do(t, "POST", "/auth/basic/reset-password-complete", "", map[string]any{"token": reset, "password": keep("new password", "Lee-Reset-This-2")}).wantEmpty(t, http.StatusOK)
 	e.do(t, "POST", "/auth/basic/reset-password-complete", "", map[string]any{"token": reset, "password": "Lee-Reset-This-3"}).wantEmpty(t, http.StatusBadRequest)
@@ -75,10 +76,10 @@ func TestAuthLogsHoldNoSecret(t *testing.T) {
 	e.do(t, "POST", "/auth/basic/login", "", map[string]any{"username": "lee", "password": secrets["new password"]}).want(t, http.StatusInternalServerError)
 	e.do(t, "GET", "/auth/basic/refresh", leeToken, nil).want(t, http.StatusInternalServerError)
 	e.store.readOnly.Store(false)
-	clock.advance(time.Minute)
+	clock.Advance(time.Minute)
 
 	log := e.logs.String()
-	if n := len(e.logs.lines(t)); n < 25 {
+	if n := len(e.logs.Lines(t)); n < 25 {
 		t.Fatalf("the log has %d lines; was it captured?", n)
 	}
 	for what, s := range secrets {

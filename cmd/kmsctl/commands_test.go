@@ -311,7 +311,7 @@ func TestAssets(t *testing.T) {
 
 func TestLoginSession(t *testing.T) {
 	s := newServer(t, kms.Options{})
-	created, err := s.svc.CreateUser(s.rootCtx, kms.UserInput{Username: "ada", Email: "ada@example.com", FirstName: "Ada", LastName: "Lovelace",
+	created, err := s.Service.CreateUser(s.RootCtx, kms.UserInput{Username: "ada", Email: "ada@example.com", FirstName: "Ada", LastName: "Lovelace",
 		Flags: kms.Flags{"keyring.*.read": true}})
 	if err != nil {
 		t.Fatalf("CreateUser() = %v", err)

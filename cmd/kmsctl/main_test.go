@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"io"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,7 +14,7 @@ import (
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/httpapi"
-	"github.com/ringkms/kms/store/badgerstore"
+	"github.com/ringkms/kms/internal/kmstest"
 )
 
 // env is a fake environment for run.
@@ -49,39 +48,15 @@ func (r result) want(t testing.TB, code int, what string) result {
 
 // server is a Service on an in-memory store behind the real HTTP handler.
 type server struct {
-	svc     *kms.Service
-	url     string
-	rootKey string
-	rootCtx context.Context
-	env     env // KMS_ADDR, KMS_API_KEY (the root key), KMSCTL_CONFIG_DIR
+	*kmstest.Env
+	env env // KMS_ADDR, KMS_API_KEY (the root key), KMSCTL_CONFIG_DIR
 }
 
 func newServer(t testing.TB, opts kms.Options) *server {
 	t.Helper()
-	st, err := badgerstore.OpenInMemory()
-	if err != nil {
-		t.Fatalf("badgerstore.OpenInMemory() = %v", err)
-	}
-	t.Cleanup(func() { st.Close() })
-	opts.MasterKey = kms.GenerateMasterKey()
-	svc, err := kms.New(st, opts)
-	if err != nil {
-		t.Fatalf("kms.New() = %v", err)
-	}
-	t.Cleanup(func() { svc.Close() })
-	ctx := context.Background()
-	boot, err := svc.Bootstrap(ctx, "")
-	if err != nil {
-		t.Fatalf("Bootstrap() = %v", err)
-	}
-	root, err := svc.Authenticate(ctx, boot.Secret)
-	if err != nil {
-		t.Fatalf("Authenticate(root) = %v", err)
-	}
-	srv := httptest.NewServer(httpapi.New(svc, httpapi.Options{}))
-	t.Cleanup(srv.Close)
-	return &server{svc: svc, url: srv.URL, rootKey: boot.Secret, rootCtx: kms.WithPrincipal(ctx, root),
-		env: env{"KMS_ADDR": srv.URL, "KMS_API_KEY": boot.Secret, "KMSCTL_CONFIG_DIR": t.TempDir()}}
+	k := kmstest.New(t, kmstest.MemoryStore(t), opts)
+	_, url := kmstest.Serve(t, httpapi.New(k.Service, httpapi.Options{}), "")
+	return &server{Env: k, env: env{"KMS_ADDR": url, "KMS_API_KEY": k.RootKey, "KMSCTL_CONFIG_DIR": t.TempDir()}}
 }
 
 // without returns a copy of e without the variables named.
