@@ -46,7 +46,7 @@ func BenchmarkEncrypt(b *testing.B) {
 // "domain" is Encrypt with the journal answering at once (no record, no
 // commit, no header signature); "journal" is Encrypt as it runs, durable
 // record and signature included. With httpapi's BenchmarkLayers, the
-// README's table of where a call's microseconds go.
+// table of docs/BENCHMARKS.md of where a call's microseconds go.
 func BenchmarkEncryptLayers(b *testing.B) {
 	for _, layer := range []string{"domain", "journal"} {
 		b.Run(layer, func(b *testing.B) {

@@ -9,11 +9,22 @@
 // Open a store (store/badgerstore), build a Service with a master key, and
 // call its methods with the caller's Principal in the context:
 //
+//	mk, _ := kms.ParseMasterKey(os.Getenv("KMS_MASTER_KEY")) // in a test: kms.GenerateMasterKey()
 //	st, _ := badgerstore.OpenDir(dir)
 //	svc, _ := kms.New(st, kms.Options{MasterKey: mk})
 //	p, _ := svc.Authenticate(ctx, apiKeySecret)
 //	res, _ := svc.Encrypt(kms.WithPrincipal(ctx, p), kms.EncryptInput{RingName: "payments"})
 //	key, _ := kms.UnwrapKey(ringPrivateKey, res.RingID, res.Key) // the 32 key bytes
+//
+// The master key (Options.MasterKey, required) is the root of trust: 32
+// random bytes from which every key of the service is derived. A store
+// opens only under the key it was made with, so a new key each run is for
+// tests (GenerateMasterKey, with badgerstore.OpenInMemory). In production
+// the operator makes it once (head -c 32 /dev/urandom | base64), keeps it
+// apart from the data, and the program reads it with ParseMasterKey, as
+// cmd/kmsd does: from KMS_MASTER_KEY, or from a key file of mode 0600
+// holding that base64 (-master-key-file). docs/OPERATIONS.md, "The master
+// key", tells how to keep and rotate it (Rekey).
 //
 // An application that embeds the library and calls it for itself holds
 // the master key already: it acts as itself with Service.Application, with

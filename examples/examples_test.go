@@ -1,23 +1,36 @@
 package examples_test
 
-// The examples are programs: each is built and run here, against its own
-// temporary data, and must exit 0 and print what it promises; then run
-// again on the same data, as -data DIR lets a user do. This is how CI
-// keeps them working. Skipped with -short.
+// The examples are programs a user copies: each main.go, alone in a module
+// of the user's own that requires github.com/ringkms/kms, must build and
+// run. So each is copied here, alone, into a fresh module (its go.mod
+// points at this checkout with a replace directive, and nothing is
+// downloaded: GOPROXY=off), built there, and run against its own temporary
+// data, where it must exit 0 and print what it promises; then run again on
+// the same data, as -data DIR lets a user do. This is how CI keeps them
+// working. Skipped with -short, but for the check of their imports.
 
 import (
 	"bytes"
 	"context"
-	"github.com/ringkms/kms/internal/kmsdtest"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ringkms/kms/internal/kmsdtest"
 )
+
+// modulePath is the path of the module the examples belong to.
+const modulePath = "github.com/ringkms/kms"
 
 func TestExamples(t *testing.T) {
 	if testing.Short() {
@@ -42,16 +55,31 @@ func TestExamples(t *testing.T) {
 		{"client", func(data string) []string { return []string{"-start", "-data", data} },
 			[]string{"decrypt gave it back: true", "the limited key may not rotate (403)", "stopped kmsd: exit status 0"}, nil, nil},
 	}
+	var names []string
+	for _, tc := range cases {
+		names = append(names, tc.name)
+	}
+	slices.Sort(names)
+	if dirs := exampleDirs(t); !slices.Equal(dirs, names) {
+		t.Fatalf("examples/ holds %v, the cases are %v: give every example a case (and no case without its example)", dirs, names)
+	}
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
 	goBin := goTool()
+	env := exampleEnv(goBin)
 	kmsdtest.TrackSources() // the examples are built here, from the whole module
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
+			mod := userModule(t, root, tc.name)
 			bin := filepath.Join(dir, tc.name)
-			build := exec.Command(goBin, "build", "-o", bin, "./"+tc.name)
+			build := exec.Command(goBin, "build", "-o", bin, ".")
+			build.Dir, build.Env = mod, env
 			if out, err := build.CombinedOutput(); err != nil {
-				t.Fatalf("go build ./examples/%s: %v\n%s", tc.name, err, out)
+				t.Fatalf("go build of examples/%s/main.go alone in a module of its own: %v\n%s", tc.name, err, out)
 			}
 
 			data := filepath.Join(dir, "data")
@@ -62,7 +90,8 @@ func TestExamples(t *testing.T) {
 				// On timeout, SIGTERM first: examples/client then stops its kmsd.
 				cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 				cmd.WaitDelay = 30 * time.Second
-				cmd.Env = exampleEnv(goBin)
+				// In the user's module: examples/client -start builds kmsd there.
+				cmd.Dir, cmd.Env = mod, env
 				var stdout, stderr bytes.Buffer
 				cmd.Stdout, cmd.Stderr = &stdout, &stderr
 				if err := cmd.Run(); err != nil {
@@ -80,16 +109,101 @@ func TestExamples(t *testing.T) {
 	}
 }
 
+// TestExampleImports checks, without building anything, that no example
+// imports a package a user's module could not: one of the examples' own
+// (examples/internal/..., a helper beside them) or an internal package of
+// ringkms. TestExamples builds them to be sure; this says why at once.
+func TestExampleImports(t *testing.T) {
+	for _, name := range exampleDirs(t) {
+		path := filepath.Join(name, "main.go")
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, spec := range f.Imports {
+			imp, _ := strconv.Unquote(spec.Path.Value)
+			if !strings.HasPrefix(imp, modulePath+"/") {
+				continue
+			}
+			if strings.HasPrefix(imp, modulePath+"/examples") || slices.Contains(strings.Split(imp, "/"), "internal") {
+				t.Errorf("examples/%s imports %s: a user who copies main.go cannot import it; inline what it needs", path, imp)
+			}
+		}
+	}
+}
+
+// exampleDirs are the names of the directories of examples/ that hold a
+// main.go, sorted.
+func exampleDirs(t testing.TB) []string {
+	t.Helper()
+	mains, err := filepath.Glob(filepath.Join("*", "main.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dirs []string
+	for _, m := range mains {
+		dirs = append(dirs, filepath.Dir(m))
+	}
+	slices.Sort(dirs)
+	return dirs
+}
+
+// userModule makes a module as a user of ringkms would have it, with the
+// main.go of examples/name alone in it, and returns its directory. Its
+// go.mod requires github.com/ringkms/kms, replaced by the checkout at
+// root, and the checkout's own requirements, as go get would add them
+// (so the module graph loads from the module cache with no lookup); its
+// go.sum is the checkout's.
+func userModule(t testing.TB, root, name string) string {
+	t.Helper()
+	dir := t.TempDir()
+	main, err := os.ReadFile(filepath.Join(root, "examples", name, "main.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	goMod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	goSum, err := os.ReadFile(filepath.Join(root, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod := moduleLine.ReplaceAllLiteralString(string(goMod), "module example.com/"+name)
+	mod += "\nrequire " + modulePath + " v0.0.0\n\nreplace " + modulePath + " => " + root + "\n"
+	for file, data := range map[string][]byte{"main.go": main, "go.mod": []byte(mod), "go.sum": goSum} {
+		if err := os.WriteFile(filepath.Join(dir, file), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+var moduleLine = regexp.MustCompile(`(?m)^module .*$`)
+
 // exampleEnv is this environment without KMS_* variables, with goBin's
-// directory first on PATH (examples/client -start runs go build).
+// directory first on PATH (examples/client -start runs go build), and the
+// go command kept to the module cache: GOPROXY=off, no workspace, and
+// -mod=mod, so that it may complete a user module's go.mod from it.
 func exampleEnv(goBin string) []string {
 	var env []string
+	goflags := []string{"-mod=mod"}
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "KMS_") && !strings.HasPrefix(kv, "PATH=") {
+		name, value, _ := strings.Cut(kv, "=")
+		switch {
+		case strings.HasPrefix(name, "KMS_"), name == "PATH", name == "GOPROXY", name == "GOWORK":
+		case name == "GOFLAGS":
+			for _, f := range strings.Fields(value) {
+				if !strings.HasPrefix(f, "-mod=") {
+					goflags = append(goflags, f)
+				}
+			}
+		default:
 			env = append(env, kv)
 		}
 	}
-	return append(env, "PATH="+filepath.Dir(goBin)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	return append(env, "PATH="+filepath.Dir(goBin)+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"GOPROXY=off", "GOWORK=off", "GOFLAGS="+strings.Join(goflags, " "))
 }
 
 // goTool is the go command of the Go that runs the tests.

@@ -61,7 +61,7 @@ func baselineHandler() http.Handler {
 // Go scheduler and take requests and answers from its goroutines without
 // the system calls and thread wake-ups that crossing between two processes
 // costs, and the floor would not be measured the way kmsd is. (On the
-// 2-core machine of the README, the in-process handler served 55k calls/s,
+// 2-core machine of docs/BENCHMARKS.md, the in-process handler served 55k calls/s,
 // p99 3.4 ms, and the same handler in its own process 46k, p99 5.9 ms.)
 const baselineEnv = "KMSBENCH_BASELINE_SERVER"
 

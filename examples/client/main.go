@@ -7,10 +7,12 @@
 //	KMS_URL=... KMS_API_KEY=... go run ./examples/client
 //	go run ./examples/client -start   # builds and starts its own kmsd
 //
-// With -start, it builds kmsd (go build, so run it inside this module),
-// runs it on a free port of 127.0.0.1 with a temporary data directory (or
-// -data DIR, kept), a random master key and a random bootstrap API key,
-// and stops it with SIGTERM at the end. The keys are kept beside the data,
+// With -start, it builds kmsd (go build github.com/ringkms/kms/cmd/kmsd:
+// run it in a checkout of ringkms, or in a module of your own after
+// go get github.com/ringkms/kms/cmd/kmsd), runs it on a free port of
+// 127.0.0.1 with a temporary data directory (or -data DIR, kept), a random
+// master key and a random bootstrap API key, and stops it with SIGTERM at
+// the end. The keys are kept beside the data,
 // so that -start -data DIR can run again on the same directory.
 //
 //	go run ./examples/client -start -data DIR
@@ -25,6 +27,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -38,7 +41,6 @@ import (
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/client"
-	"github.com/ringkms/kms/examples/internal/devkeys"
 )
 
 func main() {
@@ -175,8 +177,9 @@ var listening = regexp.MustCompile(`kmsd listening on (https?://\S+)`)
 
 // startKmsd builds kmsd and starts it on 127.0.0.1:0 and waits until it
 // listens. Its master key and bootstrap API key are kept beside the data
-// (package devkeys), so that a kmsd started again on the same data
-// directory opens it and accepts the same key.
+// (master.key and root.key, mode 0600), so that a kmsd started again on
+// the same data directory opens it and accepts the same key. For an
+// example only: a real deployment keeps its master key apart from the data.
 func startKmsd(ctx context.Context, data string) (_ *kmsd, err error) {
 	k := &kmsd{exited: make(chan struct{}), logTail: &tail{}}
 	defer func() {
@@ -197,17 +200,19 @@ func startKmsd(ctx context.Context, data string) (_ *kmsd, err error) {
 	fmt.Println("building kmsd...")
 	build := exec.CommandContext(ctx, goTool(), "build", "-o", bin, "github.com/ringkms/kms/cmd/kmsd")
 	if out, err := build.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go build kmsd (run this inside the ringkms module): %v\n%s", err, out)
+		return nil, fmt.Errorf("go build kmsd (run this in a checkout of ringkms, or after go get github.com/ringkms/kms/cmd/kmsd): %v\n%s", err, out)
 	}
 
-	masterKey, rootSecret, err := devkeys.Load(data)
+	masterKey, err := keptSecret(data, "master.key", func() string { return kms.GenerateMasterKey().Base64() })
 	if err != nil {
 		return nil, err
 	}
-	k.apiKey = rootSecret
+	if k.apiKey, err = keptSecret(data, "root.key", func() string { return "rk_" + rand.Text() + rand.Text() }); err != nil {
+		return nil, err
+	}
 	k.cmd = exec.Command(bin, "-addr", "127.0.0.1:0", "-data", data)
 	k.cmd.Env = append(withoutKMS(os.Environ()),
-		"KMS_MASTER_KEY="+masterKey.Base64(),
+		"KMS_MASTER_KEY="+masterKey,
 		"KMS_BOOTSTRAP_API_KEY="+k.apiKey)
 	stderr, err := k.cmd.StderrPipe()
 	if err != nil {
@@ -286,6 +291,23 @@ func withoutKMS(env []string) []string {
 		}
 	}
 	return out
+}
+
+// keptSecret returns the text of dir/name, or, when there is no such file
+// yet, the text of gen, which it first writes there (mode 0600).
+func keptSecret(dir, name string, gen func() string) (string, error) {
+	path := filepath.Join(dir, name)
+	b, err := os.ReadFile(path)
+	if err == nil {
+		return strings.TrimSpace(string(b)), nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	text := gen()
+	return text, os.WriteFile(path, []byte(text+"\n"), 0o600)
 }
 
 func randomHex(n int) string {

@@ -21,12 +21,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/envelope"
-	"github.com/ringkms/kms/examples/internal/devkeys"
 	"github.com/ringkms/kms/store/badgerstore"
 )
 
@@ -54,7 +55,9 @@ func run() error {
 	ctx := context.Background()
 
 	// The Service, in process, acting as the application: no API key.
-	mk, err := devkeys.LoadMasterKey(*data)
+	// The master key is kept beside the data so that a later run opens
+	// the same store; a real deployment keeps it apart from the data.
+	mk, err := loadMasterKey(*data)
 	if err != nil {
 		return err
 	}
@@ -161,7 +164,7 @@ func ringKey(ctx context.Context, svc *kms.Service, path string) (*kms.PrivateKe
 		if err != nil {
 			return nil, err
 		}
-		if err := devkeys.WriteSecret(path, ring.PrivateKey); err != nil {
+		if err := os.WriteFile(path, []byte(ring.PrivateKey+"\n"), 0o600); err != nil {
 			return nil, err
 		}
 		fmt.Printf("created ring %q (%s); its private key is in %s\n", ringName, ring.Key.KeyData.Encrypted.Key.Encoding, path)
@@ -173,6 +176,34 @@ func ringKey(ctx context.Context, svc *kms.Service, path string) (*kms.PrivateKe
 	}
 	defer clear(text)
 	return kms.ParsePrivateKey(text)
+}
+
+// loadMasterKey returns the master key kept in dir/master.key, making it
+// on first use (as kmsd -dev does). For an example only: whoever can read
+// dir can then read every secret in the store.
+func loadMasterKey(dir string) (kms.MasterKey, error) {
+	text, err := keptSecret(dir, "master.key", func() string { return kms.GenerateMasterKey().Base64() })
+	if err != nil {
+		return kms.MasterKey{}, err
+	}
+	return kms.ParseMasterKey(text)
+}
+
+// keptSecret returns the text of dir/name, or, when there is no such file
+// yet, the text of gen, which it first writes there (mode 0600).
+func keptSecret(dir, name string, gen func() string) (string, error) {
+	path := filepath.Join(dir, name)
+	b, err := os.ReadFile(path)
+	if err == nil {
+		return strings.TrimSpace(string(b)), nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	text := gen()
+	return text, os.WriteFile(path, []byte(text+"\n"), 0o600)
 }
 
 // input opens the file to seal, or makes sample data.

@@ -16,12 +16,15 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/ringkms/kms"
-	"github.com/ringkms/kms/examples/internal/devkeys"
 	"github.com/ringkms/kms/store/badgerstore"
 )
 
@@ -49,8 +52,8 @@ func run() error {
 	// master key it was made with: this example keeps its key beside the
 	// data (as kmsd -dev does), so that it can run again on the same
 	// directory. A real deployment keeps its master key apart from the
-	// data (kmsd reads it from KMS_MASTER_KEY).
-	masterKey, err := devkeys.LoadMasterKey(*data)
+	// data: kmsd reads it from KMS_MASTER_KEY or a key file of mode 0600.
+	masterKey, err := loadMasterKey(*data)
 	if err != nil {
 		return err
 	}
@@ -128,6 +131,34 @@ func run() error {
 	}
 	fmt.Printf("decrypted: %q\n", opened)
 	return nil
+}
+
+// loadMasterKey returns the master key kept in dir/master.key, making it
+// on first use (as kmsd -dev does). For an example only: whoever can read
+// dir can then read every secret in the store.
+func loadMasterKey(dir string) (kms.MasterKey, error) {
+	text, err := keptSecret(dir, "master.key", func() string { return kms.GenerateMasterKey().Base64() })
+	if err != nil {
+		return kms.MasterKey{}, err
+	}
+	return kms.ParseMasterKey(text)
+}
+
+// keptSecret returns the text of dir/name, or, when there is no such file
+// yet, the text of gen, which it first writes there (mode 0600).
+func keptSecret(dir, name string, gen func() string) (string, error) {
+	path := filepath.Join(dir, name)
+	b, err := os.ReadFile(path)
+	if err == nil {
+		return strings.TrimSpace(string(b)), nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	text := gen()
+	return text, os.WriteFile(path, []byte(text+"\n"), 0o600)
 }
 
 // sealGCM encrypts plaintext with AES-256-GCM under key: a random nonce,

@@ -17,14 +17,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/client"
-	"github.com/ringkms/kms/examples/internal/devkeys"
 	"github.com/ringkms/kms/httpapi"
 	"github.com/ringkms/kms/store/badgerstore"
 )
@@ -49,8 +51,14 @@ func run() error {
 	}
 	ctx := context.Background()
 
-	// The Service, as in examples/inprocess: its keys kept beside the data.
-	masterKey, rootSecret, err := devkeys.Load(*data)
+	// The Service, as in examples/inprocess: its master key, and the
+	// secret of the root API key it makes on a new store, kept beside the
+	// data, so that a later run opens the same store and calls it again.
+	masterKey, err := loadMasterKey(*data)
+	if err != nil {
+		return err
+	}
+	rootSecret, err := keptSecret(*data, "root.key", func() string { return "rk_" + rand.Text() + rand.Text() })
 	if err != nil {
 		return err
 	}
@@ -142,4 +150,32 @@ func calls(ctx context.Context, base, apiKey string) error {
 	}
 	fmt.Printf("GET /kms/ks/keyrings: %d ring(s)\n", list.Pagination.Count)
 	return nil
+}
+
+// loadMasterKey returns the master key kept in dir/master.key, making it
+// on first use (as kmsd -dev does). For an example only: whoever can read
+// dir can then read every secret in the store.
+func loadMasterKey(dir string) (kms.MasterKey, error) {
+	text, err := keptSecret(dir, "master.key", func() string { return kms.GenerateMasterKey().Base64() })
+	if err != nil {
+		return kms.MasterKey{}, err
+	}
+	return kms.ParseMasterKey(text)
+}
+
+// keptSecret returns the text of dir/name, or, when there is no such file
+// yet, the text of gen, which it first writes there (mode 0600).
+func keptSecret(dir, name string, gen func() string) (string, error) {
+	path := filepath.Join(dir, name)
+	b, err := os.ReadFile(path)
+	if err == nil {
+		return strings.TrimSpace(string(b)), nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	text := gen()
+	return text, os.WriteFile(path, []byte(text+"\n"), 0o600)
 }

@@ -1,0 +1,224 @@
+package kms_test
+
+import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log"
+
+	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/store/badgerstore"
+)
+
+// Each example starts the same way: a Service on an in-memory store, with
+// a master key made for the run (in production the key comes from
+// KMS_MASTER_KEY or a key file: see the package documentation), and the
+// application acting as itself.
+
+func ExampleService_CreateKeyRing() {
+	ctx := context.Background()
+	st, err := badgerstore.OpenInMemory()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer st.Close()
+	svc, err := kms.New(st, kms.Options{MasterKey: kms.GenerateMasterKey()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer svc.Close()
+	app, err := svc.Application(ctx, "billing")
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx = kms.WithPrincipal(ctx, app)
+
+	// The service makes the ring's key pair (X-Wing unless KEM says
+	// "x25519", or the caller brings PublicKey) and its first key.
+	ring, err := svc.CreateKeyRing(ctx, kms.CreateKeyRingInput{Name: "payments"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("ring:", ring.Ring.Name)
+	fmt.Println("active key is the first key:", ring.Ring.ActiveKey == ring.Key.ID)
+	fmt.Println("its keys are wrapped with:", ring.Key.KeyData.Encrypted.Key.Encoding)
+	// The private key comes back this once: the service keeps no copy,
+	// and without it no key of the ring can be unwrapped.
+	fmt.Println("private key returned:", ring.PrivateKey != "")
+
+	// Names are unique.
+	_, err = svc.CreateKeyRing(ctx, kms.CreateKeyRingInput{Name: "payments"})
+	fmt.Println("again:", errors.Is(err, kms.ErrConflict))
+	// Output:
+	// ring: payments
+	// active key is the first key: true
+	// its keys are wrapped with: hpke-xwing
+	// private key returned: true
+	// again: true
+}
+
+func ExampleService_Encrypt() {
+	ctx := context.Background()
+	st, err := badgerstore.OpenInMemory()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer st.Close()
+	svc, err := kms.New(st, kms.Options{MasterKey: kms.GenerateMasterKey()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer svc.Close()
+	app, err := svc.Application(ctx, "billing")
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx = kms.WithPrincipal(ctx, app)
+	ring, err := svc.CreateKeyRing(ctx, kms.CreateKeyRingInput{Name: "payments"})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	// Encrypt hands out the ring's active key, wrapped for the ring's
+	// public key, with a hash unique to this call and a header that signs
+	// it. Keep the hash and the header beside the ciphertext: Decrypt
+	// gives the key back for them.
+	enc, err := svc.Encrypt(ctx, kms.EncryptInput{RingName: "payments"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("key:", enc.Key.ID == ring.Key.ID, enc.Key.KeyData.Encrypted.Key.Encoding)
+	fmt.Println("hash and header:", enc.Hash != "", enc.Header != "")
+
+	again, err := svc.Encrypt(ctx, kms.EncryptInput{RingName: "payments"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("same key, another hash:", again.Key.ID == enc.Key.ID, again.Hash != enc.Hash)
+	// Output:
+	// key: true hpke-xwing
+	// hash and header: true true
+	// same key, another hash: true true
+}
+
+func ExampleService_Decrypt() {
+	ctx := context.Background()
+	st, err := badgerstore.OpenInMemory()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer st.Close()
+	svc, err := kms.New(st, kms.Options{MasterKey: kms.GenerateMasterKey()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer svc.Close()
+	app, err := svc.Application(ctx, "billing")
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx = kms.WithPrincipal(ctx, app)
+	if _, err := svc.CreateKeyRing(ctx, kms.CreateKeyRingInput{Name: "payments"}); err != nil {
+		log.Fatal(err)
+	}
+	// The Asset records what the key protects; the header signs it.
+	enc, err := svc.Encrypt(ctx, kms.EncryptInput{RingName: "payments",
+		Asset: &kms.AssetInput{Data: map[string]any{"file": "invoice-42.pdf"}}})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	// Later: the hash and header kept with the ciphertext give the key
+	// back, once the service has checked them and the Asset.
+	dec, err := svc.Decrypt(ctx, kms.DecryptInput{Hash: enc.Hash, Header: enc.Header})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("ring:", dec.RingName)
+	fmt.Println("the key of encrypt:", dec.Key.ID == enc.Key.ID)
+	fmt.Println("asset valid:", dec.Asset.Valid)
+
+	// The header of another call does not open this one: the service
+	// refuses, and says which check failed.
+	other, err := svc.Encrypt(ctx, kms.EncryptInput{RingName: "payments"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	dec, err = svc.Decrypt(ctx, kms.DecryptInput{Hash: enc.Hash, Header: other.Header})
+	fmt.Println("another call's header:", kms.ErrorKind(err))
+	fmt.Println("asset valid:", dec.Asset.Valid, "-", dec.Asset.Message)
+	// Output:
+	// ring: payments
+	// the key of encrypt: true
+	// asset valid: true
+	// another call's header: unprocessable
+	// asset valid: false - header failed verification: it was issued for another hash
+}
+
+func ExampleUnwrapKey() {
+	ctx := context.Background()
+	st, err := badgerstore.OpenInMemory()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer st.Close()
+	svc, err := kms.New(st, kms.Options{MasterKey: kms.GenerateMasterKey()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer svc.Close()
+	app, err := svc.Application(ctx, "billing")
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx = kms.WithPrincipal(ctx, app)
+	ring, err := svc.CreateKeyRing(ctx, kms.CreateKeyRingInput{Name: "payments"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	enc, err := svc.Encrypt(ctx, kms.EncryptInput{RingName: "payments"})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	// The ring's private key opens the wrapped key: 32 bytes, an AES-256
+	// key to encrypt with (here AES-256-GCM; package envelope does it in
+	// chunks, for data of any size).
+	key, err := kms.UnwrapKey([]byte(ring.PrivateKey), enc.RingID, enc.Key)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer clear(key)
+	fmt.Println("key bytes:", len(key))
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		log.Fatal(err)
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		log.Fatal(err)
+	}
+	nonce := make([]byte, aead.NonceSize())
+	rand.Read(nonce)
+	sealed := aead.Seal(nil, nonce, []byte("card ending 4242"), []byte(enc.Hash))
+	opened, err := aead.Open(nil, nonce, sealed, []byte(enc.Hash))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("opened: %s\n", opened)
+
+	// Another ring's private key opens nothing.
+	other, err := svc.CreateKeyRing(ctx, kms.CreateKeyRingInput{Name: "receipts"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = kms.UnwrapKey([]byte(other.PrivateKey), enc.RingID, enc.Key)
+	fmt.Println("with another ring's key:", kms.ErrorKind(err))
+	// Output:
+	// key bytes: 32
+	// opened: card ending 4242
+	// with another ring's key: unprocessable
+}
