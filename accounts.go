@@ -68,7 +68,7 @@ func (s *Service) CreateAccount(ctx context.Context, in AccountInput) (*Account,
 	now := s.now().UTC()
 	a := &Account{ID: newID(now), UID: in.UID, Notes: in.Notes, Props: cloneMap(in.Props), CreatedAt: now, UpdatedAt: now}
 	act := s.newActivity(p, "account.create", "", true, map[string]any{"accountId": a.ID})
-	err = s.journal.submit(act, func(tx Txn) error {
+	err = s.submit(act, func(tx Txn) error {
 		if err := adjustCount(tx, countAccounts, 1, s.opts.Limits.MaxAccounts, "accounts"); err != nil {
 			return err
 		}
@@ -261,7 +261,7 @@ func (s *Service) UpdateAccount(ctx context.Context, ref AccountRef, in AccountU
 	}
 	var out *Account
 	act := s.newActivity(p, "account.update", "", true, map[string]any{"account": ref.Value})
-	err = s.journal.submit(act, func(tx Txn) error {
+	err = s.submit(act, func(tx Txn) error {
 		a, err := visibleAccount(tx, p, ref)
 		if err != nil {
 			return err
@@ -301,7 +301,7 @@ func (s *Service) DeleteAccount(ctx context.Context, ref AccountRef) (*Account, 
 	}
 	var out *Account
 	act := s.newActivity(p, "account.delete", "", true, map[string]any{"account": ref.Value})
-	err = s.journal.submit(act, func(tx Txn) error {
+	err = s.submit(act, func(tx Txn) error {
 		a, err := visibleAccount(tx, p, ref)
 		if err != nil {
 			return err

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/ringkms/kms/internal/hmackey"
+	"github.com/ringkms/kms/internal/journal"
 	"github.com/ringkms/kms/internal/jsonenc"
 	"github.com/ringkms/kms/internal/seal"
 )
@@ -60,12 +61,24 @@ func (s *Service) newActivity(p *Principal, action, ring string, valid bool, pro
 	}
 }
 
+// activityJob is a job of the journal whose record is an Activity.
+type activityJob = journal.Job[*Activity]
+
+// submit runs a write, mutate (nil for none), with its record, act (nil
+// for none), through the journal, and waits until both are durable; after
+// runs once the write committed. It returns mutate's error (the record is
+// written all the same, with the failure as its result) or the
+// journal's, and then nothing was written.
+func (s *Service) submit(act *Activity, mutate func(Txn) error, after func()) error {
+	return s.journal.Submit(&activityJob{Rec: act, Mutate: mutate, After: after})
+}
+
 // record writes a record of a granted operation that changes nothing, and
 // that succeeded (opErr nil) or failed with opErr, and waits until it is
 // durable: the answer must not go out before its trail. It returns the
 // journal's error.
 func (s *Service) record(p *Principal, action, ring string, props map[string]any, opErr error) error {
-	return s.journal.submitJob(&job{act: s.newActivity(p, action, ring, true, props), fail: opErr})
+	return s.journal.Submit(&activityJob{Rec: s.newActivity(p, action, ring, true, props), Fail: opErr})
 }
 
 // refuse records that action by p was refused: denied for want of a
@@ -74,7 +87,7 @@ func (s *Service) record(p *Principal, action, ring string, props map[string]any
 // refuse returns opErr, or the journal's error. A nil opErr is a refusal
 // that the call answers as its result (a header lookup's valid false).
 func (s *Service) refuse(p *Principal, action, ring string, props map[string]any, opErr error) error {
-	if err := s.journal.submitJob(&job{act: s.newActivity(p, action, ring, false, props), fail: opErr}); err != nil {
+	if err := s.journal.Submit(&activityJob{Rec: s.newActivity(p, action, ring, false, props), Fail: opErr}); err != nil {
 		return err
 	}
 	return opErr
@@ -174,7 +187,7 @@ type VerifyChainResult struct {
 // record that fails, and in the result the records verified before it. It
 // reads the store directly and needs no principal, for use by operators.
 func (s *Service) VerifyActivityChain(ctx context.Context) (VerifyChainResult, error) {
-	return verifyChain(ctx, s.store, s.journal.chainKey)
+	return verifyChain(ctx, s.store, s.chainKey)
 }
 
 // VerifyAudit is VerifyActivityChain on a store that no Service has open,
@@ -199,7 +212,7 @@ func VerifyAudit(ctx context.Context, st Store, mk MasterKey) (VerifyChainResult
 
 func verifyChain(ctx context.Context, st Store, chainKey *hmackey.Key) (VerifyChainResult, error) {
 	var res VerifyChainResult
-	var head chainHead
+	var head journal.Head
 	err := st.View(ctx, func(tx Txn) error {
 		var err error
 		head, err = loadHead(tx)
@@ -224,7 +237,7 @@ func verifyChain(ctx context.Context, st Store, chainKey *hmackey.Key) (VerifyCh
 		if a.Prev != prev {
 			return false, Errorf(KindUnprocessable, "activity record %d (%s) does not follow the record before it", a.Seq, a.ID)
 		}
-		sum := chainDigest(chainKey, a.Prev, rec[32:])
+		sum := journal.Digest(chainKey, a.Prev, rec[32:])
 		if digestHex(sum) != a.Digest {
 			return false, Errorf(KindUnprocessable, "activity record %d (%s) was altered", a.Seq, a.ID)
 		}
@@ -242,7 +255,7 @@ func verifyChain(ctx context.Context, st Store, chainKey *hmackey.Key) (VerifyCh
 	// crash are indexed at the next start), never stop short of it; and
 	// what it found after its last record says where and why it stops.
 	if err := trail.Check(head.Seq); err != nil {
-		return res, trailDamaged(err, res.Records, head.Seq)
+		return res, journal.TrailDamaged(err, res.Records, head.Seq)
 	}
 	res.Head = prev
 	return res, nil
@@ -270,7 +283,7 @@ var (
 	// maxPropIndexValue bytes, and whose name has at most maxPropIndexName
 	// bytes and no 0 byte (see propIndexed). Props action and ring are
 	// left out: they always repeat the action and ring of the record (see
-	// journal.appendRecord), which have their own indexes.
+	// activityCodec.Encode), which have their own indexes.
 	pfxActByProp = []byte("act/p/")
 )
 

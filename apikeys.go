@@ -128,7 +128,7 @@ func (s *Service) CreateAPIKey(ctx context.Context, in APIKeyInput) (*APIKey, er
 		k.OwnerID = p.ID
 	}
 	act := s.newActivity(p, "apikey.create", "", true, map[string]any{"apikeyId": k.KeyID})
-	err = s.journal.submit(act, func(tx Txn) error {
+	err = s.submit(act, func(tx Txn) error {
 		a, err := getAccount(tx, in.AccountID, in.AccountByUID)
 		if err != nil {
 			return err
@@ -435,7 +435,7 @@ func (s *Service) UpdateAPIKey(ctx context.Context, in APIKeyUpdate) (*APIKeyUpd
 	var out *apiKeyRecord
 	var oldDigest string
 	act := s.newActivity(p, "apikey.update", "", true, map[string]any{"op": in.Op})
-	err = s.journal.submit(act, func(tx Txn) error {
+	err = s.submit(act, func(tx Txn) error {
 		old, err := visibleAPIKey(tx, p, in.Ref)
 		if err != nil {
 			return err
@@ -543,7 +543,7 @@ func (s *Service) DeleteAPIKey(ctx context.Context, ref APIKeyRef) (*DeleteAPIKe
 	}
 	var digest string
 	act := s.newActivity(p, "apikey.delete", "", true, nil)
-	err = s.journal.submit(act, func(tx Txn) error {
+	err = s.submit(act, func(tx Txn) error {
 		k, err := visibleAPIKey(tx, p, ref)
 		if err != nil {
 			return err
@@ -663,7 +663,7 @@ func (s *Service) ValidateAPIKey(ctx context.Context, in ValidateInput) (*Valida
 		actor = subject
 	}
 	props["action"] = action
-	if err := s.journal.submitJob(&job{act: s.newActivity(actor, action, ring, outcome == nil, props), fail: outcome}); err != nil {
+	if err := s.journal.Submit(&activityJob{Rec: s.newActivity(actor, action, ring, outcome == nil, props), Fail: outcome}); err != nil {
 		return nil, err
 	}
 	return res, nil

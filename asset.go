@@ -255,7 +255,7 @@ func (s *Service) authorizeAssetUpdate(ctx context.Context, p *Principal, r *rin
 		return err
 	}
 	act := s.newActivity(p, "encrypt", ring, false, map[string]any{"flag": flag, "assetId": id})
-	if err := s.journal.submit(act, nil, nil); err != nil {
+	if err := s.submit(act, nil, nil); err != nil {
 		return err
 	}
 	return Errorf(KindPermissionDenied, "updating asset %s needs the encrypt flag of the ring it was created through, or %s", id, FlagAssetsWrite)
@@ -361,7 +361,7 @@ func (s *Service) DeleteAsset(ctx context.Context, id string) (*DeleteAssetResul
 		return nil, err
 	}
 	act := s.newActivity(p, "asset.delete", "", true, map[string]any{"assetId": id})
-	err = s.journal.submit(act, func(tx Txn) error {
+	err = s.submit(act, func(tx Txn) error {
 		r, err := s.visibleAsset(tx, p, id)
 		if err != nil {
 			return err

@@ -286,7 +286,7 @@ func (s *Service) Bootstrap(ctx context.Context, secret string) (BootstrapResult
 	act := s.newActivity(sys, "bootstrap", "", true, map[string]any{"accountId": acct.ID, "apikeyId": k.KeyID})
 	// The Account and its key commit together, so a crash leaves either
 	// both or neither, and a restart bootstraps again.
-	err = s.journal.submit(act, func(tx Txn) error {
+	err = s.submit(act, func(tx Txn) error {
 		// Checked again in the commit: nodes that start together on a
 		// new shared store all try, and one bootstraps.
 		if err := tx.Scan(ScanOptions{Prefix: pfxAPIKey, KeysOnly: true}, func(_, _ []byte) (bool, error) {
@@ -371,7 +371,7 @@ func (s *Service) Application(ctx context.Context, name string) (*Principal, err
 	now := s.now()
 	root = &Account{ID: newID(now), UID: BootstrapAccountUID, Notes: "created for application " + name, Props: map[string]any{}, CreatedAt: now, UpdatedAt: now}
 	act := s.newActivity(p, "bootstrap", "", true, map[string]any{"accountId": root.ID})
-	if err := s.journal.submit(act, func(tx Txn) error { return createRootAccount(tx, root) }, nil); err != nil {
+	if err := s.submit(act, func(tx Txn) error { return createRootAccount(tx, root) }, nil); err != nil {
 		if ErrorKind(err) == KindConflict {
 			// Made by another caller meanwhile: act in that one.
 			return s.Application(ctx, name)

@@ -32,14 +32,14 @@ type BackupInfo struct {
 // already (kmsd backup). A store whose trail is shared by a cluster is
 // refused: its database has its own backup tools (docs/OPERATIONS.md).
 func (s *Service) Backup(ctx context.Context, w io.Writer) (*BackupInfo, error) {
-	if s.journal.shared != nil {
+	if _, shared := s.trail.(SharedTrail); shared {
 		return nil, Errorf(KindInvalid, "backup: the store is shared by a cluster; back up its database with the database's own tools (docs/OPERATIONS.md)")
 	}
 	op := &Principal{Kind: PrincipalAPIKey, ID: "operator", flags: Flags{FlagRoot: true}}
 	if err := s.record(op, "backup", "", nil, nil); err != nil {
 		return nil, err
 	}
-	seq, resume, err := s.journal.quiesce()
+	seq, resume, err := s.journal.Quiesce()
 	if err != nil {
 		return nil, err
 	}

@@ -10,7 +10,7 @@ import (
 const MaxBatchItems = 1000
 
 // batchWorkers bounds the items of one batch in flight at once: enough to
-// fill the journal's batches (maxBatch), few enough that one batch does
+// fill the journal's batches (journal.MaxBatch), few enough that one batch does
 // not crowd out every other caller.
 const batchWorkers = 128
 

@@ -42,7 +42,7 @@ var cachedPrefixes = [][]byte{
 // startCoherence starts keeping the caches coherent with other processes'
 // writes, when the store is shared, and returns what stops it.
 func (s *Service) startCoherence() (stop func()) {
-	if s.journal.shared == nil {
+	if _, shared := s.trail.(SharedTrail); !shared {
 		return func() {}
 	}
 	stopWatch := func() {}
@@ -131,7 +131,7 @@ func (s *Service) forgetCaches() {
 // read, it stays due, and the coherence goroutine tries again at its next
 // tick.
 func (s *Service) checkMasterKey(ctx context.Context) {
-	if s.journal.rekeyed.Load() != nil {
+	if s.journal.Stopped() {
 		s.keyCheckDue.Store(false)
 		return
 	}
@@ -149,7 +149,7 @@ func (s *Service) checkMasterKey(ctx context.Context) {
 		return
 	}
 	e := &Error{Kind: KindUnavailable, Message: "service unavailable: the store was rekeyed to another master key while this process ran; restart it with the new master key"}
-	if s.journal.rekeyed.CompareAndSwap(nil, e) {
+	if s.journal.Stop(e) {
 		s.log.Error().Msg("the store was rekeyed to another master key while this process ran: it refuses every write until restarted with the new master key")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/ringkms/kms/internal/headersign"
+	"github.com/ringkms/kms/internal/journal"
 )
 
 // AssetInput creates or updates an Asset in an encrypt call.
@@ -137,7 +138,7 @@ func (s *Service) Encrypt(ctx context.Context, in EncryptInput) (*EncryptResult,
 	if in.Asset == nil {
 		// The journal signs the header with the others of its batch.
 		hdr := &headersign.Req{Body: s.headerBody(hash, now.UnixMilli(), nil)}
-		if err := s.journal.submitJob(&job{act: act, header: hdr, guard: s.ringGuard(r.ID), key: s.keyGuard(r, k)}); err != nil {
+		if err := s.journal.Submit(&activityJob{Rec: act, Header: hdr, Checks: s.encryptChecks(r, k)}); err != nil {
 			return nil, err
 		}
 		res.Header = s.finishHeader(hdr)
@@ -168,7 +169,7 @@ func (s *Service) Encrypt(ctx context.Context, in EncryptInput) (*EncryptResult,
 		hdr.Body = s.headerBody(hash, now.UnixMilli(), &assetSeal{id: id, digest: rec.digest()})
 		return nil
 	}
-	if err := s.journal.submitJob(&job{act: act, mutate: mutate, header: hdr, guard: s.ringGuard(r.ID), key: s.keyGuard(r, k)}); err != nil {
+	if err := s.journal.Submit(&activityJob{Rec: act, Mutate: mutate, Header: hdr, Checks: s.encryptChecks(r, k)}); err != nil {
 		return nil, err
 	}
 	if res.Asset, err = rec.asset(); err != nil {
@@ -362,32 +363,36 @@ func (s *Service) LookupHeader(ctx context.Context, header string) (*HeaderInfo,
 	return info, nil
 }
 
-// ringGuard is the guard of an encrypt job on ring ringID when other
-// processes share the store: the ring's record, which must still exist
-// when the job commits, so that no process hands out a key of a ring that
-// another deleted, whatever its caches say. (One process alone removes a
-// deleted ring from its caches as the deletion commits.)
-func (s *Service) ringGuard(ringID string) []byte {
-	if s.journal.shared == nil {
+// encryptChecks are what must hold when an encrypt job handing out key k
+// of ring r commits, when other processes share the store; none when the
+// Trail is the process's own (the journal would skip them: one process
+// alone removes a deleted ring, and a disabled key, from its caches as
+// the change commits, and building them costs four allocations a call). The ring's
+// record must still exist, so that no process hands out a key of a ring
+// that another deleted, whatever its caches say; and the key must still
+// be usable (keyUsable), so that a node whose cache has not yet seen the
+// ring's rotation and the key's disabling elsewhere (as a "rotate": true
+// disable makes them, in one call) refuses the encrypt rather than hand
+// out a disabled key.
+func (s *Service) encryptChecks(r *ringRecord, k *keyRecord) []journal.Check {
+	if _, shared := s.trail.(SharedTrail); !shared {
 		return nil
 	}
-	return join(pfxRing, []byte(ringID))
-}
-
-// keyGuard is the key k of ring r that an encrypt hands out, which the
-// commit checks is still usable (keyUsable): a node whose cache has not
-// yet seen the ring's rotation and the key's disabling elsewhere (as a
-// "rotate": true disable makes them, in one call) refuses the encrypt
-// rather than hand out a disabled key. With a SharedTrail only: in one
-// process, the cache is updated as the change commits.
-type keyGuard struct {
-	key  []byte
-	ring *ringRecord
-}
-
-func (s *Service) keyGuard(r *ringRecord, k *keyRecord) *keyGuard {
-	if s.journal.shared == nil {
-		return nil
+	return []journal.Check{
+		{Key: join(pfxRing, []byte(r.ID)), Verdict: ringExists},
+		{Key: join(pfxKey, []byte(r.ID), sep, []byte(k.ID)), Verdict: func(v []byte, found bool) (error, error) {
+			return keyUsable(v, found, r)
+		}},
 	}
-	return &keyGuard{key: join(pfxKey, []byte(r.ID), sep, []byte(k.ID)), ring: r}
 }
+
+// ringExists is the verdict on a ring's record that must exist.
+func ringExists(_ []byte, found bool) (jobErr, err error) {
+	if !found {
+		return errRingDeleted(), nil
+	}
+	return nil, nil
+}
+
+// errRingDeleted answers a job whose ring another process deleted.
+func errRingDeleted() error { return Errorf(KindNotFound, "key ring not found: it was deleted") }

@@ -8,7 +8,7 @@ import (
 // SetJournalPause replaces the group-commit yield of s's journal (see
 // gather) with pause. Call it while no job is in flight: the next
 // job's submission publishes it to the journal.
-func SetJournalPause(s *Service, pause func()) { s.journal.pause = pause }
+func SetJournalPause(s *Service, pause func()) { s.journal.SetPause(pause) }
 
 // SetUnlimitedBlock sets how many encrypt calls a reservation covers for
 // a key without a limit (unlimitedBlock), so that a test crosses blocks
@@ -16,7 +16,7 @@ func SetJournalPause(s *Service, pause func()) { s.journal.pause = pause }
 func SetUnlimitedBlock(s *Service, n uint64) { s.freeBlock = n }
 
 // JournalQueued returns the number of jobs waiting for s's journal.
-func JournalQueued(s *Service) int { return len(s.journal.jobs) }
+func JournalQueued(s *Service) int { return s.journal.Queued() }
 
 // LoginThrottles are the login throttles of a Service over st with the
 // master key mk, built as New builds them, so that a test can count
@@ -53,7 +53,7 @@ func ThrottlePrefix() []byte { return pfxThrottle }
 
 // SkipJournal makes s answer every write and record at once, committing,
 // recording and signing nothing, for the layer benchmark.
-func SkipJournal(s *Service) { s.journal.skip.Store(true) }
+func SkipJournal(s *Service) { s.journal.SetSkip(true) }
 
 // CountStale counts one encrypt call on the key keyID of ring ringID as a
 // call that read the ring before it had a limit does.

@@ -88,7 +88,7 @@ func (s *Service) Invite(ctx context.Context, in InviteInput) (*InviteResult, er
 	tok := &tokenRecord{UserID: u.ID, ExpiresAt: u.CreatedAt.Add(s.opts.InviteTTL), CreatedAt: u.CreatedAt}
 	mailer := s.opts.Mailer
 	act := s.newActivity(p, action, "", true, map[string]any{"userId": u.ID, "accountId": u.AccountID, "mailed": mailer != nil})
-	err = s.journal.submit(act, func(tx Txn) error {
+	err = s.submit(act, func(tx Txn) error {
 		if err := s.insertUser(tx, u); err != nil {
 			return err
 		}
@@ -239,7 +239,7 @@ func (s *Service) CompleteInvite(ctx context.Context, token, password string) (*
 	at := s.now().UTC()
 	var out *User
 	act := s.newActivity(actor(u), action, "", true, map[string]any{"userId": u.ID})
-	err = s.journal.submit(act, func(tx Txn) error {
+	err = s.submit(act, func(tx Txn) error {
 		cur, state, err := findToken(tx, pfxInvite, inviteTokenPrefix, token, now)
 		if err != nil {
 			return err
@@ -391,7 +391,7 @@ func (s *Service) issueReset(ctx context.Context, mailer Mailer, email string, a
 	token := newSecret(resetTokenPrefix)
 	digest := secretDigest(token)
 	tok := &tokenRecord{UserID: u.ID, ExpiresAt: at.Add(s.opts.ResetTTL), CreatedAt: at}
-	err = s.journal.submit(s.newActivity(actor(u), action, "", true, map[string]any{"mailed": true}), func(tx Txn) error {
+	err = s.submit(s.newActivity(actor(u), action, "", true, map[string]any{"mailed": true}), func(tx Txn) error {
 		cur, err := getUser(tx, u.ID)
 		if err != nil {
 			return err
@@ -486,7 +486,7 @@ func (s *Service) CompletePasswordReset(ctx context.Context, token, password str
 	digest := secretDigest(token)
 	at := s.now().UTC()
 	act := s.newActivity(actor(u), action, "", true, map[string]any{"userId": u.ID})
-	err = s.journal.submit(act, func(tx Txn) error {
+	err = s.submit(act, func(tx Txn) error {
 		cur, state, err := findToken(tx, pfxReset, resetTokenPrefix, token, now)
 		if err != nil {
 			return err

@@ -412,7 +412,7 @@ func (s *Service) createRing(p *Principal, group, name, display string, props, k
 		return nil, nil, s.recordFailure(p, action, lower, err)
 	}
 	act := s.newActivity(p, action, lower, true, map[string]any{"ringId": r.ID, "keyId": k.ID})
-	err = s.journal.submit(act, func(tx Txn) error {
+	err = s.submit(act, func(tx Txn) error {
 		nameKey := join(pfxRingName, []byte(lower))
 		if _, err := tx.Get(nameKey); err == nil {
 			return Errorf(KindConflict, "a key ring named %q already exists", name)
@@ -801,7 +801,7 @@ func (s *Service) DeleteKeyRing(ctx context.Context, ref RingRef) (*DeleteKeyRin
 	lower := strings.ToLower(r.Name)
 	var keyIDs []string
 	act := s.newActivity(p, "keyring.delete", lower, true, map[string]any{"ringId": r.ID})
-	err = s.journal.submit(act, func(tx Txn) error {
+	err = s.submit(act, func(tx Txn) error {
 		cur, err := loadRing(tx, r.ID)
 		if err != nil {
 			return err
@@ -928,7 +928,7 @@ func (s *Service) rotate(p *Principal, r *ringRecord, action string) (*keyRecord
 	var next *ringRecord
 	lower := strings.ToLower(r.Name)
 	act := s.newActivity(p, action, lower, true, map[string]any{"ringId": r.ID, "keyId": k.ID, "previousKeyId": r.ActiveKey})
-	err = s.journal.submit(act, func(tx Txn) error {
+	err = s.submit(act, func(tx Txn) error {
 		cur, err := loadRing(tx, r.ID)
 		if err != nil {
 			return err
@@ -991,7 +991,7 @@ func (s *Service) SetConfig(ctx context.Context, ref RingRef, cfg *KeyRingConfig
 	}
 	var next *ringRecord
 	act := s.newActivity(p, "keyring.config.write", lower, true, map[string]any{"ringId": r.ID, "maxEncryptCount": cfg.Algos.AES256.MaxEncryptCount})
-	err = s.journal.submit(act, func(tx Txn) error {
+	err = s.submit(act, func(tx Txn) error {
 		cur, err := loadRing(tx, r.ID)
 		if err != nil {
 			return err
@@ -1162,7 +1162,7 @@ func (s *Service) reserve(c *keyCounter, ringID, keyID string, need, block, limi
 	}
 	key := join(pfxKeyCount, []byte(keyID))
 	var took uint64
-	err := s.journal.submit(nil, func(tx Txn) error {
+	err := s.submit(nil, func(tx Txn) error {
 		took = 0
 		if _, err := tx.Get(join(pfxKey, []byte(ringID), sep, []byte(keyID))); err != nil {
 			return err // no count outlives its key
@@ -1220,7 +1220,7 @@ func (s *Service) limitCounter(c *keyCounter, keyID string, limit uint64) error 
 	}
 	covered := min(used, reserved)
 	var total uint64
-	err := s.journal.submit(nil, func(tx Txn) error {
+	err := s.submit(nil, func(tx Txn) error {
 		var err error
 		if total, err = loadCount(tx, key); err != nil {
 			return err

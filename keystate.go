@@ -81,28 +81,18 @@ func (k *keyRecord) usable(r *ringRecord) error {
 	}
 }
 
-// keyUsable returns, for the key an encrypt job hands out, the job's
-// error: nil if the key is usable in tx, why not otherwise; or the
-// store's error. seen remembers the answers of a batch.
-func keyUsable(tx Txn, g *keyGuard, seen map[string]error) (jobErr, err error) {
-	if jobErr, ok := seen[string(g.key)]; ok {
-		return jobErr, nil
+// keyUsable is the verdict on the record v of the key of ring r that an
+// encrypt job hands out: nil if the key is usable, why not otherwise; or
+// the error of a record that does not decode.
+func keyUsable(v []byte, found bool, r *ringRecord) (jobErr, err error) {
+	if !found {
+		return errRingDeleted(), nil
 	}
-	v, err := tx.Get(g.key)
-	switch {
-	case isNotFound(err):
-		jobErr = Errorf(KindNotFound, "key ring not found: it was deleted")
-	case err != nil:
+	var k keyRecord
+	if err := json.Unmarshal(v, &k); err != nil {
 		return nil, err
-	default:
-		var k keyRecord
-		if err := json.Unmarshal(v, &k); err != nil {
-			return nil, err
-		}
-		jobErr = k.usable(g.ring)
 	}
-	seen[string(g.key)] = jobErr
-	return jobErr, nil
+	return k.usable(r), nil
 }
 
 func errKeyDestroyed(r *ringRecord, k *keyRecord) error {
@@ -282,7 +272,7 @@ func (s *Service) changeKey(ctx context.Context, group string, ref RingRef, keyI
 	}
 	var next *keyRecord
 	act := s.newActivity(p, action, lower, true, map[string]any{"ringId": r.ID, "keyId": keyID})
-	err = s.journal.submit(act, func(tx Txn) error {
+	err = s.submit(act, func(tx Txn) error {
 		cur, err := loadRing(tx, r.ID)
 		if err != nil {
 			return err
@@ -469,7 +459,7 @@ func (s *Service) destroyDue(ctx context.Context) (time.Time, error) {
 func (s *Service) destroyNow(due []byte) error {
 	at, ringID, keyID, ok := parseDueKey(due)
 	if !ok {
-		return s.journal.submit(nil, func(tx Txn) error { return tx.Delete(due) }, nil)
+		return s.submit(nil, func(tx Txn) error { return tx.Delete(due) }, nil)
 	}
 	ring := ""
 	if r, err := s.ringByID(context.Background(), groupKS, ringID); err == nil {
@@ -480,11 +470,11 @@ func (s *Service) destroyNow(due []byte) error {
 	act := s.newActivity(systemPrincipal, "key.destroy", ring, true, map[string]any{"ringId": ringID, "keyId": keyID,
 		"previousState": KeyDestroyScheduled, "state": KeyDestroyed})
 	var next *keyRecord
-	jb := &job{}
-	jb.mutate = func(tx Txn) error {
+	jb := &activityJob{}
+	jb.Mutate = func(tx Txn) error {
 		// The record is the destruction's: a process that finds the key
 		// destroyed by another (or its destruction cancelled) writes none.
-		jb.act, next = nil, nil
+		jb.Rec, next = nil, nil
 		if err := tx.Delete(due); err != nil {
 			return err
 		}
@@ -505,15 +495,15 @@ func (s *Service) destroyNow(due []byte) error {
 		if r, err := loadRing(tx, ringID); err == nil && r.Group == groupAsym {
 			act.Action = "asym.key.destroy"
 		}
-		jb.act, next = act, k
+		jb.Rec, next = act, k
 		return putKey(tx, k)
 	}
-	jb.after = func() {
+	jb.After = func() {
 		if next != nil {
 			s.keys.Set(next.ID, next)
 		}
 	}
-	return s.journal.submitJob(jb)
+	return s.journal.Submit(jb)
 }
 
 // eraseDestroyed has the store erase the earlier versions of the records
@@ -535,7 +525,7 @@ func (s *Service) eraseDestroyed(ctx context.Context) error {
 			return internalError("erase destroyed key material", err)
 		}
 	}
-	return s.journal.submit(nil, func(tx Txn) error {
+	return s.submit(nil, func(tx Txn) error {
 		for _, k := range notes {
 			if err := tx.Delete(k); err != nil {
 				return err

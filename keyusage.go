@@ -1,8 +1,10 @@
 package kms
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
+	"slices"
 	"strings"
 	"time"
 )
@@ -128,17 +130,17 @@ func usedKey(a *Activity) (keyID string, encrypt, ok bool) {
 	return keyID, a.Action == "encrypt", ok && keyID != ""
 }
 
-// usageKeys appends to keys the usage keys that the records of batch may
-// count, which keys lacks: the keys a shared batch's commit reads, so
-// that it can read them ahead (see commitShared).
-func usageKeys(keys [][]byte, batch []*job) [][]byte {
-	for _, jb := range batch {
-		a := jb.act
-		if a == nil || a.Action != "encrypt" && a.Action != "decrypt" {
-			continue
-		}
-		if id, _ := a.Props["keyId"].(string); id != "" {
-			keys = appendKey(keys, join(pfxKeyUsage, []byte(id)))
+// Reads appends to keys the usage key that record a may count, unless
+// keys has it: the keys a shared batch's commit reads, so that it can
+// read them ahead.
+func (x *termIndex) Reads(keys [][]byte, a *Activity) [][]byte {
+	if a.Action != "encrypt" && a.Action != "decrypt" {
+		return keys
+	}
+	if id, _ := a.Props["keyId"].(string); id != "" {
+		k := join(pfxKeyUsage, []byte(id))
+		if !slices.ContainsFunc(keys, func(b []byte) bool { return bytes.Equal(b, k) }) {
+			keys = append(keys, k)
 		}
 	}
 	return keys
@@ -169,11 +171,11 @@ func (x *termIndex) countUse(a *Activity) {
 	u.last, u.seq = a.CreatedAt, a.Seq
 }
 
-// writeUsage adds the run's usage counts to those stored in tx. It reads
-// as it writes, so it runs in the transaction that stores the indexed
-// head (writeIndex, commitShared): the counts then cover exactly the
-// records up to that head.
-func (x *termIndex) writeUsage(tx Txn) error {
+// WriteCounts adds the run's usage counts to those stored in tx. It reads
+// as it writes, so the journal runs it in the transaction that stores the
+// indexed head: the counts then cover exactly the records up to that
+// head.
+func (x *termIndex) WriteCounts(tx Txn) error {
 	for keyID, run := range x.uses {
 		u, err := loadUsage(tx, keyID)
 		if err != nil {

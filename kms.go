@@ -13,6 +13,7 @@ import (
 	"github.com/ringkms/kms/internal/cache"
 	"github.com/ringkms/kms/internal/headersign"
 	"github.com/ringkms/kms/internal/hmackey"
+	"github.com/ringkms/kms/internal/journal"
 	"github.com/ringkms/kms/internal/seal"
 )
 
@@ -90,13 +91,14 @@ type Limits struct {
 // over a Store. It is safe for concurrent use. Every method that acts for
 // a caller takes the caller's Principal from its context (WithPrincipal).
 type Service struct {
-	store   Store
-	trail   Trail // the activity trail, beside the store
-	opts    Options
-	log     zerolog.Logger
-	now     func() time.Time
-	journal *journal
-	limits  *rateLimiter // nil: no rate limits
+	store    Store
+	trail    Trail // the activity trail, beside the store
+	opts     Options
+	log      zerolog.Logger
+	now      func() time.Time
+	journal  *journal.Journal[*Activity] // the single writer: every write and every record
+	chainKey *hmackey.Key                // keys the activity chain (journal.Digest)
+	limits   *rateLimiter                // nil: no rate limits
 
 	sealer    *seal.Sealer // secrets at rest
 	hashMAC   *hmackey.Key // MAC of hashes
@@ -188,19 +190,23 @@ func New(st Store, opts Options) (*Service, error) {
 	if err := s.loadSigningKey(ctx); err != nil {
 		return nil, err
 	}
-	j, err := startJournal(ctx, st, hmackey.New(keys.AuditChain), s.now, func(err error, msg string) { s.log.Error().Err(err).Msg(msg) }, opts.Observer)
+	s.chainKey = hmackey.New(keys.AuditChain)
+	j, err := journal.Start(ctx, journal.Config[*Activity]{
+		Store: st, Codec: activityCodec{}, Index: newTermIndex(), ChainKey: s.chainKey,
+		HeadKey: keyActHead, PendingKey: keyActPending, Now: s.now,
+		Log:      func(err error, msg string) { s.log.Error().Err(err).Msg(msg) },
+		Observer: opts.Observer, Signer: &s.signer, Undone: s.forgetCached,
+	})
 	if err != nil {
 		return nil, err
 	}
 	s.journal = j
-	j.signer = &s.signer
 	if s.signer.Load() == nil {
 		if err := s.createSigningKey(); err != nil {
-			j.close()
+			j.Close()
 			return nil, err
 		}
 	}
-	j.undone = s.forgetCached
 	s.stopCoherence = s.startCoherence()
 	s.stopDestroyer = s.startDestroyer()
 	return s, nil
@@ -214,7 +220,7 @@ func (s *Service) Close() error {
 	s.users.background.Wait()
 	s.users.throttles.Wait()
 	s.stopDestroyer()
-	s.journal.close()
+	s.journal.Close()
 	s.stopCoherence()
 	return s.releaseCounts()
 }
@@ -231,11 +237,8 @@ func (s *Service) Ping(ctx context.Context) error {
 	if err != nil {
 		return internalError("store does not answer", err)
 	}
-	if e := s.journal.unhealthy.Load(); e != nil {
-		return e
-	}
-	if e := s.journal.rekeyed.Load(); e != nil {
-		return e
+	if err := s.journal.Health(); err != nil {
+		return err
 	}
 	return s.store.Writable(ctx)
 }

@@ -39,8 +39,8 @@ var (
 	// term's entries are postings blocks: term firstSeq (uint64,
 	// big-endian) -> the seqs of the term's records from firstSeq on
 	// (see postings.go).
-	keyActHead    = []byte("act/head")    // the last indexed record: chainHead JSON
-	keyActPending = []byte("act/pending") // the records of the last batch that wrote to the store (see journal.go)
+	keyActHead    = []byte("act/head")    // the last indexed record: journal.Head JSON
+	keyActPending = []byte("act/pending") // the records of the last batch that wrote to the store (see internal/journal)
 
 	pfxActSeq       = []byte("act/seq/") // the trail itself, in cursors: seq (uint64, big-endian)
 	pfxActByKey     = []byte("act/k/")   // term: API key or user ID 0
@@ -134,4 +134,11 @@ func digestHex(sum [32]byte) string {
 	var buf [64]byte
 	hex.Encode(buf[:], sum[:])
 	return string(buf[:])
+}
+
+// seqKey is the big-endian key of a record's seq.
+func seqKey(n uint64) []byte {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], n)
+	return b[:]
 }

@@ -47,28 +47,3 @@ func cacheStat[K comparable, V any](name string, c *cache.Cache[K, V]) CacheStat
 	hits, misses := c.Counts()
 	return CacheStat{Name: name, Hits: hits, Misses: misses}
 }
-
-// observe reports a batch to the Observer, if any.
-func (j *journal) observe(calls int, start time.Time, err error) {
-	if j.observer != nil {
-		j.observer.ObserveBatch(calls, time.Since(start), j.appendTime, err)
-	}
-}
-
-// observeRecords reports the records of batch, which committed, to the
-// Observer, if any.
-func (j *journal) observeRecords(batch []*job) {
-	if j.observer == nil {
-		return
-	}
-	j.acts = j.acts[:0]
-	for _, jb := range batch {
-		if jb.act != nil {
-			j.acts = append(j.acts, jb.act)
-		}
-	}
-	if len(j.acts) > 0 {
-		j.observer.ObserveRecords(j.acts)
-	}
-	clear(j.acts)
-}

@@ -3,8 +3,9 @@ package kms
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"slices"
+
+	"github.com/ringkms/kms/internal/journal"
 )
 
 // The indexes of the activity trail are sets of terms: one per API key
@@ -43,20 +44,23 @@ const maxKeptTerms = 4096
 
 func newTermIndex() *termIndex { return &termIndex{terms: map[string]*[]uint64{}} }
 
-func (x *termIndex) empty() bool { return x.last == 0 }
+var _ journal.Indexer[*Activity] = (*termIndex)(nil)
 
-// reset empties the index for the next run. The journal's runs are its
+// Last returns the seq of the last record added since Reset, or 0.
+func (x *termIndex) Last() uint64 { return x.last }
+
+// Reset empties the index for the next run. The journal's runs are its
 // batches, and consecutive batches name mostly the same terms (the same
 // API keys, actions, rings), so reset keeps each term of the run and its
 // slice for the next run to append to without allocating. It drops a term
 // that the run did not name, and one whose slice grew past what a batch
 // needs; past maxKeptTerms it keeps none.
-func (x *termIndex) reset() {
+func (x *termIndex) Reset() {
 	if len(x.terms) > maxKeptTerms {
 		clear(x.terms)
 	}
 	for t, seqs := range x.terms {
-		if len(*seqs) == 0 || cap(*seqs) > maxBatch {
+		if len(*seqs) == 0 || cap(*seqs) > journal.MaxBatch {
 			delete(x.terms, t)
 		} else {
 			*seqs = (*seqs)[:0]
@@ -67,10 +71,10 @@ func (x *termIndex) reset() {
 	clear(x.uses)
 }
 
-// add indexes record a, whose predecessor in the chain was created at
+// Add indexes record a, at in the chain, whose predecessor was created at
 // prevMs (or which is the first record, first).
-func (x *termIndex) add(a *Activity, prevMs int64, first bool) {
-	x.last = a.Seq
+func (x *termIndex) Add(a *Activity, at journal.Link, prevMs int64, first bool) {
+	x.last = at.Seq
 	x.field(pfxActByKey, a.KeyID)
 	x.field(pfxActByAction, a.Action)
 	if a.AccountID != "" {
@@ -124,10 +128,10 @@ func (x *termIndex) prop(name string, v any) {
 	x.term(append(x.buf, 0))
 }
 
-// write stores the gathered entries in tx: a postings block per term and
-// the time index keys. The usage counts are written apart (writeUsage):
+// Write stores the gathered entries in tx: a postings block per term and
+// the time index keys. The usage counts are written apart (WriteCounts):
 // they are read as they are written.
-func (x *termIndex) write(tx Txn) error {
+func (x *termIndex) Write(tx Txn) error {
 	for t, p := range x.terms {
 		seqs := *p
 		if len(seqs) == 0 {
@@ -196,25 +200,5 @@ func walkPostings(tx Txn, term []byte, from, until uint64, fn func(seq uint64) (
 	})
 }
 
-// storeHead records in tx that the records up to head are indexed.
-func storeHead(tx Txn, head chainHead) error {
-	v, err := json.Marshal(head)
-	if err != nil {
-		return err
-	}
-	return tx.Set(keyActHead, v)
-}
-
-// loadHead returns the last indexed record, the zero chainHead when none
-// is.
-func loadHead(tx Txn) (chainHead, error) {
-	var head chainHead
-	v, err := tx.Get(keyActHead)
-	if isNotFound(err) {
-		return head, nil
-	}
-	if err != nil {
-		return head, err
-	}
-	return head, json.Unmarshal(v, &head)
-}
+// loadHead returns the last indexed record, the zero Head when none is.
+func loadHead(tx Txn) (journal.Head, error) { return journal.LoadHead(tx, keyActHead) }

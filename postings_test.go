@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"testing"
+
+	"github.com/ringkms/kms/internal/journal"
 )
 
 // TestTermIndexReuse feeds runs of records to one termIndex, reset between
@@ -15,8 +17,8 @@ func TestTermIndexReuse(t *testing.T) {
 	written := func(x *termIndex) map[string][]byte {
 		t.Helper()
 		out := map[string][]byte{}
-		c := collectTxn{set: func(k, v []byte) { out[string(k)] = bytes.Clone(v) }}
-		if err := x.write(&c); err != nil {
+		c := setTxn{set: func(k, v []byte) { out[string(k)] = bytes.Clone(v) }}
+		if err := x.Write(&c); err != nil {
 			t.Fatal(err)
 		}
 		return out
@@ -45,14 +47,14 @@ func TestTermIndexReuse(t *testing.T) {
 			for _, r := range run.recs {
 				seq++
 				a := rec(seq, r[0], r[1], r[2] == "y")
-				x.add(a, prevMs, seq == 1)
-				fresh.add(a, prevMs, seq == 1)
+				x.Add(a, journal.Link{Seq: a.Seq, Time: a.CreatedAt}, prevMs, seq == 1)
+				fresh.Add(a, journal.Link{Seq: a.Seq, Time: a.CreatedAt}, prevMs, seq == 1)
 				prevMs = a.CreatedAt
 			}
 			if got, want := written(x), written(fresh); !maps.EqualFunc(got, want, bytes.Equal) {
 				t.Errorf("reused index wrote %q, want %q", got, want)
 			}
-			x.reset()
+			x.Reset()
 		})
 	}
 }
@@ -70,8 +72,8 @@ func TestTermIndexResetBounds(t *testing.T) {
 		{"few", 10, 1, 11, 11},
 		{"at bound", maxKeptTerms - 1, 1, maxKeptTerms, maxKeptTerms},
 		{"past bound", maxKeptTerms, 1, 0, maxKeptTerms + 1},
-		{"long slice", 10, maxBatch + 1, 10, 11},
-		{"batch-long slice", 10, maxBatch, 11, 11},
+		{"long slice", 10, journal.MaxBatch + 1, 10, 11},
+		{"batch-long slice", 10, journal.MaxBatch, 11, 11},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -87,7 +89,7 @@ func TestTermIndexResetBounds(t *testing.T) {
 			if len(x.terms) != tt.wantTerms {
 				t.Fatalf("%d terms before reset, want %d", len(x.terms), tt.wantTerms)
 			}
-			x.reset()
+			x.Reset()
 			if len(x.terms) != tt.wantKept {
 				t.Errorf("reset kept %d terms, want %d", len(x.terms), tt.wantKept)
 			}
@@ -99,3 +101,11 @@ func TestTermIndexResetBounds(t *testing.T) {
 		})
 	}
 }
+
+// setTxn is a Txn that only gathers writes.
+type setTxn struct {
+	Txn
+	set func(k, v []byte)
+}
+
+func (c *setTxn) Set(k, v []byte) error { c.set(k, v); return nil }

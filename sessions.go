@@ -197,7 +197,7 @@ func (s *Service) authenticateToken(ctx context.Context, digest string) (*Princi
 
 // expireSession deletes an expired session. A failure only delays it.
 func (s *Service) expireSession(digest, userID string) {
-	err := s.journal.submit(nil, func(tx Txn) error {
+	err := s.submit(nil, func(tx Txn) error {
 		return deleteSession(tx, digest, userID)
 	}, func() { s.dropSession(digest) })
 	if err != nil {
@@ -361,7 +361,7 @@ func (s *Service) Login(ctx context.Context, in LoginInput) (*LoginResult, error
 	created := s.now().UTC()
 	var out *User
 	act := s.newActivity(actor(u), action, "", true, map[string]any{"by": by})
-	err = s.journal.submit(act, func(tx Txn) error {
+	err = s.submit(act, func(tx Txn) error {
 		cur, err := getUser(tx, u.ID)
 		if isNotFound(err) || err == nil && cur.Status != UserActive {
 			return errBadLogin // deleted or changed since the check
@@ -468,7 +468,7 @@ func (s *Service) Refresh(ctx context.Context, token string) (*LoginResult, erro
 	var out *User
 	var old string
 	act := s.newActivity(p, action, "", true, nil)
-	err = s.journal.submit(act, func(tx Txn) error {
+	err = s.submit(act, func(tx Txn) error {
 		d, sess, err := userSession(tx, p, token, now)
 		if err != nil {
 			return err
@@ -513,7 +513,7 @@ func (s *Service) Logout(ctx context.Context, token string) error {
 	now := s.now().UTC()
 	var old string
 	act := s.newActivity(p, action, "", true, nil)
-	return s.journal.submit(act, func(tx Txn) error {
+	return s.submit(act, func(tx Txn) error {
 		d, sess, err := userSession(tx, p, token, now)
 		if err != nil {
 			return err

@@ -253,7 +253,7 @@ func (s *Service) createSigningKey() error {
 	// Nodes that start together on a new shared store each try; the
 	// first to commit makes the key, and the others load it.
 	made := false
-	err = s.journal.submit(nil, func(tx Txn) error {
+	err = s.submit(nil, func(tx Txn) error {
 		made = false
 		if _, err := tx.Get(keySigningActive); err == nil || !isNotFound(err) {
 			return err
@@ -312,7 +312,7 @@ func (s *Service) rotateSigningKey(p *Principal) (*SigningKey, error) {
 	prev := s.signer.Load().ID
 	act := s.newActivity(p, "signingkey.rotate", "", true, map[string]any{
 		"signingKeyId": string(n.hexID), "previousSigningKeyId": hex.EncodeToString(prev[:])})
-	err = s.journal.submit(act, n.write, func() {
+	err = s.submit(act, n.write, func() {
 		// On the journal's goroutine, before the next batch signs.
 		s.signerMu.Lock()
 		s.useSigner(n.signer)

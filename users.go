@@ -497,7 +497,7 @@ func (s *Service) CreateUser(ctx context.Context, in UserInput) (*CreateUserResu
 	u.Password = s.sealPassword(u.ID, hash)
 	var out *User
 	act := s.newActivity(p, action, "", true, map[string]any{"userId": u.ID, "accountId": u.AccountID})
-	err = s.journal.submit(act, func(tx Txn) error {
+	err = s.submit(act, func(tx Txn) error {
 		if err := s.insertUser(tx, u); err != nil {
 			return err
 		}
@@ -664,7 +664,7 @@ func (s *Service) UpdateUser(ctx context.Context, ref UserRef, in UserUpdate) (*
 	var out *User
 	var notice *Message
 	act := s.newActivity(p, action, "", true, map[string]any{"userId": u.ID, "fields": changed})
-	err = s.journal.submit(act, func(tx Txn) error {
+	err = s.submit(act, func(tx Txn) error {
 		old, err := getUser(tx, u.ID)
 		if err != nil {
 			return err
@@ -794,7 +794,7 @@ func (s *Service) DeleteUser(ctx context.Context, ref UserRef) (*DeleteUserResul
 		return nil, s.recordFailure(p, action, "", err)
 	}
 	act := s.newActivity(p, action, "", true, map[string]any{"userId": u.ID, "accountId": u.AccountID})
-	err = s.journal.submit(act, func(tx Txn) error {
+	err = s.submit(act, func(tx Txn) error {
 		cur, err := getUser(tx, u.ID)
 		if err != nil {
 			return err
