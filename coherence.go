@@ -25,9 +25,9 @@ import (
 // documents the bound). The process that made the change sees it at once,
 // as it updates its own caches at the commit. The signing key is reloaded
 // rather than dropped: on the announcement of a rotation, and at every
-// cacheMaxAge. Encrypt does not rest on
-// the caches for a deleted ring: its commit checks that the ring exists
-// (ringGuard). Encrypt counts are kept in the store (keyCounter).
+// cacheMaxAge. Encrypt does not rest on the caches for a deleted ring or
+// a disabled key: its commit checks them (encryptChecks). Encrypt counts
+// are kept in the store (internal/encryptcount).
 const cacheMaxAge = 500 * time.Millisecond
 
 // cachedPrefixes are the kinds of keys whose values the caches hold, or

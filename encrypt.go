@@ -110,7 +110,7 @@ func (s *Service) Encrypt(ctx context.Context, in EncryptInput) (*EncryptResult,
 		if r, err = s.reserveEncrypt(ctx, p, r, uint64(max)); err != nil {
 			return nil, err
 		}
-	} else if err := s.countEncrypt(ctx, r); err != nil {
+	} else if err := s.counts.Count(r.ID, r.ActiveKey, 0); err != nil {
 		return nil, err
 	}
 	k, err := s.keyByID(ctx, r.ID, r.ActiveKey)

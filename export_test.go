@@ -3,6 +3,8 @@ package kms
 import (
 	"context"
 	"time"
+
+	"github.com/ringkms/kms/internal/encryptcount"
 )
 
 // SetJournalPause replaces the group-commit yield of s's journal (see
@@ -13,7 +15,7 @@ func SetJournalPause(s *Service, pause func()) { s.journal.SetPause(pause) }
 // SetUnlimitedBlock sets how many encrypt calls a reservation covers for
 // a key without a limit (unlimitedBlock), so that a test crosses blocks
 // in a few calls. Call it before the first encrypt.
-func SetUnlimitedBlock(s *Service, n uint64) { s.freeBlock = n }
+func SetUnlimitedBlock(s *Service, n uint64) { s.counts.SetFreeBlock(n) }
 
 // JournalQueued returns the number of jobs waiting for s's journal.
 func JournalQueued(s *Service) int { return s.journal.Queued() }
@@ -57,29 +59,14 @@ func SkipJournal(s *Service) { s.journal.SetSkip(true) }
 
 // CountStale counts one encrypt call on the key keyID of ring ringID as a
 // call that read the ring before it had a limit does.
-func CountStale(s *Service, ringID, keyID string) error {
-	c, err := s.counter(context.Background(), keyID)
-	if err != nil {
-		return err
-	}
-	return s.count(c, ringID, keyID, 0)
-}
+func CountStale(s *Service, ringID, keyID string) error { return s.counts.Count(ringID, keyID, 0) }
 
 // LimitCounter puts the counter of the key keyID under limit, as the
 // first call under a new limit does.
-func LimitCounter(s *Service, keyID string, limit uint64) error {
-	c, err := s.counter(context.Background(), keyID)
-	if err != nil {
-		return err
-	}
-	return s.limitCounter(c, keyID, limit)
-}
+func LimitCounter(s *Service, keyID string, limit uint64) error { return s.counts.Limit(keyID, limit) }
 
 // CounterUsed is how many calls s counted on the key keyID.
-func CounterUsed(s *Service, keyID string) uint64 {
-	c, _ := s.counter(context.Background(), keyID)
-	return c.used.Load()
-}
+func CounterUsed(s *Service, keyID string) uint64 { return s.counts.Used(keyID) }
 
 // CountTotal is the store's total of the calls reserved on the key keyID,
 // what every process reads.
@@ -87,11 +74,11 @@ func CountTotal(s *Service, keyID string) (uint64, error) {
 	var total uint64
 	err := s.store.View(context.Background(), func(tx Txn) error {
 		var err error
-		total, err = loadCount(tx, join(pfxKeyCount, []byte(keyID)))
+		total, err = encryptcount.LoadTotal(tx, join(pfxKeyCount, []byte(keyID)))
 		return err
 	})
 	return total, err
 }
 
 // SetLimitHook has limitCounter run f once it has read the counter.
-func SetLimitHook(s *Service, f func()) { s.limitHook = f }
+func SetLimitHook(s *Service, f func()) { s.counts.SetLimitHook(f) }

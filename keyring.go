@@ -5,13 +5,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/ringkms/kms/internal/encryptcount"
 	"github.com/ringkms/kms/internal/wrap"
 )
 
@@ -864,7 +863,7 @@ func (s *Service) DeleteKeyRing(ctx context.Context, ref RingRef) (*DeleteKeyRin
 		s.ringNames.Remove(lower)
 		for _, id := range keyIDs {
 			s.keys.Remove(id)
-			s.counters.Delete(id)
+			s.counts.Forget(id)
 		}
 	})
 	if err != nil {
@@ -1009,50 +1008,9 @@ func (s *Service) SetConfig(ctx context.Context, ref RingRef, cfg *KeyRingConfig
 	return next.config(), nil
 }
 
-// Encrypt calls are counted per key, from the key's first use, whether its
-// ring has a maxEncryptCount or not, so that a limit set later counts the
-// calls before it. The store holds, per key, the calls reserved in all: a
-// process reserves a block of calls (adding it to the store's total in a
-// read-modify-write transaction) before it answers the calls the block
-// covers, and counts them off in memory. So with any number of processes
-// on one store, the calls answered for a key never exceed the total, and a
-// limit is never exceeded: no reservation takes the total past it. After
-// a crash the calls reserved and not used stay counted, so a count may run
-// over, never under. Close gives back what was reserved and not used.
-//
-// A reservation is a durable store commit in the journal, which holds up
-// the batches behind it, so it covers a block of calls: unlimitedBlock
-// for a key without a limit, whose encrypt calls otherwise write nothing
-// to the store; for a key with a limit, an eighth of the limit, at least
-// 1 and at most counterBlock, so that several processes share a small
-// limit rather than one taking it whole. The call that reaches the middle
-// of a block reserves the next, so that the calls after it do not wait.
-//
-// BenchmarkEncrypt (a ring without a limit, 64 callers, 2 cores), medians
-// of interleaved runs against the code that did not count such keys: with
-// blocks of 1024 for them too, 69 us/op against 50 on disk (slower in 7
-// of 8 pairs); with unlimitedBlock, 24.5 against 24.0 on disk (faster in
-// 7 of 14 pairs) and 11.6 against 11.7 on tmpfs (faster in 6 of 12), with
-// the same 25 allocations: the count itself (a map lookup and an atomic
-// add) does not show.
-const (
-	counterBlock   = 1024
-	unlimitedBlock = 1 << 16
-)
-
-// errSpent is a reservation refused: the key's limit is reached.
-var errSpent = Errorf(KindLimit, "the key has been used for its maxEncryptCount encrypt calls")
-
-// keyCounter counts the encrypt calls of one key in this process. Its
-// numbers are this process's own ledger: used counts the calls counted,
-// reserved the calls its reservations cover, both from the store's total
-// when the counter was loaded.
-type keyCounter struct {
-	used     atomic.Uint64 // calls counted
-	reserved atomic.Uint64 // calls the reservations cover
-	limited  atomic.Bool   // the reservations were made under a limit
-	mu       sync.Mutex    // serialises reservations
-}
+// Encrypt calls are counted per key against reservations in the store
+// (internal/encryptcount), whether the ring has a maxEncryptCount or not,
+// so that a limit set later counts the calls before it.
 
 // reserveEncrypt counts one encrypt call on the active key of a ring with
 // a maxEncryptCount, rotating the ring first when the key is spent, and
@@ -1065,12 +1023,8 @@ func (s *Service) reserveEncrypt(ctx context.Context, p *Principal, r *ringRecor
 	if err != nil {
 		return nil, err
 	}
-	c, err := s.counter(ctx, r.ActiveKey)
-	if err != nil {
-		return nil, err
-	}
-	err = s.count(c, r.ID, r.ActiveKey, max)
-	if err != errSpent {
+	err = s.counts.Count(r.ID, r.ActiveKey, max)
+	if err != encryptcount.ErrSpent {
 		return r, err
 	}
 	// Spent: rotate, unless another process did meanwhile. Other nodes
@@ -1091,11 +1045,8 @@ func (s *Service) reserveEncrypt(ctx context.Context, p *Principal, r *ringRecor
 		} else {
 			s.rings.Remove(r.ID) // the cache had the ring before that rotation
 		}
-		if c, err = s.counter(ctx, r.ActiveKey); err != nil {
-			return nil, err
-		}
-		err = s.count(c, r.ID, r.ActiveKey, max)
-		if err != errSpent {
+		err = s.counts.Count(r.ID, r.ActiveKey, max)
+		if err != encryptcount.ErrSpent {
 			if err != nil {
 				return nil, err
 			}
@@ -1110,206 +1061,6 @@ func (s *Service) reserveEncrypt(ctx context.Context, p *Principal, r *ringRecor
 // maxSpentRotations bounds the rotations one encrypt call makes when
 // other nodes keep using up the ring's new keys first.
 const maxSpentRotations = 8
-
-// countEncrypt counts one encrypt call on the active key of a ring without
-// a maxEncryptCount. It takes no lock unless the call reserves a block.
-func (s *Service) countEncrypt(ctx context.Context, r *ringRecord) error {
-	c, err := s.counter(ctx, r.ActiveKey)
-	if err != nil {
-		return err
-	}
-	return s.count(c, r.ID, r.ActiveKey, 0)
-}
-
-// count counts one call on the key keyID of ring ringID, whose counter is
-// c, and returns once a reservation covers it, or errSpent when the key's
-// limit (maxEncryptCount; 0 for none) leaves none. The call that reaches
-// the middle of the reserved block reserves the next.
-func (s *Service) count(c *keyCounter, ringID, keyID string, limit uint64) error {
-	block := s.freeBlock
-	if limit > 0 {
-		block = min(counterBlock, max(limit/8, 1))
-		if !c.limited.Load() {
-			if err := s.limitCounter(c, keyID, limit); err != nil {
-				return err
-			}
-		}
-	} else if c.limited.Load() {
-		c.limited.Store(false) // what a limit allowed, no limit does too
-	}
-	n := c.used.Add(1)
-	switch r := c.reserved.Load(); {
-	case n > r:
-		return s.reserve(c, ringID, keyID, n, block, limit) // for this call, which waits for it
-	case n == r-block/2:
-		// For the calls to come; this one is covered already.
-		if err := s.reserve(c, ringID, keyID, r+1, block, limit); err != errSpent {
-			return err
-		}
-	}
-	return nil
-}
-
-// reserve adds a block of calls to the store's total for the key keyID of
-// ring ringID, whose counter is c, unless c covers need calls by then. The
-// block stops at limit (0: none); past it, reserve answers errSpent. A key
-// that was deleted meanwhile is NotFound.
-func (s *Service) reserve(c *keyCounter, ringID, keyID string, need, block, limit uint64) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.reserved.Load() >= need {
-		return nil // another call reserved it meanwhile
-	}
-	key := join(pfxKeyCount, []byte(keyID))
-	var took uint64
-	err := s.submit(nil, func(tx Txn) error {
-		took = 0
-		if _, err := tx.Get(join(pfxKey, []byte(ringID), sep, []byte(keyID))); err != nil {
-			return err // no count outlives its key
-		}
-		total, err := loadCount(tx, key)
-		if err != nil {
-			return err
-		}
-		take := block
-		if limit > 0 {
-			if total >= limit {
-				return errSpent
-			}
-			take = min(take, limit-total)
-		}
-		took = take
-		return tx.Set(key, binary.BigEndian.AppendUint64(nil, total+take))
-	}, nil)
-	if err != nil {
-		return err
-	}
-	if c.reserved.Add(took) < need {
-		return errSpent // cannot happen: need is at most one past what c covered
-	}
-	return nil
-}
-
-// limitCounter makes the reservations of c, made while the key's ring had
-// no limit, answer to limit, a limit set since: it gives back to the
-// store's total what they cover beyond the calls counted, and when the
-// total is still over the limit, stops c's calls at it. (Each process does
-// so at its first call under the limit; until then, its unused
-// reservations count in the total, so the limit errs on the safe side.)
-//
-// Calls still under no limit (they read the ring before the limit was
-// set) may run meanwhile, and count takes no lock: so c's reservations
-// drop to none before the calls are read. From then on such a call waits
-// for the lock in reserve, and every call that passed on the old
-// reservations has counted itself already: the calls read are all that
-// the reservations kept cover, and no call is left out of the total that
-// other processes read. (Reading the calls first left out those that
-// passed between the two reads: the total then fell short of the calls
-// made, and another process could hand the key out past the limit.)
-func (s *Service) limitCounter(c *keyCounter, keyID string, limit uint64) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.limited.Load() {
-		return nil
-	}
-	key := join(pfxKeyCount, []byte(keyID))
-	reserved := c.reserved.Swap(0)
-	used := c.used.Load()
-	if s.limitHook != nil {
-		s.limitHook()
-	}
-	covered := min(used, reserved)
-	var total uint64
-	err := s.submit(nil, func(tx Txn) error {
-		var err error
-		if total, err = loadCount(tx, key); err != nil {
-			return err
-		}
-		total -= min(total, reserved-covered)
-		return tx.Set(key, binary.BigEndian.AppendUint64(nil, total))
-	}, nil)
-	if err != nil {
-		c.reserved.Store(reserved) // nothing was given back
-		return err
-	}
-	if total > limit {
-		covered -= min(covered, total-limit)
-	}
-	c.reserved.Store(covered)
-	c.limited.Store(true)
-	return nil
-}
-
-// loadCount reads the calls reserved in all for a key, under key.
-func loadCount(tx Txn, key []byte) (uint64, error) {
-	v, err := tx.Get(key)
-	switch {
-	case isNotFound(err):
-		return 0, nil
-	case err != nil:
-		return 0, err
-	case len(v) != 8:
-		return 0, Errorf(KindInternal, "encrypt counter %s is corrupt", key[len(pfxKeyCount):])
-	}
-	return binary.BigEndian.Uint64(v), nil
-}
-
-// counter returns this process's counter of a key's encrypt calls. Its
-// ledger starts empty: the store's total is read when a block is reserved.
-func (s *Service) counter(_ context.Context, keyID string) (*keyCounter, error) {
-	if c, ok := s.counters.Load(keyID); ok {
-		return c.(*keyCounter), nil
-	}
-	got, _ := s.counters.LoadOrStore(keyID, &keyCounter{})
-	return got.(*keyCounter), nil
-}
-
-// releaseCounts gives back, once the journal has stopped, what each key's
-// reservation holds beyond the calls counted, so that the next start
-// resumes the counts where they are. (A call counted but not answered
-// stays counted: a count may run over, never under.)
-func (s *Service) releaseCounts() error {
-	type release struct {
-		c            *keyCounter
-		key          []byte
-		used, unused uint64
-	}
-	var rels []release
-	s.counters.Range(func(id, v any) bool {
-		c := v.(*keyCounter)
-		if used, r := c.used.Load(), c.reserved.Load(); used < r {
-			rels = append(rels, release{c: c, key: join(pfxKeyCount, []byte(id.(string))), used: used, unused: r - used})
-		}
-		return true
-	})
-	if len(rels) == 0 {
-		return nil
-	}
-	err := s.store.Update(context.Background(), func(tx Txn) error {
-		for _, rel := range rels {
-			v, err := tx.Get(rel.key)
-			if isNotFound(err) {
-				continue // the key was deleted
-			} else if err != nil {
-				return err
-			}
-			if len(v) != 8 || binary.BigEndian.Uint64(v) < rel.unused {
-				continue
-			}
-			if err := tx.Set(rel.key, binary.BigEndian.AppendUint64(nil, binary.BigEndian.Uint64(v)-rel.unused)); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return internalError("release encrypt counts", err)
-	}
-	for _, rel := range rels {
-		rel.c.reserved.Store(rel.used) // a second Close gives back nothing more
-	}
-	return nil
-}
 
 // decodeHexID turns an ID made by newID into its 16 bytes.
 func decodeHexID(id string) ([16]byte, error) {

@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/ringkms/kms/internal/cache"
+	"github.com/ringkms/kms/internal/encryptcount"
 	"github.com/ringkms/kms/internal/headersign"
 	"github.com/ringkms/kms/internal/hmackey"
 	"github.com/ringkms/kms/internal/journal"
@@ -117,9 +118,7 @@ type Service struct {
 	keys       *cache.Cache[string, *keyRecord]  // key ID -> key
 	principals *cache.Cache[string, *Principal]  // digest of a secret -> principal
 	users      *userState                        // sessions and login throttles
-	counters   sync.Map                          // key ID -> *keyCounter
-	freeBlock  uint64                            // calls a reservation covers for a key without a limit (unlimitedBlock)
-	limitHook  func()                            // a test's, run by limitCounter once it has taken its snapshot; nil otherwise
+	counts     *encryptcount.Counters            // the encrypt calls of each key, against reservations in the store
 	ringLocks  sync.Map                          // ring ID -> *sync.Mutex
 
 	stopCoherence func() // stops keeping the caches coherent with other processes (coherence.go)
@@ -137,7 +136,7 @@ func New(st Store, opts Options) (*Service, error) {
 	if opts.MasterKey.IsZero() {
 		return nil, Errorf(KindInvalid, "a master key is required")
 	}
-	s := &Service{store: st, trail: st.Trail(), opts: opts, now: opts.Now, log: zerolog.Nop(), freeBlock: unlimitedBlock}
+	s := &Service{store: st, trail: st.Trail(), opts: opts, now: opts.Now, log: zerolog.Nop()}
 	for _, r := range []Rate{opts.RateLimits.PerAddr, opts.RateLimits.PerAPIKey} {
 		if r.PerSecond < 0 || r.Burst < 0 || math.IsNaN(r.PerSecond) || math.IsInf(r.PerSecond, 0) {
 			return nil, Errorf(KindInvalid, "rate limits: want a rate of 0 (none) or more calls a second, and a burst of 0 or more")
@@ -167,6 +166,12 @@ func New(st Store, opts Options) (*Service, error) {
 	s.keys = cache.New[string, *keyRecord](size)
 	s.principals = cache.New[string, *Principal](size)
 	s.users = newUserState(size, st, keys.Throttle, func(err error, msg string) { s.log.Error().Err(err).Msg(msg) })
+	s.counts = encryptcount.New(encryptcount.Config{
+		Store:    st,
+		Submit:   func(mutate func(Txn) error) error { return s.submit(nil, mutate, nil) },
+		CountKey: func(keyID string) []byte { return join(pfxKeyCount, []byte(keyID)) },
+		KeyKey:   func(ringID, keyID string) []byte { return join(pfxKey, []byte(ringID), sep, []byte(keyID)) },
+	})
 	s.verify = map[[8]byte]ed25519.PublicKey{}
 	s.signerNotice = make(chan struct{}, 1)
 	s.opts.MasterKey = MasterKey{} // only the derived keys stay in memory
@@ -214,7 +219,7 @@ func New(st Store, opts Options) (*Service, error) {
 
 // Close stops the journal after the writes in flight, those of password
 // reset requests already answered included, then gives back the encrypt
-// calls reserved and not used (see keyring.go, counterBlock). It does not
+// calls reserved and not used (internal/encryptcount). It does not
 // close the Store, which the caller owns.
 func (s *Service) Close() error {
 	s.users.background.Wait()
@@ -222,7 +227,7 @@ func (s *Service) Close() error {
 	s.stopDestroyer()
 	s.journal.Close()
 	s.stopCoherence()
-	return s.releaseCounts()
+	return s.counts.Release(context.Background())
 }
 
 // Ping reports whether the service can serve: its store answers a read
@@ -247,5 +252,5 @@ func (s *Service) Ping(ctx context.Context) error {
 // encrypt counters (an undo may have taken back their reservations).
 func (s *Service) forgetCached() {
 	s.forgetCaches()
-	s.counters.Clear()
+	s.counts.Reset()
 }
