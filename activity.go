@@ -17,6 +17,7 @@ import (
 	"github.com/ringkms/kms/internal/journal"
 	"github.com/ringkms/kms/internal/jsonenc"
 	"github.com/ringkms/kms/internal/seal"
+	"github.com/ringkms/kms/internal/postings"
 )
 
 // Activity is one record of the audit trail: an operation that a credential
@@ -262,7 +263,7 @@ func verifyChain(ctx context.Context, st Store, chainKey *hmackey.Key) (VerifyCh
 }
 
 // The indexes of the activity trail, besides act/k (keyid), act/x (action),
-// act/a (account) and act/r (ring) of layout.go; postings.go says how their
+// act/a (account) and act/r (ring) of layout.go; internal/postings says how their
 // entries are kept.
 //
 // An index entry costs work on the hot path of every encrypt, so values
@@ -537,7 +538,7 @@ func (s *Service) readSeqs(tx Txn, term []byte, from, until uint64, fn func(seq 
 		seqs = seqs[:0]
 		return nil
 	}
-	err := walkPostings(tx, term, from, until, func(seq uint64) (bool, error) {
+	err := postings.Walk(tx, term, from, until, func(seq uint64) (bool, error) {
 		if seqs = append(seqs, seq); len(seqs) == chunk {
 			err := flush()
 			return more, err

@@ -12,7 +12,7 @@ import (
 // What a key was used for, for the answer to a leak: how often it was
 // handed out and opened (KeyUsage), and every hash issued under it
 // (ListKeyHashes). Both are indexes of the activity trail, kept by the
-// journal with the trail's other indexes (postings.go): the usage counts
+// journal with the trail's other indexes (activity_index.go): the usage counts
 // from the successful encrypt and decrypt records naming the key (prop
 // keyId), the hashes from the postings of term act/h/ key ID 0, whose
 // encrypt records carry the hash (prop hash). So they commit in the same
@@ -133,7 +133,7 @@ func usedKey(a *Activity) (keyID string, encrypt, ok bool) {
 // Reads appends to keys the usage key that record a may count, unless
 // keys has it: the keys a shared batch's commit reads, so that it can
 // read them ahead.
-func (x *termIndex) Reads(keys [][]byte, a *Activity) [][]byte {
+func (x *activityIndex) Reads(keys [][]byte, a *Activity) [][]byte {
 	if a.Action != "encrypt" && a.Action != "decrypt" {
 		return keys
 	}
@@ -147,13 +147,13 @@ func (x *termIndex) Reads(keys [][]byte, a *Activity) [][]byte {
 }
 
 // countUse adds record a to the usage counts of the run, when it counts.
-func (x *termIndex) countUse(a *Activity) {
+func (x *activityIndex) countUse(a *Activity) {
 	keyID, enc, ok := usedKey(a)
 	if !ok {
 		return
 	}
 	if enc {
-		x.field(pfxActByKeyHash, keyID)
+		x.run.Field(pfxActByKeyHash, keyID)
 	}
 	if x.uses == nil {
 		x.uses = map[string]*keyUsage{}
@@ -175,7 +175,7 @@ func (x *termIndex) countUse(a *Activity) {
 // as it writes, so the journal runs it in the transaction that stores the
 // indexed head: the counts then cover exactly the records up to that
 // head.
-func (x *termIndex) WriteCounts(tx Txn) error {
+func (x *activityIndex) WriteCounts(tx Txn) error {
 	for keyID, run := range x.uses {
 		u, err := loadUsage(tx, keyID)
 		if err != nil {

@@ -197,7 +197,7 @@ func New(st Store, opts Options) (*Service, error) {
 	}
 	s.chainKey = hmackey.New(keys.AuditChain)
 	j, err := journal.Start(ctx, journal.Config[*Activity]{
-		Store: st, Codec: activityCodec{}, Index: newTermIndex(), ChainKey: s.chainKey,
+		Store: st, Codec: activityCodec{}, Index: newActivityIndex(), ChainKey: s.chainKey,
 		HeadKey: keyActHead, PendingKey: keyActPending, Now: s.now,
 		Log:      func(err error, msg string) { s.log.Error().Err(err).Msg(msg) },
 		Observer: opts.Observer, Signer: &s.signer, Undone: s.forgetCached,

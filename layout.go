@@ -38,7 +38,7 @@ var (
 	// the Store holds its indexes. Each index is a set of terms, and a
 	// term's entries are postings blocks: term firstSeq (uint64,
 	// big-endian) -> the seqs of the term's records from firstSeq on
-	// (see postings.go).
+	// (see internal/postings).
 	keyActHead    = []byte("act/head")    // the last indexed record: journal.Head JSON
 	keyActPending = []byte("act/pending") // the records of the last batch that wrote to the store (see internal/journal)
 
