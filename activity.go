@@ -16,8 +16,8 @@ import (
 	"github.com/ringkms/kms/internal/hmackey"
 	"github.com/ringkms/kms/internal/journal"
 	"github.com/ringkms/kms/internal/jsonenc"
-	"github.com/ringkms/kms/internal/seal"
 	"github.com/ringkms/kms/internal/postings"
+	"github.com/ringkms/kms/internal/seal"
 )
 
 // Activity is one record of the audit trail: an operation that a credential
@@ -777,3 +777,6 @@ func ExportActivity(ctx context.Context, st Store, from uint64, fn func(*Activit
 		return true, nil
 	})
 }
+
+// loadHead returns the last indexed record, the zero Head when none is.
+func loadHead(tx Txn) (journal.Head, error) { return journal.LoadHead(tx, keyActHead) }

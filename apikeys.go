@@ -3,9 +3,6 @@ package kms
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"maps"
 	"slices"
@@ -59,17 +56,6 @@ const apiKeyPrefix = "rk_"
 
 // minSecretLen is the shortest API key secret accepted (bootstrap keys).
 const minSecretLen = 32
-
-func newSecret(prefix string) string {
-	var b [32]byte
-	rand.Read(b[:])
-	return prefix + base64.RawURLEncoding.EncodeToString(b[:])
-}
-
-func secretDigest(secret string) string {
-	var buf [128]byte // room for the secrets the service issues, which []byte(secret) would allocate
-	return digestHex(sha256.Sum256(append(buf[:0], secret...)))
-}
 
 // FlagAPIKeysValidate grants POST /auth/validate: checking another
 // credential and recording the activity it reports.

@@ -682,3 +682,13 @@ func walkLineage(ctx context.Context, tx Txn, p *Principal, root *assetRecord, d
 	}
 	return out, false, nil
 }
+
+// AssetInput creates or updates an Asset in an encrypt call.
+type AssetInput struct {
+	// AssetID, when set, names the Asset to update.
+	AssetID string `json:"assetId,omitempty"`
+	// Parents are the IDs of the Asset's parent Assets.
+	Parents []string `json:"parents,omitempty"`
+	// Data is stored on the Asset.
+	Data map[string]any `json:"data"`
+}

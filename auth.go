@@ -6,26 +6,6 @@ import (
 	"strings"
 )
 
-// Flags are the permissions of a credential: flag name -> granted. Names
-// are dot-separated and lower-case; docs/PERMISSIONS.md lists them. A
-// segment "*" stands for any value of that segment (keyring.*.rotate), and
-// the flag "*" alone grants everything.
-type Flags map[string]bool
-
-// Flag names outside the key rings. Key ring flags are built by RingFlag.
-const (
-	FlagRoot          = "*"
-	FlagAccountsRead  = "accounts.read"
-	FlagAccountsWrite = "accounts.write"
-	FlagAPIKeysRead   = "apikeys.read"
-	FlagAPIKeysWrite  = "apikeys.write"
-
-	// FlagAllAccounts lets a credential act on the resources of every
-	// Account. Without it (or "*"), a credential sees and changes only the
-	// Users, API keys, activity and Assets of its own Account.
-	FlagAllAccounts = "accounts.all"
-)
-
 // visibleTo reports whether p may see and act on a resource of account.
 func visibleTo(p *Principal, account string) bool {
 	return p.AccountID == account || p.Can(FlagAllAccounts)
@@ -46,25 +26,6 @@ const (
 // RingFlag returns the flag that grants op on the ring named ring.
 func RingFlag(ring, op string) string {
 	return "keyring." + strings.ToLower(ring) + "." + op
-}
-
-// Allows reports whether the flags grant flag: exactly, through "*" alone,
-// or through a flag with "*" in place of one of flag's segments.
-func (f Flags) Allows(flag string) bool {
-	if f[FlagRoot] || f[flag] {
-		return true
-	}
-	segs := strings.Split(flag, ".")
-	for i := range segs {
-		saved := segs[i]
-		segs[i] = "*"
-		ok := f[strings.Join(segs, ".")]
-		segs[i] = saved
-		if ok {
-			return true
-		}
-	}
-	return false
 }
 
 // maxFlagLen bounds one flag name; maxFlags the flags of one credential.

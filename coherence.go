@@ -153,3 +153,10 @@ func (s *Service) checkMasterKey(ctx context.Context) {
 		s.log.Error().Msg("the store was rekeyed to another master key while this process ran: it refuses every write until restarted with the new master key")
 	}
 }
+
+// forgetCached empties every cache of what the store holds, and the
+// encrypt counters (an undo may have taken back their reservations).
+func (s *Service) forgetCached() {
+	s.forgetCaches()
+	s.counts.Reset()
+}

@@ -2,6 +2,7 @@ package kms
 
 import (
 	"context"
+	"strings"
 	"sync"
 )
 
@@ -88,3 +89,46 @@ func answerSent(ctx context.Context) <-chan struct{} {
 	ch, _ := ctx.Value(answerKey{}).(chan struct{})
 	return ch
 }
+
+// anonymous is the actor of the records of public flows (login,
+// invitation, reset) when no User is known.
+var anonymous = &Principal{Kind: PrincipalUser, ID: "anonymous"}
+
+// Flags are the permissions of a credential: flag name -> granted. Names
+// are dot-separated and lower-case; docs/PERMISSIONS.md lists them. A
+// segment "*" stands for any value of that segment (keyring.*.rotate), and
+// the flag "*" alone grants everything.
+type Flags map[string]bool
+
+// Allows reports whether the flags grant flag: exactly, through "*" alone,
+// or through a flag with "*" in place of one of flag's segments.
+func (f Flags) Allows(flag string) bool {
+	if f[FlagRoot] || f[flag] {
+		return true
+	}
+	segs := strings.Split(flag, ".")
+	for i := range segs {
+		saved := segs[i]
+		segs[i] = "*"
+		ok := f[strings.Join(segs, ".")]
+		segs[i] = saved
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Flag names outside the key rings. Key ring flags are built by RingFlag.
+const (
+	FlagRoot          = "*"
+	FlagAccountsRead  = "accounts.read"
+	FlagAccountsWrite = "accounts.write"
+	FlagAPIKeysRead   = "apikeys.read"
+	FlagAPIKeysWrite  = "apikeys.write"
+
+	// FlagAllAccounts lets a credential act on the resources of every
+	// Account. Without it (or "*"), a credential sees and changes only the
+	// Users, API keys, activity and Assets of its own Account.
+	FlagAllAccounts = "accounts.all"
+)

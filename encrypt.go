@@ -12,16 +12,6 @@ import (
 	"github.com/ringkms/kms/internal/journal"
 )
 
-// AssetInput creates or updates an Asset in an encrypt call.
-type AssetInput struct {
-	// AssetID, when set, names the Asset to update.
-	AssetID string `json:"assetId,omitempty"`
-	// Parents are the IDs of the Asset's parent Assets.
-	Parents []string `json:"parents,omitempty"`
-	// Data is stored on the Asset.
-	Data map[string]any `json:"data"`
-}
-
 // EncryptInput asks for the active key of a ring.
 type EncryptInput struct {
 	RingName string      `json:"ringname"`
@@ -393,6 +383,3 @@ func ringExists(_ []byte, found bool) (jobErr, err error) {
 	}
 	return nil, nil
 }
-
-// errRingDeleted answers a job whose ring another process deleted.
-func errRingDeleted() error { return Errorf(KindNotFound, "key ring not found: it was deleted") }

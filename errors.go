@@ -68,3 +68,11 @@ func ErrorMessage(err error) string { return base.ErrorMessage(err) }
 
 // internalError wraps an unexpected failure (base.InternalError).
 func internalError(doing string, err error) error { return base.InternalError(doing, err) }
+
+// errBadLogin is the one answer to wrong credentials, whether the User
+// exists or not.
+var errBadLogin = Errorf(KindInvalid, "invalid username or password")
+
+// errBadReset is the answer to a reset token that is unknown, used,
+// replaced or expired.
+var errBadReset = Errorf(KindInvalid, "invalid or expired reset token")

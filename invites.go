@@ -449,10 +449,6 @@ func (s *Service) sendMail(ctx context.Context, mailer Mailer, msg Message, u *u
 	}
 }
 
-// errBadReset is the answer to a reset token that is unknown, used,
-// replaced or expired.
-var errBadReset = Errorf(KindInvalid, "invalid or expired reset token")
-
 // CompletePasswordReset sets a new password with a reset token, uses the
 // token up and revokes every access token of the User. It needs no
 // credential. A password that breaks the rules is an Invalid error with

@@ -534,3 +534,6 @@ func (s *Service) eraseDestroyed(ctx context.Context) error {
 		return nil
 	}, nil)
 }
+
+// errRingDeleted answers a job whose ring another process deleted.
+func errRingDeleted() error { return Errorf(KindNotFound, "key ring not found: it was deleted") }

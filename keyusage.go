@@ -1,10 +1,8 @@
 package kms
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
-	"slices"
 	"strings"
 	"time"
 )
@@ -128,65 +126,6 @@ func usedKey(a *Activity) (keyID string, encrypt, ok bool) {
 	}
 	keyID, ok = a.Props["keyId"].(string)
 	return keyID, a.Action == "encrypt", ok && keyID != ""
-}
-
-// Reads appends to keys the usage key that record a may count, unless
-// keys has it: the keys a shared batch's commit reads, so that it can
-// read them ahead.
-func (x *activityIndex) Reads(keys [][]byte, a *Activity) [][]byte {
-	if a.Action != "encrypt" && a.Action != "decrypt" {
-		return keys
-	}
-	if id, _ := a.Props["keyId"].(string); id != "" {
-		k := join(pfxKeyUsage, []byte(id))
-		if !slices.ContainsFunc(keys, func(b []byte) bool { return bytes.Equal(b, k) }) {
-			keys = append(keys, k)
-		}
-	}
-	return keys
-}
-
-// countUse adds record a to the usage counts of the run, when it counts.
-func (x *activityIndex) countUse(a *Activity) {
-	keyID, enc, ok := usedKey(a)
-	if !ok {
-		return
-	}
-	if enc {
-		x.run.Field(pfxActByKeyHash, keyID)
-	}
-	if x.uses == nil {
-		x.uses = map[string]*keyUsage{}
-	}
-	u := x.uses[keyID]
-	if u == nil {
-		u = &keyUsage{first: a.CreatedAt}
-		x.uses[keyID] = u
-	}
-	if enc {
-		u.enc++
-	} else {
-		u.dec++
-	}
-	u.last, u.seq = a.CreatedAt, a.Seq
-}
-
-// WriteCounts adds the run's usage counts to those stored in tx. It reads
-// as it writes, so the journal runs it in the transaction that stores the
-// indexed head: the counts then cover exactly the records up to that
-// head.
-func (x *activityIndex) WriteCounts(tx Txn) error {
-	for keyID, run := range x.uses {
-		u, err := loadUsage(tx, keyID)
-		if err != nil {
-			return err
-		}
-		u.add(run)
-		if err := tx.Set(join(pfxKeyUsage, []byte(keyID)), u.encode()); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // KeyUsage returns how often a key of a /ks ring was used: the encrypt

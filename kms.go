@@ -4,127 +4,16 @@ import (
 	"context"
 	"crypto/ed25519"
 	"math"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/ringkms/kms/internal/cache"
 	"github.com/ringkms/kms/internal/encryptcount"
-	"github.com/ringkms/kms/internal/headersign"
 	"github.com/ringkms/kms/internal/hmackey"
 	"github.com/ringkms/kms/internal/journal"
 	"github.com/ringkms/kms/internal/seal"
 )
-
-// Options configure a Service. The zero value of each field is a working
-// default, except MasterKey, which is required.
-type Options struct {
-	// MasterKey is the root of trust. Required.
-	MasterKey MasterKey
-
-	// Logger receives operational events (never a secret). Nil means
-	// silent. The audit trail is data, not log lines.
-	Logger *zerolog.Logger
-
-	// Now returns the current time. Nil means time.Now.
-	Now func() time.Time
-
-	// Mailer sends invitations and password resets. With none, an
-	// invitation still succeeds (its loginUrl is the only copy of the
-	// link) and a password reset cannot start (Invalid).
-	Mailer Mailer
-
-	// BaseURL is the public address of the service, on which links in
-	// mail are built (for example https://kms.example.com).
-	BaseURL string
-
-	// TokenTTL is how long a user access token lasts. Zero means one hour.
-	TokenTTL time.Duration
-	// SessionLifetime is how long a User stays signed in: refresh hands
-	// out new access tokens until SessionLifetime after the login (or
-	// invitation completion) that issued the first, and no token lasts
-	// past that. Then the User logs in again. Zero means 24 hours.
-	SessionLifetime time.Duration
-	// InviteTTL is how long an invitation can be completed. Zero means
-	// seven days.
-	InviteTTL time.Duration
-	// ResetTTL is how long a password reset can be completed. Zero means
-	// one hour.
-	ResetTTL time.Duration
-
-	// Limits are the plan limits: how many resources may exist. The zero
-	// value of each means no limit.
-	Limits Limits
-
-	// CacheSize bounds each in-memory cache (key rings, keys,
-	// credentials) in entries. Zero means 100,000.
-	CacheSize int
-
-	// MinDestroyDelay is the shortest delay after which a key may be
-	// scheduled for destruction (DestroyKey). Zero means
-	// DefaultMinDestroyDelay (one hour); a negative value allows any
-	// delay, none included.
-	MinDestroyDelay time.Duration
-
-	// RateLimits, when set, limit the calls of each client address,
-	// credential and Account that Admit is asked about (httpapi asks for
-	// every request). The zero value limits nothing.
-	RateLimits RateLimits
-
-	// Observer, when set, receives measurements of the journal's batches
-	// and the activity records they commit, for metrics (observe.go;
-	// package metrics has one for Prometheus).
-	Observer Observer
-}
-
-// Limits are plan limits. Creating a resource past one is a Limit error
-// whose message names the maximum.
-type Limits struct {
-	MaxKeyRings          int // key rings of both groups, in all
-	MaxUsers             int // Users, in all
-	MaxAccounts          int // Accounts, in all
-	MaxAPIKeysPerAccount int // API keys of one Account
-}
-
-// Service is ringkms: key rings, keys, credentials and the audit trail,
-// over a Store. It is safe for concurrent use. Every method that acts for
-// a caller takes the caller's Principal from its context (WithPrincipal).
-type Service struct {
-	store    Store
-	trail    Trail // the activity trail, beside the store
-	opts     Options
-	log      zerolog.Logger
-	now      func() time.Time
-	journal  *journal.Journal[*Activity] // the single writer: every write and every record
-	chainKey *hmackey.Key                // keys the activity chain (journal.Digest)
-	limits   *rateLimiter                // nil: no rate limits
-
-	sealer    *seal.Sealer // secrets at rest
-	hashMAC   *hmackey.Key // MAC of hashes
-	headerMAC *hmackey.Key // MAC of headers
-	pager     pager
-
-	signer       atomic.Pointer[headersign.Signer] // signs new headers (signingkeys.go)
-	signerMu     sync.Mutex                        // serialises changes of signer
-	signerNotice chan struct{}                     // another process may have rotated the signing key (coherence.go)
-	keyCheckDue  atomic.Bool                       // the master key is to be checked against the store (coherence.go)
-	verifyMu     sync.RWMutex
-	verify       map[[8]byte]ed25519.PublicKey
-
-	rings      *cache.Cache[string, *ringRecord] // ring ID -> ring
-	ringNames  *cache.Cache[string, string]      // lower-case name -> ring ID
-	keys       *cache.Cache[string, *keyRecord]  // key ID -> key
-	principals *cache.Cache[string, *Principal]  // digest of a secret -> principal
-	users      *userState                        // sessions and login throttles
-	counts     *encryptcount.Counters            // the encrypt calls of each key, against reservations in the store
-	ringLocks  sync.Map                          // ring ID -> *sync.Mutex
-
-	stopCoherence func() // stops keeping the caches coherent with other processes (coherence.go)
-	destroyer     *destroyer
-	stopDestroyer func() // stops destroying keys at their time (keystate.go)
-}
 
 // New returns a Service over st. It loads (or, on a new store, creates) the
 // header signing key and the audit chain head, and starts the journal that
@@ -246,11 +135,4 @@ func (s *Service) Ping(ctx context.Context) error {
 		return err
 	}
 	return s.store.Writable(ctx)
-}
-
-// forgetCached empties every cache of what the store holds, and the
-// encrypt counters (an undo may have taken back their reservations).
-func (s *Service) forgetCached() {
-	s.forgetCaches()
-	s.counts.Reset()
 }

@@ -2,6 +2,7 @@ package kms
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"fmt"
@@ -91,4 +92,15 @@ func LooksLikeSecret(s string) bool {
 	}
 	_, isID := parseID(s)
 	return !isID
+}
+
+func newSecret(prefix string) string {
+	var b [32]byte
+	rand.Read(b[:])
+	return prefix + base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func secretDigest(secret string) string {
+	var buf [128]byte // room for the secrets the service issues, which []byte(secret) would allocate
+	return digestHex(sha256.Sum256(append(buf[:0], secret...)))
 }

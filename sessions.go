@@ -93,17 +93,9 @@ type LoginResult struct {
 	AccessToken string `json:"accessToken"`
 }
 
-// errBadLogin is the one answer to wrong credentials, whether the User
-// exists or not.
-var errBadLogin = Errorf(KindInvalid, "invalid username or password")
-
 // errNoSession says that a secret shaped like an access token has no
 // session; Authenticate then tries it as an API key.
 var errNoSession = Errorf(KindUnauthenticated, "no session")
-
-// anonymous is the actor of the records of public flows (login,
-// invitation, reset) when no User is known.
-var anonymous = &Principal{Kind: PrincipalUser, ID: "anonymous"}
 
 // actor is the principal that records of a public flow name: the User
 // when known, else anonymous.

@@ -13,7 +13,7 @@ import (
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/client"
 	"github.com/ringkms/kms/httpapi"
-	"github.com/ringkms/kms/internal/kmstest"
+	"github.com/ringkms/kms/kmstest"
 )
 
 // env is a Service on an in-memory Badger store, served by the real

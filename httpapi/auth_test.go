@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/ringkms/kms"
-	"github.com/ringkms/kms/internal/kmstest"
+	"github.com/ringkms/kms/kmstest"
 )
 
 // Password hashing (argon2id) costs about 0.25 s a call under the race

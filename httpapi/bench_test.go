@@ -12,7 +12,7 @@ import (
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/httpapi"
-	"github.com/ringkms/kms/internal/kmstest"
+	"github.com/ringkms/kms/kmstest"
 )
 
 // benchServer serves the handler over real HTTP (loopback, keep-alive) on

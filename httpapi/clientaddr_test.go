@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/ringkms/kms/httpapi"
-	"github.com/ringkms/kms/internal/kmstest"
+	"github.com/ringkms/kms/kmstest"
 )
 
 // TestForwardedForIsNotTheClients: behind a proxy that appends to

@@ -16,7 +16,7 @@ import (
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/httpapi"
-	"github.com/ringkms/kms/internal/kmstest"
+	"github.com/ringkms/kms/kmstest"
 )
 
 // env is a Service on an in-memory store, served by httpapi over a real

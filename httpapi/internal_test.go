@@ -14,7 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/ringkms/kms"
-	"github.com/ringkms/kms/internal/kmstest"
+	"github.com/ringkms/kms/kmstest"
 )
 
 func TestKindStatus(t *testing.T) {

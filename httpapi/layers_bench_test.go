@@ -12,7 +12,7 @@ import (
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/internal/benchcpu"
-	"github.com/ringkms/kms/internal/kmstest"
+	"github.com/ringkms/kms/kmstest"
 )
 
 // discardWriter is a ResponseWriter that keeps nothing: the layers are

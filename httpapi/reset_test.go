@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/ringkms/kms"
-	"github.com/ringkms/kms/internal/kmstest"
+	"github.com/ringkms/kms/kmstest"
 )
 
 // TestPasswordResetStartThrottle: reset requests are throttled per

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/ringkms/kms"
-	"github.com/ringkms/kms/internal/kmstest"
+	"github.com/ringkms/kms/kmstest"
 )
 
 // TestAuthLogsHoldNoSecret runs the flows of the /auth group with the

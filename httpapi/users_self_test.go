@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/ringkms/kms"
-	"github.com/ringkms/kms/internal/kmstest"
+	"github.com/ringkms/kms/kmstest"
 )
 
 // TestStolenTokenCannotTakeOverAccount: an access token alone does not

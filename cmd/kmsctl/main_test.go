@@ -14,7 +14,7 @@ import (
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/httpapi"
-	"github.com/ringkms/kms/internal/kmstest"
+	"github.com/ringkms/kms/kmstest"
 )
 
 // env is a fake environment for run.

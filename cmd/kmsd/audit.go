@@ -19,7 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/ringkms/kms"
-	"github.com/ringkms/kms/internal/auditsink"
+	"github.com/ringkms/kms/cmd/kmsd/internal/auditsink"
 	"github.com/ringkms/kms/store/pgstore"
 )
 

@@ -32,7 +32,7 @@ import (
 	"os"
 	"sync"
 
-	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/base"
 )
 
 // BallastFraction is the part of the reserve a Guard holds in its ballast
@@ -152,7 +152,7 @@ func (g *Guard) take() error {
 }
 
 func (g *Guard) full(free uint64) error {
-	return &kms.Error{Kind: kms.KindNoSpace,
+	return &base.Error{Kind: base.KindNoSpace,
 		Message: "insufficient storage: the service's disk is full; writes are refused until space is freed",
 		Err:     fmt.Errorf("file system of %s has %d bytes free, below the reserve of %d", g.dir, free, g.reserve)}
 }

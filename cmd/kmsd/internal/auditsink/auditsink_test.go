@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/ringkms/kms"
-	"github.com/ringkms/kms/internal/auditsink"
+	"github.com/ringkms/kms/cmd/kmsd/internal/auditsink"
 	"github.com/ringkms/kms/store/badgerstore"
 )
 
