@@ -12,10 +12,7 @@ func DestroyDue(ctx context.Context, s *Service) error {
 // DestroyPasses returns how many passes s's destroyer has finished, and a
 // channel closed when the next one finishes.
 func DestroyPasses(s *Service) (uint64, <-chan struct{}) {
-	d := s.destroyer
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.passes, d.passed
+	return s.destroyer.Passes()
 }
 
 // KeyRecordKey is the store key of the record of key keyID of ring ringID.

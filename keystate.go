@@ -1,13 +1,11 @@
 package kms
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -306,7 +304,7 @@ func (s *Service) changeKey(ctx context.Context, group string, ref RingRef, keyI
 		return nil, err
 	}
 	if next.DestroyAt != nil {
-		s.destroyer.wake()
+		s.destroyer.Wake()
 	}
 	return next.key(false), nil
 }
@@ -325,214 +323,6 @@ func parseDueKey(k []byte) (at int64, ringID, keyID string, ok bool) {
 	at = int64(binary.BigEndian.Uint64(rest[:8]))
 	ringID, keyID, ok = strings.Cut(string(rest[8:]), "\x00")
 	return at, ringID, keyID, ok
-}
-
-// Destruction. Each Service runs a destroyer: a goroutine that destroys
-// the keys whose time has come, found through the index pfxKeyDue (by
-// time: a pass reads the due entries and one more, never the whole key
-// table). It wakes at the next time the index names, when this process
-// schedules a destruction, and every destroyPoll, for destructions that
-// other processes sharing the store scheduled. So a key is destroyed on
-// time as long as one process runs, and the first pass after a start
-// catches up with what fell due while none did.
-//
-// Each destruction is a journal job whose mutation reads the key again
-// and destroys it only if it is still scheduled for that time, so that
-// processes that race destroy it once: the others find it destroyed (or
-// its destruction cancelled) and write nothing, not even a record. The
-// job drops the key data, and notes the key under pfxKeyErase; once
-// committed, a store that keeps earlier versions of values in its files
-// (Eraser) erases them, and then the note goes. A note left by a crash is
-// taken up by the next pass.
-const (
-	destroyPoll  = 30 * time.Second
-	destroyRetry = 5 * time.Second // after a pass that failed
-	destroyBatch = 64              // destructions per store read of the index
-)
-
-// systemPrincipal acts for the Service itself in the activity of what it
-// does on its own: destructions at their time.
-var systemPrincipal = &Principal{Kind: PrincipalAPIKey, ID: "system"}
-
-// destroyer is the state of the destruction goroutine.
-type destroyer struct {
-	kick chan struct{} // a destruction was scheduled: look again
-	done chan struct{} // closed by stop
-	wg   sync.WaitGroup
-
-	mu     sync.Mutex
-	passes uint64        // passes finished
-	passed chan struct{} // closed and replaced after each pass
-}
-
-func (d *destroyer) wake() {
-	select {
-	case d.kick <- struct{}{}:
-	default:
-	}
-}
-
-// startDestroyer starts the destruction goroutine and returns what stops
-// it (and waits for it).
-func (s *Service) startDestroyer() (stop func()) {
-	d := &destroyer{kick: make(chan struct{}, 1), done: make(chan struct{}), passed: make(chan struct{})}
-	s.destroyer = d
-	ctx, cancel := context.WithCancel(context.Background())
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		for {
-			next, err := s.destroyDue(ctx)
-			wait := destroyPoll
-			switch {
-			case err != nil:
-				if ctx.Err() != nil {
-					return
-				}
-				s.log.Error().Err(err).Msg("destroying keys at their time failed; trying again")
-				wait = destroyRetry
-			case !next.IsZero():
-				wait = min(wait, max(next.Sub(s.now()), 0))
-			}
-			d.mu.Lock()
-			d.passes++
-			close(d.passed)
-			d.passed = make(chan struct{})
-			d.mu.Unlock()
-			t := time.NewTimer(wait)
-			select {
-			case <-d.done:
-				t.Stop()
-				return
-			case <-d.kick:
-			case <-t.C:
-			}
-			t.Stop()
-		}
-	}()
-	var once sync.Once
-	return func() { // Close may be called more than once
-		once.Do(func() {
-			close(d.done)
-			cancel()
-		})
-		d.wg.Wait()
-	}
-}
-
-// destroyDue destroys the keys due by now, then erases what the store
-// keeps of destroyed keys' material, and returns when the next scheduled
-// destruction is due (zero: none is scheduled).
-func (s *Service) destroyDue(ctx context.Context) (time.Time, error) {
-	for {
-		now := s.now().UnixMilli()
-		var due [][]byte
-		var next time.Time
-		err := s.store.View(ctx, func(tx Txn) error {
-			due, next = due[:0], time.Time{}
-			return tx.Scan(ScanOptions{Prefix: pfxKeyDue, KeysOnly: true}, func(k, _ []byte) (bool, error) {
-				at, _, _, ok := parseDueKey(k)
-				if ok && at > now {
-					next = time.UnixMilli(at)
-					return false, nil
-				}
-				due = append(due, bytes.Clone(k))
-				return len(due) < destroyBatch, nil
-			})
-		})
-		if err != nil {
-			return time.Time{}, internalError("read keys due for destruction", err)
-		}
-		for _, k := range due {
-			if err := s.destroyNow(k); err != nil {
-				return time.Time{}, err
-			}
-		}
-		if len(due) < destroyBatch {
-			return next, s.eraseDestroyed(ctx)
-		}
-	}
-}
-
-// destroyNow destroys the key that the index entry due names, if it is
-// still scheduled for that time, and drops the entry.
-func (s *Service) destroyNow(due []byte) error {
-	at, ringID, keyID, ok := parseDueKey(due)
-	if !ok {
-		return s.submit(nil, func(tx Txn) error { return tx.Delete(due) }, nil)
-	}
-	ring := ""
-	if r, err := s.ringByID(context.Background(), groupKS, ringID); err == nil {
-		ring = strings.ToLower(r.Name)
-	} else if r, err := s.ringByID(context.Background(), groupAsym, ringID); err == nil {
-		ring = strings.ToLower(r.Name)
-	}
-	act := s.newActivity(systemPrincipal, "key.destroy", ring, true, map[string]any{"ringId": ringID, "keyId": keyID,
-		"previousState": KeyDestroyScheduled, "state": KeyDestroyed})
-	var next *keyRecord
-	jb := &activityJob{}
-	jb.Mutate = func(tx Txn) error {
-		// The record is the destruction's: a process that finds the key
-		// destroyed by another (or its destruction cancelled) writes none.
-		jb.Rec, next = nil, nil
-		if err := tx.Delete(due); err != nil {
-			return err
-		}
-		k, err := loadKey(tx, ringID, keyID)
-		if isNotFound(err) {
-			return nil // its ring was deleted
-		} else if err != nil {
-			return err
-		}
-		if k.state() != KeyDestroyScheduled || k.DestroyAt == nil || k.DestroyAt.UnixMilli() != at {
-			return nil
-		}
-		now := s.now().UTC()
-		k.State, k.DestroyAt, k.DestroyedAt, k.KeyData = KeyDestroyed, nil, &now, KeyData{}
-		if err := tx.Set(join(pfxKeyErase, []byte(ringID), sep, []byte(keyID)), []byte{}); err != nil {
-			return err
-		}
-		if r, err := loadRing(tx, ringID); err == nil && r.Group == groupAsym {
-			act.Action = "asym.key.destroy"
-		}
-		jb.Rec, next = act, k
-		return putKey(tx, k)
-	}
-	jb.After = func() {
-		if next != nil {
-			s.keys.Set(next.ID, next)
-		}
-	}
-	return s.journal.Submit(jb)
-}
-
-// eraseDestroyed has the store erase the earlier versions of the records
-// of destroyed keys (those noted under pfxKeyErase), then drops the notes.
-func (s *Service) eraseDestroyed(ctx context.Context) error {
-	var notes, keys [][]byte
-	err := s.store.View(ctx, func(tx Txn) error {
-		return tx.Scan(ScanOptions{Prefix: pfxKeyErase, KeysOnly: true}, func(k, _ []byte) (bool, error) {
-			notes = append(notes, bytes.Clone(k))
-			keys = append(keys, join(pfxKey, k[len(pfxKeyErase):]))
-			return true, nil
-		})
-	})
-	if err != nil || len(notes) == 0 {
-		return err
-	}
-	if e, ok := s.store.(Eraser); ok {
-		if err := e.Erase(ctx, keys); err != nil {
-			return internalError("erase destroyed key material", err)
-		}
-	}
-	return s.submit(nil, func(tx Txn) error {
-		for _, k := range notes {
-			if err := tx.Delete(k); err != nil {
-				return err
-			}
-		}
-		return nil
-	}, nil)
 }
 
 // errRingDeleted answers a job whose ring another process deleted.

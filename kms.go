@@ -12,6 +12,7 @@ import (
 	"github.com/ringkms/kms/internal/encryptcount"
 	"github.com/ringkms/kms/internal/hmackey"
 	"github.com/ringkms/kms/internal/journal"
+	"github.com/ringkms/kms/internal/pacer"
 	"github.com/ringkms/kms/internal/seal"
 )
 
@@ -102,7 +103,8 @@ func New(st Store, opts Options) (*Service, error) {
 		}
 	}
 	s.stopCoherence = s.startCoherence()
-	s.stopDestroyer = s.startDestroyer()
+	s.destroyer = pacer.Start(pacer.Config{Pass: s.destroyDue, Poll: destroyPoll, Retry: destroyRetry, Now: s.now,
+		Log: func(err error) { s.log.Error().Err(err).Msg("destroying keys at their time failed; trying again") }})
 	return s, nil
 }
 
@@ -113,7 +115,7 @@ func New(st Store, opts Options) (*Service, error) {
 func (s *Service) Close() error {
 	s.users.background.Wait()
 	s.users.throttles.Wait()
-	s.stopDestroyer()
+	s.destroyer.Stop()
 	s.journal.Close()
 	s.stopCoherence()
 	return s.counts.Release(context.Background())

@@ -22,8 +22,8 @@ var (
 	pfxRingList  = []byte("ring/list/") // kind 0 lower-case name -> ring ID, for listing a group in name order
 	pfxKey       = []byte("key/")       // ring ID 0 key ID -> key record
 	pfxKeyCount  = []byte("keycount/")  // key ID -> encrypt calls reserved (uint64, big-endian)
-	pfxKeyDue    = []byte("keydue/")    // destroyAt (unix ms, uint64 big-endian) ring ID 0 key ID: keys scheduled for destruction, by time (keystate.go)
-	pfxKeyErase  = []byte("keyerase/")  // ring ID 0 key ID: destroyed keys whose earlier versions the store has yet to erase (keystate.go)
+	pfxKeyDue    = []byte("keydue/")    // destroyAt (unix ms, uint64 big-endian) ring ID 0 key ID: keys scheduled for destruction, by time (destroy.go)
+	pfxKeyErase  = []byte("keyerase/")  // ring ID 0 key ID: destroyed keys whose earlier versions the store has yet to erase (destroy.go)
 	pfxAccount   = []byte("acct/id/")   // account ID -> Account record
 	pfxAccountUI = []byte("acct/uid/")  // uid -> account ID
 	pfxAPIKey    = []byte("ak/id/")     // API key ID -> API key record (digest only)

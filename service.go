@@ -13,6 +13,7 @@ import (
 	"github.com/ringkms/kms/internal/headersign"
 	"github.com/ringkms/kms/internal/hmackey"
 	"github.com/ringkms/kms/internal/journal"
+	"github.com/ringkms/kms/internal/pacer"
 	"github.com/ringkms/kms/internal/seal"
 )
 
@@ -119,7 +120,6 @@ type Service struct {
 	counts     *encryptcount.Counters            // the encrypt calls of each key, against reservations in the store
 	ringLocks  sync.Map                          // ring ID -> *sync.Mutex
 
-	stopCoherence func() // stops keeping the caches coherent with other processes (coherence.go)
-	destroyer     *destroyer
-	stopDestroyer func() // stops destroying keys at their time (keystate.go)
+	stopCoherence func()       // stops keeping the caches coherent with other processes (coherence.go)
+	destroyer     *pacer.Pacer // destroys keys at their time (destroy.go)
 }

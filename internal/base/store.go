@@ -111,7 +111,7 @@ type ScanOptions struct {
 // it is overwritten (an LSM tree's older tables, a write-ahead log). Erase
 // returns once the store's files hold no version of the values of keys but
 // the current one, or an error; the Service calls it after it destroys
-// key material (keystate.go) and calls it again, later, after an error.
+// key material (destroy.go in package kms) and calls it again, later, after an error.
 // It is optional: a Store without it keeps no earlier version it could
 // reach, or documents what it keeps.
 type Eraser interface {
