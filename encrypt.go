@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ringkms/kms/internal/encryptcount"
 	"github.com/ringkms/kms/internal/headersign"
 	"github.com/ringkms/kms/internal/journal"
 )
@@ -383,3 +384,57 @@ func ringExists(_ []byte, found bool) (jobErr, err error) {
 	}
 	return nil, nil
 }
+
+// Encrypt calls are counted per key against reservations in the store
+// (internal/encryptcount), whether the ring has a maxEncryptCount or not,
+// so that a limit set later counts the calls before it.
+
+// reserveEncrypt counts one encrypt call on the active key of a ring with
+// a maxEncryptCount, rotating the ring first when the key is spent, and
+// returns the ring and key to use.
+func (s *Service) reserveEncrypt(ctx context.Context, p *Principal, r *ringRecord, max uint64) (*ringRecord, error) {
+	mu := s.ringLock(r.ID)
+	mu.Lock()
+	defer mu.Unlock()
+	r, err := s.ringByID(ctx, groupKS, r.ID) // another call may have rotated it
+	if err != nil {
+		return nil, err
+	}
+	err = s.counts.Count(r.ID, r.ActiveKey, max)
+	if err != encryptcount.ErrSpent {
+		return r, err
+	}
+	// Spent: rotate, unless another process did meanwhile. Other nodes
+	// may use up the new key before this one counts on it (each reserves
+	// a block of its calls): then the ring turns again, a few times.
+	for attempt := 0; ; attempt++ {
+		spent := r.ActiveKey
+		if err := s.store.View(ctx, func(tx Txn) error {
+			r, err = loadRing(tx, r.ID)
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		if r.ActiveKey == spent {
+			if _, r, err = s.rotate(p, r, "keyring.rotate.auto"); err != nil {
+				return nil, err
+			}
+		} else {
+			s.rings.Remove(r.ID) // the cache had the ring before that rotation
+		}
+		err = s.counts.Count(r.ID, r.ActiveKey, max)
+		if err != encryptcount.ErrSpent {
+			if err != nil {
+				return nil, err
+			}
+			return r, nil
+		}
+		if attempt == maxSpentRotations {
+			return nil, Errorf(KindUnavailable, "the new keys of ring %s were used up by other calls meanwhile, %d times; try again", r.Name, attempt+1)
+		}
+	}
+}
+
+// maxSpentRotations bounds the rotations one encrypt call makes when
+// other nodes keep using up the ring's new keys first.
+const maxSpentRotations = 8

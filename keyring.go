@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ringkms/kms/internal/encryptcount"
 	"github.com/ringkms/kms/internal/wrap"
 )
 
@@ -38,19 +37,6 @@ type KeyRing struct {
 	UpdatedAt       time.Time      `json:"updatedAt"`
 	Props           map[string]any `json:"props"`
 	PublicKey       string         `json:"publicKey"`
-}
-
-// AsymKeyRing is a key ring of the /asym group, whose keys are handed out
-// as plain key strings.
-type AsymKeyRing struct {
-	ID              string    `json:"id"`
-	Name            string    `json:"name"`
-	DisplayName     string    `json:"displayName"`
-	ActiveKey       string    `json:"activeKey"`
-	ActiveAlgorithm string    `json:"activeAlgorithm"`
-	PublicKey       string    `json:"publicKey"`
-	CreatedAt       time.Time `json:"createdAt"`
-	UpdatedAt       time.Time `json:"updatedAt"`
 }
 
 // Key is an aes256 key of a /ks ring. KeyData is nil in key listings.
@@ -91,47 +77,6 @@ type EncodedValue struct {
 	Encoding string `json:"encoding"`
 }
 
-// AsymKey is a key of an /asym ring, with the key itself.
-type AsymKey struct {
-	Type    string         `json:"type"`
-	ID      string         `json:"id"`
-	Props   map[string]any `json:"props"`
-	KeyData AsymKeyData    `json:"keyData"`
-	State   string         `json:"state"` // always enabled: no other key is handed out
-}
-
-// AsymKeyData carries a plain key: standard base64 of its 32 bytes.
-type AsymKeyData struct {
-	Key string `json:"key"`
-}
-
-// KeyRingConfig is the configuration of a ring.
-type KeyRingConfig struct {
-	// Props are the ring's props (the same as KeyRing.Props).
-	Props map[string]any `json:"props"`
-	// Key.Props are given to every key the ring makes from now on.
-	Key ConfigKey `json:"key"`
-	// Algos configure each algorithm.
-	Algos ConfigAlgos `json:"algos"`
-}
-
-// ConfigKey configures the ring's new keys.
-type ConfigKey struct {
-	Props map[string]any `json:"props"`
-}
-
-// ConfigAlgos configures each algorithm of a ring.
-type ConfigAlgos struct {
-	AES256 AlgoConfig `json:"aes256"`
-}
-
-// AlgoConfig configures one algorithm.
-type AlgoConfig struct {
-	// MaxEncryptCount, when above zero, is how many encrypt calls one key
-	// serves: the call after the last one rotates the ring first.
-	MaxEncryptCount int64 `json:"maxEncryptCount"`
-}
-
 // RingRef names a ring: by name (case-insensitive), or by ID when ByID.
 type RingRef struct {
 	Name string
@@ -161,25 +106,6 @@ type CreateKeyRingResult struct {
 	// PrivateKey is standard base64 of the generated private key, set only
 	// when the caller brought no public key. The service keeps no copy.
 	PrivateKey string `json:"privateKey,omitempty"`
-}
-
-// CreateAsymKeyRingInput creates an /asym key ring.
-type CreateAsymKeyRingInput struct {
-	Name        string         `json:"name"`
-	DisplayName string         `json:"displayName"`
-	Algo        string         `json:"algo"`
-	Props       map[string]any `json:"props"`
-	KeyProps    map[string]any `json:"keyProps"`
-}
-
-// CreateAsymKeyRingResult is the answer to CreateAsymKeyRing.
-type CreateAsymKeyRingResult struct {
-	Ring *AsymKeyRing `json:"ring"`
-	Key  *AsymKey     `json:"key"`
-	// PrivateKey is standard base64 of the ring's X-Wing private key. The
-	// service keeps it, sealed under the master key, to unwrap the ring's
-	// keys; it is returned once so the caller can do the same offline.
-	PrivateKey string `json:"privateKey"`
 }
 
 // RotateInput rotates a ring.
@@ -235,15 +161,6 @@ type keyRecord struct {
 func (r *ringRecord) keyRing() *KeyRing {
 	return &KeyRing{ID: r.ID, Name: r.Name, DisplayName: r.DisplayName, ActiveKey: r.ActiveKey, ActiveAlgorithm: AlgoAES256,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Props: orEmpty(r.Props), PublicKey: r.PublicKey}
-}
-
-func (r *ringRecord) asymKeyRing() *AsymKeyRing {
-	return &AsymKeyRing{ID: r.ID, Name: r.Name, DisplayName: r.DisplayName, ActiveKey: r.ActiveKey, ActiveAlgorithm: AlgoAES256,
-		PublicKey: r.PublicKey, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
-}
-
-func (r *ringRecord) config() *KeyRingConfig {
-	return &KeyRingConfig{Props: orEmpty(r.Props), Key: ConfigKey{Props: orEmpty(r.KeyProps)}, Algos: r.Algos}
 }
 
 func (k *keyRecord) key(withData bool) *Key {
@@ -351,36 +268,6 @@ func (s *Service) CreateKeyRing(ctx context.Context, in CreateKeyRingInput) (*Cr
 		return nil, err
 	}
 	return &CreateKeyRingResult{Ring: r.keyRing(), Key: k.key(true), PrivateKey: private}, nil
-}
-
-// CreateAsymKeyRing creates an /asym key ring and its first key. It needs
-// the flag keyring.<name>.create.
-func (s *Service) CreateAsymKeyRing(ctx context.Context, in CreateAsymKeyRingInput) (*CreateAsymKeyRingResult, error) {
-	if err := ValidateRingName(in.Name); err != nil {
-		return nil, err
-	}
-	p, err := s.authorize(ctx, "asym.keyring.create", strings.ToLower(in.Name), RingFlag(in.Name, OpCreate))
-	if err != nil {
-		return nil, err
-	}
-	if err := checkAlgo(in.Algo); err != nil {
-		return nil, err
-	}
-	priv, err := wrap.Generate(wrap.XWing)
-	if err != nil {
-		return nil, internalError("generate key pair", err)
-	}
-	raw := priv.Bytes()
-	defer clear(raw)
-	r, k, err := s.createRing(p, groupAsym, in.Name, in.DisplayName, in.Props, in.KeyProps, priv.Public(), raw)
-	if err != nil {
-		return nil, err
-	}
-	plain, err := s.openKey(r, k)
-	if err != nil {
-		return nil, err
-	}
-	return &CreateAsymKeyRingResult{Ring: r.asymKeyRing(), Key: plain, PrivateKey: base64.StdEncoding.EncodeToString(raw)}, nil
 }
 
 func (s *Service) createRing(p *Principal, group, name, display string, props, keyProps map[string]any,
@@ -743,50 +630,6 @@ func (s *Service) resolveKey(ctx context.Context, group string, ref RingRef, key
 	return p, r, k, nil
 }
 
-// GetAsymKey returns a key of an /asym ring, unwrapped. It needs
-// keyring.<name>.read.
-func (s *Service) GetAsymKey(ctx context.Context, ref RingRef, keyID string) (*AsymKey, error) {
-	p, r, k, err := s.resolveKey(ctx, groupAsym, ref, keyID, "asym.key.read")
-	if err != nil {
-		return nil, err
-	}
-	if err := k.usable(r); err != nil {
-		return nil, s.recordFailure(p, "asym.key.read", strings.ToLower(r.Name), err)
-	}
-	out, err := s.openKey(r, k)
-	if err != nil {
-		return nil, s.recordFailure(p, "asym.key.read", strings.ToLower(r.Name), err)
-	}
-	if err := s.record(p, "asym.key.read", strings.ToLower(r.Name), map[string]any{"ringId": r.ID, "keyId": k.ID}, nil); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// openKey unwraps a key of an /asym ring with the ring's sealed private key.
-func (s *Service) openKey(r *ringRecord, k *keyRecord) (*AsymKey, error) {
-	raw, err := s.sealer.Open(r.SealedPrivate, ringPrivateAAD(r.ID))
-	if err != nil {
-		return nil, internalError("open ring private key", err)
-	}
-	defer clear(raw)
-	priv, err := wrap.ParsePrivateKey(wrap.Scheme(k.KeyData.Encrypted.Key.Encoding), raw)
-	if err != nil {
-		return nil, internalError("parse ring private key", err)
-	}
-	ct, err1 := base64.StdEncoding.DecodeString(k.KeyData.Encrypted.Key.Value)
-	enc, err2 := base64.StdEncoding.DecodeString(k.KeyData.IV)
-	if err1 != nil || err2 != nil {
-		return nil, Errorf(KindInternal, "key %s has corrupt key data", k.ID)
-	}
-	plain, err := priv.Unwrap(ct, enc, keyInfo(r.ID, k.ID))
-	if err != nil {
-		return nil, internalError("unwrap key", err)
-	}
-	defer clear(plain)
-	return &AsymKey{Type: "AES256", ID: k.ID, Props: orEmpty(k.Props), KeyData: AsymKeyData{Key: base64.StdEncoding.EncodeToString(plain)}, State: k.state()}, nil
-}
-
 // DeleteKeyRing deletes a /ks ring and all its keys; hashes and headers
 // issued for it stop resolving. A ring that an active API key's flags grant
 // an operation on (keyring.<name>.<op> set to true) cannot be deleted
@@ -882,16 +725,6 @@ func (s *Service) Rotate(ctx context.Context, in RotateInput) (*Key, error) {
 	return k.key(true), nil
 }
 
-// RotateAsym gives an /asym ring a new active key and returns it,
-// unwrapped. It needs keyring.<name>.rotate.
-func (s *Service) RotateAsym(ctx context.Context, in RotateInput) (*AsymKey, error) {
-	k, r, err := s.rotateCmd(ctx, groupAsym, in, "asym.keyring.rotate")
-	if err != nil {
-		return nil, err
-	}
-	return s.openKey(r, k)
-}
-
 func (s *Service) rotateCmd(ctx context.Context, group string, in RotateInput, action string) (*keyRecord, *ringRecord, error) {
 	if in.RingName == "" {
 		return nil, nil, Errorf(KindInvalid, "ringname is required")
@@ -948,119 +781,6 @@ func (s *Service) rotate(p *Principal, r *ringRecord, action string) (*keyRecord
 	}
 	return k, next, nil
 }
-
-// GetConfig returns the configuration of a /ks ring. It needs
-// keyring.<name>.read.
-func (s *Service) GetConfig(ctx context.Context, ref RingRef) (*KeyRingConfig, error) {
-	if ref.Name == "" {
-		return nil, Errorf(KindInvalid, "ringname is required")
-	}
-	p, r, err := s.resolveRing(ctx, groupKS, ref, "keyring.config.read", OpRead)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.record(p, "keyring.config.read", strings.ToLower(r.Name), map[string]any{"ringId": r.ID}, nil); err != nil {
-		return nil, err
-	}
-	return r.config(), nil
-}
-
-// SetConfig replaces the configuration of a /ks ring and returns it. It
-// needs keyring.<name>.config.
-func (s *Service) SetConfig(ctx context.Context, ref RingRef, cfg *KeyRingConfig) (*KeyRingConfig, error) {
-	if ref.Name == "" {
-		return nil, Errorf(KindInvalid, "ringname is required")
-	}
-	if cfg == nil {
-		return nil, Errorf(KindInvalid, "config is required")
-	}
-	if cfg.Algos.AES256.MaxEncryptCount < 0 {
-		return nil, Errorf(KindInvalid, "algos.aes256.maxEncryptCount must be 0 (no limit) or more")
-	}
-	p, r, err := s.resolveRing(ctx, groupKS, ref, "keyring.config.write", OpConfig)
-	if err != nil {
-		return nil, err
-	}
-	lower := strings.ToLower(r.Name)
-	if err := checkProps("config.props", cfg.Props); err != nil {
-		return nil, s.recordFailure(p, "keyring.config.write", lower, err)
-	}
-	if err := checkProps("config.key.props", cfg.Key.Props); err != nil {
-		return nil, s.recordFailure(p, "keyring.config.write", lower, err)
-	}
-	var next *ringRecord
-	act := s.newActivity(p, "keyring.config.write", lower, true, map[string]any{"ringId": r.ID, "maxEncryptCount": cfg.Algos.AES256.MaxEncryptCount})
-	err = s.submit(act, func(tx Txn) error {
-		cur, err := loadRing(tx, r.ID)
-		if err != nil {
-			return err
-		}
-		cur.Props = cloneMap(cfg.Props)
-		cur.KeyProps = cloneMap(cfg.Key.Props)
-		cur.Algos = cfg.Algos
-		cur.UpdatedAt = s.now().UTC()
-		next = cur
-		return putRing(tx, cur)
-	}, func() { s.rings.Set(next.ID, next) })
-	if err != nil {
-		return nil, err
-	}
-	return next.config(), nil
-}
-
-// Encrypt calls are counted per key against reservations in the store
-// (internal/encryptcount), whether the ring has a maxEncryptCount or not,
-// so that a limit set later counts the calls before it.
-
-// reserveEncrypt counts one encrypt call on the active key of a ring with
-// a maxEncryptCount, rotating the ring first when the key is spent, and
-// returns the ring and key to use.
-func (s *Service) reserveEncrypt(ctx context.Context, p *Principal, r *ringRecord, max uint64) (*ringRecord, error) {
-	mu := s.ringLock(r.ID)
-	mu.Lock()
-	defer mu.Unlock()
-	r, err := s.ringByID(ctx, groupKS, r.ID) // another call may have rotated it
-	if err != nil {
-		return nil, err
-	}
-	err = s.counts.Count(r.ID, r.ActiveKey, max)
-	if err != encryptcount.ErrSpent {
-		return r, err
-	}
-	// Spent: rotate, unless another process did meanwhile. Other nodes
-	// may use up the new key before this one counts on it (each reserves
-	// a block of its calls): then the ring turns again, a few times.
-	for attempt := 0; ; attempt++ {
-		spent := r.ActiveKey
-		if err := s.store.View(ctx, func(tx Txn) error {
-			r, err = loadRing(tx, r.ID)
-			return err
-		}); err != nil {
-			return nil, err
-		}
-		if r.ActiveKey == spent {
-			if _, r, err = s.rotate(p, r, "keyring.rotate.auto"); err != nil {
-				return nil, err
-			}
-		} else {
-			s.rings.Remove(r.ID) // the cache had the ring before that rotation
-		}
-		err = s.counts.Count(r.ID, r.ActiveKey, max)
-		if err != encryptcount.ErrSpent {
-			if err != nil {
-				return nil, err
-			}
-			return r, nil
-		}
-		if attempt == maxSpentRotations {
-			return nil, Errorf(KindUnavailable, "the new keys of ring %s were used up by other calls meanwhile, %d times; try again", r.Name, attempt+1)
-		}
-	}
-}
-
-// maxSpentRotations bounds the rotations one encrypt call makes when
-// other nodes keep using up the ring's new keys first.
-const maxSpentRotations = 8
 
 // decodeHexID turns an ID made by newID into its 16 bytes.
 func decodeHexID(id string) ([16]byte, error) {

@@ -1,0 +1,96 @@
+package kms
+
+import (
+	"context"
+	"strings"
+)
+
+// KeyRingConfig is the configuration of a ring.
+type KeyRingConfig struct {
+	// Props are the ring's props (the same as KeyRing.Props).
+	Props map[string]any `json:"props"`
+	// Key.Props are given to every key the ring makes from now on.
+	Key ConfigKey `json:"key"`
+	// Algos configure each algorithm.
+	Algos ConfigAlgos `json:"algos"`
+}
+
+// ConfigKey configures the ring's new keys.
+type ConfigKey struct {
+	Props map[string]any `json:"props"`
+}
+
+// ConfigAlgos configures each algorithm of a ring.
+type ConfigAlgos struct {
+	AES256 AlgoConfig `json:"aes256"`
+}
+
+// AlgoConfig configures one algorithm.
+type AlgoConfig struct {
+	// MaxEncryptCount, when above zero, is how many encrypt calls one key
+	// serves: the call after the last one rotates the ring first.
+	MaxEncryptCount int64 `json:"maxEncryptCount"`
+}
+
+func (r *ringRecord) config() *KeyRingConfig {
+	return &KeyRingConfig{Props: orEmpty(r.Props), Key: ConfigKey{Props: orEmpty(r.KeyProps)}, Algos: r.Algos}
+}
+
+// GetConfig returns the configuration of a /ks ring. It needs
+// keyring.<name>.read.
+func (s *Service) GetConfig(ctx context.Context, ref RingRef) (*KeyRingConfig, error) {
+	if ref.Name == "" {
+		return nil, Errorf(KindInvalid, "ringname is required")
+	}
+	p, r, err := s.resolveRing(ctx, groupKS, ref, "keyring.config.read", OpRead)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.record(p, "keyring.config.read", strings.ToLower(r.Name), map[string]any{"ringId": r.ID}, nil); err != nil {
+		return nil, err
+	}
+	return r.config(), nil
+}
+
+// SetConfig replaces the configuration of a /ks ring and returns it. It
+// needs keyring.<name>.config.
+func (s *Service) SetConfig(ctx context.Context, ref RingRef, cfg *KeyRingConfig) (*KeyRingConfig, error) {
+	if ref.Name == "" {
+		return nil, Errorf(KindInvalid, "ringname is required")
+	}
+	if cfg == nil {
+		return nil, Errorf(KindInvalid, "config is required")
+	}
+	if cfg.Algos.AES256.MaxEncryptCount < 0 {
+		return nil, Errorf(KindInvalid, "algos.aes256.maxEncryptCount must be 0 (no limit) or more")
+	}
+	p, r, err := s.resolveRing(ctx, groupKS, ref, "keyring.config.write", OpConfig)
+	if err != nil {
+		return nil, err
+	}
+	lower := strings.ToLower(r.Name)
+	if err := checkProps("config.props", cfg.Props); err != nil {
+		return nil, s.recordFailure(p, "keyring.config.write", lower, err)
+	}
+	if err := checkProps("config.key.props", cfg.Key.Props); err != nil {
+		return nil, s.recordFailure(p, "keyring.config.write", lower, err)
+	}
+	var next *ringRecord
+	act := s.newActivity(p, "keyring.config.write", lower, true, map[string]any{"ringId": r.ID, "maxEncryptCount": cfg.Algos.AES256.MaxEncryptCount})
+	err = s.submit(act, func(tx Txn) error {
+		cur, err := loadRing(tx, r.ID)
+		if err != nil {
+			return err
+		}
+		cur.Props = cloneMap(cfg.Props)
+		cur.KeyProps = cloneMap(cfg.Key.Props)
+		cur.Algos = cfg.Algos
+		cur.UpdatedAt = s.now().UTC()
+		next = cur
+		return putRing(tx, cur)
+	}, func() { s.rings.Set(next.ID, next) })
+	if err != nil {
+		return nil, err
+	}
+	return next.config(), nil
+}
