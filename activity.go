@@ -372,18 +372,13 @@ type ActivityFilter struct {
 // are matched against. Its JSON, before the Account uid is resolved, is the
 // scope that binds cursors to the filters.
 type activityQuery struct {
-	AccountUID string                     `json:"accountUid,omitempty"`
-	AccountID  string                     `json:"accountId,omitempty"`
-	Action     string                     `json:"action,omitempty"`
-	Ring       string                     `json:"ring,omitempty"`
-	KeyID      string                     `json:"keyid,omitempty"`
-	Start      *int64                     `json:"start,omitempty"`
-	End        *int64                     `json:"end,omitempty"`
-	Valid      *bool                      `json:"valid,omitempty"`
-	Props      map[string]json.RawMessage `json:"props,omitempty"` // canonical JSON
-	none       bool                       // no record can match
-	scope      string                     // the list a cursor belongs to
-	served     string                     // the props member the chosen index answers
+	ActivityFilter // Ring in lower case; Props unused: see Props below
+	// Props are the filter's props as canonical JSON. The field hides
+	// ActivityFilter.Props in the JSON too, which it takes the place of.
+	Props  map[string]json.RawMessage `json:"props,omitempty"`
+	none   bool                       // no record can match
+	scope  string                     // the list a cursor belongs to
+	served string                     // the props member the chosen index answers
 }
 
 // SearchActivity pages through the activity records that match f, in
@@ -572,11 +567,8 @@ func (s *Service) activityQuery(ctx context.Context, p *Principal, f ActivityFil
 	if f.Start != nil && f.End != nil && *f.Start > *f.End {
 		return nil, Errorf(KindInvalid, "start must not be after end")
 	}
-	q := &activityQuery{
-		AccountUID: f.AccountUID, AccountID: f.AccountID, Action: f.Action,
-		Ring: strings.ToLower(f.Ring), KeyID: f.KeyID,
-		Start: f.Start, End: f.End, Valid: f.Valid,
-	}
+	q := &activityQuery{ActivityFilter: f}
+	q.Ring, q.ActivityFilter.Props = strings.ToLower(f.Ring), nil
 	if len(f.Props) > 0 {
 		q.Props = make(map[string]json.RawMessage, len(f.Props))
 		for name, v := range f.Props {

@@ -35,3 +35,21 @@ func TestActivityJSONMatchesEncodingJSON(t *testing.T) {
 		t.Error("appendJSON of a channel prop = nil error, want json's error")
 	}
 }
+
+// TestActivityQueryScope: the JSON of an activityQuery, which binds
+// cursors to their filters, holds the filter's members in their order,
+// with props as canonical JSON in place of the filter's own.
+func TestActivityQueryScope(t *testing.T) {
+	start, end, valid := int64(1), int64(2), false
+	q := &activityQuery{ActivityFilter: ActivityFilter{AccountUID: "u", AccountID: "a", Action: "encrypt", Ring: "r",
+		KeyID: "k", Start: &start, End: &end, Valid: &valid, Props: map[string]any{"ignored": true}},
+		Props: map[string]json.RawMessage{"n": json.RawMessage(`1`)}, scope: "x", served: "y", none: true}
+	got, err := json.Marshal(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"accountUid":"u","accountId":"a","action":"encrypt","ring":"r","keyid":"k","start":1,"end":2,"valid":false,"props":{"n":1}}`
+	if string(got) != want {
+		t.Errorf("json.Marshal(activityQuery) = %s, want %s", got, want)
+	}
+}
