@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -43,24 +44,54 @@ const (
 	sqlHoldExclusive = "SELECT pg_try_advisory_lock($1)"
 )
 
+// holdGrace is how long takeHold tries again for a lock that another
+// Store holds: a Store that has just closed lets go of its lock at once
+// when it can, but when its connection was closed under it (its Watch
+// stopped in the middle of a wait), the server lets the lock go only once
+// its process has seen the session end, a moment later. So a node started
+// right after kmsd rekey, or a rekey right after the nodes stopped, finds
+// the database free rather than refused.
+const holdGrace = 3 * time.Second
+
 // takeHold connects and takes the hold's lock, exclusively or not, or
 // fails with an error of kind Conflict when another Store has the
-// database in a way that excludes it.
+// database in a way that excludes it for longer than holdGrace.
 func (s *Store) takeHold(ctx context.Context, cc *pgx.ConnConfig, exclusive bool) error {
 	s.hold.exclusive = exclusive
-	conn, got, err := s.connectHeld(ctx, cc)
-	if err != nil {
-		return err
-	}
-	if !got {
-		conn.Close(context.Background())
-		if exclusive {
-			return kms.Errorf(kms.KindConflict, "another process has this database open (a kmsd node, or kmsd rekey or migrate): stop it first")
+	giveUp := time.Now().Add(holdGrace)
+	for {
+		conn, got, err := s.connectHeld(ctx, cc)
+		if err != nil {
+			return err
 		}
-		return kms.Errorf(kms.KindConflict, "kmsd rekey or migrate holds this database: start once it is done")
+		if got {
+			s.hold.conn = conn
+			return nil
+		}
+		conn.Close(context.Background())
+		if time.Now().After(giveUp) || !sleepCtx(ctx, holdRetry) {
+			break
+		}
 	}
-	s.hold.conn = conn
-	return nil
+	if exclusive {
+		return kms.Errorf(kms.KindConflict, "another process has this database open (a kmsd node, or kmsd rekey or migrate): stop it first")
+	}
+	return kms.Errorf(kms.KindConflict, "kmsd rekey or migrate holds this database: start once it is done")
+}
+
+// holdRetry is the wait between two tries of takeHold.
+const holdRetry = 100 * time.Millisecond
+
+// sleepCtx waits d, and reports false when ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // connectHeld connects and tries to take the hold's lock in the Store's

@@ -1094,6 +1094,33 @@ func TestExclusive(t *testing.T) {
 	openStore(t, u, Options{Exclusive: true}).Close()
 }
 
+// TestOpenWaitsForALockLetGo: a Store opens when the lock another
+// process held is let go within holdGrace (a session whose connection was
+// closed under it keeps its locks until the server sees it end), and one
+// Exclusive Open waits the same way for a Store that is closing.
+func TestOpenWaitsForALockLetGo(t *testing.T) {
+	u := pgtest.URL(t)
+	ctx := context.Background()
+	other, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	if _, err := other.Exec(ctx, "SELECT pg_advisory_lock($1)", int64(exclusiveLock)); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(holdGrace / 4)
+		other.Exec(ctx, "SELECT pg_advisory_unlock_all()")
+	}()
+	st := openStore(t, u, Options{}) // fails at once without the grace
+	go func() {
+		time.Sleep(holdGrace / 4)
+		st.Close()
+	}()
+	openStore(t, u, Options{Exclusive: true}).Close()
+}
+
 // TestDisplaced: a Store whose Watch connection is lost while an
 // Exclusive Store takes the database (kmsd rekey run while the node was
 // cut off) refuses every write from then on, even after the Exclusive
