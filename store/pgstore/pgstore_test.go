@@ -1109,16 +1109,22 @@ func TestOpenWaitsForALockLetGo(t *testing.T) {
 	if _, err := other.Exec(ctx, "SELECT pg_advisory_lock($1)", int64(exclusiveLock)); err != nil {
 		t.Fatal(err)
 	}
+	unlocked := make(chan struct{})
 	go func() {
+		defer close(unlocked)
 		time.Sleep(holdGrace / 4)
 		other.Exec(ctx, "SELECT pg_advisory_unlock_all()")
 	}()
 	st := openStore(t, u, Options{}) // fails at once without the grace
+	<-unlocked                       // other is the goroutine's until then
+	closed := make(chan struct{})
 	go func() {
+		defer close(closed)
 		time.Sleep(holdGrace / 4)
 		st.Close()
 	}()
 	openStore(t, u, Options{Exclusive: true}).Close()
+	<-closed
 }
 
 // TestDisplaced: a Store whose Watch connection is lost while an
