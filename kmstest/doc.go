@@ -1,6 +1,7 @@
-// Package kmstest sets up a kms.Service for the tests of the packages
+// Package kmstest sets up a kms.Service for tests: those of the packages
 // around the domain (httpapi, client, kmsctl), so that each writes only
-// what is its own.
+// what is its own, and those of programs that embed the library, as
+// net/http/httptest does for HTTP.
 //
 // # The Service
 //
