@@ -90,7 +90,7 @@ func (x *activityIndex) Write(tx Txn) error { return x.run.Write(tx) }
 // keys has it: the keys a shared batch's commit reads, so that it can
 // read them ahead.
 func (x *activityIndex) Reads(keys [][]byte, a *Activity) [][]byte {
-	if a.Action != "encrypt" && a.Action != "decrypt" {
+	if !mayUseKey(a) {
 		return keys
 	}
 	if id, _ := a.Props["keyId"].(string); id != "" {

@@ -61,6 +61,12 @@ const minSecretLen = 32
 // credential and recording the activity it reports.
 const FlagAPIKeysValidate = "apikeys.validate"
 
+// actionValidate is the action of every record of a validation, and its
+// prop via: the record is the service's account of a check, and what the
+// caller reports with it (the action, the props) is a claim that no
+// index takes for the operation itself.
+const actionValidate = "validate"
+
 // API key update operations (SPEC.md 4.5 PUT /auth/apikey).
 const (
 	UpdateMerge   = "merge"   // set the flags and props given, keep the others
@@ -561,11 +567,12 @@ type ValidateInput struct {
 }
 
 // ValidateActivity is the activity reported with a validation: what the
-// key is about to do.
+// key is about to do. It is a claim of the caller's: the record of the
+// validation keeps it, and it never counts as the operation itself.
 type ValidateActivity struct {
 	// Action is an operation on a ring (encrypt, decrypt, rotate...) when
 	// RingName is set, else a flag name; the key's flags decide whether
-	// it is allowed.
+	// it is allowed. The record keeps it as prop reportedAction.
 	Action   string         `json:"action"`
 	RingName string         `json:"ringname"`
 	Props    map[string]any `json:"props"`
@@ -583,13 +590,19 @@ type ValidateResult struct {
 
 // ValidateAPIKey checks another API key: whether it is valid (active, of an
 // existing Account) and, with an activity, whether its flags allow the
-// activity's action. It records the activity as that key's, granted or
+// activity's action. It records the validation as that key's, granted or
 // denied (valid false, result permission_denied; for a key that is not
-// valid, result unauthenticated), with the activity's props and, over
-// them, the service's own: validatedBy (the caller), via "validate", flag
-// (the flag checked), and action, ring and result, so the record says that
-// it was claimed through a validation. It needs apikeys.validate; without
-// accounts.all, keys of other Accounts are reported invalid.
+// valid, result unauthenticated), always with action "validate": what the
+// caller reports is a claim, which the record keeps (the reported action
+// as prop reportedAction, the activity's props under the service's own)
+// and which never passes for the operation itself, so a validation adds
+// nothing to what the trail's indexes tell of a key (usage counts, the
+// hashes issued under it: usedKey), and a search by action finds it as a
+// validation only. Over the caller's props are the service's own:
+// validatedBy (the caller), via "validate", flag (the flag checked),
+// reportedAction, and action, ring and result. It needs
+// apikeys.validate; without accounts.all, keys of other Accounts are
+// reported invalid.
 func (s *Service) ValidateAPIKey(ctx context.Context, in ValidateInput) (*ValidateResult, error) {
 	p, err := s.authorize(ctx, "apikey.validate", "", FlagAPIKeysValidate)
 	if err != nil {
@@ -616,22 +629,25 @@ func (s *Service) ValidateAPIKey(ctx context.Context, in ValidateInput) (*Valida
 	} else if err != nil && ErrorKind(err) != KindUnauthenticated {
 		return nil, err
 	}
-	action, ring := "validate", ""
+	ring := ""
 	// The caller's props come first: the members the service sets (these,
-	// flag below, and action, ring and result in the journal) overwrite
-	// them, so a validation cannot pass for the operation it reports.
+	// flag and reportedAction below, and action, ring and result in the
+	// journal) overwrite them. The record's action is the service's,
+	// whatever the caller reports, so a validation cannot pass for the
+	// operation it reports.
 	props := map[string]any{}
 	if in.Activity != nil {
 		maps.Copy(props, in.Activity.Props)
 	}
 	delete(props, "flag")
-	props["validatedBy"], props["via"] = p.ID, "validate"
+	delete(props, "reportedAction")
+	props["validatedBy"], props["via"] = p.ID, actionValidate
 	var outcome error // the recorded activity's: a refused key, or a denied action
 	if !res.Valid {
 		outcome = errBadCredential
 	}
 	if in.Activity != nil && in.Activity.Action != "" {
-		action = in.Activity.Action
+		props["reportedAction"] = in.Activity.Action
 		flag := in.Activity.Action
 		if in.Activity.RingName != "" {
 			ring = strings.ToLower(in.Activity.RingName)
@@ -648,8 +664,7 @@ func (s *Service) ValidateAPIKey(ctx context.Context, in ValidateInput) (*Valida
 	if subject != nil {
 		actor = subject
 	}
-	props["action"] = action
-	if err := s.journal.Submit(&activityJob{Rec: s.newActivity(actor, action, ring, outcome == nil, props), Fail: outcome}); err != nil {
+	if err := s.journal.Submit(&activityJob{Rec: s.newActivity(actor, actionValidate, ring, outcome == nil, props), Fail: outcome}); err != nil {
 		return nil, err
 	}
 	return res, nil

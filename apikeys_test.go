@@ -289,11 +289,12 @@ func TestValidateAPIKey(t *testing.T) {
 	if err != nil || !res.Valid || res.ValidAction == nil || !*res.ValidAction || res.KeyID != target.KeyID {
 		t.Fatalf("ValidateAPIKey(allowed) = %+v, %v", res, err)
 	}
-	// The record is the target's encrypt, with the caller's props under
-	// the service's own: it says who validated it, and that it did.
+	// The record is the target's validation, with the action reported and
+	// the caller's props under the service's own: it says who validated
+	// it, and that it was a validation, not the encrypt itself.
 	recs := records(t, st)
 	last := recs[len(recs)-1]
-	if last.KeyID != target.KeyID || last.Action != "encrypt" || last.Props["file"] != "a.txt" ||
+	if last.KeyID != target.KeyID || last.Action != "validate" || last.Ring != "pay" || last.Props["reportedAction"] != "encrypt" || last.Props["file"] != "a.txt" ||
 		last.Props["validatedBy"] != kms.PrincipalFrom(gw).ID || last.Props["via"] != "validate" || last.Props["flag"] != "keyring.pay.encrypt" {
 		t.Errorf("record of the validation = %+v", last)
 	}

@@ -82,3 +82,9 @@ func CountTotal(s *Service, keyID string) (uint64, error) {
 
 // SetLimitHook has limitCounter run f once it has read the counter.
 func SetLimitHook(s *Service, f func()) { s.counts.SetLimitHook(f) }
+
+// UsedKey reports whether record a counts as a use of a key (usedKey).
+func UsedKey(a *Activity) bool {
+	_, _, ok := usedKey(a)
+	return ok
+}

@@ -15,7 +15,8 @@ import (
 // keyId), the hashes from the postings of term act/h/ key ID 0, whose
 // encrypt records carry the hash (prop hash). So they commit in the same
 // transaction as the indexed head, and a restart that indexes records
-// again counts them again from exactly where the head was.
+// again counts them again from exactly where the head was. The record of a
+// validation counts for neither, whatever it reports (mayUseKey).
 
 var (
 	pfxKeyUsage     = []byte("keyuse/") // key ID -> keyUsage (usageLen bytes)
@@ -118,14 +119,33 @@ func (u keyUsage) public(keyID string) *KeyUsage {
 // usedKey returns the key a record counts a use of, and whether it is an
 // encrypt: a successful encrypt or decrypt names it in prop keyId.
 func usedKey(a *Activity) (keyID string, encrypt, ok bool) {
-	if a.Action != "encrypt" && a.Action != "decrypt" {
+	if !mayUseKey(a) {
 		return "", false, false
 	}
 	if r, _ := a.Props["result"].(string); r != "ok" {
 		return "", false, false
 	}
 	keyID, ok = a.Props["keyId"].(string)
-	return keyID, a.Action == "encrypt", ok && keyID != ""
+	return keyID, a.Action == OpEncrypt, ok && keyID != ""
+}
+
+// mayUseKey reports whether record a is of a call that may have used a
+// key: an encrypt or a decrypt, made by the service. The record of a
+// validation (POST /auth/validate) never is, whatever action and props
+// its caller reported: the service records it as action validate. Those
+// that earlier versions recorded under the action reported are told by
+// prop via "validate", which the service sets on the record of every
+// validation and of no other call, so that a trail indexed again does not
+// count them either. The props of such a record are claims (keyId, hash,
+// assetId...): counting them would let a caller holding apikeys.validate
+// alone forge the use of any key, and list among its hashes one that was
+// never issued.
+func mayUseKey(a *Activity) bool {
+	if a.Action != OpEncrypt && a.Action != OpDecrypt {
+		return false
+	}
+	via, _ := a.Props["via"].(string)
+	return via != actionValidate
 }
 
 // KeyUsage returns how often a key of a /ks ring was used: the encrypt

@@ -381,3 +381,132 @@ func TestKeyUsageAcrossNodes(t *testing.T) {
 		}
 	}
 }
+
+// TestValidationDoesNotCountAsUse: a validation that reports an encrypt
+// (or a decrypt) of another key, with that key's keyId and a hash and an
+// Asset of the caller's choosing, is recorded as a validation with the
+// claim in it, and is not a use of the key: its usage counts, its hashes,
+// the Assets found by key and a search by action all stay as the real
+// calls made them. An API key holding apikeys.validate alone made it,
+// about a key whose flags allow the action reported, so that the record
+// is granted with result ok.
+func TestValidationDoesNotCountAsUse(t *testing.T) {
+	st := newMemStore(t)
+	e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey()})
+	created := e.ring(t, "r")
+	keyID := created.Key.ID
+	real, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "r", Asset: &kms.AssetInput{Data: map[string]any{"n": 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.Decrypt(e.root, kms.DecryptInput{Hash: real.Hash, Header: real.Header}); err != nil {
+		t.Fatal(err)
+	}
+	before := wantUsage(t, e.svc, e.root, "r", keyID, 1, 1)
+
+	subject, err := e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: e.acct,
+		Flags: kms.Flags{"keyring.r.encrypt": true, "keyring.r.decrypt": true, "encrypt": true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	validator := e.as(t, kms.Flags{kms.FlagAPIKeysValidate: true})
+	const forgedHash, forgedAsset = "AQHforged-hash-never-issued", "019d0000000000000000000000000001"
+	claim := func(action string) map[string]any {
+		return map[string]any{"keyId": keyID, "hash": forgedHash, "assetId": forgedAsset, "assetOp": "create",
+			"ringId": created.Ring.ID, "result": "ok", "via": action, "action": action, "reportedAction": "x", "case": "forged " + action}
+	}
+	for _, c := range []struct{ action, ring string }{
+		{"encrypt", "r"},
+		{"decrypt", "r"},
+		{"encrypt", ""}, // the action as a flag name
+	} {
+		res, err := e.svc.ValidateAPIKey(validator, kms.ValidateInput{Key: subject.Key,
+			Activity: &kms.ValidateActivity{Action: c.action, RingName: c.ring, Props: claim(c.action)}})
+		if err != nil || !res.Valid || res.ValidAction == nil || !*res.ValidAction {
+			t.Fatalf("ValidateAPIKey(%s on %q) = %+v, %v; want valid, action allowed", c.action, c.ring, res, err)
+		}
+	}
+
+	after := wantUsage(t, e.svc, e.root, "r", keyID, 1, 1)
+	if !after.FirstUsedAt.Equal(*before.FirstUsedAt) || !after.LastUsedAt.Equal(*before.LastUsedAt) {
+		t.Errorf("KeyUsage times %v..%v after the validations, want %v..%v", after.FirstUsedAt, after.LastUsedAt, before.FirstUsedAt, before.LastUsedAt)
+	}
+	hashes, err := e.svc.ListKeyHashes(e.root, kms.RingRef{Name: "r"}, keyID, kms.PageRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hashes.Data) != 1 || hashes.Data[0].Hash != real.Hash || hashes.Data[0].AssetID != real.Asset.ID {
+		t.Errorf("ListKeyHashes = %+v, want only the hash issued, %s", hashes.Data, real.Hash)
+	}
+	assets, err := e.svc.SearchAssets(e.root, kms.AssetFilter{KeyID: keyID}, kms.PageRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(assets.Data) != 1 || assets.Data[0].ID != real.Asset.ID {
+		t.Errorf("SearchAssets(keyId) = %d Assets, want only %s", len(assets.Data), real.Asset.ID)
+	}
+	// A search by action finds the calls themselves, not what a
+	// validation reported: "who opened the data" stays the real decrypts.
+	for _, action := range []string{"encrypt", "decrypt"} {
+		got := searchAll(t, e.svc, e.root, kms.ActivityFilter{Action: action, Props: map[string]any{"keyId": keyID}}, 100)
+		if len(got) != 1 || got[0].KeyID == subject.KeyID || got[0].Props["via"] != nil {
+			t.Errorf("SearchActivity(action %s, keyId) = %+v, want the one real call", action, got)
+		}
+	}
+	if got := searchAll(t, e.svc, e.root, kms.ActivityFilter{KeyID: subject.KeyID, Action: "encrypt"}, 100); len(got) != 0 {
+		t.Errorf("SearchActivity(keyid of the validated key, action encrypt) = %+v, want none", got)
+	}
+
+	// The records are there, as validations, with the claim in them.
+	recs := searchAll(t, e.svc, e.root, kms.ActivityFilter{KeyID: subject.KeyID, Action: "validate"}, 100)
+	if len(recs) != 3 {
+		t.Fatalf("%d validation records of the validated key, want 3", len(recs))
+	}
+	for i, want := range []string{"encrypt", "decrypt", "encrypt"} {
+		a := recs[i]
+		claimed := map[string]any{"keyId": keyID, "hash": forgedHash, "assetId": forgedAsset, "ringId": created.Ring.ID,
+			"reportedAction": want, "via": "validate", "validatedBy": kms.PrincipalFrom(validator).ID, "action": "validate", "result": "ok"}
+		for name, v := range claimed {
+			if a.Props[name] != v {
+				t.Errorf("record %d: props[%q] = %v, want %v (props %v)", i, name, a.Props[name], v, a.Props)
+			}
+		}
+		if a.Action != "validate" || !a.Valid {
+			t.Errorf("record %d = action %s, valid %v; want a granted validate", i, a.Action, a.Valid)
+		}
+	}
+	// No record of the trail other than the real calls names the forged
+	// hash as an encrypt's.
+	for _, a := range records(t, st) {
+		if a.Props["hash"] == forgedHash && a.Action != "validate" {
+			t.Errorf("record %+v carries the forged hash", a)
+		}
+	}
+}
+
+// TestUsedKeyIgnoresValidations: which records count a use of a key, by
+// their action and props alone; those of validations never do, those
+// recorded before validations had an action of their own (the action
+// reported, via "validate") included, so that a trail indexed again does
+// not count them either.
+func TestUsedKeyIgnoresValidations(t *testing.T) {
+	const k = "01a2018dcef3573045f5ec5359355cc4"
+	for _, c := range []struct {
+		name   string
+		a      kms.Activity
+		counts bool
+	}{
+		{"encrypt", kms.Activity{Action: "encrypt", Props: map[string]any{"keyId": k, "result": "ok"}}, true},
+		{"decrypt", kms.Activity{Action: "decrypt", Props: map[string]any{"keyId": k, "result": "ok"}}, true},
+		{"refused encrypt", kms.Activity{Action: "encrypt", Props: map[string]any{"keyId": k, "result": "permission_denied"}}, false},
+		{"validation", kms.Activity{Action: "validate", Props: map[string]any{"keyId": k, "result": "ok", "via": "validate", "reportedAction": "encrypt"}}, false},
+		{"older validation reporting an encrypt", kms.Activity{Action: "encrypt", Props: map[string]any{"keyId": k, "result": "ok", "via": "validate"}}, false},
+		{"older validation reporting a decrypt", kms.Activity{Action: "decrypt", Props: map[string]any{"keyId": k, "result": "ok", "via": "validate"}}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := kms.UsedKey(&c.a); got != c.counts {
+				t.Errorf("UsedKey(%+v) = %v, want %v", c.a, got, c.counts)
+			}
+		})
+	}
+}

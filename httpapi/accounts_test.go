@@ -265,7 +265,7 @@ func TestAPIKeysOverHTTP(t *testing.T) {
 	t.Run("validate cannot forge a record", func(t *testing.T) {
 		validator, validatorID := e.apiKey(t, "apikeys.validate")
 		forged := map[string]any{"validatedBy": "nobody", "via": "decrypt", "flag": "*", "action": "x", "ring": "x", "result": "x",
-			"ringId": "r", "case": "forged"}
+			"reportedAction": "x", "ringId": "r", "case": "forged"}
 		e.do(t, "POST", "/auth/validate", validator, map[string]any{"key": k.Key,
 			"activity": map[string]any{"action": "decrypt", "ringname": "pay", "props": forged}}).want(t, http.StatusOK)
 		recs := e.activity(t, func(a *kms.Activity) bool { return a.Props["case"] == "forged" })
@@ -273,8 +273,8 @@ func TestAPIKeysOverHTTP(t *testing.T) {
 			t.Fatalf("%d records of the validation, want 1", len(recs))
 		}
 		got := recs[0]
-		want := map[string]any{"validatedBy": validatorID, "via": "validate", "flag": "keyring.pay.decrypt", "action": "decrypt",
-			"ring": "pay", "ringId": "r"}
+		want := map[string]any{"validatedBy": validatorID, "via": "validate", "flag": "keyring.pay.decrypt", "action": "validate",
+			"reportedAction": "decrypt", "ring": "pay", "ringId": "r"}
 		for name, v := range want {
 			if got.Props[name] != v {
 				t.Errorf("record props[%q] = %v, want %v (props %v)", name, got.Props[name], v, got.Props)
@@ -283,15 +283,15 @@ func TestAPIKeysOverHTTP(t *testing.T) {
 		if got.Props["result"] == "x" {
 			t.Errorf("record props[result] = x: the caller's value")
 		}
-		if got.KeyID != k.KeyID || got.Action != "decrypt" || got.Ring != "pay" {
-			t.Errorf("record = %+v, want the validated key's decrypt on pay", got)
+		if got.KeyID != k.KeyID || got.Action != "validate" || got.Ring != "pay" {
+			t.Errorf("record = %+v, want the validated key's validation on pay", got)
 		}
 		// Without an action, the caller's props still set none of the
 		// service's members.
 		e.do(t, "POST", "/auth/validate", validator, map[string]any{"key": k.Key,
 			"activity": map[string]any{"props": map[string]any{"flag": "*", "validatedBy": "nobody", "case": "no action"}}}).want(t, http.StatusOK)
 		recs = e.activity(t, func(a *kms.Activity) bool { return a.Props["case"] == "no action" })
-		if len(recs) != 1 || recs[0].Props["flag"] != nil || recs[0].Props["validatedBy"] != validatorID || recs[0].Props["via"] != "validate" {
+		if len(recs) != 1 || recs[0].Props["flag"] != nil || recs[0].Props["reportedAction"] != nil || recs[0].Props["validatedBy"] != validatorID || recs[0].Props["via"] != "validate" {
 			t.Errorf("records of a validation without an action = %+v", recs)
 		}
 	})

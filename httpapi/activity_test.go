@@ -279,7 +279,7 @@ func TestActivityRecordsOutcome(t *testing.T) {
 			if got := decode[kms.ValidateResult](t, r); !got.Valid || got.ValidAction == nil || *got.ValidAction {
 				t.Fatalf("POST /auth/validate = %s, want valid, validAction false", r.body)
 			}
-		}, func(string) map[string]any { return map[string]any{"props": map[string]any{"case": "denied"}} }, "encrypt", false, "permission_denied"},
+		}, func(string) map[string]any { return map[string]any{"props": map[string]any{"case": "denied"}} }, "validate", false, "permission_denied"},
 		{"validate, unknown key", []string{"apikeys.validate"}, func(t *testing.T, k string) {
 			r := e.do(t, "POST", "/auth/validate", k, map[string]any{"key": "rk_not-a-real-key-000000000000000000000000", "activity": map[string]any{"props": map[string]any{"case": "unknown"}}}).want(t, http.StatusOK)
 			if got := decode[kms.ValidateResult](t, r); got.Valid {

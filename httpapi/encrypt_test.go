@@ -178,3 +178,56 @@ func TestLookupHeader(t *testing.T) {
 		}
 	})
 }
+
+// TestValidateIsNotAKeyUse: POST /auth/validate, from a key holding
+// apikeys.validate alone, reporting an encrypt and a decrypt of another
+// key with its keyId and a hash and an Asset never issued, leaves the
+// key's usage and hashes as the real calls made them, and is recorded as
+// a validation that keeps the claim.
+func TestValidateIsNotAKeyUse(t *testing.T) {
+	e := newEnv(t)
+	created := e.createRing(t, "pay")
+	issued := e.encrypt(t, "pay")
+	keyPath := "/ks/keyrings/pay/keys/" + created.Key.ID
+	usage := func() kms.KeyUsage {
+		t.Helper()
+		return decode[kms.KeyUsage](t, e.do(t, "GET", keyPath+"/usage", e.root, nil).want(t, http.StatusOK))
+	}
+	before := usage()
+	subject, subjectID := e.apiKey(t, "keyring.pay.encrypt", "keyring.pay.decrypt")
+	validator, validatorID := e.apiKey(t, "apikeys.validate")
+	const forged = "AQHforged-hash-never-issued"
+	for _, action := range []string{"encrypt", "decrypt"} {
+		r := e.do(t, "POST", "/auth/validate", validator, map[string]any{"key": subject, "activity": map[string]any{
+			"action": action, "ringname": "pay", "props": map[string]any{
+				"keyId": created.Key.ID, "hash": forged, "assetId": "019d0000000000000000000000000001", "result": "ok", "via": action}}}).want(t, http.StatusOK)
+		if got := decode[kms.ValidateResult](t, r); !got.Valid || got.ValidAction == nil || !*got.ValidAction {
+			t.Fatalf("POST /auth/validate (%s) = %s, want valid, action allowed", action, r.body)
+		}
+	}
+	if after := usage(); after.EncryptCount != before.EncryptCount || after.DecryptCount != before.DecryptCount {
+		t.Errorf("usage after the validations = %+v, want %+v", after, before)
+	}
+	hashes := decode[kms.List[*kms.KeyHash]](t, e.do(t, "GET", keyPath+"/hashes", e.root, nil).want(t, http.StatusOK))
+	if len(hashes.Data) != 1 || hashes.Data[0].Hash != issued.Hash {
+		t.Errorf("GET %s/hashes = %+v, want only %s", keyPath, hashes.Data, issued.Hash)
+	}
+	search := func(filter map[string]any) []kms.Activity {
+		t.Helper()
+		r := e.do(t, "POST", "/auth/search/activity", e.root, filter).want(t, http.StatusOK)
+		return decode[kms.List[kms.Activity]](t, r).Data
+	}
+	if got := search(map[string]any{"keyid": subjectID, "action": "encrypt"}); len(got) != 0 {
+		t.Errorf("search of the validated key's encrypts = %+v, want none", got)
+	}
+	recs := search(map[string]any{"keyid": subjectID, "action": "validate"})
+	if len(recs) != 2 {
+		t.Fatalf("%d validation records, want 2", len(recs))
+	}
+	for i, action := range []string{"encrypt", "decrypt"} {
+		p := recs[i].Props
+		if p["reportedAction"] != action || p["keyId"] != created.Key.ID || p["hash"] != forged || p["via"] != "validate" || p["validatedBy"] != validatorID {
+			t.Errorf("validation record %d props = %v, want the claim of a %s, via validate", i, p, action)
+		}
+	}
+}
