@@ -126,8 +126,11 @@ func (r req) String() string {
 }
 
 // do sends r and decodes its answer. Every failure is a *kms.Error: the
-// server's kind for an error answer, Internal for a network failure, a
-// 5xx or an answer that is not JSON.
+// server's kind for an error answer; Unavailable when the service could
+// not be reached or answered that it cannot serve now (a refused
+// connection, 502, 503, 504), so that the caller knows to try again
+// later or elsewhere; Internal for a server fault (500), an answer that
+// is not the service's, or a call the caller's own context ended.
 func (c *Client) do(ctx context.Context, r req) error {
 	target := c.base + r.path
 	if len(r.query) > 0 {
@@ -163,7 +166,10 @@ func (c *Client) do(ctx context.Context, r req) error {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return &kms.Error{Kind: kms.KindInternal, Message: fmt.Sprintf("%v failed", r), Err: err}
+		if ctx.Err() != nil { // the caller gave up: no word on the service
+			return &kms.Error{Kind: kms.KindInternal, Message: fmt.Sprintf("%v failed", r), Err: err}
+		}
+		return &kms.Error{Kind: kms.KindUnavailable, Message: fmt.Sprintf("%v failed: the service could not be reached", r), Err: err}
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes+1))
@@ -233,7 +239,11 @@ func answerError(r req, resp *http.Response, data []byte, isJSON bool) error {
 	status := resp.StatusCode
 	var eb errorBody
 	if !isJSON || json.Unmarshal(data, &eb) != nil {
-		return kms.Errorf(kms.KindInternal, "%v: HTTP %d with an answer that is not JSON", r, status)
+		kind := kms.KindInternal // not the service's answer: a wrong URL, say
+		if gatewayStatus(status) {
+			kind = kms.KindUnavailable // a proxy that cannot reach the service
+		}
+		return kms.Errorf(kind, "%v: HTTP %d with an answer that is not JSON", r, status)
 	}
 	kind, ok := kindOfCode[eb.Code]
 	if !ok {
@@ -244,7 +254,12 @@ func answerError(r req, resp *http.Response, data []byte, isJSON bool) error {
 		msg = strings.ToLower(http.StatusText(status))
 	}
 	if status >= 500 {
-		return kms.Errorf(kms.KindInternal, "%s (HTTP %d)", msg, status)
+		// A server fault is Internal; a service that cannot serve now
+		// (Unavailable) or whose storage is full (NoSpace) says so.
+		if kind != kms.KindUnavailable && kind != kms.KindNoSpace {
+			kind = kms.KindInternal
+		}
+		return kms.Errorf(kind, "%s (HTTP %d)", msg, status)
 	}
 	e := &kms.Error{Kind: kind, Message: msg, Fields: eb.Errors, State: eb.State}
 	if len(eb.Results) > 0 && string(eb.Results) != "null" {
@@ -290,7 +305,7 @@ func kindOfStatus(status int) kms.Kind {
 		return kms.KindRateLimited
 	case http.StatusInsufficientStorage:
 		return kms.KindNoSpace
-	case http.StatusServiceUnavailable:
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 		return kms.KindUnavailable
 	case http.StatusGone:
 		return kms.KindDestroyed
@@ -300,6 +315,10 @@ func kindOfStatus(status int) kms.Kind {
 	}
 	return kms.KindInternal
 }
+
+// gatewayStatus reports whether status says that the service could not be
+// reached or cannot serve now: 502, 503 or 504.
+func gatewayStatus(status int) bool { return kindOfStatus(status) == kms.KindUnavailable }
 
 // jsonContent reports whether a Content-Type is JSON.
 func jsonContent(ct string) bool {

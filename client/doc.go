@@ -40,8 +40,12 @@
 // Message is the server's message; Fields, State and Details carry the
 // members errors, state and results of the answer (Details is a
 // kms.PasswordCheck when State is "malformed-password", else the raw JSON).
-// A network failure, a 5xx or an answer that is not JSON is an Internal
-// error; the status is in its message and the cause, if any, in Err.
+// A service that could not be reached (a refused connection, a lost one)
+// or that answers it cannot serve now (503, or a proxy's 502 or 504) is
+// an Unavailable error: try again later, or another node. A server fault
+// (500), an answer that is not the service's, or a call that the caller's
+// own context ended is an Internal error. The status is in the message
+// and the cause, if any, in Err.
 // Decrypt, like Service.Decrypt, returns its result together with the
 // Unprocessable error of a failed verification.
 //

@@ -173,7 +173,15 @@ func TestTransportErrors(t *testing.T) {
 			w.Header().Set("Content-Type", "text/html")
 			w.WriteHeader(http.StatusBadGateway)
 			fmt.Fprint(w, "<html>bad gateway</html>")
-		}, kms.KindInternal, "502"},
+		}, kms.KindUnavailable, "502"},
+		{"504 from a proxy", func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(http.StatusGatewayTimeout)
+		}, kms.KindUnavailable, "504"},
+		{"507 no space", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusInsufficientStorage)
+			fmt.Fprint(w, `{"message":"insufficient storage","code":"insufficient_storage"}`)
+		}, kms.KindNoSpace, "507"},
 		{"500 JSON", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusInternalServerError)
@@ -183,7 +191,7 @@ func TestTransportErrors(t *testing.T) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusServiceUnavailable)
 			fmt.Fprint(w, `{"message":"service unavailable","code":"unavailable"}`)
-		}, kms.KindInternal, "503"},
+		}, kms.KindUnavailable, "503"},
 		{"200 not JSON", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "text/plain")
 			fmt.Fprint(w, "ok")
@@ -237,14 +245,14 @@ func TestTransportErrors(t *testing.T) {
 		srv.Close()
 		c := check(client.New(base))(t, "client.New")
 		err := c.Healthz(context.Background())
-		got := wantKind(t, "Healthz(closed server)", err, kms.KindInternal)
+		got := wantKind(t, "Healthz(closed server)", err, kms.KindUnavailable)
 		if got.Err == nil {
 			t.Error("Err = nil, want the network error")
 		}
 		// A secret in the path stays out of the error.
 		const secret = "rk_do-not-show-me-0000000000000000000000"
 		_, err = c.DeleteAPIKey(context.Background(), kms.APIKeyRef{Value: secret, BySecret: true})
-		wantKind(t, "DeleteAPIKey(closed server)", err, kms.KindInternal)
+		wantKind(t, "DeleteAPIKey(closed server)", err, kms.KindUnavailable)
 		if strings.Contains(err.Error(), secret) || !strings.Contains(err.Error(), "/auth/apikey/{apikey}") {
 			t.Errorf("DeleteAPIKey(closed server) = %q, want the route's pattern and no secret", err)
 		}

@@ -5,7 +5,10 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -335,5 +338,29 @@ func TestProgress(t *testing.T) {
 	p = &progress{ctx: ctx, r: bytes.NewReader(make([]byte, 10))}
 	if _, err := io.Copy(io.Discard, p); !errors.Is(err, context.Canceled) {
 		t.Errorf("io.Copy after the interrupt = %v, want context.Canceled", err)
+	}
+}
+
+// TestUnreachableIsUnavailable: a service that cannot be reached, or that
+// answers 503, is reported as unavailable (try again, or elsewhere), not
+// as an internal error of the service.
+func TestUnreachableIsUnavailable(t *testing.T) {
+	gone := httptest.NewServer(http.NotFoundHandler())
+	addr := gone.URL
+	gone.Close()
+	busy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprint(w, `{"message":"service unavailable: try again","code":"unavailable"}`)
+	}))
+	defer busy.Close()
+	for name, url := range map[string]string{"refused connection": addr, "503": busy.URL} {
+		t.Run(name, func(t *testing.T) {
+			e := env{"KMS_ADDR": url, "KMS_API_KEY": "rk_0123456789abcdef0123456789abcdef", "KMSCTL_CONFIG_DIR": t.TempDir()}
+			r := kmsctl(t, e, "", "ring", "list").want(t, 1, "ring list")
+			if !strings.Contains(r.stderr, "(unavailable)") {
+				t.Errorf("stderr = %q, want the kind unavailable", r.stderr)
+			}
+		})
 	}
 }
