@@ -25,6 +25,10 @@ import (
 // builds once; empty with -short.
 var kmsdPath, kmsctlPath string
 
+// revision is the checkout's git revision, which the binaries were built
+// with; empty when the tests do not run in a git checkout.
+var revision string
+
 // TestMain builds kmsd and kmsctl and runs the tests with one PostgreSQL server for
 // those that ask for a database (pgtest.URL).
 func TestMain(m *testing.M) {
@@ -38,8 +42,15 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	kmsdPath, kmsctlPath = filepath.Join(dir, "kmsd"), filepath.Join(dir, "kmsctl")
+	// Built with the revision of the checkout, when it is one, as a
+	// release build is, so that the version commands have it to print.
+	build := []string{"build"}
+	if out, err := exec.Command("git", "rev-parse", "HEAD").Output(); err == nil {
+		revision = strings.TrimSpace(string(out))
+		build = append(build, "-buildvcs=true")
+	}
 	for name, path := range map[string]string{"kmsd": kmsdPath, "kmsctl": kmsctlPath} {
-		cmd := exec.Command(kmsdtest.GoTool(), "build", "-o", path, "github.com/ringkms/kms/cmd/"+name)
+		cmd := exec.Command(kmsdtest.GoTool(), append(build, "-o", path, "github.com/ringkms/kms/cmd/"+name)...)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "e2e: go build %s: %v\n%s", name, err, out)
 			os.RemoveAll(dir)

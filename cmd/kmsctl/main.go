@@ -34,6 +34,7 @@ import (
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/client"
+	"github.com/ringkms/kms/internal/buildinfo"
 )
 
 func main() {
@@ -98,8 +99,23 @@ func root() *command {
 	return &command{name: "kmsctl", subs: []*command{
 		ringCommands(), keyCommands(), encryptCommand(), decryptCommand(),
 		apikeyCommands(), accountCommands(), userCommands(),
-		loginCommand(), logoutCommand(), activityCommands(), assetCommands(), statusCommand(),
+		loginCommand(), logoutCommand(), activityCommands(), assetCommands(), statusCommand(), versionCommand(),
 	}}
+}
+
+// versionCommand prints the build of kmsctl: its module version and the
+// revision it was built from.
+func versionCommand() *command {
+	return &command{
+		name:    "version",
+		summary: "Print the version of kmsctl and the revision it was built from.",
+		setup: func(c *cli, fs *flag.FlagSet) action {
+			return func(context.Context, []string) error {
+				_, err := fmt.Fprintln(c.stdout, buildinfo.Read().Line("kmsctl"))
+				return err
+			}
+		},
+	}
 }
 
 // usageError is a command line that kmsctl cannot run: exit status 2.

@@ -31,6 +31,8 @@ import (
 	"os/signal"
 	"sync"
 	"syscall"
+
+	"github.com/ringkms/kms/internal/buildinfo"
 )
 
 func main() {
@@ -76,6 +78,10 @@ func exitCode(err error) int {
 // stdout.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	stderr = &lockedWriter{w: stderr}
+	if len(args) == 1 && (args[0] == "version" || args[0] == "-version" || args[0] == "--version") {
+		_, err := fmt.Fprintln(stdout, buildinfo.Read().Line("kmsd"))
+		return err
+	}
 	cmd := ""
 	if len(args) > 1 && args[0] == "audit" && args[1] == "export" {
 		cmd, args = "audit-export", args[2:]
