@@ -1,5 +1,6 @@
 // Package metrics measures a ringkms service for Prometheus: the HTTP
-// requests of package httpapi (as an httpapi.RequestObserver), the
+// requests of package httpapi and the credentials it refuses (as an
+// httpapi.RequestObserver and CredentialObserver), the
 // journal's batches and the activity records of a kms.Service (as a
 // kms.Observer), the Service's caches, and the Go runtime and process.
 // docs/OPERATIONS.md lists every metric, with alert rules.
@@ -41,8 +42,9 @@ import (
 )
 
 var (
-	_ kms.Observer            = (*Metrics)(nil)
-	_ httpapi.RequestObserver = (*Metrics)(nil)
+	_ kms.Observer               = (*Metrics)(nil)
+	_ httpapi.RequestObserver    = (*Metrics)(nil)
+	_ httpapi.CredentialObserver = (*Metrics)(nil)
 )
 
 // DefaultMaxRings is Options.MaxRings when it is zero.
@@ -55,6 +57,12 @@ const OtherRing = "other"
 // not one of the service's own (kms.Actions): those of POST /auth/validate
 // that report an action of the caller's choosing.
 const OtherAction = "other"
+
+// CredentialAction is the action label under which kms_denied_total counts
+// the requests that httpapi refused for their credential (401) before
+// they reached the Service, which records no activity for them; their
+// reason is "unauthenticated".
+const CredentialAction = "authenticate"
 
 // Options configure the metrics.
 type Options struct {
@@ -84,6 +92,8 @@ type Metrics struct {
 	keyCalls  *prometheus.CounterVec
 	denied    *prometheus.CounterVec
 	throttled *prometheus.CounterVec
+
+	refusedCredentials prometheus.Counter // kms_denied_total of CredentialAction
 
 	recMu    sync.Mutex // guards what ObserveRecords keeps
 	maxRings int
@@ -154,8 +164,9 @@ func New(opts Options) *Metrics {
 	}, []string{"operation", "ring"})
 	m.denied = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kms_denied_total",
-		Help: "Calls refused (a missing permission, a credential or a hash, header or Asset that failed its check), by action (\"other\" for actions the service does not record of its own) and reason.",
+		Help: "Calls refused (a missing permission, a credential or a hash, header or Asset that failed its check), by action (\"other\" for actions the service does not record of its own, \"authenticate\" for credentials refused before any action) and reason.",
 	}, []string{"action", "reason"})
+	m.refusedCredentials = m.denied.WithLabelValues(CredentialAction, "unauthenticated")
 	m.throttled = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kms_throttled_total",
 		Help: "Calls refused by a throttle: logins, password reset requests, and the rate limits of client addresses, API keys and Accounts (kind ratelimit_address, ratelimit_apikey, ratelimit_account).",
@@ -232,6 +243,11 @@ func (m *Metrics) ObserveBatch(calls int, commit, appendTime time.Duration, err 
 		m.batchFailures.Inc()
 	}
 }
+
+// ObserveRefusedCredential counts a request refused for its credential
+// under kms_denied_total (httpapi.CredentialObserver): the Service records
+// no activity for it.
+func (m *Metrics) ObserveRefusedCredential() { m.refusedCredentials.Inc() }
 
 // ObserveRecords counts the records of a batch (kms.Observer).
 func (m *Metrics) ObserveRecords(recs []*kms.Activity) {

@@ -142,6 +142,7 @@ func TestMetrics(t *testing.T) {
 		{"kms_key_operations_total", []string{"operation=encrypt", "ring=other"}, 2}, // r3: past the cap of 2
 		{"kms_activity_records_total", []string{"action=encrypt", "result=ok"}, 6},
 		{"kms_denied_total", []string{"action=encrypt", "reason=permission_denied"}, 1},
+		{"kms_denied_total", []string{"action=authenticate", "reason=unauthenticated"}, 1},
 	} {
 		if got := f.Value(c.name, c.labels...); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
@@ -229,8 +230,8 @@ func TestMadeUpActionsBounded(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"kms_activity_records_total", "kms_denied_total"} {
-		// other and apikey.create (the keys made above) by result: a
-		// handful whatever the callers send.
+		// other and apikey.create (the keys made above) by result, and
+		// authenticate: a handful whatever the callers send.
 		if n := after[name]; n > 5 {
 			t.Errorf("%s has %d series after 80 made-up actions", name, n)
 		}
@@ -293,6 +294,38 @@ func TestActionsKeepTheirLabels(t *testing.T) {
 		{"kms_denied_total", []string{"action=decrypt", "reason=permission_denied"}, 1},
 		{"kms_key_operations_total", []string{"operation=encrypt", "ring=r1"}, 1}, // the call only
 		{"kms_activity_records_total", []string{"action=other"}, -1},
+	} {
+		if got := f.Value(c.name, c.labels...); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+}
+
+// TestRefusedCredentialsDenied: a request refused for its credential (no
+// Authorization header, a malformed one, a key the Service does not know)
+// counts in kms_denied_total, though it leaves no activity record; a
+// refusal that is recorded (an invitation token) counts once.
+func TestRefusedCredentialsDenied(t *testing.T) {
+	fx := newFixture(t, metrics.Options{})
+	for _, auth := range []string{"", "Basic cm9vdDpyb290", "Bearer rk_not_a_key_at_all_0000000000000000"} {
+		if code := fx.call(t, "GET", "/ks/keyrings", "", auth); code != 401 {
+			t.Fatalf("GET /ks/keyrings with Authorization %q = %d, want 401", auth, code)
+		}
+	}
+	if code := fx.call(t, "GET", "/auth/user/invite-validate?token=not-a-token", "", ""); code != 401 {
+		t.Fatalf("invite-validate with a bad token = %d, want 401", code)
+	}
+
+	f := scrape(t, fx.m.Handler())
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"kms_denied_total", []string{"action=" + metrics.CredentialAction, "reason=unauthenticated"}, 3},
+		{"kms_denied_total", []string{"action=user.invite.validate", "reason=unauthenticated"}, 1},
+		{"kms_activity_records_total", []string{"action=" + metrics.CredentialAction}, -1},
+		{"kms_http_requests_total", []string{"route=/ks/keyrings", "code=401"}, 3},
 	} {
 		if got := f.Value(c.name, c.labels...); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
