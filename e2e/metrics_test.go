@@ -57,6 +57,11 @@ func TestMetrics(t *testing.T) {
 		}
 		return resp, f
 	}
+	// A refused credential counts as a denial; the scrapes refused below
+	// are no calls of the API, and do not.
+	if resp, _ := get(p.URL+"/ks/keyrings", "rk_not_a_key_at_all_0000000000000000"); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("GET /ks/keyrings with an unknown key = %d, want 401", resp.StatusCode)
+	}
 	for _, url := range []string{p.URL + "/metrics", "http://" + metricsAddr + "/metrics"} {
 		if resp, _ := get(url, ""); resp.StatusCode != http.StatusUnauthorized {
 			t.Fatalf("GET %s without the token = %d, want 401", url, resp.StatusCode)
@@ -73,6 +78,9 @@ func TestMetrics(t *testing.T) {
 		}
 		if got := f.Value("kms_http_requests_total", "route=/ks/encrypt", "code=200"); got != 5 {
 			t.Fatalf("%s: kms_http_requests_total{/ks/encrypt, 200} = %v, want 5", url, got)
+		}
+		if got := f.Value("kms_denied_total", "action=authenticate", "reason=unauthenticated"); got != 1 {
+			t.Fatalf("%s: kms_denied_total{authenticate, unauthenticated} = %v, want 1", url, got)
 		}
 	}
 	p.Stop(t)

@@ -49,7 +49,8 @@ type Options struct {
 
 	// Requests, when set, is told of every request once it is answered:
 	// its method, its route pattern ("" when no route matched), its status
-	// and how long it took (package metrics has one for Prometheus).
+	// and how long it took (package metrics has one for Prometheus); and,
+	// when it is a CredentialObserver too, of every refused credential.
 	Requests RequestObserver
 }
 
@@ -60,11 +61,24 @@ type RequestObserver interface {
 	ObserveRequest(method, route string, status int, d time.Duration)
 }
 
+// CredentialObserver may be implemented by a RequestObserver as well, to
+// be told of each request whose credential was refused before it reached
+// the Service: a 401 for a missing or malformed Authorization header, or
+// a credential the Service did not accept. The Service records no
+// activity for these (it cannot tell whom they came from), so an observer
+// that counts refusals from the activity records would miss them.
+// ObserveRefusedCredential is called on the request's goroutine, before
+// the answer is written, so it must be quick.
+type CredentialObserver interface {
+	ObserveRefusedCredential()
+}
+
 // api holds what every handler needs.
 type api struct {
 	svc      *kms.Service
 	log      zerolog.Logger
 	requests RequestObserver
+	refusals CredentialObserver // requests, when it implements it
 	maxBody  int64
 	ipHeader string
 	ipHops   int
@@ -222,6 +236,7 @@ func newHandler(svc *kms.Service, opts Options, extra []route) http.Handler {
 	if opts.Logger != nil {
 		a.log = *opts.Logger
 	}
+	a.refusals, _ = opts.Requests.(CredentialObserver)
 	if a.maxBody <= 0 {
 		a.maxBody = DefaultMaxBodyBytes
 	}
@@ -269,6 +284,9 @@ func (a *api) serve(rt route) httprouter.Handle {
 		if !rt.public {
 			p, err := a.requireBearer(r)
 			if err != nil {
+				if a.refusals != nil && kms.ErrorKind(err) == kms.KindUnauthenticated {
+					a.refusals.ObserveRefusedCredential()
+				}
 				a.writeError(w, r, err)
 				return
 			}

@@ -1,5 +1,6 @@
 // Package metrics measures a ringkms service for Prometheus: the HTTP
-// requests of package httpapi (as an httpapi.RequestObserver), the
+// requests of package httpapi and the credentials it refuses (as an
+// httpapi.RequestObserver and CredentialObserver), the
 // journal's batches and the activity records of a kms.Service (as a
 // kms.Observer), the Service's caches, and the Go runtime and process.
 // docs/OPERATIONS.md lists every metric, with alert rules.
@@ -13,6 +14,17 @@
 // The measurements cost the serving path a few atomic additions per
 // request: counters are looked up once per label set and kept, and cache
 // counts are read only when scraped.
+//
+// # Bounded labels
+//
+// Every label takes its values from a set that the code bounds, never
+// from what a caller sends as it is: methods the API does not use count
+// as "other", routes are the handler's patterns, an action that is not
+// one of the service's own (kms.IsAction; POST /auth/validate records the
+// action its caller reports) counts as OtherAction, rings past MaxRings as
+// OtherRing, and results, reasons, kinds and caches are the service's
+// own codes. So callers cannot grow the series, nor the memory that keeps
+// them.
 package metrics
 
 import (
@@ -26,6 +38,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/httpapi"
+)
+
+var (
+	_ kms.Observer               = (*Metrics)(nil)
+	_ httpapi.RequestObserver    = (*Metrics)(nil)
+	_ httpapi.CredentialObserver = (*Metrics)(nil)
 )
 
 // DefaultMaxRings is Options.MaxRings when it is zero.
@@ -33,6 +52,17 @@ const DefaultMaxRings = 100
 
 // OtherRing is the ring label of the calls of the rings past MaxRings.
 const OtherRing = "other"
+
+// OtherAction is the action label of the activity records whose action is
+// not one of the service's own (kms.Actions): those of POST /auth/validate
+// that report an action of the caller's choosing.
+const OtherAction = "other"
+
+// CredentialAction is the action label under which kms_denied_total counts
+// the requests that httpapi refused for their credential (401) before
+// they reached the Service, which records no activity for them; their
+// reason is "unauthenticated".
+const CredentialAction = "authenticate"
 
 // Options configure the metrics.
 type Options struct {
@@ -63,10 +93,14 @@ type Metrics struct {
 	denied    *prometheus.CounterVec
 	throttled *prometheus.CounterVec
 
+	refusedCredentials prometheus.Counter // kms_denied_total of CredentialAction
+
 	recMu    sync.Mutex // guards what ObserveRecords keeps
 	maxRings int
 	rings    map[string]string // the rings labelled: name -> name
-	series   map[[3]string]prometheus.Counter
+	// series caches the counters of ObserveRecords by metric tag and
+	// label values, which are bounded: so is the cache.
+	series map[[3]string]prometheus.Counter
 }
 
 type reqKey struct {
@@ -122,7 +156,7 @@ func New(opts Options) *Metrics {
 	})
 	m.records = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kms_activity_records_total",
-		Help: "Activity records committed, by action and result (ok, or the kind of the error).",
+		Help: "Activity records committed, by action (\"other\" for actions the service does not record of its own) and result (ok, or the kind of the error).",
 	}, []string{"action", "result"})
 	m.keyCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kms_key_operations_total",
@@ -130,8 +164,9 @@ func New(opts Options) *Metrics {
 	}, []string{"operation", "ring"})
 	m.denied = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kms_denied_total",
-		Help: "Calls refused (a missing permission, a credential or a hash, header or Asset that failed its check), by action and reason.",
+		Help: "Calls refused (a missing permission, a credential or a hash, header or Asset that failed its check), by action (\"other\" for actions the service does not record of its own, \"authenticate\" for credentials refused before any action) and reason.",
 	}, []string{"action", "reason"})
+	m.refusedCredentials = m.denied.WithLabelValues(CredentialAction, "unauthenticated")
 	m.throttled = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kms_throttled_total",
 		Help: "Calls refused by a throttle: logins, password reset requests, and the rate limits of client addresses, API keys and Accounts (kind ratelimit_address, ratelimit_apikey, ratelimit_account).",
@@ -209,17 +244,29 @@ func (m *Metrics) ObserveBatch(calls int, commit, appendTime time.Duration, err 
 	}
 }
 
+// ObserveRefusedCredential counts a request refused for its credential
+// under kms_denied_total (httpapi.CredentialObserver): the Service records
+// no activity for it.
+func (m *Metrics) ObserveRefusedCredential() { m.refusedCredentials.Inc() }
+
 // ObserveRecords counts the records of a batch (kms.Observer).
 func (m *Metrics) ObserveRecords(recs []*kms.Activity) {
 	m.recMu.Lock()
 	defer m.recMu.Unlock()
 	for _, a := range recs {
+		// The journal sets result: "ok" or the code of an error kind.
 		result, _ := a.Props["result"].(string)
-		m.counter(m.records, "r", a.Action, result).Inc()
-		switch {
-		case !a.Valid:
-			m.counter(m.denied, "d", a.Action, result).Inc()
-		case result == "ok" && (a.Action == "encrypt" || a.Action == "decrypt"):
+		action := actionLabel(a.Action)
+		m.counter(m.records, "r", action, result).Inc()
+		if !a.Valid {
+			m.counter(m.denied, "d", action, result).Inc()
+		}
+		if reported(a) {
+			// The action and ring are the caller's word: no key was used,
+			// and a ring named there may not exist.
+			continue
+		}
+		if a.Valid && result == "ok" && (a.Action == "encrypt" || a.Action == "decrypt") {
 			m.counter(m.keyCalls, "k", a.Action, m.ringLabel(a.Ring)).Inc()
 		}
 		if result == "rate_limited" {
@@ -234,6 +281,23 @@ func (m *Metrics) ObserveRecords(recs []*kms.Activity) {
 			}
 		}
 	}
+}
+
+// actionLabel is the action label of a record of action: action when it
+// is one of the service's own, else OtherAction.
+func actionLabel(action string) string {
+	if kms.IsAction(action) {
+		return action
+	}
+	return OtherAction
+}
+
+// reported reports whether a is the record of a validation (POST
+// /auth/validate), whose action and ring its caller reports. The Service
+// sets its prop via, over any the caller gives, and on no other record.
+func reported(a *kms.Activity) bool {
+	via, _ := a.Props["via"].(string)
+	return via == "validate"
 }
 
 // counter returns the counter of vec (named by tag in the cache) with

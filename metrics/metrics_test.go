@@ -30,10 +30,19 @@ func scrape(t *testing.T, h http.Handler) promtest.Families {
 	return f
 }
 
-// TestMetrics: requests, journal batches, records, per-ring calls (with
-// the ring cap), denials and caches are counted, and the text parses.
-func TestMetrics(t *testing.T) {
-	m := metrics.New(metrics.Options{MaxRings: 2})
+// fixture is a Service measured by m and served over HTTP at url, with
+// the root API key's secret and Account.
+type fixture struct {
+	m         *metrics.Metrics
+	svc       *kms.Service
+	url       string
+	root      string
+	accountID string
+}
+
+func newFixture(t *testing.T, opts metrics.Options) *fixture {
+	t.Helper()
+	m := metrics.New(opts)
 	st, err := badgerstore.OpenInMemory()
 	if err != nil {
 		t.Fatal(err)
@@ -47,45 +56,71 @@ func TestMetrics(t *testing.T) {
 		st.Close()
 	})
 	m.Watch(svc)
-	ctx := context.Background()
-	b, err := svc.Bootstrap(ctx, "")
+	b, err := svc.Bootstrap(context.Background(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(httpapi.New(svc, httpapi.Options{Requests: m}))
-	defer srv.Close()
+	t.Cleanup(srv.Close)
+	return &fixture{m: m, svc: svc, url: srv.URL, root: b.Secret, accountID: b.AccountID}
+}
+
+// call sends a request with the given Authorization header ("" for
+// none) and returns its status.
+func (f *fixture) call(t *testing.T, method, path, body, authorization string) int {
+	t.Helper()
+	req, _ := http.NewRequest(method, f.url+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if authorization != "" {
+		req.Header.Set("Authorization", authorization)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// apiKey makes an API key of the root Account with flags and returns its
+// secret.
+func (f *fixture) apiKey(t *testing.T, flags kms.Flags) string {
+	t.Helper()
+	ctx := kms.WithPrincipal(context.Background(), mustAuth(t, f.svc, f.root))
+	k, err := f.svc.CreateAPIKey(ctx, kms.APIKeyInput{AccountID: f.accountID, Flags: flags})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k.Key
+}
+
+// TestMetrics: requests, journal batches, records, per-ring calls (with
+// the ring cap), denials and caches are counted, and the text parses.
+func TestMetrics(t *testing.T) {
+	fx := newFixture(t, metrics.Options{MaxRings: 2})
+	m := fx.m
 	call := func(method, path, body string, secret string) int {
 		t.Helper()
-		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
 		if secret != "" {
-			req.Header.Set("Authorization", "Bearer "+secret)
+			secret = "Bearer " + secret
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
+		return fx.call(t, method, path, body, secret)
 	}
 	for _, ring := range []string{"r1", "r2", "r3"} {
-		if code := call("POST", "/ks/keyrings", `{"name":"`+ring+`","kem":"x25519"}`, b.Secret); code != 200 {
+		if code := call("POST", "/ks/keyrings", `{"name":"`+ring+`","kem":"x25519"}`, fx.root); code != 200 {
 			t.Fatalf("create %s = %d", ring, code)
 		}
 	}
 	for i, ring := range []string{"r1", "r1", "r1", "r2", "r3", "r3"} {
-		if code := call("POST", "/ks/encrypt", `{"ringname":"`+ring+`"}`, b.Secret); code != 200 {
+		if code := call("POST", "/ks/encrypt", `{"ringname":"`+ring+`"}`, fx.root); code != 200 {
 			t.Fatalf("encrypt %d = %d", i, code)
 		}
 	}
 	if code := call("POST", "/ks/encrypt", `{"ringname":"r1"}`, "rk_not_a_key_at_all_0000000000000000"); code != 401 {
 		t.Fatalf("encrypt with a bad key = %d", code)
 	}
-	weak, err := svc.CreateAPIKey(kms.WithPrincipal(ctx, mustAuth(t, svc, b.Secret)), kms.APIKeyInput{AccountID: b.AccountID, Flags: kms.Flags{"keyring.r1.read": true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if code := call("POST", "/ks/encrypt", `{"ringname":"r1"}`, weak.Key); code != 403 {
+	weak := fx.apiKey(t, kms.Flags{"keyring.r1.read": true})
+	if code := call("POST", "/ks/encrypt", `{"ringname":"r1"}`, weak); code != 403 {
 		t.Fatalf("encrypt without the flag = %d", code)
 	}
 	if code := call("GET", "/no/such/route", "", ""); code != 404 {
@@ -107,6 +142,7 @@ func TestMetrics(t *testing.T) {
 		{"kms_key_operations_total", []string{"operation=encrypt", "ring=other"}, 2}, // r3: past the cap of 2
 		{"kms_activity_records_total", []string{"action=encrypt", "result=ok"}, 6},
 		{"kms_denied_total", []string{"action=encrypt", "reason=permission_denied"}, 1},
+		{"kms_denied_total", []string{"action=authenticate", "reason=unauthenticated"}, 1},
 	} {
 		if got := f.Value(c.name, c.labels...); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
@@ -138,6 +174,162 @@ func TestRequestSeriesBounded(t *testing.T) {
 	}
 	if got := scrape(t, m.Handler()).Value("kms_http_requests_total", "method=other", "code=405"); got != 50 {
 		t.Fatalf("requests of made-up methods under method=other: %v, want 50", got)
+	}
+}
+
+// validate reports, through POST /auth/validate with the root key, that
+// key is about to do action (on ring, when set).
+func (f *fixture) validate(t *testing.T, key, action, ring string) {
+	t.Helper()
+	body := fmt.Sprintf(`{"key":%q,"activity":{"action":%q,"ringname":%q}}`, key, action, ring)
+	if code := f.call(t, "POST", "/auth/validate", body, "Bearer "+f.root); code != 200 {
+		t.Fatalf("validate %q on %q = %d", action, ring, code)
+	}
+}
+
+// seriesOf counts the series of each family of f whose name starts
+// with kms_.
+func seriesOf(f promtest.Families) map[string]int {
+	n := map[string]int{}
+	for name, fam := range f {
+		if strings.HasPrefix(name, "kms_") {
+			n[name] = len(fam.Metric)
+		}
+	}
+	return n
+}
+
+// TestMadeUpActionsBounded: the actions that callers of POST
+// /auth/validate make up, granted, denied or for a key that is not valid,
+// add no series to any metric: they count under action "other", and the
+// rings they name get no series of key operations.
+func TestMadeUpActionsBounded(t *testing.T) {
+	fx := newFixture(t, metrics.Options{})
+	allowed := fx.apiKey(t, kms.Flags{"*": true})
+	refused := fx.apiKey(t, kms.Flags{})
+	const invalid = "rk_not_a_key_at_all_0000000000000000"
+	send := func(from, n int) {
+		t.Helper()
+		for i := from; i < from+n; i++ {
+			action := fmt.Sprintf("made.up.%d", i)
+			fx.validate(t, allowed, action, "")
+			fx.validate(t, refused, action, "")
+			fx.validate(t, invalid, action, "")
+			fx.validate(t, allowed, action, fmt.Sprintf("ghost%d", i))
+		}
+	}
+	send(0, 40)
+	first := scrape(t, fx.m.Handler())
+	send(40, 40)
+	f := scrape(t, fx.m.Handler())
+
+	before, after := seriesOf(first), seriesOf(f)
+	for name, n := range after {
+		if n != before[name] {
+			t.Errorf("%s: %d series after 40 made-up actions, %d after 40 more", name, before[name], n)
+		}
+	}
+	for _, name := range []string{"kms_activity_records_total", "kms_denied_total"} {
+		// other and apikey.create (the keys made above) by result, and
+		// authenticate: a handful whatever the callers send.
+		if n := after[name]; n > 5 {
+			t.Errorf("%s has %d series after 80 made-up actions", name, n)
+		}
+	}
+	for name, fam := range f {
+		for _, m := range fam.Metric {
+			for _, l := range m.Label {
+				if v := l.GetValue(); strings.HasPrefix(v, "made.up") || strings.HasPrefix(v, "ghost") {
+					t.Errorf("%s has a series labelled %s=%q", name, l.GetName(), v)
+				}
+			}
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"kms_activity_records_total", []string{"action=other", "result=ok"}, 160},
+		{"kms_activity_records_total", []string{"action=other", "result=permission_denied"}, 80},
+		{"kms_activity_records_total", []string{"action=other", "result=unauthenticated"}, 80},
+		{"kms_denied_total", []string{"action=other", "reason=permission_denied"}, 80},
+		{"kms_denied_total", []string{"action=other", "reason=unauthenticated"}, 80},
+		{"kms_key_operations_total", nil, -1}, // no series: no key was used
+	} {
+		if got := f.Value(c.name, c.labels...); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+}
+
+// TestActionsKeepTheirLabels: the service's own actions are labelled as
+// they are, also when a validation reports one; a reported encrypt is no
+// key operation.
+func TestActionsKeepTheirLabels(t *testing.T) {
+	fx := newFixture(t, metrics.Options{})
+	if code := fx.call(t, "POST", "/ks/keyrings", `{"name":"r1","kem":"x25519"}`, "Bearer "+fx.root); code != 200 {
+		t.Fatalf("create r1 = %d", code)
+	}
+	if code := fx.call(t, "POST", "/ks/encrypt", `{"ringname":"r1"}`, "Bearer "+fx.root); code != 200 {
+		t.Fatalf("encrypt = %d", code)
+	}
+	encrypter := fx.apiKey(t, kms.Flags{"keyring.r1.encrypt": true})
+	reader := fx.apiKey(t, kms.Flags{"keyring.r1.read": true})
+	fx.validate(t, encrypter, "encrypt", "r1")
+	fx.validate(t, reader, "encrypt", "r1")
+	fx.validate(t, reader, "decrypt", "r1")
+
+	f := scrape(t, fx.m.Handler())
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"kms_activity_records_total", []string{"action=keyring.create", "result=ok"}, 1},
+		{"kms_activity_records_total", []string{"action=apikey.create", "result=ok"}, 2},
+		{"kms_activity_records_total", []string{"action=encrypt", "result=ok"}, 2}, // one call, one validation
+		{"kms_activity_records_total", []string{"action=encrypt", "result=permission_denied"}, 1},
+		{"kms_denied_total", []string{"action=encrypt", "reason=permission_denied"}, 1},
+		{"kms_denied_total", []string{"action=decrypt", "reason=permission_denied"}, 1},
+		{"kms_key_operations_total", []string{"operation=encrypt", "ring=r1"}, 1}, // the call only
+		{"kms_activity_records_total", []string{"action=other"}, -1},
+	} {
+		if got := f.Value(c.name, c.labels...); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+}
+
+// TestRefusedCredentialsDenied: a request refused for its credential (no
+// Authorization header, a malformed one, a key the Service does not know)
+// counts in kms_denied_total, though it leaves no activity record; a
+// refusal that is recorded (an invitation token) counts once.
+func TestRefusedCredentialsDenied(t *testing.T) {
+	fx := newFixture(t, metrics.Options{})
+	for _, auth := range []string{"", "Basic cm9vdDpyb290", "Bearer rk_not_a_key_at_all_0000000000000000"} {
+		if code := fx.call(t, "GET", "/ks/keyrings", "", auth); code != 401 {
+			t.Fatalf("GET /ks/keyrings with Authorization %q = %d, want 401", auth, code)
+		}
+	}
+	if code := fx.call(t, "GET", "/auth/user/invite-validate?token=not-a-token", "", ""); code != 401 {
+		t.Fatalf("invite-validate with a bad token = %d, want 401", code)
+	}
+
+	f := scrape(t, fx.m.Handler())
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"kms_denied_total", []string{"action=" + metrics.CredentialAction, "reason=unauthenticated"}, 3},
+		{"kms_denied_total", []string{"action=user.invite.validate", "reason=unauthenticated"}, 1},
+		{"kms_activity_records_total", []string{"action=" + metrics.CredentialAction}, -1},
+		{"kms_http_requests_total", []string{"route=/ks/keyrings", "code=401"}, 3},
+	} {
+		if got := f.Value(c.name, c.labels...); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
 	}
 }
 

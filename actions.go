@@ -1,0 +1,93 @@
+package kms
+
+import "slices"
+
+// actions are the actions the Service records of its own, sorted: every
+// action of the trail but those that callers of ValidateAPIKey report.
+// TestActions keeps the list in step with the code that records them and
+// with docs/PERMISSIONS.md.
+var actions = []string{
+	"account.create",
+	"account.delete",
+	"account.list",
+	"account.read",
+	"account.update",
+	"activity.read",
+	"activity.search",
+	"apikey.create",
+	"apikey.delete",
+	"apikey.list",
+	"apikey.read",
+	"apikey.search",
+	"apikey.update",
+	"apikey.validate",
+	"asset.delete",
+	"asset.lineage",
+	"asset.read",
+	"asset.search",
+	"asym.key.destroy",
+	"asym.key.destroy.cancel",
+	"asym.key.destroy.schedule",
+	"asym.key.read",
+	"asym.key.state",
+	"asym.keyring.create",
+	"asym.keyring.rotate",
+	"backup",
+	"bootstrap",
+	"decrypt",
+	"encrypt",
+	"hash.lookup",
+	"header.lookup",
+	"key.destroy",
+	"key.destroy.cancel",
+	"key.destroy.schedule",
+	"key.hashes",
+	"key.list",
+	"key.read",
+	"key.state",
+	"key.usage",
+	"keyring.config.read",
+	"keyring.config.write",
+	"keyring.create",
+	"keyring.delete",
+	"keyring.list",
+	"keyring.read",
+	"keyring.rotate",
+	"keyring.rotate.auto",
+	"masterkey.rotate",
+	"ratelimit",
+	"signingkey.rotate",
+	"user.create",
+	"user.delete",
+	"user.invite",
+	"user.invite.complete",
+	"user.invite.mail",
+	"user.invite.validate",
+	"user.list",
+	"user.login",
+	"user.logout",
+	"user.read",
+	"user.refresh",
+	"user.reset.complete",
+	"user.reset.issue",
+	"user.reset.mail",
+	"user.reset.start",
+	"user.reset.validate",
+	"user.update",
+	"user.update.mail",
+	"validate",
+}
+
+// Actions returns the actions that the Service records of its own, sorted.
+// The trail may hold others: a record of ValidateAPIKey carries the
+// action its caller reports (unless the caller reports none: "validate").
+// The list is closed and changes only with the code; a metrics system
+// labels by it, and counts any other action under one label (package
+// metrics: "other"), so that callers cannot add series.
+func Actions() []string { return slices.Clone(actions) }
+
+// IsAction reports whether action is one of Actions.
+func IsAction(action string) bool {
+	_, ok := slices.BinarySearch(actions, action)
+	return ok
+}
