@@ -61,11 +61,11 @@ const minSecretLen = 32
 // credential and recording the activity it reports.
 const FlagAPIKeysValidate = "apikeys.validate"
 
-// actionValidate is the action of every record of a validation, and its
+// validateAction is the action of every record of a validation, and its
 // prop via: the record is the service's account of a check, and what the
 // caller reports with it (the action, the props) is a claim that no
 // index takes for the operation itself.
-const actionValidate = "validate"
+const validateAction = "validate"
 
 // API key update operations (SPEC.md 4.5 PUT /auth/apikey).
 const (
@@ -641,7 +641,7 @@ func (s *Service) ValidateAPIKey(ctx context.Context, in ValidateInput) (*Valida
 	}
 	delete(props, "flag")
 	delete(props, "reportedAction")
-	props["validatedBy"], props["via"] = p.ID, actionValidate
+	props["validatedBy"], props["via"] = p.ID, validateAction
 	var outcome error // the recorded activity's: a refused key, or a denied action
 	if !res.Valid {
 		outcome = errBadCredential
@@ -664,7 +664,7 @@ func (s *Service) ValidateAPIKey(ctx context.Context, in ValidateInput) (*Valida
 	if subject != nil {
 		actor = subject
 	}
-	if err := s.journal.Submit(&activityJob{Rec: s.newActivity(actor, actionValidate, ring, outcome == nil, props), Fail: outcome}); err != nil {
+	if err := s.journal.Submit(&activityJob{Rec: s.newActivity(actor, validateAction, ring, outcome == nil, props), Fail: outcome}); err != nil {
 		return nil, err
 	}
 	return res, nil

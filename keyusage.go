@@ -145,7 +145,7 @@ func mayUseKey(a *Activity) bool {
 		return false
 	}
 	via, _ := a.Props["via"].(string)
-	return via != actionValidate
+	return via != validateAction
 }
 
 // KeyUsage returns how often a key of a /ks ring was used: the encrypt

@@ -20,8 +20,7 @@
 // Every label takes its values from a set that the code bounds, never
 // from what a caller sends as it is: methods the API does not use count
 // as "other", routes are the handler's patterns, an action that is not
-// one of the service's own (kms.IsAction; POST /auth/validate records the
-// action its caller reports) counts as OtherAction, rings past MaxRings as
+// one of the service's own (kms.IsAction) counts as OtherAction, rings past MaxRings as
 // OtherRing, and results, reasons, kinds and caches are the service's
 // own codes. So callers cannot grow the series, nor the memory that keeps
 // them.
@@ -54,8 +53,9 @@ const DefaultMaxRings = 100
 const OtherRing = "other"
 
 // OtherAction is the action label of the activity records whose action is
-// not one of the service's own (kms.Actions): those of POST /auth/validate
-// that report an action of the caller's choosing.
+// not one of the service's own (kms.Actions). The service records none
+// (a validation is recorded as action validate, whatever it reports), but
+// the label's values stay a closed set whatever a record holds.
 const OtherAction = "other"
 
 // CredentialAction is the action label under which kms_denied_total counts

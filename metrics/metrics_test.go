@@ -230,8 +230,8 @@ func TestMadeUpActionsBounded(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"kms_activity_records_total", "kms_denied_total"} {
-		// other and apikey.create (the keys made above) by result, and
-		// authenticate: a handful whatever the callers send.
+		// validate and apikey.create (the keys made above) by result,
+		// and authenticate: a handful whatever the callers send.
 		if n := after[name]; n > 5 {
 			t.Errorf("%s has %d series after 80 made-up actions", name, n)
 		}
@@ -250,11 +250,13 @@ func TestMadeUpActionsBounded(t *testing.T) {
 		labels []string
 		want   float64
 	}{
-		{"kms_activity_records_total", []string{"action=other", "result=ok"}, 160},
-		{"kms_activity_records_total", []string{"action=other", "result=permission_denied"}, 80},
-		{"kms_activity_records_total", []string{"action=other", "result=unauthenticated"}, 80},
-		{"kms_denied_total", []string{"action=other", "reason=permission_denied"}, 80},
-		{"kms_denied_total", []string{"action=other", "reason=unauthenticated"}, 80},
+		// The service records every validation as action validate, the
+		// action reported being a claim in its props.
+		{"kms_activity_records_total", []string{"action=validate", "result=ok"}, 160},
+		{"kms_activity_records_total", []string{"action=validate", "result=permission_denied"}, 80},
+		{"kms_activity_records_total", []string{"action=validate", "result=unauthenticated"}, 80},
+		{"kms_denied_total", []string{"action=validate", "reason=permission_denied"}, 80},
+		{"kms_denied_total", []string{"action=validate", "reason=unauthenticated"}, 80},
 		{"kms_key_operations_total", nil, -1}, // no series: no key was used
 	} {
 		if got := f.Value(c.name, c.labels...); got != c.want {
@@ -264,8 +266,8 @@ func TestMadeUpActionsBounded(t *testing.T) {
 }
 
 // TestActionsKeepTheirLabels: the service's own actions are labelled as
-// they are, also when a validation reports one; a reported encrypt is no
-// key operation.
+// they are; a validation is labelled validate whatever it reports, and a
+// reported encrypt is no key operation.
 func TestActionsKeepTheirLabels(t *testing.T) {
 	fx := newFixture(t, metrics.Options{})
 	if code := fx.call(t, "POST", "/ks/keyrings", `{"name":"r1","kem":"x25519"}`, "Bearer "+fx.root); code != 200 {
@@ -288,10 +290,12 @@ func TestActionsKeepTheirLabels(t *testing.T) {
 	}{
 		{"kms_activity_records_total", []string{"action=keyring.create", "result=ok"}, 1},
 		{"kms_activity_records_total", []string{"action=apikey.create", "result=ok"}, 2},
-		{"kms_activity_records_total", []string{"action=encrypt", "result=ok"}, 2}, // one call, one validation
-		{"kms_activity_records_total", []string{"action=encrypt", "result=permission_denied"}, 1},
-		{"kms_denied_total", []string{"action=encrypt", "reason=permission_denied"}, 1},
-		{"kms_denied_total", []string{"action=decrypt", "reason=permission_denied"}, 1},
+		{"kms_activity_records_total", []string{"action=encrypt", "result=ok"}, 1}, // the call
+		{"kms_activity_records_total", []string{"action=validate", "result=ok"}, 1},
+		{"kms_activity_records_total", []string{"action=validate", "result=permission_denied"}, 2},
+		{"kms_denied_total", []string{"action=validate", "reason=permission_denied"}, 2},
+		{"kms_denied_total", []string{"action=encrypt"}, -1},
+		{"kms_denied_total", []string{"action=decrypt"}, -1},
 		{"kms_key_operations_total", []string{"operation=encrypt", "ring=r1"}, 1}, // the call only
 		{"kms_activity_records_total", []string{"action=other"}, -1},
 	} {
