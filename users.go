@@ -73,7 +73,6 @@ var (
 	pfxSessionUser = []byte("sess/user/")   // user ID 0 digest of an access token
 )
 
-
 // UserInput creates a User (CreateUser) or invites one (Invite).
 type UserInput struct {
 	Username    string         `json:"username"`  // required
