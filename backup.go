@@ -16,6 +16,14 @@ import (
 // store holds, which is only ever sealed secrets, so it is no more
 // sensitive than the data directory; it opens only with the master key.
 // internal/backupfile is its file format.
+//
+// A backup is authenticated (HMAC-SHA256) under a key derived from the
+// master key the service runs under (backupKey), and Restore takes that
+// master key: whoever can write a backup file but holds no master key
+// cannot change what it restores to (raise an API key's flags, say).
+// Since the secrets a backup holds are sealed under that same master key,
+// a backup taken before a rekey restores with the old key, as the store
+// it holds must then run with (it is rekeyed again afterwards if need be).
 
 // BackupInfo describes a backup.
 type BackupInfo struct {
@@ -45,7 +53,7 @@ func (s *Service) Backup(ctx context.Context, w io.Writer) (*BackupInfo, error) 
 	}
 	defer resume()
 	info := &BackupInfo{CreatedAt: s.now().UTC(), Records: seq}
-	bw := backupfile.NewWriter(w, backupfile.Meta{CreatedAt: info.CreatedAt, Records: seq})
+	bw := backupfile.NewWriter(w, s.backupKey, backupfile.Meta{CreatedAt: info.CreatedAt, Records: seq})
 	err = s.store.View(ctx, func(tx Txn) error {
 		// A read fixes the snapshot (some stores take it at the first
 		// read); then the journal goes on.
@@ -92,13 +100,22 @@ func backupError(what string, err error) error {
 }
 
 // Restore writes the backup read from r into st, which must be new: no
-// store entry, no trail record. It checks the backup's digest and counts
-// at its end and returns an error of kind Unprocessable, naming what is
-// wrong, for a backup that is damaged, cut off or not one; st then holds
-// part of it and must be thrown away (kmsd restore removes the directory
-// it made). Restore needs no master key: it copies what is sealed as it
-// is. Run VerifyAudit on the result before serving from it.
-func Restore(ctx context.Context, st Store, r io.Reader) (*BackupInfo, error) {
+// store entry, no trail record. mk is the master key the backed-up
+// service ran under: the backup is authenticated under a key derived from
+// it, and the restored store runs under it. Restore writes nothing it has
+// not authenticated, and returns an error of kind Unprocessable, naming
+// what is wrong, for a backup that does not authenticate under mk (taken
+// under another master key, or altered anywhere), is cut off, is of
+// version 1 (which carries no authentication) or is not one. A backup
+// refused at its start (another master key, version 1, not a backup)
+// leaves st as it was; one refused further on leaves st holding the part
+// before the damage, and st must be thrown away (kmsd restore removes
+// the directory it made). Run VerifyAudit on the result before serving
+// from it.
+func Restore(ctx context.Context, st Store, r io.Reader, mk MasterKey) (*BackupInfo, error) {
+	if mk.IsZero() {
+		return nil, Errorf(KindInvalid, "restore: the master key is required: a backup is authenticated under a key derived from it")
+	}
 	trail := st.Trail()
 	if trail == nil {
 		return nil, Errorf(KindInvalid, "restore: the store has no activity trail")
@@ -119,13 +136,26 @@ func Restore(ctx context.Context, st Store, r io.Reader) (*BackupInfo, error) {
 	if !empty || trail.Len() != 0 {
 		return nil, Errorf(KindConflict, "restore: the store is not empty; restore into a new one")
 	}
-	return readBackup(ctx, r, &restoreSink{ctx: ctx, st: st, trail: trail})
+	key := backupKey(mk)
+	defer clear(key[:])
+	br, meta, err := backupfile.NewReader(r, key)
+	if err != nil {
+		return nil, badBackup(err)
+	}
+	return readBackup(ctx, br, meta, &restoreSink{ctx: ctx, st: st, trail: trail})
 }
 
-// CheckBackup reads a whole backup and checks it as Restore does, writing
-// nothing: kmsd backup checks what it wrote with it.
+// CheckBackup reads a whole backup and checks its framing, order, counts
+// and end as Restore does, writing nothing, but not its authentication,
+// which needs the master key: kmsd backup checks with it that what it
+// wrote is whole, without the master key when a running kmsd took the
+// backup. It says nothing of a backup from elsewhere.
 func CheckBackup(ctx context.Context, r io.Reader) (*BackupInfo, error) {
-	return readBackup(ctx, r, nil)
+	br, meta, err := backupfile.NewUncheckedReader(r)
+	if err != nil {
+		return nil, badBackup(err)
+	}
+	return readBackup(ctx, br, meta, nil)
 }
 
 // restoreSink writes what a backup holds into a new store, in batches.
@@ -185,13 +215,10 @@ func (rs *restoreSink) flush() error {
 	return err
 }
 
-// readBackup reads and checks a backup, handing its entries and records
-// to sink (when not nil) and flushing it once the end checks out.
-func readBackup(ctx context.Context, r io.Reader, sink *restoreSink) (*BackupInfo, error) {
-	br, meta, err := backupfile.NewReader(r)
-	if err != nil {
-		return nil, badBackup(err)
-	}
+// readBackup reads the rest of a backup from br, handing its entries and
+// records, as br releases them, to sink (when not nil) and flushing it
+// once the end checks out.
+func readBackup(ctx context.Context, br *backupfile.Reader, meta backupfile.Meta, sink *restoreSink) (*BackupInfo, error) {
 	info := &BackupInfo{CreatedAt: meta.CreatedAt}
 	for {
 		if err := ctx.Err(); err != nil {
@@ -227,5 +254,11 @@ func readBackup(ctx context.Context, r io.Reader, sink *restoreSink) (*BackupInf
 
 // badBackup is the Unprocessable error of a backup that is not intact.
 func badBackup(err error) error {
+	switch {
+	case errors.Is(err, backupfile.ErrKey):
+		return Errorf(KindUnprocessable, "restore: not an intact backup under this master key: it does not authenticate from its start, so it was taken under another master key (a backup restores with the master key its service ran under when it was taken, the old one for a backup from before a rekey), or it was altered")
+	case errors.Is(err, backupfile.ErrUnauthenticated):
+		return Errorf(KindUnprocessable, "restore: %v: whoever could write the file could have altered it unseen, so it is refused; take a new backup (docs/OPERATIONS.md, Backups, says what to do with an old one)", err)
+	}
 	return Errorf(KindUnprocessable, "restore: %v", err)
 }

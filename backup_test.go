@@ -3,8 +3,15 @@ package kms_test
 import (
 	"bytes"
 	"context"
+	"crypto/hkdf"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -85,7 +92,7 @@ func TestBackupRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st2.Close()
-	got, err := kms.Restore(ctx, st2, bytes.NewReader(backup))
+	got, err := kms.Restore(ctx, st2, bytes.NewReader(backup), mk)
 	if err != nil {
 		t.Fatalf("Restore = %v", err)
 	}
@@ -126,16 +133,19 @@ func TestBackupRestore(t *testing.T) {
 	}
 
 	// Restore refuses a store that is not new.
-	if _, err := kms.Restore(ctx, st2, bytes.NewReader(backup)); kms.ErrorKind(err) != kms.KindConflict {
+	if _, err := kms.Restore(ctx, st2, bytes.NewReader(backup), mk); kms.ErrorKind(err) != kms.KindConflict {
 		t.Errorf("Restore into a used store = %v, want conflict", err)
 	}
 }
 
 // TestRestoreRefusesDamage: a backup cut off anywhere, with a byte
-// changed anywhere, or with bytes after its end does not restore.
+// changed anywhere, or with bytes after its end does not restore, and
+// what a refused restore leaves in the store is only ever what the intact
+// backup holds: nothing altered is written.
 func TestRestoreRefusesDamage(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t)
+	mk := kms.GenerateMasterKey()
+	e := newEnvOn(t, newStore(t), kms.Options{MasterKey: mk})
 	e.ring(t, "r")
 	if _, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "r"}); err != nil {
 		t.Fatal(err)
@@ -145,15 +155,27 @@ func TestRestoreRefusesDamage(t *testing.T) {
 		t.Fatal(err)
 	}
 	backup := buf.Bytes()
+	ref := newStore(t)
+	if _, err := kms.Restore(ctx, ref, bytes.NewReader(backup), mk); err != nil {
+		t.Fatalf("Restore(intact) = %v", err)
+	}
+	want, wantRecs := storeContents(t, ref)
 	try := func(name string, b []byte) {
 		t.Helper()
-		st, err := badgerstore.OpenInMemory()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer st.Close()
-		if _, err := kms.Restore(ctx, st, bytes.NewReader(b)); kms.ErrorKind(err) != kms.KindUnprocessable {
+		st := newStore(t)
+		if _, err := kms.Restore(ctx, st, bytes.NewReader(b), mk); kms.ErrorKind(err) != kms.KindUnprocessable {
 			t.Errorf("Restore(%s) = %v, want unprocessable", name, err)
+		}
+		got, recs := storeContents(t, st)
+		for k, v := range got {
+			if w, ok := want[k]; !ok || w != v {
+				t.Errorf("Restore(%s) wrote %q = %q, which the intact backup does not hold", name, k, v)
+			}
+		}
+		for i, r := range recs {
+			if r != wantRecs[i] {
+				t.Errorf("Restore(%s) wrote trail record %d = %q, which the intact backup does not hold", name, i+1, r)
+			}
 		}
 	}
 	step := max(1, len(backup)/40)
@@ -163,5 +185,215 @@ func TestRestoreRefusesDamage(t *testing.T) {
 		b[i] ^= 0x10
 		try("byte "+strconv.Itoa(i)+" changed", b)
 	}
+	try("last byte changed", append(bytes.Clone(backup[:len(backup)-1]), backup[len(backup)-1]^1))
 	try("a byte appended", append(bytes.Clone(backup), 0))
+}
+
+// TestRestoreNeedsTheMasterKey: Restore without a master key is invalid;
+// under another master key, the backup is refused at its start and the
+// store is left empty.
+func TestRestoreNeedsTheMasterKey(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	var buf bytes.Buffer
+	if _, err := e.svc.Backup(ctx, &buf); err != nil {
+		t.Fatal(err)
+	}
+	st := newStore(t)
+	if _, err := kms.Restore(ctx, st, bytes.NewReader(buf.Bytes()), kms.MasterKey{}); kms.ErrorKind(err) != kms.KindInvalid {
+		t.Errorf("Restore(no master key) = %v, want invalid", err)
+	}
+	_, err := kms.Restore(ctx, st, bytes.NewReader(buf.Bytes()), kms.GenerateMasterKey())
+	if kms.ErrorKind(err) != kms.KindUnprocessable || !strings.Contains(kms.ErrorMessage(err), "another master key") {
+		t.Errorf("Restore(another master key) = %v, want unprocessable, naming another master key", err)
+	}
+	if got, recs := storeContents(t, st); len(got) != 0 || len(recs) != 0 {
+		t.Errorf("Restore(another master key) wrote %d entries and %d records, want none", len(got), len(recs))
+	}
+}
+
+// TestRestoreRefusesVersion1: a backup of version 1, whose plain SHA-256
+// anyone can recompute, is refused, saying so, and nothing is written.
+func TestRestoreRefusesVersion1(t *testing.T) {
+	ctx := context.Background()
+	b := []byte("rkmsbak\x01")
+	frame := func(kind byte, body []byte) {
+		b = append(b, kind)
+		b = binary.AppendUvarint(b, uint64(len(body)))
+		b = append(b, body...)
+	}
+	frame('M', []byte(`{"version":1,"createdAt":"2026-01-02T03:04:05Z","records":0}`))
+	frame('K', append([]byte{3}, "keyvalue"...))
+	sum := sha256.Sum256(b) // version 1: of every byte before the end frame
+	frame('E', append([]byte{1, 0}, sum[:]...))
+	st := newStore(t)
+	_, err := kms.Restore(ctx, st, bytes.NewReader(b), kms.GenerateMasterKey())
+	if kms.ErrorKind(err) != kms.KindUnprocessable || !strings.Contains(kms.ErrorMessage(err), "version 1") {
+		t.Errorf("Restore(version 1) = %v, want unprocessable, naming version 1", err)
+	}
+	if got, recs := storeContents(t, st); len(got) != 0 || len(recs) != 0 {
+		t.Errorf("Restore(version 1) wrote %d entries and %d records, want none", len(got), len(recs))
+	}
+}
+
+// TestBackupAcrossRekey: a backup restores with the master key its
+// service ran under when it was taken, which the store it holds needs:
+// one from before a rekey with the old key (not the new), one from after
+// with the new key (not the old, which no longer authenticates anything).
+func TestBackupAcrossRekey(t *testing.T) {
+	ctx := context.Background()
+	mk1, mk2 := kms.GenerateMasterKey(), kms.GenerateMasterKey()
+	st := newStore(t)
+	backupUnder := func(mk kms.MasterKey) []byte {
+		t.Helper()
+		svc, err := kms.New(st, kms.Options{MasterKey: mk})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer svc.Close()
+		var buf bytes.Buffer
+		if _, err := svc.Backup(ctx, &buf); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	before := backupUnder(mk1)
+	if _, err := kms.Rekey(ctx, st, mk1, mk2); err != nil {
+		t.Fatal(err)
+	}
+	after := backupUnder(mk2)
+	for _, c := range []struct {
+		name   string
+		backup []byte
+		mk     kms.MasterKey
+		ok     bool
+	}{
+		{"before the rekey, old key", before, mk1, true},
+		{"before the rekey, new key", before, mk2, false},
+		{"after the rekey, new key", after, mk2, true},
+		{"after the rekey, old key", after, mk1, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st := newStore(t)
+			_, err := kms.Restore(ctx, st, bytes.NewReader(c.backup), c.mk)
+			if !c.ok {
+				if kms.ErrorKind(err) != kms.KindUnprocessable {
+					t.Fatalf("Restore = %v, want unprocessable", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Restore = %v", err)
+			}
+			if _, err := kms.VerifyAudit(ctx, st, c.mk); err != nil {
+				t.Fatalf("VerifyAudit(restored) = %v", err)
+			}
+			svc, err := kms.New(st, kms.Options{MasterKey: c.mk})
+			if err != nil {
+				t.Fatalf("New(restored) = %v", err)
+			}
+			svc.Close()
+		})
+	}
+}
+
+// TestBackupFormat checks a backup's MACs as docs/FORMAT.md section 10
+// describes them, with a key derived as section 8 says, using nothing of
+// ours: the document and the code cannot drift apart.
+func TestBackupFormat(t *testing.T) {
+	mk := kms.GenerateMasterKey()
+	e := newEnvOn(t, newStore(t), kms.Options{MasterKey: mk})
+	var buf bytes.Buffer
+	info, err := e.svc.Backup(context.Background(), &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := buf.Bytes()
+	raw, err := base64.StdEncoding.DecodeString(mk.Base64())
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := hkdf.Key(sha256.New, raw, nil, "ringkms/v1/backup-mac", 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b[:8]) != "rkmsbak\x02" {
+		t.Fatalf("backup starts with %q", b[:8])
+	}
+	var kinds []byte
+	var entries, records uint64
+	for off := 8; off < len(b); {
+		kind := b[off]
+		size, n := binary.Uvarint(b[off+1:])
+		body := b[off+1+n : off+1+n+int(size)]
+		kinds = append(kinds, kind)
+		macAt := -1
+		switch kind {
+		case 'M':
+			var m map[string]any
+			if err := json.Unmarshal(body, &m); err != nil || m["version"] != 2.0 || m["records"] != float64(info.Records) {
+				t.Errorf("header %s, %v", body, err)
+			}
+		case 'A':
+			macAt = off + 1 + n
+		case 'K':
+			entries++
+		case 'T':
+			records++
+		case 'E':
+			macAt = off + 1 + n + int(size) - 32
+			tail := binary.AppendUvarint(binary.AppendUvarint(nil, entries), records)
+			if !bytes.Equal(b[off+1+n:macAt], tail) {
+				t.Errorf("end counts %x, want %x", b[off+1+n:macAt], tail)
+			}
+		}
+		if macAt >= 0 {
+			h := hmac.New(sha256.New, key)
+			h.Write(b[:macAt])
+			if !hmac.Equal(h.Sum(nil), b[macAt:macAt+32]) {
+				t.Errorf("the MAC of the %c frame at byte %d is not HMAC-SHA256 under Kbackup of the bytes before it", kind, off)
+			}
+		}
+		off += 1 + n + int(size)
+	}
+	if len(kinds) < 4 || string(kinds[:2]) != "MA" || kinds[len(kinds)-1] != 'E' || entries != info.Entries || records != info.Records {
+		t.Errorf("frames %q with %d entries and %d records; want M, A, ..., E with %d and %d", kinds, entries, records, info.Entries, info.Records)
+	}
+}
+
+// newStore returns a new in-memory store, closed at the end of the test.
+func newStore(t *testing.T) kms.Store {
+	t.Helper()
+	st, err := badgerstore.OpenInMemory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// storeContents returns the entries and trail records st holds.
+func storeContents(t *testing.T, st kms.Store) (map[string]string, []string) {
+	t.Helper()
+	entries := map[string]string{}
+	err := st.View(context.Background(), func(tx kms.Txn) error {
+		return tx.Scan(kms.ScanOptions{}, func(k, v []byte) (bool, error) {
+			entries[string(k)] = string(v)
+			return true, nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []string
+	if st.Trail().Len() > 0 {
+		err = st.Trail().Scan(1, func(_ uint64, rec []byte) (bool, error) {
+			recs = append(recs, string(rec))
+			return true, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return entries, recs
 }

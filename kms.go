@@ -50,6 +50,7 @@ func New(st Store, opts Options) (*Service, error) {
 	s.sealer = seal.New(keys.Seal)
 	s.hashMAC = hmackey.New(keys.HashMAC)
 	s.headerMAC = hmackey.New(keys.HeaderMAC)
+	s.backupKey = keys.Backup
 	s.pager = pager{sealer: seal.New(keys.Cursor)}
 	s.rings = cache.New[string, *ringRecord](size)
 	s.ringNames = cache.New[string, string](size)

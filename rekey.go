@@ -16,11 +16,21 @@ import (
 // the store keeps them, sealed under the new seal key, under keyMACKeys.
 // A store that was never rekeyed has no such record and derives them from
 // the master key.
+//
+// The backup key, which authenticates backups (backup.go), is like the
+// seal key: always derived from the master key the store is under, never
+// kept. A backup holds the store's secrets sealed under that master key,
+// so it can only ever restore into a service run with that key; binding
+// its authentication to the same key costs nothing, lets Restore check a
+// backup before it reads the store it holds, and makes a rekey retire the
+// old key's power to forge backups as it retires its power to open
+// secrets (a key kept under sys/keys would outlive the rekey).
 var keyMACKeys = []byte("sys/keys")
 
 // serviceKeys are the raw keys of a Service.
 type serviceKeys struct {
 	Seal       [32]byte `json:"-"`
+	Backup     [32]byte `json:"-"`
 	HashMAC    [32]byte `json:"hashMac"`
 	HeaderMAC  [32]byte `json:"headerMac"`
 	Cursor     [32]byte `json:"cursor"`
@@ -31,7 +41,7 @@ type serviceKeys struct {
 // loadServiceKeys returns the keys of st under the master key mk.
 func loadServiceKeys(ctx context.Context, st Store, mk MasterKey) (*serviceKeys, error) {
 	m := mk.b[:]
-	k := &serviceKeys{Seal: seal.Derive(m, "seal")}
+	k := &serviceKeys{Seal: seal.Derive(m, "seal"), Backup: backupKey(mk)}
 	sealed, err := readSealedKeys(ctx, st)
 	if err != nil {
 		return nil, internalError("read the service keys", err)
@@ -52,6 +62,10 @@ func loadServiceKeys(ctx context.Context, st Store, mk MasterKey) (*serviceKeys,
 	}
 	return k, nil
 }
+
+// backupKey is the key that authenticates the backups of a store under
+// the master key mk.
+func backupKey(mk MasterKey) [32]byte { return seal.Derive(mk.b[:], "backup-mac") }
 
 // readSealedKeys returns the service keys as st holds them, sealed, or
 // nil when st was never rekeyed.

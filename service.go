@@ -103,6 +103,7 @@ type Service struct {
 	sealer    *seal.Sealer // secrets at rest
 	hashMAC   *hmackey.Key // MAC of hashes
 	headerMAC *hmackey.Key // MAC of headers
+	backupKey [32]byte     // MAC of backups (backup.go)
 	pager     pager
 
 	signer       atomic.Pointer[headersign.Signer] // signs new headers (signingkeys.go)

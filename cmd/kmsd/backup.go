@@ -199,14 +199,18 @@ func backupOutput(path string, stdout io.Writer) (w io.Writer, commit func() err
 }
 
 // restore is kmsd restore: it makes a new data directory from a backup
-// (-i FILE, or standard input). The directory must not exist, or be
-// empty; on any error it is removed again, so that no half-restored store
-// is left to start on.
-func restore(ctx context.Context, c *config, stdin io.Reader, stdout io.Writer, log *zerolog.Logger) (err error) {
+// (-i FILE, or standard input), with the master key the backed-up kmsd
+// ran under, read as the server reads it: the backup is authenticated
+// under it. The directory must not exist, or be empty; on any error what
+// restore made is removed again (the directory, or what it put in the
+// empty directory it found), so that no half-restored store is left to
+// start on.
+func restore(ctx context.Context, c *config, getenv func(string) string, stdin io.Reader, stdout io.Writer, log *zerolog.Logger) (err error) {
 	if c.postgres() {
 		return errors.New("restore: a PostgreSQL store is restored with the database's own tools (docs/OPERATIONS.md, Backup and restore)")
 	}
 	entries, err := os.ReadDir(c.data)
+	existed := err == nil
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 	case err != nil:
@@ -214,16 +218,10 @@ func restore(ctx context.Context, c *config, stdin io.Reader, stdout io.Writer, 
 	case len(entries) > 0:
 		return fmt.Errorf("restore: %s is not empty: restore into a new data directory", c.data)
 	}
-	if err := os.MkdirAll(c.data, 0o700); err != nil {
-		return fmt.Errorf("restore: %w", err)
+	mk, err := loadMasterKey(c, getenv, false, log)
+	if err != nil {
+		return fmt.Errorf("restore needs the master key the backed-up kmsd ran under: %w", err)
 	}
-	defer func() {
-		if err != nil {
-			if rerr := os.RemoveAll(c.data); rerr != nil {
-				err = errors.Join(err, fmt.Errorf("remove the partial restore in %s: %w", c.data, rerr))
-			}
-		}
-	}()
 	in := stdin
 	if c.restoreIn != "" && c.restoreIn != "-" {
 		f, err := os.Open(c.restoreIn)
@@ -233,19 +231,79 @@ func restore(ctx context.Context, c *config, stdin io.Reader, stdout io.Writer, 
 		defer f.Close()
 		in = f
 	}
+	if err := os.MkdirAll(c.data, 0o700); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			if rerr := removeRestore(c.data, existed); rerr != nil {
+				err = errors.Join(err, fmt.Errorf("remove the partial restore in %s: %w", c.data, rerr))
+			}
+		}
+	}()
 	st, err := badgerstore.OpenDir(c.data)
 	if err != nil {
 		return fmt.Errorf("restore: open a new store in %s: %w", c.data, err)
 	}
-	info, err := kms.Restore(ctx, st, in)
+	info, err := kms.Restore(ctx, st, in, mk)
+	mk = kms.MasterKey{}
 	if cerr := st.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("restore: %s", kms.ErrorMessage(err))
+		return fmt.Errorf("restore: %s", strings.TrimPrefix(kms.ErrorMessage(err), "restore: "))
 	}
 	log.Info().Uint64("entries", info.Entries).Uint64("records", info.Records).Msg("restored")
-	fmt.Fprintf(stdout, "restored %d store entries and %d activity records (backup of %s) into %s\ncheck it with: kmsd verify-audit -data %s\n",
-		info.Entries, info.Records, info.CreatedAt.Format(time.RFC3339), c.data, c.data)
+	fmt.Fprintf(stdout, "restored %d store entries and %d activity records (backup of %s) into %s\n",
+		info.Entries, info.Records, info.CreatedAt.Format(time.RFC3339), c.data)
+	fmt.Fprint(stdout, verifyHint(c, getenv))
 	return nil
+}
+
+// removeRestore removes what restore made in dir: dir itself, or, when
+// dir existed before (empty), what is in it.
+func removeRestore(dir string, existed bool) error {
+	if !existed {
+		return os.RemoveAll(dir)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		errs = append(errs, os.RemoveAll(filepath.Join(dir, e.Name())))
+	}
+	return errors.Join(errs...)
+}
+
+// verifyHint is restore's closing hint: the kmsd verify-audit command
+// that checks the restored directory, with the master key given the way
+// restore had it (never the key itself), so that it runs as printed (from
+// the same shell, for KMS_MASTER_KEY).
+func verifyHint(c *config, getenv func(string) string) string {
+	cmd := "kmsd verify-audit -data " + shellQuote(absPath(c.data))
+	switch {
+	case getenv("KMS_MASTER_KEY") != "":
+		return "check it, with KMS_MASTER_KEY set as for this restore, with:\n  " + cmd + "\n"
+	case c.masterKeyFile != "":
+		cmd += " -master-key-file " + shellQuote(absPath(c.masterKeyFile))
+	}
+	return "check it with:\n  " + cmd + "\n"
+}
+
+// absPath is path made absolute, or path when that fails.
+func absPath(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return path
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

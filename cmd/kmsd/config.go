@@ -396,7 +396,9 @@ with -o -. With kmsd running on the directory, the running kmsd takes it
 may use) while it serves: writes pause only while a snapshot is taken.
 With no kmsd running, kmsd backup opens the store itself, and reads the
 master key as the server does. The backup holds only sealed secrets, like
-the data directory; it is checked (its digest and counts) before kmsd
+the data directory, and is authenticated under a key derived from the
+master key the service runs under: it restores only with that master key,
+and only as it was written. Its framing and counts are checked before kmsd
 backup reports success, and FILE appears only then. The backup is an
 activity record itself (action backup). A PostgreSQL store is backed up
 with the database's tools instead (docs/OPERATIONS.md). Exit status: 0 on
@@ -441,14 +443,19 @@ key. Exit status: 0 on success, 1 on an error.
 
 `)
 	} else if cmd == "restore" {
-		fmt.Fprint(w, `Usage: kmsd restore -i FILE -data DIR
+		fmt.Fprint(w, `Usage: kmsd restore -i FILE -data DIR [flags]
 
 Makes a new data directory DIR (absent or empty) from a backup that kmsd
 backup wrote (-i FILE, or standard input without -i or with -i -). It
-checks the backup's digest and counts; on any error it removes DIR again.
-It needs no master key: the store opens afterwards with the master key of
-the service that was backed up. Check the result with kmsd verify-audit.
-Exit status: 0 on success, 1 on an error.
+needs the master key the backed-up kmsd ran under when the backup was
+taken (the old one, for a backup from before a rekey), read as the server
+reads it (KMS_MASTER_KEY or -master-key-file): the backup is authenticated
+under a key derived from it, and a backup altered anywhere, cut off, taken
+under another master key, or of version 1 (which carries no
+authentication) is refused. On any error, what restore made is removed
+again: DIR, or what it put in DIR when DIR was there, empty. It prints the
+kmsd verify-audit command that checks the result. Exit status: 0 on
+success, 1 on an error, 2 on a usage error (no master key among them).
 
   -i file     the backup (default: standard input)
   -data dir   the new data directory (default ./data)

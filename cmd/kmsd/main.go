@@ -106,7 +106,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "backup":
 		return backup(ctx, c, getenv, stdout, &log)
 	case "restore":
-		return restore(ctx, c, os.Stdin, stdout, &log)
+		return restore(ctx, c, getenv, os.Stdin, stdout, &log)
 	case "audit-export":
 		return auditExport(ctx, c, stdout, &log)
 	case "rekey":
