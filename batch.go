@@ -68,25 +68,63 @@ type DecryptBatchResult struct {
 	Items []DecryptBatchItemResult `json:"items"`
 }
 
+// Calls is the number of encrypt calls the batch makes, which the rate
+// limits count (Service.AdmitN): Count, or one per item. A batch that
+// EncryptBatch refuses as invalid counts as one call, as any refused
+// request does.
+func (in EncryptBatchInput) Calls() int {
+	n, err := in.calls()
+	if err != nil {
+		return 1
+	}
+	return n
+}
+
+// calls is the number of calls of a valid batch, or why it is invalid.
+func (in EncryptBatchInput) calls() (int, error) {
+	n := in.Count
+	switch {
+	case in.RingName == "":
+		return 0, Errorf(KindInvalid, "ringname is required")
+	case in.Count != 0 && in.Items != nil:
+		return 0, Errorf(KindInvalid, "give count or items, not both")
+	case in.Items != nil:
+		n = len(in.Items)
+	}
+	return n, checkBatchSize(n)
+}
+
+// Calls is the number of decrypt calls the batch makes, one per item,
+// which the rate limits count (Service.AdmitN). A batch that DecryptBatch
+// refuses as invalid counts as one call, as any refused request does.
+func (in DecryptBatchInput) Calls() int {
+	if checkBatchSize(len(in.Items)) != nil {
+		return 1
+	}
+	return len(in.Items)
+}
+
+// checkBatchSize refuses a batch of n items out of bounds.
+func checkBatchSize(n int) error {
+	if n < 1 || n > MaxBatchItems {
+		return Errorf(KindInvalid, "a batch has 1 to %d items, not %d", MaxBatchItems, n)
+	}
+	return nil
+}
+
 // EncryptBatch makes Count encrypt calls on a ring, or one per item, and
 // answers them in order. Every item is an encrypt call of its own: its own
 // hash and header, a step of the key's counter (a maxEncryptCount crossed
 // inside the batch rotates the ring there), its own activity record, and
 // its own error, which fails the item, not the batch. A caller without
 // keyring.<ring>.encrypt is refused the whole batch (one record). At most
-// MaxBatchItems items.
+// MaxBatchItems items. A caller that applies the rate limits admits the
+// batch first with AdmitN(ctx, p, in.Calls()), as httpapi does: each item
+// counts as the call of its own it is.
 func (s *Service) EncryptBatch(ctx context.Context, in EncryptBatchInput) (*EncryptBatchResult, error) {
-	n := in.Count
-	switch {
-	case in.RingName == "":
-		return nil, Errorf(KindInvalid, "ringname is required")
-	case in.Count != 0 && in.Items != nil:
-		return nil, Errorf(KindInvalid, "give count or items, not both")
-	case in.Items != nil:
-		n = len(in.Items)
-	}
-	if n < 1 || n > MaxBatchItems {
-		return nil, Errorf(KindInvalid, "a batch has 1 to %d items, not %d", MaxBatchItems, n)
+	n, err := in.calls()
+	if err != nil {
+		return nil, err
 	}
 	if _, _, err := s.resolveRing(ctx, groupKS, RingRef{Name: in.RingName}, "encrypt", OpEncrypt); err != nil {
 		return nil, err
@@ -111,10 +149,12 @@ func (s *Service) EncryptBatch(ctx context.Context, in EncryptBatchInput) (*Encr
 // each as Decrypt would: a hash or header that fails verification, or a
 // key that is disabled, fails its item, not the batch. A caller without
 // keyring.<ring>.decrypt on a ring that an item's hash names is refused
-// the whole batch (one record). At most MaxBatchItems items.
+// the whole batch (one record). At most MaxBatchItems items. A caller
+// that applies the rate limits admits the batch first with AdmitN(ctx, p,
+// in.Calls()), as httpapi does.
 func (s *Service) DecryptBatch(ctx context.Context, in DecryptBatchInput) (*DecryptBatchResult, error) {
-	if len(in.Items) < 1 || len(in.Items) > MaxBatchItems {
-		return nil, Errorf(KindInvalid, "a batch has 1 to %d items, not %d", MaxBatchItems, len(in.Items))
+	if err := checkBatchSize(len(in.Items)); err != nil {
+		return nil, err
 	}
 	if _, err := principal(ctx); err != nil {
 		return nil, err

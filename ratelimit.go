@@ -49,50 +49,126 @@ const (
 	limitAccount = "account"
 )
 
-// Admit applies the rate limits (Options.RateLimits) to one call. With p
-// nil, it takes a call from the client address in ctx (WithClientAddr);
-// with p, a call of p's credential and of its Account. httpapi calls it
-// twice per request: before it checks the credential, and after. A call
-// refused is an error of kind RateLimited whose RetryAfter says when the
-// bucket has a call again, and an activity record (action "ratelimit",
-// valid false, the limit in its props), as every refusal is. In-process
-// callers are not limited unless they call Admit.
+// Admit applies the rate limits (Options.RateLimits) to one call: it is
+// AdmitN(ctx, p, 1). With p nil, it takes a call from the client address
+// in ctx (WithClientAddr); with p, a call of p's credential and of its
+// Account. httpapi calls it twice per request: before it checks the
+// credential, and after (AdmitN, for a batch). A call refused is an error of kind RateLimited
+// whose RetryAfter says when the buckets have a call again, and an
+// activity record (action "ratelimit", valid false, the limit in its
+// props), as every refusal is. In-process callers are not limited unless
+// they call Admit.
 func (s *Service) Admit(ctx context.Context, p *Principal) error {
+	return s.AdmitN(ctx, p, 1)
+}
+
+// AdmitN applies the rate limits to n calls made at once: the items of a
+// batch, which count as the calls of their own they are
+// (EncryptBatchInput.Calls, DecryptBatchInput.Calls). Each of the n takes
+// a call from every bucket that applies: with p nil, the client address
+// in ctx; with p, p's credential, its Account, and the client address for
+// the n-1 calls past the first, whose call of the address Admit(ctx, nil)
+// took before the credential was known (httpapi admits a batch request so:
+// Admit(ctx, nil) before it checks the credential, AdmitN(ctx, p, n) once
+// the body says how many calls it makes).
+//
+// The n calls are admitted all together or not at all: when a bucket does
+// not hold its share, the error is RateLimited, its RetryAfter the time
+// until every bucket holds the calls of the request again (its call of
+// the address before the credential included), and nothing is taken from
+// any bucket. More calls than a bucket's burst can never be admitted:
+// that error is of kind Invalid, and its message names the burst, the
+// largest batch the caller may send. Either refusal is one activity
+// record (action "ratelimit", valid false, the limit and the calls in its
+// props). n below 1 counts as 1.
+func (s *Service) AdmitN(ctx context.Context, p *Principal, n int) error {
 	l := s.limits
 	if l == nil {
 		return nil
 	}
-	now := s.now()
-	if p == nil {
-		if addr := clientAddr(ctx); addr != "" && l.addrRate.on() {
-			if wait := take(l.addr, addr, l.addrRate, now); wait > 0 {
-				return s.rateLimited(anonymous, limitAddr, wait)
+	n = max(n, 1)
+	var claims [3]ratelimit.Claim
+	var limits [3]string
+	k := 0
+	claim := func(limit string, bs *ratelimit.Set, name string, r Rate, calls, before int) {
+		if calls > 0 {
+			claims[k] = ratelimit.Claim{Set: bs, Name: name, PerSecond: r.PerSecond, Burst: r.burst(),
+				N: float64(calls), Before: float64(before)}
+			limits[k] = limit
+			k++
+		}
+	}
+	if addr := clientAddr(ctx); addr != "" && l.addrRate.on() {
+		if p == nil {
+			claim(limitAddr, l.addr, addr, l.addrRate, n, 0)
+		} else {
+			claim(limitAddr, l.addr, addr, l.addrRate, n-1, 1)
+		}
+	}
+	if p != nil {
+		if l.keyRate.on() {
+			claim(limitAPIKey, l.key, p.ID, l.keyRate, n, 0)
+		}
+		if l.perAccount != nil && p.AccountID != "" {
+			if r := l.perAccount(p.AccountID); r.on() {
+				claim(limitAccount, l.account, p.AccountID, r, n, 0)
 			}
 		}
+	}
+	if k == 0 {
 		return nil
 	}
-	if l.keyRate.on() {
-		if wait := take(l.key, p.ID, l.keyRate, now); wait > 0 {
-			return s.rateLimited(p, limitAPIKey, wait)
-		}
+	if p == nil {
+		p = anonymous
 	}
-	if l.perAccount != nil && p.AccountID != "" {
-		if r := l.perAccount(p.AccountID); r.on() {
-			if wait := take(l.account, p.AccountID, r, now); wait > 0 {
-				return s.rateLimited(p, limitAccount, wait)
+	if n > 1 { // one call fits every bucket: a burst is at least 1
+		// The smallest burst the batch goes past, if any: no wait admits it.
+		over := -1
+		for i := range k {
+			if c := &claims[i]; float64(n) > c.Burst && (over < 0 || c.Burst < claims[over].Burst) {
+				over = i
 			}
 		}
+		if over >= 0 {
+			return s.batchTooLarge(p, limits[over], n, int(claims[over].Burst))
+		}
+	}
+	if which, wait := ratelimit.TakeAll(s.now(), claims[:k]); which >= 0 {
+		return s.rateLimited(p, limits[which], n, wait)
 	}
 	return nil
 }
 
-// rateLimited records the refusal and returns its error.
-func (s *Service) rateLimited(p *Principal, limit string, wait time.Duration) error {
+// rateLimited records the refusal of n calls and returns its error.
+func (s *Service) rateLimited(p *Principal, limit string, n int, wait time.Duration) error {
 	// Retry-After counts whole seconds: round up, at least one.
 	wait = time.Duration(max(1, int64(math.Ceil(wait.Seconds())))) * time.Second
 	err := &Error{Kind: KindRateLimited, RetryAfter: wait,
 		Message: fmt.Sprintf("too many calls (the %s's rate limit): try again in %s", limitName(limit), wait)}
-	return s.refuse(p, "ratelimit", "", map[string]any{"limit": limit}, err)
+	if n > 1 {
+		err.Message = fmt.Sprintf("too many calls (the %s's rate limit) for a batch of %d: try again in %s", limitName(limit), n, wait)
+	}
+	return s.refuse(p, "ratelimit", "", limitProps(limit, n), err)
+}
+
+// batchTooLarge records the refusal of a batch of n calls, more than the
+// burst of limit, and returns its error.
+func (s *Service) batchTooLarge(p *Principal, limit string, n, burst int) error {
+	err := Errorf(KindInvalid, "a batch of %d calls is more than the %s's rate limit admits at once (a burst of %d): send batches of at most %d items",
+		n, limitName(limit), burst, burst)
+	props := limitProps(limit, n)
+	props["burst"] = burst
+	return s.refuse(p, "ratelimit", "", props, err)
+}
+
+// limitProps are the props of a refusal's record: the limit, and the
+// calls of a batch.
+func limitProps(limit string, n int) map[string]any {
+	props := map[string]any{"limit": limit}
+	if n > 1 {
+		props["calls"] = n
+	}
+	return props
 }
 
 func limitName(limit string) string {
@@ -120,10 +196,4 @@ func newRateLimiter(l RateLimits) *rateLimiter {
 		addr: ratelimit.New(), key: ratelimit.New(), account: ratelimit.New(),
 		addrRate: l.PerAddr, keyRate: l.PerAPIKey, perAccount: l.PerAccount,
 	}
-}
-
-// take takes a call from the bucket of name in bs under r, and returns
-// zero, or how long until the bucket has a call.
-func take(bs *ratelimit.Set, name string, r Rate, now time.Time) time.Duration {
-	return bs.Take(name, r.PerSecond, r.burst(), now)
 }

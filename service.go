@@ -68,8 +68,9 @@ type Options struct {
 	MinDestroyDelay time.Duration
 
 	// RateLimits, when set, limit the calls of each client address,
-	// credential and Account that Admit is asked about (httpapi asks for
-	// every request). The zero value limits nothing.
+	// credential and Account that Admit and AdmitN are asked about
+	// (httpapi asks for every request, and for each item of a batch). The
+	// zero value limits nothing.
 	RateLimits RateLimits
 
 	// Observer, when set, receives measurements of the journal's batches

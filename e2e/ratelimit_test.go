@@ -3,6 +3,7 @@ package e2e
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/ringkms/kms"
@@ -62,5 +63,49 @@ func TestRateLimit(t *testing.T) {
 	}
 	if got := f.Value("kms_denied_total", "action=ratelimit", "reason=rate_limited"); got != 2 {
 		t.Fatalf("kms_denied_total{ratelimit} = %v, want 2", got)
+	}
+}
+
+// TestRateLimitBatch: with -rate-limit-apikey, each item of a batch is a
+// call of the key's limit: a batch past the burst is 400 naming it, one
+// the bucket cannot cover is 429 with Retry-After and makes no item, one
+// it covers passes and uses its calls up. The rate is low (a call every
+// 20 s) so that the bucket does not refill while the test runs.
+func TestRateLimitBatch(t *testing.T) {
+	in := newInstance(t)
+	p := in.start(t, "-rate-limit-apikey", "0.05:5")
+	v := newValidator(t)
+	root := clientOf(p, t, v, in.bootstrap)
+	must[*kms.CreateKeyRingResult](t, "CreateKeyRing")(root.CreateKeyRing(bg, kms.CreateKeyRingInput{Name: "bulk", KEM: "x25519"}))
+	key := must[*kms.APIKey](t, "CreateAPIKey")(root.CreateAPIKey(bg, kms.APIKeyInput{AccountID: kms.BootstrapAccountUID, AccountByUID: true,
+		Flags: kms.Flags{"keyring.bulk.encrypt": true}}))
+	limited := clientOf(p, t, v, key.Key)
+
+	_, err := limited.EncryptBatch(bg, kms.EncryptBatchInput{RingName: "bulk", Count: 50})
+	if e := wantKind(t, "a batch of 50 under a burst of 5", err, kms.KindInvalid); !strings.Contains(e.Message, "burst of 5") {
+		t.Fatalf("a batch of 50 under a burst of 5: %q, want a message naming the burst", e.Message)
+	}
+	must[*kms.EncryptResult](t, "Encrypt")(limited.Encrypt(bg, kms.EncryptInput{RingName: "bulk"})) // 4 left
+	req, _ := http.NewRequest("POST", p.URL+"/ks/encrypt/batch", strings.NewReader(`{"ringname":"bulk","count":5}`))
+	req.Header.Set("Authorization", "Bearer "+key.Key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); resp.StatusCode != http.StatusTooManyRequests || err != nil || secs < 1 || secs > 20 {
+		t.Fatalf("a batch of 5 with 4 calls left = %d, Retry-After %q; want 429 and 1 to 20 seconds", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	res := must[*kms.EncryptBatchResult](t, "EncryptBatch(4)")(limited.EncryptBatch(bg, kms.EncryptBatchInput{RingName: "bulk", Count: 4}))
+	if len(res.Items) != 4 {
+		t.Fatalf("a batch of 4 answered %d items", len(res.Items))
+	}
+	_, err = limited.Encrypt(bg, kms.EncryptInput{RingName: "bulk"})
+	wantKind(t, "a call after the batch used the bucket up", err, kms.KindRateLimited)
+
+	l := must[*kms.List[*kms.Activity]](t, "SearchActivity")(root.SearchActivity(bg, kms.ActivityFilter{KeyID: key.KeyID, Action: "encrypt"}, kms.PageRequest{}))
+	if len(l.Data) != 5 {
+		t.Fatalf("%d encrypt calls of the limited key, want 5 (a single call, the batch of 4)", len(l.Data))
 	}
 }

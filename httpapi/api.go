@@ -104,6 +104,11 @@ type route struct {
 	// unlimited routes are not rate-limited: a load balancer's health
 	// checks must not be refused.
 	unlimited bool
+	// batch routes make a call per item of their body: once the body is
+	// read, their handler admits the caller for that many
+	// (decodeBatch), in place of the one call that the caller of any
+	// other route is admitted for after authentication.
+	batch bool
 
 	// secretPath marks a route whose path carries a secret (an API key,
 	// a token): the log then gets the route pattern, not the path.
@@ -128,8 +133,8 @@ func (a *api) routes() []route {
 		{method: http.MethodGet, path: "/ks/signing-keys", handle: a.signingKeys, public: true},
 		{method: http.MethodPost, path: "/ks/decrypt", handle: a.decrypt},
 		{method: http.MethodPost, path: "/ks/encrypt", handle: a.encrypt},
-		{method: http.MethodPost, path: "/ks/encrypt/batch", handle: a.encryptBatch},
-		{method: http.MethodPost, path: "/ks/decrypt/batch", handle: a.decryptBatch},
+		{method: http.MethodPost, path: "/ks/encrypt/batch", handle: a.encryptBatch, batch: true},
+		{method: http.MethodPost, path: "/ks/decrypt/batch", handle: a.decryptBatch, batch: true},
 		{method: http.MethodPost, path: "/ks/rotate", handle: a.rotate},
 		{method: http.MethodPost, path: "/ks/keyrings", handle: a.createKeyRing},
 		{method: http.MethodGet, path: "/ks/keyrings", handle: a.listKeyRings},
@@ -259,8 +264,11 @@ func newHandler(svc *kms.Service, opts Options, extra []route) http.Handler {
 }
 
 // serve adapts a handler: it records the matched route for the log line,
-// authenticates the caller of a route that is not public (requireBearer),
-// caps the body, runs the handler and writes its answer or its error.
+// applies the rate limits (kms.Service.Admit: the client address's, then,
+// once the caller of a route that is not public is authenticated
+// (requireBearer), its credential's and Account's, which a batch route's
+// handler applies itself), caps the body, runs the handler and writes its
+// answer or its error.
 // The caller's Principal and address reach the Service in the request
 // context, which is cloned once for both.
 func (a *api) serve(rt route) httprouter.Handle {
@@ -294,9 +302,11 @@ func (a *api) serve(rt route) httprouter.Handle {
 				st.principal = p.ID
 			}
 			ctx = kms.WithPrincipal(ctx, p)
-			if err := a.svc.Admit(ctx, p); err != nil {
-				a.writeError(w, r, err)
-				return
+			if !rt.batch {
+				if err := a.svc.Admit(ctx, p); err != nil {
+					a.writeError(w, r, err)
+					return
+				}
 			}
 		}
 		var sent func() // with leavesWork: the answer is on the connection

@@ -100,7 +100,7 @@ func (a *api) encrypt(r *http.Request, _ httprouter.Params) (any, error) {
 // POST /ks/encrypt/batch
 func (a *api) encryptBatch(r *http.Request, _ httprouter.Params) (any, error) {
 	var in kms.EncryptBatchInput
-	if err := a.decode(r, &in); err != nil {
+	if err := a.decodeBatch(r, &in); err != nil {
 		return nil, err
 	}
 	return result(a.svc.EncryptBatch(r.Context(), in))
@@ -109,10 +109,28 @@ func (a *api) encryptBatch(r *http.Request, _ httprouter.Params) (any, error) {
 // POST /ks/decrypt/batch
 func (a *api) decryptBatch(r *http.Request, _ httprouter.Params) (any, error) {
 	var in kms.DecryptBatchInput
-	if err := a.decode(r, &in); err != nil {
+	if err := a.decodeBatch(r, &in); err != nil {
 		return nil, err
 	}
 	return result(a.svc.DecryptBatch(r.Context(), in))
+}
+
+// decodeBatch decodes the body of a batch route into in and admits the
+// caller for the calls it makes (kms.Service.AdmitN): each item takes a
+// call of the rate limits, as a call of its own would, and a batch the
+// limits refuse is answered before any item is made. A body that cannot
+// be decoded counts as one call, as on any other route.
+func (a *api) decodeBatch(r *http.Request, in interface{ Calls() int }) error {
+	err := a.decode(r, in)
+	n := 1
+	if err == nil {
+		n = in.Calls()
+	}
+	ctx := r.Context()
+	if aerr := a.svc.AdmitN(ctx, kms.PrincipalFrom(ctx), n); aerr != nil {
+		return aerr
+	}
+	return err
 }
 
 // keyBody is the answer to a rotation: {"key": ...}.

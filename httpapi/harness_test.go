@@ -37,6 +37,10 @@ type envOptions struct {
 	mailer  kms.Mailer     // the Service's Mailer; nil: none
 	svcLog  bool           // the Service logs to e.logs too
 	limits  kms.Limits     // plan limits
+	rates   kms.RateLimits // rate limits
+	// ipHeader is the handler's ClientIPHeader: requests that set it come
+	// from the address they name (req.header).
+	ipHeader string
 }
 
 // withClock gives the Service a settable clock, which starts at a fixed
@@ -49,6 +53,12 @@ func withMailer(m kms.Mailer) func(*envOptions) { return func(o *envOptions) { o
 // withServiceLog sends the Service's own log to e.logs, beside the
 // handler's.
 func withServiceLog(o *envOptions) { o.svcLog = true }
+
+// withRateLimits gives the Service rate limits, and the handler
+// X-Real-IP as the header of the client's address.
+func withRateLimits(l kms.RateLimits) func(*envOptions) {
+	return func(o *envOptions) { o.rates, o.ipHeader = l, "X-Real-IP" }
+}
 
 // testBaseURL is the BaseURL of the Service, on which mailed links are
 // built.
@@ -64,7 +74,7 @@ func newEnv(t testing.TB, opts ...func(*envOptions)) *env {
 	ds := &downStore{Store: kmstest.MemoryStore(t)}
 	logs := &kmstest.LogBuffer{}
 	logger := zerolog.New(logs)
-	kopts := kms.Options{Mailer: o.mailer, BaseURL: testBaseURL, Limits: o.limits}
+	kopts := kms.Options{Mailer: o.mailer, BaseURL: testBaseURL, Limits: o.limits, RateLimits: o.rates}
 	if o.clock != nil {
 		kopts.Now = o.clock.Now
 	}
@@ -76,7 +86,7 @@ func newEnv(t testing.TB, opts ...func(*envOptions)) *env {
 	if err != nil {
 		t.Fatalf("CreateAccount() = %v", err)
 	}
-	srv, _ := kmstest.Serve(t, httpapi.New(k.Service, httpapi.Options{Logger: &logger, MaxBodyBytes: o.maxBody}), "")
+	srv, _ := kmstest.Serve(t, httpapi.New(k.Service, httpapi.Options{Logger: &logger, MaxBodyBytes: o.maxBody, ClientIPHeader: o.ipHeader}), "")
 	return &env{store: ds, svc: k.Service, srv: srv, root: k.RootKey, rootCtx: k.RootCtx, account: acct.ID, logs: logs}
 }
 
@@ -175,6 +185,7 @@ type req struct {
 	contentType string // default application/json when there is a body; "-" for none
 	auth        []string
 	chunked     bool // send the body without Content-Length
+	header      http.Header
 }
 
 // do sends method path with the credential secret ("" for none) and body
@@ -229,6 +240,9 @@ func send(t testing.TB, base, method, path string, rq req) reply {
 	}
 	for _, a := range rq.auth {
 		r.Header.Add("Authorization", a)
+	}
+	for name, values := range rq.header {
+		r.Header[name] = values
 	}
 	resp, err := http.DefaultClient.Do(r)
 	if err != nil {
