@@ -187,14 +187,14 @@ func (s *Service) ListAccounts(ctx context.Context, req PageRequest) (*List[*Acc
 	if err != nil {
 		return nil, err
 	}
-	ps := pageScan{scope: "accounts", prefix: pfxAccount}
+	ps := pageScan{Scope: "accounts", Prefix: pfxAccount}
 	if !p.Can(FlagAllAccounts) {
-		ps.prefix = join(pfxAccount, []byte(p.AccountID))
-		ps.scope = "accounts/" + p.AccountID
+		ps.Prefix = join(pfxAccount, []byte(p.AccountID))
+		ps.Scope = "accounts/" + p.AccountID
 	}
 	return audited(s, ctx, p, "account.list", "", func(tx Txn) (*List[*Account], map[string]any, error) {
 		out := &List[*Account]{Data: []*Account{}}
-		ps.emit = func(_, v []byte) error {
+		ps.Emit = func(_, v []byte) error {
 			var a Account
 			if err := json.Unmarshal(v, &a); err != nil {
 				return err

@@ -433,9 +433,9 @@ func (s *Service) SearchActivity(ctx context.Context, f ActivityFilter, req Page
 		var prefix []byte
 		prefix, indexed = q.index()
 		ps = s.recordScan(tx, prefix, from, until)
-		ps.scope = q.scope
+		ps.Scope = q.scope
 		var cur *Activity
-		ps.match = func(_, v []byte) (bool, error) {
+		ps.Match = func(_, v []byte) (bool, error) {
 			a, err := decodeActivity(v)
 			if err != nil {
 				return false, err
@@ -443,7 +443,7 @@ func (s *Service) SearchActivity(ctx context.Context, f ActivityFilter, req Page
 			cur = a
 			return q.matches(a, v)
 		}
-		ps.emit = func(_, _ []byte) error {
+		ps.Emit = func(_, _ []byte) error {
 			out.Data = append(out.Data, cur)
 			return nil
 		}
@@ -467,8 +467,8 @@ func (s *Service) SearchActivity(ctx context.Context, f ActivityFilter, req Page
 // after its end (or a search would never end with limit 1 and a filter
 // that its own records match).
 func (s *Service) recordScan(tx Txn, term []byte, from, until uint64) pageScan {
-	ps := pageScan{prefix: term, until: join(term, seqKey(until)), fixUntil: true}
-	ps.walk = func(start []byte, fn func(k, v []byte) (bool, error)) error {
+	ps := pageScan{Prefix: term, Until: join(term, seqKey(until)), FixUntil: true}
+	ps.Walk = func(start []byte, fn func(k, v []byte) (bool, error)) error {
 		first := max(from, seqAfter(start, term))
 		visit := func(seq uint64, rec []byte) (bool, error) {
 			return fn(join(term, seqKey(seq)), rec)
@@ -554,7 +554,7 @@ func (s *Service) emptyPage(scope string, req PageRequest) (Page, error) {
 		return Page{}, err
 	}
 	if req.Cursor != "" {
-		if _, err := s.pager.open(scope, req.Cursor); err != nil {
+		if _, err := s.pager.Open(scope, req.Cursor); err != nil {
 			return Page{}, err
 		}
 	}

@@ -275,7 +275,7 @@ func (s *Service) listAPIKeys(ctx context.Context, p *Principal, action string, 
 	return audited(s, ctx, p, action, "", func(tx Txn) (*List[*APIKey], map[string]any, error) {
 		out := &List[*APIKey]{Data: []*APIKey{}}
 		var cur *apiKeyRecord
-		ps.match = func(key, _ []byte) (bool, error) {
+		ps.Match = func(key, _ []byte) (bool, error) {
 			if len(key) < idLen {
 				return false, Errorf(KindInternal, "API key index entry %q is malformed", key)
 			}
@@ -288,8 +288,8 @@ func (s *Service) listAPIKeys(ctx context.Context, p *Principal, action string, 
 			cur = k
 			return visibleTo(p, k.AccountID) && (match == nil || match(key, k)), nil
 		}
-		ps.size = func(_, _ []byte) int { return cur.stored }
-		ps.emit = func(_, _ []byte) error {
+		ps.Size = func(_, _ []byte) int { return cur.stored }
+		ps.Emit = func(_, _ []byte) error {
 			out.Data = append(out.Data, &cur.APIKey)
 			return nil
 		}
@@ -307,9 +307,9 @@ func (s *Service) ListAPIKeys(ctx context.Context, req PageRequest) (*List[*APIK
 	if err != nil {
 		return nil, err
 	}
-	ps := pageScan{scope: "apikeys", prefix: pfxAPIKey}
+	ps := pageScan{Scope: "apikeys", Prefix: pfxAPIKey}
 	if !p.Can(FlagAllAccounts) {
-		ps = pageScan{scope: "apikeys/" + p.AccountID, prefix: join(pfxAPIAccount, []byte(p.AccountID), sep)}
+		ps = pageScan{Scope: "apikeys/" + p.AccountID, Prefix: join(pfxAPIAccount, []byte(p.AccountID), sep)}
 	}
 	return s.listAPIKeys(ctx, p, "apikey.list", req, ps, nil)
 }
@@ -330,7 +330,7 @@ func (s *Service) ListAccountAPIKeys(ctx context.Context, ref AccountRef, req Pa
 	if err != nil {
 		return nil, s.recordFailure(p, "apikey.list", "", internalError("read account", err))
 	}
-	ps := pageScan{scope: "apikeys/" + a.ID, prefix: join(pfxAPIAccount, []byte(a.ID), sep)}
+	ps := pageScan{Scope: "apikeys/" + a.ID, Prefix: join(pfxAPIAccount, []byte(a.ID), sep)}
 	return s.listAPIKeys(ctx, p, "apikey.list", req, ps, nil)
 }
 
@@ -350,7 +350,7 @@ func (s *Service) SearchAPIKeysByRing(ctx context.Context, ref RingRef, req Page
 	}
 	lower := strings.ToLower(r.Name)
 	explicit := join(pfxAPIRing, []byte(lower), sep)
-	ps := pageScan{scope: "apikeys/ring/" + r.ID, prefix: explicit, then: [][]byte{join(pfxAPIRing, []byte(wildcardRing), sep)}}
+	ps := pageScan{Scope: "apikeys/ring/" + r.ID, Prefix: explicit, Then: [][]byte{join(pfxAPIRing, []byte(wildcardRing), sep)}}
 	return s.listAPIKeys(ctx, p, "apikey.search", req, ps, func(key []byte, k *apiKeyRecord) bool {
 		// A key both naming the ring and reaching every ring was listed
 		// with the first prefix already.

@@ -471,23 +471,23 @@ func (s *Service) SearchAssets(ctx context.Context, f AssetFilter, req PageReque
 	default:
 		prefix, indexed = pfxAsset, "time"
 	}
-	ps := pageScan{scope: "assets/" + string(scope), prefix: prefix}
+	ps := pageScan{Scope: "assets/" + string(scope), Prefix: prefix}
 	from, until, none := timeRange(f.Start, f.End, maxIDTime)
 	if from > 0 {
-		ps.from = join(prefix, idTimePrefix(from))
+		ps.From = join(prefix, idTimePrefix(from))
 	}
 	if until > 0 {
-		ps.until = join(prefix, idTimePrefix(until))
+		ps.Until = join(prefix, idTimePrefix(until))
 	}
 	out := &List[*Asset]{Data: []*Asset{}}
 	var cur *assetRecord
 	err = s.store.View(ctx, func(tx Txn) error {
 		if none {
 			var err error
-			out.Pagination, err = s.emptyPage(ps.scope, req)
+			out.Pagination, err = s.emptyPage(ps.Scope, req)
 			return err
 		}
-		ps.match = func(k, _ []byte) (bool, error) {
+		ps.Match = func(k, _ []byte) (bool, error) {
 			id := string(k[len(prefix):])
 			r, err := loadAsset(tx, id)
 			if isNotFound(err) {
@@ -498,8 +498,8 @@ func (s *Service) SearchAssets(ctx context.Context, f AssetFilter, req PageReque
 			cur = r
 			return assetMatches(r, &f, indexed, want), nil
 		}
-		ps.size = func(_, _ []byte) int { return cur.stored }
-		ps.emit = func(_, _ []byte) error {
+		ps.Size = func(_, _ []byte) int { return cur.stored }
+		ps.Emit = func(_, _ []byte) error {
 			a, err := cur.asset()
 			if err != nil {
 				return err

@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/ringkms/kms/internal/passhash"
 )
 
 // Invitations and password resets travel as single-use tokens in a link:
@@ -229,7 +231,7 @@ func (s *Service) CompleteInvite(ctx context.Context, token, password string) (*
 	if state != InviteSuccess {
 		return nil, s.recordPublic(u, action, map[string]any{"state": state}, inviteError(state))
 	}
-	hash, err := hashPassword(ctx, password)
+	hash, err := passhash.Hash(ctx, password)
 	if err != nil {
 		return nil, err
 	}
@@ -474,7 +476,7 @@ func (s *Service) CompletePasswordReset(ctx context.Context, token, password str
 	if state != InviteSuccess {
 		return s.recordPublic(u, action, map[string]any{"state": state}, errBadReset)
 	}
-	hash, err := hashPassword(ctx, password)
+	hash, err := passhash.Hash(ctx, password)
 	if err != nil {
 		return err
 	}

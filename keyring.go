@@ -546,14 +546,14 @@ func (s *Service) ListKeyRings(ctx context.Context, req PageRequest) (*List[*Key
 		out := &List[*KeyRing]{Data: []*KeyRing{}}
 		var cur *ringRecord
 		var err error
-		out.Pagination, err = s.pager.scan(ctx, tx, req, pageScan{scope: "keyrings", prefix: prefix,
-			match: func(_, v []byte) (bool, error) {
+		out.Pagination, err = s.pager.scan(ctx, tx, req, pageScan{Scope: "keyrings", Prefix: prefix,
+			Match: func(_, v []byte) (bool, error) {
 				var err error
 				cur, err = loadRing(tx, string(v))
 				return err == nil, err
 			},
-			size: func(_, _ []byte) int { return cur.stored },
-			emit: func(_, _ []byte) error {
+			Size: func(_, _ []byte) int { return cur.stored },
+			Emit: func(_, _ []byte) error {
 				out.Data = append(out.Data, cur.keyRing())
 				return nil
 			}})
@@ -572,7 +572,7 @@ func (s *Service) ListKeys(ctx context.Context, ref RingRef, req PageRequest) (*
 	return audited(s, ctx, p, "key.list", strings.ToLower(r.Name), func(tx Txn) (*List[*Key], map[string]any, error) {
 		out := &List[*Key]{Data: []*Key{}}
 		var err error
-		out.Pagination, err = s.pager.scan(ctx, tx, req, pageScan{scope: "keys/" + r.ID, prefix: prefix, emit: func(_, v []byte) error {
+		out.Pagination, err = s.pager.scan(ctx, tx, req, pageScan{Scope: "keys/" + r.ID, Prefix: prefix, Emit: func(_, v []byte) error {
 			var k keyRecord
 			if err := json.Unmarshal(v, &k); err != nil {
 				return err

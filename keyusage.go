@@ -195,14 +195,14 @@ func (s *Service) ListKeyHashes(ctx context.Context, ref RingRef, keyID string, 
 		}
 		var cur *Activity
 		ps := s.recordScan(tx, term, 1, head.Seq+1)
-		ps.scope = "hashes/" + k.ID
-		ps.match = func(_, v []byte) (bool, error) {
+		ps.Scope = "hashes/" + k.ID
+		ps.Match = func(_, v []byte) (bool, error) {
 			if cur, err = decodeActivity(v); err != nil {
 				return false, err
 			}
 			return visibleTo(p, cur.AccountID), nil
 		}
-		ps.emit = func(_, _ []byte) error {
+		ps.Emit = func(_, _ []byte) error {
 			h, _ := cur.Props["hash"].(string)
 			asset, _ := cur.Props["assetId"].(string)
 			out.Data = append(out.Data, &KeyHash{Hash: h, CreatedAt: time.UnixMilli(cur.CreatedAt).UTC(),

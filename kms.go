@@ -13,6 +13,7 @@ import (
 	"github.com/ringkms/kms/internal/hmackey"
 	"github.com/ringkms/kms/internal/journal"
 	"github.com/ringkms/kms/internal/pacer"
+	"github.com/ringkms/kms/internal/paging"
 	"github.com/ringkms/kms/internal/seal"
 )
 
@@ -51,7 +52,7 @@ func New(st Store, opts Options) (*Service, error) {
 	s.hashMAC = hmackey.New(keys.HashMAC)
 	s.headerMAC = hmackey.New(keys.HeaderMAC)
 	s.backupKey = keys.Backup
-	s.pager = pager{sealer: seal.New(keys.Cursor)}
+	s.pager = pager{paging.New(seal.New(keys.Cursor))}
 	s.rings = cache.New[string, *ringRecord](size)
 	s.ringNames = cache.New[string, string](size)
 	s.keys = cache.New[string, *keyRecord](size)

@@ -1,15 +1,11 @@
 package kms
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/binary"
 	"strconv"
 	"strings"
 
-	"github.com/ringkms/kms/internal/seal"
+	"github.com/ringkms/kms/internal/paging"
 )
 
 // Page sizes of every list and search.
@@ -107,183 +103,22 @@ func timeRange(start, end *int64, last uint64) (from, until uint64, none bool) {
 	return from, until, false
 }
 
-// pager seals cursors. A cursor is the store key of the last item of a
-// page (with the end of the first page, for a scan with fixUntil), sealed with AES-256-GCM under a master-derived key and bound (as
-// associated data) to the list it belongs to and the filters it was made
-// with; it travels as unpadded URL-safe base64. A cursor that was altered,
-// or that is used with another list or other filters, is an Invalid error.
-type pager struct {
-	sealer *seal.Sealer
-}
+// pager walks the store a page at a time behind sealed cursors
+// (internal/paging), with the page limits of PageRequest.
+type pager struct{ *paging.Pager }
 
-func cursorAAD(scope string) []byte {
-	sum := sha256.Sum256([]byte(scope))
-	return append([]byte("ringkms/cursor/v1/"), sum[:]...)
-}
+// pageScan describes one paged walk of the store.
+type pageScan = paging.Scan
 
-func (p *pager) seal(scope string, last []byte) string {
-	return base64.RawURLEncoding.EncodeToString(p.sealer.Seal(last, cursorAAD(scope)))
-}
-
-func (p *pager) open(scope, cursor string) ([]byte, error) {
-	raw, err := b64url.DecodeString(cursor)
-	if err == nil {
-		var last []byte
-		if last, err = p.sealer.Open(raw, cursorAAD(scope)); err == nil {
-			return last, nil
-		}
-	}
-	return nil, Errorf(KindInvalid, "invalid cursor: it was altered, or made for another list or other filters")
-}
-
-// pageScan describes one paged walk of the store for pager.scan.
-type pageScan struct {
-	// scope names the list and its filters: a cursor made for one scope
-	// is refused by every other.
-	scope string
-	// prefix bounds the walk: every key visited starts with it.
-	prefix []byte
-	// then are more prefixes walked after prefix, in order, as one list.
-	then [][]byte
-	// from is the first key of the first page (inclusive); nil means the
-	// start of prefix. until, when set, ends the walk before that key.
-	// Both are for a walk of one prefix.
-	from, until []byte
-	// fixUntil seals the first page's until into the cursors: the pages
-	// after it end there too, or before their own until when that comes
-	// first. So a sequence of pages returns nothing added past the end
-	// the list had at its first page.
-	fixUntil bool
-	// match reports whether the item belongs in the results; nil means
-	// every item does. It may be called on an item that is then not
-	// emitted (the look-ahead for HasMore).
-	match func(key, value []byte) (bool, error)
-	// size returns the bytes a matching item counts against
-	// MaxPageBytes, before emit is called for it (if it fits); nil means
-	// len(value), right for lists whose values are the items as stored.
-	// A list of index entries sets it to the size of the record it reads.
-	size func(key, value []byte) int
-	// emit adds a matching item to the page.
-	emit func(key, value []byte) error
-	// walk, when set, lists the items in place of a store scan of
-	// prefix (then is not used): it calls fn with each item from the key
-	// start on (inclusive; nil for the first item), in key order, until fn
-	// returns false or an error. Every key starts with prefix.
-	walk func(start []byte, fn func(key, value []byte) (bool, error)) error
-}
-
-// scan pages through the keys of ps in order, resuming after the cursor's
-// key. The page ends after limit matching items, or before the matching
-// item that would take it past MaxPageBytes (a first item always fits);
-// scan then looks ahead for one more match to set HasMore, so HasMore is
-// exact even with filters. An item left out by the budget is the first
-// of the next page.
-//
-// The cursor holds the store key of the last item returned, so items
-// inserted or deleted while a client pages neither repeat nor shift the
-// pages: each key is visited at most once per sequence of pages.
-func (p *pager) scan(ctx context.Context, tx Txn, req PageRequest, ps pageScan) (Page, error) {
+// scan pages through the keys of ps (paging.Pager.Scan) for req.
+func (p pager) scan(ctx context.Context, tx Txn, req PageRequest, ps pageScan) (Page, error) {
 	limit, err := req.limit()
 	if err != nil {
 		return Page{}, err
 	}
-	prefixes := append([][]byte{ps.prefix}, ps.then...)
-	first, start := 0, ps.from
-	if req.Cursor != "" {
-		state, err := p.open(ps.scope, req.Cursor)
-		if err != nil {
-			return Page{}, err
-		}
-		last := state
-		if ps.fixUntil {
-			var until []byte
-			if last, until, err = splitCursorState(state); err != nil {
-				return Page{}, err
-			}
-			if len(until) > 0 && (ps.until == nil || bytes.Compare(until, ps.until) < 0) {
-				ps.until = until
-			}
-		}
-		first = -1
-		for i, pfx := range prefixes {
-			if bytes.HasPrefix(last, pfx) {
-				first = i
-				break
-			}
-		}
-		if first < 0 {
-			return Page{}, Errorf(KindInvalid, "invalid cursor: it was made for another list")
-		}
-		start = afterKey(last)
+	r, err := p.Scan(ctx, tx, limit, MaxPageBytes, req.Cursor, ps)
+	if err != nil {
+		return Page{}, err
 	}
-	page := Page{Limit: limit}
-	var lastKey []byte
-	used := 0 // bytes of the items emitted
-	for i := first; i < len(prefixes) && !page.HasMore; i++ {
-		opts := ScanOptions{Prefix: prefixes[i]}
-		if i == first {
-			opts.Start = start
-		}
-		visit := func(k, v []byte) (bool, error) {
-			if err := ctx.Err(); err != nil {
-				return false, err
-			}
-			if ps.until != nil && bytes.Compare(k, ps.until) >= 0 {
-				return false, nil
-			}
-			if ps.match != nil {
-				ok, err := ps.match(k, v)
-				if err != nil || !ok {
-					return err == nil, err
-				}
-			}
-			if page.Count == limit {
-				page.HasMore = true
-				return false, nil
-			}
-			n := len(v)
-			if ps.size != nil {
-				n = ps.size(k, v)
-			}
-			if page.Count > 0 && n > MaxPageBytes-used {
-				page.HasMore = true
-				return false, nil
-			}
-			if err := ps.emit(k, v); err != nil {
-				return false, err
-			}
-			used += n
-			page.Count++
-			lastKey = append(lastKey[:0], k...)
-			return true, nil
-		}
-		if ps.walk != nil {
-			err = ps.walk(opts.Start, visit)
-		} else {
-			err = tx.Scan(opts, visit)
-		}
-		if err != nil {
-			return Page{}, err
-		}
-	}
-	if page.HasMore {
-		state := lastKey
-		if ps.fixUntil {
-			state = binary.AppendUvarint(nil, uint64(len(lastKey)))
-			state = append(append(state, lastKey...), ps.until...)
-		}
-		page.NextCursor = p.seal(ps.scope, state)
-	}
-	return page, nil
-}
-
-// splitCursorState splits the sealed state of a cursor of a scan with
-// fixUntil: the length of the last key (uvarint), the last key, the until
-// of the first page (empty for none).
-func splitCursorState(state []byte) (last, until []byte, err error) {
-	n, w := binary.Uvarint(state)
-	if w <= 0 || n > uint64(len(state)-w) {
-		return nil, nil, Errorf(KindInvalid, "invalid cursor: it was made for another list")
-	}
-	return state[w : w+int(n)], state[w+int(n):], nil
+	return Page{Limit: limit, Count: r.Count, HasMore: r.HasMore, NextCursor: r.NextCursor}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/ringkms/kms/internal/paging"
 	"github.com/ringkms/kms/internal/seal"
 )
 
@@ -22,7 +23,7 @@ func TestPageBudget(t *testing.T) {
 	for i := range sizes {
 		keys[i] = fmt.Appendf(nil, "item/%03d", i)
 	}
-	p := &pager{sealer: seal.New(seal.Derive(make([]byte, 32), "cursor"))}
+	p := pager{paging.New(seal.New(seal.Derive(make([]byte, 32), "cursor")))}
 	for _, skip := range []int{-1, 1, 4} { // an item that does not match, or none
 		t.Run(fmt.Sprintf("skip %d", skip), func(t *testing.T) {
 			var got []int
@@ -34,9 +35,9 @@ func TestPageBudget(t *testing.T) {
 				}
 				var page []int
 				ps := pageScan{
-					scope:  "test",
-					prefix: []byte("item/"),
-					walk: func(start []byte, fn func(k, v []byte) (bool, error)) error {
+					Scope:  "test",
+					Prefix: []byte("item/"),
+					Walk: func(start []byte, fn func(k, v []byte) (bool, error)) error {
 						for _, k := range keys {
 							if start == nil || bytes.Compare(k, start) >= 0 {
 								if more, err := fn(k, nil); err != nil || !more {
@@ -46,9 +47,9 @@ func TestPageBudget(t *testing.T) {
 						}
 						return nil
 					},
-					match: func(k, _ []byte) (bool, error) { return indexOf(keys, k) != skip, nil },
-					size:  func(k, _ []byte) int { return sizes[indexOf(keys, k)] },
-					emit: func(k, _ []byte) error {
+					Match: func(k, _ []byte) (bool, error) { return indexOf(keys, k) != skip, nil },
+					Size:  func(k, _ []byte) int { return sizes[indexOf(keys, k)] },
+					Emit: func(k, _ []byte) error {
 						page = append(page, indexOf(keys, k))
 						return nil
 					},

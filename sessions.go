@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ringkms/kms/internal/cache"
+	"github.com/ringkms/kms/internal/passhash"
 	"github.com/ringkms/kms/internal/throttle"
 	"github.com/ringkms/kms/internal/workers"
 )
@@ -28,7 +29,7 @@ const maxBackground = 64
 // throttles key their counts with throttleKey. logErr logs what fails
 // behind an answer.
 func newUserState(size int, st Store, throttleKey [32]byte, logErr func(error, string)) *userState {
-	go dummyPasswordHash() // ready before the first failed login needs it
+	go passhash.Dummy() // ready before the first failed login needs it
 	return &userState{
 		sessions:   cache.New[string, *sessionEntry](size),
 		throttles:  throttle.New(st, pfxThrottle, throttleKey, logErr),
@@ -392,7 +393,7 @@ func (s *Service) checkLogin(ctx context.Context, u *userRecord, pw string) (ok 
 	if len(pw) > PasswordMaxLength {
 		return false, "password too long", nil
 	}
-	hash, reason := dummyPasswordHash(), ""
+	hash, reason := passhash.Dummy(), ""
 	switch {
 	case u == nil:
 		reason = "unknown user"
@@ -403,7 +404,7 @@ func (s *Service) checkLogin(ctx context.Context, u *userRecord, pw string) (ok 
 			return false, "", err
 		}
 	}
-	match, err := verifyPassword(ctx, hash, pw)
+	match, err := passhash.Verify(ctx, hash, pw)
 	if err != nil {
 		return false, "", err
 	}

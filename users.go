@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 	"time"
+
+	"github.com/ringkms/kms/internal/passhash"
 )
 
 // Flags of the Users' administration. users.write covers invitation,
@@ -47,7 +49,7 @@ type User struct {
 
 // userRecord is a User as stored. Keys are not stored: they are read from
 // the index of API keys by owner. Password is the PHC string of the
-// password's argon2id hash (see hashPassword), sealed under the master key
+// password's argon2id hash (see internal/passhash), sealed under the master key
 // with the User's ID as associated data, so the store sees neither the
 // password nor its hash. The digests are those of the User's outstanding
 // invitation and password reset tokens, if any.
@@ -373,7 +375,7 @@ func (s *Service) CreateUser(ctx context.Context, in UserInput) (*CreateUserResu
 		return nil, s.recordFailure(p, action, "", internalError("check user", err))
 	}
 	pw := generatePassword()
-	hash, err := hashPassword(ctx, pw)
+	hash, err := passhash.Hash(ctx, pw)
 	if err != nil {
 		return nil, err
 	}
@@ -532,7 +534,7 @@ func (s *Service) UpdateUser(ctx context.Context, ref UserRef, in UserUpdate) (*
 		}
 	}
 	if in.Password != nil {
-		hash, err := hashPassword(ctx, *in.Password)
+		hash, err := passhash.Hash(ctx, *in.Password)
 		if err != nil {
 			return nil, err
 		}
@@ -716,15 +718,15 @@ func (s *Service) ListUsers(ctx context.Context, req PageRequest) (*List[*User],
 	if err != nil {
 		return nil, err
 	}
-	ps := pageScan{scope: "users/all", prefix: pfxUserName}
+	ps := pageScan{Scope: "users/all", Prefix: pfxUserName}
 	if !p.Can(FlagAllAccounts) {
-		ps = pageScan{scope: "users/account/" + p.AccountID, prefix: join(pfxUserAccount, []byte(p.AccountID), sep)}
+		ps = pageScan{Scope: "users/account/" + p.AccountID, Prefix: join(pfxUserAccount, []byte(p.AccountID), sep)}
 	}
 	out := &List[*User]{Data: []*User{}}
 	err = s.store.View(ctx, func(tx Txn) error {
 		var cur *User
 		var size int
-		ps.match = func(_, v []byte) (bool, error) {
+		ps.Match = func(_, v []byte) (bool, error) {
 			u, err := getUser(tx, string(v))
 			if err == nil {
 				cur, err = u.public(tx)
@@ -735,8 +737,8 @@ func (s *Service) ListUsers(ctx context.Context, req PageRequest) (*List[*User],
 			size = u.stored + len(cur.Keys)*(idLen+3) // the keys are not stored with the User
 			return true, nil
 		}
-		ps.size = func(_, _ []byte) int { return size }
-		ps.emit = func(_, _ []byte) error {
+		ps.Size = func(_, _ []byte) int { return size }
+		ps.Emit = func(_, _ []byte) error {
 			out.Data = append(out.Data, cur)
 			return nil
 		}
