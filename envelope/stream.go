@@ -43,9 +43,10 @@ func (w *Writer) Result() *kms.EncryptResult { return w.res }
 
 var errClosed = errors.New("envelope: write after Close")
 
-// Write seals p into the envelope. A chunk is written to the underlying
-// writer once the next byte after it is known: the last chunk is marked
-// as such, and only Close knows which one that is.
+// Write seals p into the envelope. A full chunk is written to the
+// underlying writer only once a byte after it is known: the last chunk
+// is marked as such, and only Close knows which one that is, so an input
+// that ends on a chunk boundary ends with a full last chunk.
 func (w *Writer) Write(p []byte) (int, error) {
 	if w.closed {
 		return 0, errClosed
@@ -69,7 +70,10 @@ func (w *Writer) Write(p []byte) (int, error) {
 }
 
 // ReadFrom seals all of r into the envelope (io.Copy uses it), reading
-// straight into the chunk buffer.
+// straight into the chunk buffer. As with Write, a full chunk is sealed
+// as not the last only once a byte after it has been read: each read
+// asks for one byte more than the chunk has room for, and that byte,
+// read into the room for the tag, moves to the next chunk.
 func (w *Writer) ReadFrom(r io.Reader) (int64, error) {
 	if w.closed {
 		return 0, errClosed
@@ -79,14 +83,14 @@ func (w *Writer) ReadFrom(r io.Reader) (int64, error) {
 	}
 	var total int64
 	for {
-		if w.n == ChunkSize {
-			if w.err = w.flush(false); w.err != nil {
+		n, err := r.Read(w.buf[w.n : ChunkSize+1])
+		w.n += n
+		total += int64(n)
+		if w.n > ChunkSize {
+			if w.err = w.flushFull(); w.err != nil {
 				return total, w.err
 			}
 		}
-		n, err := r.Read(w.buf[w.n:ChunkSize])
-		w.n += n
-		total += int64(n)
 		if err == io.EOF {
 			return total, nil
 		}
@@ -94,6 +98,16 @@ func (w *Writer) ReadFrom(r io.Reader) (int64, error) {
 			return total, err
 		}
 	}
+}
+
+// flushFull seals and writes the full chunk in buf, which a byte of the
+// next chunk follows, as not the last, and keeps that byte.
+func (w *Writer) flushFull() error {
+	next := w.buf[ChunkSize]
+	w.n = ChunkSize
+	err := w.flush(false)
+	w.buf[0], w.n = next, 1
+	return err
 }
 
 // flush seals the chunk in buf in place and writes it.
@@ -209,7 +223,10 @@ func (r *Reader) WriteTo(w io.Writer) (int64, error) {
 }
 
 // next reads and opens the next chunk. A chunk is the last when the
-// stream ends within or right after it.
+// stream ends within or right after it. A last chunk of no plaintext
+// after a full one, which earlier versions of the Writer wrote when
+// io.Copy fed them an input that ended on a chunk boundary, opens as any
+// other last chunk (docs/FORMAT.md section 9.2).
 func (r *Reader) next() error {
 	if r.have > 0 {
 		r.buf[0] = r.buf[chunkCT]
