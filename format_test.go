@@ -470,7 +470,9 @@ func writeCanonical(b *strings.Builder, v any) {
 		}
 	case string:
 		b.WriteByte('"')
-		for _, r := range strings.ToValidUTF8(v, "\uFFFD") {
+		// Ranging over a string yields U+FFFD for each byte that does not
+		// start a well-formed UTF-8 sequence: section 4.1's replacement.
+		for _, r := range v {
 			switch {
 			case r == '"' || r == '\\':
 				b.WriteString("\\" + string(r))
@@ -546,5 +548,56 @@ func TestCanonicalDataPerFormat(t *testing.T) {
 	if !bytes.Equal(header[99:131], sum[:]) {
 		want, _ := json.Marshal(got)
 		t.Fatalf("the Asset digest of %s is not the header's; the service wrote\n%s", canon, want)
+	}
+}
+
+// TestFormatInvalidUnicodeGo gives the byte cases of docs/FORMAT.md
+// section 4.1's block format-invalid-unicode as Go strings of an Asset's
+// data, as a value and in a member name, and checks that the service
+// stores and signs the string the document says: the Go library
+// replaces what is not UTF-8 as the HTTP interface does.
+func TestFormatInvalidUnicodeGo(t *testing.T) {
+	doc, err := os.ReadFile("docs/FORMAT.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []struct{ SentBytes, SentText, Stored, Note string }
+	if err := json.Unmarshal([]byte(formatBlock(t, doc, "format-invalid-unicode")), &cases); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t)
+	e.ring(t, "text")
+	n := 0
+	for _, c := range cases {
+		if c.SentBytes == "" {
+			continue // an escape: JSON text, not a Go string
+		}
+		n++
+		raw, err := hex.DecodeString(strings.ReplaceAll(c.SentBytes, " ", ""))
+		if err != nil {
+			t.Fatalf("%s: sentBytes: %v", c.Note, err)
+		}
+		sent := string(raw)
+		enc, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "text", Asset: &kms.AssetInput{Data: map[string]any{"v": sent, "k" + sent: 1}}})
+		if err != nil {
+			t.Fatalf("%s: Encrypt = %v", c.Note, err)
+		}
+		stored, err := e.svc.GetAsset(e.root, enc.Asset.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]any{"v": c.Stored, "k" + c.Stored: 1.0}
+		if got := viaJSON[map[string]any](t, stored.Data); !maps.Equal(got, want) {
+			t.Errorf("%s: stored data %q, want %q", c.Note, got, want)
+		}
+		canon := canonicalPerFormat(want)
+		header, _ := base64.RawURLEncoding.DecodeString(enc.Header)
+		sum := sha256.Sum256(slices.Concat([]byte("ringkms/asset/v1\x00"), []byte(canon), []byte{0}))
+		if !bytes.Equal(header[99:131], sum[:]) {
+			t.Errorf("%s: the header does not sign the digest of %s", c.Note, canon)
+		}
+	}
+	if n == 0 {
+		t.Fatal("the block has no sentBytes case")
 	}
 }
