@@ -58,7 +58,25 @@ func (r *DecryptResult) AppendJSON(b []byte) ([]byte, error) {
 	if b, err = jsonenc.AppendObject(b, r.Asset.Data); err != nil {
 		return nil, err
 	}
+	b = append(b, `,"parents":`...)
+	b = appendStrings(b, r.Asset.Parents)
 	return append(b, "}}"...), nil
+}
+
+// appendStrings appends ss as json.Marshal writes a []string: null for
+// nil.
+func appendStrings(b []byte, ss []string) []byte {
+	if ss == nil {
+		return append(b, "null"...)
+	}
+	b = append(b, '[')
+	for i, s := range ss {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = jsonenc.AppendString(b, s)
+	}
+	return append(b, ']')
 }
 
 // appendJSON appends k as json.Marshal writes a *Key: null for nil.

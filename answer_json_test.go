@@ -31,9 +31,10 @@ func TestAnswerJSONMatchesEncodingJSON(t *testing.T) {
 		&EncryptResult{Key: nilProps, Asset: asset},
 		&EncryptResult{Asset: &Asset{}},
 		&EncryptResult{},
-		&DecryptResult{RingID: "r", RingName: "payments", Key: full, Asset: SignedAsset{Valid: true, ID: "a1", Message: "ok", Data: asset.Data}},
+		&DecryptResult{RingID: "r", RingName: "payments", Key: full, Asset: SignedAsset{Valid: true, ID: "a1", Message: "ok", Data: asset.Data, Parents: []string{"p1", "p<2>"}}},
 		&DecryptResult{RingID: "r", Key: bare, Asset: SignedAsset{Message: "tab\tand \"quote\""}},
-		&DecryptResult{Asset: SignedAsset{Data: map[string]any{}}},
+		&DecryptResult{Asset: SignedAsset{Data: map[string]any{}, Parents: []string{}}},
+		&DecryptResult{Asset: SignedAsset{Parents: []string{"\u2028\xff"}}},
 		&DecryptResult{},
 	}
 	for _, v := range values {
@@ -69,7 +70,7 @@ func FuzzAnswerJSON(f *testing.F) {
 			KeyData: &KeyData{Version: version, Encrypted: EncryptedKey{Key: EncodedValue{Value: val, Encoding: enc}}, IV: hdr}, State: ring}
 		for _, v := range []answerAppender{
 			&EncryptResult{Key: k, RingID: ring, Hash: hash, Header: hdr},
-			&DecryptResult{RingID: ring, RingName: id, Key: k, Asset: SignedAsset{Valid: valid, ID: prop, Message: val, Data: map[string]any{val: prop}}},
+			&DecryptResult{RingID: ring, RingName: id, Key: k, Asset: SignedAsset{Valid: valid, ID: prop, Message: val, Data: map[string]any{val: prop}, Parents: []string{hash, hdr}}},
 		} {
 			want, err := json.Marshal(v)
 			if err != nil {

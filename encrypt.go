@@ -37,12 +37,17 @@ type DecryptInput struct {
 	Header string `json:"header"`
 }
 
-// SignedAsset is the result of verifying the Asset a header signs.
+// SignedAsset is the result of verifying the Asset a header signs. A
+// verified Asset's Data and Parents are those the header signs, so its
+// digest (docs/FORMAT.md section 4.1) is recomputed from them; both are
+// empty when the header signs no Asset, when verification failed, or for
+// a caller who may not read the Asset.
 type SignedAsset struct {
 	Valid   bool           `json:"valid"`
 	ID      string         `json:"id"`
 	Message string         `json:"message"`
 	Data    map[string]any `json:"data"`
+	Parents []string       `json:"parents"`
 }
 
 // DecryptResult is the answer to Decrypt. When verification fails, Decrypt
@@ -205,9 +210,10 @@ func checkAssetInput(in *AssetInput) (json.RawMessage, []string, error) {
 // matches, gives the result with Asset.Valid false and no key, together with
 // an Unprocessable error whose message says which check failed. It needs
 // keyring.<name>.decrypt on the ring the hash names. The verified Asset's
-// data is answered only to a caller that may read the Asset (assets.read,
-// and the Asset's Account or accounts.all); others get {} and a message
-// that says so.
+// data and parents, from which its digest is recomputed, are answered
+// only to a caller that may read the Asset (assets.read, and the Asset's
+// Account or accounts.all); others get {} and [] and a message that says
+// so.
 func (s *Service) Decrypt(ctx context.Context, in DecryptInput) (*DecryptResult, error) {
 	p, err := principal(ctx)
 	if err != nil {
@@ -249,7 +255,7 @@ func (s *Service) Decrypt(ctx context.Context, in DecryptInput) (*DecryptResult,
 		return nil, s.recordFailure(p, "decrypt", lower, err)
 	}
 	props := map[string]any{"ringId": r.ID, "keyId": k.ID}
-	res.Asset = SignedAsset{Valid: true, Message: "hash and header verified; the header signs no asset", Data: map[string]any{}}
+	res.Asset = SignedAsset{Valid: true, Message: "hash and header verified; the header signs no asset", Data: map[string]any{}, Parents: []string{}}
 	if h.asset != nil {
 		a, failed, err := s.verifyAsset(ctx, h.asset)
 		if err != nil {
@@ -260,10 +266,10 @@ func (s *Service) Decrypt(ctx context.Context, in DecryptInput) (*DecryptResult,
 			return s.decryptFailed(p, lower, res, failed)
 		}
 		props["assetId"] = a.ID
-		res.Asset = SignedAsset{Valid: true, ID: a.ID, Message: "hash, header and asset verified", Data: a.Data}
+		res.Asset = SignedAsset{Valid: true, ID: a.ID, Message: "hash, header and asset verified", Data: a.Data, Parents: a.Parents}
 		if !p.Can(FlagAssetsRead) || !visibleTo(p, a.AccountID) {
-			res.Asset.Data = map[string]any{}
-			res.Asset.Message = "hash, header and asset verified; the asset's data is shown only with " + FlagAssetsRead + " for its account"
+			res.Asset.Data, res.Asset.Parents = map[string]any{}, []string{}
+			res.Asset.Message = "hash, header and asset verified; the asset's data and parents are shown only with " + FlagAssetsRead + " for its account"
 		}
 	}
 	if err := s.record(p, "decrypt", lower, props, nil); err != nil {
@@ -276,7 +282,7 @@ func (s *Service) Decrypt(ctx context.Context, in DecryptInput) (*DecryptResult,
 // decryptFailed records a decrypt that failed verification (valid false,
 // result unprocessable) and returns its 422 result.
 func (s *Service) decryptFailed(p *Principal, ring string, res *DecryptResult, msg string) (*DecryptResult, error) {
-	res.Asset = SignedAsset{Valid: false, ID: res.Asset.ID, Message: msg, Data: map[string]any{}}
+	res.Asset = SignedAsset{Valid: false, ID: res.Asset.ID, Message: msg, Data: map[string]any{}, Parents: []string{}}
 	opErr := Errorf(KindUnprocessable, "%s", msg)
 	if err := s.refuse(p, "decrypt", ring, map[string]any{"reason": msg}, opErr); err != opErr {
 		return nil, err // the journal's

@@ -56,6 +56,21 @@ func TestEveryMethod(t *testing.T) {
 
 	// Assets: a child of the first, its lineage, deletion.
 	child := check(c.Encrypt(ctx, kms.EncryptInput{RingName: "orders", Asset: &kms.AssetInput{Parents: []string{enc.Asset.ID}, Data: map[string]any{"n": 2}}}))(t, "Encrypt child")
+	// The decrypt answer carries the verified Asset's data and parents
+	// ([] when it has none), so the header verifies from that answer
+	// alone, as a third party would check it.
+	if dec.Asset.Parents == nil || len(dec.Asset.Parents) != 0 {
+		t.Errorf("Decrypt(no parents) = parents %#v, want []", dec.Asset.Parents)
+	}
+	decChild := check(c.Decrypt(ctx, kms.DecryptInput{Hash: child.Hash, Header: child.Header}))(t, "Decrypt child")
+	if !slices.Equal(decChild.Asset.Parents, []string{enc.Asset.ID}) {
+		t.Errorf("Decrypt(child) = parents %v, want [%s]", decChild.Asset.Parents, enc.Asset.ID)
+	}
+	keys := check(c.SigningKeys(ctx))(t, "SigningKeys")
+	signed := &kms.Asset{ID: decChild.Asset.ID, Data: decChild.Asset.Data, Parents: decChild.Asset.Parents}
+	if v, err := keys.VerifyHeader(child.Header, signed); err != nil || !v.Valid || !v.AssetChecked {
+		t.Errorf("VerifyHeader(child, the Asset of the decrypt answer) = %+v, %v; want valid", v, err)
+	}
 
 	// Asym rings.
 	asym := check(c.CreateAsymKeyRing(ctx, kms.CreateAsymKeyRingInput{Name: "tokens"}))(t, "CreateAsymKeyRing")

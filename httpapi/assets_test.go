@@ -58,6 +58,20 @@ func TestAssetsOverHTTP(t *testing.T) {
 		if asset["valid"] != true || asset["id"] != child.Asset.ID || asset["data"].(map[string]any)["name"] != "clean.csv" {
 			t.Fatalf("decrypt asset = %v", asset)
 		}
+		// The parents, with the data, are what the header's Asset digest
+		// covers: the answer alone verifies the header.
+		if p, _ := asset["parents"].([]any); len(p) != 1 || p[0] != parent.Asset.ID {
+			t.Fatalf("decrypt asset.parents = %v, want [%s]", asset["parents"], parent.Asset.ID)
+		}
+		res := decode[kms.DecryptResult](t, e.decrypt(t, child).want(t, http.StatusOK))
+		keys := decode[kms.SigningKeySet](t, e.do(t, "GET", "/ks/signing-keys", "", nil).want(t, http.StatusOK))
+		signed := &kms.Asset{ID: res.Asset.ID, Data: res.Asset.Data, Parents: res.Asset.Parents}
+		if v, err := keys.VerifyHeader(child.Header, signed); err != nil || !v.Valid || !v.AssetChecked {
+			t.Fatalf("VerifyHeader(child, the Asset of the decrypt answer) = %+v, %v; want valid", v, err)
+		}
+		if p, ok := e.decrypt(t, parent).want(t, http.StatusOK).object(t)["asset"].(map[string]any)["parents"].([]any); !ok || len(p) != 0 {
+			t.Fatalf("decrypt of an Asset without parents: asset.parents = %v, want []", p)
+		}
 		hi := e.do(t, "GET", "/ks/header/"+child.Header, e.root, nil).want(t, http.StatusOK).object(t)
 		if hi["hasSignedAsset"] != true || hi["valid"] != true {
 			t.Fatalf("header info = %v", hi)
@@ -286,10 +300,14 @@ func TestAssetAccessThroughRings(t *testing.T) {
 			t.Fatalf("an update by a caller with assets.read answered data %v, want the stored data", res.Asset.Data)
 		}
 	})
+	var parentID string
 	t.Run("assets.write updates through any ring", func(t *testing.T) {
 		writer, _ := e.apiKey(t, "keyring.ra.encrypt", "assets.write")
+		parent := decode[kms.EncryptResult](t, e.do(t, "POST", "/ks/encrypt", writer,
+			map[string]any{"ringname": "ra", "asset": map[string]any{"data": map[string]any{}}}).want(t, http.StatusOK))
+		parentID = parent.Asset.ID
 		res := decode[kms.EncryptResult](t, e.do(t, "POST", "/ks/encrypt", writer,
-			map[string]any{"ringname": "ra", "asset": map[string]any{"assetId": id, "data": map[string]any{"secret": "s4"}}}).want(t, http.StatusOK))
+			map[string]any{"ringname": "ra", "asset": map[string]any{"assetId": id, "data": map[string]any{"secret": "s4"}, "parents": []string{parentID}}}).want(t, http.StatusOK))
 		if res.Asset.Data["secret"] != "s4" {
 			t.Fatalf("an update that sets data answered data %v, want the data sent", res.Asset.Data)
 		}
@@ -298,7 +316,7 @@ func TestAssetAccessThroughRings(t *testing.T) {
 		}
 		created = res
 	})
-	t.Run("decrypt answers data only to a caller that may read the Asset", func(t *testing.T) {
+	t.Run("decrypt answers data and parents only to a caller that may read the Asset", func(t *testing.T) {
 		other, err := e.svc.CreateAccount(e.rootCtx, kms.AccountInput{UID: "elsewhere"})
 		if err != nil {
 			t.Fatal(err)
@@ -324,6 +342,12 @@ func TestAssetAccessThroughRings(t *testing.T) {
 				}
 				if !tt.data && (res.Asset.Data == nil || len(res.Asset.Data) != 0) {
 					t.Fatalf("decrypt answered data %v, want {}", res.Asset.Data)
+				}
+				if tt.data && (len(res.Asset.Parents) != 1 || res.Asset.Parents[0] != parentID) {
+					t.Fatalf("decrypt answered parents %v, want [%s]", res.Asset.Parents, parentID)
+				}
+				if !tt.data && (res.Asset.Parents == nil || len(res.Asset.Parents) != 0 || strings.Contains(string(r.body), parentID)) {
+					t.Fatalf("decrypt answered %s, want parents [] and no parent ID", r.body)
 				}
 			})
 		}
