@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -98,9 +97,7 @@ func auditExport(ctx context.Context, c *config, stdout io.Writer, log *zerolog.
 
 func exportRecords(ctx context.Context, c *config, w io.Writer, log *zerolog.Logger) (int, error) {
 	if !c.postgres() {
-		sock := adminSocket(c.data)
-		if conn, err := net.Dial("unix", sock); err == nil {
-			conn.Close()
+		if sock, err := dialAdmin(c.data); err == nil {
 			return exportOnline(ctx, sock, c.auditFrom, w)
 		}
 		if !hasStore(c.data) {

@@ -392,8 +392,8 @@ empty among them: nothing is written then).
 Writes a consistent backup of the embedded store in the data directory and
 its activity trail to FILE (mode 0600), or to standard output without -o or
 with -o -. With kmsd running on the directory, the running kmsd takes it
-(through the socket admin.sock in the data directory, which only its user
-may use) while it serves: writes pause only while a snapshot is taken.
+(through the socket admin/kmsd.sock in the data directory, which only its
+user may use) while it serves: writes pause only while a snapshot is taken.
 With no kmsd running, kmsd backup opens the store itself, and reads the
 master key as the server does. The backup holds only sealed secrets, like
 the data directory, and is authenticated under a key derived from the
@@ -433,7 +433,7 @@ end of the trail as JSON lines (as GET /activity answers them, with seq,
 prev and digest) to standard output, or to FILE (mode 0600). An audit sink
 that restarts, or missed records, resumes with it from the seq after the
 last one it has. With kmsd running on the embedded store, the running kmsd
-reads them (through admin.sock in the data directory); else kmsd reads the
+reads them (through admin/kmsd.sock in the data directory); else kmsd reads the
 store itself; with -store postgres://..., the database. It needs no master
 key. Exit status: 0 on success, 1 on an error.
 

@@ -103,10 +103,7 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stdout, s
 	if err := os.MkdirAll(c.data, 0o700); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
-	if fi, err := os.Stat(c.data); err == nil && fi.Mode().Perm()&0o077 != 0 {
-		log.Warn().Str("dir", c.data).Str("mode", fmt.Sprintf("%04o", fi.Mode().Perm())).
-			Msg("the data directory is accessible to other users; chmod 700 it")
-	}
+	warnDataDirMode(c.data, log)
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", c.addr, err)
@@ -303,6 +300,16 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stdout, s
 	}
 	log.Info().Msg("stopped")
 	return nil
+}
+
+// warnDataDirMode warns when the data directory is open to its group or
+// to other users, to read, write or enter (any of the bits 0077): kmsd
+// made it 0700, and someone widened it, or made it before.
+func warnDataDirMode(dir string, log *zerolog.Logger) {
+	if fi, err := os.Stat(dir); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		log.Warn().Str("dir", dir).Str("mode", fmt.Sprintf("%04o", fi.Mode().Perm())).
+			Msg("the data directory is accessible to its group or other users; chmod 700 it")
+	}
 }
 
 // storeRetry is how often kmsd tries again to start on a store that its
