@@ -4,9 +4,12 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -112,5 +115,50 @@ func TestDataDirModeWarning(t *testing.T) {
 		if got := strings.Contains(buf.String(), "accessible to its group or other users"); got != c.warn {
 			t.Errorf("data directory of mode %04o: warned %v, want %v (log: %q)", c.mode, got, c.warn, buf.String())
 		}
+	}
+}
+
+// TestVerifyAuditOnline: verify-audit on the data directory of a running
+// kmsd is answered by that kmsd through its admin socket, without a
+// master key of its own. When no kmsd answers there and the store is
+// locked, it says so plainly (exit status 1), not in Badger's words.
+func TestVerifyAuditOnline(t *testing.T) {
+	data := t.TempDir()
+	e := env{"KMS_MASTER_KEY": newKey(), "KMS_BOOTSTRAP_API_KEY": "verify-online-bootstrap-secret-0123456789"}
+	s := startRun(t, []string{"-data", data, "-addr", "127.0.0.1:0", "-log-level", "warn"}, e)
+	for _, ring := range []string{"ra", "rb"} {
+		if code, body := call(t, nil, "POST", s.url+"/ks/keyrings", e["KMS_BOOTSTRAP_API_KEY"], map[string]any{"name": ring}); code != 200 {
+			t.Fatalf("create ring = %d %v", code, body)
+		}
+	}
+
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"verify-audit", "-data", data, "-log-level", "warn"}, env{}.get, &out, io.Discard); err != nil {
+		t.Fatalf("verify-audit beside a running kmsd, no master key = %v; printed:\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "activity chain intact") || !regexp.MustCompile(`records checked: [1-9]`).MatchString(out.String()) ||
+		!regexp.MustCompile(`head digest: [0-9a-f]{64}`).MatchString(out.String()) {
+		t.Errorf("verify-audit beside a running kmsd printed:\n%s", out.String())
+	}
+
+	// The socket gone, the store still locked by the running kmsd.
+	if err := os.Remove(adminSocket(data)); err != nil {
+		t.Fatal(err)
+	}
+	err := run(context.Background(), []string{"verify-audit", "-data", data, "-log-level", "warn"}, e.get, io.Discard, io.Discard)
+	if err == nil || exitCode(err) != 1 {
+		t.Fatalf("verify-audit with the store locked, no socket = %v (exit %d), want exit 1", err, exitCode(err))
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "in use by another process") || !strings.Contains(msg, "stop that process first") ||
+		strings.Contains(msg, "Badger") || strings.Contains(msg, "directory lock") {
+		t.Errorf("verify-audit with the store locked, no socket = %q; want it to say the store is in use and to stop that process, in no words of Badger's", msg)
+	}
+	s.stop(t)
+
+	// Stopped: verify-audit opens the store itself, with the master key.
+	out.Reset()
+	if err := run(context.Background(), []string{"verify-audit", "-data", data, "-log-level", "warn"}, e.get, &out, io.Discard); err != nil || !strings.Contains(out.String(), "intact") {
+		t.Errorf("verify-audit with kmsd stopped = %v; printed:\n%s", err, out.String())
 	}
 }

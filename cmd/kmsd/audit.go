@@ -96,8 +96,10 @@ func auditExport(ctx context.Context, c *config, stdout io.Writer, log *zerolog.
 }
 
 func exportRecords(ctx context.Context, c *config, w io.Writer, log *zerolog.Logger) (int, error) {
+	var adminErr error
 	if !c.postgres() {
-		if sock, err := dialAdmin(c.data); err == nil {
+		var sock string
+		if sock, adminErr = dialAdmin(c.data); adminErr == nil {
 			return exportOnline(ctx, sock, c.auditFrom, w)
 		}
 		if !hasStore(c.data) {
@@ -106,7 +108,7 @@ func exportRecords(ctx context.Context, c *config, w io.Writer, log *zerolog.Log
 	}
 	st, err := openStore(ctx, c, pgstore.Options{Existing: true})
 	if err != nil {
-		return 0, err
+		return 0, storeInUse(c, err, adminErr)
 	}
 	defer st.Close()
 	return writeRecords(ctx, st, c.auditFrom, w)

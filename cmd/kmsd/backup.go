@@ -63,7 +63,8 @@ func backup(ctx context.Context, c *config, getenv func(string) string, stdout i
 // writeBackup writes the backup to w: from the running kmsd through its
 // admin socket, or else from the store, opened here.
 func writeBackup(ctx context.Context, c *config, getenv func(string) string, w io.Writer, log *zerolog.Logger) (mode string, err error) {
-	if sock, err := dialAdmin(c.data); err == nil {
+	sock, adminErr := dialAdmin(c.data)
+	if adminErr == nil {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://kmsd/backup", nil)
 		resp, err := adminClient(sock).Do(req)
 		if err != nil {
@@ -79,7 +80,7 @@ func writeBackup(ctx context.Context, c *config, getenv func(string) string, w i
 	}
 	st, mk, err := openExistingStore(ctx, c, getenv, log, false)
 	if err != nil {
-		return "offline", err
+		return "offline", storeInUse(c, err, adminErr)
 	}
 	defer st.Close()
 	svc, err := kms.New(st, kms.Options{MasterKey: mk})

@@ -468,8 +468,10 @@ Checks the hash chain of the activity trail in the data directory: every
 record's digest, the link to the record before it, no gaps, and the head.
 Prints the number of records checked and the head digest. Exit status: 0
 when the chain is intact, 3 when it is broken, 1 on any other error.
-Stop kmsd first: the store can be opened by one process at a time.
-The master key is read as for the server (KMS_MASTER_KEY,
+With kmsd running on the embedded store, the running kmsd checks it
+(through admin/kmsd.sock in the data directory, as the user kmsd runs as)
+and no master key is needed. Else verify-audit opens the store itself and
+reads the master key as the server does (KMS_MASTER_KEY,
 -master-key-file, or <data>/master.key with -dev).
 
 `)

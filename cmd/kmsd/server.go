@@ -373,7 +373,7 @@ func openStore(ctx context.Context, c *config, pg pgstore.Options) (kms.Store, e
 	case err == nil:
 		return st, nil
 	case kms.ErrorKind(err) == kms.KindConflict:
-		return nil, fmt.Errorf("open store in %s: another process (kmsd, or kmsd verify-audit) is using it; stop it first", c.data)
+		return nil, fmt.Errorf("open store in %s: %w; stop it first", c.data, errStoreInUse)
 	default:
 		return nil, fmt.Errorf("open store in %s: %w", c.data, err)
 	}

@@ -221,13 +221,19 @@ func TestReopenKeepsWritesAndTrail(t *testing.T) {
 	}
 }
 
-func TestOpenError(t *testing.T) {
+// TestOpenInUse: a directory that another Store has open (Badger's lock
+// on the directory) is an error of kind Conflict that says so in its
+// Message, Badger's words only in its Err, for the log.
+func TestOpenInUse(t *testing.T) {
 	s := openDir(t)
 	// The directory is locked by s.
 	_, err := OpenDir(s.db.Opts().Dir)
 	var e *kms.Error
-	if !errors.As(err, &e) || e.Kind != kms.KindInternal {
-		t.Errorf("OpenDir(locked dir) = %v, want a kms error of kind internal", err)
+	if !errors.As(err, &e) || e.Kind != kms.KindConflict {
+		t.Fatalf("OpenDir(locked dir) = %v, want a kms error of kind conflict", err)
+	}
+	if !strings.Contains(e.Message, "in use by another process") || strings.Contains(e.Message, "Badger") {
+		t.Errorf("OpenDir(locked dir) message = %q, want it to say the directory is in use, in no words of Badger's", e.Message)
 	}
 }
 
