@@ -85,7 +85,7 @@ var settings = []setting{
 	{"tls-cert", "KMS_TLS_CERT", "file", "TLS certificate chain, PEM (with -tls-key)", ""},
 	{"tls-key", "KMS_TLS_KEY", "file", "TLS private key, PEM (with -tls-cert)", ""},
 	{"log-level", "KMS_LOG_LEVEL", "level", "debug, info, warn or error", "info"},
-	{"log-format", "KMS_LOG_FORMAT", "format", "json or console", "json"},
+	{"log-format", "KMS_LOG_FORMAT", "format", "json, console (text), or auto: console when stderr is a terminal, else json", "auto"},
 	{"token-ttl", "KMS_TOKEN_TTL", "duration", "lifetime of a User's access token", "1h"},
 	{"session-lifetime", "KMS_SESSION_LIFETIME", "duration", "how long a login lasts across refreshes of its access token", "24h"},
 	{"invite-ttl", "KMS_INVITE_TTL", "duration", "how long an invitation can be completed", "168h"},
@@ -170,7 +170,7 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stdout i
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "")
 	fs.StringVar(&c.logLevel, "log-level", "info", "")
-	fs.StringVar(&c.logFormat, "log-format", "json", "")
+	fs.StringVar(&c.logFormat, "log-format", "auto", "")
 	fs.StringVar(&c.clientIP, "client-ip-header", "", "")
 	c.diskReserve = defaultDiskReserve
 	fs.Var(&c.diskReserve, "disk-reserve", "")
@@ -251,9 +251,9 @@ func (c *config) validate() error {
 		return fmt.Errorf("-log-level %q: want debug, info, warn or error", c.logLevel)
 	}
 	switch c.logFormat {
-	case "json", "console":
+	case "auto", "json", "console":
 	default:
-		return fmt.Errorf("-log-format %q: want json or console", c.logFormat)
+		return fmt.Errorf("-log-format %q: want json, console or auto", c.logFormat)
 	}
 	for _, d := range []struct {
 		name string
