@@ -428,9 +428,15 @@ func bootstrap(ctx context.Context, svc *kms.Service, secret string, stderr io.W
 	return nil
 }
 
+// noMailMessage is what kmsd logs at start without a mailer.
+const noMailMessage = "mail: none configured (set -mail-outbox or KMS_SMTP_ADDR); invitations still work, " +
+	"their link answered as loginUrl for the caller to pass on, but password resets cannot start " +
+	"and no notice of a changed email or password is sent"
+
 // newMailer returns the outbox with -mail-outbox, else an SMTP mailer
-// when KMS_SMTP_ADDR is set, else nil (no mail: invitations and password
-// resets fail with an error that says so).
+// when KMS_SMTP_ADDR is set, else nil: no mail (kms.Options.Mailer), so
+// an invitation still succeeds, its link answered to the caller only, and
+// a password reset cannot start.
 func newMailer(c *config, getenv func(string) string, log *zerolog.Logger) (kms.Mailer, error) {
 	if c.mailOutbox != "" {
 		if err := os.MkdirAll(c.mailOutbox, 0o700); err != nil {
@@ -452,6 +458,6 @@ func newMailer(c *config, getenv func(string) string, log *zerolog.Logger) (kms.
 		log.Info().Str("smtp_addr", m.Addr).Str("from", m.From).Bool("auth", m.Username != "").Msg("mail: sent over SMTP")
 		return m, nil
 	}
-	log.Info().Msg("mail: none configured (set -mail-outbox or KMS_SMTP_ADDR); invitations and password resets will fail")
+	log.Info().Msg(noMailMessage)
 	return nil, nil
 }
