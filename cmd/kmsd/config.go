@@ -475,6 +475,21 @@ reads the master key as the server does (KMS_MASTER_KEY,
 -master-key-file, or <data>/master.key with -dev).
 
 `)
+	} else if cmd == "new-root-key" {
+		fmt.Fprint(w, `Usage: kmsd new-root-key [flags]
+
+Creates a new API key with the flag "*" (every permission) in the root
+Account and prints its secret once: the way back when the root API key is
+lost (the bootstrap key that kmsd -dev printed once, say). Holding the
+master key is its authority: it is read as for the server (KMS_MASTER_KEY,
+-master-key-file, or <data>/master.key with -dev). The key's creation is
+recorded in the activity trail (action apikey.create, by
+app:kmsd.new-root-key). The keys made before stay as they are. With the
+embedded store, stop kmsd first: the store can be opened by one process
+at a time. Exit status: 0 on success, 1 on an error, 2 on a usage error
+(no master key among them).
+
+`)
 	} else if cmd == "rotate-signing-key" {
 		fmt.Fprint(w, `Usage: kmsd rotate-signing-key [flags]
 
@@ -498,6 +513,7 @@ master key is read as for the server (KMS_MASTER_KEY, -master-key-file, or
        kmsd restore -i FILE -data DIR   a new data directory from a backup
        kmsd audit export [-from SEQ]    activity records as JSON lines
        kmsd rekey [flags]               move every sealed secret to a new master key
+       kmsd new-root-key [flags]        a new API key with the flag "*", from the master key
 
 `)
 	}
