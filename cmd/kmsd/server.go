@@ -368,7 +368,9 @@ func openStore(ctx context.Context, c *config, pg pgstore.Options) (kms.Store, e
 	if reserve == 0 {
 		reserve = -1 // off
 	}
-	st, err := badgerstore.OpenWith(badgerstore.DefaultOptions(c.data), badgerstore.Options{DiskReserve: reserve})
+	// kmsd holds part of the reserve in a file, which the library leaves
+	// to its callers to ask for (docs/OPERATIONS.md, section 12).
+	st, err := badgerstore.OpenWith(badgerstore.DefaultOptions(c.data), badgerstore.Options{DiskReserve: reserve, HoldReserve: true})
 	switch {
 	case err == nil:
 		return st, nil
