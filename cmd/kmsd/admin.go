@@ -59,13 +59,13 @@ const maxSocketPath = 104
 // directory data: its path, or an error saying why none answers there.
 func dialAdmin(data string) (string, error) {
 	sock := adminSocket(data)
-	if len(sock) >= maxSocketPath {
-		return "", fmt.Errorf("the path of %s is too long for a Unix socket, so kmsd serves none", sock)
-	}
-	conn, err := net.Dial("unix", sock)
-	if err == nil {
-		conn.Close()
-		return sock, nil
+	err := fmt.Errorf("the path of %s is too long for a Unix socket, so kmsd serves none", sock)
+	if len(sock) < maxSocketPath {
+		var conn net.Conn
+		if conn, err = net.Dial("unix", sock); err == nil {
+			conn.Close()
+			return sock, nil
+		}
 	}
 	if legacy := filepath.Join(data, legacyAdminSocket); len(legacy) < maxSocketPath {
 		if conn, lerr := net.Dial("unix", legacy); lerr == nil {
