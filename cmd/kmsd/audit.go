@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -97,10 +96,10 @@ func auditExport(ctx context.Context, c *config, stdout io.Writer, log *zerolog.
 }
 
 func exportRecords(ctx context.Context, c *config, w io.Writer, log *zerolog.Logger) (int, error) {
+	var adminErr error
 	if !c.postgres() {
-		sock := adminSocket(c.data)
-		if conn, err := net.Dial("unix", sock); err == nil {
-			conn.Close()
+		var sock string
+		if sock, adminErr = dialAdmin(c.data); adminErr == nil {
 			return exportOnline(ctx, sock, c.auditFrom, w)
 		}
 		if !hasStore(c.data) {
@@ -109,7 +108,7 @@ func exportRecords(ctx context.Context, c *config, w io.Writer, log *zerolog.Log
 	}
 	st, err := openStore(ctx, c, pgstore.Options{Existing: true})
 	if err != nil {
-		return 0, err
+		return 0, storeInUse(c, err, adminErr)
 	}
 	defer st.Close()
 	return writeRecords(ctx, st, c.auditFrom, w)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,72 +16,6 @@ import (
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/store/badgerstore"
 )
-
-// A running kmsd on the embedded store serves its backups on a Unix socket
-// in its data directory, of mode 0600: whoever may use it may read the
-// data directory already, which holds the same sealed secrets. kmsd backup
-// asks it there, and backs the store up itself when no kmsd runs on it.
-const adminSocketName = "admin.sock"
-
-func adminSocket(data string) string { return filepath.Join(data, adminSocketName) }
-
-// adminClient is an HTTP client of the admin socket at sock.
-func adminClient(sock string) *http.Client {
-	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "unix", sock)
-	}}}
-}
-
-// maxSocketPath is the longest path of a Unix socket that every Unix
-// takes (sun_path is 104 bytes on the BSDs, 108 on Linux, with its NUL).
-const maxSocketPath = 104
-
-// serveAdmin serves GET /backup and GET /audit (kmsd audit export) on the
-// admin socket of the data directory
-// until the returned function is called.
-func serveAdmin(data string, svc *kms.Service, st kms.Store, log *zerolog.Logger) (stop func(), err error) {
-	path := adminSocket(data)
-	if len(path) >= maxSocketPath {
-		log.Warn().Str("socket", path).Msg("no online backup: the data directory's path is too long for a Unix socket; kmsd backup works with kmsd stopped")
-		return func() {}, nil
-	}
-	// kmsd holds the store's lock: a socket file left here is stale.
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("admin socket: %w", err)
-	}
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		return nil, fmt.Errorf("admin socket %s: %w", path, err)
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("admin socket: %w", err)
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /backup", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/octet-stream")
-		info, err := svc.Backup(r.Context(), w)
-		if err != nil {
-			// Nothing written yet: say why. Once bytes went out, the
-			// backup ends without its end frame, which kmsd backup
-			// detects; the reason is in the log.
-			log.Error().Err(err).Msg("backup failed")
-			http.Error(w, kms.ErrorMessage(err), http.StatusInternalServerError)
-			return
-		}
-		log.Info().Uint64("entries", info.Entries).Uint64("records", info.Records).Msg("backup taken")
-	})
-	mux.HandleFunc("GET /audit", serveExport(st))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln)
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-		defer cancel()
-		srv.Shutdown(ctx)
-		os.Remove(path)
-	}, nil
-}
 
 // backup is kmsd backup: a consistent backup of the embedded store and
 // its trail, from the kmsd running on it (online) or from the store
@@ -130,10 +63,8 @@ func backup(ctx context.Context, c *config, getenv func(string) string, stdout i
 // writeBackup writes the backup to w: from the running kmsd through its
 // admin socket, or else from the store, opened here.
 func writeBackup(ctx context.Context, c *config, getenv func(string) string, w io.Writer, log *zerolog.Logger) (mode string, err error) {
-	sock := adminSocket(c.data)
-	conn, derr := net.Dial("unix", sock)
-	if derr == nil {
-		conn.Close()
+	sock, adminErr := dialAdmin(c.data)
+	if adminErr == nil {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://kmsd/backup", nil)
 		resp, err := adminClient(sock).Do(req)
 		if err != nil {
@@ -149,7 +80,7 @@ func writeBackup(ctx context.Context, c *config, getenv func(string) string, w i
 	}
 	st, mk, err := openExistingStore(ctx, c, getenv, log, false)
 	if err != nil {
-		return "offline", err
+		return "offline", storeInUse(c, err, adminErr)
 	}
 	defer st.Close()
 	svc, err := kms.New(st, kms.Options{MasterKey: mk})

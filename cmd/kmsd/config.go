@@ -85,7 +85,7 @@ var settings = []setting{
 	{"tls-cert", "KMS_TLS_CERT", "file", "TLS certificate chain, PEM (with -tls-key)", ""},
 	{"tls-key", "KMS_TLS_KEY", "file", "TLS private key, PEM (with -tls-cert)", ""},
 	{"log-level", "KMS_LOG_LEVEL", "level", "debug, info, warn or error", "info"},
-	{"log-format", "KMS_LOG_FORMAT", "format", "json or console", "json"},
+	{"log-format", "KMS_LOG_FORMAT", "format", "json, console (text), or auto: console when stderr is a terminal, else json", "auto"},
 	{"token-ttl", "KMS_TOKEN_TTL", "duration", "lifetime of a User's access token", "1h"},
 	{"session-lifetime", "KMS_SESSION_LIFETIME", "duration", "how long a login lasts across refreshes of its access token", "24h"},
 	{"invite-ttl", "KMS_INVITE_TTL", "duration", "how long an invitation can be completed", "168h"},
@@ -170,7 +170,7 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stdout i
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "")
 	fs.StringVar(&c.logLevel, "log-level", "info", "")
-	fs.StringVar(&c.logFormat, "log-format", "json", "")
+	fs.StringVar(&c.logFormat, "log-format", "auto", "")
 	fs.StringVar(&c.clientIP, "client-ip-header", "", "")
 	c.diskReserve = defaultDiskReserve
 	fs.Var(&c.diskReserve, "disk-reserve", "")
@@ -251,9 +251,9 @@ func (c *config) validate() error {
 		return fmt.Errorf("-log-level %q: want debug, info, warn or error", c.logLevel)
 	}
 	switch c.logFormat {
-	case "json", "console":
+	case "auto", "json", "console":
 	default:
-		return fmt.Errorf("-log-format %q: want json or console", c.logFormat)
+		return fmt.Errorf("-log-format %q: want json, console or auto", c.logFormat)
 	}
 	for _, d := range []struct {
 		name string
@@ -392,8 +392,8 @@ empty among them: nothing is written then).
 Writes a consistent backup of the embedded store in the data directory and
 its activity trail to FILE (mode 0600), or to standard output without -o or
 with -o -. With kmsd running on the directory, the running kmsd takes it
-(through the socket admin.sock in the data directory, which only its user
-may use) while it serves: writes pause only while a snapshot is taken.
+(through the socket admin/kmsd.sock in the data directory, which only its
+user may use) while it serves: writes pause only while a snapshot is taken.
 With no kmsd running, kmsd backup opens the store itself, and reads the
 master key as the server does. The backup holds only sealed secrets, like
 the data directory, and is authenticated under a key derived from the
@@ -433,7 +433,7 @@ end of the trail as JSON lines (as GET /activity answers them, with seq,
 prev and digest) to standard output, or to FILE (mode 0600). An audit sink
 that restarts, or missed records, resumes with it from the seq after the
 last one it has. With kmsd running on the embedded store, the running kmsd
-reads them (through admin.sock in the data directory); else kmsd reads the
+reads them (through admin/kmsd.sock in the data directory); else kmsd reads the
 store itself; with -store postgres://..., the database. It needs no master
 key. Exit status: 0 on success, 1 on an error.
 
@@ -468,9 +468,26 @@ Checks the hash chain of the activity trail in the data directory: every
 record's digest, the link to the record before it, no gaps, and the head.
 Prints the number of records checked and the head digest. Exit status: 0
 when the chain is intact, 3 when it is broken, 1 on any other error.
-Stop kmsd first: the store can be opened by one process at a time.
-The master key is read as for the server (KMS_MASTER_KEY,
+With kmsd running on the embedded store, the running kmsd checks it
+(through admin/kmsd.sock in the data directory, as the user kmsd runs as)
+and no master key is needed. Else verify-audit opens the store itself and
+reads the master key as the server does (KMS_MASTER_KEY,
 -master-key-file, or <data>/master.key with -dev).
+
+`)
+	} else if cmd == "new-root-key" {
+		fmt.Fprint(w, `Usage: kmsd new-root-key [flags]
+
+Creates a new API key with the flag "*" (every permission) in the root
+Account and prints its secret once: the way back when the root API key is
+lost (the bootstrap key that kmsd -dev printed once, say). Holding the
+master key is its authority: it is read as for the server (KMS_MASTER_KEY,
+-master-key-file, or <data>/master.key with -dev). The key's creation is
+recorded in the activity trail (action apikey.create, by
+app:kmsd.new-root-key). The keys made before stay as they are. With the
+embedded store, stop kmsd first: the store can be opened by one process
+at a time. Exit status: 0 on success, 1 on an error, 2 on a usage error
+(no master key among them).
 
 `)
 	} else if cmd == "rotate-signing-key" {
@@ -496,6 +513,7 @@ master key is read as for the server (KMS_MASTER_KEY, -master-key-file, or
        kmsd restore -i FILE -data DIR   a new data directory from a backup
        kmsd audit export [-from SEQ]    activity records as JSON lines
        kmsd rekey [flags]               move every sealed secret to a new master key
+       kmsd new-root-key [flags]        a new API key with the flag "*", from the master key
 
 `)
 	}

@@ -9,18 +9,33 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// newLogger returns the logger of kmsd: JSON lines or console text on w,
-// at the configured level.
+// newLogger returns the logger of kmsd: JSON lines or console text on w
+// (logFormat), at the configured level.
 func newLogger(c *config, w io.Writer) zerolog.Logger {
 	level, err := zerolog.ParseLevel(c.logLevel)
 	if err != nil {
 		level = zerolog.InfoLevel // validate has checked it
 	}
 	out := w
-	if c.logFormat == "console" {
+	if logFormat(c.logFormat, w, isTerminal) == "console" {
 		out = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339, NoColor: !isTerminal(w)}
 	}
 	return zerolog.New(out).Level(level).With().Timestamp().Logger()
+}
+
+// logFormat is the format of the log on w for -log-format flag: json or
+// console as asked, and for auto (the default) console text when w is a
+// terminal, where a person reads it (kmsd -dev on a laptop), and JSON
+// lines otherwise, where a program collects them (systemd's journal, a
+// container's log driver).
+func logFormat(flag string, w io.Writer, isTerminal func(io.Writer) bool) string {
+	if flag != "auto" {
+		return flag
+	}
+	if isTerminal(w) {
+		return "console"
+	}
+	return "json"
 }
 
 // isTerminal reports whether w is, or wraps, a character device.

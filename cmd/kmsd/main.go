@@ -9,6 +9,7 @@
 //	kmsd restore -i FILE -data DIR  a new data directory from a backup
 //	kmsd audit export -from SEQ     activity records as JSON lines
 //	kmsd rekey [flags]         move every sealed secret to a new master key
+//	kmsd new-root-key [flags]  a new API key with the flag "*", from the master key
 //
 // Every flag can also be set by a KMS_* environment variable; a flag on the
 // command line wins. Secrets come only from the environment or files:
@@ -85,7 +86,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	cmd := ""
 	if len(args) > 1 && args[0] == "audit" && args[1] == "export" {
 		cmd, args = "audit-export", args[2:]
-	} else if len(args) > 0 && (args[0] == "verify-audit" || args[0] == "migrate" || args[0] == "rotate-signing-key" || args[0] == "backup" || args[0] == "restore" || args[0] == "rekey") {
+	} else if len(args) > 0 && (args[0] == "verify-audit" || args[0] == "migrate" || args[0] == "rotate-signing-key" || args[0] == "backup" || args[0] == "restore" || args[0] == "rekey" || args[0] == "new-root-key") {
 		cmd, args = args[0], args[1:]
 	}
 	c, err := parseConfig(cmd, args, getenv, stdout)
@@ -111,6 +112,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return auditExport(ctx, c, stdout, &log)
 	case "rekey":
 		return rekey(ctx, c, getenv, stdout, &log)
+	case "new-root-key":
+		return newRootKey(ctx, c, getenv, stdout, &log)
 	}
 	return serve(ctx, c, getenv, stdout, stderr, &log)
 }

@@ -103,10 +103,7 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stdout, s
 	if err := os.MkdirAll(c.data, 0o700); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
-	if fi, err := os.Stat(c.data); err == nil && fi.Mode().Perm()&0o077 != 0 {
-		log.Warn().Str("dir", c.data).Str("mode", fmt.Sprintf("%04o", fi.Mode().Perm())).
-			Msg("the data directory is accessible to other users; chmod 700 it")
-	}
+	warnDataDirMode(c.data, log)
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", c.addr, err)
@@ -305,6 +302,16 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stdout, s
 	return nil
 }
 
+// warnDataDirMode warns when the data directory is open to its group or
+// to other users, to read, write or enter (any of the bits 0077): kmsd
+// made it 0700, and someone widened it, or made it before.
+func warnDataDirMode(dir string, log *zerolog.Logger) {
+	if fi, err := os.Stat(dir); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		log.Warn().Str("dir", dir).Str("mode", fmt.Sprintf("%04o", fi.Mode().Perm())).
+			Msg("the data directory is accessible to its group or other users; chmod 700 it")
+	}
+}
+
 // storeRetry is how often kmsd tries again to start on a store that its
 // full disk, or an unreachable database, kept from starting.
 const storeRetry = time.Second
@@ -361,12 +368,14 @@ func openStore(ctx context.Context, c *config, pg pgstore.Options) (kms.Store, e
 	if reserve == 0 {
 		reserve = -1 // off
 	}
-	st, err := badgerstore.OpenWith(badgerstore.DefaultOptions(c.data), badgerstore.Options{DiskReserve: reserve})
+	// kmsd holds part of the reserve in a file, which the library leaves
+	// to its callers to ask for (docs/OPERATIONS.md, section 12).
+	st, err := badgerstore.OpenWith(badgerstore.DefaultOptions(c.data), badgerstore.Options{DiskReserve: reserve, HoldReserve: true})
 	switch {
 	case err == nil:
 		return st, nil
 	case kms.ErrorKind(err) == kms.KindConflict:
-		return nil, fmt.Errorf("open store in %s: another process (kmsd, or kmsd verify-audit) is using it; stop it first", c.data)
+		return nil, fmt.Errorf("open store in %s: %w; stop it first", c.data, errStoreInUse)
 	default:
 		return nil, fmt.Errorf("open store in %s: %w", c.data, err)
 	}
@@ -421,9 +430,15 @@ func bootstrap(ctx context.Context, svc *kms.Service, secret string, stderr io.W
 	return nil
 }
 
+// noMailMessage is what kmsd logs at start without a mailer.
+const noMailMessage = "mail: none configured (set -mail-outbox or KMS_SMTP_ADDR); invitations still work, " +
+	"their link answered as loginUrl for the caller to pass on, but password resets cannot start " +
+	"and no notice of a changed email or password is sent"
+
 // newMailer returns the outbox with -mail-outbox, else an SMTP mailer
-// when KMS_SMTP_ADDR is set, else nil (no mail: invitations and password
-// resets fail with an error that says so).
+// when KMS_SMTP_ADDR is set, else nil: no mail (kms.Options.Mailer), so
+// an invitation still succeeds, its link answered to the caller only, and
+// a password reset cannot start.
 func newMailer(c *config, getenv func(string) string, log *zerolog.Logger) (kms.Mailer, error) {
 	if c.mailOutbox != "" {
 		if err := os.MkdirAll(c.mailOutbox, 0o700); err != nil {
@@ -445,6 +460,6 @@ func newMailer(c *config, getenv func(string) string, log *zerolog.Logger) (kms.
 		log.Info().Str("smtp_addr", m.Addr).Str("from", m.From).Bool("auth", m.Username != "").Msg("mail: sent over SMTP")
 		return m, nil
 	}
-	log.Info().Msg("mail: none configured (set -mail-outbox or KMS_SMTP_ADDR); invitations and password resets will fail")
+	log.Info().Msg(noMailMessage)
 	return nil, nil
 }

@@ -31,11 +31,13 @@
 // DefaultDiskReserve) on the file systems of its directory and of its
 // trail: Writable reports an error of kind NoSpace once either has less
 // than the reserve free, and the Service then writes nothing, answering
-// every call that would write with that error until space returns. Part
-// of the reserve is held in the file "reserve" in the directory and given
-// up when the disk fills, for Badger's flushes and compactions and for the
-// next Open (see internal/diskspace). A write that fails with ENOSPC all
-// the same (another program filled the disk between the check and the
+// every call that would write with that error until space returns. With
+// Options.HoldReserve (kmsd sets it), part of the reserve is held in the
+// file "reserve" in the directory and given up when the disk fills, for
+// Badger's flushes and compactions and for the next Open, even when
+// another program took the free space (see internal/diskspace); without
+// it, nothing is written for the reserve. A write that fails with ENOSPC
+// all the same (another program filled the disk between the check and the
 // write) is an error of kind NoSpace too.
 //
 // # Conflicts
@@ -147,6 +149,17 @@ type Options struct {
 	// leaves a full disk to kill the process.
 	DiskReserve int64
 
+	// HoldReserve holds a quarter of the reserve (64 MiB of the default
+	// one) in the file BallastFile in the store's directory, allocated,
+	// and gives it up when the disk fills, so that Badger's flushes and
+	// compactions and the next Open have room even if another program
+	// took the free space. Off by default: a program that embeds a small
+	// store should not find 64 MiB of its disk gone unasked, and keeps
+	// the reserve's check (a statfs per Writable) all the same. kmsd, the
+	// server, sets it. Off, a file left by an earlier Open with it on is
+	// left alone: delete it by hand.
+	HoldReserve bool
+
 	// Trail configures the activity trail's files (filetrail.OpenWith).
 	Trail filetrail.Options
 }
@@ -163,7 +176,7 @@ const DefaultDiskReserve = 256 << 20
 const minOpenFree = 1 << 20
 
 // BallastFile is the name of the file, in the store's directory, that
-// holds part of the disk reserve.
+// holds part of the disk reserve (Options.HoldReserve).
 const BallastFile = "reserve"
 
 // Open opens a Store with Badger options as the caller set them (Dir,
@@ -177,12 +190,13 @@ const BallastFile = "reserve"
 // A directory that another process has open is an error of kind Conflict;
 // any other error from Badger (a corrupt directory, invalid options) is
 // returned as a kms error of kind Internal. The Store keeps the default
-// disk reserve (OpenWith sets another).
+// disk reserve, without holding part of it in a file (OpenWith sets
+// another, or holds it).
 func Open(opts badger.Options) (*Store, error) { return OpenWith(opts, Options{}) }
 
 // OpenWith is Open with the Store's own Options. On a file system already
-// below the reserve, it gives up the held part of the reserve before Badger
-// opens (Badger's start writes through memory maps too), and the Store
+// below the reserve, it gives up the held part of the reserve (if it holds
+// one) before Badger opens (Badger's start writes through memory maps too), and the Store
 // opens all the same: Writable then reports NoSpace until space returns.
 // On a file system with less than 1 MiB free even then, it answers an
 // error of kind NoSpace and leaves the directory as it was.
@@ -199,7 +213,11 @@ func OpenWith(opts badger.Options, so Options) (*Store, error) {
 		if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
 			return nil, &kms.Error{Kind: kms.KindInternal, Message: "create store directory", Err: err}
 		}
-		g := diskspace.New(opts.Dir, reserve, filepath.Join(opts.Dir, BallastFile))
+		ballast := ""
+		if so.HoldReserve {
+			ballast = filepath.Join(opts.Dir, BallastFile)
+		}
+		g := diskspace.New(opts.Dir, reserve, ballast)
 		if g.Check() != nil {
 			g.Release()
 			if free, err := diskspace.Free(opts.Dir); err == nil && free < minOpenFree && reserve > 0 {
@@ -252,7 +270,9 @@ func (s *Store) Trail() kms.Trail { return s.trail }
 // OpenDir opens, creating it if needed, a Store in dir with options sized
 // for a key-management service: a small data set of small values, where
 // resident memory should stay well under 200 MiB. See DefaultOptions for
-// what it sets.
+// what it sets. It keeps the default disk reserve without holding part of
+// it in a file; a long-running server that wants that (as kmsd does)
+// calls OpenWith(DefaultOptions(dir), Options{HoldReserve: true}).
 func OpenDir(dir string) (*Store, error) {
 	return Open(DefaultOptions(dir))
 }

@@ -221,13 +221,19 @@ func TestReopenKeepsWritesAndTrail(t *testing.T) {
 	}
 }
 
-func TestOpenError(t *testing.T) {
+// TestOpenInUse: a directory that another Store has open (Badger's lock
+// on the directory) is an error of kind Conflict that says so in its
+// Message, Badger's words only in its Err, for the log.
+func TestOpenInUse(t *testing.T) {
 	s := openDir(t)
 	// The directory is locked by s.
 	_, err := OpenDir(s.db.Opts().Dir)
 	var e *kms.Error
-	if !errors.As(err, &e) || e.Kind != kms.KindInternal {
-		t.Errorf("OpenDir(locked dir) = %v, want a kms error of kind internal", err)
+	if !errors.As(err, &e) || e.Kind != kms.KindConflict {
+		t.Fatalf("OpenDir(locked dir) = %v, want a kms error of kind conflict", err)
+	}
+	if !strings.Contains(e.Message, "in use by another process") || strings.Contains(e.Message, "Badger") {
+		t.Errorf("OpenDir(locked dir) message = %q, want it to say the directory is in use, in no words of Badger's", e.Message)
 	}
 }
 
@@ -319,5 +325,44 @@ func TestClosed(t *testing.T) {
 	}
 	if ran {
 		t.Error("fn ran on a closed Store")
+	}
+}
+
+// TestReserveFileOnlyWhenAsked: a Store opened as a library user opens
+// it (OpenDir, or OpenWith without HoldReserve) writes no reserve file;
+// with HoldReserve it holds a quarter of the reserve in BallastFile.
+func TestReserveFileOnlyWhenAsked(t *testing.T) {
+	const reserve = 4 << 20
+	for _, c := range []struct {
+		name string
+		open func(dir string) (*Store, error)
+		want int64 // the file's size; 0 for none
+	}{
+		{"OpenDir", OpenDir, 0},
+		{"OpenWith", func(dir string) (*Store, error) {
+			return OpenWith(DefaultOptions(dir), Options{DiskReserve: reserve})
+		}, 0},
+		{"OpenWith HoldReserve", func(dir string) (*Store, error) {
+			return OpenWith(DefaultOptions(dir), Options{DiskReserve: reserve, HoldReserve: true})
+		}, reserve / 4},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s, err := c.open(dir)
+			if err != nil {
+				t.Fatalf("open = %v", err)
+			}
+			defer s.Close()
+			if err := s.Writable(t.Context()); err != nil {
+				t.Skipf("the test's file system is too full: %v", err)
+			}
+			fi, err := os.Stat(filepath.Join(dir, BallastFile))
+			switch {
+			case c.want == 0 && !os.IsNotExist(err):
+				t.Errorf("%s wrote %s (%v), want no such file", c.name, BallastFile, err)
+			case c.want != 0 && (err != nil || fi.Size() != c.want):
+				t.Errorf("%s: %s is %v, %v; want a file of %d bytes", c.name, BallastFile, fi, err, c.want)
+			}
+		})
 	}
 }

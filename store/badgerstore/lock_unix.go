@@ -5,16 +5,16 @@ package badgerstore
 import (
 	"errors"
 	"os"
-	"path/filepath"
 
 	"golang.org/x/sys/unix"
 )
 
-// inUse reports whether another process holds Badger's lock on dir (the
-// file LOCK, which Badger flocks while a database is open), so that Open
-// can say so in a kms error rather than in Badger's words.
+// inUse reports whether another process holds Badger's lock on dir, so
+// that Open can say so in a kms error rather than in Badger's words.
+// Badger flocks the directory itself while a database is open (its file
+// LOCK only holds the owner's pid, and stays behind after a crash).
 func inUse(dir string) bool {
-	f, err := os.Open(filepath.Join(dir, "LOCK"))
+	f, err := os.Open(dir)
 	if err != nil {
 		return false
 	}
