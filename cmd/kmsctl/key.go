@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
+	"time"
 
 	"github.com/ringkms/kms"
 )
@@ -103,7 +105,8 @@ func keyState(state string) func(c *cli, fs *flag.FlagSet, ring *kms.RingRef) ac
 			rotateFlag(fs, &in.Rotate)
 		}
 		return func(ctx context.Context, args []string) error {
-			return c.showKey(c.kc.SetKeyState(ctx, *ring, args[0], in))
+			k, err := c.kc.SetKeyState(ctx, *ring, args[0], in)
+			return c.showKey(k, inFlags(err, rotateWords...))
 		}
 	}
 }
@@ -117,14 +120,22 @@ func rotateFlag(fs *flag.FlagSet, rotate *bool) {
 func keyDestroy(c *cli, fs *flag.FlagSet, ring *kms.RingRef) action {
 	var in kms.DestroyKeyInput
 	rotateFlag(fs, &in.Rotate)
-	fs.StringVar(&in.After, "after", "", "destroy the key this `DURATION` from now, such as 72h (default 24h; at least kmsd's -min-destroy-delay)")
+	fs.Func("after", "destroy the key this `DURATION` from now, such as 72h (default 24h; at least kmsd's -min-destroy-delay)", func(s string) error {
+		if _, err := time.ParseDuration(s); err != nil {
+			return errors.New("want a duration such as 72h")
+		}
+		in.After = s
+		return nil
+	})
 	return func(ctx context.Context, args []string) error {
-		return c.showKey(c.kc.DestroyKey(ctx, *ring, args[0], in))
+		k, err := c.kc.DestroyKey(ctx, *ring, args[0], in)
+		return c.showKey(k, inFlags(err, destroyWords...))
 	}
 }
 
 func keyCancelDestroy(c *cli, fs *flag.FlagSet, ring *kms.RingRef) action {
 	return func(ctx context.Context, args []string) error {
-		return c.showKey(c.kc.CancelDestroyKey(ctx, *ring, args[0]))
+		k, err := c.kc.CancelDestroyKey(ctx, *ring, args[0])
+		return c.showKey(k, err)
 	}
 }

@@ -48,9 +48,10 @@ func userInvite(c *cli, fs *flag.FlagSet) action {
 	objectVar(fs, &in.Props, "props", "the User's props, a JSON `OBJECT`")
 	return func(ctx context.Context, args []string) error {
 		in.Username = args[0]
+		res, err := c.kc.Invite(ctx, in)
 		return shown(c, func(r *kms.InviteResult) table {
 			return fields("invited", in.Username, "email", in.Email, "link", r.LoginURL)
-		})(c.kc.Invite(ctx, in))
+		})(res, inFlags(err, inviteWords...))
 	}
 }
 
