@@ -47,3 +47,49 @@ func TestErrorsNameFlags(t *testing.T) {
 		t.Errorf("keys after refused changes: %+v", keys.Data)
 	}
 }
+
+// TestKeyChangesShowEncryptCount: a key state change, a destruction and a
+// rotation print the key's encrypt count, which their answers lack, as
+// key list does; a caller who may change keys but not read them gets the
+// change and a note instead of the count.
+func TestKeyChangesShowEncryptCount(t *testing.T) {
+	s := newServer(t, kms.Options{})
+	keyFile := createRing(t, s, "files")
+	e := s.env.with("KMS_PRIVATE_KEY_FILE", keyFile)
+	for range 2 {
+		kmsctl(t, e, "data", "encrypt", "-ring", "files").want(t, 0, "encrypt")
+	}
+	var keys kms.List[*kms.Key]
+	decodeJSON(t, kmsctl(t, s.env, "", "key", "list", "-ring", "files", "-json").want(t, 0, "key list"), &keys)
+	id := keys.Data[0].ID
+
+	for _, args := range [][]string{
+		{"key", "disable", "-rotate", "-ring", "files", id},
+		{"key", "enable", "-ring", "files", id},
+		{"key", "destroy", "-after", "48h", "-ring", "files", id},
+		{"key", "cancel-destroy", "-ring", "files", id},
+	} {
+		r := kmsctl(t, s.env, "", args...).want(t, 0, strings.Join(args, " "))
+		if !strings.Contains(r.stdout, "encrypt count:  2\n") {
+			t.Errorf("%s printed:\n%s", strings.Join(args, " "), r.stdout)
+		}
+	}
+	var changed struct{ Key kms.Key }
+	decodeJSON(t, kmsctl(t, s.env, "", "key", "enable", "-ring", "files", id, "-json").want(t, 0, "key enable -json"), &changed)
+	if changed.Key.EncryptCount == nil || *changed.Key.EncryptCount != 2 {
+		t.Errorf("key enable -json: encryptCount %s, want 2", cell(changed.Key.EncryptCount))
+	}
+	r := kmsctl(t, s.env, "", "ring", "rotate", "files").want(t, 0, "ring rotate")
+	if !strings.Contains(r.stdout, "encrypt count:  0\n") {
+		t.Errorf("ring rotate printed:\n%s", r.stdout)
+	}
+
+	// An API key that may change the ring's keys, not read them.
+	var key kms.APIKey
+	decodeJSON(t, kmsctl(t, s.env, "", "-json", "apikey", "create", "-account-uid", "root", "-flag", "keyring.files.keys").want(t, 0, "apikey create"), &key)
+	r = kmsctl(t, s.env.with("KMS_API_KEY", key.Key), "", "key", "disable", "-ring", "files", id).want(t, 0, "key disable without read")
+	if !strings.Contains(r.stdout, "state:          disabled") || !strings.Contains(r.stdout, "encrypt count:  -\n") ||
+		!strings.Contains(r.stderr, "encrypt count of key "+id+" could not be read") {
+		t.Errorf("key disable without read: stdout\n%s\nstderr %q", r.stdout, r.stderr)
+	}
+}

@@ -128,7 +128,8 @@ func ringShow(c *cli, fs *flag.FlagSet) action {
 
 func ringRotate(c *cli, fs *flag.FlagSet) action {
 	return func(ctx context.Context, args []string) error {
-		return c.showKey(c.kc.Rotate(ctx, kms.RotateInput{RingName: args[0]}))
+		k, err := c.kc.Rotate(ctx, kms.RotateInput{RingName: args[0]})
+		return c.showKey(ctx, ringRef(args[0]), k, err)
 	}
 }
 
