@@ -34,7 +34,9 @@ type Activity struct {
 	// Valid is false when the operation was refused: denied for want of
 	// a permission, or a credential, token, hash, header or Asset failed
 	// its check (even when the call answers that as a result, as a header
-	// lookup does); true when it was granted, whatever its result.
+	// lookup does), or the key it would use is disabled or scheduled for
+	// destruction; true when it was granted, whatever its result (a key
+	// destroyed or not found is a failure, not a refusal).
 	Valid bool `json:"valid"`
 	// Props holds action and ring again, the result ("ok" when the
 	// operation succeeded, else the kind of the error that ended it, such
@@ -96,11 +98,12 @@ func (s *Service) refuse(p *Principal, action, ring string, props map[string]any
 
 // refused reports whether an operation that ended with err was refused
 // (see Activity.Valid): a missing permission, a credential or token that
-// was refused (login, invitation, reset, refresh), too many attempts, or
-// a failed verification.
+// was refused (login, invitation, reset, refresh), too many attempts, a
+// failed verification, or a key that its state forbids to use (Disabled:
+// the decrypt of a disabled key is refused as one without the flag is).
 func refused(err error) bool {
 	switch ErrorKind(err) {
-	case KindPermissionDenied, KindUnauthenticated, KindUnprocessable, KindRateLimited:
+	case KindPermissionDenied, KindUnauthenticated, KindUnprocessable, KindRateLimited, KindDisabled:
 		return err != nil
 	}
 	return errors.Is(err, errBadLogin) || errors.Is(err, errBadReset)

@@ -118,6 +118,22 @@ func TestKeyDisable(t *testing.T) {
 	if states[kms.KeyDisabled] != 1 || states[kms.KeyEnabled] != 1 {
 		t.Fatalf("key.state records that succeeded, by state: %v; want one disabled, one enabled", states)
 	}
+
+	// The uses of the disabled key were refused: their records say valid
+	// false, so that a search for refused operations finds them.
+	l, err = e.svc.SearchActivity(e.root, kms.ActivityFilter{Valid: new(false)}, kms.PageRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := map[string]int{}
+	for _, a := range l.Data {
+		if a.Props["result"] == "disabled" {
+			refused[a.Action]++
+		}
+	}
+	if refused["decrypt"] != 1 || refused["key.read"] != 1 {
+		t.Fatalf("refused records of the disabled key, by action: %v; want a decrypt and a key.read", refused)
+	}
 }
 
 // TestKeyDestroy schedules a destruction, cancels it, schedules it again

@@ -235,4 +235,23 @@ func TestKmsctl(t *testing.T) {
 		kmsctl(t, user, nil, 0, "logout")
 		kmsctl(t, user, nil, 1, "ring", "list")
 	})
+
+	// The mailed links, completed by kmsctl with the link and the
+	// password on standard input.
+	t.Run("invitation and reset", func(t *testing.T) {
+		mails := map[string]bool{}
+		kmsctl(t, env, nil, 0, "user", "invite", "-email", "grace@example.com", "-first-name", "Grace", "-last-name", "Hopper",
+			"-flag", "keyring.*.read", "grace")
+		link, _ := in.waitMail(t, "grace@example.com", mails).link(t, "/auth/user/invite-validate")
+		user := kmsctlEnv(t, p, "")
+		kmsctl(t, user, []byte(link+"\nGrace-Hopper-1906\n"), 0, "user", "accept-invite")
+		kmsctl(t, user, nil, 0, "ring", "show", "payments")
+
+		kmsctl(t, user, nil, 0, "user", "forgot-password", "grace@example.com")
+		link, _ = in.waitMail(t, "grace@example.com", mails).link(t, "/auth/basic/reset-password-complete")
+		kmsctl(t, user, []byte(link+"\nAmazing-Grace-1952\n"), 0, "user", "reset-password")
+		kmsctl(t, user, nil, 1, "ring", "show", "payments") // the reset revoked the saved token
+		kmsctl(t, user, []byte("Amazing-Grace-1952\n"), 0, "login", "-user", "grace")
+		kmsctl(t, user, nil, 0, "ring", "show", "payments")
+	})
 }

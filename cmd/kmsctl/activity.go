@@ -23,7 +23,15 @@ func activityCommands() *command {
 var activityHeader = []string{"SEQ", "TIME", "ACTION", "RING", "KEYID", "VALID", "RESULT"}
 
 func activityRow(a *kms.Activity) []string {
-	return []string{cell(a.Seq), cell(time.UnixMilli(a.CreatedAt)), a.Action, cell(a.Ring), a.KeyID, cell(a.Valid), cell(a.Props["result"])}
+	return []string{cell(a.Seq), activityTime(a.CreatedAt), a.Action, cell(a.Ring), a.KeyID, cell(a.Valid), cell(a.Props["result"])}
+}
+
+// activityTime is the time of a record, epoch milliseconds, as RFC 3339
+// in UTC with its milliseconds: the trail's filters work to the
+// millisecond, so that a TIME given back to -from or -until finds its
+// record (to the second, -until would miss it).
+func activityTime(ms int64) string {
+	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z07:00")
 }
 
 func activitySearch(c *cli, fs *flag.FlagSet) action {
@@ -73,7 +81,7 @@ func scalar(s string) any {
 func activityShow(c *cli, fs *flag.FlagSet) action {
 	return func(ctx context.Context, args []string) error {
 		return shown(c, func(a *kms.Activity) table {
-			return fields("id", a.ID, "seq", a.Seq, "time", time.UnixMilli(a.CreatedAt), "action", a.Action, "ring", a.Ring,
+			return fields("id", a.ID, "seq", a.Seq, "time", activityTime(a.CreatedAt), "action", a.Action, "ring", a.Ring,
 				"keyid", a.KeyID, "account", a.AccountID, "valid", a.Valid, "props", a.Props, "prev", a.Prev, "digest", a.Digest)
 		})(c.kc.GetActivity(ctx, args[0]))
 	}

@@ -215,7 +215,7 @@ func TestEncryptDecrypt(t *testing.T) {
 
 	// The private key from standard input, the envelope from a file.
 	pk, _ := os.ReadFile(keyFile)
-	r = kmsctl(t, s.env, string(pk), "decrypt", "-private-key", "-", "-ad", "plain", "-in", sealed, "-out", out).want(t, 0, "decrypt with the key on stdin")
+	r = kmsctl(t, s.env, string(pk), "decrypt", "-private-key", "-", "-ad", "plain", "-in", sealed, "-out", out, "-force").want(t, 0, "decrypt with the key on stdin")
 	if !strings.Contains(r.stdout, "ring:   files") {
 		t.Errorf("decrypt printed:\n%s", r.stdout)
 	}

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,7 +30,8 @@ func encryptCommand() *command {
 		name: "encrypt", auth: true, required: []string{"ring"}, setup: encryptSetup,
 		summary: "Encrypt a file or standard input into an envelope with the active key of a ring. " +
 			"The ring's private key (-private-key) unwraps the key the service hands out. " +
-			"What the encrypt call answered (hash, key, Asset) goes to standard output, or to standard error when the envelope does.",
+			"What the encrypt call answered (hash, key, Asset) goes to standard output, or to standard error when the envelope does. " +
+			"-in and -out are checked before the call, so that a file that cannot be read or written costs no hash; a file already at -out is replaced only with -force.",
 	}
 }
 
@@ -36,7 +39,7 @@ func decryptCommand() *command {
 	return &command{
 		name: "decrypt", auth: true, setup: decryptSetup,
 		summary: "Decrypt an envelope: the service checks its hash and header and hands back the key, which the ring's private key unwraps. " +
-			"With -out, the plaintext is written to a temporary file next to it and renamed only once the whole envelope opened, so a damaged or altered envelope leaves nothing at -out. " +
+			"With -out, the plaintext is written to a temporary file next to it and renamed only once the whole envelope opened, so a damaged or altered envelope leaves nothing at -out; a file already there is replaced only with -force. " +
 			"On standard output the plaintext comes as it is authenticated, chunk by chunk: on an error (exit 1) what was written is partial, and not to be used.",
 	}
 }
@@ -44,6 +47,7 @@ func decryptCommand() *command {
 // cryptFlags are the flags of encrypt and decrypt.
 type cryptFlags struct {
 	in, out    string
+	force      bool
 	ad         string
 	privateKey string
 }
@@ -51,7 +55,8 @@ type cryptFlags struct {
 func addCryptFlags(fs *flag.FlagSet) *cryptFlags {
 	f := &cryptFlags{}
 	fs.StringVar(&f.in, "in", "-", "read from `FILE` (- for standard input)")
-	fs.StringVar(&f.out, "out", "-", "write to `FILE` (- for standard output)")
+	fs.StringVar(&f.out, "out", "-", "write to `FILE` (- for standard output); a file that exists is refused without -force")
+	fs.BoolVar(&f.force, "force", false, "replace the file at -out if there is one")
 	fs.StringVar(&f.ad, "ad", "", "associated data: a `STRING` (a file name, a row ID) bound to the envelope but not stored in it; decrypt must be given the same")
 	fs.StringVar(&f.privateKey, "private-key", "", "the ring's private key in `FILE` (- for standard input; default $KMS_PRIVATE_KEY_FILE, else $KMS_PRIVATE_KEY)")
 	return f
@@ -131,8 +136,13 @@ func outName(path string) string {
 // pipe runs body from the input to the output of f, with a Sealer that
 // unwraps with the private key of f, and returns where the summary of
 // the run goes: standard output when the data went to a file, else
-// standard error. A file output is written under a temporary name and
-// renamed once body succeeded; on an error nothing is left at its path.
+// standard error. What can be checked without the service is checked
+// before body calls it: the private key, the input (it opens, and is not a
+// directory) and the output (not a directory, nor a file that exists
+// without -force, and its directory takes a new file), so that a call
+// that issues a hash is not spent on a run that could not finish. A file
+// output is written under a temporary name and renamed once body
+// succeeded; on an error nothing is left at its path.
 func (c *cli) pipe(ctx context.Context, f *cryptFlags, verb string, body func(s *envelope.Sealer, dst io.Writer, src io.Reader) error) (io.Writer, error) {
 	path := "kmsctl " + verb
 	if verb == "encrypt" && f.out == "-" {
@@ -159,7 +169,7 @@ func (c *cli) pipe(ctx context.Context, f *cryptFlags, verb string, body func(s 
 	summary, dst := c.stderr, io.Writer(c.stdout)
 	var tmp *atomicFile
 	if f.out != "-" {
-		if tmp, err = createAtomic(f.out); err != nil {
+		if tmp, err = createOutput(f.out, f.force); err != nil {
 			return nil, err
 		}
 		defer tmp.abort()
@@ -213,7 +223,8 @@ func (c *cli) privateKey(cmdPath, path string) (*kms.PrivateKey, error) {
 
 // openInput opens the input path (- for standard input, which the
 // caller claimed) and returns it, its size (-1 when unknown: not a
-// regular file) and its closer.
+// regular file) and its closer. A file that does not open, or is a
+// directory, is an error that names it.
 func (c *cli) openInput(path string) (io.Reader, int64, func(), error) {
 	var f *os.File
 	if path == "-" {
@@ -225,11 +236,18 @@ func (c *cli) openInput(path string) (io.Reader, int64, func(), error) {
 	} else {
 		var err error
 		if f, err = os.Open(path); err != nil {
-			return nil, 0, nil, err
+			return nil, 0, nil, flagPathError("-in", path, err)
 		}
 	}
 	size := int64(-1)
-	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+	st, err := f.Stat()
+	switch {
+	case err == nil && st.IsDir():
+		if path != "-" {
+			f.Close()
+		}
+		return nil, 0, nil, fmt.Errorf("-in %s: is a directory", path)
+	case err == nil && st.Mode().IsRegular():
 		size = st.Size()
 	}
 	closer := func() {
@@ -302,13 +320,60 @@ func (p *progress) finish() {
 	}
 }
 
+// flagPathError is err, of an operation on the file path given with
+// the flag, in the words of the command line: the flag and the path, not
+// the system call or a temporary file.
+func flagPathError(flag, path string, err error) error {
+	var pe *fs.PathError
+	var le *os.LinkError
+	switch {
+	case errors.As(err, &pe):
+		err = pe.Err
+	case errors.As(err, &le):
+		err = le.Err
+	}
+	return fmt.Errorf("%s %s: %w", flag, path, err)
+}
+
+// createOutput checks that a file can be written at path, the -out of
+// encrypt or decrypt, and starts it: path is not a directory nor any
+// other file but a regular one (a rename onto /dev/null would replace
+// the device), a file there is replaced only with force, and its
+// directory takes a new file. The errors name path, not the temporary
+// file. Without force the file is committed only if nothing is at path
+// then either.
+func createOutput(path string, force bool) (*atomicFile, error) {
+	switch st, err := os.Stat(path); {
+	case err == nil && st.IsDir():
+		return nil, fmt.Errorf("-out %s: is a directory", path)
+	case err == nil && !st.Mode().IsRegular():
+		return nil, fmt.Errorf("-out %s: not a regular file: kmsctl writes -out by renaming a new file onto it; give -out - and redirect standard output instead", path)
+	case err == nil && !force:
+		return nil, fmt.Errorf("-out %s: the file exists: give -force to replace it", path)
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return nil, flagPathError("-out", path, err)
+	}
+	a, err := createAtomic(path)
+	if err != nil {
+		dir := filepath.Dir(path)
+		if _, serr := os.Stat(dir); errors.Is(serr, fs.ErrNotExist) {
+			return nil, fmt.Errorf("-out %s: the directory %s does not exist", path, dir)
+		}
+		return nil, flagPathError("-out", path, fmt.Errorf("cannot create a file in %s: %w", dir, errors.Unwrap(err)))
+	}
+	a.flag, a.noReplace = "-out", !force
+	return a, nil
+}
+
 // atomicFile is a file written under a temporary name next to its path
 // (mode 0600) and renamed to it by commit: until then, nothing is at the
 // path, or what was there stays.
 type atomicFile struct {
 	*os.File
-	path string
-	done bool
+	path      string
+	flag      string // the flag that gave path, for the errors; "" for none
+	noReplace bool   // commit fails if a file is at path
+	done      bool
 }
 
 func createAtomic(path string) (*atomicFile, error) {
@@ -319,16 +384,34 @@ func createAtomic(path string) (*atomicFile, error) {
 	return &atomicFile{File: f, path: path}, nil
 }
 
-// commit syncs and closes the file and renames it to its path.
+// commit syncs and closes the file and renames it to its path. With
+// noReplace it links the file there instead, which fails if something
+// is at the path (created since the checks), and then removes the
+// temporary name; where the file system has no hard links, it checks
+// and renames.
 func (a *atomicFile) commit() error {
 	err := a.Sync()
 	if cerr := a.Close(); err == nil {
 		err = cerr
 	}
+	if err == nil && a.noReplace {
+		if err = os.Link(a.Name(), a.path); err == nil {
+			a.done = true
+			os.Remove(a.Name())
+			return nil
+		}
+		if _, serr := os.Lstat(a.path); errors.Is(err, fs.ErrExist) || serr == nil {
+			return fmt.Errorf("%s %s: a file was created there meanwhile; it was left as it is (give -force to replace it)", a.flag, a.path)
+		}
+		err = nil // no hard links here: rename
+	}
 	if err == nil {
 		err = os.Rename(a.Name(), a.path)
 	}
 	if err != nil {
+		if a.flag != "" {
+			return flagPathError(a.flag, a.path, err)
+		}
 		return err
 	}
 	a.done = true

@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
+	"fmt"
+	"time"
 
 	"github.com/ringkms/kms"
 )
@@ -50,11 +53,22 @@ func keyFields(k *kms.Key) table {
 	return fields("id", k.ID, "type", k.Type, "state", k.State, "destroy at", k.DestroyAt, "encrypt count", k.EncryptCount, "props", k.Props)
 }
 
-// showKey prints the key that a call changed as the call answers it,
-// {"key": ...}, or returns the call's error.
-func (c *cli) showKey(k *kms.Key, err error) error {
+// showKey prints the key that a call on ring changed as the call answers
+// it, {"key": ...}, or returns the call's error. The answer of a change
+// carries no encrypt count: it is read with the key's usage (which needs
+// keyring.<ring>.read), so that the table, and -json, show the count as
+// key list does. When that read fails the change stands all the same:
+// the count is left out, and a note on stderr says why.
+func (c *cli) showKey(ctx context.Context, ring kms.RingRef, k *kms.Key, err error) error {
 	if err != nil {
 		return err
+	}
+	if k.EncryptCount == nil {
+		if u, err := c.kc.KeyUsage(ctx, ring, k.ID); err != nil {
+			fmt.Fprintf(c.stderr, "kmsctl: the encrypt count of key %s could not be read: %s\n", k.ID, describe(err))
+		} else {
+			k.EncryptCount = &u.EncryptCount
+		}
 	}
 	return c.show(map[string]any{"key": k}, keyFields(k))
 }
@@ -103,7 +117,8 @@ func keyState(state string) func(c *cli, fs *flag.FlagSet, ring *kms.RingRef) ac
 			rotateFlag(fs, &in.Rotate)
 		}
 		return func(ctx context.Context, args []string) error {
-			return c.showKey(c.kc.SetKeyState(ctx, *ring, args[0], in))
+			k, err := c.kc.SetKeyState(ctx, *ring, args[0], in)
+			return c.showKey(ctx, *ring, k, inFlags(err, rotateWords...))
 		}
 	}
 }
@@ -117,14 +132,22 @@ func rotateFlag(fs *flag.FlagSet, rotate *bool) {
 func keyDestroy(c *cli, fs *flag.FlagSet, ring *kms.RingRef) action {
 	var in kms.DestroyKeyInput
 	rotateFlag(fs, &in.Rotate)
-	fs.StringVar(&in.After, "after", "", "destroy the key this `DURATION` from now, such as 72h (default 24h; at least kmsd's -min-destroy-delay)")
+	fs.Func("after", "destroy the key this `DURATION` from now, such as 72h (default 24h; at least kmsd's -min-destroy-delay)", func(s string) error {
+		if _, err := time.ParseDuration(s); err != nil {
+			return errors.New("want a duration such as 72h")
+		}
+		in.After = s
+		return nil
+	})
 	return func(ctx context.Context, args []string) error {
-		return c.showKey(c.kc.DestroyKey(ctx, *ring, args[0], in))
+		k, err := c.kc.DestroyKey(ctx, *ring, args[0], in)
+		return c.showKey(ctx, *ring, k, inFlags(err, destroyWords...))
 	}
 }
 
 func keyCancelDestroy(c *cli, fs *flag.FlagSet, ring *kms.RingRef) action {
 	return func(ctx context.Context, args []string) error {
-		return c.showKey(c.kc.CancelDestroyKey(ctx, *ring, args[0]))
+		k, err := c.kc.CancelDestroyKey(ctx, *ring, args[0])
+		return c.showKey(ctx, *ring, k, err)
 	}
 }

@@ -290,19 +290,7 @@ func (c *cli) readPassword(ctx context.Context) (string, error) {
 	if err := c.claimStdin("the password"); err != nil {
 		return "", err
 	}
-	var b []byte
-	var err error
-	if tty, ok := terminal(c.stdin); ok {
-		fmt.Fprint(c.stderr, "password: ")
-		b, err = readHidden(ctx, tty)
-		fmt.Fprintln(c.stderr)
-	} else {
-		b, err = readLine(c.stdin)
-	}
-	if errors.Is(err, io.EOF) {
-		return "", errors.New("no password on standard input")
-	}
-	return string(b), err
+	return c.readHiddenLine(ctx, "password")
 }
 
 func loginCommand() *command {

@@ -128,7 +128,8 @@ func ringShow(c *cli, fs *flag.FlagSet) action {
 
 func ringRotate(c *cli, fs *flag.FlagSet) action {
 	return func(ctx context.Context, args []string) error {
-		return c.showKey(c.kc.Rotate(ctx, kms.RotateInput{RingName: args[0]}))
+		k, err := c.kc.Rotate(ctx, kms.RotateInput{RingName: args[0]})
+		return c.showKey(ctx, ringRef(args[0]), k, err)
 	}
 }
 
@@ -140,6 +141,9 @@ func ringConfig(c *cli, fs *flag.FlagSet) action {
 	file := fs.String("file", "", "the whole configuration as JSON in `FILE` (- for standard input), as ring config -json prints it")
 	return func(ctx context.Context, args []string) error {
 		name := args[0]
+		if *maxCount < 0 {
+			return usagef("kmsctl ring config", "-max-encrypt-count %d: want 0 (no limit) or more", *maxCount)
+		}
 		changed := isSet(fs, "max-encrypt-count") || props != nil || keyProps != nil
 		var cfg *kms.KeyRingConfig
 		var err error

@@ -8,12 +8,20 @@ import (
 )
 
 func userCommands() *command {
-	return &command{name: "user", summary: "Users, who sign in with a password: invite, list, show.", subs: []*command{
+	return &command{name: "user", summary: "Users, who sign in with a password: invite, list, show, accept-invite, forgot-password, reset-password.", subs: []*command{
 		{name: "invite", args: "USERNAME", minArgs: 1, maxArgs: 1, auth: true, required: []string{"email", "first-name", "last-name"}, setup: userInvite,
 			summary: "Invite a User: the service mails the link that sets its password, and answers it too."},
 		{name: "list", auth: true, setup: userList, summary: "List the Users."},
 		{name: "show", args: "USERNAME", minArgs: 1, maxArgs: 1, auth: true, setup: userShow,
 			summary: "Show a User, by username (or email address with -by-email, ID with -by-id)."},
+		{name: "accept-invite", setup: userAcceptInvite,
+			summary: "Accept an invitation: set the invited User's password and sign it in, as kmsctl login does. " +
+				"The invitation link (or its token) and then the password are read from the terminal without echo, or as the first two lines of standard input; no credential is needed."},
+		{name: "forgot-password", args: "EMAIL", minArgs: 1, maxArgs: 1, setup: userForgotPassword,
+			summary: "Ask the service to mail a password reset link to a User's address (the answer is the same whether the address is known or not); no credential is needed."},
+		{name: "reset-password", setup: userResetPassword,
+			summary: "Set a new password with the link of a password reset mail; the User's access tokens are revoked. " +
+				"The reset link (or its token) and then the password are read from the terminal without echo, or as the first two lines of standard input; no credential is needed."},
 	}}
 }
 
@@ -40,9 +48,10 @@ func userInvite(c *cli, fs *flag.FlagSet) action {
 	objectVar(fs, &in.Props, "props", "the User's props, a JSON `OBJECT`")
 	return func(ctx context.Context, args []string) error {
 		in.Username = args[0]
+		res, err := c.kc.Invite(ctx, in)
 		return shown(c, func(r *kms.InviteResult) table {
 			return fields("invited", in.Username, "email", in.Email, "link", r.LoginURL)
-		})(c.kc.Invite(ctx, in))
+		})(res, inFlags(err, inviteWords...))
 	}
 }
 
