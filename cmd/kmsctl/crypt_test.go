@@ -33,7 +33,7 @@ func TestEncryptOnChunkBoundary(t *testing.T) {
 		rand.Read(plain)
 		in := writeFile(t, dir, "plain", plain)
 		sealed := filepath.Join(dir, "plain.rkms")
-		kmsctl(t, e, "", "encrypt", "-ring", "chunks", "-in", in, "-out", sealed).want(t, 0, "encrypt a file")
+		kmsctl(t, e, "", "encrypt", "-ring", "chunks", "-force", "-in", in, "-out", sealed).want(t, 0, "encrypt a file")
 		fromFile, _ := os.ReadFile(sealed)
 		fromStdin := []byte(kmsctl(t, e, string(plain), "encrypt", "-ring", "chunks").want(t, 0, "encrypt standard input").stdout)
 		for what, env := range map[string][]byte{"file": fromFile, "standard input": fromStdin} {
