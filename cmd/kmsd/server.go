@@ -107,6 +107,9 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stdout, s
 		log.Warn().Str("dir", c.data).Str("mode", fmt.Sprintf("%04o", fi.Mode().Perm())).
 			Msg("the data directory is accessible to other users; chmod 700 it")
 	}
+	if c.legacyAddr {
+		log.Warn().Str("addr", c.addr).Msg("listening on the host:port of KMS_ADDR, which is deprecated: KMS_ADDR is now the clients' URL of the service (http://...), which kmsd ignores; set KMS_LISTEN (or -addr) instead")
+	}
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", c.addr, err)
