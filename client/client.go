@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,6 +34,9 @@ type Client struct {
 	secret string // bearer secret: an API key or an access token
 	hc     *http.Client
 	ua     string
+
+	roots *x509.CertPool // WithCACert, WithRootCAs: applied to hc by New
+	err   error          // an option's error, which New returns
 }
 
 // Option configures a Client.
@@ -61,24 +65,41 @@ func WithUserAgent(ua string) Option { return func(c *Client) { c.ua = ua } }
 // WithAPIKey or WithToken, only the public calls work (Healthz, Login,
 // invitations, password reset).
 func New(baseURL string, opts ...Option) (*Client, error) {
-	u, err := url.Parse(baseURL)
+	base, err := parseBase(baseURL)
 	if err != nil {
-		return nil, kms.Errorf(kms.KindInvalid, "base URL %q: %v", baseURL, err)
+		return nil, err
 	}
-	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
-		return nil, kms.Errorf(kms.KindInvalid, "base URL %q: want http:// or https:// and a host", baseURL)
-	}
-	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-		return nil, kms.Errorf(kms.KindInvalid, "base URL %q: want no query, fragment or user information", baseURL)
-	}
-	c := &Client{base: strings.TrimRight(u.String(), "/"), hc: http.DefaultClient, ua: DefaultUserAgent}
+	c := &Client{base: base, hc: http.DefaultClient, ua: DefaultUserAgent}
 	for _, o := range opts {
 		o(c)
+	}
+	if c.err != nil {
+		return nil, c.err
 	}
 	if c.hc == nil {
 		c.hc = http.DefaultClient
 	}
+	if c.roots != nil {
+		if c.hc, err = withRoots(c.hc, c.roots); err != nil {
+			return nil, err
+		}
+	}
 	return c, nil
+}
+
+// parseBase checks a base URL and returns it without a trailing slash.
+func parseBase(baseURL string) (string, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil {
+		return "", kms.Errorf(kms.KindInvalid, "base URL %q: %v", baseURL, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return "", kms.Errorf(kms.KindInvalid, "base URL %q: want http:// or https:// and a host", baseURL)
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return "", kms.Errorf(kms.KindInvalid, "base URL %q: want no query, fragment or user information", baseURL)
+	}
+	return strings.TrimRight(u.String(), "/"), nil
 }
 
 // WithBearer returns a copy of c that sends secret (an API key or an
@@ -130,7 +151,9 @@ func (r req) String() string {
 // not be reached or answered that it cannot serve now (a refused
 // connection, 502, 503, 504), so that the caller knows to try again
 // later or elsewhere; Internal for a server fault (500), an answer that
-// is not the service's, or a call the caller's own context ended.
+// is not the service's (a server whose certificate the client refuses
+// among them: trying again does not help), or a call the caller's own
+// context ended.
 func (c *Client) do(ctx context.Context, r req) error {
 	target := c.base + r.path
 	if len(r.query) > 0 {
@@ -168,6 +191,9 @@ func (c *Client) do(ctx context.Context, r req) error {
 		}
 		if ctx.Err() != nil { // the caller gave up: no word on the service
 			return &kms.Error{Kind: kms.KindInternal, Message: fmt.Sprintf("%v failed", r), Err: err}
+		}
+		if problem := tlsProblem(err); problem != "" {
+			return &kms.Error{Kind: kms.KindInternal, Message: fmt.Sprintf("%v failed: %s", r, problem), Err: err}
 		}
 		return &kms.Error{Kind: kms.KindUnavailable, Message: fmt.Sprintf("%v failed: the service could not be reached", r), Err: err}
 	}

@@ -5,7 +5,7 @@
 // and results (the types of package kms), so code moves between the
 // in-process library and a remote service with little change:
 //
-//	c, err := client.New("https://kms.example.com", client.WithAPIKey(os.Getenv("KMS_API_KEY")))
+//	c, err := client.FromEnv() // KMS_ADDR, KMS_API_KEY or KMS_API_KEY_FILE, KMS_CACERT
 //	if err != nil {
 //		return err
 //	}
@@ -16,6 +16,34 @@
 //	// Keep enc.Hash and enc.Header with the data; unwrap enc.Key.KeyData
 //	// with the ring's private key (docs/FORMAT.md) and encrypt with it.
 //	dec, err := c.Decrypt(ctx, kms.DecryptInput{Hash: enc.Hash, Header: enc.Header})
+//
+// # Settings of the environment
+//
+// FromEnv reads the settings that every client of ringkms reads (kmsctl,
+// kmsbench and the examples too), so one shell configures them all:
+//
+//	KMS_ADDR           the service's base URL (default http://127.0.0.1:8200)
+//	KMS_API_KEY        the API key itself, or
+//	KMS_API_KEY_FILE   a file that holds it
+//	KMS_CACERT         a PEM file of the CA certificates to trust, for a
+//	                   kmsd whose certificate a private CA signed
+//
+// Options given to FromEnv win over the environment. New reads no
+// environment: it takes the base URL and options alone, such as
+// client.New("https://kms.example.com", client.WithAPIKey(key)).
+// kmsd's own listen address is KMS_LISTEN (or its flag -addr): it
+// ignores the URL in KMS_ADDR, so clients and kmsd share a shell.
+//
+// # TLS
+//
+// Over https://, the client checks the service's certificate against the
+// system's roots, or against the CA certificates of WithCACert (PEM) or
+// WithRootCAs (a pool) alone. A certificate it refuses fails the call with
+// an Internal error whose message says so ("the service's certificate is
+// not trusted", or not valid for the host) and whose Err is the
+// crypto/tls error (errors.As finds x509.UnknownAuthorityError in it): the
+// answer cannot be taken as the service's, and trying again does not
+// help.
 //
 // # Credentials
 //

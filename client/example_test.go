@@ -65,3 +65,15 @@ func Example() {
 	// not found: true
 	// kms: key ring "receipts" not found
 }
+
+// FromEnv configures a client as kmsctl is: KMS_ADDR, KMS_API_KEY (or
+// KMS_API_KEY_FILE) and, for a private CA, KMS_CACERT.
+func ExampleFromEnv() {
+	c, err := client.FromEnv(client.WithUserAgent("billing/1.0"))
+	if err != nil {
+		log.Fatal(err) // a variable that is set but unusable, named
+	}
+	if err := c.Healthz(context.Background()); err != nil {
+		log.Fatal(err) // an untrusted certificate says so: set KMS_CACERT
+	}
+}

@@ -132,6 +132,31 @@ func TestExampleImports(t *testing.T) {
 	}
 }
 
+// TestExampleSettings checks that the examples read the client settings
+// under the names every client reads (package client's FromEnv, kmsctl,
+// kmsbench), so that one shell set up for kmsctl runs them too: no name
+// of their own for the service's URL or the API key.
+func TestExampleSettings(t *testing.T) {
+	shared := map[string]bool{"KMS_ADDR": true, "KMS_API_KEY": true, "KMS_API_KEY_FILE": true, "KMS_CACERT": true,
+		// kmsd's, for the kmsd that examples/client -start runs
+		"KMS_MASTER_KEY": true, "KMS_BOOTSTRAP_API_KEY": true}
+	kmsName := regexp.MustCompile(`\bKMS[A-Z]*_[A-Z_]+\b`)
+	for _, name := range exampleDirs(t) {
+		src, err := os.ReadFile(filepath.Join(name, "main.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range kmsName.FindAllString(string(src), -1) {
+			if !shared[v] {
+				t.Errorf("examples/%s/main.go names %s: read the shared settings (KMS_ADDR, KMS_API_KEY or KMS_API_KEY_FILE, KMS_CACERT) with client.FromEnv", name, v)
+			}
+		}
+	}
+	if src, err := os.ReadFile(filepath.Join("client", "main.go")); err != nil || !strings.Contains(string(src), "client.FromEnv(") {
+		t.Errorf("examples/client/main.go does not call client.FromEnv (%v)", err)
+	}
+}
+
 // exampleDirs are the names of the directories of examples/ that hold a
 // main.go, sorted.
 func exampleDirs(t testing.TB) []string {

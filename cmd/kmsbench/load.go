@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -71,9 +73,10 @@ type nodeCount struct {
 // newClient returns the HTTP client of every target: one keep-alive
 // Transport with room for concurrency connections per host, no proxy (the
 // traffic must stay on the address given), no redirects, and timeout on
-// each request. With tls, it trusts the run's certificate (and no other),
-// over HTTP/1.1 as without.
-func newClient(concurrency int, timeout time.Duration, tls *tlsFiles) *http.Client {
+// each request. With roots (the run's certificate of -tls, or the CA
+// certificates of -ca-cert), it trusts them and no other, over HTTP/1.1
+// as without.
+func newClient(concurrency int, timeout time.Duration, roots *x509.CertPool) *http.Client {
 	tr := &http.Transport{
 		Proxy:               nil,
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -82,8 +85,8 @@ func newClient(concurrency int, timeout time.Duration, tls *tlsFiles) *http.Clie
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true,
 	}
-	if tls != nil {
-		tr.TLSClientConfig = tls.clientConfig()
+	if roots != nil {
+		tr.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
 	}
 	return &http.Client{
 		Transport:     tr,

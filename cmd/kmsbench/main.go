@@ -10,8 +10,15 @@
 //	kmsbench -start -store postgres://... -nodes 3 -embedded -embedded-nodes 3 [flags]
 //	                                         the same against 3 kmsd on embedded stores of their own
 //	kmsbench -start -against OLD [flags]     kmsd built from here against the kmsd binary OLD, taking turns
-//	kmsbench -url http://127.0.0.1:8200 ...  load a running kmsd (API key in KMSBENCH_KEY)
+//	kmsbench -url http://127.0.0.1:8200 ...  load a running kmsd (API key in KMS_API_KEY)
 //	kmsbench -url URL1,URL2 ...              load the nodes of a running cluster
+//	kmsbench ...                             load the kmsd of KMS_ADDR
+//
+// Against a running kmsd, kmsbench reads the settings every client of
+// ringkms reads (package client's FromEnv): KMS_ADDR (when neither -url
+// nor -start is given), KMS_API_KEY or KMS_API_KEY_FILE, and KMS_CACERT
+// for a certificate of a private CA. KMSBENCH_KEY, the API key's old name,
+// is still read when neither of the new ones is set.
 //
 // Over several nodes, client i sends its requests to node i mod N; the
 // ring and the pool of hashes to decrypt are made through the first node,
@@ -42,6 +49,7 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -53,6 +61,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/ringkms/kms/client"
 )
 
 func main() {
@@ -92,9 +102,12 @@ const (
 
 // options are the flags.
 type options struct {
-	url         string   // -url as given
+	url         string   // -url as given, else KMS_ADDR without -start
+	urlFrom     string   // what gave url: -url or KMS_ADDR
 	urls        []string // the nodes of -url, or those kmsbench started
 	key         string
+	caCert      string         // -ca-cert, else KMS_CACERT
+	roots       *x509.CertPool // the CA certificates of caCert; nil: the system's
 	allowRemote bool
 	start       bool
 	store       string
@@ -124,7 +137,8 @@ type options struct {
 
 const usageHead = `Usage: kmsbench -start [-store postgres://... [-nodes N] [-embedded]] [flags]
        kmsbench -start -against PATH [flags]
-       kmsbench -url URL[,URL...] [flags]    (API key in KMSBENCH_KEY, or -key)
+       kmsbench -url URL[,URL...] [flags]    (API key in KMS_API_KEY, or -key)
+       kmsbench [flags]                      (the kmsd of KMS_ADDR)
 
 Loads kmsd with POST /ks/encrypt and /ks/decrypt calls from -c keep-alive
 clients for -d (or -n requests, whichever ends first), after -warmup, and
@@ -137,6 +151,14 @@ when it is missing) and for encrypt and decrypt. With -start, kmsbench
 runs its own kmsd (built from ./cmd/kmsd unless -kmsd) on 127.0.0.1:0 with
 a temporary data directory, a random master key and a random bootstrap API
 key, and stops it with SIGTERM at the end, or on Ctrl-C.
+
+Against a running kmsd, kmsbench reads the settings every client of
+ringkms reads: KMS_ADDR, the service's URL, stands in for -url when
+neither -url nor -start is given; KMS_API_KEY, else the file named by
+KMS_API_KEY_FILE, for -key; KMS_CACERT for -ca-cert, the CA certificates
+to trust over https:// in place of the system's (a certificate of a
+private CA). KMSBENCH_KEY, the old name of the API key, is read when
+neither KMS_API_KEY nor KMS_API_KEY_FILE is set.
 
 Several nodes: -url takes the comma-separated URLs of the nodes of a
 cluster, and -start -store postgres://... -nodes N starts N kmsd, one
@@ -198,14 +220,17 @@ certificate alone.
 Flags:
 `
 
-// parseFlags reads args; KMSBENCH_KEY stands in for -key. It returns
-// flag.ErrHelp after printing the usage to stdout when asked for help.
+// parseFlags reads args and, for a running kmsd, the client settings of
+// the environment (KMS_ADDR, KMS_API_KEY, KMS_API_KEY_FILE, KMS_CACERT,
+// and KMSBENCH_KEY, the key's old name). It returns flag.ErrHelp after
+// printing the usage to stdout when asked for help.
 func parseFlags(args []string, getenv func(string) string, stdout io.Writer) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("kmsbench", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&o.url, "url", "", "`URL` of a running kmsd, e.g. http://127.0.0.1:8200, or the comma-separated URLs of the nodes of a cluster (loopback only, unless -allow-remote)")
-	fs.StringVar(&o.key, "key", "", "API `KEY` for -url (better: the environment variable KMSBENCH_KEY, which keeps it out of the process list)")
+	fs.StringVar(&o.key, "key", "", "API `KEY` for -url (better: the environment variable KMS_API_KEY or KMS_API_KEY_FILE, which keep it out of the process list; KMSBENCH_KEY, its old name, is still read)")
+	fs.StringVar(&o.caCert, "ca-cert", "", "for an https:// -url: trust the CA certificates of `FILE` (PEM) in place of the system's (default $KMS_CACERT)")
 	fs.BoolVar(&o.allowRemote, "allow-remote", false, "allow a -url whose host is not a loopback address")
 	fs.BoolVar(&o.start, "start", false, "start a kmsd of its own on 127.0.0.1:0 instead of -url, and stop it at the end")
 	fs.StringVar(&o.store, "store", "", "with -start: the PostgreSQL database (`URL` postgres://...) of the kmsd started, instead of the embedded store; an empty one (password better in PGPASSWORD or ~/.pgpass)")
@@ -246,8 +271,8 @@ func parseFlags(args []string, getenv func(string) string, stdout io.Writer) (*o
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if o.key == "" {
-		o.key = getenv("KMSBENCH_KEY")
+	if err := o.readEnv(getenv, set); err != nil {
+		return nil, fmt.Errorf("%v (see kmsbench -h)", err)
 	}
 	if set["n"] && !set["d"] {
 		o.duration = nDuration
@@ -263,11 +288,13 @@ func (o *options) validate(set map[string]bool) error {
 	case o.start && o.url != "":
 		return errors.New("-start and -url exclude each other: load a kmsd of kmsbench's own, or a running one")
 	case !o.start && o.url == "":
-		return errors.New("give -url of a running kmsd (and its API key), or -start")
+		return errors.New("give -url of a running kmsd (and its API key), or set KMS_ADDR, or -start")
 	case !o.start && o.key == "":
-		return errors.New("-url needs an API key: set KMSBENCH_KEY (or -key)")
+		return fmt.Errorf("%s needs an API key: set KMS_API_KEY or KMS_API_KEY_FILE (or -key)", o.urlFrom)
 	case !o.start && (o.kmsd != "" || o.rss || o.tls || set["store"] || set["nodes"]):
 		return errors.New("-kmsd, -rss, -tls, -store and -nodes go with -start")
+	case o.start && set["ca-cert"]:
+		return errors.New("-ca-cert goes with -url: with -start -tls, kmsbench trusts the certificate it made")
 	case o.store != "" && !strings.HasPrefix(o.store, "postgres://") && !strings.HasPrefix(o.store, "postgresql://"):
 		// Not quoted: the URL may hold a password.
 		return errors.New("-store: want a PostgreSQL URL, postgres://... or postgresql://...")
@@ -320,7 +347,7 @@ func (o *options) validate(set map[string]bool) error {
 	}
 	if o.url != "" {
 		for raw := range strings.SplitSeq(o.url, ",") {
-			u, err := o.checkURL(strings.TrimSpace(raw))
+			u, err := o.checkURL(strings.TrimSpace(raw), o.urlFrom)
 			if err != nil {
 				return err
 			}
@@ -333,21 +360,64 @@ func (o *options) validate(set map[string]bool) error {
 	return nil
 }
 
+// readEnv completes the options of a running kmsd from the client
+// settings of the environment, for what the flags (set) did not give.
+func (o *options) readEnv(getenv func(string) string, set map[string]bool) error {
+	o.urlFrom = "-url"
+	if o.start {
+		return nil // kmsbench's own kmsd: its URL, key and certificate
+	}
+	if o.url == "" {
+		o.url, o.urlFrom = getenv(client.EnvAddr), client.EnvAddr
+	}
+	if !set["key"] {
+		switch k, f := strings.TrimSpace(getenv(client.EnvAPIKey)), getenv(client.EnvAPIKeyFile); {
+		case k != "":
+			o.key = k
+		case f != "":
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return fmt.Errorf("%s: %w", client.EnvAPIKeyFile, err)
+			}
+			if o.key = strings.TrimSpace(string(b)); o.key == "" {
+				return fmt.Errorf("%s: %s is empty", client.EnvAPIKeyFile, f)
+			}
+		default:
+			o.key = strings.TrimSpace(getenv("KMSBENCH_KEY")) // the old name
+		}
+	}
+	what := "-ca-cert"
+	if o.caCert == "" {
+		o.caCert, what = getenv(client.EnvCACert), client.EnvCACert
+	}
+	if o.caCert != "" {
+		pem, err := os.ReadFile(o.caCert)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		o.roots = x509.NewCertPool()
+		if !o.roots.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("%s: %s holds no PEM certificate", what, o.caCert)
+		}
+	}
+	return nil
+}
+
 // takesTurns reports whether two targets take turns in -rounds rounds:
 // with -baseline, -embedded or -against.
 func (o *options) takesTurns() bool {
 	return o.baseline || o.embedded || o.against != ""
 }
 
-// checkURL checks one URL of -url and returns it without a trailing
-// slash.
-func (o *options) checkURL(raw string) (string, error) {
+// checkURL checks one URL of -url (or of what from names) and returns
+// it without a trailing slash.
+func (o *options) checkURL(raw, from string) (string, error) {
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", fmt.Errorf("-url %q: want http://host:port, or several, separated by commas", raw)
+		return "", fmt.Errorf("%s %q: want http://host:port, or several, separated by commas", from, raw)
 	}
 	if !o.allowRemote && !isLoopback(u.Hostname()) {
-		return "", fmt.Errorf("-url %q: %s is not a loopback address; kmsbench loads only this machine unless -allow-remote", raw, u.Hostname())
+		return "", fmt.Errorf("%s %q: %s is not a loopback address; kmsbench loads only this machine unless -allow-remote", from, raw, u.Hostname())
 	}
 	return strings.TrimSuffix(u.Scheme+"://"+u.Host+u.Path, "/"), nil
 }
@@ -392,7 +462,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		defer b.tls.remove()
 	}
-	b.client = newClient(o.concurrency, o.timeout, b.tls)
+	roots := o.roots
+	if b.tls != nil {
+		roots = b.tls.pool
+	}
+	b.client = newClient(o.concurrency, o.timeout, roots)
 	defer b.client.CloseIdleConnections()
 
 	var cls []*cluster

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -14,6 +16,17 @@ import (
 func noEnv(string) string { return "" }
 
 func TestParseFlags(t *testing.T) {
+	dir := t.TempDir()
+	keyFile, caFile := filepath.Join(dir, "key"), filepath.Join(dir, "ca.pem")
+	os.WriteFile(keyFile, []byte("filekey\n"), 0o600)
+	tf, err := newTLSFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tf.remove()
+	if b, err := os.ReadFile(tf.cert); err != nil || os.WriteFile(caFile, b, 0o600) != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name    string
 		args    []string
@@ -39,8 +52,27 @@ func TestParseFlags(t *testing.T) {
 		{name: "one node on PostgreSQL", args: []string{"-start", "-store", "postgresql:///kms?host=/run/postgresql"}, check: func(o *options) bool {
 			return o.nodes == 1
 		}},
-		{name: "key from the environment", args: []string{"-url", "http://[::1]:8200"}, env: map[string]string{"KMSBENCH_KEY": "envkey"},
+		{name: "key from the environment", args: []string{"-url", "http://[::1]:8200"}, env: map[string]string{"KMS_API_KEY": "envkey"},
 			check: func(o *options) bool { return o.key == "envkey" }},
+		{name: "key by its old name", args: []string{"-url", "http://[::1]:8200"}, env: map[string]string{"KMSBENCH_KEY": "oldkey"},
+			check: func(o *options) bool { return o.key == "oldkey" }},
+		{name: "the new name wins over the old", args: []string{"-url", "http://[::1]:8200"}, env: map[string]string{"KMS_API_KEY": "new", "KMSBENCH_KEY": "old"},
+			check: func(o *options) bool { return o.key == "new" }},
+		{name: "-key wins over the environment", args: []string{"-url", "http://[::1]:8200", "-key", "flag"}, env: map[string]string{"KMS_API_KEY": "env"},
+			check: func(o *options) bool { return o.key == "flag" }},
+		{name: "key from a file", args: []string{"-url", "http://[::1]:8200"}, env: map[string]string{"KMS_API_KEY_FILE": keyFile},
+			check: func(o *options) bool { return o.key == "filekey" }},
+		{name: "URL and key from the environment", env: map[string]string{"KMS_ADDR": "http://127.0.0.1:8200/", "KMS_API_KEY": "k"},
+			check: func(o *options) bool {
+				return !o.start && slices.Equal(o.urls, []string{"http://127.0.0.1:8200"}) && o.key == "k"
+			}},
+		{name: "-url wins over KMS_ADDR", args: []string{"-url", "http://127.0.0.1:1"}, env: map[string]string{"KMS_ADDR": "http://127.0.0.1:2", "KMS_API_KEY": "k"},
+			check: func(o *options) bool { return slices.Equal(o.urls, []string{"http://127.0.0.1:1"}) }},
+		{name: "-start ignores the client settings", args: []string{"-start"}, env: map[string]string{"KMS_ADDR": "http://127.0.0.1:8200", "KMS_API_KEY": "k", "KMS_CACERT": "/nonexistent"},
+			check: func(o *options) bool { return o.start && o.url == "" && o.key == "" && o.roots == nil }},
+		{name: "CA from the environment", args: []string{"-url", "https://127.0.0.1:8200", "-key", "k"}, env: map[string]string{"KMS_CACERT": caFile},
+			check: func(o *options) bool { return o.roots != nil }},
+		{name: "-ca-cert", args: []string{"-url", "https://127.0.0.1:8200", "-key", "k", "-ca-cert", caFile}, check: func(o *options) bool { return o.roots != nil }},
 		{name: "localhost", args: []string{"-url", "http://localhost:8200", "-key", "k"}},
 		{name: "-n without -d is bounded by 1h", args: []string{"-start", "-n", "1000000"}, check: func(o *options) bool {
 			return o.requests == 1000000 && o.duration == nDuration
@@ -65,7 +97,13 @@ func TestParseFlags(t *testing.T) {
 		{name: "remote refused", args: []string{"-url", "http://10.0.0.1:8200", "-key", "k"}, wantErr: "not a loopback address"},
 		{name: "remote name refused", args: []string{"-url", "http://kms.example.com", "-key", "k"}, wantErr: "not a loopback address"},
 		{name: "nothing to load", args: nil, wantErr: "give -url"},
-		{name: "no key", args: []string{"-url", "http://127.0.0.1:8200"}, wantErr: "KMSBENCH_KEY"},
+		{name: "no key", args: []string{"-url", "http://127.0.0.1:8200"}, wantErr: "-url needs an API key: set KMS_API_KEY or KMS_API_KEY_FILE"},
+		{name: "no key for KMS_ADDR", env: map[string]string{"KMS_ADDR": "http://127.0.0.1:8200"}, wantErr: "KMS_ADDR needs an API key"},
+		{name: "remote KMS_ADDR refused", env: map[string]string{"KMS_ADDR": "http://10.0.0.1:8200", "KMS_API_KEY": "k"}, wantErr: `KMS_ADDR "http://10.0.0.1:8200": 10.0.0.1 is not a loopback address`},
+		{name: "missing key file", args: []string{"-url", "http://127.0.0.1:8200"}, env: map[string]string{"KMS_API_KEY_FILE": "/nonexistent"}, wantErr: "KMS_API_KEY_FILE"},
+		{name: "CA file not PEM", args: []string{"-url", "https://127.0.0.1:8200", "-key", "k"}, env: map[string]string{"KMS_CACERT": keyFile}, wantErr: "KMS_CACERT: " + keyFile + " holds no PEM certificate"},
+		{name: "missing -ca-cert", args: []string{"-url", "https://127.0.0.1:8200", "-key", "k", "-ca-cert", "/nonexistent"}, wantErr: "-ca-cert"},
+		{name: "-ca-cert with -start", args: []string{"-start", "-ca-cert", "/nonexistent"}, wantErr: "-ca-cert goes with -url"},
 		{name: "start and url", args: []string{"-start", "-url", "http://127.0.0.1:1"}, wantErr: "exclude"},
 		{name: "rss without start", args: []string{"-url", "http://127.0.0.1:1", "-key", "k", "-rss"}, wantErr: "-start"},
 		{name: "bad mode", args: []string{"-start", "-mode", "rotate"}, wantErr: "-mode"},
@@ -129,14 +167,16 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 	if err := run(context.Background(), []string{"-h"}, noEnv, &out, &bytes.Buffer{}); err != nil {
 		t.Fatalf("run -h = %v, want nil", err)
 	}
-	for _, f := range []string{"url", "key", "allow-remote", "start", "store", "nodes", "kmsd", "kmsd-log-level", "mode", "mix", "c",
+	for _, f := range []string{"url", "key", "ca-cert", "allow-remote", "start", "store", "nodes", "kmsd", "kmsd-log-level", "mode", "mix", "c",
 		"d", "n", "warmup", "timeout", "ring", "asset", "pool", "baseline", "embedded", "rounds", "rss", "json"} {
 		if !regexp.MustCompile(`(?m)^  -` + f + `( |$)`).MatchString(out.String()) {
 			t.Errorf("kmsbench -h does not document -%s:\n%s", f, out.String())
 		}
 	}
-	if !strings.Contains(out.String(), "KMSBENCH_KEY") {
-		t.Errorf("kmsbench -h does not mention KMSBENCH_KEY")
+	for _, name := range []string{"KMS_ADDR", "KMS_API_KEY", "KMS_API_KEY_FILE", "KMS_CACERT", "KMSBENCH_KEY"} {
+		if !strings.Contains(out.String(), name) {
+			t.Errorf("kmsbench -h does not mention %s", name)
+		}
 	}
 }
 

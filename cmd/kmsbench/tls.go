@@ -4,7 +4,6 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -84,12 +83,6 @@ func newTLSFiles() (*tlsFiles, error) {
 }
 
 func (f *tlsFiles) remove() { os.RemoveAll(f.dir) }
-
-// clientConfig is the client's TLS configuration: the run's certificate
-// as its only root.
-func (f *tlsFiles) clientConfig() *tls.Config {
-	return &tls.Config{RootCAs: f.pool, MinVersion: tls.VersionTLS12}
-}
 
 // baselineTLSEnv carries the certificate and key files of -tls to the
 // baseline server, as "CERT:KEY".

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -93,6 +94,10 @@ func call(ctx context.Context, c *http.Client, base, key, method, path string, b
 	}
 	req.Header.Set("Authorization", "Bearer "+key)
 	resp, err := c.Do(req)
+	var unknown x509.UnknownAuthorityError
+	if errors.As(err, &unknown) {
+		return 0, fmt.Errorf("%w: kmsd's certificate is not trusted; if a private CA signed it, give kmsbench that CA's certificate: -ca-cert FILE or KMS_CACERT=FILE", err)
+	}
 	if err != nil {
 		return 0, err
 	}

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -53,23 +52,27 @@ type session struct {
 }
 
 // address is the service's base URL, without a trailing slash: -addr,
-// KMS_ADDR, the saved session's, or defaultAddr.
+// KMS_ADDR, the saved session's, or client.DefaultAddr.
 func (c *cli) address() string {
 	if c.addr != "" {
 		return strings.TrimRight(c.addr, "/")
 	}
-	if a := c.getenv("KMS_ADDR"); a != "" {
+	if a := c.getenv(client.EnvAddr); a != "" {
 		return strings.TrimRight(a, "/")
 	}
 	if s, err := c.loadSession(); err == nil && s != nil {
 		return s.Addr
 	}
-	return defaultAddr
+	return client.DefaultAddr
 }
 
 // dial returns a client of addr that sends secret (none when empty).
 func (c *cli) dial(addr, secret string) (*client.Client, error) {
-	opts := []client.Option{client.WithUserAgent(userAgent), client.WithHTTPClient(&http.Client{Timeout: requestTimeout})}
+	hc, err := c.httpClient()
+	if err != nil {
+		return nil, err
+	}
+	opts := []client.Option{client.WithUserAgent(userAgent), client.WithHTTPClient(hc)}
 	if secret != "" {
 		opts = append(opts, client.WithAPIKey(secret))
 	}
@@ -102,15 +105,15 @@ func (c *cli) credential(ctx context.Context, addr string) (string, string, erro
 		}
 		return b, "API key from -api-key-file", nil
 	}
-	if k := c.getenv("KMS_API_KEY"); k != "" {
-		return strings.TrimSpace(k), "API key from KMS_API_KEY", nil
+	if k := c.getenv(client.EnvAPIKey); k != "" {
+		return strings.TrimSpace(k), "API key from " + client.EnvAPIKey, nil
 	}
-	if f := c.getenv("KMS_API_KEY_FILE"); f != "" {
-		b, err := c.readSecret(f, "KMS_API_KEY_FILE")
+	if f := c.getenv(client.EnvAPIKeyFile); f != "" {
+		b, err := c.readSecret(f, client.EnvAPIKeyFile)
 		if err != nil {
 			return "", "", err
 		}
-		return b, "API key from KMS_API_KEY_FILE", nil
+		return b, "API key from " + client.EnvAPIKeyFile, nil
 	}
 	s, err := c.loadSession()
 	if err != nil {
@@ -401,12 +404,11 @@ func statusCommand() *command {
 					return err
 				}
 				st := status{Addr: addr, Healthy: true, Credential: source}
-				health := "ok"
 				herr := kc.Healthz(ctx)
 				if herr != nil {
-					st.Healthy, st.Message, health = false, describe(herr), "unhealthy"
+					st.Healthy, st.Message = false, describe(herr)
 				}
-				if err := c.show(st, fields("service", addr, "health", health, "credential", source)); err != nil {
+				if err := c.show(st, fields("service", addr, "health", health(herr), "credential", source)); err != nil {
 					return err
 				}
 				return herr

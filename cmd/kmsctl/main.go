@@ -10,8 +10,11 @@
 // The service is KMS_ADDR (or -addr; default http://127.0.0.1:8200). The
 // credential is KMS_API_KEY, the file named by -api-key-file (or
 // KMS_API_KEY_FILE), or the access token that kmsctl login saved: never a
-// secret on the command line, where the process list would show it. Run
-// kmsctl -h for the commands, and see docs/KMSCTL.md.
+// secret on the command line, where the process list would show it. A
+// kmsd whose certificate a private CA signed is trusted with that CA's
+// certificate: -ca-cert FILE or KMS_CACERT. These are the settings every
+// client reads (package client's FromEnv). Run kmsctl -h for the
+// commands, and see docs/KMSCTL.md.
 //
 // Output is a table for people, or with -json the service's JSON objects
 // for scripts. Exit status: 0 on success, 1 on an error (the service's
@@ -26,6 +29,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
 	"os"
 	"os/signal"
 	"slices"
@@ -60,18 +64,16 @@ type cli struct {
 	stdout io.Writer
 	stderr io.Writer
 
-	addr       string // -addr; empty: KMS_ADDR, else defaultAddr
+	addr       string // -addr; empty: KMS_ADDR, else client.DefaultAddr
 	apiKeyFile string // -api-key-file
+	caCert     string // -ca-cert; empty: KMS_CACERT, else the system's roots
 	json       bool   // -json
 
+	hc         *http.Client   // made by httpClient, for every call
 	kc         *client.Client // set by connect
 	fromLogin  bool           // kc sends the access token of kmsctl login
 	stdinTaken string         // what reads standard input, once claimed
 }
-
-// defaultAddr is the service's address without -addr or KMS_ADDR: kmsd's
-// default listener.
-const defaultAddr = "http://127.0.0.1:8200"
 
 // action runs a command with its positional arguments, once its flags
 // are parsed.
@@ -134,8 +136,9 @@ func usagef(path, format string, args ...any) error {
 // commonFlags declares the flags that every command takes, before or
 // after its name.
 func (c *cli) commonFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.addr, "addr", c.addr, "the service's base `URL` (default $KMS_ADDR, else "+defaultAddr+")")
+	fs.StringVar(&c.addr, "addr", c.addr, "the service's base `URL` (default $KMS_ADDR, else "+client.DefaultAddr+")")
 	fs.StringVar(&c.apiKeyFile, "api-key-file", c.apiKeyFile, "read the API key from `FILE` (- for standard input; default $KMS_API_KEY, $KMS_API_KEY_FILE, else the saved login)")
+	fs.StringVar(&c.caCert, "ca-cert", c.caCert, "trust the service's certificate when a CA certificate of `FILE` (PEM) signed it, instead of the system's roots (default $KMS_CACERT)")
 	fs.BoolVar(&c.json, "json", c.json, "print the service's JSON objects instead of tables")
 }
 

@@ -24,6 +24,7 @@ import (
 // flag, so they do not show in the process list.
 type config struct {
 	addr             string
+	legacyAddr       bool // addr came from KMS_ADDR, read for compatibility (deprecated)
 	data             string
 	store            string
 	migrateTo        string // migrate's -to
@@ -75,7 +76,7 @@ type setting struct {
 }
 
 var settings = []setting{
-	{"addr", "KMS_ADDR", "host:port", "address to listen on", "127.0.0.1:8200"},
+	{"addr", "KMS_LISTEN", "host:port", "address to listen on", "127.0.0.1:8200"},
 	{"data", "KMS_DATA", "dir", "data directory of the embedded Badger store (and of -dev's master key)", "./data"},
 	{"store", "KMS_STORE", "url", "empty: the embedded store in -data; postgres://... or postgresql://...: PostgreSQL (password and TLS from the URL or the PG* variables)", ""},
 	{"dev", "KMS_DEV", "", "development mode: generate a master key into <data>/master.key if none is given", "false"},
@@ -119,7 +120,19 @@ var envOnly = [][2]string{
 	{"KMS_SMTP_USER", "SMTP user name (AUTH PLAIN, over STARTTLS)"},
 	{"KMS_SMTP_PASSWORD", "SMTP password"},
 	{"KMS_METRICS_TOKEN", "bearer token that GET /metrics requires (or -metrics-token-file)"},
+	{"KMS_ADDR", "the clients' URL of the service (kmsctl's): kmsd ignores it; a host:port in it, without -addr or KMS_LISTEN, is read as -addr (deprecated)"},
 }
+
+// The clients' setting that kmsd once read as its listen address. kmsctl
+// and the other clients read the service's URL from it, so a shell set up
+// for them holds http://...; kmsd ignores a URL there. A host:port there
+// is the old meaning: without -addr or KMS_LISTEN, kmsd still listens on
+// it, and warns, so that a deployment that sets it keeps its address
+// rather than falling back to 127.0.0.1 unnoticed.
+const (
+	clientAddrEnv = "KMS_ADDR"
+	listenEnv     = "KMS_LISTEN"
+)
 
 // usageError is an error in the command line or the environment: kmsd
 // exits with status 2.
@@ -220,6 +233,9 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stdout i
 			return nil, usagef("%s=%q: %v", s.env, v, err)
 		}
 	}
+	if a := getenv(clientAddrEnv); a != "" && !strings.Contains(a, "://") && !onCommandLine["addr"] && getenv(listenEnv) == "" {
+		c.addr, c.legacyAddr = a, true
+	}
 	if err := c.validate(); err != nil {
 		return nil, usageError{err}
 	}
@@ -229,6 +245,10 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stdout i
 func (c *config) validate() error {
 	// An empty host means every interface; port 0 means any free port.
 	if _, port, err := net.SplitHostPort(c.addr); err != nil || port == "" {
+		if c.legacyAddr {
+			return fmt.Errorf("%s %q: kmsd listens on -addr or %s (host:port, for example 127.0.0.1:8200); %s is the clients' URL of the service, such as http://127.0.0.1:8200",
+				clientAddrEnv, c.addr, listenEnv, clientAddrEnv)
+		}
 		return fmt.Errorf("-addr %q: want host:port, for example 127.0.0.1:8200", c.addr)
 	}
 	if c.data == "" {

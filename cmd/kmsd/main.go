@@ -14,7 +14,10 @@
 // Every flag can also be set by a KMS_* environment variable; a flag on the
 // command line wins. Secrets come only from the environment or files:
 // KMS_MASTER_KEY (or -master-key-file), KMS_BOOTSTRAP_API_KEY,
-// KMS_SMTP_PASSWORD. Run kmsd -h for the list, and see docs/OPERATIONS.md.
+// KMS_SMTP_PASSWORD. The listen address is -addr or KMS_LISTEN; KMS_ADDR is
+// the clients' URL of the service, which kmsd ignores (a host:port there,
+// its old meaning, is still read as -addr, with a warning). Run kmsd -h for
+// the list, and see docs/OPERATIONS.md.
 //
 // Exit status: 0 after a clean shutdown (SIGINT or SIGTERM) or an intact
 // audit chain; 1 on an error; 2 on a bad flag or environment variable; 3

@@ -104,6 +104,9 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stdout, s
 		return fmt.Errorf("data directory: %w", err)
 	}
 	warnDataDirMode(c.data, log)
+	if c.legacyAddr {
+		log.Warn().Str("addr", c.addr).Msg("listening on the host:port of KMS_ADDR, which is deprecated: KMS_ADDR is now the clients' URL of the service (http://...), which kmsd ignores; set KMS_LISTEN (or -addr) instead")
+	}
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", c.addr, err)

@@ -3,9 +3,14 @@
 // may only encrypt, shows that key refused a rotation (403), and prints the
 // ring's audit trail.
 //
-//	go run ./examples/client -url http://127.0.0.1:8200 -key rk_...
-//	KMS_URL=... KMS_API_KEY=... go run ./examples/client
+//	KMS_ADDR=http://127.0.0.1:8200 KMS_API_KEY=rk_... go run ./examples/client
 //	go run ./examples/client -start   # builds and starts its own kmsd
+//
+// Without -start, it reads the settings that kmsctl and every other client
+// read, with client.FromEnv: KMS_ADDR, the service's URL; KMS_API_KEY, or
+// KMS_API_KEY_FILE naming a file that holds it (a key with the flag "*",
+// such as the bootstrap key); and KMS_CACERT, a PEM file of the CA
+// certificates to trust when a private CA signed kmsd's certificate.
 //
 // With -start, it builds kmsd (go build github.com/ringkms/kms/cmd/kmsd:
 // run it in a checkout of ringkms, or in a module of your own after
@@ -51,9 +56,7 @@ func main() {
 }
 
 func run() error {
-	url := flag.String("url", os.Getenv("KMS_URL"), "base URL of kmsd (or KMS_URL)")
-	key := flag.String("key", os.Getenv("KMS_API_KEY"), "API key with the flag \"*\", such as the bootstrap key (or KMS_API_KEY)")
-	start := flag.Bool("start", false, "build and start a kmsd of its own, with a temporary data directory")
+	start := flag.Bool("start", false, "build and start a kmsd of its own, with a temporary data directory, instead of calling the one of KMS_ADDR")
 	data := flag.String("data", "", "with -start: kmsd's data directory (default: a new temporary directory, removed at the end)")
 	flag.Parse()
 
@@ -66,20 +69,24 @@ func run() error {
 			return err
 		}
 		defer k.stop()
-		*url, *key = k.url, k.apiKey
+		c, err := client.New(k.url, client.WithAPIKey(k.apiKey))
+		if err != nil {
+			return err
+		}
+		return demo(ctx, c)
 	}
-	if *url == "" || *key == "" {
-		return errors.New("give -url and -key (or KMS_URL and KMS_API_KEY), or -start")
+	if os.Getenv(client.EnvAddr) == "" || os.Getenv(client.EnvAPIKey) == "" && os.Getenv(client.EnvAPIKeyFile) == "" {
+		return errors.New("set KMS_ADDR and KMS_API_KEY (or KMS_API_KEY_FILE; and KMS_CACERT for a private CA), or give -start")
 	}
-	return demo(ctx, *url, *key)
-}
-
-// demo is the tour of the API.
-func demo(ctx context.Context, url, apiKey string) error {
-	c, err := client.New(url, client.WithAPIKey(apiKey))
+	c, err := client.FromEnv()
 	if err != nil {
 		return err
 	}
+	return demo(ctx, c)
+}
+
+// demo is the tour of the API.
+func demo(ctx context.Context, c *client.Client) error {
 	if err := c.Healthz(ctx); err != nil {
 		return err
 	}
