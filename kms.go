@@ -3,6 +3,7 @@ package kms
 import (
 	"context"
 	"crypto/ed25519"
+	"errors"
 	"math"
 	"time"
 
@@ -107,20 +108,26 @@ func New(st Store, opts Options) (*Service, error) {
 	s.stopCoherence = s.startCoherence()
 	s.destroyer = pacer.Start(pacer.Config{Pass: s.destroyDue, Poll: destroyPoll, Retry: destroyRetry, Now: s.now,
 		Log: func(err error) { s.log.Error().Err(err).Msg("destroying keys at their time failed; trying again") }})
+	s.startRateLimits()
 	return s, nil
 }
 
 // Close stops the journal after the writes in flight, those of password
-// reset requests already answered included, then gives back the encrypt
+// reset requests already answered included, and the records of the
+// rate-limit refusals only counted so far, then gives back the encrypt
 // calls reserved and not used (internal/encryptcount). It does not
 // close the Store, which the caller owns.
 func (s *Service) Close() error {
 	s.users.background.Wait()
 	s.users.throttles.Wait()
 	s.destroyer.Stop()
+	var err error
+	if s.limits != nil {
+		err = s.limits.refusals.Close() // the counts go before the journal
+	}
 	s.journal.Close()
 	s.stopCoherence()
-	return s.counts.Release(context.Background())
+	return errors.Join(err, s.counts.Release(context.Background()))
 }
 
 // Ping reports whether the service can serve: its store answers a read

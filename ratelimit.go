@@ -30,6 +30,16 @@ func (r Rate) burst() float64 {
 // The buckets are each process's own: behind a load balancer that
 // spreads a client's calls over n nodes, a client gets up to n times the
 // rate.
+//
+// A refusal is an activity record (action "ratelimit", valid false),
+// except that a flood is recorded once a second: of the refusals of one
+// bucket for one reason (rate limited, or a batch past the burst), the
+// first in a second is recorded, and the others are counted in memory,
+// costing no write. The count is the "suppressed" prop of the bucket's
+// next record: its first refusal after the second, or, when none comes,
+// a record of the count alone ("flush": true, by the credential of the
+// bucket's last record), written once the second has ended, or by Close.
+// Every refusal is so in the trail, on its own or counted.
 type RateLimits struct {
 	// PerAPIKey limits each credential: an API key, or a User's access
 	// tokens (all of one User's together).
@@ -56,8 +66,8 @@ const (
 // credential, and after (AdmitN, for a batch). A call refused is an error of kind RateLimited
 // whose RetryAfter says when the buckets have a call again, and an
 // activity record (action "ratelimit", valid false, the limit in its
-// props), as every refusal is. In-process callers are not limited unless
-// they call Admit.
+// props), or a count in one (RateLimits). In-process callers are not
+// limited unless they call Admit.
 func (s *Service) Admit(ctx context.Context, p *Principal) error {
 	return s.AdmitN(ctx, p, 1)
 }
@@ -78,9 +88,9 @@ func (s *Service) Admit(ctx context.Context, p *Principal) error {
 // the address before the credential included), and nothing is taken from
 // any bucket. More calls than a bucket's burst can never be admitted:
 // that error is of kind Invalid, and its message names the burst, the
-// largest batch the caller may send. Either refusal is one activity
+// largest batch the caller may send. Either refusal is an activity
 // record (action "ratelimit", valid false, the limit and the calls in its
-// props). n below 1 counts as 1.
+// props), or a count in one (RateLimits). n below 1 counts as 1.
 func (s *Service) AdmitN(ctx context.Context, p *Principal, n int) error {
 	l := s.limits
 	if l == nil {
@@ -130,17 +140,18 @@ func (s *Service) AdmitN(ctx context.Context, p *Principal, n int) error {
 			}
 		}
 		if over >= 0 {
-			return s.batchTooLarge(p, limits[over], n, int(claims[over].Burst))
+			return s.batchTooLarge(p, limits[over], claims[over].Name, n, int(claims[over].Burst))
 		}
 	}
 	if which, wait := ratelimit.TakeAll(s.now(), claims[:k]); which >= 0 {
-		return s.rateLimited(p, limits[which], n, wait)
+		return s.rateLimited(p, limits[which], claims[which].Name, n, wait)
 	}
 	return nil
 }
 
-// rateLimited records the refusal of n calls and returns its error.
-func (s *Service) rateLimited(p *Principal, limit string, n int, wait time.Duration) error {
+// rateLimited records the refusal of n calls by the bucket name of limit
+// and returns its error.
+func (s *Service) rateLimited(p *Principal, limit, name string, n int, wait time.Duration) error {
 	// Retry-After counts whole seconds: round up, at least one.
 	wait = time.Duration(max(1, int64(math.Ceil(wait.Seconds())))) * time.Second
 	err := &Error{Kind: KindRateLimited, RetryAfter: wait,
@@ -148,17 +159,66 @@ func (s *Service) rateLimited(p *Principal, limit string, n int, wait time.Durat
 	if n > 1 {
 		err.Message = fmt.Sprintf("too many calls (the %s's rate limit) for a batch of %d: try again in %s", limitName(limit), n, wait)
 	}
-	return s.refuse(p, "ratelimit", "", limitProps(limit, n), err)
+	return s.refuseLimited(p, limit, name, limitProps(limit, n), err)
 }
 
 // batchTooLarge records the refusal of a batch of n calls, more than the
-// burst of limit, and returns its error.
-func (s *Service) batchTooLarge(p *Principal, limit string, n, burst int) error {
+// burst of the bucket name of limit, and returns its error.
+func (s *Service) batchTooLarge(p *Principal, limit, name string, n, burst int) error {
 	err := Errorf(KindInvalid, "a batch of %d calls is more than the %s's rate limit admits at once (a burst of %d): send batches of at most %d items",
 		n, limitName(limit), burst, burst)
 	props := limitProps(limit, n)
 	props["burst"] = burst
-	return s.refuse(p, "ratelimit", "", props, err)
+	return s.refuseLimited(p, limit, name, props, err)
+}
+
+// refusalInterval is the interval of the records of refusals
+// (RateLimits): a second, as Retry-After's unit, so that the trail is a
+// second at most behind a flood, which costs a record a second a bucket.
+const refusalInterval = time.Second
+
+// refusal is what a rate-limit refusal's record says, kept with the
+// interval that it opens (rateLimiter.refusals) for a record of its count.
+type refusal struct {
+	p     *Principal
+	limit string
+	err   error
+}
+
+// refuseLimited records the refusal err by the bucket name of limit, with
+// props, unless one of the same bucket and reason was recorded less than
+// refusalInterval ago: then it only counts it. It returns err, or the
+// journal's error.
+func (s *Service) refuseLimited(p *Principal, limit, name string, props map[string]any, err error) error {
+	key := limit + "\x00" + ErrorKind(err).String() + "\x00" + name
+	rf := refusal{p, limit, err}
+	record, carried := s.limits.refusals.Refuse(key, rf, s.now())
+	if !record {
+		return err
+	}
+	if carried > 0 {
+		props["suppressed"] = carried
+	}
+	if jerr := s.recordRefusal(p, props, err); jerr != nil {
+		s.limits.refusals.Requeue(key, rf, carried)
+		return jerr
+	}
+	return err
+}
+
+// recordRefusal writes a ratelimit record of p with props and the result
+// of fail, and returns the journal's error, nil when it is written.
+func (s *Service) recordRefusal(p *Principal, props map[string]any, fail error) error {
+	if err := s.journal.Submit(&activityJob{Rec: s.newActivity(p, "ratelimit", "", false, props), Fail: fail}); err != fail {
+		return err
+	}
+	return nil
+}
+
+// recordCount writes the record of a count of refusals that no record
+// of a refusal carried.
+func (s *Service) recordCount(c ratelimit.Pending[refusal]) error {
+	return s.recordRefusal(c.V.p, map[string]any{"limit": c.V.limit, "suppressed": c.N, "flush": true}, c.V.err)
 }
 
 // limitProps are the props of a refusal's record: the limit, and the
@@ -181,11 +241,13 @@ func limitName(limit string) string {
 	return limit
 }
 
-// rateLimiter holds the buckets of a Service.
+// rateLimiter holds the buckets of a Service, and the counts of the
+// refusals not recorded on their own.
 type rateLimiter struct {
 	addr, key, account *ratelimit.Set
 	addrRate, keyRate  Rate
 	perAccount         func(string) Rate
+	refusals           *ratelimit.Refusals[refusal]
 }
 
 func newRateLimiter(l RateLimits) *rateLimiter {
@@ -195,5 +257,16 @@ func newRateLimiter(l RateLimits) *rateLimiter {
 	return &rateLimiter{
 		addr: ratelimit.New(), key: ratelimit.New(), account: ratelimit.New(),
 		addrRate: l.PerAddr, keyRate: l.PerAPIKey, perAccount: l.PerAccount,
+		refusals: ratelimit.NewRefusals[refusal](refusalInterval),
+	}
+}
+
+// startRateLimits starts the tick that records the counts of refusals
+// whose interval ended with no further refusal.
+func (s *Service) startRateLimits() {
+	if s.limits != nil {
+		s.limits.refusals.Start(s.now, s.recordCount, func(err error) {
+			s.log.Error().Err(err).Msg("recording the counts of rate-limit refusals failed; trying again")
+		})
 	}
 }

@@ -2,6 +2,7 @@ package kms_test
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -135,13 +136,15 @@ func mustMemStore(tb testing.TB) kms.Store {
 // applies (credential, Account, and the client address past the one
 // Admit(ctx, nil) took), all together or not at all: a refusal, by the
 // credential, the address or the Account, takes nothing from any bucket.
-// A batch past a burst is Invalid, naming the burst. Each refusal is one
-// record.
+// A batch past a burst is Invalid, naming the burst. Each refusal is a
+// record, or a count in one when its bucket refused another for the same
+// reason less than a second before (TestRateLimitRecords).
 func TestAdmitN(t *testing.T) {
 	ctx := context.Background()
 	clock := newFixedClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	var acct string
-	e := newEnvOn(t, mustMemStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.now,
+	st := mustMemStore(t)
+	e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.now,
 		RateLimits: kms.RateLimits{
 			PerAPIKey: kms.Rate{PerSecond: 5, Burst: 5},
 			PerAddr:   kms.Rate{PerSecond: 0.001, Burst: 12},
@@ -214,37 +217,50 @@ func TestAdmitN(t *testing.T) {
 	clock.advance(3 * time.Second) // account 5
 	admit("c2, 5 calls with 5 of the Account", ctx, c2, 5, kms.KindNone)
 
-	l, err2 := e.svc.SearchActivity(e.root, kms.ActivityFilter{Action: "ratelimit"}, kms.PageRequest{})
-	if err2 != nil {
-		t.Fatal(err2)
+	if err := e.svc.Close(); err != nil { // records the counts left
+		t.Fatal(err)
 	}
 	type rec struct {
-		limit, result string
-		calls, burst  float64
+		limit, result            string
+		calls, burst, suppressed float64
 	}
-	var got []rec
-	for _, r := range l.Data {
+	var got, counts []rec
+	err2 = kms.ExportActivity(ctx, st, 1, func(r *kms.Activity) error {
+		if r.Action != "ratelimit" {
+			return nil
+		}
 		calls, _ := r.Props["calls"].(float64)
 		burst, _ := r.Props["burst"].(float64)
+		suppressed, _ := r.Props["suppressed"].(float64)
 		limit, _ := r.Props["limit"].(string)
 		result, _ := r.Props["result"].(string)
 		if r.Valid {
 			t.Errorf("a ratelimit record is valid: %+v", r)
 		}
-		got = append(got, rec{limit, result, calls, burst})
+		if r.Props["flush"] == true {
+			counts = append(counts, rec{limit, result, calls, burst, suppressed})
+		} else {
+			got = append(got, rec{limit, result, calls, burst, suppressed})
+		}
+		return nil
+	})
+	if err2 != nil {
+		t.Fatal(err2)
 	}
 	want := []rec{
-		{"apikey", "invalid", 50, 5},
-		{"apikey", "rate_limited", 0, 0},
-		{"apikey", "rate_limited", 4, 0},
-		{"apikey", "rate_limited", 0, 0},
-		{"address", "rate_limited", 5, 0},
-		{"address", "invalid", 13, 12},
-		{"account", "rate_limited", 4, 0},
-		{"account", "rate_limited", 5, 0},
+		{"apikey", "invalid", 50, 5, 0},
+		{"apikey", "rate_limited", 0, 0, 0},
+		// a's 4 calls and its call after 3, refused 0.6s later: counted
+		{"address", "rate_limited", 5, 0, 0},
+		{"address", "invalid", 13, 12, 0},
+		{"account", "rate_limited", 4, 0, 0},
+		{"account", "rate_limited", 5, 0, 0}, // 2s after the Account's first
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("ratelimit records = %+v\nwant %+v", got, want)
+	}
+	if want := []rec{{"apikey", "rate_limited", 0, 0, 2}}; !slices.Equal(counts, want) {
+		t.Fatalf("ratelimit records of counts alone = %+v\nwant %+v", counts, want)
 	}
 }
 
@@ -266,6 +282,129 @@ func TestBatchCalls(t *testing.T) {
 	} {
 		if got := tc.in.Calls(); got != tc.want {
 			t.Errorf("%s: Calls() = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestRateLimitRecords: a flood of refusals is recorded once an interval
+// (a second) per bucket and reason: the first refusal is a record, the
+// others in the second are counted without a journal job, and their
+// count goes in the bucket's next record, or a record of its own
+// ("flush") once the second has ended or at Close. Every refused call
+// answers as before; the records and counts add up to every refusal;
+// buckets and reasons are counted apart.
+func TestRateLimitRecords(t *testing.T) {
+	ctx := context.Background()
+	clock := newFixedClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	st := mustMemStore(t)
+	obs := &recordingObserver{actions: map[string]int{}}
+	e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.now, Observer: obs,
+		RateLimits: kms.RateLimits{PerAPIKey: kms.Rate{PerSecond: 0.1, Burst: 2}}})
+	a, b := kms.PrincipalFrom(e.as(t, kms.Flags{"*": true})), kms.PrincipalFrom(e.as(t, kms.Flags{"*": true}))
+	refusals := map[string]int{} // key ID/result -> refused calls
+	admit := func(p *kms.Principal, n int, want kms.Kind) {
+		t.Helper()
+		err := e.svc.AdmitN(ctx, p, n)
+		if got := kms.ErrorKind(err); got != want {
+			t.Fatalf("AdmitN(%s, %d) = %v, want %v", p.ID, n, err, want)
+		}
+		switch want {
+		case kms.KindRateLimited:
+			if e := kms.AsError(err); e.RetryAfter < time.Second || e.RetryAfter%time.Second != 0 {
+				t.Fatalf("AdmitN(%s, %d): RetryAfter = %v, want whole seconds, at least one", p.ID, n, e.RetryAfter)
+			}
+		case kms.KindNone:
+			return
+		}
+		refusals[p.ID+"/"+want.String()]++
+	}
+	committed := func() int { // ratelimit records, reported before their calls are answered
+		obs.mu.Lock()
+		defer obs.mu.Unlock()
+		return obs.actions["ratelimit/rate_limited"] + obs.actions["ratelimit/invalid"]
+	}
+	records := func(p *kms.Principal) int {
+		t.Helper()
+		l, err := e.svc.SearchActivity(e.root, kms.ActivityFilter{KeyID: p.ID, Action: "ratelimit"}, kms.PageRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(l.Data)
+	}
+
+	admit(a, 2, kms.KindNone)
+	admit(a, 1, kms.KindRateLimited) // recorded
+	calls := committed()
+	for i := range 20 { // within the second: counted, no journal job
+		clock.advance(40 * time.Millisecond)
+		admit(a, 1, kms.KindRateLimited)
+		if i == 0 {
+			admit(a, 3, kms.KindInvalid) // past the burst: a reason of its own, recorded
+			calls++
+		}
+		admit(a, 3, kms.KindInvalid)
+	}
+	admit(b, 2, kms.KindNone)
+	for range 5 {
+		admit(b, 1, kms.KindRateLimited) // another bucket: its first is recorded
+	}
+	calls++
+	if got := committed(); got != calls {
+		t.Fatalf("%d ratelimit records committed after the refusals of two buckets in a second, want %d: the first of each (and of each reason)", got, calls)
+	}
+	if n := records(a); n != 2 {
+		t.Fatalf("%d ratelimit records of a after 42 refusals in a second, want 2 (one rate limited, one batch past the burst)", n)
+	}
+	if n := records(b); n != 1 {
+		t.Fatalf("%d ratelimit records of b after 5 refusals in a second, want 1", n)
+	}
+
+	// After the second: a's next refusal is recorded, and its count is in
+	// that record (or in a record of its own, if the tick came first).
+	clock.advance(time.Second)
+	admit(a, 1, kms.KindRateLimited)
+	admit(a, 1, kms.KindRateLimited) // counted: it waits for Close
+	if n := records(a); n < 3 || n > 4 {
+		t.Fatalf("%d ratelimit records of a after the second, want 3 or 4", n)
+	}
+
+	// Close records what is left; the trail adds up.
+	if err := e.svc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{} // key ID/result -> refusals in the trail
+	flushes := map[string]int{}
+	err := kms.ExportActivity(ctx, st, 1, func(r *kms.Activity) error {
+		if r.Action != "ratelimit" {
+			return nil
+		}
+		if r.Valid || r.Props["limit"] != "apikey" {
+			t.Errorf("a ratelimit record: %+v", r)
+		}
+		k := r.KeyID + "/" + r.Props["result"].(string)
+		suppressed, _ := r.Props["suppressed"].(float64)
+		if r.Props["flush"] == true {
+			if suppressed < 1 {
+				t.Errorf("a flush record without a count: %+v", r)
+			}
+			flushes[k]++
+		} else {
+			got[k]++
+		}
+		got[k] += int(suppressed)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(got, refusals) {
+		t.Fatalf("refusals in the trail (records and counts) = %v, want %v", got, refusals)
+	}
+	// Pending at Close at least: a's last refused call, b's 4, a's 20
+	// batches but the first.
+	for _, k := range []string{a.ID + "/rate_limited", a.ID + "/invalid", b.ID + "/rate_limited"} {
+		if flushes[k] < 1 {
+			t.Errorf("no flush record of %s: %v", k, flushes)
 		}
 	}
 }

@@ -92,10 +92,12 @@ type RekeyResult struct {
 // Rekey moves every secret that st holds sealed from the master key old
 // to the master key new: the header signing keys, the private keys of
 // /asym rings and the Users' password hashes, in one transaction, with
-// the MAC and cursor keys of old (sealed under new), so that every hash,
-// header, cursor and activity record issued before stays valid. Then it
-// records the rotation (action masterkey.rotate, by "operator") under
-// new. Afterwards old opens nothing in st. No Service may have st open
+// the MAC and cursor keys that st has under old (sealed under new), so
+// that every hash, header, cursor and activity record issued before stays
+// valid. Then it records the rotation (action masterkey.rotate, by
+// "operator") under new. Afterwards old opens nothing sealed in st; the
+// MAC and cursor keys stay those of st's first master key, which derives
+// them still (docs/OPERATIONS.md section 2). No Service may have st open
 // (kmsd rekey runs with every kmsd stopped). A store too large for one
 // transaction is refused with an error of kind TooLarge, unchanged.
 //

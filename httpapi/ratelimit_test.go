@@ -16,7 +16,9 @@ import (
 // address's and the Account's rate limits. A batch the buckets cannot
 // cover is 429 with Retry-After and does nothing (no item made, no call
 // taken from any bucket); one past a burst is 400 naming the burst; one
-// they cover passes and uses its calls up. Each refusal is one record.
+// they cover passes and uses its calls up. Each refusal is a record, or
+// a count in one when its bucket refused another for the same reason
+// less than a second before.
 func TestBatchRateLimits(t *testing.T) {
 	clock := kmstest.NewClock()
 	var limited string // the ID of an Account with a limit of its own
@@ -58,6 +60,20 @@ func TestBatchRateLimits(t *testing.T) {
 		t.Helper()
 		return len(e.activity(t, func(a *kms.Activity) bool { return a.KeyID == keyID && a.Action == action }))
 	}
+	// refusals counts the refusals in ratelimit records of keyID: one
+	// a record, but for a count alone, and its count of others.
+	refusals := func(t *testing.T, keyID string) int {
+		t.Helper()
+		n := 0
+		for _, a := range e.activity(t, func(a *kms.Activity) bool { return a.KeyID == keyID && a.Action == "ratelimit" }) {
+			if a.Props["flush"] != true {
+				n++
+			}
+			suppressed, _ := a.Props["suppressed"].(float64)
+			n += int(suppressed)
+		}
+		return n
+	}
 
 	t.Run("credential", func(t *testing.T) {
 		key, keyID := e.apiKey(t, flags...)
@@ -93,8 +109,14 @@ func TestBatchRateLimits(t *testing.T) {
 		if n := records(t, keyID, "decrypt"); n != 5 {
 			t.Fatalf("%d decrypt calls, want the 5 of the batch that passed", n)
 		}
-		if n := records(t, keyID, "ratelimit"); n != 5 {
-			t.Fatalf("%d ratelimit records, want one for each of the 5 refusals", n)
+		// The 429s of the encrypt batch and the single encrypt came
+		// together: the second is a count, in the decrypt's 429 a second
+		// later (or in a record of its own if the count was written first).
+		if n := refusals(t, keyID); n != 5 {
+			t.Fatalf("%d refusals in the ratelimit records, want the 5", n)
+		}
+		if n := records(t, keyID, "ratelimit"); n != 4 && n != 5 {
+			t.Fatalf("%d ratelimit records, want 4 (or 5 with a count alone)", n)
 		}
 	})
 
@@ -117,6 +139,7 @@ func TestBatchRateLimits(t *testing.T) {
 		other, _ := e.apiKey(t, flags...)
 		call(t, other, "/ks/encrypt", map[string]any{"ringname": "bulk"}, ip).want(t, http.StatusOK)
 		call(t, other, "/ks/encrypt", map[string]any{"ringname": "bulk"}, ip).want(t, http.StatusOK)
+		clock.Advance(time.Second) // a refusal of the address a second after the batch's is a record
 		call(t, other, "/ks/encrypt", map[string]any{"ringname": "bulk"}, ip).wantError(t, http.StatusTooManyRequests, "rate_limited")
 		if n := len(e.activity(t, func(a *kms.Activity) bool { return a.Action == "ratelimit" && a.Props["limit"] == "address" })); n != 2 {
 			t.Fatalf("%d ratelimit records of the address, want 2 (the batch, the single call)", n)

@@ -169,7 +169,7 @@ func New(opts Options) *Metrics {
 	m.refusedCredentials = m.denied.WithLabelValues(CredentialAction, "unauthenticated")
 	m.throttled = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kms_throttled_total",
-		Help: "Calls refused by a throttle: logins, password reset requests, and the rate limits of client addresses, API keys and Accounts (kind ratelimit_address, ratelimit_apikey, ratelimit_account).",
+		Help: "Calls refused by a throttle: logins, password reset requests, and the rate limits of client addresses, API keys and Accounts (kind ratelimit_address, ratelimit_apikey, ratelimit_account; the refusals a record only counts are counted once that record is written).",
 	}, []string{"kind"})
 	m.reg.MustRegister(m.requests, m.latency, m.batchSize, m.commitTime, m.appendTime, m.batchFailures,
 		m.records, m.keyCalls, m.denied, m.throttled,
@@ -258,8 +258,9 @@ func (m *Metrics) ObserveRecords(recs []*kms.Activity) {
 		result, _ := a.Props["result"].(string)
 		action := actionLabel(a.Action)
 		m.counter(m.records, "r", action, result).Inc()
+		calls := refusedCalls(a)
 		if !a.Valid {
-			m.counter(m.denied, "d", action, result).Inc()
+			m.counter(m.denied, "d", action, result).Add(calls)
 		}
 		if reported(a) {
 			// The action and ring are the caller's word: no key was used,
@@ -277,10 +278,31 @@ func (m *Metrics) ObserveRecords(recs []*kms.Activity) {
 				m.counter(m.throttled, "t", "password_reset", "").Inc()
 			case "ratelimit":
 				limit, _ := a.Props["limit"].(string)
-				m.counter(m.throttled, "t", "ratelimit_"+limit, "").Inc()
+				m.counter(m.throttled, "t", "ratelimit_"+limit, "").Add(calls)
 			}
 		}
 	}
+}
+
+// refusedCalls is how many calls the record a stands for: one, but for
+// a ratelimit record, which also counts the refusals of its bucket that
+// were not recorded on their own ("suppressed"), and stands for no
+// refusal of its own when it only records such a count ("flush").
+func refusedCalls(a *kms.Activity) float64 {
+	if a.Action != "ratelimit" {
+		return 1
+	}
+	var n float64
+	switch v := a.Props["suppressed"].(type) {
+	case int:
+		n = float64(v)
+	case float64:
+		n = v
+	}
+	if a.Props["flush"] != true {
+		n++
+	}
+	return n
 }
 
 // actionLabel is the action label of a record of action: action when it

@@ -345,3 +345,35 @@ func mustAuth(t *testing.T, svc *kms.Service, secret string) *kms.Principal {
 	}
 	return p
 }
+
+// TestRateLimitCounts: a ratelimit record counts its own refusal and the
+// ones of its bucket it carries ("suppressed"); a record of a count
+// alone ("flush") counts only those.
+func TestRateLimitCounts(t *testing.T) {
+	m := metrics.New(metrics.Options{})
+	rec := func(result string, props map[string]any) *kms.Activity {
+		props["limit"], props["result"] = "apikey", result
+		return &kms.Activity{Action: "ratelimit", Props: props}
+	}
+	m.ObserveRecords([]*kms.Activity{
+		rec("rate_limited", map[string]any{}),                                    // 1
+		rec("rate_limited", map[string]any{"suppressed": 3}),                     // 4
+		rec("rate_limited", map[string]any{"suppressed": 2, "flush": true}),      // 2
+		rec("invalid", map[string]any{"calls": 50, "burst": 5, "suppressed": 1}), // 2, not throttled
+	})
+	f := scrape(t, m.Handler())
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"kms_throttled_total", []string{"kind=ratelimit_apikey"}, 7},
+		{"kms_denied_total", []string{"action=ratelimit", "reason=rate_limited"}, 7},
+		{"kms_denied_total", []string{"action=ratelimit", "reason=invalid"}, 2},
+		{"kms_activity_records_total", []string{"action=ratelimit", "result=rate_limited"}, 3},
+	} {
+		if got := f.Value(c.name, c.labels...); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+}

@@ -2,7 +2,9 @@
 // fills at a rate of calls a second, and each call takes one; a call that
 // finds its bucket empty is told how long until it has one. Calls made at
 // once (the items of a batch) are taken all or none, from one bucket
-// (TakeN) or from buckets of several Sets (TakeAll).
+// (TakeN) or from buckets of several Sets (TakeAll). Refusals thins out
+// the records of the calls refused: one a key an interval, and a count
+// of the rest.
 package ratelimit
 
 import (
