@@ -2,13 +2,13 @@ package kms
 
 import (
 	"bytes"
-	"crypto/rand"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
-	"sync"
 	"time"
+
+	"github.com/ringkms/kms/internal/ids"
 )
 
 // The key layout of the store. Every key starts with a short prefix naming
@@ -64,52 +64,16 @@ func join(parts ...[]byte) []byte {
 
 func isNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
 
-// newID returns a new identifier: 16 bytes, the first 6 the creation time in
-// milliseconds and 10 random, as 32 lower-case hex characters. IDs made by
-// one process strictly increase: an ID made in the same millisecond as the
-// one before (or while the clock stood still or went back) is that ID plus
-// one, so lists in ID order are in creation order and a page cursor never
-// skips an item created after it.
-func newID(now time.Time) string {
-	var b [16]byte
-	var ts [8]byte
-	binary.BigEndian.PutUint64(ts[:], uint64(now.UnixMilli()))
-	copy(b[:6], ts[2:])
-	rand.Read(b[6:])
-	idMu.Lock()
-	if bytes.Compare(b[:], lastID[:]) <= 0 {
-		b = lastID
-		for i := len(b) - 1; i >= 0; i-- { // lastID + 1
-			b[i]++
-			if b[i] != 0 {
-				break
-			}
-		}
-	}
-	lastID = b
-	idMu.Unlock()
-	return hex.EncodeToString(b[:])
-}
-
-var (
-	idMu   sync.Mutex
-	lastID [16]byte
-)
+// newID returns a new identifier (internal/ids): creation time and
+// randomness, strictly increasing within one process, so lists in ID order
+// are in creation order.
+func newID(now time.Time) string { return ids.New(now) }
 
 // idLen is the length of an identifier's text.
-const idLen = 32
+const idLen = ids.Len
 
 // parseID decodes an identifier made by newID.
-func parseID(s string) ([16]byte, bool) {
-	var b [16]byte
-	if len(s) != 32 {
-		return b, false
-	}
-	if _, err := hex.Decode(b[:], []byte(s)); err != nil {
-		return b, false
-	}
-	return b, true
-}
+func parseID(s string) ([16]byte, bool) { return ids.Parse(s) }
 
 // afterKey returns the smallest key greater than k.
 func afterKey(k []byte) []byte { return append(bytes.Clone(k), 0) }

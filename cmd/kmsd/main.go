@@ -33,6 +33,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"sync"
 	"syscall"
 
@@ -89,7 +90,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	cmd := ""
 	if len(args) > 1 && args[0] == "audit" && args[1] == "export" {
 		cmd, args = "audit-export", args[2:]
-	} else if len(args) > 0 && (args[0] == "verify-audit" || args[0] == "migrate" || args[0] == "rotate-signing-key" || args[0] == "backup" || args[0] == "restore" || args[0] == "rekey" || args[0] == "new-root-key") {
+	} else if len(args) > 0 && slices.Contains(subcommands, args[0]) {
 		cmd, args = args[0], args[1:]
 	}
 	c, err := parseConfig(cmd, args, getenv, stdout)
@@ -120,6 +121,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	return serve(ctx, c, getenv, stdout, stderr, &log)
 }
+
+// subcommands are kmsd's commands besides serving, "audit export" and
+// "version" (docs/OPERATIONS.md lists them all).
+var subcommands = []string{"verify-audit", "migrate", "rotate-signing-key", "backup", "restore", "rekey", "new-root-key"}
 
 // lockedWriter serialises writes from the logger and from plain lines
 // printed beside it.
