@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ringkms/kms/internal/encryptcount"
+	"github.com/ringkms/kms/internal/seal"
 )
 
 // SetJournalPause replaces the group-commit yield of s's journal (see
@@ -87,4 +88,22 @@ func SetLimitHook(s *Service, f func()) { s.counts.SetLimitHook(f) }
 func UsedKey(a *Activity) bool {
 	_, _, ok := usedKey(a)
 	return ok
+}
+
+// PurposeKeys returns the purpose keys the store's keys record holds for
+// mk (loadServiceKeys), by purpose, and the key mk itself derives for each.
+func PurposeKeys(ctx context.Context, st Store, mk MasterKey) (stored, derived map[string][32]byte, err error) {
+	k, err := loadServiceKeys(ctx, st, mk)
+	if err != nil {
+		return nil, nil, err
+	}
+	stored = map[string][32]byte{"seal": k.Seal, "backup-mac": k.Backup, "hash-mac": k.HashMAC, "header-mac": k.HeaderMAC,
+		"cursor": k.Cursor, "audit-chain": k.AuditChain, "throttle": k.Throttle}
+	derived = map[string][32]byte{"backup-mac": backupKey(mk)}
+	for p := range stored {
+		if p != "backup-mac" {
+			derived[p] = seal.Derive(mk.b[:], p)
+		}
+	}
+	return stored, derived, nil
 }
