@@ -200,6 +200,24 @@ func version(dir string) int {
 
 // start initialises a cluster in a new temporary directory and starts it.
 func start() (*server, error) {
+	s, err := newServer()
+	if err != nil {
+		return nil, err
+	}
+	if out, err := s.run("initdb", "-D", s.data(), "-U", "kms", "--auth=trust", "-E", "UTF8", "--no-sync"); err != nil {
+		s.remove()
+		return nil, fmt.Errorf("initdb: %v\n%s", err, out)
+	}
+	if err := s.launch(""); err != nil {
+		s.remove()
+		return nil, err
+	}
+	return s, nil
+}
+
+// newServer makes the temporary directory of a server, owned by the user
+// the server will run as, without a cluster in it yet.
+func newServer() (*server, error) {
 	bin, err := binDir()
 	if err != nil {
 		return nil, err
@@ -220,27 +238,33 @@ func start() (*server, error) {
 			return nil, err
 		}
 	}
-	if out, err := s.run("initdb", "-D", filepath.Join(dir, "data"), "-U", "kms", "--auth=trust", "-E", "UTF8", "--no-sync"); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("initdb: %v\n%s", err, out)
-	}
+	return s, nil
+}
+
+// launch starts the cluster in s.data() on a free port, with the server
+// options extra added to the usual ones (later -c settings win). A port
+// taken between choosing and binding it is retried with another.
+func (s *server) launch(extra string) error {
+	var err error
 	for attempt := 0; ; attempt++ {
 		if s.port, err = freePort(); err != nil {
-			os.RemoveAll(dir)
-			return nil, err
+			return err
 		}
-		opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200", s.port, dir)
-		out, err := s.run("pg_ctl", "-D", filepath.Join(dir, "data"), "-o", opts, "-l", filepath.Join(dir, "log"), "-w", "-t", "60", "start")
+		opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200 %s", s.port, s.dir, extra)
+		out, err := s.run("pg_ctl", "-D", s.data(), "-o", opts, "-l", filepath.Join(s.dir, "log"), "-w", "-t", "60", "start")
 		if err == nil {
-			return s, nil
+			return nil
 		}
 		if attempt == 2 {
-			log, _ := os.ReadFile(filepath.Join(dir, "log"))
-			os.RemoveAll(dir)
-			return nil, fmt.Errorf("pg_ctl start: %v\n%s\n%s", err, out, log)
+			log, _ := os.ReadFile(filepath.Join(s.dir, "log"))
+			return fmt.Errorf("pg_ctl start: %v\n%s\n%s", err, out, log)
 		}
 	}
 }
+
+func (s *server) data() string { return filepath.Join(s.dir, "data") }
+
+func (s *server) remove() { os.RemoveAll(s.dir) }
 
 // run runs a PostgreSQL program of s.bin as the server's user.
 func (s *server) run(prog string, args ...string) ([]byte, error) {
@@ -255,8 +279,8 @@ func (s *server) run(prog string, args ...string) ([]byte, error) {
 
 func (s *server) stop() {
 	s.stopMu.Do(func() {
-		s.run("pg_ctl", "-D", filepath.Join(s.dir, "data"), "-m", "immediate", "-w", "stop")
-		os.RemoveAll(s.dir)
+		s.run("pg_ctl", "-D", s.data(), "-m", "immediate", "-w", "stop")
+		s.remove()
 	})
 }
 
