@@ -1,0 +1,411 @@
+// Package netproxy is a TCP proxy for tests that stands between a client
+// and a real server and misbehaves on demand, as a network would.
+//
+// # Modes
+//
+// A Proxy listens on 127.0.0.1 and forwards each connection to its target.
+// SetMode switches, at any time and for every connection:
+//
+//   - Pass forwards bytes both ways.
+//   - Refuse resets every open connection and every new one as soon as it
+//     is accepted (the client sees "connection reset", not a refused
+//     connect: the listening port stays the same).
+//   - Hold keeps connections open and forwards nothing either way: bytes
+//     read are held in the proxy, the rest wait in the kernel's buffers.
+//     New connections are accepted and held likewise. This is a network
+//     partition.
+//
+// From Hold, Pass releases the held bytes in order, as TCP retransmission
+// would once a partition heals: a query sent during the hold completes
+// after it, unless the client gave up first. Refuse drops them with the
+// connections.
+//
+// # Cuts
+//
+// CutOn arms a one-shot hook on the bytes going from client to server:
+// the first connection whose stream contains the pattern is cut there,
+// either before the pattern is forwarded (CutBefore: the server never sees
+// it) or just after (CutAfter: the server gets it, the client never gets
+// the answer). With the PostgreSQL Query message of a COMMIT as pattern,
+// these are "commit not sent" and "commit sent, answer lost".
+package netproxy
+
+import (
+	"bytes"
+	"errors"
+	"net"
+	"sync"
+	"time"
+)
+
+// Mode is what a Proxy does with the bytes and connections it carries.
+type Mode int
+
+const (
+	Pass   Mode = iota // forward
+	Refuse             // reset open and new connections
+	Hold               // forward nothing, keep connections open
+)
+
+func (m Mode) String() string {
+	switch m {
+	case Pass:
+		return "pass"
+	case Refuse:
+		return "refuse"
+	case Hold:
+		return "hold"
+	}
+	return "mode(?)"
+}
+
+// Cut says where a CutOn hook cuts a connection.
+type Cut int
+
+const (
+	// CutBefore forwards the bytes before the pattern, then resets the
+	// client's side and half-closes the server's: the server never sees
+	// the pattern. (If the pattern straddles two reads, its first part
+	// has gone already; the server then holds a truncated message, which
+	// it cannot act on.)
+	CutBefore Cut = iota + 1
+	// CutAfter forwards the bytes up to the end of the pattern, then
+	// resets the client's side and half-closes the server's: the server
+	// reads the pattern and then end of stream, and whatever it answers is
+	// read and discarded until it closes.
+	CutAfter
+)
+
+// Proxy is a TCP proxy; see the package documentation.
+type Proxy struct {
+	target string
+	ln     net.Listener
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	mode    Mode
+	changed chan struct{} // closed and replaced on each SetMode and on Close
+	links   map[*link]struct{}
+	cut     *cut // armed hook, nil if none
+	closed  bool
+}
+
+type cut struct {
+	pattern []byte
+	where   Cut
+	done    chan struct{}
+}
+
+// link is one proxied connection.
+type link struct {
+	client, server *net.TCPConn
+	closeOnce      sync.Once
+	gone           chan struct{} // closed once the link is closed
+
+	// Under Proxy.mu:
+	cut      *cut // the cut that fired on l, if any
+	downDone bool // down has returned
+}
+
+// New listens on 127.0.0.1:0 and forwards to target (host:port), in mode
+// Pass. Close stops it.
+func New(target string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{
+		target:  target,
+		ln:      ln,
+		changed: make(chan struct{}),
+		links:   make(map[*link]struct{}),
+	}
+	p.wg.Add(1)
+	go p.accept()
+	return p, nil
+}
+
+// Addr is the host:port the proxy listens on.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Port is the port the proxy listens on.
+func (p *Proxy) Port() int { return p.ln.Addr().(*net.TCPAddr).Port }
+
+// SetMode switches every connection, open and new, to m.
+func (p *Proxy) SetMode(m Mode) {
+	p.mu.Lock()
+	p.mode = m
+	close(p.changed)
+	p.changed = make(chan struct{})
+	var reset []*link
+	if m == Refuse {
+		for l := range p.links {
+			reset = append(reset, l)
+		}
+	}
+	p.mu.Unlock()
+	for _, l := range reset {
+		p.drop(l)
+	}
+}
+
+// Mode reports the current mode.
+func (p *Proxy) Mode() Mode {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mode
+}
+
+// CutOn arms a hook that cuts the first connection on which the client
+// sends pattern, as where says, and disarms itself. It replaces a hook
+// armed before and not yet fired. The channel it returns is closed once
+// the cut is complete: the server has read to the end of what it was
+// sent and closed its end, so it has acted on it (with CutAfter, on the
+// pattern), or the proxy dropped the connection (Refuse, Close).
+func (p *Proxy) CutOn(pattern []byte, where Cut) <-chan struct{} {
+	if len(pattern) == 0 || (where != CutBefore && where != CutAfter) {
+		panic("netproxy: CutOn needs a pattern and CutBefore or CutAfter")
+	}
+	c := &cut{pattern: bytes.Clone(pattern), where: where, done: make(chan struct{})}
+	p.mu.Lock()
+	p.cut = c
+	p.mu.Unlock()
+	return c.done
+}
+
+// Close stops listening and closes every connection.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	close(p.changed)
+	p.changed = make(chan struct{})
+	links := make([]*link, 0, len(p.links))
+	for l := range p.links {
+		links = append(links, l)
+	}
+	p.mu.Unlock()
+	err := p.ln.Close()
+	for _, l := range links {
+		p.drop(l)
+	}
+	p.wg.Wait()
+	return err
+}
+
+func (p *Proxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		client := c.(*net.TCPConn)
+		if p.Mode() == Refuse {
+			reset(client)
+			continue
+		}
+		p.wg.Add(1)
+		go p.open(client)
+	}
+}
+
+// open dials the target for client and starts forwarding.
+func (p *Proxy) open(client *net.TCPConn) {
+	defer p.wg.Done()
+	s, err := net.DialTimeout("tcp", p.target, 10*time.Second)
+	if err != nil {
+		reset(client)
+		return
+	}
+	l := &link{client: client, server: s.(*net.TCPConn), gone: make(chan struct{})}
+	p.mu.Lock()
+	if p.closed || p.mode == Refuse {
+		p.mu.Unlock()
+		reset(l.client)
+		reset(l.server)
+		return
+	}
+	p.links[l] = struct{}{}
+	p.mu.Unlock()
+	p.wg.Add(2)
+	go p.up(l)
+	go p.down(l)
+}
+
+// drop resets both sides of l and forgets it.
+func (p *Proxy) drop(l *link) {
+	l.closeOnce.Do(func() {
+		close(l.gone)
+		reset(l.client)
+		reset(l.server)
+	})
+	p.mu.Lock()
+	delete(p.links, l)
+	p.mu.Unlock()
+}
+
+// reset closes c with a RST rather than a FIN, so the peer's next read or
+// write fails instead of seeing an orderly end.
+func reset(c *net.TCPConn) {
+	c.SetLinger(0)
+	c.Close()
+}
+
+// pass blocks while the proxy holds, and reports whether bytes of l may be
+// forwarded: false once l or the proxy is closed or refusing.
+func (p *Proxy) pass(l *link) bool {
+	for {
+		p.mu.Lock()
+		mode, changed, closed := p.mode, p.changed, p.closed
+		p.mu.Unlock()
+		switch {
+		case closed || mode == Refuse:
+			return false
+		case mode == Pass:
+			select {
+			case <-l.gone:
+				return false
+			default:
+				return true
+			}
+		}
+		select {
+		case <-changed:
+		case <-l.gone:
+			return false
+		}
+	}
+}
+
+// up forwards client to server, watching for an armed cut.
+func (p *Proxy) up(l *link) {
+	defer p.wg.Done()
+	buf := make([]byte, 32<<10)
+	var tail []byte // the last bytes forwarded, for a pattern that straddles reads
+	for {
+		n, err := l.client.Read(buf)
+		if n > 0 {
+			chunk := buf[:n]
+			if !p.pass(l) {
+				p.drop(l)
+				return
+			}
+			if c, end := p.match(&tail, chunk); c != nil {
+				p.cutAt(l, c, chunk, end)
+				return
+			}
+			if _, err := l.server.Write(chunk); err != nil {
+				p.drop(l)
+				return
+			}
+		}
+		if err != nil {
+			p.drop(l)
+			return
+		}
+	}
+}
+
+// down forwards server to client. Once l is cut it discards what the
+// server says until the server closes, and then completes the cut.
+func (p *Proxy) down(l *link) {
+	defer p.wg.Done()
+	defer func() {
+		p.drop(l)
+		p.mu.Lock()
+		l.downDone = true
+		c := l.cut
+		p.mu.Unlock()
+		if c != nil {
+			close(c.done)
+		}
+	}()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := l.server.Read(buf)
+		if n > 0 && !p.isCut(l) {
+			if !p.pass(l) {
+				return
+			}
+			if _, err := l.client.Write(buf[:n]); err != nil && !p.isCut(l) {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *Proxy) isCut(l *link) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return l.cut != nil
+}
+
+// match looks for the armed pattern in tail+chunk, ending in chunk. If
+// found, it disarms the hook and returns it with the offset in chunk where
+// the pattern ends (it starts len(pattern) before, possibly in tail).
+// Otherwise it keeps in tail the bytes a straddling pattern could start
+// with.
+func (p *Proxy) match(tail *[]byte, chunk []byte) (*cut, int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := p.cut
+	if c == nil {
+		*tail = (*tail)[:0]
+		return nil, 0
+	}
+	if keep := len(c.pattern) - 1; len(*tail) > keep {
+		*tail = (*tail)[len(*tail)-keep:]
+	}
+	hay := append(*tail, chunk...)
+	i := bytes.Index(hay, c.pattern)
+	if i < 0 {
+		keep := min(len(c.pattern)-1, len(hay))
+		*tail = append((*tail)[:0], hay[len(hay)-keep:]...)
+		return nil, 0
+	}
+	p.cut = nil
+	return c, i + len(c.pattern) - (len(hay) - len(chunk))
+}
+
+// cutAt cuts l at chunk, whose first end bytes complete c's pattern: it
+// forwards what goes before the pattern (CutBefore) or through it
+// (CutAfter), half-closes the server's side so that the server reads
+// those bytes and then the end of the stream (a reset might discard them),
+// and resets the client's side. down completes the cut once the server
+// has closed.
+func (p *Proxy) cutAt(l *link, c *cut, chunk []byte, end int) {
+	n := end
+	if c.where == CutBefore {
+		n = max(end-len(c.pattern), 0)
+	}
+	_, err := l.server.Write(chunk[:n])
+	p.mu.Lock()
+	l.cut = c
+	finished := l.downDone
+	p.mu.Unlock()
+	if finished {
+		// The server had closed already; nobody else will say so.
+		close(c.done)
+		p.drop(l)
+		return
+	}
+	if err != nil {
+		p.drop(l)
+		return
+	}
+	l.server.CloseWrite()
+	reset(l.client)
+	// Should the server never close, the read deadline ends the wait.
+	l.server.SetReadDeadline(time.Now().Add(30 * time.Second))
+}
