@@ -1,33 +1,3 @@
-// Package netproxy is a TCP proxy for tests that stands between a client
-// and a real server and misbehaves on demand, as a network would.
-//
-// # Modes
-//
-// A Proxy listens on 127.0.0.1 and forwards each connection to its target.
-// SetMode switches, at any time and for every connection:
-//
-//   - Pass forwards bytes both ways.
-//   - Refuse resets every open connection and every new one as soon as it
-//     is accepted (the client sees "connection reset", not a refused
-//     connect: the listening port stays the same).
-//   - Hold keeps connections open and forwards nothing either way: bytes
-//     read are held in the proxy, the rest wait in the kernel's buffers.
-//     New connections are accepted and held likewise. This is a network
-//     partition.
-//
-// From Hold, Pass releases the held bytes in order, as TCP retransmission
-// would once a partition heals: a query sent during the hold completes
-// after it, unless the client gave up first. Refuse drops them with the
-// connections.
-//
-// # Cuts
-//
-// CutOn arms a one-shot hook on the bytes going from client to server:
-// the first connection whose stream contains the pattern is cut there,
-// either before the pattern is forwarded (CutBefore: the server never sees
-// it) or just after (CutAfter: the server gets it, the client never gets
-// the answer). With the PostgreSQL Query message of a COMMIT as pattern,
-// these are "commit not sent" and "commit sent, answer lost".
 package netproxy
 
 import (
@@ -101,6 +71,7 @@ type link struct {
 	client, server *net.TCPConn
 	closeOnce      sync.Once
 	gone           chan struct{} // closed once the link is closed
+	cutting        chan struct{} // closed once a cut fired on the link
 
 	// Under Proxy.mu:
 	cut      *cut // the cut that fired on l, if any
@@ -225,7 +196,7 @@ func (p *Proxy) open(client *net.TCPConn) {
 		reset(client)
 		return
 	}
-	l := &link{client: client, server: s.(*net.TCPConn), gone: make(chan struct{})}
+	l := &link{client: client, server: s.(*net.TCPConn), gone: make(chan struct{}), cutting: make(chan struct{})}
 	p.mu.Lock()
 	if p.closed || p.mode == Refuse {
 		p.mu.Unlock()
@@ -260,7 +231,7 @@ func reset(c *net.TCPConn) {
 }
 
 // pass blocks while the proxy holds, and reports whether bytes of l may be
-// forwarded: false once l or the proxy is closed or refusing.
+// forwarded: false once l or the proxy is closed or refusing, or l cut.
 func (p *Proxy) pass(l *link) bool {
 	for {
 		p.mu.Lock()
@@ -280,6 +251,8 @@ func (p *Proxy) pass(l *link) bool {
 		select {
 		case <-changed:
 		case <-l.gone:
+			return false
+		case <-l.cutting:
 			return false
 		}
 	}
@@ -332,10 +305,11 @@ func (p *Proxy) down(l *link) {
 	for {
 		n, err := l.server.Read(buf)
 		if n > 0 && !p.isCut(l) {
-			if !p.pass(l) {
-				return
-			}
-			if _, err := l.client.Write(buf[:n]); err != nil && !p.isCut(l) {
+			if p.pass(l) {
+				if _, err := l.client.Write(buf[:n]); err != nil && !p.isCut(l) {
+					return
+				}
+			} else if !p.isCut(l) {
 				return
 			}
 		}
@@ -394,6 +368,7 @@ func (p *Proxy) cutAt(l *link, c *cut, chunk []byte, end int) {
 	l.cut = c
 	finished := l.downDone
 	p.mu.Unlock()
+	close(l.cutting) // down may be held: it should drain instead
 	if finished {
 		// The server had closed already; nobody else will say so.
 		close(c.done)

@@ -14,6 +14,11 @@
 // it instead, so that CI never passes by skipping. As root, the server
 // runs as the user "postgres" (or "nobody"), since PostgreSQL refuses to
 // run as root.
+//
+// For failover tests, StartPair starts a primary with a synchronous
+// streaming standby for one test, which may kill the primary and promote
+// the standby. QueryMessage gives the bytes of a statement on the wire,
+// for a proxy (internal/netproxy) to cut a connection at.
 package pgtest
 
 import (
