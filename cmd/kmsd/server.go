@@ -216,14 +216,16 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stdout, s
 		return svc, st, nil
 	}
 	// On a full disk the store may not open, or a new one not take its
-	// first keys: kmsd then serves all the same, answering 503 and 507
-	// saying why, and starts once there is room.
+	// first keys; nor on a database that cannot be reached or is
+	// read-only (a standby, a primary demoted), which the Service's
+	// start writes to: kmsd then serves all the same, answering 503 and
+	// 507 saying why, and starts once there is room or a primary.
 	svc, st, err := start()
 	if waitToStart(err) {
 		handler.set(httpapi.Unavailable(err, hopts))
 		startServing()
 		log.Warn().Err(err).Dur("retry", storeRetry).
-			Msg("the store cannot start (its disk is full, or its database unreachable); answering 503 or 507 until it can")
+			Msg("the store cannot start (its disk is full, or its database unreachable or read-only); answering 503 or 507 until it can")
 		tick := time.NewTicker(storeRetry)
 		for waitToStart(err) {
 			select {
@@ -316,11 +318,11 @@ func warnDataDirMode(dir string, log *zerolog.Logger) {
 }
 
 // storeRetry is how often kmsd tries again to start on a store that its
-// full disk, or an unreachable database, kept from starting.
+// full disk, or an unreachable or read-only database, kept from starting.
 const storeRetry = time.Second
 
 // waitToStart reports whether kmsd waits, serving, for the store to start
-// after err: a full disk, or a database it cannot reach.
+// after err: a full disk, or a database it cannot reach or write to.
 func waitToStart(err error) bool {
 	k := kms.ErrorKind(err)
 	return err != nil && (k == kms.KindNoSpace || k == kms.KindUnavailable)

@@ -94,9 +94,13 @@
 //     Writable answers NoSpace for a second after it;
 //   - a database that cannot be reached, a connection lost (refused,
 //     reset, timed out, the server shutting down), or a database that does
-//     not take writes (a standby) is kind Unavailable: kmsd answers 503,
-//     never a wrong answer. A connection lost during a commit leaves its
-//     outcome unknown; that too is kind Unavailable;
+//     not take writes is kind Unavailable: kmsd answers 503, never a wrong
+//     answer. A connection lost during a commit leaves its outcome
+//     unknown; that too is kind Unavailable. A read-only server (a hot
+//     standby, which refuses a write with SQLSTATE 25006 and a
+//     SERIALIZABLE transaction with 0A000; a primary demoted, or made
+//     read-only with default_transaction_read_only) is told by its
+//     message: the database is read-only, and kmsd waits for a primary;
 //   - a write in a read-only transaction, an empty key, a Txn used after
 //     its function returned, and a scan whose Start lies outside its
 //     Prefix are kind Invalid;
@@ -114,7 +118,10 @@
 // Writable is asked before every batch of writes, so it is cheap: any
 // answer from the database in the last 250 ms counts, and otherwise one
 // query (SHOW transaction_read_only), bounded by a second and shared by
-// concurrent callers, asks.
+// concurrent callers, asks. After Open, a lost connection or a write
+// refused as read-only, only that query counts (a standby answers
+// reads): Writable answers Unavailable, saying the database is
+// read-only, until the server says it takes writes.
 //
 // # Activity trail
 //

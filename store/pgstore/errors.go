@@ -26,6 +26,52 @@ var (
 	errConflict     = kms.Errorf(kms.KindConflict, "transaction conflict")
 )
 
+// readOnlyMessage is the message of every error that says the database
+// does not take writes.
+const readOnlyMessage = "service unavailable: the database is read-only (a standby, or a primary that was demoted); kmsd waits for a primary"
+
+// isReadOnly reports whether err is what a server that takes no writes
+// answers: a write in a read-only transaction (25006: on a hot standby,
+// in recovery, or with default_transaction_read_only on, as a demoted
+// primary may be left), or a hot standby's refusal of a SERIALIZABLE or
+// read-write transaction (0A000, "cannot use serializable mode in a hot
+// standby", "cannot set transaction read-write mode during recovery").
+// The texts are PostgreSQL's in English; in another lc_messages, the
+// refusal of the BEGIN of an Update is recognised by where it occurred
+// (errStandbyBegin).
+func isReadOnly(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	switch pe.Code {
+	case codeReadOnly:
+		return true
+	case codeNotSupported:
+		var sb *standbyBegin
+		return errors.As(err, &sb) || strings.Contains(pe.Message, "hot standby") ||
+			strings.Contains(pe.Message, "during recovery")
+	}
+	return false
+}
+
+// standbyBegin is the error of a BEGIN ISOLATION LEVEL SERIALIZABLE that
+// the server refused as unsupported (0A000): every server kmsd runs on
+// supports it but a hot standby, whatever language its messages are in.
+type standbyBegin struct{ err error }
+
+func (e *standbyBegin) Error() string { return e.err.Error() }
+func (e *standbyBegin) Unwrap() error { return e.err }
+
+// beginFailed marks err, the error of the BEGIN of an Update, for
+// isReadOnly when it is a 0A000.
+func beginFailed(err error) error {
+	if sqlState(err) == codeNotSupported {
+		return &standbyBegin{err}
+	}
+	return err
+}
+
 // SQLSTATE codes the Store acts on.
 const (
 	codeSerialization  = "40001" // serialization_failure
@@ -35,6 +81,7 @@ const (
 	codeUniqueKey      = "23505" // unique_violation
 	codeUndefinedTable = "42P01" // undefined_table
 	codeReadOnly       = "25006" // read_only_sql_transaction: a standby, or default_transaction_read_only
+	codeNotSupported   = "0A000" // feature_not_supported: SERIALIZABLE, or read-write, on a standby
 	codeAdminShutdown  = "57P01"
 	codeCrashShutdown  = "57P02"
 	codeCannotConnect  = "57P03"
@@ -104,9 +151,9 @@ func (s *Store) translate(ctx context.Context, doing string, err error) error {
 		return &kms.Error{Kind: kms.KindNoSpace, Message: "insufficient storage: the database's disk is full", Err: cause}
 	case strings.HasPrefix(code, classLimit):
 		return &kms.Error{Kind: kms.KindTooLarge, Message: doing + ": too large for the database", Err: cause}
-	case code == codeReadOnly:
-		s.health.lost()
-		return &kms.Error{Kind: kms.KindUnavailable, Message: "service unavailable: the database does not take writes (a standby, or read-only)", Err: cause}
+	case isReadOnly(err):
+		s.health.readOnly()
+		return &kms.Error{Kind: kms.KindUnavailable, Message: readOnlyMessage, Err: cause}
 	case isLostConnection(err):
 		s.health.lost()
 		return &kms.Error{Kind: kms.KindUnavailable, Message: "service unavailable: the database cannot be reached", Err: cause}

@@ -176,6 +176,7 @@ func Open(ctx context.Context, dbURL string, opts Options) (*Store, error) {
 		rp["application_name"] = "ringkms"
 	}
 	s := &Store{password: cfg.ConnConfig.Password}
+	s.health.unproven.Store(true) // until a ping finds the server taking writes
 	s.watch.token = newToken()
 	switch {
 	case opts.QueryTimeout == 0:
@@ -264,44 +265,67 @@ func (s *Store) roundTripCtx(ctx context.Context) (context.Context, context.Canc
 }
 
 // health is what Writable knows of the database: when it last answered,
-// when a connection to it was last lost, and whether a write met a full
-// disk.
+// when a connection to it was last lost, whether a write met a full disk,
+// and whether it must be asked again whether it takes writes.
 type health struct {
 	okAt      atomic.Int64 // unix nanoseconds of the last answer from the database
 	lostAt    atomic.Int64 // unix nanoseconds of the last connection found lost
 	fullUntil atomic.Int64 // Writable answers NoSpace until then (unix nanoseconds)
+
+	// unproven is set at Open, when a connection is lost and when a write
+	// met a read-only server, and cleared by a ping that found the server
+	// taking writes. While it is set, an answer of the database does not
+	// count for Writable: a standby answers reads, and the server behind
+	// a lost connection may come back as one.
+	unproven atomic.Bool
 
 	mu      sync.Mutex // one ping at a time; guards pingErr and pingAt
 	pingErr error
 	pingAt  int64
 }
 
-func (h *health) ok()   { h.okAt.Store(time.Now().UnixNano()) }
-func (h *health) lost() { h.lostAt.Store(time.Now().UnixNano()) }
+func (h *health) ok() { h.okAt.Store(time.Now().UnixNano()) }
+func (h *health) lost() {
+	h.unproven.Store(true)
+	h.lostAt.Store(time.Now().UnixNano())
+}
 func (h *health) noSpace() {
 	h.fullUntil.Store(time.Now().Add(noSpaceHold).UnixNano())
 }
 
-// fresh reports whether the database answered within writableTTL and no
-// connection was lost since.
+// readOnly records that the database refused a write as a read-only
+// server: Writable asks it again, and until it answers that it takes
+// writes, says Unavailable.
+func (h *health) readOnly() {
+	h.unproven.Store(true)
+	h.lostAt.Store(time.Now().UnixNano())
+}
+
+// fresh reports whether the database answered within writableTTL, no
+// connection was lost since, and it is known to take writes.
 func (h *health) fresh(now int64) bool {
 	ok := h.okAt.Load()
-	return ok > h.lostAt.Load() && now-ok < int64(writableTTL)
+	return ok > h.lostAt.Load() && now-ok < int64(writableTTL) && !h.unproven.Load()
 }
 
 var errDiskFull = kms.Errorf(kms.KindNoSpace, "insufficient storage: the database's disk is full")
 
 // Writable reports whether the database takes writes now: nil, or an
 // error of kind Unavailable when it cannot be reached or does not take
-// writes (a standby, a read-only database), or of kind NoSpace for a
+// writes (a hot standby, a primary demoted or made read-only), or of kind NoSpace for a
 // second after a write met a full disk (SQLSTATE 53100; PostgreSQL has no
 // way to ask for free space without writing). It writes nothing.
 //
 // Its answer is at most 250 ms old: any exchange with the database in
 // that time counts as an answer (so under load Writable reads the clock
-// and three atomic values), and otherwise it asks, with one query that
+// and four atomic values), and otherwise it asks, with one query that
 // waits at most a second (then the answer is Unavailable). Concurrent
 // callers share one query, and a failed answer is kept for 250 ms too.
+// After Open, a lost connection or a write refused as read-only, only
+// that query counts: it asks whether the server is read-only (SHOW
+// transaction_read_only, on for a standby and for a database made
+// read-only), and a read-only server keeps Writable answering
+// Unavailable, asked again every 250 ms, until it is promoted.
 func (s *Store) Writable(ctx context.Context) error {
 	if err := s.writable(); err != nil {
 		return err
@@ -344,9 +368,10 @@ func (s *Store) ping(ctx context.Context) error {
 			err = &kms.Error{Kind: kms.KindUnavailable, Message: "service unavailable: the database does not answer as expected", Err: err}
 		}
 	case readOnly == "on":
-		err = kms.Errorf(kms.KindUnavailable, "service unavailable: the database does not take writes (a standby, or read-only)")
+		err = kms.Errorf(kms.KindUnavailable, readOnlyMessage)
 	default:
 		h.pingErr = nil
+		h.unproven.Store(false)
 		h.ok()
 		return nil
 	}

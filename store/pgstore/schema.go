@@ -86,6 +86,17 @@ func (s *Store) migrate(ctx context.Context, existing bool) error {
 				continue
 			}
 		}
+		if isReadOnly(err) {
+			// kmsd waits for a primary (an error of kind Unavailable),
+			// and migrates once the server takes writes.
+			s.health.readOnly()
+			need := fmt.Sprintf("its kmsd schema must be migrated from version %d to %d", v, SchemaVersion)
+			if v == 0 {
+				need = "it holds no kmsd schema yet"
+			}
+			return &kms.Error{Kind: kms.KindUnavailable, Err: s.redact(err),
+				Message: readOnlyMessage + " (" + need + ", which only a primary can write)"}
+		}
 		return s.translate(ctx, fmt.Sprintf("migrate the database schema from version %d to %d", v, SchemaVersion), err)
 	}
 }
@@ -144,10 +155,11 @@ func (s *Store) applyMigrations(ctx context.Context) error {
 		}
 		c.Release()
 	}()
-	for _, q := range []string{sqlBeginUpdate, sqlSchemaTable} {
-		if _, err := c.Exec(rctx, q); err != nil {
-			return err
-		}
+	if _, err := c.Exec(rctx, sqlBeginUpdate); err != nil {
+		return beginFailed(err)
+	}
+	if _, err := c.Exec(rctx, sqlSchemaTable); err != nil {
+		return err
 	}
 	var v int
 	if err := c.QueryRow(rctx, sqlSchemaVersion).Scan(&v); err != nil {

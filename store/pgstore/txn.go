@@ -156,7 +156,9 @@ func (t *txn) roundTrip(queue func(*pgx.Batch), read func(pgx.BatchResults) erro
 	t.begun = true
 	var err error
 	if begin {
-		_, err = br.Exec()
+		if _, err = br.Exec(); err != nil && t.update {
+			err = beginFailed(err)
+		}
 		if err == nil && !t.update {
 			_, err = br.Exec()
 		}
