@@ -15,12 +15,13 @@
 //
 // # Tables
 //
-// The Store keeps three tables, in the first schema of the connection's
+// The Store keeps four tables, in the first schema of the connection's
 // search_path:
 //
-//	kms_schema (version INT PRIMARY KEY, applied_at TIMESTAMPTZ)  the migrations applied
-//	kms_kv     (key BYTEA PRIMARY KEY, value BYTEA NOT NULL)      the Store's keys and values
-//	kms_trail  (seq BIGINT PRIMARY KEY, rec BYTEA NOT NULL)       the Trail's records
+//	kms_schema  (version INT PRIMARY KEY, applied_at TIMESTAMPTZ)  the migrations applied
+//	kms_kv      (key BYTEA PRIMARY KEY, value BYTEA NOT NULL)      the Store's keys and values
+//	kms_trail   (seq BIGINT PRIMARY KEY, rec BYTEA NOT NULL)       the Trail's records
+//	kms_commits (id BYTEA PRIMARY KEY, at TIMESTAMPTZ NOT NULL)    commit markers (see Commits in doubt)
 //
 // BYTEA compares bytewise, so ORDER BY key is the byte order kms.Store
 // requires. Keys are at most MaxKeySize (2048) bytes and values at most
@@ -95,8 +96,9 @@
 //   - a database that cannot be reached, a connection lost (refused,
 //     reset, timed out, the server shutting down), or a database that does
 //     not take writes is kind Unavailable: kmsd answers 503, never a wrong
-//     answer. A connection lost during a commit leaves its outcome
-//     unknown; that too is kind Unavailable. A read-only server (a hot
+//     answer. A connection lost during a commit is settled first (see
+//     Commits in doubt): nil if it committed, kind Unavailable saying
+//     nothing was written if not. A read-only server (a hot
 //     standby, which refuses a write with SQLSTATE 25006 and a
 //     SERIALIZABLE transaction with 0A000; a primary demoted, or made
 //     read-only with default_transaction_read_only) is told by its
@@ -112,6 +114,27 @@
 // context.DeadlineExceeded). Each round trip is bounded by
 // Options.QueryTimeout (30 s by default); past it the connection is closed
 // and the call fails with kind Unavailable.
+//
+// # Commits in doubt
+//
+// Each transaction of Update, UpdateNoSync and Trail.AppendIn that writes
+// inserts, with its COMMIT, a marker: a row of kms_commits with a random
+// 16-byte id. When the connection breaks after the COMMIT may have been
+// sent, the call settles the outcome before it returns, on another
+// connection: it asks the backend that ran the transaction to terminate
+// (pg_terminate_backend, for a session of the same user and database),
+// waits until pg_stat_activity no longer lists it (a backend leaves it
+// only once its transaction has committed or rolled back, so it can no
+// longer commit), and then looks the marker up. Found, the call returns
+// nil; not found, an error of kind Unavailable saying nothing was written.
+// This takes at most 5 s (or QueryTimeout, when shorter); when the
+// database cannot be reached, or the old backend does not go, within that
+// bound, the outcome stays unknown and the error (kind Unavailable) says
+// so and names the marker's id, which an operator can look up in
+// kms_commits while the marker is kept. A commit that succeeds starts, at
+// most every 15 s, a sweep that deletes the markers older than a minute,
+// in a transaction of its own. Trail.Append (not used by kmsd on this
+// Store) settles its own doubt, as described below.
 //
 // # Writable
 //

@@ -95,9 +95,9 @@ type Options struct {
 	// QueryTimeout bounds each round trip to the database (a statement,
 	// or the statements sent together in one batch) and the wait for a
 	// connection: past it, the connection is closed and the call fails
-	// with an error of kind Unavailable (for a commit, whose outcome is
-	// then unknown, too). A caller's context with an earlier deadline
-	// wins. Zero means DefaultQueryTimeout (30 s); negative, no bound
+	// with an error of kind Unavailable (for a commit, once its outcome
+	// is settled: see the package documentation, Commits in doubt). A
+	// caller's context with an earlier deadline wins. Zero means DefaultQueryTimeout (30 s); negative, no bound
 	// beyond the caller's context.
 	QueryTimeout time.Duration
 
@@ -133,8 +133,9 @@ type Store struct {
 	timeout  time.Duration // per round trip; 0: none
 	health   health
 	closed   atomic.Bool
-	hold     hold  // the advisory lock, shared or with Options.Exclusive (hold.go)
-	watch    watch // what Watch asked for (watch.go)
+	hold     hold    // the advisory lock, shared or with Options.Exclusive (hold.go)
+	watch    watch   // what Watch asked for (watch.go)
+	sweep    sweeper // of old commit markers (commit.go)
 }
 
 // Open connects to the database that url names (a postgres:// URL or a
@@ -415,9 +416,13 @@ func (s *Store) View(ctx context.Context, fn func(kms.Txn) error) error {
 //   - fn's error unchanged, with nothing written, if fn fails;
 //   - ctx.Err() if ctx is done before or during an attempt;
 //   - an error of kind Conflict if every attempt conflicted;
+//   - nil too when the connection broke after the commit was sent but
+//     its marker shows that it took place (see the package
+//     documentation, Commits in doubt);
 //   - an error of kind Unavailable if the database could not be reached,
-//     or the connection broke during the commit (whose outcome is then
-//     unknown);
+//     or the connection broke during the commit and it did not take place
+//     (or, rarely, when that could not be found out within 5 s: the
+//     error then says the outcome is unknown);
 //   - an error of kind TooLarge, NoSpace or Internal if the commit failed
 //     otherwise (see the package documentation).
 func (s *Store) Update(ctx context.Context, fn func(kms.Txn) error) error {
@@ -498,6 +503,19 @@ func (s *Store) attempt(ctx context.Context, fn func(*txn) error, sync, appendLo
 		return done, err
 	}
 	if err := t.commit(); err != nil {
+		if t.conn != nil && t.inDoubt(t.conn.Conn().IsClosed()) {
+			// The COMMIT may have reached the server: find out before
+			// answering, on another connection (this one goes back
+			// first, for a pool of two).
+			t.release()
+			if err := s.settle(ctx, t.marker, t.pid, t.failed); err != nil {
+				if ctx.Err() != nil {
+					return done, ctx.Err()
+				}
+				return done, err
+			}
+			return done, nil
+		}
 		switch {
 		case ctx.Err() != nil:
 			return done, ctx.Err()
@@ -512,6 +530,9 @@ func (s *Store) attempt(ctx context.Context, fn func(*txn) error, sync, appendLo
 			return reconnect, err
 		}
 		return done, err
+	}
+	if t.marker != nil {
+		s.maybeSweep()
 	}
 	return done, nil
 }

@@ -24,12 +24,20 @@ var migrations = [][]string{
 			rec BYTEA NOT NULL
 		)`,
 	},
+	// 2: the commit markers (commit.go): a row per transaction that
+	// writes, inserted by its own commit, swept after a minute.
+	{
+		`CREATE TABLE kms_commits (
+			id BYTEA PRIMARY KEY,
+			at TIMESTAMPTZ NOT NULL
+		)`,
+	},
 }
 
 // SchemaVersion is the version of the schema this build creates and
 // knows: the number of its migrations. Open refuses a database whose
 // kms_schema names a later one.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // sqlSchemaTable creates the table of applied migrations: one row per
 // version, with the time it was applied.

@@ -91,6 +91,13 @@ type txn struct {
 	trailRecs  [][]byte
 
 	announce [][]byte // written keys under a watched prefix (watch.go)
+
+	// The commit marker (commit.go): the id of the row of kms_commits
+	// that the commit of a transaction that writes inserts, the pid of
+	// the backend that runs it, and whether the commit's batch was sent.
+	marker     []byte
+	pid        uint32
+	committing bool
 }
 
 // fetched is the value of a key that Prefetch read, or its absence.
@@ -496,9 +503,9 @@ func (t *txn) flush() error {
 }
 
 // commit sends the buffered writes, locks the rows Get read (so that a
-// transaction whose reads changed meanwhile conflicts), and commits, in
-// one round trip. A transaction that never reached the database commits
-// nothing.
+// transaction whose reads changed meanwhile conflicts), inserts the
+// commit's marker when it writes (commit.go), and commits, in one round
+// trip. A transaction that never reached the database commits nothing.
 func (t *txn) commit() error {
 	if t.failed != nil {
 		return t.failedErr
@@ -508,7 +515,12 @@ func (t *txn) commit() error {
 	}
 	var tag string
 	unlock := false // the batch ends with the append lock's release
+	if t.wrote || len(t.trailRecs) > 0 {
+		t.marker = newMarker()
+	}
 	err := t.roundTrip(func(b *pgx.Batch) {
+		t.committing = true
+		t.pid = t.conn.Conn().PgConn().PID()
 		if !t.sync {
 			b.Queue(sqlNoSync)
 		}
@@ -519,6 +531,9 @@ func (t *txn) commit() error {
 		}
 		if len(t.announce) > 0 {
 			b.Queue(sqlNotify, t.s.watch.payload(t.announce))
+		}
+		if t.marker != nil {
+			b.Queue(sqlMarker, t.marker)
 		}
 		b.Queue(sqlCommit)
 		if t.appendLock {
