@@ -1,0 +1,122 @@
+package kms_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/netproxy"
+	"github.com/ringkms/kms/internal/pgtest"
+	"github.com/ringkms/kms/store/pgstore"
+)
+
+// pgCommitMessage is what pgx sends to run a prepared COMMIT: bind,
+// describe and execute the statement it names after the SHA-256 of its
+// text.
+func pgCommitMessage(t testing.TB) []byte {
+	t.Helper()
+	d := sha256.Sum256([]byte("COMMIT"))
+	var b []byte
+	var err error
+	if b, err = (&pgproto3.Bind{PreparedStatement: "stmtcache_" + hex.EncodeToString(d[:24])}).Encode(b); err != nil {
+		t.Fatal(err)
+	}
+	if b, err = (&pgproto3.Describe{ObjectType: 'P'}).Encode(b); err != nil {
+		t.Fatal(err)
+	}
+	if b, err = (&pgproto3.Execute{}).Encode(b); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestEncryptCommitCut: an encrypt whose batch's COMMIT reached the
+// database but whose answer was lost (the connection cut just after it)
+// is answered as done, and its record is in the trail; cut just before
+// the COMMIT, it is answered Unavailable (503) and no record was written.
+func TestEncryptCommitCut(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		where netproxy.Cut
+	}{
+		{"after", netproxy.CutAfter},
+		{"before", netproxy.CutBefore},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			direct := pgtest.URL(t)
+			cfg, err := pgx.ParseConfig(direct)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.HasPrefix(cfg.Host, "/") {
+				t.Skip("database on a Unix socket; a TCP proxy needs a TCP server")
+			}
+			p, err := netproxy.New(cfg.Host + ":" + strconv.Itoa(int(cfg.Port)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { p.Close() })
+			u, _ := url.Parse(direct)
+			u.Host = p.Addr()
+			st, err := pgstore.Open(context.Background(), u.String(), pgstore.Options{})
+			if err != nil {
+				t.Fatalf("pgstore.Open = %v", err)
+			}
+			t.Cleanup(func() { st.Close() })
+			e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey()})
+			if _, err := e.svc.CreateKeyRing(e.root, kms.CreateKeyRingInput{Name: "r"}); err != nil {
+				t.Fatal(err)
+			}
+			// The first encrypt reserves a block of uses for the key; the
+			// next is one batch of the journal.
+			if _, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "r"}); err != nil {
+				t.Fatal(err)
+			}
+			c, err := pgx.Connect(context.Background(), direct)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close(context.Background()) })
+			records := func() int {
+				var n int
+				if err := c.QueryRow(context.Background(), "SELECT count(*) FROM kms_trail").Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+			before := records()
+			cut := p.CutOn(pgCommitMessage(t), tc.where)
+			_, err = e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "r"})
+			select {
+			case <-cut:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("the proxy never saw a COMMIT (Encrypt = %v)", err)
+			}
+			got := records() - before
+			if tc.where == netproxy.CutAfter {
+				if err != nil {
+					t.Errorf("Encrypt whose batch committed = %v, want done", err)
+				}
+				if got != 1 {
+					t.Errorf("the trail grew by %d records, want 1", got)
+				}
+			} else {
+				if kms.ErrorKind(err) != kms.KindUnavailable {
+					t.Errorf("Encrypt whose batch did not commit = %v, want kind Unavailable", err)
+				}
+				if got != 0 {
+					t.Errorf("the trail grew by %d records after an Encrypt answered %v, want 0", got, err)
+				}
+			}
+		})
+	}
+}
