@@ -38,8 +38,16 @@ func TestPairFailover(t *testing.T) {
 		t.Fatalf("connect standby: %v", err)
 	}
 	defer standby.Close(context.Background())
+	// Synchronous commit (on) waits until the standby has flushed the
+	// commit, not until it has applied it: the row shows soon after.
 	var n int
-	if err := standby.QueryRow(ctx, "SELECT count(*) FROM t WHERE k = 1").Scan(&n); err != nil || n != 1 {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		err = standby.QueryRow(ctx, "SELECT count(*) FROM t WHERE k = 1").Scan(&n)
+		if err == nil && n == 1 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil || n != 1 {
 		t.Errorf("standby: count = %d, %v; want 1 (synchronous commit)", n, err)
 	}
 	_, err = standby.Exec(ctx, "INSERT INTO t VALUES (2)")
