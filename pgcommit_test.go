@@ -39,10 +39,11 @@ func pgCommitMessage(t testing.TB) []byte {
 	return b
 }
 
-// TestEncryptCommitCut: an encrypt whose batch's COMMIT reached the
-// database but whose answer was lost (the connection cut just after it)
-// is answered as done, and its record is in the trail; cut just before
-// the COMMIT, it is answered Unavailable (503) and no record was written.
+// TestEncryptCommitCut: an encrypt whose batch's connection is cut just
+// after its COMMIT went out is answered as the database holds it (done
+// with its record in the trail, or Unavailable with none); cut just
+// before the COMMIT, it is answered Unavailable (503) and no record was
+// written.
 func TestEncryptCommitCut(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -103,11 +104,15 @@ func TestEncryptCommitCut(t *testing.T) {
 			}
 			got := records() - before
 			if tc.where == netproxy.CutAfter {
-				if err != nil {
-					t.Errorf("Encrypt whose batch committed = %v, want done", err)
-				}
-				if got != 1 {
-					t.Errorf("the trail grew by %d records, want 1", got)
+				// The COMMIT reached the server; whether it ran before the
+				// server saw the connection end is the server's race (the
+				// store's own test, TestCommitCut, pins the case where it
+				// did). Either way the answer agrees with the database.
+				switch {
+				case err == nil && got != 1:
+					t.Errorf("Encrypt answered done, but the trail grew by %d records, want 1", got)
+				case err != nil && (got != 0 || kms.ErrorKind(err) != kms.KindUnavailable):
+					t.Errorf("Encrypt = %v with the trail grown by %d records; want done with 1, or Unavailable with 0", err, got)
 				}
 			} else {
 				if kms.ErrorKind(err) != kms.KindUnavailable {

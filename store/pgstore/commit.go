@@ -124,8 +124,14 @@ func (s *Store) settle(ctx context.Context, id []byte, pid uint32, cause error) 
 	defer cancel()
 	terminated := false
 	last := cause
+	// The old backend may still be working through a COMMIT that reached
+	// it: it is given a moment to finish (and to see its connection gone)
+	// before it is asked to go, so that a commit that arrived is not cut
+	// short by the check itself.
+	letGoAt := time.Now().Add(bound / 5)
 	for attempt := 0; ; attempt++ {
-		found, err := s.lookup(sctx, id, pid, &terminated)
+		terminate := !terminated && time.Now().After(letGoAt)
+		found, err := s.lookup(sctx, id, pid, terminate, &terminated)
 		if err == nil {
 			if found {
 				s.health.ok()
@@ -143,17 +149,18 @@ func (s *Store) settle(ctx context.Context, id []byte, pid uint32, cause error) 
 			bound, hex.EncodeToString(id), markerAge)}
 }
 
-// lookup is one try of settle, on one connection: it asks the old
-// backend to go if it is there (once), and when it is gone, whether the
-// marker is there. It returns errBackendAlive while the backend is there.
-func (s *Store) lookup(ctx context.Context, id []byte, pid uint32, terminated *bool) (bool, error) {
+// lookup is one try of settle, on one connection: with terminate, it
+// asks the old backend to go if it is there (settle does so once), and
+// when it is gone, whether the marker is there. It returns
+// errBackendAlive while the backend is there.
+func (s *Store) lookup(ctx context.Context, id []byte, pid uint32, terminate bool, terminated *bool) (bool, error) {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return false, err
 	}
 	defer c.Release()
 	if c.Conn().PgConn().PID() != pid { // else the old pid is reused: ours
-		if !*terminated {
+		if terminate {
 			if _, err := c.Exec(ctx, sqlTerminate, int32(pid)); err != nil {
 				return false, err
 			}
