@@ -47,7 +47,7 @@ const (
 	DefaultMaxConns = 10
 
 	// DefaultQueryTimeout is Options.QueryTimeout when it is zero.
-	DefaultQueryTimeout = 30 * time.Second
+	DefaultQueryTimeout = 5 * time.Second
 
 	// minConns is the smallest pool that serves kms.Store's contract: a
 	// View held open across an Update (as the kms journal holds one, to
@@ -97,8 +97,12 @@ type Options struct {
 	// connection: past it, the connection is closed and the call fails
 	// with an error of kind Unavailable (for a commit, whose outcome is
 	// then unknown, too). A caller's context with an earlier deadline
-	// wins. Zero means DefaultQueryTimeout (30 s); negative, no bound
-	// beyond the caller's context.
+	// wins. It also bounds what the Store holds in the database when its
+	// connection goes silent: the server ends a session idle in a
+	// transaction after half of it, which lets go of its locks, a wait
+	// for a lock after three quarters of it, and a statement after twice
+	// it (bounds.go). Zero means DefaultQueryTimeout (5 s); negative, no
+	// bound beyond the caller's context, and none asked of the server.
 	QueryTimeout time.Duration
 
 	// Exclusive makes Open take the database for this Store alone: while
@@ -184,6 +188,7 @@ func Open(ctx context.Context, dbURL string, opts Options) (*Store, error) {
 	case opts.QueryTimeout > 0:
 		s.timeout = opts.QueryTimeout
 	}
+	sessionBounds(&cfg.ConnConfig.Config, s.timeout)
 	s.pool, err = pgxpool.NewWithConfig(context.WithoutCancel(ctx), cfg)
 	if err != nil {
 		return nil, s.translate(ctx, "open database", err)
