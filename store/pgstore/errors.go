@@ -164,6 +164,9 @@ func (s *Store) translate(ctx context.Context, doing string, err error) error {
 		return &kms.Error{Kind: kms.KindUnavailable, Message: "service unavailable: the database did not answer in time", Err: cause}
 	case isLostConnection(err):
 		s.health.lost()
+		if errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err) {
+			s.health.silence()
+		}
 		return &kms.Error{Kind: kms.KindUnavailable, Message: "service unavailable: the database cannot be reached", Err: cause}
 	default:
 		return &kms.Error{Kind: kms.KindInternal, Message: doing, Err: cause}

@@ -274,6 +274,7 @@ func (s *Store) roundTripCtx(ctx context.Context) (context.Context, context.Canc
 // and whether it must be asked again whether it takes writes.
 type health struct {
 	okAt      atomic.Int64 // unix nanoseconds of the last answer from the database
+	silentAt  atomic.Int64 // unix nanoseconds of the last round trip that met its own timeout
 	lostAt    atomic.Int64 // unix nanoseconds of the last connection found lost
 	fullUntil atomic.Int64 // Writable answers NoSpace until then (unix nanoseconds)
 
@@ -294,6 +295,22 @@ func (h *health) lost() {
 	h.unproven.Store(true)
 	h.lostAt.Store(time.Now().UnixNano())
 }
+
+// silence records that a round trip met its own timeout: the database,
+// or the network to it, stopped answering.
+func (h *health) silence() { h.silentAt.Store(time.Now().UnixNano()) }
+
+// silent reports whether a round trip met its own timeout less than
+// timeout ago, and the database has not answered since: Update then
+// fails at once rather than wait out the timeout again on another
+// connection (Writable's ping asks, and an answer ends it).
+func (h *health) silent(timeout time.Duration) bool {
+	at := h.silentAt.Load()
+	return timeout > 0 && at > h.okAt.Load() && time.Now().UnixNano()-at < int64(timeout)
+}
+
+var errSilent = kms.Errorf(kms.KindUnavailable, "service unavailable: the database does not answer")
+
 func (h *health) noSpace() {
 	h.fullUntil.Store(time.Now().Add(noSpaceHold).UnixNano())
 }
@@ -332,7 +349,7 @@ var errDiskFull = kms.Errorf(kms.KindNoSpace, "insufficient storage: the databas
 // read-only), and a read-only server keeps Writable answering
 // Unavailable, asked again every 250 ms, until it is promoted.
 func (s *Store) Writable(ctx context.Context) error {
-	if err := s.writable(); err != nil {
+	if err := s.usable(); err != nil {
 		return err
 	}
 	now := time.Now().UnixNano()
