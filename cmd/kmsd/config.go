@@ -16,6 +16,7 @@ import (
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/metrics"
 	"github.com/ringkms/kms/store/badgerstore"
+	"github.com/ringkms/kms/store/pgstore"
 )
 
 // config is kmsd's configuration, from flags and KMS_* environment
@@ -27,10 +28,11 @@ type config struct {
 	legacyAddr       bool // addr came from KMS_ADDR, read for compatibility (deprecated)
 	data             string
 	store            string
-	migrateTo        string // migrate's -to
-	backupOut        string // backup's and audit export's -o
-	auditFrom        uint64 // audit export's -from
-	newMasterKeyFile string // rekey's -new-master-key-file
+	storeTimeout     time.Duration // -store-timeout: pgstore.Options.QueryTimeout
+	migrateTo        string        // migrate's -to
+	backupOut        string        // backup's and audit export's -o
+	auditFrom        uint64        // audit export's -from
+	newMasterKeyFile string        // rekey's -new-master-key-file
 	auditSink        string
 	auditSinkMax     byteSize
 	auditSinkKeep    int
@@ -79,6 +81,7 @@ var settings = []setting{
 	{"addr", "KMS_LISTEN", "host:port", "address to listen on", "127.0.0.1:8200"},
 	{"data", "KMS_DATA", "dir", "data directory of the embedded Badger store (and of -dev's master key)", "./data"},
 	{"store", "KMS_STORE", "url", "empty: the embedded store in -data; postgres://... or postgresql://...: PostgreSQL (password and TLS from the URL or the PG* variables)", ""},
+	{"store-timeout", "KMS_STORE_TIMEOUT", "duration", "with PostgreSQL: bound of each round trip to the database; a node whose connection goes silent answers 503 within it, and the database lets go of what that node held in half of it", "5s"},
 	{"dev", "KMS_DEV", "", "development mode: generate a master key into <data>/master.key if none is given", "false"},
 	{"master-key-file", "KMS_MASTER_KEY_FILE", "file", "file holding the master key in base64 (or set KMS_MASTER_KEY)", ""},
 	{"mail-outbox", "KMS_MAIL_OUTBOX", "dir", "write outgoing mail as files in dir instead of sending it", ""},
@@ -193,6 +196,7 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stdout i
 	fs.DurationVar(&c.inviteTTL, "invite-ttl", 7*24*time.Hour, "")
 	fs.DurationVar(&c.resetTTL, "reset-ttl", time.Hour, "")
 	fs.DurationVar(&c.minDestroy, "min-destroy-delay", time.Hour, "")
+	fs.DurationVar(&c.storeTimeout, "store-timeout", pgstore.DefaultQueryTimeout, "")
 	fs.IntVar(&c.maxKeyRings, "max-keyrings", 0, "")
 	fs.IntVar(&c.maxUsers, "max-users", 0, "")
 	fs.IntVar(&c.maxAccounts, "max-accounts", 0, "")
@@ -282,6 +286,9 @@ func (c *config) validate() error {
 		if d.v < time.Minute {
 			return fmt.Errorf("-%s %s: want a duration of at least 1m, for example 1h", d.name, d.v)
 		}
+	}
+	if c.storeTimeout < time.Second {
+		return fmt.Errorf("-store-timeout %s: want a duration of at least 1s, for example 5s", c.storeTimeout)
 	}
 	if c.minDestroy < 0 {
 		return fmt.Errorf("-min-destroy-delay %s: want 0 (none) or more", c.minDestroy)

@@ -9,7 +9,7 @@ import (
 
 func TestParseConfig(t *testing.T) {
 	defaults := config{addr: "127.0.0.1:8200", data: "./data", logLevel: "info", logFormat: "auto", clientIPHops: 1,
-		tokenTTL: time.Hour, sessionLife: 24 * time.Hour, inviteTTL: 7 * 24 * time.Hour, resetTTL: time.Hour, minDestroy: time.Hour, diskReserve: 256 << 20,
+		tokenTTL: time.Hour, sessionLife: 24 * time.Hour, inviteTTL: 7 * 24 * time.Hour, resetTTL: time.Hour, minDestroy: time.Hour, storeTimeout: 5 * time.Second, diskReserve: 256 << 20,
 		metricsRings: 100, auditSinkMax: 100 << 20, auditSinkKeep: 10}
 	tests := []struct {
 		name string

@@ -363,6 +363,7 @@ func startError(err error, c *config) error {
 func openStore(ctx context.Context, c *config, pg pgstore.Options) (kms.Store, error) {
 	if c.postgres() {
 		// Any number of nodes share the database (a cluster).
+		pg.QueryTimeout = c.storeTimeout
 		st, err := pgstore.Open(ctx, c.store, pg)
 		if err != nil {
 			return nil, fmt.Errorf("open the PostgreSQL store: %w", err)

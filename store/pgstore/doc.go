@@ -112,8 +112,14 @@
 // Errors returned by the function passed to View or Update are returned
 // unchanged, and so are context errors (context.Canceled,
 // context.DeadlineExceeded). Each round trip is bounded by
-// Options.QueryTimeout (30 s by default); past it the connection is closed
-// and the call fails with kind Unavailable.
+// Options.QueryTimeout (5 s by default); past it the connection is closed
+// and the call fails with kind Unavailable, and so does every Update
+// after it, at once, until the database answers again (Writable asks) or
+// QueryTimeout has passed. A wait for a lock past lock_timeout (3/4 of
+// QueryTimeout unless the URL sets it), a statement past
+// statement_timeout, and a session the server ended (idle in a
+// transaction past half of QueryTimeout) are kind Unavailable too; see
+// bounds.go for what the server is asked to let go of, and when.
 //
 // # Commits in doubt
 //

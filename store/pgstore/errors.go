@@ -85,8 +85,12 @@ const (
 	codeAdminShutdown  = "57P01"
 	codeCrashShutdown  = "57P02"
 	codeCannotConnect  = "57P03"
-	classConnection    = "08" // connection_exception
-	classLimit         = "54" // program_limit_exceeded (54000: a value or row too large)
+	codeIdleInTxn      = "25P03" // idle_in_transaction_session_timeout: the server ended the session
+	codeIdleSession    = "57P05" // idle_session_timeout: the server ended the session
+	codeLockTimeout    = "55P03" // lock_not_available: lock_timeout
+	codeQueryCanceled  = "57014" // query_canceled: statement_timeout
+	classConnection    = "08"    // connection_exception
+	classLimit         = "54"    // program_limit_exceeded (54000: a value or row too large)
 )
 
 // sqlState returns the SQLSTATE of the server's error in err's chain, or "".
@@ -114,7 +118,7 @@ func isLostConnection(err error) bool {
 	}
 	if c := sqlState(err); c != "" {
 		return strings.HasPrefix(c, classConnection) || c == codeAdminShutdown || c == codeCrashShutdown ||
-			c == codeCannotConnect || c == codeTooManyConns
+			c == codeCannotConnect || c == codeTooManyConns || c == codeIdleInTxn || c == codeIdleSession
 	}
 	var (
 		netErr  net.Error
@@ -154,8 +158,15 @@ func (s *Store) translate(ctx context.Context, doing string, err error) error {
 	case isReadOnly(err):
 		s.health.readOnly()
 		return &kms.Error{Kind: kms.KindUnavailable, Message: readOnlyMessage, Err: cause}
+	case code == codeLockTimeout:
+		return &kms.Error{Kind: kms.KindUnavailable, Message: "service unavailable: the database is busy (a lock was not granted in time)", Err: cause}
+	case code == codeQueryCanceled:
+		return &kms.Error{Kind: kms.KindUnavailable, Message: "service unavailable: the database did not answer in time", Err: cause}
 	case isLostConnection(err):
 		s.health.lost()
+		if errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err) {
+			s.health.silence()
+		}
 		return &kms.Error{Kind: kms.KindUnavailable, Message: "service unavailable: the database cannot be reached", Err: cause}
 	default:
 		return &kms.Error{Kind: kms.KindInternal, Message: doing, Err: cause}

@@ -161,8 +161,21 @@ func closeHold(ctx context.Context, conn *pgx.Conn) {
 }
 
 // writable returns the error of a write now: the Store closed, or
-// displaced.
+// displaced, or a round trip met silence and nothing answered since
+// (health.silent).
 func (s *Store) writable() error {
+	if err := s.usable(); err != nil {
+		return err
+	}
+	if s.health.silent(s.timeout) {
+		return errSilent
+	}
+	return nil
+}
+
+// usable is writable without the check of silence: Writable asks the
+// database instead.
+func (s *Store) usable() error {
 	switch {
 	case s.closed.Load():
 		return errClosed

@@ -47,7 +47,7 @@ const (
 	DefaultMaxConns = 10
 
 	// DefaultQueryTimeout is Options.QueryTimeout when it is zero.
-	DefaultQueryTimeout = 30 * time.Second
+	DefaultQueryTimeout = 5 * time.Second
 
 	// minConns is the smallest pool that serves kms.Store's contract: a
 	// View held open across an Update (as the kms journal holds one, to
@@ -97,8 +97,13 @@ type Options struct {
 	// connection: past it, the connection is closed and the call fails
 	// with an error of kind Unavailable (for a commit, once its outcome
 	// is settled: see the package documentation, Commits in doubt). A
-	// caller's context with an earlier deadline wins. Zero means DefaultQueryTimeout (30 s); negative, no bound
-	// beyond the caller's context.
+	// caller's context with an earlier deadline wins. It also bounds what
+	// the Store holds in the database when its connection goes silent:
+	// the server ends a session idle in a transaction after half of it,
+	// which lets go of its locks, a wait for a lock after three quarters
+	// of it, and a statement after twice it (bounds.go). Zero means
+	// DefaultQueryTimeout (5 s); negative, no bound beyond the caller's
+	// context, and none asked of the server.
 	QueryTimeout time.Duration
 
 	// Exclusive makes Open take the database for this Store alone: while
@@ -185,6 +190,7 @@ func Open(ctx context.Context, dbURL string, opts Options) (*Store, error) {
 	case opts.QueryTimeout > 0:
 		s.timeout = opts.QueryTimeout
 	}
+	sessionBounds(&cfg.ConnConfig.Config, s.timeout)
 	s.pool, err = pgxpool.NewWithConfig(context.WithoutCancel(ctx), cfg)
 	if err != nil {
 		return nil, s.translate(ctx, "open database", err)
@@ -270,6 +276,7 @@ func (s *Store) roundTripCtx(ctx context.Context) (context.Context, context.Canc
 // and whether it must be asked again whether it takes writes.
 type health struct {
 	okAt      atomic.Int64 // unix nanoseconds of the last answer from the database
+	silentAt  atomic.Int64 // unix nanoseconds of the last round trip that met its own timeout
 	lostAt    atomic.Int64 // unix nanoseconds of the last connection found lost
 	fullUntil atomic.Int64 // Writable answers NoSpace until then (unix nanoseconds)
 
@@ -290,6 +297,22 @@ func (h *health) lost() {
 	h.unproven.Store(true)
 	h.lostAt.Store(time.Now().UnixNano())
 }
+
+// silence records that a round trip met its own timeout: the database,
+// or the network to it, stopped answering.
+func (h *health) silence() { h.silentAt.Store(time.Now().UnixNano()) }
+
+// silent reports whether a round trip met its own timeout less than
+// timeout ago, and the database has not answered since: Update then
+// fails at once rather than wait out the timeout again on another
+// connection (Writable's ping asks, and an answer ends it).
+func (h *health) silent(timeout time.Duration) bool {
+	at := h.silentAt.Load()
+	return timeout > 0 && at > h.okAt.Load() && time.Now().UnixNano()-at < int64(timeout)
+}
+
+var errSilent = kms.Errorf(kms.KindUnavailable, "service unavailable: the database does not answer")
+
 func (h *health) noSpace() {
 	h.fullUntil.Store(time.Now().Add(noSpaceHold).UnixNano())
 }
@@ -328,7 +351,7 @@ var errDiskFull = kms.Errorf(kms.KindNoSpace, "insufficient storage: the databas
 // read-only), and a read-only server keeps Writable answering
 // Unavailable, asked again every 250 ms, until it is promoted.
 func (s *Store) Writable(ctx context.Context) error {
-	if err := s.writable(); err != nil {
+	if err := s.usable(); err != nil {
 		return err
 	}
 	now := time.Now().UnixNano()

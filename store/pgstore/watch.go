@@ -10,6 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/store/internal/retry"
 )
@@ -106,7 +109,9 @@ func (w *watch) parse(payload string) (own bool, keys [][]byte) {
 // committed transactions wrote (see kms.Watcher). It LISTENs on a
 // connection of its own; when that connection is lost, it calls fn(nil)
 // and connects again, with a backoff of up to 5 s, calling fn(nil) once
-// more when it is back, since announcements meanwhile are lost. fn runs
+// more when it is back, since announcements meanwhile are lost. A
+// connection that stays quiet for the Store's timeout is pinged, and one
+// that does not answer within it counts as lost. fn runs
 // on the watch's goroutine, one call at a time.
 func (s *Store) Watch(prefixes [][]byte, fn func(keys [][]byte)) (stop func()) {
 	s.watch.mu.Lock()
@@ -157,12 +162,39 @@ func (s *Store) listen(ctx context.Context, fn func(keys [][]byte)) bool {
 	}
 	fn(nil) // what was announced before the LISTEN is lost
 	for {
-		n, err := conn.WaitForNotification(ctx)
+		n, err := s.waitNotification(ctx, conn)
 		if err != nil {
 			return true
+		}
+		if n == nil {
+			continue // the connection answered a ping
 		}
 		if own, keys := s.watch.parse(n.Payload); !own && (keys == nil || len(keys) > 0) {
 			fn(keys)
 		}
 	}
+}
+
+// waitNotification waits for the next announcement on conn, for at most
+// the Store's timeout: a connection that stays quiet that long is pinged,
+// with the same bound, and one that does not answer (its packets held by
+// a partition, its server frozen) is reported as lost, so that the watch
+// connects again rather than wait forever. It returns nil and no error
+// after a ping answered.
+func (s *Store) waitNotification(ctx context.Context, conn *pgx.Conn) (*pgconn.Notification, error) {
+	if s.timeout <= 0 {
+		return conn.WaitForNotification(ctx)
+	}
+	wctx, cancel := context.WithTimeout(ctx, s.timeout)
+	n, err := conn.WaitForNotification(wctx)
+	cancel()
+	if err == nil || ctx.Err() != nil || wctx.Err() == nil {
+		return n, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	if err := conn.Ping(pctx); err != nil {
+		return nil, err
+	}
+	return nil, nil
 }

@@ -1,0 +1,143 @@
+package pgstore
+
+import (
+	"errors"
+	"net/url"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/netproxy"
+	"github.com/ringkms/kms/internal/pgtest"
+)
+
+// heldProxy starts a netproxy to the server of dbURL and returns it with
+// the URL that goes through it.
+func heldProxy(t *testing.T, dbURL string) (*netproxy.Proxy, string) {
+	t.Helper()
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := netproxy.New(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	u.Host = p.Addr()
+	return p, u.String()
+}
+
+// appendCounter appends one record numbered after the counter it keeps
+// in the store, as the kms journal numbers its records; hold, if not nil,
+// runs inside the transaction, after its first read.
+func appendCounter(t *testing.T, s *Store, hold func()) (uint64, error) {
+	key := []byte("counter")
+	var got uint64
+	err := s.Trail().(kms.SharedTrail).AppendIn(t.Context(), func(tx kms.Txn) (uint64, [][]byte, error) {
+		n := 0
+		v, err := tx.Get(key)
+		switch {
+		case err == nil:
+			if n, err = strconv.Atoi(string(v)); err != nil {
+				return 0, nil, err
+			}
+		case !errors.Is(err, kms.ErrNotFound):
+			return 0, nil, err
+		}
+		if hold != nil {
+			hold()
+		}
+		n++
+		if err := tx.Set(key, []byte(strconv.Itoa(n))); err != nil {
+			return 0, nil, err
+		}
+		got = uint64(n)
+		return got, [][]byte{[]byte("rec " + strconv.Itoa(n))}, nil
+	})
+	return got, err
+}
+
+// TestSilentHolderLetsGo: a Store whose connection goes silent (its
+// packets held, the connection left open, as with a frozen host or a
+// partition) while it holds the append lock in a transaction does not
+// hold up another Store: the server ends the silent session after half
+// the timeout, letting the lock go, and the other Store's AppendIn
+// proceeds well within the timeout. The silent Store's own AppendIn fails
+// with kind Unavailable within its timeout, its Writable answers
+// Unavailable while its traffic is held, and it serves again by itself
+// once the traffic passes.
+func TestSilentHolderLetsGo(t *testing.T) {
+	const timeout = DefaultQueryTimeout
+	dbURL := pgtest.URL(t)
+	a := openStore(t, dbURL, Options{})
+	p, heldURL := heldProxy(t, dbURL)
+	b := openStore(t, heldURL, Options{})
+	if _, err := appendCounter(t, b, nil); err != nil {
+		t.Fatalf("AppendIn through the proxy = %v", err)
+	}
+
+	bDone := make(chan error, 1)
+	var heldAt time.Time
+	go func() {
+		_, err := appendCounter(t, b, func() {
+			heldAt = time.Now()
+			p.SetMode(netproxy.Hold) // the commit never reaches the server
+		})
+		bDone <- err
+	}()
+	for p.Mode() != netproxy.Hold {
+		time.Sleep(10 * time.Millisecond)
+	}
+	start := time.Now()
+	n, err := appendCounter(t, a, nil)
+	took := time.Since(start)
+	if err != nil || took > timeout {
+		t.Fatalf("AppendIn of another Store while the append lock's holder is silent = %v after %s, want nil within %s", err, took, timeout)
+	}
+	if n != 2 {
+		t.Errorf("AppendIn of another Store numbered its record %d, want 2 (the silent one's never committed)", n)
+	}
+	t.Logf("another Store appended %s after the hold", took)
+
+	select {
+	case err := <-bDone:
+		if kms.ErrorKind(err) != kms.KindUnavailable {
+			t.Errorf("AppendIn of the silent Store = %v, want kind Unavailable", err)
+		}
+		t.Logf("the silent Store's AppendIn failed %s after the hold", time.Since(heldAt))
+	case <-time.After(timeout + 10*time.Second):
+		t.Fatalf("AppendIn of the silent Store still waits %s after the hold", time.Since(heldAt))
+	}
+	if err := b.Writable(t.Context()); kms.ErrorKind(err) != kms.KindUnavailable {
+		t.Errorf("Writable of the silent Store = %v, want kind Unavailable", err)
+	}
+
+	p.SetMode(netproxy.Pass)
+	deadline := time.Now().Add(timeout + 10*time.Second)
+	for {
+		n, err = appendCounter(t, b, nil)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("AppendIn once the traffic passes again = %v, want nil", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n != 3 {
+		t.Errorf("AppendIn once the traffic passes again numbered its record %d, want 3", n)
+	}
+	// A failed answer of Writable is kept for 250 ms.
+	for {
+		err := b.Writable(t.Context())
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Writable once the traffic passes again = %v, want nil", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
