@@ -492,6 +492,10 @@ func (s *Store) update(ctx context.Context, fn func(*txn) error, sync, appendLoc
 			if reconnects++; reconnects > maxReconnects {
 				return err
 			}
+			// What broke one connection (a network cut, a restarted
+			// server) broke the idle ones too, which would each fail
+			// a run in turn: the next run starts on a new connection.
+			s.pool.Reset()
 		}
 		if err := retry.Backoff(ctx, attempt, minBackoff, maxBackoff); err != nil {
 			return err
