@@ -65,6 +65,12 @@ func (p *proxy) accept(ln net.Listener) {
 			continue
 		}
 		p.mu.Lock()
+		if p.ln != ln { // stopped while this one was being accepted
+			p.mu.Unlock()
+			c.Close()
+			s.Close()
+			continue
+		}
 		p.conns = append(p.conns, c, s)
 		p.mu.Unlock()
 		go func() {
