@@ -2,8 +2,6 @@ package kms_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"net/url"
 	"strconv"
 	"strings"
@@ -11,33 +9,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/internal/netproxy"
 	"github.com/ringkms/kms/internal/pgtest"
 	"github.com/ringkms/kms/store/pgstore"
 )
-
-// pgCommitMessage is what pgx sends to run a prepared COMMIT: bind,
-// describe and execute the statement it names after the SHA-256 of its
-// text.
-func pgCommitMessage(t testing.TB) []byte {
-	t.Helper()
-	d := sha256.Sum256([]byte("COMMIT"))
-	var b []byte
-	var err error
-	if b, err = (&pgproto3.Bind{PreparedStatement: "stmtcache_" + hex.EncodeToString(d[:24])}).Encode(b); err != nil {
-		t.Fatal(err)
-	}
-	if b, err = (&pgproto3.Describe{ObjectType: 'P'}).Encode(b); err != nil {
-		t.Fatal(err)
-	}
-	if b, err = (&pgproto3.Execute{}).Encode(b); err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
 
 // TestEncryptCommitCut: an encrypt whose batch's connection is cut just
 // after its COMMIT went out is answered as the database holds it (done
@@ -95,7 +72,7 @@ func TestEncryptCommitCut(t *testing.T) {
 				return n
 			}
 			before := records()
-			cut := p.CutOn(pgCommitMessage(t), tc.where)
+			cut := p.CutOn(pgtest.PreparedMessage("COMMIT"), tc.where)
 			_, err = e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "r"})
 			select {
 			case <-cut:

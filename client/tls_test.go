@@ -3,14 +3,9 @@ package client_test
 import (
 	"context"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
-	"io"
-	"log"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -33,15 +28,7 @@ type tlsEnv struct {
 func newTLSEnv(t testing.TB) *tlsEnv {
 	t.Helper()
 	k := kmstest.New(t, kmstest.MemoryStore(t), kms.Options{})
-	srv := httptest.NewUnstartedServer(httpapi.New(k.Service, httpapi.Options{}))
-	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
-	caFile := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(caFile, caPEM, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	srv, caPEM, caFile := kmstest.ServeTLS(t, httpapi.New(k.Service, httpapi.Options{}))
 	return &tlsEnv{srv: srv, rootKey: k.RootKey, caPEM: caPEM, caFile: caFile}
 }
 

@@ -1,8 +1,13 @@
 package kmstest
 
 import (
+	"encoding/pem"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -32,4 +37,23 @@ func Serve(t testing.TB, h http.Handler, mount string) (*httptest.Server, string
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv, srv.URL + mount
+}
+
+// ServeTLS serves h on a loopback HTTPS server until the end of the test,
+// with a certificate of httptest's own CA, which no system trusts, and
+// returns the server, the CA's certificate (PEM) and a file that holds it,
+// for a client to be given. The server's log of refused handshakes is
+// discarded: refusing them is what such a test is after.
+func ServeTLS(t testing.TB, h http.Handler) (srv *httptest.Server, caPEM []byte, caFile string) {
+	t.Helper()
+	srv = httptest.NewUnstartedServer(h)
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	caFile = filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, caPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return srv, caPEM, caFile
 }

@@ -262,11 +262,6 @@ func (m *Metrics) ObserveRecords(recs []*kms.Activity) {
 		if !a.Valid {
 			m.counter(m.denied, "d", action, result).Add(calls)
 		}
-		if reported(a) {
-			// The action and ring are the caller's word: no key was used,
-			// and a ring named there may not exist.
-			continue
-		}
 		if a.Valid && result == "ok" && (a.Action == "encrypt" || a.Action == "decrypt") {
 			m.counter(m.keyCalls, "k", a.Action, m.ringLabel(a.Ring)).Inc()
 		}
@@ -312,14 +307,6 @@ func actionLabel(action string) string {
 		return action
 	}
 	return OtherAction
-}
-
-// reported reports whether a is the record of a validation (POST
-// /auth/validate), whose action and ring its caller reports. The Service
-// sets its prop via, over any the caller gives, and on no other record.
-func reported(a *kms.Activity) bool {
-	via, _ := a.Props["via"].(string)
-	return via == "validate"
 }
 
 // counter returns the counter of vec (named by tag in the cache) with

@@ -3,12 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/pem"
-	"io"
-	"log"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -25,14 +19,7 @@ import (
 // trust it.
 func TestRunSettingsTLS(t *testing.T) {
 	k := kmstest.New(t, kmstest.MemoryStore(t), kms.Options{})
-	srv := httptest.NewUnstartedServer(httpapi.New(k.Service, httpapi.Options{}))
-	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes
-	srv.StartTLS()
-	defer srv.Close()
-	caFile := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	srv, _, caFile := kmstest.ServeTLS(t, httpapi.New(k.Service, httpapi.Options{}))
 	vars := map[string]string{"KMS_ADDR": srv.URL, "KMS_API_KEY": k.RootKey}
 	getenv := func(k string) string { return vars[k] }
 	args := []string{"-c", "2", "-n", "20", "-warmup", "0", "-mode", "mix", "-pool", "4"}

@@ -8,10 +8,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
-	"io"
-	"log"
 	"math/big"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,23 +26,8 @@ import (
 func newTLSServer(t testing.TB) (env, string) {
 	t.Helper()
 	k := kmstest.New(t, kmstest.MemoryStore(t), kms.Options{})
-	srv := httptest.NewUnstartedServer(httpapi.New(k.Service, httpapi.Options{}))
-	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	caFile := writeCert(t, srv)
+	srv, _, caFile := kmstest.ServeTLS(t, httpapi.New(k.Service, httpapi.Options{}))
 	return env{"KMS_ADDR": srv.URL, "KMS_API_KEY": k.RootKey, "KMSCTL_CONFIG_DIR": t.TempDir()}, caFile
-}
-
-// writeCert writes the certificate of srv to a file, PEM, and returns
-// its name.
-func writeCert(t testing.TB, srv *httptest.Server) string {
-	t.Helper()
-	f := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(f, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return f
 }
 
 // TestTLS runs kmsctl against a kmsd whose certificate a private CA

@@ -88,12 +88,12 @@ func storeInUse(c *config, err, adminErr error) error {
 	if !errors.Is(err, errStoreInUse) || adminErr == nil {
 		return err
 	}
-	todo := "stop that process first"
+	remedy := "stop that process first"
 	if errors.Is(adminErr, os.ErrPermission) {
-		todo = "run this as the user kmsd runs as, or stop that process first"
+		remedy = "run this as the user kmsd runs as, or stop that process first"
 	}
 	return fmt.Errorf("the store in %s is in use by another process (a running kmsd, or another kmsd command), "+
-		"and no kmsd answers on its admin socket (%v): %s", c.data, adminErr, todo)
+		"and no kmsd answers on its admin socket (%v): %s", c.data, adminErr, remedy)
 }
 
 // prepareAdminDir makes dir, the admin socket's directory, anew: a

@@ -3,7 +3,9 @@ package pgtest
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgproto3"
 )
 
 // standbyName is the application_name the standby streams under, and the
@@ -258,4 +261,27 @@ func QueryMessage(sql string) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(4+len(sql)+1))
 	b = append(b, sql...)
 	return append(b, 0)
+}
+
+// PreparedMessage is what pgx sends to run sql from its statement cache,
+// with no arguments: Bind of the prepared statement it names after the
+// SHA-256 of the text ("stmtcache_" and 24 bytes of it in hex), Describe
+// of the portal and Execute. A store that sends its COMMIT in a batch
+// with other statements runs it this way, so PreparedMessage("COMMIT") is
+// what a proxy watches for to cut a connection at a commit. (Should pgx
+// name its statements otherwise, a test that waits for these bytes
+// fails, saying the proxy never saw them.)
+func PreparedMessage(sql string) []byte {
+	d := sha256.Sum256([]byte(sql))
+	b, err := (&pgproto3.Bind{PreparedStatement: "stmtcache_" + hex.EncodeToString(d[:24])}).Encode(nil)
+	if err == nil {
+		b, err = (&pgproto3.Describe{ObjectType: 'P'}).Encode(b)
+	}
+	if err == nil {
+		b, err = (&pgproto3.Execute{}).Encode(b)
+	}
+	if err != nil {
+		panic("pgtest: encode a prepared statement's messages: " + err.Error()) // fixed messages always encode
+	}
+	return b
 }

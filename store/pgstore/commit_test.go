@@ -3,8 +3,6 @@ package pgstore
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"net/url"
 	"strconv"
@@ -13,7 +11,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/internal/netproxy"
@@ -45,29 +42,6 @@ func cutProxy(t *testing.T) (*netproxy.Proxy, string, string) {
 	return p, u.String(), direct
 }
 
-// commitMessage is what pgx sends to run the COMMIT of a transaction's
-// last batch: the statement is prepared (pgx names it after the SHA-256 of
-// its text), and it is bound, described and executed. A cut after it
-// lets the server commit and loses its answer; a cut before it leaves the
-// transaction uncommitted.
-func commitMessage(t testing.TB) []byte {
-	t.Helper()
-	d := sha256.Sum256([]byte(sqlCommit))
-	name := "stmtcache_" + hex.EncodeToString(d[:24])
-	var b []byte
-	var err error
-	if b, err = (&pgproto3.Bind{PreparedStatement: name}).Encode(b); err != nil {
-		t.Fatal(err)
-	}
-	if b, err = (&pgproto3.Describe{ObjectType: 'P'}).Encode(b); err != nil {
-		t.Fatal(err)
-	}
-	if b, err = (&pgproto3.Execute{}).Encode(b); err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // TestCommitCut: a connection cut just after the COMMIT of an Update or
 // an AppendIn was sent (the server commits, its answer is lost) is
 // settled through the commit's marker: the call returns nil and the
@@ -94,7 +68,7 @@ func TestCommitCut(t *testing.T) {
 				t.Fatalf("Update = %v", err)
 			}
 			key, val, rec := []byte("k"), []byte("v"), []byte("record 1")
-			cut := p.CutOn(commitMessage(t), tc.where)
+			cut := p.CutOn(pgtest.PreparedMessage(sqlCommit), tc.where)
 			start := time.Now()
 			var err error
 			if tc.append {
