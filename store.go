@@ -28,6 +28,11 @@ type Prefetcher = base.Prefetcher
 // it is overwritten, and that can erase them (optional).
 type Eraser = base.Eraser
 
+// Bounded is a Store whose writes answer within a bound while its backend
+// is healthy; past it, the Service answers the writes queued behind a
+// stalled one as unavailable (optional).
+type Bounded = base.Bounded
+
 // Trail is the append-only log that holds the activity trail.
 type Trail = base.Trail
 

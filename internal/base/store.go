@@ -1,6 +1,9 @@
 package base
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Store is the storage the Service runs on: a small, ordered, transactional
 // key-value store. The Service owns the key layout and every secondary index;
@@ -116,4 +119,14 @@ type ScanOptions struct {
 // reach, or documents what it keeps.
 type Eraser interface {
 	Erase(ctx context.Context, keys [][]byte) error
+}
+
+// Bounded is a Store whose writes answer within a bound while its backend
+// is healthy (a database behind a network, with its round trips bounded).
+// A write that has taken longer has met a backend gone silent, or is
+// finding out whether a commit whose answer was lost took place; the
+// Service then answers the writes queued behind it as unavailable rather
+// than let them wait. Bound returns the bound, or 0 for none.
+type Bounded interface {
+	Bound() time.Duration
 }

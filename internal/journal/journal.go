@@ -166,6 +166,10 @@ type Config[R comparable] struct {
 	// Undone runs after the writes of a batch were undone, so that no
 	// cache keeps what a reader saw of them meanwhile. Optional.
 	Undone func()
+	// StallAfter is how long a batch may take before the writer counts
+	// as stalled (stall.go); zero: never. Start takes it from the store
+	// when it is a base.Bounded.
+	StallAfter time.Duration
 }
 
 // A Job is one write, one record, or both. The journal owns it from
@@ -239,6 +243,9 @@ type Journal[R comparable] struct {
 	unhealthy atomic.Pointer[base.Error]
 	// stopped is set, for good, by Stop: every batch fails with it.
 	stopped atomic.Pointer[base.Error]
+	// busySince is when the batch being committed began (unix
+	// nanoseconds), or 0 (stall.go).
+	busySince atomic.Int64
 }
 
 // Start brings the trail and its index up to date after a crash (see
@@ -250,6 +257,9 @@ func Start[R comparable](ctx context.Context, cfg Config[R]) (*Journal[R], error
 		return nil, base.Errorf(base.KindInvalid, "the store has no activity trail")
 	}
 	j.shared, _ = j.trail.(base.SharedTrail)
+	if b, ok := cfg.Store.(base.Bounded); ok && j.cfg.StallAfter == 0 {
+		j.cfg.StallAfter = b.Bound()
+	}
 	recoverFn := j.recover
 	if j.shared != nil {
 		// Under the append lock, so that no other process appends
@@ -284,6 +294,9 @@ func (j *Journal[R]) Submit(jb *Job[R]) error {
 		}
 		return jb.Fail
 	}
+	if e := j.stall(); e != nil {
+		return e
+	}
 	jb.done.Add(1)
 	j.mu.RLock()
 	if j.closed {
@@ -315,6 +328,9 @@ func (j *Journal[R]) Health() error {
 	if e := j.stopped.Load(); e != nil {
 		return e
 	}
+	if e := j.stall(); e != nil {
+		return e
+	}
 	return nil
 }
 
@@ -341,6 +357,11 @@ func (j *Journal[R]) SetPause(pause func()) { j.pause = pause }
 func (j *Journal[R]) run() {
 	defer j.wg.Done()
 	defer j.settleAtClose()
+	if j.cfg.StallAfter > 0 {
+		quit := make(chan struct{})
+		defer close(quit)
+		go j.watchStalls(quit)
+	}
 	batch := make([]*Job[R], 0, MaxBatch)
 	var retry <-chan time.Time
 	for {
@@ -383,7 +404,9 @@ func (j *Journal[R]) run() {
 		start := time.Now()
 		j.appendTime, j.batchErr = 0, nil
 		j.batchMu.Lock()
+		j.busy()
 		j.commit(batch)
+		j.idle()
 		j.batchMu.Unlock()
 		j.observe(len(batch), start, j.batchErr)
 	}

@@ -27,5 +27,8 @@
 // either before the pattern is forwarded (CutBefore: the server never sees
 // it) or just after (CutAfter: the server gets it, the client never gets
 // the answer). With the PostgreSQL Query message of a COMMIT as pattern,
-// these are "commit not sent" and "commit sent, answer lost".
+// these are "commit not sent" and "commit sent, answer lost". CutOnThen
+// also switches the proxy's mode at the cut, before the client learns of
+// it: with Refuse, the database is out of reach from the moment the
+// client would look for the commit's outcome.
 package netproxy

@@ -61,9 +61,11 @@ type Proxy struct {
 }
 
 type cut struct {
-	pattern []byte
-	where   Cut
-	done    chan struct{}
+	pattern  []byte
+	where    Cut
+	then     Mode // with switches, the mode to switch to at the cut
+	switches bool
+	done     chan struct{}
 }
 
 // link is one proxied connection.
@@ -103,7 +105,10 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 func (p *Proxy) Port() int { return p.ln.Addr().(*net.TCPAddr).Port }
 
 // SetMode switches every connection, open and new, to m.
-func (p *Proxy) SetMode(m Mode) {
+func (p *Proxy) SetMode(m Mode) { p.setMode(m, nil) }
+
+// setMode switches every connection but except, open and new, to m.
+func (p *Proxy) setMode(m Mode, except *link) {
 	p.mu.Lock()
 	p.mode = m
 	close(p.changed)
@@ -111,7 +116,9 @@ func (p *Proxy) SetMode(m Mode) {
 	var reset []*link
 	if m == Refuse {
 		for l := range p.links {
-			reset = append(reset, l)
+			if l != except {
+				reset = append(reset, l)
+			}
 		}
 	}
 	p.mu.Unlock()
@@ -134,10 +141,23 @@ func (p *Proxy) Mode() Mode {
 // sent and closed its end, so it has acted on it (with CutAfter, on the
 // pattern), or the proxy dropped the connection (Refuse, Close).
 func (p *Proxy) CutOn(pattern []byte, where Cut) <-chan struct{} {
-	if len(pattern) == 0 || (where != CutBefore && where != CutAfter) {
+	return p.arm(&cut{pattern: pattern, where: where})
+}
+
+// CutOnThen is CutOn that also switches the proxy to mode then at the
+// cut, before the client's side is reset: the client finds the network
+// as then says from the moment it learns of the cut (with Refuse or Hold,
+// an outage that starts with the cut).
+func (p *Proxy) CutOnThen(pattern []byte, where Cut, then Mode) <-chan struct{} {
+	return p.arm(&cut{pattern: pattern, where: where, then: then, switches: true})
+}
+
+// arm arms the hook c.
+func (p *Proxy) arm(c *cut) <-chan struct{} {
+	if len(c.pattern) == 0 || (c.where != CutBefore && c.where != CutAfter) {
 		panic("netproxy: CutOn needs a pattern and CutBefore or CutAfter")
 	}
-	c := &cut{pattern: bytes.Clone(pattern), where: where, done: make(chan struct{})}
+	c.pattern, c.done = bytes.Clone(c.pattern), make(chan struct{})
 	p.mu.Lock()
 	p.cut = c
 	p.mu.Unlock()
@@ -380,6 +400,9 @@ func (p *Proxy) cutAt(l *link, c *cut, chunk []byte, end int) {
 		return
 	}
 	l.server.CloseWrite()
+	if c.switches {
+		p.setMode(c.then, l)
+	}
 	reset(l.client)
 	// Should the server never close, the read deadline ends the wait.
 	l.server.SetReadDeadline(time.Now().Add(30 * time.Second))

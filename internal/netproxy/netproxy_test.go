@@ -194,3 +194,35 @@ func TestCutCommit(t *testing.T) {
 		})
 	}
 }
+
+// TestCutThenRefuse: CutOnThen switches the proxy at the cut: the other
+// open connection and every new one are refused from then on, until Pass.
+func TestCutThenRefuse(t *testing.T) {
+	p, through, _ := proxied(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	other := connect(t, ctx, through)
+	c := connect(t, ctx, through)
+	cut := p.CutOnThen(pgtest.QueryMessage("commit"), netproxy.CutAfter, netproxy.Refuse)
+	if _, err := c.Exec(ctx, "BEGIN"); err != nil {
+		t.Fatalf("begin: %v", err)
+	}
+	if _, err := c.Exec(ctx, "commit"); err == nil {
+		t.Errorf("commit through a cut connection: no error")
+	}
+	<-cut
+	if p.Mode() != netproxy.Refuse {
+		t.Errorf("mode after the cut = %v, want %v", p.Mode(), netproxy.Refuse)
+	}
+	if err := ping(ctx, other); err == nil {
+		t.Errorf("SELECT 1 on the other connection after the cut: no error")
+	}
+	if c, err := pgx.Connect(ctx, through); err == nil {
+		c.Close(ctx)
+		t.Errorf("connect after the cut: no error")
+	}
+	p.SetMode(netproxy.Pass)
+	if err := ping(ctx, connect(t, ctx, through)); err != nil {
+		t.Errorf("SELECT 1 on a new connection after Pass: %v", err)
+	}
+}

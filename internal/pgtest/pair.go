@@ -19,9 +19,9 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
-// standbyName is the application_name the standby streams under, and the
+// StandbyName is the application_name the standby streams under, and the
 // one the primary waits for in synchronous_standby_names.
-const standbyName = "kmstest_standby"
+const StandbyName = "kmstest_standby"
 
 // Pair is a primary with one synchronous streaming standby, started for
 // one test and removed at its end. A commit on the primary returns only
@@ -82,7 +82,7 @@ func StartPair(t testing.TB) *Pair {
 	}
 	p.standby = standby
 	t.Cleanup(standby.stop)
-	conninfo := fmt.Sprintf("host=127.0.0.1 port=%d user=kms application_name=%s", primary.port, standbyName)
+	conninfo := fmt.Sprintf("host=127.0.0.1 port=%d user=kms application_name=%s", primary.port, StandbyName)
 	if out, err := standby.run("pg_basebackup", "-D", standby.data(), "-d", conninfo, "-R", "-X", "stream", "-c", "fast", "--no-sync"); err != nil {
 		t.Fatalf("pgtest: pg_basebackup: %v\n%s", err, out)
 	}
@@ -92,7 +92,7 @@ func StartPair(t testing.TB) *Pair {
 	if err := standby.launch("-c hot_standby=on -c synchronous_standby_names=''"); err != nil {
 		t.Fatalf("pgtest: standby: %v", err)
 	}
-	p.exec(primary.url("postgres"), "ALTER SYSTEM SET synchronous_standby_names = '"+standbyName+"'")
+	p.exec(primary.url("postgres"), "ALTER SYSTEM SET synchronous_standby_names = '"+StandbyName+"'")
 	p.exec(primary.url("postgres"), "SELECT pg_reload_conf()")
 	p.waitSync()
 	return p
@@ -164,13 +164,37 @@ func (p *Pair) Promote() {
 	}
 }
 
+// SyncStandbys sets the primary's synchronous_standby_names to names and
+// returns once the primary runs with it: "" makes the standby an
+// asynchronous one; a name no standby streams under makes every commit on
+// the primary wait, as it does when the synchronous standby is gone;
+// StandbyName is how the pair starts.
+func (p *Pair) SyncStandbys(names string) {
+	p.t.Helper()
+	url := p.primary.url("postgres")
+	p.exec(url, "ALTER SYSTEM SET synchronous_standby_names = '"+strings.ReplaceAll(names, "'", "''")+"'")
+	p.exec(url, "SELECT pg_reload_conf()")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var got string
+		err := p.query(url, "SHOW synchronous_standby_names", &got)
+		if err == nil && got == names {
+			return
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("pgtest: synchronous_standby_names is %q, not %q, 30 s after the reload (error %v)", got, names, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // waitSync waits until the primary reports the standby as synchronous.
 func (p *Pair) waitSync() {
 	p.t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		var state string
-		err := p.query(p.primary.url("postgres"), "SELECT sync_state FROM pg_stat_replication WHERE application_name = '"+standbyName+"'", &state)
+		err := p.query(p.primary.url("postgres"), "SELECT sync_state FROM pg_stat_replication WHERE application_name = '"+StandbyName+"'", &state)
 		if err == nil && state == "sync" {
 			return
 		}

@@ -39,16 +39,26 @@ import (
 //     neither commit any more nor become visible later: it committed,
 //     visibly to every later snapshot, or it never will;
 //  2. then, in a later statement (so with a later snapshot), the marker
-//     is looked up: present, the commit took place and the call returns
-//     nil; absent, it did not and never will, and the call returns an
-//     error of kind Unavailable saying that nothing was written.
+//     is looked up: absent, the transaction did not commit and never will,
+//     and the call returns an error of kind Unavailable saying that
+//     nothing was written; present, it committed on this server, and one
+//     more write (the marker's own row, rewritten as it is) is committed
+//     before the call returns nil. That write's commit waits, as every
+//     commit with synchronous_commit on does, for the synchronous
+//     standbys to hold the WAL up to it, and so up to the transaction's
+//     commit: a transaction whose backend was terminated while it waited
+//     for a standby is committed locally only, and would be lost by a
+//     failover if it were answered as done then.
 //
-// Both steps are retried, on new connections, for at most settleBound
-// (or the Store's QueryTimeout when shorter). Past it (the database
-// cannot be reached, or the old backend lingers), the outcome is still
-// unknown: the call returns an error of kind Unavailable that says so
-// and names the marker, which an operator may look up while it is kept
-// (markerAge).
+// Both steps are retried, each try a round trip bounded by the Store's
+// QueryTimeout, on new connections, for as long as the database cannot be
+// reached (a failover in progress, a partition), up to settleWindow: the
+// caller waits, and is answered once the outcome is known. Only past
+// settleWindow, or when the Store is closed meanwhile, is the outcome left
+// unknown: the call returns an error of kind Unavailable that says so and
+// names the marker, which an operator may look up while it is kept
+// (markerAge, well beyond settleWindow, so that no sweep deletes a marker
+// that a node may still look for).
 //
 // A failover to a standby (a multi-host URL) does not change the
 // argument: the old primary's backend is not on the new server, and a
@@ -59,11 +69,15 @@ import (
 // Markers older than markerAge are deleted by a sweep, one DELETE in a
 // transaction of its own (READ COMMITTED, so concurrent sweeps of other
 // nodes wait for one another rather than conflict), started by a commit
-// at most every sweepEvery, so the table holds about a minute of commits.
+// at most every sweepEvery, so the table holds about markerAge of commits.
+//
+// The old backend is given letGoBound (or a fifth of QueryTimeout, when
+// shorter) to finish a COMMIT that reached it before it is asked to go.
 const (
-	settleBound = 5 * time.Second
-	markerAge   = time.Minute
-	sweepEvery  = 15 * time.Second
+	settleWindow = 2 * time.Minute
+	letGoBound   = time.Second
+	markerAge    = 5 * time.Minute
+	sweepEvery   = 15 * time.Second
 )
 
 const (
@@ -73,7 +87,9 @@ const (
 		WHERE pid = $1 AND usename = current_user AND datname = current_database()`
 	sqlBackendAlive = "SELECT count(*) > 0 FROM pg_stat_activity WHERE pid = $1"
 	sqlMarkerFound  = "SELECT count(*) > 0 FROM kms_commits WHERE id = $1"
-	sqlSweep        = "DELETE FROM kms_commits WHERE at < clock_timestamp() - $1::INTERVAL"
+	// A write whose commit waits for the synchronous standbys.
+	sqlMarkerReplicated = "UPDATE kms_commits SET at = at WHERE id = $1"
+	sqlSweep            = "DELETE FROM kms_commits WHERE at < clock_timestamp() - $1::INTERVAL"
 )
 
 // newMarker returns the id of a transaction's marker.
@@ -114,13 +130,21 @@ var errBackendAlive = errors.New("the transaction's backend is still running")
 // backend pid, committed (see above). It returns nil when it did, an
 // error of kind Unavailable saying nothing was written when it did not,
 // and one saying the outcome is unknown when neither could be found out
-// within the bound. cause is the commit's error.
+// within settleWindow, or before the Store was closed. cause is the
+// commit's error.
 func (s *Store) settle(ctx context.Context, id []byte, pid uint32, cause error) error {
-	bound := settleBound
-	if s.timeout > 0 && s.timeout < bound {
-		bound = s.timeout
+	return s.settleWithin(ctx, id, pid, cause, settleWindow)
+}
+
+// settleWithin is settle with the window given.
+func (s *Store) settleWithin(ctx context.Context, id []byte, pid uint32, cause error, window time.Duration) error {
+	letGo := letGoBound
+	if s.timeout > 0 && s.timeout/5 < letGo {
+		letGo = s.timeout / 5
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
+	// The caller's context does not end the settling: an answer given
+	// before the outcome is known would be a guess.
+	sctx, cancel := context.WithTimeout(s.life, window)
 	defer cancel()
 	terminated := false
 	last := cause
@@ -128,10 +152,12 @@ func (s *Store) settle(ctx context.Context, id []byte, pid uint32, cause error) 
 	// it: it is given a moment to finish (and to see its connection gone)
 	// before it is asked to go, so that a commit that arrived is not cut
 	// short by the check itself.
-	letGoAt := time.Now().Add(bound / 5)
+	letGoAt := time.Now().Add(letGo)
 	for attempt := 0; ; attempt++ {
 		terminate := !terminated && time.Now().After(letGoAt)
-		found, err := s.lookup(sctx, id, pid, terminate, &terminated)
+		rctx, rcancel := s.roundTripCtx(sctx)
+		found, err := s.lookup(rctx, id, pid, terminate, &terminated)
+		rcancel()
 		if err == nil {
 			if found {
 				s.health.ok()
@@ -144,9 +170,13 @@ func (s *Store) settle(ctx context.Context, id []byte, pid uint32, cause error) 
 			break
 		}
 	}
+	why := fmt.Sprintf("within %v", window)
+	if s.life.Err() != nil {
+		why = "before the store was closed"
+	}
 	return &kms.Error{Kind: kms.KindUnavailable, Err: s.redact(fmt.Errorf("%w (the commit: %w)", last, cause)),
-		Message: fmt.Sprintf("service unavailable: the connection to the database was lost during a commit, and whether it took place could not be found out within %v: it did if kms_commits holds the id %s (kept for %v)",
-			bound, hex.EncodeToString(id), markerAge)}
+		Message: fmt.Sprintf("service unavailable: the connection to the database was lost during a commit, and whether it took place could not be found out %s: it did if kms_commits holds the id %s (kept for %v)",
+			why, hex.EncodeToString(id), markerAge)}
 }
 
 // lookup is one try of settle, on one connection: with terminate, it
@@ -179,6 +209,12 @@ func (s *Store) lookup(ctx context.Context, id []byte, pid uint32, terminate boo
 	var found bool
 	if err := c.QueryRow(ctx, sqlMarkerFound, id).Scan(&found); err != nil {
 		return false, err
+	}
+	if found {
+		// Not answered as done before the synchronous standbys have it.
+		if _, err := c.Exec(ctx, sqlMarkerReplicated, id); err != nil {
+			return false, err
+		}
 	}
 	return found, nil
 }

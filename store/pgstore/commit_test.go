@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
 	"strconv"
 	"strings"
@@ -154,7 +155,7 @@ func TestCommitMarkersSwept(t *testing.T) {
 	if n := count(); n != 1 {
 		t.Fatalf("%d markers after one writing and one reading Update, want 1", n)
 	}
-	exec(t, c, "UPDATE kms_commits SET at = at - interval '2 minutes'")
+	exec(t, c, fmt.Sprintf("UPDATE kms_commits SET at = at - interval '%d seconds'", int(2*markerAge/time.Second)))
 	s.sweep.next.Store(0)
 	if err := s.Update(ctx, func(tx kms.Txn) error { return tx.Set([]byte("b"), nil) }); err != nil {
 		t.Fatal(err)

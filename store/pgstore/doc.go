@@ -132,13 +132,16 @@
 // waits until pg_stat_activity no longer lists it (a backend leaves it
 // only once its transaction has committed or rolled back, so it can no
 // longer commit), and then looks the marker up. Found, the call returns
-// nil; not found, an error of kind Unavailable saying nothing was written.
-// This takes at most 5 s (or QueryTimeout, when shorter); when the
-// database cannot be reached, or the old backend does not go, within that
-// bound, the outcome stays unknown and the error (kind Unavailable) says
-// so and names the marker's id, which an operator can look up in
+// nil, once one more write has committed after it (its commit waits for
+// the synchronous standbys, so the transaction is on them too); not found,
+// an error of kind Unavailable saying nothing was written. While the
+// database cannot be reached (a failover, a partition), the call waits and
+// tries again, each try bounded by QueryTimeout, for up to two minutes;
+// only past that, or when the Store is closed meanwhile, does the outcome
+// stay unknown, and the error (kind Unavailable) says so and names the
+// marker's id, which an operator can look up in
 // kms_commits while the marker is kept. A commit that succeeds starts, at
-// most every 15 s, a sweep that deletes the markers older than a minute,
+// most every 15 s, a sweep that deletes the markers older than five minutes,
 // in a transaction of its own. Trail.Append (not used by kmsd on this
 // Store) settles its own doubt, as described below.
 //

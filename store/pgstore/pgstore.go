@@ -141,6 +141,11 @@ type Store struct {
 	hold     hold    // the advisory lock, shared or with Options.Exclusive (hold.go)
 	watch    watch   // what Watch asked for (watch.go)
 	sweep    sweeper // of old commit markers (commit.go)
+
+	// life ends when the Store is closed: it bounds what outlives a
+	// caller's context, the settling of a commit in doubt (commit.go).
+	life    context.Context
+	endLife context.CancelFunc
 }
 
 // Open connects to the database that url names (a postgres:// URL or a
@@ -182,6 +187,7 @@ func Open(ctx context.Context, dbURL string, opts Options) (*Store, error) {
 		rp["application_name"] = "ringkms"
 	}
 	s := &Store{password: cfg.ConnConfig.Password}
+	s.life, s.endLife = context.WithCancel(context.Background())
 	s.health.unproven.Store(true) // until a ping finds the server taking writes
 	s.watch.token = newToken()
 	switch {
@@ -193,9 +199,11 @@ func Open(ctx context.Context, dbURL string, opts Options) (*Store, error) {
 	sessionBounds(&cfg.ConnConfig.Config, s.timeout)
 	s.pool, err = pgxpool.NewWithConfig(context.WithoutCancel(ctx), cfg)
 	if err != nil {
+		s.endLife()
 		return nil, s.translate(ctx, "open database", err)
 	}
 	if err = s.takeHold(ctx, cfg.ConnConfig, opts.Exclusive); err != nil {
+		s.endLife()
 		s.pool.Close()
 		return nil, err
 	}
@@ -248,16 +256,26 @@ func parseError(connString string, err error) error {
 // Trail returns the Store's activity trail, a table in the same database.
 func (s *Store) Trail() kms.Trail { return s.trail }
 
-// Close closes every connection. Call it once, after every transaction
-// has returned.
+// Close closes every connection. Call it after every transaction has
+// returned; a commit being settled (see the package documentation,
+// Commits in doubt) is the exception: Close ends the settling, and the
+// call returns an error saying that its outcome is unknown.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
+	s.endLife()
 	s.pool.Close()
 	s.releaseHold()
 	return nil
 }
+
+// Bound is how long a transaction takes at most while the database
+// answers: twice QueryTimeout (a lock waited for, then the commit), or 0
+// without a QueryTimeout. A write of the kms Service that takes longer has
+// met a silent database, or is settling a commit in doubt; the Service
+// answers the writes queued behind it as unavailable meanwhile.
+func (s *Store) Bound() time.Duration { return 2 * s.timeout }
 
 // roundTripCtx returns the context of one round trip: ctx, bounded by the
 // Store's QueryTimeout.
@@ -444,8 +462,9 @@ func (s *Store) View(ctx context.Context, fn func(kms.Txn) error) error {
 //     documentation, Commits in doubt);
 //   - an error of kind Unavailable if the database could not be reached,
 //     or the connection broke during the commit and it did not take place
-//     (or, rarely, when that could not be found out within 5 s: the
-//     error then says the outcome is unknown);
+//     (or, when that could not be found out because the database stayed
+//     out of reach for two minutes or the Store was closed meanwhile, an
+//     error that says the outcome is unknown);
 //   - an error of kind TooLarge, NoSpace or Internal if the commit failed
 //     otherwise (see the package documentation).
 func (s *Store) Update(ctx context.Context, fn func(kms.Txn) error) error {

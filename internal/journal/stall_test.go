@@ -1,0 +1,82 @@
+package journal_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ringkms/kms/internal/base"
+	"github.com/ringkms/kms/internal/journal"
+)
+
+// bounded is a store that says its writes answer within stallBound.
+type bounded struct{ base.Store }
+
+const stallBound = 100 * time.Millisecond
+
+func (bounded) Bound() time.Duration { return stallBound }
+
+// TestStall: while a batch takes longer than the store's bound (its
+// mutation waits here, as a commit waits for a silent database), the jobs
+// behind it are answered Unavailable, those queued before and those
+// submitted after, and Health says so; the stalled job itself waits for
+// its outcome. Once the batch ends, the journal writes again.
+func TestStall(t *testing.T) {
+	st := openStore(t)
+	j := start(t, bounded{st})
+	defer j.Close()
+	running, release := make(chan struct{}), make(chan struct{})
+	stalled := make(chan error, 1)
+	go func() {
+		stalled <- j.Submit(&journal.Job[*rec]{Rec: &rec{Action: "stalled"}, Mutate: func(w base.Txn) error {
+			close(running)
+			<-release
+			return w.Set([]byte("stalled"), []byte("1"))
+		}})
+	}()
+	<-running
+	// Queued before the stall shows: the watcher answers it.
+	queued := make(chan error, 1)
+	go func() {
+		queued <- j.Submit(&journal.Job[*rec]{Rec: &rec{Action: "queued"}, Mutate: func(w base.Txn) error { return w.Set([]byte("queued"), nil) }})
+	}()
+	select {
+	case err := <-queued:
+		if !errors.Is(err, base.ErrUnavailable) || !strings.Contains(base.ErrorMessage(err), "nothing of this call was written") {
+			t.Errorf("Submit queued behind a stalled batch = %v, want Unavailable saying nothing was written", err)
+		}
+	case <-time.After(10 * stallBound):
+		t.Fatalf("Submit queued behind a stalled batch still waits after %v", 10*stallBound)
+	}
+	if err := j.Health(); !errors.Is(err, base.ErrUnavailable) {
+		t.Errorf("Health() while stalled = %v, want Unavailable", err)
+	}
+	if err := j.Submit(&journal.Job[*rec]{Rec: &rec{Action: "after"}}); !errors.Is(err, base.ErrUnavailable) {
+		t.Errorf("Submit while stalled = %v, want Unavailable", err)
+	}
+	select {
+	case err := <-stalled:
+		t.Fatalf("the stalled job was answered %v before its batch ended", err)
+	default:
+	}
+
+	close(release)
+	if err := <-stalled; err != nil {
+		t.Fatalf("the stalled job once its batch ends = %v, want nil", err)
+	}
+	if err := j.Health(); err != nil {
+		t.Errorf("Health() after the stall = %v", err)
+	}
+	if err := j.Submit(&journal.Job[*rec]{Rec: &rec{Action: "later"}}); err != nil {
+		t.Errorf("Submit after the stall = %v", err)
+	}
+	if get(t, st, "stalled") != "1" || get(t, st, "queued") != "" {
+		t.Errorf("after the stall the store holds stalled=%q queued=%q; want the stalled job's write alone", get(t, st, "stalled"), get(t, st, "queued"))
+	}
+	// The stalled job's record and the later one's: those answered
+	// Unavailable left none.
+	if n := st.Trail().Len(); n != 2 {
+		t.Errorf("the trail holds %d records, want 2", n)
+	}
+}

@@ -1,0 +1,152 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/netproxy"
+	"github.com/ringkms/kms/internal/pgtest"
+)
+
+// outage is how long the tests below keep the database out of reach: well
+// past the round-trip bound they open their Store with.
+const (
+	settleTimeout = time.Second
+	outage        = 4 * settleTimeout
+)
+
+// updateAsync runs an Update that sets key in the background; its error
+// arrives on the channel.
+func updateAsync(s *Store, key []byte) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Update(context.Background(), func(tx kms.Txn) error { return tx.Set(key, []byte("v")) })
+	}()
+	return done
+}
+
+// stillWaiting fails the test if the call has returned.
+func stillWaiting(t *testing.T, done <-chan error, what string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		t.Fatalf("the call returned %s: %v; want it to wait until its outcome is known", what, err)
+	default:
+	}
+}
+
+// answer waits for the call's error.
+func answer(t *testing.T, done <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call has not returned 30 s after the database came back")
+		return nil
+	}
+}
+
+// hasKey reports whether the database at url holds key.
+func hasKey(t *testing.T, url string, key []byte) bool {
+	t.Helper()
+	var v []byte
+	err := sqlConn(t, url).QueryRow(context.Background(), "SELECT value FROM kms_kv WHERE key = $1", key).Scan(&v)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		t.Fatalf("read the key: %v", err)
+	}
+	return err == nil
+}
+
+// TestCommitSettledAcrossOutage: a commit cut after its COMMIT was sent,
+// with the database then out of reach for several round-trip bounds (as
+// during a failover), is settled once the database is back: the call
+// waits meanwhile, and its answer agrees with what the database holds; it
+// never answers that the outcome is unknown. Closing the Store during the
+// outage ends the wait with an error that says the outcome is unknown.
+func TestCommitSettledAcrossOutage(t *testing.T) {
+	for _, closeIt := range []bool{false, true} {
+		name := "database back"
+		if closeIt {
+			name = "store closed"
+		}
+		t.Run(name, func(t *testing.T) {
+			p, through, direct := cutProxy(t)
+			s, err := Open(t.Context(), through, Options{QueryTimeout: settleTimeout})
+			if err != nil {
+				t.Fatalf("Open = %v", err)
+			}
+			defer s.Close()
+			if err := s.Update(t.Context(), func(tx kms.Txn) error { return tx.Set([]byte("warm"), []byte("up")) }); err != nil {
+				t.Fatalf("Update = %v", err)
+			}
+			// The database goes out of reach with the cut, before the
+			// settling can look anything up.
+			cut := p.CutOnThen(pgtest.PreparedMessage(sqlCommit), netproxy.CutAfter, netproxy.Refuse)
+			key := []byte("k")
+			done := updateAsync(s, key)
+			select {
+			case <-cut:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the proxy never saw the COMMIT")
+			}
+			time.Sleep(outage)
+			stillWaiting(t, done, "while the database was out of reach")
+			if closeIt {
+				s.Close()
+				err := answer(t, done)
+				if kms.ErrorKind(err) != kms.KindUnavailable || !strings.Contains(kms.ErrorMessage(err), "before the store was closed") {
+					t.Fatalf("the call after Close = %v, want kind Unavailable saying the outcome could not be found out before the store was closed", err)
+				}
+				return
+			}
+			p.SetMode(netproxy.Pass)
+			err = answer(t, done)
+			found := hasKey(t, direct, key)
+			t.Logf("answer %v; the key is there: %v", err, found)
+			switch {
+			case err == nil && !found:
+				t.Fatal("the call answered nil, and the database does not hold its write")
+			case err != nil && found:
+				t.Fatalf("the call answered %v, and the database holds its write", err)
+			case err != nil && !strings.Contains(kms.ErrorMessage(err), "nothing was written"):
+				t.Fatalf("the call answered %v, want nil or an error saying nothing was written", err)
+			}
+		})
+	}
+}
+
+// TestCommitSettledAfterStandby: a commit waiting for a synchronous
+// standby that is gone (here: the primary waits for a standby name that no
+// standby streams under) is not answered as done when its connection is
+// lost and the old session is terminated, which leaves the transaction
+// committed on the primary alone: the call waits until a synchronous
+// standby confirms a later commit, and then answers nil.
+func TestCommitSettledAfterStandby(t *testing.T) {
+	pair := pgtest.StartPair(t)
+	s, err := Open(t.Context(), pair.PrimaryURL(), Options{QueryTimeout: settleTimeout})
+	if err != nil {
+		t.Fatalf("Open = %v", err)
+	}
+	defer s.Close()
+	if err := s.Update(t.Context(), func(tx kms.Txn) error { return tx.Set([]byte("warm"), []byte("up")) }); err != nil {
+		t.Fatalf("Update = %v", err)
+	}
+	pair.SyncStandbys("no_such_standby")
+	done := updateAsync(s, []byte("k"))
+	time.Sleep(outage)
+	stillWaiting(t, done, "while no synchronous standby could confirm its commit")
+	pair.SyncStandbys(pgtest.StandbyName)
+	if err := answer(t, done); err != nil {
+		t.Fatalf("the call once the standby confirms = %v, want nil", err)
+	}
+	if !hasKey(t, pair.PrimaryURL(), []byte("k")) {
+		t.Fatal("the call answered nil, and the database does not hold its write")
+	}
+}
