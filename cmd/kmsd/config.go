@@ -81,7 +81,7 @@ var settings = []setting{
 	{"addr", "KMS_LISTEN", "host:port", "address to listen on", "127.0.0.1:8200"},
 	{"data", "KMS_DATA", "dir", "data directory of the embedded Badger store (and of -dev's master key)", "./data"},
 	{"store", "KMS_STORE", "url", "empty: the embedded store in -data; postgres://... or postgresql://...: PostgreSQL (password and TLS from the URL or the PG* variables)", ""},
-	{"store-timeout", "KMS_STORE_TIMEOUT", "duration", "with PostgreSQL: bound of each round trip to the database; a node whose connection goes silent answers 503 within it, and the database lets go of what that node held in half of it", "5s"},
+	{"store-timeout", "KMS_STORE_TIMEOUT", "duration", "with PostgreSQL: bound of each round trip to the database; a node whose connection goes silent answers 503 within twice it, and the database lets go of what that node held in half of it", "5s"},
 	{"dev", "KMS_DEV", "", "development mode: generate a master key into <data>/master.key if none is given", "false"},
 	{"master-key-file", "KMS_MASTER_KEY_FILE", "file", "file holding the master key in base64 (or set KMS_MASTER_KEY)", ""},
 	{"mail-outbox", "KMS_MAIL_OUTBOX", "dir", "write outgoing mail as files in dir instead of sending it", ""},

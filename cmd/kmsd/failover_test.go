@@ -103,3 +103,25 @@ func TestFailoverToStandby(t *testing.T) {
 		t.Errorf("create ring after the failover = %d %v", code, body)
 	}
 }
+
+// TestWarnsOfAsynchronousStandby: kmsd on a primary that streams to a
+// standby without naming it synchronous warns at start that a failover
+// can lose acknowledged writes; on the pair as it starts (a synchronous
+// standby), it does not.
+func TestWarnsOfAsynchronousStandby(t *testing.T) {
+	pair := pgtest.StartPair(t)
+	e := env{"KMS_MASTER_KEY": newKey(), "KMS_BOOTSTRAP_API_KEY": "async-bootstrap-secret-0123456789", "KMS_STORE": pair.PrimaryURL()}
+	args := []string{"-data", t.TempDir(), "-addr", "127.0.0.1:0"}
+	const warning = "synchronous_standby_names is empty"
+	s := startRun(t, args, e)
+	s.stop(t)
+	if strings.Contains(s.stderr.String(), "acknowledged writes") {
+		t.Errorf("kmsd on a primary with a synchronous standby logged:\n%s", s.stderr)
+	}
+	pair.SyncStandbys("")
+	s = startRun(t, args, e)
+	s.stop(t)
+	if !strings.Contains(s.stderr.String(), warning) {
+		t.Errorf("kmsd on a primary with an asynchronous standby logged:\n%s\nwant a warning saying %q", s.stderr, warning)
+	}
+}

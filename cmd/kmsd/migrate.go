@@ -47,7 +47,7 @@ func migrate(ctx context.Context, c *config, getenv func(string) string, stdout 
 		return fmt.Errorf("migrate: open store in %s: %w", c.data, err)
 	}
 	defer src.Close()
-	dst, err := pgstore.Open(ctx, c.migrateTo, pgstore.Options{Exclusive: true})
+	dst, err := pgstore.Open(ctx, c.migrateTo, pgstore.Options{Exclusive: true, QueryTimeout: c.storeTimeout})
 	if err != nil {
 		return fmt.Errorf("migrate: open the PostgreSQL store: %w", err)
 	}

@@ -203,6 +203,7 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stdout, s
 		if err != nil {
 			return nil, nil, err
 		}
+		warnDurability(ctx, st, log)
 		svc, err := kms.New(st, svcOpts)
 		if err != nil {
 			st.Close()
@@ -353,6 +354,23 @@ func startError(err error, c *config) error {
 		return exitError{3, fmt.Errorf("start service: %s; kmsd writes nothing after a damaged trail: run %s for a report", kms.ErrorMessage(err), run)}
 	}
 	return fmt.Errorf("start service: %w", err)
+}
+
+// warnDurability logs what in the database server's settings lets a
+// failover lose acknowledged writes (pgstore.Store.DurabilityWarnings;
+// docs/OPERATIONS.md, The database: high availability).
+func warnDurability(ctx context.Context, st kms.Store, log *zerolog.Logger) {
+	pg, ok := st.(*pgstore.Store)
+	if !ok {
+		return
+	}
+	warnings, err := pg.DurabilityWarnings(ctx)
+	if err != nil {
+		log.Warn().Err(err).Msg("could not read the database server's replication settings")
+	}
+	for _, w := range warnings {
+		log.Warn().Msg(w)
+	}
 }
 
 // openStore opens the store of -store: PostgreSQL for a postgres:// URL,
