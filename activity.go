@@ -199,8 +199,8 @@ func (s *Service) VerifyActivityChain(ctx context.Context) (VerifyChainResult, e
 // a damaged trail) and writes nothing. It first checks that mk is the
 // master key st was created with, and answers an error of kind
 // Unauthenticated if not.
-func VerifyAudit(ctx context.Context, st Store, mk MasterKey) (VerifyChainResult, error) {
-	if mk.IsZero() {
+func VerifyAudit(ctx context.Context, st Store, mk RootKey) (VerifyChainResult, error) {
+	if noRootKey(mk) {
 		return VerifyChainResult{}, Errorf(KindInvalid, "a master key is required")
 	}
 	keys, err := loadServiceKeys(ctx, st, mk)

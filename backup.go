@@ -53,7 +53,7 @@ func (s *Service) Backup(ctx context.Context, w io.Writer) (*BackupInfo, error) 
 	}
 	defer resume()
 	info := &BackupInfo{CreatedAt: s.now().UTC(), Records: seq}
-	bw := backupfile.NewWriter(w, s.backupKey, backupfile.Meta{CreatedAt: info.CreatedAt, Records: seq})
+	bw := backupfile.NewWriter(w, s.backupKey, backupfile.Meta{CreatedAt: info.CreatedAt, Records: seq, SealedRoot: s.sealedRoot})
 	err = s.store.View(ctx, func(tx Txn) error {
 		// A read fixes the snapshot (some stores take it at the first
 		// read); then the journal goes on.
@@ -112,8 +112,8 @@ func backupError(what string, err error) error {
 // before the damage, and st must be thrown away (kmsd restore removes
 // the directory it made). Run VerifyAudit on the result before serving
 // from it.
-func Restore(ctx context.Context, st Store, r io.Reader, mk MasterKey) (*BackupInfo, error) {
-	if mk.IsZero() {
+func Restore(ctx context.Context, st Store, r io.Reader, mk RootKey) (*BackupInfo, error) {
+	if noRootKey(mk) {
 		return nil, Errorf(KindInvalid, "restore: the master key is required: a backup is authenticated under a key derived from it")
 	}
 	trail := st.Trail()
@@ -136,10 +136,27 @@ func Restore(ctx context.Context, st Store, r io.Reader, mk MasterKey) (*BackupI
 	if !empty || trail.Len() != 0 {
 		return nil, Errorf(KindConflict, "restore: the store is not empty; restore into a new one")
 	}
-	key := backupKey(mk)
-	defer clear(key[:])
-	br, meta, err := backupfile.NewReader(r, key)
+	// The key comes from the backed-up store's root secret: sealed in
+	// the backup's header, or the master key's own bytes.
+	br, meta, err := backupfile.NewReaderFor(r, func(m backupfile.Meta) ([32]byte, error) {
+		if m.SealedRoot == nil {
+			b, ok := plainKey(mk)
+			if !ok {
+				return [32]byte{}, Errorf(KindUnprocessable, "restore: the backup is of a store under a plain master key, not under the key given")
+			}
+			return backupKey(b), nil
+		}
+		secret, err := openRoot(mk, m.SealedRoot)
+		if err != nil {
+			return [32]byte{}, Errorf(KindUnprocessable, "restore: the backup was not taken under this master key: its root secret does not open under it")
+		}
+		defer clear(secret)
+		return backupKey(secret), nil
+	})
 	if err != nil {
+		if e := AsError(err); e != nil {
+			return nil, err
+		}
 		return nil, badBackup(err)
 	}
 	return readBackup(ctx, br, meta, &restoreSink{ctx: ctx, st: st, trail: trail})

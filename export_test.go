@@ -91,18 +91,24 @@ func UsedKey(a *Activity) bool {
 }
 
 // PurposeKeys returns the purpose keys the store's keys record holds for
-// mk (loadServiceKeys), by purpose, and the key mk itself derives for each.
-func PurposeKeys(ctx context.Context, st Store, mk MasterKey) (stored, derived map[string][32]byte, err error) {
+// mk (loadServiceKeys), by purpose, and the key the root secret that mk
+// opens (its own bytes, for a master key never rekeyed) derives for each.
+func PurposeKeys(ctx context.Context, st Store, mk RootKey) (stored, derived map[string][32]byte, err error) {
 	k, err := loadServiceKeys(ctx, st, mk)
 	if err != nil {
 		return nil, nil, err
 	}
 	stored = map[string][32]byte{"seal": k.Seal, "backup-mac": k.Backup, "hash-mac": k.HashMAC, "header-mac": k.HeaderMAC,
 		"cursor": k.Cursor, "audit-chain": k.AuditChain, "throttle": k.Throttle}
-	derived = map[string][32]byte{"backup-mac": backupKey(mk)}
+	root, _, err := rootSecret(ctx, st, mk)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer clear(root)
+	derived = map[string][32]byte{"backup-mac": backupKey(root)}
 	for p := range stored {
 		if p != "backup-mac" {
-			derived[p] = seal.Derive(mk.b[:], p)
+			derived[p] = seal.Derive(root, p)
 		}
 	}
 	return stored, derived, nil

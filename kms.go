@@ -25,7 +25,7 @@ func New(st Store, opts Options) (*Service, error) {
 	if st == nil {
 		return nil, Errorf(KindInvalid, "a store is required")
 	}
-	if opts.MasterKey.IsZero() {
+	if noRootKey(opts.MasterKey) {
 		return nil, Errorf(KindInvalid, "a master key is required")
 	}
 	s := &Service{store: st, trail: st.Trail(), opts: opts, now: opts.Now, log: zerolog.Nop()}
@@ -52,7 +52,7 @@ func New(st Store, opts Options) (*Service, error) {
 	s.sealer = seal.New(keys.Seal)
 	s.hashMAC = hmackey.New(keys.HashMAC)
 	s.headerMAC = hmackey.New(keys.HeaderMAC)
-	s.backupKey = keys.Backup
+	s.backupKey, s.sealedRoot = keys.Backup, keys.SealedRoot
 	s.pager = pager{paging.New(seal.New(keys.Cursor))}
 	s.rings = cache.New[string, *ringRecord](size)
 	s.ringNames = cache.New[string, string](size)
@@ -67,7 +67,7 @@ func New(st Store, opts Options) (*Service, error) {
 	})
 	s.verify = map[[8]byte]ed25519.PublicKey{}
 	s.signerNotice = make(chan struct{}, 1)
-	s.opts.MasterKey = MasterKey{} // only the derived keys stay in memory
+	s.opts.MasterKey = nil // only the derived keys stay in memory
 	if s.opts.TokenTTL <= 0 {
 		s.opts.TokenTTL = time.Hour
 	}

@@ -2,14 +2,17 @@ package kms
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"fmt"
 
 	"github.com/ringkms/kms/internal/seal"
 )
 
-// The keys a Service works with come from the master key (docs/FORMAT.md
-// section 8). The seal key, which seals every secret the store holds,
+// The keys a Service works with come from the store's root secret, which
+// the master key seals (rootkey.go; docs/FORMAT.md section 8): for a
+// store of a plain master key that was never rekeyed, the master key's
+// own bytes. The seal key, which seals every secret the store holds,
 // always does. The others are MAC and cursor keys: the hashes, headers,
 // cursors and activity chain made with them must stay valid for as long
 // as the service runs, so a new master key (Rekey) does not replace them:
@@ -31,6 +34,8 @@ var keyMACKeys = []byte("sys/keys")
 type serviceKeys struct {
 	Seal       [32]byte `json:"-"`
 	Backup     [32]byte `json:"-"`
+	SealedRoot []byte   `json:"-"` // the root secret as the store holds it; nil for a master key's own
+
 	HashMAC    [32]byte `json:"hashMac"`
 	HeaderMAC  [32]byte `json:"headerMac"`
 	Cursor     [32]byte `json:"cursor"`
@@ -38,10 +43,14 @@ type serviceKeys struct {
 	Throttle   [32]byte `json:"throttle"`
 }
 
-// loadServiceKeys returns the keys of st under the master key mk.
-func loadServiceKeys(ctx context.Context, st Store, mk MasterKey) (*serviceKeys, error) {
-	m := mk.b[:]
-	k := &serviceKeys{Seal: seal.Derive(m, "seal"), Backup: backupKey(mk)}
+// loadServiceKeys returns the keys of st under the root key rk.
+func loadServiceKeys(ctx context.Context, st Store, rk RootKey) (*serviceKeys, error) {
+	m, sealedRoot, err := rootSecret(ctx, st, rk)
+	if err != nil {
+		return nil, err
+	}
+	defer clear(m)
+	k := &serviceKeys{Seal: seal.Derive(m, "seal"), Backup: backupKey(m), SealedRoot: sealedRoot}
 	sealed, err := readSealedKeys(ctx, st)
 	if err != nil {
 		return nil, internalError("read the service keys", err)
@@ -63,9 +72,9 @@ func loadServiceKeys(ctx context.Context, st Store, mk MasterKey) (*serviceKeys,
 	return k, nil
 }
 
-// backupKey is the key that authenticates the backups of a store under
-// the master key mk.
-func backupKey(mk MasterKey) [32]byte { return seal.Derive(mk.b[:], "backup-mac") }
+// backupKey is the key that authenticates the backups of a store whose
+// root secret is root.
+func backupKey(root []byte) [32]byte { return seal.Derive(root, "backup-mac") }
 
 // readSealedKeys returns the service keys as st holds them, sealed, or
 // nil when st was never rekeyed.
@@ -89,32 +98,49 @@ type RekeyResult struct {
 	Users       int // password hashes
 }
 
-// Rekey moves every secret that st holds sealed from the master key old
-// to the master key new: the header signing keys, the private keys of
-// /asym rings and the Users' password hashes, in one transaction, with
-// the MAC and cursor keys that st has under old (sealed under new), so
+// Rekey moves st from the root key old to the root key new: it draws a
+// new root secret, reseals under it every secret that st holds sealed
+// (the header signing keys, the private keys of /asym rings, the Users'
+// password hashes) with the MAC and cursor keys that st has under old, so
 // that every hash, header, cursor and activity record issued before stays
-// valid. Then it records the rotation (action masterkey.rotate, by
-// "operator") under new. Afterwards old opens nothing sealed in st; the
-// MAC and cursor keys stay those of st's first master key, which derives
-// them still (docs/OPERATIONS.md section 2). No Service may have st open
-// (kmsd rekey runs with every kmsd stopped). A store too large for one
-// transaction is refused with an error of kind TooLarge, unchanged.
+// valid, and stores the new root secret sealed under new, in one
+// transaction. Then it records the rotation (action masterkey.rotate, by
+// "operator") under new. Afterwards old opens nothing in st: neither the
+// root secret nor any secret sealed under the old one. The MAC and cursor
+// keys stay those of st's first root secret (docs/OPERATIONS.md section
+// 2). Either key may be a MasterKey or any other RootKey (a PKCS#11
+// token's), so Rekey also moves a store between the two. No Service may
+// have st open (kmsd rekey runs with every kmsd stopped). A store too
+// large for one transaction is refused with an error of kind TooLarge,
+// unchanged.
 //
 // Earlier versions of the values that a store's files may keep (an LSM
 // tree's older tables) are erased when the store is an Eraser.
-func Rekey(ctx context.Context, st Store, old, new MasterKey) (*RekeyResult, error) {
-	if old.IsZero() || new.IsZero() {
+func Rekey(ctx context.Context, st Store, old, new RootKey) (*RekeyResult, error) {
+	if noRootKey(old) || noRootKey(new) {
 		return nil, Errorf(KindInvalid, "rekey: the old and the new master key are required")
-	}
-	if old.Equal(new) {
-		return nil, Errorf(KindInvalid, "rekey: the new master key is the old one")
 	}
 	keys, err := loadServiceKeys(ctx, st, old)
 	if err != nil {
 		return nil, err
 	}
-	from, to := seal.New(keys.Seal), seal.New(seal.Derive(new.b[:], "seal"))
+	if sealed, err := readRoot(ctx, st); err == nil && sealed != nil {
+		if secret, err := new.Open(sealed, keyRoot); err == nil {
+			clear(secret)
+			return nil, Errorf(KindInvalid, "rekey: the new master key already opens this store")
+		}
+	} else if a, ok := plainKey(old); ok {
+		if b, ok := plainKey(new); ok && subtle.ConstantTimeCompare(a, b) == 1 {
+			return nil, Errorf(KindInvalid, "rekey: the new master key is the old one")
+		}
+	}
+	secret := newRootSecret()
+	defer clear(secret)
+	root, err := sealRoot(new, secret)
+	if err != nil {
+		return nil, err
+	}
+	from, to := seal.New(keys.Seal), seal.New(seal.Derive(secret, "seal"))
 	reseal := func(v, aad []byte, what string) ([]byte, error) {
 		plain, err := from.Open(v, aad)
 		if err != nil {
@@ -196,7 +222,7 @@ func Rekey(ctx context.Context, st Store, old, new MasterKey) (*RekeyResult, err
 			return err
 		}
 		defer clear(macs)
-		changes = append(changes, change{keyMACKeys, to.Seal(macs, keyMACKeys)})
+		changes = append(changes, change{keyMACKeys, to.Seal(macs, keyMACKeys)}, change{keyRoot, root})
 		for _, c := range changes {
 			if err := tx.Set(c.k, c.v); err != nil {
 				return err

@@ -12,15 +12,25 @@ import (
 // TestRekey: after Rekey, the old master key opens nothing (no Service
 // starts, verify-audit refuses it), and under the new one every hash,
 // header and cursor issued before stays valid, the /asym keys, signing
-// keys and passwords open, and the chain verifies as a whole.
+// keys and passwords open, and the chain verifies as a whole: from one
+// master key to another and a third, and from a master key to a root key
+// of another kind (as a PKCS#11 token's) and back.
 func TestRekey(t *testing.T) {
+	t.Run("master keys", func(t *testing.T) {
+		testRekey(t, kms.GenerateMasterKey(), kms.GenerateMasterKey(), kms.GenerateMasterKey())
+	})
+	t.Run("to another kind of root key and back", func(t *testing.T) {
+		testRekey(t, kms.GenerateMasterKey(), newTestRootKey(t), kms.GenerateMasterKey())
+	})
+}
+
+func testRekey(t *testing.T, mk1, mk2, mk3 kms.RootKey) {
 	ctx := context.Background()
 	st, err := badgerstore.OpenInMemory()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	mk1, mk2, mk3 := kms.GenerateMasterKey(), kms.GenerateMasterKey(), kms.GenerateMasterKey()
 	svc, err := kms.New(st, kms.Options{MasterKey: mk1})
 	if err != nil {
 		t.Fatal(err)

@@ -20,8 +20,9 @@ import (
 // Options configure a Service. The zero value of each field is a working
 // default, except MasterKey, which is required.
 type Options struct {
-	// MasterKey is the root of trust. Required.
-	MasterKey MasterKey
+	// MasterKey is the root of trust (RootKey): a MasterKey, a key in a
+	// PKCS#11 token, or another RootKey. Required.
+	MasterKey RootKey
 
 	// Logger receives operational events (never a secret). Nil means
 	// silent. The audit trail is data, not log lines.
@@ -101,11 +102,12 @@ type Service struct {
 	chainKey *hmackey.Key                // keys the activity chain (journal.Digest)
 	limits   *rateLimiter                // nil: no rate limits
 
-	sealer    *seal.Sealer // secrets at rest
-	hashMAC   *hmackey.Key // MAC of hashes
-	headerMAC *hmackey.Key // MAC of headers
-	backupKey [32]byte     // MAC of backups (backup.go)
-	pager     pager
+	sealer     *seal.Sealer // secrets at rest
+	hashMAC    *hmackey.Key // MAC of hashes
+	headerMAC  *hmackey.Key // MAC of headers
+	backupKey  [32]byte     // MAC of backups (backup.go)
+	sealedRoot []byte       // the root secret as the store holds it, for backups; nil for a master key's own
+	pager      pager
 
 	signer       atomic.Pointer[headersign.Signer] // signs new headers (signingkeys.go)
 	signerMu     sync.Mutex                        // serialises changes of signer

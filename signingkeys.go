@@ -290,7 +290,7 @@ func (s *Service) RotateSigningKey(ctx context.Context) (*SigningKey, error) {
 // master key is its authority. It starts a Service on st, rotates the
 // signing key and records the rotation under the principal "operator",
 // and closes the Service. It does not close st.
-func RotateStoreSigningKey(ctx context.Context, st Store, mk MasterKey) (*SigningKey, error) {
+func RotateStoreSigningKey(ctx context.Context, st Store, mk RootKey) (*SigningKey, error) {
 	s, err := New(st, Options{MasterKey: mk})
 	if err != nil {
 		return nil, err

@@ -18,10 +18,10 @@ type Env struct {
 
 // New starts a Service on st with opts, bootstraps it and authenticates
 // its root API key; the Service is closed at the end of the test. A zero
-// opts.MasterKey is a fresh one.
+// or nil opts.MasterKey is a fresh one.
 func New(t testing.TB, st kms.Store, opts kms.Options) *Env {
 	t.Helper()
-	if opts.MasterKey.IsZero() {
+	if mk, ok := opts.MasterKey.(kms.MasterKey); opts.MasterKey == nil || ok && mk.IsZero() {
 		opts.MasterKey = kms.GenerateMasterKey()
 	}
 	svc, err := kms.New(st, opts)

@@ -10,7 +10,8 @@
 // The 8 bytes "rkmsbak" 0x02, then frames of a kind byte, a length
 // (unsigned varint) and that many bytes:
 //
-//	'M'  JSON {"version": 2, "createdAt": RFC 3339, "records": N}
+//	'M'  JSON {"version": 2, "createdAt": RFC 3339, "records": N,
+//	     and "sealedRoot": base64, when the store has a sealed root secret}
 //	'A'  HMAC-SHA256 of every byte of the file before these 32 bytes
 //	'K'  a store entry: key length (uvarint), key, value
 //	'T'  a trail record, in order from seq 1 to N
@@ -75,6 +76,11 @@ type Meta struct {
 	Version   int       `json:"version"`
 	CreatedAt time.Time `json:"createdAt"`
 	Records   uint64    `json:"records"` // the trail records it holds
+	// SealedRoot is the backed-up store's root secret as the store holds
+	// it, sealed under its root key (kms.RootKey), from which the caller
+	// derives the key; absent for a store whose root secret is its
+	// master key.
+	SealedRoot []byte `json:"sealedRoot,omitempty"`
 }
 
 // Writer writes a backup. Its methods keep the first error and return it
@@ -210,8 +216,25 @@ type Reader struct {
 // altered, is an error wrapping ErrKey; one of version 1 is
 // ErrUnauthenticated.
 func NewReader(r io.Reader, key [32]byte) (*Reader, Meta, error) {
-	return newReader(r, hmac.New(sha256.New, key[:]))
+	return NewReaderFor(r, func(Meta) ([32]byte, error) { return key, nil })
 }
+
+// NewReaderFor is NewReader with the key that keyFor derives from the
+// header, which it reads first; the header is authenticated under that
+// key before NewReaderFor returns. An error of keyFor is returned as it
+// is.
+func NewReaderFor(r io.Reader, keyFor func(Meta) ([32]byte, error)) (*Reader, Meta, error) {
+	return newReader(r, keyFor)
+}
+
+// deferredMAC keeps what is written to it until the key is known.
+type deferredMAC struct{ buf []byte }
+
+func (d *deferredMAC) Write(p []byte) (int, error) { d.buf = append(d.buf, p...); return len(p), nil }
+func (d *deferredMAC) Sum(b []byte) []byte         { return b }
+func (d *deferredMAC) Reset()                      { d.buf = d.buf[:0] }
+func (d *deferredMAC) Size() int                   { return sha256.Size }
+func (d *deferredMAC) BlockSize() int              { return sha256.BlockSize }
 
 // NewUncheckedReader reads a backup as NewReader does, but for its MACs,
 // which it does not check: it checks the framing, the order and the
@@ -222,8 +245,13 @@ func NewUncheckedReader(r io.Reader) (*Reader, Meta, error) {
 	return newReader(r, nil)
 }
 
-func newReader(r io.Reader, mac hash.Hash) (*Reader, Meta, error) {
-	br := &Reader{r: bufio.NewReaderSize(r, 256<<10), mac: mac}
+func newReader(r io.Reader, keyFor func(Meta) ([32]byte, error)) (*Reader, Meta, error) {
+	br := &Reader{r: bufio.NewReaderSize(r, 256<<10)}
+	var pending *deferredMAC
+	if keyFor != nil {
+		pending = &deferredMAC{}
+		br.mac = pending
+	}
 	m := make([]byte, len(magic))
 	if _, err := io.ReadFull(br.r, m); err != nil || string(m[:len(m)-1]) != magic[:len(magic)-1] {
 		return nil, Meta{}, damaged("it does not start as a ringkms backup")
@@ -247,6 +275,15 @@ func newReader(r io.Reader, mac hash.Hash) (*Reader, Meta, error) {
 	br.sum(body)
 	if err := json.Unmarshal(body, &br.meta); err != nil || br.meta.Version != Version {
 		return nil, Meta{}, damaged("its header is not of version %d", Version)
+	}
+	if pending != nil {
+		key, err := keyFor(br.meta)
+		if err != nil {
+			return nil, Meta{}, err
+		}
+		br.mac = hmac.New(sha256.New, key[:])
+		br.mac.Write(pending.buf)
+		clear(key[:])
 	}
 	if kind, body, _, err = br.frame(); err != nil {
 		return nil, Meta{}, err
