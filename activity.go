@@ -17,7 +17,6 @@ import (
 	"github.com/ringkms/kms/internal/journal"
 	"github.com/ringkms/kms/internal/jsonenc"
 	"github.com/ringkms/kms/internal/postings"
-	"github.com/ringkms/kms/internal/seal"
 )
 
 // Activity is one record of the audit trail: an operation that a credential
@@ -207,7 +206,8 @@ func VerifyAudit(ctx context.Context, st Store, mk RootKey) (VerifyChainResult, 
 	if err != nil {
 		return VerifyChainResult{}, err
 	}
-	s := &Service{store: st, trail: st.Trail(), sealer: seal.New(keys.Seal), verify: map[[8]byte]ed25519.PublicKey{}}
+	s := &Service{store: st, trail: st.Trail(), verify: map[[8]byte]ed25519.PublicKey{}}
+	s.root.Store(newRootState(keys))
 	if err := s.loadSigningKey(ctx); err != nil {
 		return VerifyChainResult{}, err
 	}

@@ -112,7 +112,7 @@ func (s *Service) GetAsymKey(ctx context.Context, ref RingRef, keyID string) (*A
 
 // openKey unwraps a key of an /asym ring with the ring's sealed private key.
 func (s *Service) openKey(r *ringRecord, k *keyRecord) (*AsymKey, error) {
-	raw, err := s.sealer.Open(r.SealedPrivate, ringPrivateAAD(r.ID))
+	raw, err := s.open(r.SealedPrivate, ringPrivateAAD(r.ID))
 	if err != nil {
 		return nil, internalError("open ring private key", err)
 	}

@@ -53,7 +53,8 @@ func (s *Service) Backup(ctx context.Context, w io.Writer) (*BackupInfo, error) 
 	}
 	defer resume()
 	info := &BackupInfo{CreatedAt: s.now().UTC(), Records: seq}
-	bw := backupfile.NewWriter(w, s.backupKey, backupfile.Meta{CreatedAt: info.CreatedAt, Records: seq, SealedRoot: s.sealedRoot})
+	root := s.root.Load()
+	bw := backupfile.NewWriter(w, root.backupKey, backupfile.Meta{CreatedAt: info.CreatedAt, Records: seq, SealedRoot: root.sealedRoot})
 	err = s.store.View(ctx, func(tx Txn) error {
 		// A read fixes the snapshot (some stores take it at the first
 		// read); then the journal goes on.

@@ -31,12 +31,13 @@ import (
 const cacheMaxAge = 500 * time.Millisecond
 
 // cachedPrefixes are the kinds of keys whose values the caches hold, or
-// derive principals and sessions from, and the active signing key, which
-// the signer holds (signingkeys.go).
+// derive principals and sessions from, the active signing key, which the
+// signer holds (signingkeys.go), and the root secret, whose seal key the
+// Service holds (rootstate.go).
 var cachedPrefixes = [][]byte{
 	pfxRing, pfxRingName, pfxKey,
 	pfxAPIKey, pfxAPIDigest, pfxAccount, pfxUser, pfxSession,
-	keySigningActive,
+	keySigningActive, keyRoot,
 }
 
 // startCoherence starts keeping the caches coherent with other processes'
@@ -63,7 +64,7 @@ func (s *Service) startCoherence() (stop func()) {
 				s.forgetCaches()
 				s.reloadSigner(context.Background())
 				if s.keyCheckDue.Load() {
-					s.checkMasterKey(context.Background())
+					s.checkRoot(context.Background())
 				}
 			case <-s.signerNotice:
 				s.reloadSigner(context.Background())
@@ -84,7 +85,7 @@ func (s *Service) forgetKeys(keys [][]byte) {
 		s.forgetCaches()
 		s.signerStale()
 		s.keyCheckDue.Store(true)
-		s.checkMasterKey(context.Background())
+		s.checkRoot(context.Background())
 		return
 	}
 	var rings, ringKeys, principals bool
@@ -92,6 +93,9 @@ func (s *Service) forgetKeys(keys [][]byte) {
 		switch {
 		case bytes.Equal(k, keySigningActive):
 			s.signerStale()
+		case bytes.Equal(k, keyRoot):
+			s.checkRoot(context.Background()) // a rekey: follow it, or stop
+		case bytes.Equal(k, keyMACKeys):
 		case bytes.HasPrefix(k, pfxRing), bytes.HasPrefix(k, pfxRingName):
 			rings = true
 		case bytes.HasPrefix(k, pfxKey):
@@ -121,37 +125,6 @@ func (s *Service) forgetCaches() {
 	s.keys.Reset()
 	s.principals.Reset()
 	s.forgetSessions()
-}
-
-// checkMasterKey stops every write of the Service, for good, when the
-// store's secrets are sealed under another master key than its own: a
-// rekey (Rekey) ran while this process was cut off from the shared store.
-// The check falls due when the Watcher says announcements may have been
-// lost, which is when the process was cut off; while the store cannot be
-// read, it stays due, and the coherence goroutine tries again at its next
-// tick.
-func (s *Service) checkMasterKey(ctx context.Context) {
-	if s.journal.Stopped() {
-		s.keyCheckDue.Store(false)
-		return
-	}
-	sealed, err := readSealedKeys(ctx, s.store)
-	if err != nil {
-		return // not readable now: still due
-	}
-	s.keyCheckDue.Store(false)
-	if sealed == nil {
-		return // never rekeyed
-	}
-	raw, err := s.sealer.Open(sealed, keyMACKeys)
-	if err == nil {
-		clear(raw)
-		return
-	}
-	e := &Error{Kind: KindUnavailable, Message: "service unavailable: the store was rekeyed to another master key while this process ran; restart it with the new master key"}
-	if s.journal.Stop(e) {
-		s.log.Error().Msg("the store was rekeyed to another master key while this process ran: it refuses every write until restarted with the new master key")
-	}
 }
 
 // forgetCached empties every cache of what the store holds, and the

@@ -235,7 +235,6 @@ func (s *Service) CompleteInvite(ctx context.Context, token, password string) (*
 	if err != nil {
 		return nil, err
 	}
-	sealed := s.sealPassword(u.ID, hash)
 	access := newSecret(accessTokenPrefix)
 	digest := secretDigest(token)
 	at := s.now().UTC()
@@ -248,6 +247,10 @@ func (s *Service) CompleteInvite(ctx context.Context, token, password string) (*
 		}
 		if state != InviteSuccess {
 			return inviteError(state) // used or changed since the check
+		}
+		sealed, err := s.sealPassword(tx, u.ID, hash)
+		if err != nil {
+			return err
 		}
 		n := *cur
 		n.Password, n.Status, n.InviteDigest, n.UpdatedAt = sealed, UserActive, "", at
@@ -480,7 +483,6 @@ func (s *Service) CompletePasswordReset(ctx context.Context, token, password str
 	if err != nil {
 		return err
 	}
-	sealed := s.sealPassword(u.ID, hash)
 	digest := secretDigest(token)
 	at := s.now().UTC()
 	act := s.newActivity(actor(u), action, "", true, map[string]any{"userId": u.ID})
@@ -491,6 +493,10 @@ func (s *Service) CompletePasswordReset(ctx context.Context, token, password str
 		}
 		if state != InviteSuccess {
 			return errBadReset
+		}
+		sealed, err := s.sealPassword(tx, u.ID, hash)
+		if err != nil {
+			return err
 		}
 		n := *cur
 		n.Password, n.ResetDigest, n.UpdatedAt = sealed, "", at

@@ -278,9 +278,6 @@ func (s *Service) createRing(p *Principal, group, name, display string, props, k
 	}
 	r := &ringRecord{ID: newID(now), Name: name, DisplayName: display, Group: group, CreatedAt: now, UpdatedAt: now,
 		Props: cloneMap(props), KeyProps: cloneMap(keyProps), PublicKey: pub.String(), pub: pub}
-	if private != nil {
-		r.SealedPrivate = s.sealer.Seal(private, ringPrivateAAD(r.ID))
-	}
 	k, err := s.newKey(r.ID, pub, r.KeyProps)
 	if err != nil {
 		return nil, nil, err
@@ -313,6 +310,12 @@ func (s *Service) createRing(p *Principal, group, name, display string, props, k
 		}
 		if err := tx.Set(join(pfxRingList, []byte(group), sep, []byte(lower)), []byte(r.ID)); err != nil {
 			return err
+		}
+		if private != nil {
+			var err error
+			if r.SealedPrivate, err = s.sealIn(tx, private, ringPrivateAAD(r.ID)); err != nil {
+				return err
+			}
 		}
 		if err := putRing(tx, r); err != nil {
 			return err

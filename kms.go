@@ -45,14 +45,13 @@ func New(st Store, opts Options) (*Service, error) {
 	if size <= 0 {
 		size = 100_000
 	}
-	keys, err := loadServiceKeys(context.Background(), st, opts.MasterKey)
+	keys, err := s.openKeys(context.Background())
 	if err != nil {
 		return nil, err
 	}
-	s.sealer = seal.New(keys.Seal)
+	s.root.Store(newRootState(keys))
 	s.hashMAC = hmackey.New(keys.HashMAC)
 	s.headerMAC = hmackey.New(keys.HeaderMAC)
-	s.backupKey, s.sealedRoot = keys.Backup, keys.SealedRoot
 	s.pager = pager{paging.New(seal.New(keys.Cursor))}
 	s.rings = cache.New[string, *ringRecord](size)
 	s.ringNames = cache.New[string, string](size)
@@ -67,7 +66,7 @@ func New(st Store, opts Options) (*Service, error) {
 	})
 	s.verify = map[[8]byte]ed25519.PublicKey{}
 	s.signerNotice = make(chan struct{}, 1)
-	s.opts.MasterKey = nil // only the derived keys stay in memory
+	s.opts.MasterKey, s.opts.NextMasterKey = nil, nil // s.rk keeps them, with a second key only
 	if s.opts.TokenTTL <= 0 {
 		s.opts.TokenTTL = time.Hour
 	}

@@ -34,7 +34,8 @@ var keyMACKeys = []byte("sys/keys")
 type serviceKeys struct {
 	Seal       [32]byte `json:"-"`
 	Backup     [32]byte `json:"-"`
-	SealedRoot []byte   `json:"-"` // the root secret as the store holds it; nil for a master key's own
+	RootValue  []byte   `json:"-"` // the value under keyRoot it comes from; nil for a master key's own bytes
+	SealedRoot []byte   `json:"-"` // the root secret sealed, as RootValue holds it
 
 	HashMAC    [32]byte `json:"hashMac"`
 	HeaderMAC  [32]byte `json:"headerMac"`
@@ -45,12 +46,15 @@ type serviceKeys struct {
 
 // loadServiceKeys returns the keys of st under the root key rk.
 func loadServiceKeys(ctx context.Context, st Store, rk RootKey) (*serviceKeys, error) {
-	m, sealedRoot, err := rootSecret(ctx, st, rk)
+	m, value, err := rootSecret(ctx, st, rk)
 	if err != nil {
 		return nil, err
 	}
 	defer clear(m)
-	k := &serviceKeys{Seal: seal.Derive(m, "seal"), Backup: backupKey(m), SealedRoot: sealedRoot}
+	k, err := deriveKeys(m, value)
+	if err != nil {
+		return nil, err
+	}
 	sealed, err := readSealedKeys(ctx, st)
 	if err != nil {
 		return nil, internalError("read the service keys", err)
@@ -68,6 +72,21 @@ func loadServiceKeys(ctx context.Context, st Store, rk RootKey) (*serviceKeys, e
 	var zero [32]byte
 	if err := json.Unmarshal(raw, k); err != nil || k.HashMAC == zero || k.HeaderMAC == zero || k.Cursor == zero || k.AuditChain == zero || k.Throttle == zero {
 		return nil, Errorf(KindInternal, "the store's service keys are malformed")
+	}
+	return k, nil
+}
+
+// deriveKeys returns the seal and backup keys of the root secret root,
+// which comes from the value under keyRoot (nil for a master key's own
+// bytes).
+func deriveKeys(root, value []byte) (*serviceKeys, error) {
+	k := &serviceKeys{Seal: seal.Derive(root, "seal"), Backup: backupKey(root), RootValue: value}
+	if value != nil {
+		var rec rootRecord
+		if err := unmarshalRoot(value, &rec); err != nil {
+			return nil, err
+		}
+		k.SealedRoot = rec.Sealed
 	}
 	return k, nil
 }
@@ -109,10 +128,12 @@ type RekeyResult struct {
 // root secret nor any secret sealed under the old one. The MAC and cursor
 // keys stay those of st's first root secret (docs/OPERATIONS.md section
 // 2). Either key may be a MasterKey or any other RootKey (a PKCS#11
-// token's), so Rekey also moves a store between the two. No Service may
-// have st open (kmsd rekey runs with every kmsd stopped). A store too
-// large for one transaction is refused with an error of kind TooLarge,
-// unchanged.
+// token's), so Rekey also moves a store between the two. Services may
+// run on st meanwhile (the nodes of a cluster, beside which kmsd rekey
+// runs): those given new as their MasterKey or NextMasterKey follow the
+// rekey without a failed call (rootstate.go), the others stop writing. A
+// store too large for one transaction is refused with an error of kind
+// TooLarge, unchanged.
 //
 // Earlier versions of the values that a store's files may keep (an LSM
 // tree's older tables) are erased when the store is an Eraser.
@@ -120,11 +141,38 @@ func Rekey(ctx context.Context, st Store, old, new RootKey) (*RekeyResult, error
 	if noRootKey(old) || noRootKey(new) {
 		return nil, Errorf(KindInvalid, "rekey: the old and the new master key are required")
 	}
+	if _, err := keysUnder(ctx, st, old); err != nil {
+		return nil, err
+	}
+	// A Service of its own does it, so that the other processes on a
+	// shared store hear of it as of any change.
+	svc, err := New(st, Options{MasterKey: old, NextMasterKey: new})
+	if err != nil {
+		return nil, err
+	}
+	res, err := svc.Rekey(ctx)
+	if cerr := svc.Close(); err == nil {
+		err = cerr
+	}
+	return res, err
+}
+
+// recordRekey records a rekey (action masterkey.rotate, by "operator").
+func (s *Service) recordRekey(res *RekeyResult) error {
+	op := &Principal{Kind: PrincipalAPIKey, ID: "operator", flags: Flags{FlagRoot: true}}
+	return s.record(op, "masterkey.rotate", "", map[string]any{"signingKeys": res.SigningKeys, "asymRings": res.AsymRings, "users": res.Users}, nil)
+}
+
+// rekey is Rekey but for its record.
+func rekey(ctx context.Context, st Store, old, new RootKey) (*RekeyResult, error) {
+	if noRootKey(old) || noRootKey(new) {
+		return nil, Errorf(KindInvalid, "rekey: the old and the new master key are required")
+	}
 	keys, err := loadServiceKeys(ctx, st, old)
 	if err != nil {
 		return nil, err
 	}
-	if sealed, err := readRoot(ctx, st); err == nil && sealed != nil {
+	if _, sealed, err := readRoot(ctx, st); err == nil && sealed != nil {
 		if secret, err := new.Open(sealed, keyRoot); err == nil {
 			clear(secret)
 			return nil, Errorf(KindInvalid, "rekey: the new master key already opens this store")
@@ -242,14 +290,5 @@ func Rekey(ctx context.Context, st Store, old, new RootKey) (*RekeyResult, error
 			return res, &Error{Kind: KindInternal, Message: "rekey: the secrets are sealed under the new master key, but erasing their earlier versions from the store's files failed; run the rekey's erase again by starting kmsd", Err: err}
 		}
 	}
-	svc, err := New(st, Options{MasterKey: new})
-	if err != nil {
-		return res, err
-	}
-	op := &Principal{Kind: PrincipalAPIKey, ID: "operator", flags: Flags{FlagRoot: true}}
-	err = svc.record(op, "masterkey.rotate", "", map[string]any{"signingKeys": res.SigningKeys, "asymRings": res.AsymRings, "users": res.Users}, nil)
-	if cerr := svc.Close(); err == nil {
-		err = cerr
-	}
-	return res, err
+	return res, nil
 }

@@ -82,25 +82,25 @@ func noRootKey(rk RootKey) bool {
 	return false
 }
 
-// readRoot returns the sealed root secret of st, or nil when it has none.
-func readRoot(ctx context.Context, st Store) ([]byte, error) {
-	var v []byte
-	err := st.View(ctx, func(tx Txn) error {
-		var err error
-		v, err = tx.Get(keyRoot)
-		if isNotFound(err) {
-			v, err = nil, nil
-		}
-		return err
-	})
-	if err != nil || v == nil {
-		return nil, err
+// readRoot returns the value under keyRoot in st and the sealed root
+// secret it holds, or nils when st has none.
+func readRoot(ctx context.Context, st Store) (value, sealed []byte, err error) {
+	if value, err = readRootValue(ctx, st); err != nil || value == nil {
+		return nil, nil, err
 	}
 	var rec rootRecord
-	if err := json.Unmarshal(v, &rec); err != nil || rec.V != 1 || len(rec.Sealed) == 0 {
-		return nil, Errorf(KindInternal, "the store's root secret record is malformed")
+	if err := unmarshalRoot(value, &rec); err != nil {
+		return nil, nil, err
 	}
-	return rec.Sealed, nil
+	return value, rec.Sealed, nil
+}
+
+// unmarshalRoot parses the value under keyRoot.
+func unmarshalRoot(v []byte, rec *rootRecord) error {
+	if err := json.Unmarshal(v, rec); err != nil || rec.V != 1 || len(rec.Sealed) == 0 {
+		return Errorf(KindInternal, "the store's root secret record is malformed")
+	}
+	return nil
 }
 
 // openRoot opens the sealed root secret under rk.
@@ -130,19 +130,19 @@ func newRootSecret() []byte {
 	return b
 }
 
-// rootSecret returns the root secret of st under rk, and how st holds it
-// sealed: the one keyRoot holds, opened; for a store without one, a
-// MasterKey's own bytes (and no sealed form); for a new store and a key
-// that is no MasterKey, a new one, which it writes. The caller clears the
-// secret after use.
-func rootSecret(ctx context.Context, st Store, rk RootKey) (secret, sealed []byte, err error) {
-	sealed, err = readRoot(ctx, st)
+// rootSecret returns the root secret of st under rk, and the value under
+// keyRoot it comes from: the one keyRoot holds, opened; for a store
+// without one, a MasterKey's own bytes (and no value); for a new store and
+// a key that is no MasterKey, a new one, which it writes. The caller
+// clears the secret after use.
+func rootSecret(ctx context.Context, st Store, rk RootKey) (secret, value []byte, err error) {
+	value, sealed, err := readRoot(ctx, st)
 	if err != nil {
 		return nil, nil, internalError("read the root secret", err)
 	}
-	if sealed != nil {
+	if value != nil {
 		secret, err = openRoot(rk, sealed)
-		return secret, sealed, err
+		return secret, value, err
 	}
 	if b, ok := plainKey(rk); ok {
 		return append([]byte(nil), b...), nil, nil
@@ -159,34 +159,23 @@ func rootSecret(ctx context.Context, st Store, rk RootKey) (secret, sealed []byt
 	if err != nil {
 		return nil, nil, err
 	}
-	lost := false // another node of a cluster made it first
+	// Nodes of a cluster that start together on a new store each make
+	// one; the first written wins, and the others open it.
 	err = st.Update(ctx, func(tx Txn) error {
-		_, err := tx.Get(keyRoot)
-		switch {
-		case err == nil:
-			lost = true
-			return nil
-		case !isNotFound(err):
-			return err
+		if _, err := tx.Get(keyRoot); !isNotFound(err) {
+			return err // nil: another node's is there
 		}
-		lost = false
 		return tx.Set(keyRoot, v)
 	})
-	if err == nil && !lost {
-		sealed, err = readRoot(ctx, st)
-		if err == nil {
-			return secret, sealed, nil
-		}
-	}
 	clear(secret)
 	if err != nil {
 		return nil, nil, err
 	}
-	if sealed, err = readRoot(ctx, st); err != nil || sealed == nil {
+	if value, sealed, err = readRoot(ctx, st); err != nil || value == nil {
 		return nil, nil, internalError("read the root secret", err)
 	}
 	secret, err = openRoot(rk, sealed)
-	return secret, sealed, err
+	return secret, value, err
 }
 
 // isNewStore reports whether st holds nothing a service wrote: no header

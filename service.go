@@ -14,7 +14,6 @@ import (
 	"github.com/ringkms/kms/internal/hmackey"
 	"github.com/ringkms/kms/internal/journal"
 	"github.com/ringkms/kms/internal/pacer"
-	"github.com/ringkms/kms/internal/seal"
 )
 
 // Options configure a Service. The zero value of each field is a working
@@ -23,6 +22,14 @@ type Options struct {
 	// MasterKey is the root of trust (RootKey): a MasterKey, a key in a
 	// PKCS#11 token, or another RootKey. Required.
 	MasterKey RootKey
+
+	// NextMasterKey is a second root key, for a rotation of the master
+	// key while the service runs: the Service opens its store under
+	// whichever of its two keys the store is sealed with, keeps both,
+	// and follows a rekey (Rekey, Service.Rekey) to either without a
+	// restart. Optional; without it the Service keeps no root key once
+	// started.
+	NextMasterKey RootKey
 
 	// Logger receives operational events (never a secret). Nil means
 	// silent. The audit trail is data, not log lines.
@@ -102,12 +109,11 @@ type Service struct {
 	chainKey *hmackey.Key                // keys the activity chain (journal.Digest)
 	limits   *rateLimiter                // nil: no rate limits
 
-	sealer     *seal.Sealer // secrets at rest
-	hashMAC    *hmackey.Key // MAC of hashes
-	headerMAC  *hmackey.Key // MAC of headers
-	backupKey  [32]byte     // MAC of backups (backup.go)
-	sealedRoot []byte       // the root secret as the store holds it, for backups; nil for a master key's own
-	pager      pager
+	root      atomic.Pointer[rootState] // the keys a rekey changes: seal, backup (rootstate.go)
+	rk        rootKeys                  // the root keys it may follow a rekey with
+	hashMAC   *hmackey.Key              // MAC of hashes
+	headerMAC *hmackey.Key              // MAC of headers
+	pager     pager
 
 	signer       atomic.Pointer[headersign.Signer] // signs new headers (signingkeys.go)
 	signerMu     sync.Mutex                        // serialises changes of signer

@@ -139,7 +139,7 @@ func (s *Service) openSigningKey(k, sealed []byte) ([8]byte, ed25519.PublicKey, 
 
 // openSeed opens the sealed seed stored under k into its private key.
 func (s *Service) openSeed(k, sealed []byte) (ed25519.PrivateKey, error) {
-	seed, err := s.sealer.Open(sealed, k)
+	seed, err := s.open(sealed, k)
 	if err != nil {
 		return nil, Errorf(KindUnauthenticated, "the master key is not the one this store was created with: signing key %s does not open under it", k[len(pfxSigning):])
 	}
@@ -148,12 +148,14 @@ func (s *Service) openSeed(k, sealed []byte) (ed25519.PrivateKey, error) {
 }
 
 // newSigningKey is a new signing key and the store records that publish
-// it: under key, its seed sealed; under metaKey, its signingKeyMeta.
+// it: under key, its seed sealed (by sealIn, in the transaction that
+// writes it); under metaKey, its signingKeyMeta.
 type newSigningKey struct {
 	signer        *headersign.Signer
 	hexID         []byte
-	key, sealed   []byte
+	key           []byte
 	metaKey, meta []byte
+	sealIn        func(tx Txn, plain, aad []byte) ([]byte, error)
 }
 
 func (s *Service) makeSigningKey(now time.Time) (*newSigningKey, error) {
@@ -166,7 +168,7 @@ func (s *Service) makeSigningKey(now time.Time) (*newSigningKey, error) {
 	copy(n.signer.ID[:], sum[:8])
 	n.hexID = []byte(hex.EncodeToString(n.signer.ID[:]))
 	n.key = join(pfxSigning, n.hexID)
-	n.sealed = s.sealer.Seal(seed, n.key)
+	n.sealIn = s.sealIn
 	n.metaKey = join(pfxSigningMeta, n.hexID)
 	var err error
 	if n.meta, err = json.Marshal(signingKeyMeta{CreatedAt: now.UTC()}); err != nil {
@@ -175,9 +177,15 @@ func (s *Service) makeSigningKey(now time.Time) (*newSigningKey, error) {
 	return n, nil
 }
 
-// write stores the key and makes it the active one.
+// write stores the key, sealed in tx, and makes it the active one.
 func (n *newSigningKey) write(tx Txn) error {
-	if err := tx.Set(n.key, n.sealed); err != nil {
+	seed := n.signer.Key.Seed()
+	defer clear(seed)
+	sealed, err := n.sealIn(tx, seed, n.key)
+	if err != nil {
+		return err
+	}
+	if err := tx.Set(n.key, sealed); err != nil {
 		return err
 	}
 	if err := tx.Set(n.metaKey, n.meta); err != nil {

@@ -276,14 +276,15 @@ func (u *userRecord) public(tx Txn) (*User, error) {
 	return &out, nil
 }
 
-// sealPassword seals the PHC hash of a User's password for its record.
-func (s *Service) sealPassword(userID, hash string) []byte {
-	return s.sealer.Seal([]byte(hash), passwordAAD(userID))
+// sealPassword seals the PHC hash of a User's password for its record,
+// written by tx.
+func (s *Service) sealPassword(tx Txn, userID, hash string) ([]byte, error) {
+	return s.sealIn(tx, []byte(hash), passwordAAD(userID))
 }
 
 // openPassword returns the PHC hash of a User's password.
 func (s *Service) openPassword(u *userRecord) (string, error) {
-	b, err := s.sealer.Open(u.Password, passwordAAD(u.ID))
+	b, err := s.open(u.Password, passwordAAD(u.ID))
 	if err != nil {
 		return "", internalError("open password hash", err)
 	}
@@ -379,10 +380,13 @@ func (s *Service) CreateUser(ctx context.Context, in UserInput) (*CreateUserResu
 	if err != nil {
 		return nil, err
 	}
-	u.Password = s.sealPassword(u.ID, hash)
 	var out *User
 	act := s.newActivity(p, action, "", true, map[string]any{"userId": u.ID, "accountId": u.AccountID})
 	err = s.submit(act, func(tx Txn) error {
+		var err error
+		if u.Password, err = s.sealPassword(tx, u.ID, hash); err != nil {
+			return err
+		}
 		if err := s.insertUser(tx, u); err != nil {
 			return err
 		}
@@ -522,7 +526,7 @@ func (s *Service) UpdateUser(ctx context.Context, ref UserRef, in UserUpdate) (*
 	if err := checkProps("props", in.Props); err != nil {
 		return nil, s.recordFailure(p, action, "", err)
 	}
-	var sealed []byte
+	var hash string // the new password's, when it changes
 	if in.Password != nil {
 		if check := CheckPassword(*in.Password); !check.IsValid {
 			return nil, s.recordFailure(p, action, "", errMalformedPassword(check))
@@ -534,14 +538,13 @@ func (s *Service) UpdateUser(ctx context.Context, ref UserRef, in UserUpdate) (*
 		}
 	}
 	if in.Password != nil {
-		hash, err := passhash.Hash(ctx, *in.Password)
-		if err != nil {
+		var err error
+		if hash, err = passhash.Hash(ctx, *in.Password); err != nil {
 			return nil, err
 		}
-		sealed = s.sealPassword(u.ID, hash)
 	}
 	var after func()
-	if flags != nil || sealed != nil {
+	if flags != nil || hash != "" {
 		after = s.forgetSessions // the User's tokens act with the new flags, or stop, at once
 	}
 	mailer := s.opts.Mailer
@@ -558,8 +561,10 @@ func (s *Service) UpdateUser(ctx context.Context, ref UserRef, in UserUpdate) (*
 			return err
 		}
 		n := *old
-		if sealed != nil {
-			n.Password = sealed
+		if hash != "" {
+			if n.Password, err = s.sealPassword(tx, n.ID, hash); err != nil {
+				return err
+			}
 			if err := deleteUserSessions(tx, n.ID); err != nil {
 				return err
 			}
@@ -586,7 +591,7 @@ func (s *Service) UpdateUser(ctx context.Context, ref UserRef, in UserUpdate) (*
 			n.Flags = flags
 		}
 		emailChanged := !strings.EqualFold(n.Email, old.Email)
-		if (emailChanged || sealed != nil) && n.ResetDigest != "" {
+		if (emailChanged || hash != "") && n.ResetDigest != "" {
 			// A reset link went to the old address, or predates the new password.
 			if err := tx.Delete(join(pfxReset, []byte(n.ResetDigest))); err != nil {
 				return err
@@ -598,8 +603,8 @@ func (s *Service) UpdateUser(ctx context.Context, ref UserRef, in UserUpdate) (*
 			return err
 		}
 		notice = nil
-		if mailer != nil && (emailChanged || sealed != nil) {
-			notice = changeNotice(old, n.Email, sealed != nil, now)
+		if mailer != nil && (emailChanged || hash != "") {
+			notice = changeNotice(old, n.Email, hash != "", now)
 		}
 		out, err = n.public(tx)
 		return err
