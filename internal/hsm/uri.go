@@ -1,0 +1,458 @@
+package hsm
+
+import (
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// PINEnv names the environment variable a caller reads a token's PIN
+// from when the URI has no pin-source. The package never reads the
+// environment itself: the caller passes the value to ReadPIN.
+const PINEnv = "KMS_PKCS11_PIN"
+
+// URI is a parsed PKCS#11 URI (RFC 7512) naming a key on a token:
+//
+//	pkcs11:token=kms;object=kms-master?module-path=/usr/lib/softhsm/libsofthsm2.so&pin-source=file:/etc/kms/pin
+//
+// The path attributes select the token (token, manufacturer, serial,
+// model, slot-*, library-*) and the object on it (object, id, type); the
+// query names the module to load (module-path) and where the PIN is
+// (pin-source). A URI never holds a PIN: ParseURI refuses pin-value.
+type URI struct {
+	// Token selection; an empty field matches any token.
+	Token        string // token: the token's label
+	Manufacturer string // manufacturer: the token's manufacturer ID
+	Serial       string // serial: the token's serial number
+	Model        string // model: the token's model
+
+	LibraryManufacturer string // library-manufacturer: the module's manufacturer ID
+	LibraryDescription  string // library-description: the module's description
+	LibraryVersion      string // library-version: "major" or "major.minor"
+
+	SlotDescription  string // slot-description
+	SlotManufacturer string // slot-manufacturer
+	SlotID           *uint  // slot-id; nil matches any slot
+
+	// Object selection: at least one of Object and ID.
+	Object string // object: the key's CKA_LABEL
+	ID     []byte // id: the key's CKA_ID; nil when absent
+	Type   string // type: public, private, cert, secret-key or data; empty for any
+
+	// Query attributes.
+	ModulePath string // module-path: the PKCS#11 library to load (required)
+	ModuleName string // module-name: kept, but module-path is what is loaded
+	PINFile    string // pin-source: the file holding the PIN (file:PATH or PATH)
+}
+
+// attribute names, in the order String writes them.
+var pathAttrs = []string{
+	"token", "manufacturer", "serial", "model",
+	"library-manufacturer", "library-description", "library-version",
+	"slot-description", "slot-manufacturer", "slot-id",
+	"object", "id", "type",
+}
+
+var queryAttrs = []string{"module-name", "module-path", "pin-source"}
+
+// ParseURI parses a PKCS#11 URI. Beyond RFC 7512 it requires module-path
+// and one of object and id, refuses pin-value (a PIN on the command line
+// or in a configuration file is readable by too many), and refuses
+// attributes it does not know except the vendor ones (x-...), which it
+// ignores.
+func ParseURI(s string) (URI, error) {
+	var u URI
+	const scheme = "pkcs11:"
+	if len(s) < len(scheme) || !strings.EqualFold(s[:len(scheme)], scheme) {
+		return u, invalid("a PKCS#11 URI starts with %q", scheme)
+	}
+	rest := s[len(scheme):]
+	if strings.Contains(rest, "#") {
+		return u, invalid("a PKCS#11 URI has no fragment (#)")
+	}
+	path, query, _ := strings.Cut(rest, "?")
+	seen := map[string]bool{}
+	if path != "" {
+		for attr := range strings.SplitSeq(path, ";") {
+			if err := u.setPath(attr, seen); err != nil {
+				return URI{}, err
+			}
+		}
+	}
+	if query != "" {
+		for attr := range strings.SplitSeq(query, "&") {
+			if err := u.setQuery(attr, seen); err != nil {
+				return URI{}, err
+			}
+		}
+	}
+	if u.ModulePath == "" {
+		return URI{}, invalid("the URI names no module-path: add ?module-path=/path/to/the/pkcs11-library.so")
+	}
+	if u.Object == "" && u.ID == nil {
+		return URI{}, invalid("the URI names no key: add object=LABEL or id=%%XX... to its path")
+	}
+	return u, nil
+}
+
+// split cuts attr into its name and its percent-decoded value.
+func split(attr, part string, seen map[string]bool) (name, value string, err error) {
+	name, raw, ok := strings.Cut(attr, "=")
+	if !ok || name == "" {
+		if part == "query" {
+			return "", "", invalid("a query attribute is not name=value") // it could be a stray secret: not echoed
+		}
+		return "", "", invalid("path attribute %q is not name=value", attr)
+	}
+	if seen[name] {
+		return "", "", invalid("attribute %s appears more than once", name)
+	}
+	seen[name] = true
+	value, err = unescape(raw)
+	if err != nil {
+		return "", "", invalid("attribute %s: %v", name, err)
+	}
+	if value == "" && !strings.HasPrefix(name, "x-") {
+		return "", "", invalid("attribute %s has no value", name)
+	}
+	return name, value, nil
+}
+
+func (u *URI) setPath(attr string, seen map[string]bool) error {
+	if name, _, _ := strings.Cut(attr, "="); name == "pin-value" {
+		return errPINValue()
+	}
+	name, v, err := split(attr, "path", seen)
+	if err != nil {
+		return err
+	}
+	switch name {
+	case "token":
+		u.Token = v
+	case "manufacturer":
+		u.Manufacturer = v
+	case "serial":
+		u.Serial = v
+	case "model":
+		u.Model = v
+	case "library-manufacturer":
+		u.LibraryManufacturer = v
+	case "library-description":
+		u.LibraryDescription = v
+	case "library-version":
+		if !validVersion(v) {
+			return invalid("library-version %q is not MAJOR or MAJOR.MINOR", v)
+		}
+		u.LibraryVersion = v
+	case "slot-description":
+		u.SlotDescription = v
+	case "slot-manufacturer":
+		u.SlotManufacturer = v
+	case "slot-id":
+		n, err := strconv.ParseUint(v, 10, strconv.IntSize)
+		if err != nil || !allDigits(v) {
+			return invalid("slot-id %q is not a decimal number", v)
+		}
+		id := uint(n)
+		u.SlotID = &id
+	case "object":
+		u.Object = v
+	case "id":
+		u.ID = []byte(v)
+	case "type":
+		switch v {
+		case "public", "private", "cert", "secret-key", "data":
+			u.Type = v
+		default:
+			return invalid("type %q is none of public, private, cert, secret-key, data", v)
+		}
+	default:
+		if strings.HasPrefix(name, "x-") {
+			return nil // a vendor's attribute: RFC 7512 lets consumers ignore it
+		}
+		if slices.Contains(queryAttrs, name) {
+			return invalid("%s belongs in the URI's query, after '?'", name)
+		}
+		return invalid("unknown path attribute %q", name)
+	}
+	return nil
+}
+
+func (u *URI) setQuery(attr string, seen map[string]bool) error {
+	if name, _, _ := strings.Cut(attr, "="); name == "pin-value" {
+		return errPINValue() // before anything that could echo the value
+	}
+	name, v, err := split(attr, "query", seen)
+	if err != nil {
+		return err
+	}
+	switch name {
+	case "module-path":
+		u.ModulePath = v
+	case "module-name":
+		u.ModuleName = v
+	case "pin-source":
+		p, err := pinFile(v)
+		if err != nil {
+			return err
+		}
+		u.PINFile = p
+	default:
+		if strings.HasPrefix(name, "x-") {
+			return nil
+		}
+		if slices.Contains(pathAttrs, name) {
+			return invalid("%s belongs in the URI's path, before '?'", name)
+		}
+		return invalid("unknown query attribute %q", name)
+	}
+	return nil
+}
+
+func errPINValue() error {
+	return invalid("the URI carries the PIN (pin-value), which would show it to anyone who can read the command line or the configuration: use pin-source=file:PATH in the URI, or the environment variable %s", PINEnv)
+}
+
+// pinFile returns the path a pin-source names: file:PATH, file://PATH
+// with an empty or localhost authority, or a plain path. Other schemes
+// (a command to run, say) are refused.
+func pinFile(src string) (string, error) {
+	if rest, ok := strings.CutPrefix(src, "file:"); ok {
+		if after, ok := strings.CutPrefix(rest, "//"); ok {
+			host, path, found := strings.Cut(after, "/")
+			if !found || (host != "" && host != "localhost") {
+				return "", invalid("pin-source %q names a file on another host", src)
+			}
+			rest = "/" + path
+		}
+		if rest == "" {
+			return "", invalid("pin-source %q names no file", src)
+		}
+		return rest, nil
+	}
+	if i := strings.IndexByte(src, ':'); i > 0 && isScheme(src[:i]) && !strings.Contains(src[:i], "/") {
+		return "", invalid("pin-source %q is not a file: only file:PATH (or a plain path) is read", src)
+	}
+	return src, nil
+}
+
+// ReadPIN returns the PIN for the token: the content of the pin-source
+// file, less one trailing newline, when the URI has one; else envPIN,
+// which the caller read from the environment (PINEnv); else an error
+// naming both ways to give it.
+func (u URI) ReadPIN(envPIN string) (string, error) {
+	if u.PINFile != "" {
+		b, err := os.ReadFile(u.PINFile)
+		if err != nil {
+			return "", errorf(ReasonNoPIN, err, "read the PIN from pin-source")
+		}
+		defer clear(b)
+		pin := string(b)
+		if s, ok := strings.CutSuffix(pin, "\n"); ok {
+			pin = strings.TrimSuffix(s, "\r")
+		}
+		if pin == "" {
+			return "", errorf(ReasonNoPIN, nil, "pin-source file %s is empty", u.PINFile)
+		}
+		return pin, nil
+	}
+	if envPIN != "" {
+		return envPIN, nil
+	}
+	return "", errorf(ReasonNoPIN, nil, "no PIN for the token: add pin-source=file:PATH to the URI's query, or set %s", PINEnv)
+}
+
+// String returns the URI in RFC 7512 form, attributes in a fixed order.
+// It holds no PIN: a URI never carries one.
+func (u URI) String() string {
+	var b strings.Builder
+	b.WriteString("pkcs11:")
+	sep := ""
+	put := func(name, value string) {
+		if value == "" {
+			return
+		}
+		b.WriteString(sep)
+		b.WriteString(name)
+		b.WriteByte('=')
+		b.WriteString(value)
+		sep = ";"
+	}
+	put("token", escape(u.Token, pathSafe))
+	put("manufacturer", escape(u.Manufacturer, pathSafe))
+	put("serial", escape(u.Serial, pathSafe))
+	put("model", escape(u.Model, pathSafe))
+	put("library-manufacturer", escape(u.LibraryManufacturer, pathSafe))
+	put("library-description", escape(u.LibraryDescription, pathSafe))
+	put("library-version", u.LibraryVersion)
+	put("slot-description", escape(u.SlotDescription, pathSafe))
+	put("slot-manufacturer", escape(u.SlotManufacturer, pathSafe))
+	if u.SlotID != nil {
+		put("slot-id", strconv.FormatUint(uint64(*u.SlotID), 10))
+	}
+	put("object", escape(u.Object, pathSafe))
+	if u.ID != nil {
+		put("id", escapeAll(u.ID))
+	}
+	put("type", u.Type)
+	sep = "?"
+	put = func(name, value string) {
+		if value == "" {
+			return
+		}
+		b.WriteString(sep)
+		b.WriteString(name)
+		b.WriteByte('=')
+		b.WriteString(value)
+		sep = "&"
+	}
+	put("module-name", escape(u.ModuleName, querySafe))
+	put("module-path", escape(u.ModulePath, querySafe))
+	if u.PINFile != "" {
+		src := "file:"
+		if strings.HasPrefix(u.PINFile, "//") {
+			src = "file://" // an empty authority, so that the path's // is not read as one
+		}
+		put("pin-source", src+escape(u.PINFile, querySafe))
+	}
+	return b.String()
+}
+
+// tokenDesc lists the attributes by which the URI selects its token,
+// for messages: token="kms" serial="...", or (any) when there are none.
+func (u URI) tokenDesc() string {
+	var parts []string
+	for _, a := range [][2]string{
+		{"token", u.Token}, {"manufacturer", u.Manufacturer}, {"serial", u.Serial}, {"model", u.Model},
+		{"slot-description", u.SlotDescription}, {"slot-manufacturer", u.SlotManufacturer},
+	} {
+		if a[1] != "" {
+			parts = append(parts, a[0]+"="+strconv.Quote(a[1]))
+		}
+	}
+	if u.SlotID != nil {
+		parts = append(parts, "slot-id="+strconv.FormatUint(uint64(*u.SlotID), 10))
+	}
+	if len(parts) == 0 {
+		return "(any)"
+	}
+	return strings.Join(parts, " ")
+}
+
+// objectDesc names the key the URI selects, for messages.
+func (u URI) objectDesc() string {
+	var parts []string
+	if u.Object != "" {
+		parts = append(parts, "labelled "+strconv.Quote(u.Object))
+	}
+	if u.ID != nil {
+		parts = append(parts, "with id "+escapeAll(u.ID))
+	}
+	return strings.Join(parts, " and ")
+}
+
+func invalid(format string, args ...any) error {
+	return errorf(ReasonInvalid, nil, format, args...)
+}
+
+// Characters that stand for themselves in a path or a query value
+// (RFC 7512 pk11-pchar and pk11-qchar, besides the unreserved ones).
+const (
+	pathSafe  = ":[]@!$'()*+,=&"
+	querySafe = ":[]@!$'()*+,=/?|"
+)
+
+func escape(s, safe string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if isUnreserved(c) || strings.IndexByte(safe, c) >= 0 {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hexDigits[c>>4])
+		b.WriteByte(hexDigits[c&15])
+	}
+	return b.String()
+}
+
+// escapeAll percent-encodes every byte, as RFC 7512 advises for id.
+func escapeAll(p []byte) string {
+	b := make([]byte, 0, 3*len(p))
+	for _, c := range p {
+		b = append(b, '%', hexDigits[c>>4], hexDigits[c&15])
+	}
+	return string(b)
+}
+
+const hexDigits = "0123456789ABCDEF"
+
+func unescape(s string) (string, error) {
+	if !strings.Contains(s, "%") {
+		return s, nil
+	}
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' {
+			b = append(b, s[i])
+			continue
+		}
+		if i+2 >= len(s) {
+			return "", errorf(ReasonInvalid, nil, "truncated percent-encoding %q", s[i:])
+		}
+		hi, ok1 := unhex(s[i+1])
+		lo, ok2 := unhex(s[i+2])
+		if !ok1 || !ok2 {
+			return "", errorf(ReasonInvalid, nil, "bad percent-encoding %q", s[i:i+3])
+		}
+		b = append(b, hi<<4|lo)
+		i += 2
+	}
+	return string(b), nil
+}
+
+func unhex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
+
+func isUnreserved(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+		c == '-' || c == '.' || c == '_' || c == '~'
+}
+
+// isScheme reports whether s is a URI scheme (RFC 3986: ALPHA *( ALPHA /
+// DIGIT / "+" / "-" / "." )).
+func isScheme(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		alpha := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+		if !alpha && (i == 0 || !('0' <= c && c <= '9' || c == '+' || c == '-' || c == '.')) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+func validVersion(v string) bool {
+	major, minor, dot := strings.Cut(v, ".")
+	return allDigits(major) && (!dot || allDigits(minor))
+}
