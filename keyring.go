@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/ringkms/kms/internal/splitkey"
 	"github.com/ringkms/kms/internal/wrap"
 )
 
@@ -36,6 +38,9 @@ type KeyRing struct {
 	UpdatedAt       time.Time      `json:"updatedAt"`
 	Props           map[string]any `json:"props"`
 	PublicKey       string         `json:"publicKey"`
+	// DataKeys is where a call's data key comes from: "ring" or "split"
+	// (split.go).
+	DataKeys string `json:"dataKeys"`
 }
 
 // Key is an aes256 key of a /ks ring. KeyData is nil in key listings.
@@ -74,6 +79,9 @@ type CreateKeyRingInput struct {
 	// KEM chooses the generated key pair: "xwing" (ML-KEM-768 + X25519,
 	// the default) or "x25519". It is ignored with PublicKey.
 	KEM string `json:"kem"`
+	// DataKeys is "ring" (the default: the ring's key is the data key)
+	// or "split" (split.go).
+	DataKeys string `json:"dataKeys,omitempty"`
 }
 
 // CreateKeyRingResult is the answer to CreateKeyRing.
@@ -112,9 +120,13 @@ type ringRecord struct {
 	Algos       ConfigAlgos    `json:"algos"`
 	// SealedPrivate is the ring's private key, sealed: /asym rings only.
 	SealedPrivate []byte `json:"sealedPrivate,omitempty"`
+	// DataKeys and SealedShare: /ks rings only (split.go).
+	DataKeys    string `json:"dataKeys,omitempty"`
+	SealedShare []byte `json:"sealedShareSecret,omitempty"`
 
 	pub    *wrap.PublicKey
-	stored int // bytes as read by loadRing: its size in a page
+	share  atomic.Pointer[splitkey.Secret] // SealedShare opened, once needed
+	stored int                             // bytes as read by loadRing: its size in a page
 }
 
 // keyRecord is a key as stored: wrapped, never in the clear. A destroyed
@@ -137,7 +149,7 @@ type keyRecord struct {
 
 func (r *ringRecord) keyRing() *KeyRing {
 	return &KeyRing{ID: r.ID, Name: r.Name, DisplayName: r.DisplayName, ActiveKey: r.ActiveKey, ActiveAlgorithm: AlgoAES256,
-		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Props: orEmpty(r.Props), PublicKey: r.PublicKey}
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Props: orEmpty(r.Props), PublicKey: r.PublicKey, DataKeys: r.dataKeys()}
 }
 
 func (k *keyRecord) key(withData bool) *Key {
@@ -197,6 +209,10 @@ func (s *Service) CreateKeyRing(ctx context.Context, in CreateKeyRingInput) (*Cr
 	if err := checkAlgo(in.Algo); err != nil {
 		return nil, err
 	}
+	dataKeys, err := checkDataKeys(in.DataKeys)
+	if err != nil {
+		return nil, err
+	}
 	var pub *wrap.PublicKey
 	var private string
 	if in.PublicKey != "" {
@@ -217,7 +233,7 @@ func (s *Service) CreateKeyRing(ctx context.Context, in CreateKeyRingInput) (*Cr
 		clear(raw)
 		pub = priv.Public()
 	}
-	r, k, err := s.createRing(p, groupKS, in.Name, in.DisplayName, in.Props, in.KeyProps, pub, nil)
+	r, k, err := s.createRing(p, groupKS, in.Name, in.DisplayName, in.Props, in.KeyProps, pub, nil, dataKeys)
 	if err != nil {
 		return nil, err
 	}
@@ -225,7 +241,7 @@ func (s *Service) CreateKeyRing(ctx context.Context, in CreateKeyRingInput) (*Cr
 }
 
 func (s *Service) createRing(p *Principal, group, name, display string, props, keyProps map[string]any,
-	pub *wrap.PublicKey, private []byte) (*ringRecord, *keyRecord, error) {
+	pub *wrap.PublicKey, private []byte, dataKeys string) (*ringRecord, *keyRecord, error) {
 	now := s.now().UTC()
 	if display == "" {
 		display = name
@@ -235,6 +251,7 @@ func (s *Service) createRing(p *Principal, group, name, display string, props, k
 	if private != nil {
 		r.SealedPrivate = s.sealer.Seal(private, ringPrivateAAD(r.ID))
 	}
+	s.setDataKeys(r, dataKeys)
 	k, err := s.newKey(r.ID, pub, r.KeyProps)
 	if err != nil {
 		return nil, nil, err

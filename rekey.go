@@ -86,20 +86,22 @@ func readSealedKeys(ctx context.Context, st Store) ([]byte, error) {
 type RekeyResult struct {
 	SigningKeys int // header signing keys
 	AsymRings   int // private keys of /asym rings
+	SplitRings  int // share secrets of /ks rings with split data keys
 	Users       int // password hashes
 }
 
 // Rekey moves every secret that st holds sealed from the master key old
 // to the master key new: the header signing keys, the private keys of
-// /asym rings and the Users' password hashes, in one transaction, with
-// the MAC and cursor keys that st has under old (sealed under new), so
-// that every hash, header, cursor and activity record issued before stays
-// valid. Then it records the rotation (action masterkey.rotate, by
-// "operator") under new. Afterwards old opens nothing sealed in st; the
-// MAC and cursor keys stay those of st's first master key, which derives
-// them still (docs/OPERATIONS.md section 2). No Service may have st open
-// (kmsd rekey runs with every kmsd stopped). A store too large for one
-// transaction is refused with an error of kind TooLarge, unchanged.
+// /asym rings, the share secrets of split /ks rings and the Users'
+// password hashes, in one transaction, with the MAC and cursor keys that
+// st has under old (sealed under new), so that every hash, header,
+// cursor and activity record issued before stays valid. Then it records
+// the rotation (action masterkey.rotate, by "operator") under new.
+// Afterwards old opens nothing sealed in st; the MAC and cursor keys stay
+// those of st's first master key, which derives them still
+// (docs/OPERATIONS.md section 2). No Service may have st open (kmsd rekey
+// runs with every kmsd stopped). A store too large for one transaction is
+// refused with an error of kind TooLarge, unchanged.
 //
 // Earlier versions of the values that a store's files may keep (an LSM
 // tree's older tables) are erased when the store is an Eraser.
@@ -167,12 +169,27 @@ func Rekey(ctx context.Context, st Store, old, new MasterKey) (*RekeyResult, err
 		}
 		err = tx.Scan(ScanOptions{Prefix: pfxRing}, func(k, v []byte) (bool, error) {
 			id := string(k[len(pfxRing):])
-			nv, ok, err := resealField(v, "sealedPrivate", ringPrivateAAD(id), "the private key of ring "+id)
-			if err != nil || !ok {
-				return err == nil, err
+			changed := false
+			for _, f := range []struct {
+				field, what string
+				aad         []byte
+				count       *int
+			}{
+				{"sealedPrivate", "the private key of ring " + id, ringPrivateAAD(id), &res.AsymRings},
+				{"sealedShareSecret", "the share secret of ring " + id, ringShareAAD(id), &res.SplitRings},
+			} {
+				nv, ok, err := resealField(v, f.field, f.aad, f.what)
+				if err != nil {
+					return false, err
+				}
+				if ok {
+					v, changed = nv, true
+					*f.count++
+				}
 			}
-			changes = append(changes, change{append([]byte(nil), k...), nv})
-			res.AsymRings++
+			if changed {
+				changes = append(changes, change{append([]byte(nil), k...), v})
+			}
 			return true, nil
 		})
 		if err != nil {
@@ -221,7 +238,7 @@ func Rekey(ctx context.Context, st Store, old, new MasterKey) (*RekeyResult, err
 		return res, err
 	}
 	op := &Principal{Kind: PrincipalAPIKey, ID: "operator", flags: Flags{FlagRoot: true}}
-	err = svc.record(op, "masterkey.rotate", "", map[string]any{"signingKeys": res.SigningKeys, "asymRings": res.AsymRings, "users": res.Users}, nil)
+	err = svc.record(op, "masterkey.rotate", "", map[string]any{"signingKeys": res.SigningKeys, "asymRings": res.AsymRings, "splitRings": res.SplitRings, "users": res.Users}, nil)
 	if cerr := svc.Close(); err == nil {
 		err = cerr
 	}
