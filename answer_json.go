@@ -20,6 +20,7 @@ func (r *EncryptResult) AppendJSON(b []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	b = appendKeyShare(b, r.KeyShare)
 	b = append(b, `,"ringId":`...)
 	b = jsonenc.AppendString(b, r.RingID)
 	b = append(b, `,"hash":`...)
@@ -48,6 +49,7 @@ func (r *DecryptResult) AppendJSON(b []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	b = appendKeyShare(b, r.KeyShare)
 	b = append(b, `,"asset":{"valid":`...)
 	b = strconv.AppendBool(b, r.Asset.Valid)
 	b = append(b, `,"id":`...)
@@ -61,6 +63,15 @@ func (r *DecryptResult) AppendJSON(b []byte) ([]byte, error) {
 	b = append(b, `,"parents":`...)
 	b = appendStrings(b, r.Asset.Parents)
 	return append(b, "}}"...), nil
+}
+
+// appendKeyShare appends the member keyShare, omitted when empty.
+func appendKeyShare(b []byte, share string) []byte {
+	if share == "" {
+		return b
+	}
+	b = append(b, `,"keyShare":`...)
+	return jsonenc.AppendString(b, share)
 }
 
 // appendStrings appends ss as json.Marshal writes a []string: null for

@@ -27,12 +27,14 @@ func TestAnswerJSONMatchesEncodingJSON(t *testing.T) {
 	asset := &Asset{ID: "a1", CreatedAt: destroy, Data: map[string]any{"n": 1, "m": map[string]any{"z": true}}, Parents: []string{"p"}}
 	values := []answerAppender{
 		&EncryptResult{Key: full, RingID: "r", Hash: "h+/=", Header: "hd"},
+		&EncryptResult{Key: full, KeyShare: "c2hhcmU+/w==", RingID: "r", Hash: "h", Header: "hd", Asset: asset},
 		&EncryptResult{Key: bare, RingID: "r", Hash: "h", Header: "<&>"},
 		&EncryptResult{Key: nilProps, Asset: asset},
 		&EncryptResult{Asset: &Asset{}},
 		&EncryptResult{},
 		&DecryptResult{RingID: "r", RingName: "payments", Key: full, Asset: SignedAsset{Valid: true, ID: "a1", Message: "ok", Data: asset.Data, Parents: []string{"p1", "p<2>"}}},
 		&DecryptResult{RingID: "r", Key: bare, Asset: SignedAsset{Message: "tab\tand \"quote\""}},
+		&DecryptResult{RingID: "r", Key: full, KeyShare: "c2hhcmU+/w==", Asset: SignedAsset{Valid: true, Data: map[string]any{}, Parents: []string{}}},
 		&DecryptResult{Asset: SignedAsset{Data: map[string]any{}, Parents: []string{}}},
 		&DecryptResult{Asset: SignedAsset{Parents: []string{"\u2028\xff"}}},
 		&DecryptResult{},
@@ -69,8 +71,8 @@ func FuzzAnswerJSON(f *testing.F) {
 		k := &Key{Type: AlgoAES256, ID: id, Props: map[string]any{prop: val, "n": version},
 			KeyData: &KeyData{Version: version, Encrypted: EncryptedKey{Key: EncodedValue{Value: val, Encoding: enc}}, IV: hdr}, State: ring}
 		for _, v := range []answerAppender{
-			&EncryptResult{Key: k, RingID: ring, Hash: hash, Header: hdr},
-			&DecryptResult{RingID: ring, RingName: id, Key: k, Asset: SignedAsset{Valid: valid, ID: prop, Message: val, Data: map[string]any{val: prop}, Parents: []string{hash, hdr}}},
+			&EncryptResult{Key: k, KeyShare: val, RingID: ring, Hash: hash, Header: hdr},
+			&DecryptResult{RingID: ring, RingName: id, Key: k, KeyShare: hdr, Asset: SignedAsset{Valid: valid, ID: prop, Message: val, Data: map[string]any{val: prop}, Parents: []string{hash, hdr}}},
 		} {
 			want, err := json.Marshal(v)
 			if err != nil {

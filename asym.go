@@ -79,7 +79,7 @@ func (s *Service) CreateAsymKeyRing(ctx context.Context, in CreateAsymKeyRingInp
 	}
 	raw := priv.Bytes()
 	defer clear(raw)
-	r, k, err := s.createRing(p, groupAsym, in.Name, in.DisplayName, in.Props, in.KeyProps, priv.Public(), raw)
+	r, k, err := s.createRing(p, groupAsym, in.Name, in.DisplayName, in.Props, in.KeyProps, priv.Public(), raw, "")
 	if err != nil {
 		return nil, err
 	}

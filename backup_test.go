@@ -22,8 +22,9 @@ import (
 
 // TestBackupRestore: a backup taken while encrypt calls go on restores
 // into a new store that verifies as a whole, serves under the same master
-// key, and decrypts what was encrypted before the backup; it holds no
-// secret in the clear.
+// key, and decrypts what was encrypted before the backup (on a split ring,
+// answering the same share: the ring's share secret went with it); it
+// holds no secret in the clear.
 func TestBackupRestore(t *testing.T) {
 	ctx := context.Background()
 	mk := kms.GenerateMasterKey()
@@ -45,6 +46,15 @@ func TestBackupRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	key, err := kms.UnwrapKey([]byte(ring.PrivateKey), before.RingID, before.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	split, _ := e.splitRing(t, "split")
+	splitBefore, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "split"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shareSecret, err := kms.ShareSecret(ctx, st, mk, split.Ring.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +91,8 @@ func TestBackupRestore(t *testing.T) {
 	}
 	backup := buf.Bytes()
 	for name, secret := range map[string][]byte{"API key secret": []byte(apiKey.Key), "ring private key": []byte(ring.PrivateKey),
-		"ring key": key, "master key": []byte(mk.Base64())} {
+		"ring key": key, "master key": []byte(mk.Base64()), "share secret": shareSecret,
+		"key share": shareBytes(t, splitBefore.KeyShare), "key share in base64": []byte(splitBefore.KeyShare)} {
 		if bytes.Contains(backup, secret) {
 			t.Errorf("the backup holds the %s in the clear", name)
 		}
@@ -126,6 +137,10 @@ func TestBackupRestore(t *testing.T) {
 	again, err := kms.UnwrapKey([]byte(ring.PrivateKey), dec.RingID, dec.Key)
 	if err != nil || !bytes.Equal(again, key) {
 		t.Fatalf("the restored key differs: %v", err)
+	}
+	dec, err = svc2.Decrypt(kms.WithPrincipal(ctx, app), kms.DecryptInput{Hash: splitBefore.Hash, Header: splitBefore.Header})
+	if err != nil || dec.KeyShare != splitBefore.KeyShare {
+		t.Fatalf("Decrypt(split ring) on the restored store = %v; want the share its encrypt answered", err)
 	}
 	l, err := svc2.SearchActivity(kms.WithPrincipal(ctx, app), kms.ActivityFilter{Action: "backup"}, kms.PageRequest{})
 	if err != nil || len(l.Data) != 1 || l.Data[0].KeyID != "operator" {

@@ -42,9 +42,14 @@
 // Rings of the /ks group are zero-knowledge: each key is generated, wrapped
 // with HPKE (X-Wing by default, X25519 or a caller's RSA key by choice) for
 // the ring's public key, and stored only wrapped. The ring's private key is
-// returned once at creation and never stored. Rings of the /asym group keep
-// their private key sealed under the master key and return keys in the
-// clear. docs/FORMAT.md describes keyData, hashes and headers bit for bit.
+// returned once at creation and never stored. On a /ks ring created with
+// split data keys (DataKeysSplit), a call's data key is derived from the
+// ring's key and a share of that call's that the service derives and hands
+// out only to the call's encrypt and to an authorised decrypt (DataKey,
+// split.go): every read of data that another call sealed is a recorded
+// decrypt. Rings of the /asym group keep their private key sealed under
+// the master key and return keys in the clear. docs/FORMAT.md describes
+// keyData, split data keys, hashes and headers bit for bit.
 //
 // # Writes and the audit trail
 //

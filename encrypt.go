@@ -23,10 +23,13 @@ type EncryptInput struct {
 // for the ring's public key), the unique hash of this call, and the signed
 // header that binds it.
 type EncryptResult struct {
-	Key    *Key   `json:"key"`
-	RingID string `json:"ringId"`
-	Hash   string `json:"hash"`
-	Header string `json:"header"`
+	Key *Key `json:"key"`
+	// KeyShare is the call's share of its data key, on a ring whose
+	// dataKeys is split (split.go): standard base64 of 32 bytes.
+	KeyShare string `json:"keyShare,omitempty"`
+	RingID   string `json:"ringId"`
+	Hash     string `json:"hash"`
+	Header   string `json:"header"`
 	// Asset is the Asset created or updated by the call, if any.
 	Asset *Asset `json:"asset,omitempty"`
 }
@@ -56,6 +59,7 @@ type DecryptResult struct {
 	RingID   string      `json:"ringId"`
 	RingName string      `json:"ringname"`
 	Key      *Key        `json:"key"`
+	KeyShare string      `json:"keyShare,omitempty"` // as in EncryptResult
 	Asset    SignedAsset `json:"asset"`
 }
 
@@ -74,7 +78,8 @@ type HeaderInfo struct {
 }
 
 // Encrypt hands out the active key of a /ks ring, wrapped, with a new hash
-// and a signed header. With a maxEncryptCount configured, the ring rotates
+// and a signed header, and on a ring with split data keys the call's key
+// share (split.go). With a maxEncryptCount configured, the ring rotates
 // by itself when its active key has served that many calls. It needs
 // keyring.<name>.encrypt; updating an Asset (in.Asset.AssetID) also needs
 // the encrypt flag of the ring the Asset was created through, or
@@ -127,8 +132,12 @@ func (s *Service) Encrypt(ctx context.Context, in EncryptInput) (*EncryptResult,
 		return nil, err
 	}
 	hash := s.newHash(ringID, keyID)
+	share, err := s.keyShare(r, hash)
+	if err != nil {
+		return nil, err
+	}
 	now := s.now().UTC()
-	res := &EncryptResult{Key: k.key(true), RingID: r.ID, Hash: b64String(hash)}
+	res := &EncryptResult{Key: k.key(true), KeyShare: share, RingID: r.ID, Hash: b64String(hash)}
 	// The hash in the record lists it among the key's (ListKeyHashes).
 	act := s.newActivity(p, "encrypt", lower, true, map[string]any{"ringId": r.ID, "keyId": k.ID, "hash": res.Hash})
 	if in.Asset == nil {
@@ -204,8 +213,9 @@ func checkAssetInput(in *AssetInput) (json.RawMessage, []string, error) {
 	return data, parents, nil
 }
 
-// Decrypt verifies a hash and its header and returns the key they name,
-// with the result of verifying the Asset the header signs. A hash or header
+// Decrypt verifies a hash and its header and returns the key they name
+// (and on a ring with split data keys the call's key share), with the
+// result of verifying the Asset the header signs. A hash or header
 // that was altered, that does not belong together, or whose Asset no longer
 // matches, gives the result with Asset.Valid false and no key, together with
 // an Unprocessable error whose message says which check failed. It needs
@@ -272,10 +282,14 @@ func (s *Service) Decrypt(ctx context.Context, in DecryptInput) (*DecryptResult,
 			res.Asset.Message = "hash, header and asset verified; the asset's data and parents are shown only with " + FlagAssetsRead + " for its account"
 		}
 	}
+	share, err := s.keyShare(r, ref.raw)
+	if err != nil {
+		return nil, err
+	}
 	if err := s.record(p, "decrypt", lower, props, nil); err != nil {
 		return nil, err
 	}
-	res.Key = k.key(true)
+	res.Key, res.KeyShare = k.key(true), share
 	return res, nil
 }
 

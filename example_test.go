@@ -222,3 +222,64 @@ func ExampleUnwrapKey() {
 	// opened: card ending 4242
 	// with another ring's key: unprocessable
 }
+
+func ExampleDataKey() {
+	ctx := context.Background()
+	st, err := badgerstore.OpenInMemory()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer st.Close()
+	svc, err := kms.New(st, kms.Options{MasterKey: kms.GenerateMasterKey()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer svc.Close()
+	app, err := svc.Application(ctx, "payroll")
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx = kms.WithPrincipal(ctx, app)
+	ring, err := svc.CreateKeyRing(ctx, kms.CreateKeyRingInput{Name: "salaries", DataKeys: kms.DataKeysSplit})
+	if err != nil {
+		log.Fatal(err)
+	}
+	enc, err := svc.Encrypt(ctx, kms.EncryptInput{RingName: "salaries"})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	// On a ring with split data keys, the call's data key is made of the
+	// ring's key and the call's share; the ring's key alone is not it.
+	ringKey, err := kms.UnwrapKey([]byte(ring.PrivateKey), enc.RingID, enc.Key)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer clear(ringKey)
+	dataKey, err := kms.DataKey(ringKey, enc.KeyShare)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer clear(dataKey)
+	fmt.Println("data key bytes:", len(dataKey), "- the ring's key:", string(dataKey) == string(ringKey))
+
+	// Later, a decrypt of the call's hash and header (authorised, and
+	// recorded) answers the same share.
+	dec, err := svc.Decrypt(ctx, kms.DecryptInput{Hash: enc.Hash, Header: enc.Header})
+	if err != nil {
+		log.Fatal(err)
+	}
+	again, err := kms.UnwrapKey([]byte(ring.PrivateKey), dec.RingID, dec.Key)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer clear(again)
+	same, err := kms.DataKey(again, dec.KeyShare)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("decrypt gives the same data key:", string(same) == string(dataKey))
+	// Output:
+	// data key bytes: 32 - the ring's key: false
+	// decrypt gives the same data key: true
+}

@@ -113,3 +113,20 @@ func PurposeKeys(ctx context.Context, st Store, mk RootKey) (stored, derived map
 	}
 	return stored, derived, nil
 }
+
+// ShareSecret opens the share secret of the split ring ringID as st holds
+// it, sealed under the seal key of mk with the ring's associated data.
+func ShareSecret(ctx context.Context, st Store, mk MasterKey, ringID string) ([]byte, error) {
+	k, err := loadServiceKeys(ctx, st, mk)
+	if err != nil {
+		return nil, err
+	}
+	var r *ringRecord
+	if err := st.View(ctx, func(tx Txn) error {
+		r, err = loadRing(tx, ringID)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	return seal.New(k.Seal).Open(r.SealedShare, ringShareAAD(ringID))
+}

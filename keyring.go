@@ -3,13 +3,14 @@ package kms
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/ringkms/kms/internal/splitkey"
 	"github.com/ringkms/kms/internal/wrap"
 )
 
@@ -37,6 +38,9 @@ type KeyRing struct {
 	UpdatedAt       time.Time      `json:"updatedAt"`
 	Props           map[string]any `json:"props"`
 	PublicKey       string         `json:"publicKey"`
+	// DataKeys is where a call's data key comes from: "ring" or "split"
+	// (split.go).
+	DataKeys string `json:"dataKeys"`
 }
 
 // Key is an aes256 key of a /ks ring. KeyData is nil in key listings.
@@ -53,28 +57,6 @@ type Key struct {
 	// EncryptCount is how many encrypt calls handed the key out
 	// (KeyUsage), in the answers of GetKey and ListKeys.
 	EncryptCount *uint64 `json:"encryptCount,omitempty"`
-}
-
-// KeyData is a key wrapped for its ring's public key; docs/FORMAT.md
-// describes it bit for bit.
-type KeyData struct {
-	Version   int          `json:"version"`
-	Encrypted EncryptedKey `json:"encrypted"`
-	// IV is the HPKE encapsulated key (standard base64); empty for RSA.
-	IV string `json:"iv"`
-}
-
-// EncryptedKey holds the wrapped key.
-type EncryptedKey struct {
-	Key EncodedValue `json:"key"`
-}
-
-// EncodedValue is a wrapped value: Value is standard base64 of the
-// ciphertext; Encoding names the wrapping scheme (hpke-xwing, hpke-x25519
-// or rsa-oaep-sha256).
-type EncodedValue struct {
-	Value    string `json:"value"`
-	Encoding string `json:"encoding"`
 }
 
 // RingRef names a ring: by name (case-insensitive), or by ID when ByID.
@@ -97,6 +79,9 @@ type CreateKeyRingInput struct {
 	// KEM chooses the generated key pair: "xwing" (ML-KEM-768 + X25519,
 	// the default) or "x25519". It is ignored with PublicKey.
 	KEM string `json:"kem"`
+	// DataKeys is "ring" (the default: the ring's key is the data key)
+	// or "split" (split.go).
+	DataKeys string `json:"dataKeys,omitempty"`
 }
 
 // CreateKeyRingResult is the answer to CreateKeyRing.
@@ -135,9 +120,14 @@ type ringRecord struct {
 	Algos       ConfigAlgos    `json:"algos"`
 	// SealedPrivate is the ring's private key, sealed: /asym rings only.
 	SealedPrivate []byte `json:"sealedPrivate,omitempty"`
+	// DataKeys and SealedShare: /ks rings only (split.go).
+	DataKeys    string `json:"dataKeys,omitempty"`
+	SealedShare []byte `json:"sealedShareSecret,omitempty"`
 
-	pub    *wrap.PublicKey
-	stored int // bytes as read by loadRing: its size in a page
+	pub      *wrap.PublicKey
+	share    atomic.Pointer[splitkey.Secret] // SealedShare opened, once needed
+	newShare []byte                          // a new ring's share secret, until sealRing has sealed it
+	stored   int                             // bytes as read by loadRing: its size in a page
 }
 
 // keyRecord is a key as stored: wrapped, never in the clear. A destroyed
@@ -160,7 +150,7 @@ type keyRecord struct {
 
 func (r *ringRecord) keyRing() *KeyRing {
 	return &KeyRing{ID: r.ID, Name: r.Name, DisplayName: r.DisplayName, ActiveKey: r.ActiveKey, ActiveAlgorithm: AlgoAES256,
-		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Props: orEmpty(r.Props), PublicKey: r.PublicKey}
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Props: orEmpty(r.Props), PublicKey: r.PublicKey, DataKeys: r.dataKeys()}
 }
 
 func (k *keyRecord) key(withData bool) *Key {
@@ -199,29 +189,6 @@ func checkAlgo(algo string) error {
 	return nil
 }
 
-// keyInfo binds a wrapped key to its ring and its ID; it is the HPKE info
-// string and the RSA-OAEP label.
-func keyInfo(ringID, keyID string) []byte {
-	return []byte("ringkms/keydata/v1/" + ringID + "/" + keyID)
-}
-
-// newKey makes an aes256 key and wraps it for pub. The plaintext key is
-// cleared before newKey returns.
-func (s *Service) newKey(ringID string, pub *wrap.PublicKey, props map[string]any) (*keyRecord, error) {
-	now := s.now().UTC()
-	k := &keyRecord{ID: newID(now), RingID: ringID, Type: AlgoAES256, Props: cloneMap(props), CreatedAt: now}
-	var secret [32]byte
-	rand.Read(secret[:])
-	defer clear(secret[:])
-	ct, enc, err := pub.Wrap(secret[:], keyInfo(ringID, k.ID))
-	if err != nil {
-		return nil, internalError("wrap key", err)
-	}
-	k.KeyData = KeyData{Version: formatVersion, IV: base64.StdEncoding.EncodeToString(enc),
-		Encrypted: EncryptedKey{Key: EncodedValue{Value: base64.StdEncoding.EncodeToString(ct), Encoding: string(pub.Scheme())}}}
-	return k, nil
-}
-
 func cloneMap(m map[string]any) map[string]any {
 	out := make(map[string]any, len(m))
 	for k, v := range m {
@@ -241,6 +208,10 @@ func (s *Service) CreateKeyRing(ctx context.Context, in CreateKeyRingInput) (*Cr
 		return nil, err
 	}
 	if err := checkAlgo(in.Algo); err != nil {
+		return nil, err
+	}
+	dataKeys, err := checkDataKeys(in.DataKeys)
+	if err != nil {
 		return nil, err
 	}
 	var pub *wrap.PublicKey
@@ -263,7 +234,7 @@ func (s *Service) CreateKeyRing(ctx context.Context, in CreateKeyRingInput) (*Cr
 		clear(raw)
 		pub = priv.Public()
 	}
-	r, k, err := s.createRing(p, groupKS, in.Name, in.DisplayName, in.Props, in.KeyProps, pub, nil)
+	r, k, err := s.createRing(p, groupKS, in.Name, in.DisplayName, in.Props, in.KeyProps, pub, nil, dataKeys)
 	if err != nil {
 		return nil, err
 	}
@@ -271,13 +242,14 @@ func (s *Service) CreateKeyRing(ctx context.Context, in CreateKeyRingInput) (*Cr
 }
 
 func (s *Service) createRing(p *Principal, group, name, display string, props, keyProps map[string]any,
-	pub *wrap.PublicKey, private []byte) (*ringRecord, *keyRecord, error) {
+	pub *wrap.PublicKey, private []byte, dataKeys string) (*ringRecord, *keyRecord, error) {
 	now := s.now().UTC()
 	if display == "" {
 		display = name
 	}
 	r := &ringRecord{ID: newID(now), Name: name, DisplayName: display, Group: group, CreatedAt: now, UpdatedAt: now,
 		Props: cloneMap(props), KeyProps: cloneMap(keyProps), PublicKey: pub.String(), pub: pub}
+	s.setDataKeys(r, dataKeys)
 	k, err := s.newKey(r.ID, pub, r.KeyProps)
 	if err != nil {
 		return nil, nil, err
@@ -311,17 +283,16 @@ func (s *Service) createRing(p *Principal, group, name, display string, props, k
 		if err := tx.Set(join(pfxRingList, []byte(group), sep, []byte(lower)), []byte(r.ID)); err != nil {
 			return err
 		}
-		if private != nil {
-			var err error
-			if r.SealedPrivate, err = s.sealIn(tx, private, ringPrivateAAD(r.ID)); err != nil {
-				return err
-			}
+		if err := s.sealRing(tx, r, private); err != nil {
+			return err
 		}
 		if err := putRing(tx, r); err != nil {
 			return err
 		}
 		return putKey(tx, k)
 	}, func() {
+		clear(r.newShare)
+		r.newShare = nil
 		s.rings.Set(r.ID, r)
 		s.ringNames.Set(lower, r.ID)
 		s.keys.Set(k.ID, k)

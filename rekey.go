@@ -114,26 +114,27 @@ func readSealedKeys(ctx context.Context, st Store) ([]byte, error) {
 type RekeyResult struct {
 	SigningKeys int // header signing keys
 	AsymRings   int // private keys of /asym rings
+	SplitRings  int // share secrets of /ks rings with split data keys
 	Users       int // password hashes
 }
 
 // Rekey moves st from the root key old to the root key new: it draws a
 // new root secret, reseals under it every secret that st holds sealed
-// (the header signing keys, the private keys of /asym rings, the Users'
-// password hashes) with the MAC and cursor keys that st has under old, so
-// that every hash, header, cursor and activity record issued before stays
-// valid, and stores the new root secret sealed under new, in one
-// transaction. Then it records the rotation (action masterkey.rotate, by
-// "operator") under new. Afterwards old opens nothing in st: neither the
-// root secret nor any secret sealed under the old one. The MAC and cursor
-// keys stay those of st's first root secret (docs/OPERATIONS.md section
-// 2). Either key may be a MasterKey or any other RootKey (a PKCS#11
-// token's), so Rekey also moves a store between the two. Services may
-// run on st meanwhile (the nodes of a cluster, beside which kmsd rekey
-// runs): those given new as their MasterKey or NextMasterKey follow the
-// rekey without a failed call (rootstate.go), the others stop writing. A
-// store too large for one transaction is refused with an error of kind
-// TooLarge, unchanged.
+// (the header signing keys, the private keys of /asym rings, the share
+// secrets of split /ks rings, the Users' password hashes) with the MAC
+// and cursor keys that st has under old, so that every hash, header,
+// cursor and activity record issued before stays valid, and stores the
+// new root secret sealed under new, in one transaction. Then it records
+// the rotation (action masterkey.rotate, by "operator"). Afterwards old
+// opens nothing in st: neither the root secret nor any secret sealed
+// under the old one. The MAC and cursor keys stay those of st's first
+// root secret (docs/OPERATIONS.md section 2). Either key may be a
+// MasterKey or any other RootKey (a PKCS#11 token's), so Rekey also moves
+// a store between the two. Services may run on st meanwhile (the nodes of
+// a cluster, beside which kmsd rekey runs): those given new as their
+// MasterKey or NextMasterKey follow the rekey without a failed call
+// (rootstate.go), the others stop writing. A store too large for one
+// transaction is refused with an error of kind TooLarge, unchanged.
 //
 // Earlier versions of the values that a store's files may keep (an LSM
 // tree's older tables) are erased when the store is an Eraser.
@@ -160,7 +161,7 @@ func Rekey(ctx context.Context, st Store, old, new RootKey) (*RekeyResult, error
 // recordRekey records a rekey (action masterkey.rotate, by "operator").
 func (s *Service) recordRekey(res *RekeyResult) error {
 	op := &Principal{Kind: PrincipalAPIKey, ID: "operator", flags: Flags{FlagRoot: true}}
-	return s.record(op, "masterkey.rotate", "", map[string]any{"signingKeys": res.SigningKeys, "asymRings": res.AsymRings, "users": res.Users}, nil)
+	return s.record(op, "masterkey.rotate", "", map[string]any{"signingKeys": res.SigningKeys, "asymRings": res.AsymRings, "splitRings": res.SplitRings, "users": res.Users}, nil)
 }
 
 // rekey is Rekey but for its record.
@@ -241,12 +242,27 @@ func rekey(ctx context.Context, st Store, old, new RootKey) (*RekeyResult, error
 		}
 		err = tx.Scan(ScanOptions{Prefix: pfxRing}, func(k, v []byte) (bool, error) {
 			id := string(k[len(pfxRing):])
-			nv, ok, err := resealField(v, "sealedPrivate", ringPrivateAAD(id), "the private key of ring "+id)
-			if err != nil || !ok {
-				return err == nil, err
+			changed := false
+			for _, f := range []struct {
+				field, what string
+				aad         []byte
+				count       *int
+			}{
+				{"sealedPrivate", "the private key of ring " + id, ringPrivateAAD(id), &res.AsymRings},
+				{"sealedShareSecret", "the share secret of ring " + id, ringShareAAD(id), &res.SplitRings},
+			} {
+				nv, ok, err := resealField(v, f.field, f.aad, f.what)
+				if err != nil {
+					return false, err
+				}
+				if ok {
+					v, changed = nv, true
+					*f.count++
+				}
 			}
-			changes = append(changes, change{append([]byte(nil), k...), nv})
-			res.AsymRings++
+			if changed {
+				changes = append(changes, change{append([]byte(nil), k...), v})
+			}
 			return true, nil
 		})
 		if err != nil {

@@ -12,9 +12,10 @@ import (
 // TestRekey: after Rekey, the old master key opens nothing (no Service
 // starts, verify-audit refuses it), and under the new one every hash,
 // header and cursor issued before stays valid, the /asym keys, signing
-// keys and passwords open, and the chain verifies as a whole: from one
-// master key to another and a third, and from a master key to a root key
-// of another kind (as a PKCS#11 token's) and back.
+// keys, split rings' share secrets (a decrypt answers the share it
+// answered before) and passwords open, and the chain verifies as a whole:
+// from one master key to another and a third, and from a master key to a
+// root key of another kind (as a PKCS#11 token's) and back.
 func TestRekey(t *testing.T) {
 	t.Run("master keys", func(t *testing.T) {
 		testRekey(t, kms.GenerateMasterKey(), kms.GenerateMasterKey(), kms.GenerateMasterKey())
@@ -55,6 +56,13 @@ func testRekey(t *testing.T, mk1, mk2, mk3 kms.RootKey) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := svc.CreateKeyRing(app, kms.CreateKeyRingInput{Name: "split", KEM: "x25519", DataKeys: kms.DataKeysSplit}); err != nil {
+		t.Fatal(err)
+	}
+	splitBefore, err := svc.Encrypt(app, kms.EncryptInput{RingName: "split"})
+	if err != nil || splitBefore.KeyShare == "" {
+		t.Fatalf("Encrypt(split ring) = %v, want a share", err)
+	}
 	page, err := svc.ListKeyRings(app, kms.PageRequest{Limit: 1})
 	if err != nil || page.Pagination.NextCursor == "" {
 		t.Fatalf("ListKeyRings(limit 1) = %+v, %v; want a cursor", page, err)
@@ -75,8 +83,8 @@ func testRekey(t *testing.T, mk1, mk2, mk3 kms.RootKey) {
 	if err != nil {
 		t.Fatalf("Rekey = %v", err)
 	}
-	if res.SigningKeys < 1 || res.AsymRings != 1 || res.Users != 1 {
-		t.Fatalf("Rekey = %+v, want the signing key, 1 /asym ring and 1 User", res)
+	if res.SigningKeys < 1 || res.AsymRings != 1 || res.SplitRings != 1 || res.Users != 1 {
+		t.Fatalf("Rekey = %+v, want the signing key, 1 /asym ring, 1 split ring and 1 User", res)
 	}
 
 	// The old key opens nothing.
@@ -106,6 +114,11 @@ func testRekey(t *testing.T, mk1, mk2, mk3 kms.RootKey) {
 	k2, _ := kms.UnwrapKey([]byte(ring.PrivateKey), dec.RingID, dec.Key)
 	if !bytes.Equal(k1, k2) || len(k1) != 32 {
 		t.Fatal("Decrypt after the rekey gave another key")
+	}
+	// The split ring's share secret opens under the new key, unchanged.
+	splitDec, err := svc.Decrypt(app, kms.DecryptInput{Hash: splitBefore.Hash, Header: splitBefore.Header})
+	if err != nil || splitDec.KeyShare != splitBefore.KeyShare {
+		t.Fatalf("Decrypt(a split ring's hash from before) = %v; want the share its encrypt answered", err)
 	}
 	if h, err := svc.LookupHeader(app, before.Header); err != nil || !h.Valid {
 		t.Fatalf("LookupHeader(a header from before) = %+v, %v", h, err)
@@ -147,6 +160,9 @@ func testRekey(t *testing.T, mk1, mk2, mk3 kms.RootKey) {
 	defer svc3.Close()
 	if _, err := svc3.Decrypt(app, kms.DecryptInput{Hash: before.Hash, Header: before.Header}); err != nil {
 		t.Fatalf("Decrypt(a hash from before both rekeys) = %v", err)
+	}
+	if dec, err := svc3.Decrypt(app, kms.DecryptInput{Hash: splitBefore.Hash, Header: splitBefore.Header}); err != nil || dec.KeyShare != splitBefore.KeyShare {
+		t.Fatalf("Decrypt(a split ring's hash from before both rekeys) = %v; want the same share", err)
 	}
 	if _, err := kms.Rekey(ctx, st, mk3, mk3); kms.ErrorKind(err) != kms.KindInvalid {
 		t.Errorf("Rekey(to the same key) = %v, want invalid", err)

@@ -99,13 +99,16 @@ func (c *Client) SetConfig(ctx context.Context, ref kms.RingRef, cfg *kms.KeyRin
 
 // Encrypt returns the active key of a ring, wrapped for the ring's public
 // key, with a new hash and a signed header; with in.Asset it creates or
-// updates an Asset (POST /ks/encrypt).
+// updates an Asset (POST /ks/encrypt). On a ring with split data keys the
+// answer's KeyShare is the call's share: kms.DataKey makes the call's
+// data key of it and the unwrapped key.
 func (c *Client) Encrypt(ctx context.Context, in kms.EncryptInput) (*kms.EncryptResult, error) {
 	return call[kms.EncryptResult](c, ctx, req{method: http.MethodPost, path: "/ks/encrypt", body: in})
 }
 
 // Decrypt returns the key of an earlier Encrypt, named by its hash and
-// header (POST /ks/decrypt). As with Service.Decrypt, a hash, header or
+// header, and on a ring with split data keys its KeyShare (POST
+// /ks/decrypt). As with Service.Decrypt, a hash, header or
 // Asset that fails verification returns both the result (Asset.Valid
 // false, Asset.Message saying which check failed, no Key) and an
 // Unprocessable error.
@@ -155,13 +158,14 @@ func (c *Client) RotateAsym(ctx context.Context, in kms.RotateInput) (*kms.AsymK
 
 // EncryptBatch makes many encrypt calls on one ring in one request (POST
 // /ks/encrypt/batch): Count of them, or one per item; each item has its
-// own answer or error, in order.
+// own answer (with its own KeyShare on a split ring) or error, in order.
 func (c *Client) EncryptBatch(ctx context.Context, in kms.EncryptBatchInput) (*kms.EncryptBatchResult, error) {
 	return call[kms.EncryptBatchResult](c, ctx, req{method: http.MethodPost, path: "/ks/encrypt/batch", body: in})
 }
 
 // DecryptBatch makes a decrypt call per item in one request (POST
-// /ks/decrypt/batch); each item has its own answer or error, in order.
+// /ks/decrypt/batch); each item has its own answer (with the KeyShare of
+// its call on a split ring) or error, in order.
 func (c *Client) DecryptBatch(ctx context.Context, in kms.DecryptBatchInput) (*kms.DecryptBatchResult, error) {
 	return call[kms.DecryptBatchResult](c, ctx, req{method: http.MethodPost, path: "/ks/decrypt/batch", body: in})
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
@@ -12,8 +13,21 @@ import (
 	"testing"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/envelope"
 	"github.com/ringkms/kms/internal/kmsdtest"
 )
+
+// ringKeyOnly answers decrypt calls without their share: what a holder
+// of a ring's key who made no decrypt call has.
+type ringKeyOnly struct{ envelope.Keys }
+
+func (k ringKeyOnly) Decrypt(ctx context.Context, in kms.DecryptInput) (*kms.DecryptResult, error) {
+	res, err := k.Keys.Decrypt(ctx, in)
+	if res != nil {
+		res.KeyShare = ""
+	}
+	return res, err
+}
 
 // kmsctlRun is what one run of the kmsctl binary gave.
 type kmsctlRun struct {
@@ -131,6 +145,60 @@ func TestKmsctl(t *testing.T) {
 		}
 	})
 
+	// kmsctl makes rings with split data keys: its envelope opens only
+	// with the share a decrypt answers, not with the ring's key alone, and
+	// it prints no share. One made with -data-keys ring opens with the
+	// ring's key.
+	t.Run("split data keys", func(t *testing.T) {
+		var shown struct{ Ring kms.KeyRing }
+		kmsctl(t, env, nil, 0, "ring", "show", "-json", "payments").decode(t, &shown)
+		if shown.Ring.DataKeys != kms.DataKeysSplit {
+			t.Fatalf("ring show -json: dataKeys %q, want split", shown.Ring.DataKeys)
+		}
+		plainKey := filepath.Join(dir, "plain.key")
+		kmsctl(t, env, nil, 0, "ring", "create", "-data-keys", "ring", "-private-key-out", plainKey, "plain")
+		kmsctl(t, env, nil, 0, "ring", "show", "-json", "plain").decode(t, &shown)
+		if shown.Ring.DataKeys != kms.DataKeysRing {
+			t.Fatalf("ring show -json after -data-keys ring: dataKeys %q, want ring", shown.Ring.DataKeys)
+		}
+		for _, c := range []struct {
+			ring, keyFile string
+			split         bool
+		}{{"payments", keyFile, true}, {"plain", plainKey, false}} {
+			sealedFile := filepath.Join(dir, c.ring+".split.rkms")
+			r := kmsctl(t, env, nil, 0, "encrypt", "-json", "-ring", c.ring, "-private-key", c.keyFile, "-in", plainFile, "-out", sealedFile)
+			if strings.Contains(r.stdout+r.stderr, "keyShare") {
+				t.Errorf("kmsctl encrypt printed a share:\n%s", r.stdout)
+			}
+			r = kmsctl(t, env, nil, 0, "decrypt", "-json", "-private-key", c.keyFile, "-in", sealedFile, "-out", sealedFile+".out")
+			if strings.Contains(r.stdout+r.stderr, "keyShare") {
+				t.Errorf("kmsctl decrypt printed a share:\n%s", r.stdout)
+			}
+			sealed, err := os.ReadFile(sealedFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			text, err := os.ReadFile(c.keyFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pk, err := kms.ParsePrivateKey(text)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, err := envelope.New(root, pk).Open(bg, sealed, nil); err != nil || !bytes.Equal(got, plain) {
+				t.Fatalf("%s: Open = %d bytes, %v", c.ring, len(got), err)
+			}
+			_, err = envelope.New(ringKeyOnly{root}, pk).Open(bg, sealed, nil)
+			if c.split && !errors.Is(err, envelope.ErrFormat) {
+				t.Fatalf("%s: Open with the ring's key alone = %v, want ErrFormat", c.ring, err)
+			}
+			if !c.split && err != nil {
+				t.Fatalf("%s: Open of a ring of ring keys without a share = %v", c.ring, err)
+			}
+		}
+	})
+
 	t.Run("tampered", func(t *testing.T) {
 		b, err := os.ReadFile(sealed)
 		if err != nil {
@@ -205,8 +273,8 @@ func TestKmsctl(t *testing.T) {
 	t.Run("activity", func(t *testing.T) {
 		var acts kms.List[*kms.Activity]
 		kmsctl(t, env, nil, 0, "activity", "search", "-json", "-action", "encrypt", "-ring", "payments", "-valid", "true", "-limit", "1", "-all").decode(t, &acts)
-		if len(acts.Data) != 2 { // the file and the pipe
-			t.Fatalf("activity search -json found %d encrypt records, want 2: %+v", len(acts.Data), acts.Data)
+		if len(acts.Data) != 3 { // the file, the pipe and the split check
+			t.Fatalf("activity search -json found %d encrypt records, want 3: %+v", len(acts.Data), acts.Data)
 		}
 		for _, a := range acts.Data {
 			if a.Action != "encrypt" || !a.Valid || a.Ring != "payments" || a.Props["result"] != "ok" {
@@ -225,7 +293,7 @@ func TestKmsctl(t *testing.T) {
 		kmsctl(t, user, []byte(created.Password+"\n"), 0, "login", "ada@example.com")
 		var rings kms.List[*kms.KeyRing]
 		kmsctl(t, user, nil, 0, "ring", "list", "-json").decode(t, &rings)
-		if len(rings.Data) != 1 {
+		if len(rings.Data) != 2 { // payments and plain
 			t.Errorf("ring list as ada = %+v", rings.Data)
 		}
 		r := kmsctl(t, user, nil, 1, "ring", "create", "other")

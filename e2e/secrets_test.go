@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -18,7 +19,8 @@ import (
 // the most talkative log level, stops it, and looks for every secret it
 // handed out or was given, in every file of the data directory and in
 // everything kmsd printed: passwords, API key secrets, access tokens,
-// invitation and reset tokens. The outbox is outside the data directory:
+// invitation and reset tokens, and the key shares of a ring with split
+// data keys. The outbox is outside the data directory:
 // mail is how tokens reach people.
 func TestNoSecretAtRestOrInLogs(t *testing.T) {
 	in := newInstance(t)
@@ -120,6 +122,41 @@ func TestNoSecretAtRestOrInLogs(t *testing.T) {
 				t.Errorf("%s %s: the answer holds the %s: %s", m.method, m.path, what, body)
 			}
 		}
+	}
+	// Key shares, from encrypt and decrypt calls alone and in batches.
+	if _, err := root.CreateKeyRing(bg, kms.CreateKeyRingInput{Name: "split", KEM: "x25519", DataKeys: kms.DataKeysSplit}); err != nil {
+		t.Fatal(err)
+	}
+	keepShare := func(what, share string) {
+		raw, err := base64.StdEncoding.DecodeString(share)
+		if err != nil || len(raw) != 32 {
+			t.Fatalf("the %s %q is not base64 of 32 bytes", what, share)
+		}
+		secrets[what] = string(raw) // its forms: raw and standard base64
+		secrets[what+" in base64url"] = base64.RawURLEncoding.EncodeToString(raw)
+	}
+	enc, err := root.Encrypt(bg, kms.EncryptInput{RingName: "split"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keepShare("key share", enc.KeyShare)
+	if _, err := root.Decrypt(bg, kms.DecryptInput{Hash: enc.Hash, Header: enc.Header}); err != nil {
+		t.Fatal(err)
+	}
+	batch, err := root.EncryptBatch(bg, kms.EncryptBatchInput{RingName: "split", Count: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var items []kms.DecryptInput
+	for i, it := range batch.Items {
+		if it.EncryptResult == nil {
+			t.Fatalf("batch item %d: %+v", i, it.Error)
+		}
+		keepShare(fmt.Sprintf("key share of batch item %d", i), it.KeyShare)
+		items = append(items, kms.DecryptInput{Hash: it.Hash, Header: it.Header})
+	}
+	if _, err := root.DecryptBatch(bg, kms.DecryptBatchInput{Items: items}); err != nil {
+		t.Fatal(err)
 	}
 	// A failed login with a wrong password: the attempt must not be logged.
 	const wrongPassword = "Wr0ng-password!"

@@ -18,6 +18,13 @@
 // every seal and open. docs/FORMAT.md section "Envelope" specifies the
 // bytes.
 //
+// On a ring whose data keys are split (kms.DataKeysSplit), the data is
+// sealed with the call's data key, which the ring's key and the share of
+// the encrypt answer make together (kms.DataKey); opening takes the share
+// from the decrypt answer. So an envelope of such a ring opens only
+// through a decrypt call, which the service authorises and records, and
+// never with the ring's private key alone.
+//
 // # Where keys come from
 //
 // A Sealer takes its keys from anything with the Encrypt and Decrypt

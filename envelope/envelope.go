@@ -170,31 +170,43 @@ func ReadInfo(r io.Reader) (*Info, error) {
 	return info, err
 }
 
-// encrypt asks for a key and unwraps it.
+// encrypt asks for a key and returns the call's data key.
 func (s *Sealer) encrypt(ctx context.Context, in SealInput) (*kms.EncryptResult, []byte, error) {
 	res, err := s.keys.Encrypt(ctx, kms.EncryptInput{RingName: in.RingName, Asset: in.Asset})
 	if err != nil {
 		return nil, nil, err
 	}
-	key, err := s.unwrap.Unwrap(res.RingID, res.Key)
+	key, err := s.dataKey(res.RingID, res.Key, res.KeyShare)
 	if err != nil {
 		return nil, nil, err
 	}
 	return res, key, nil
 }
 
-// decrypt hands the hash and header back to the service and unwraps the
-// key it answers.
+// decrypt hands the hash and header back to the service and returns the
+// call's data key from its answer.
 func (s *Sealer) decrypt(ctx context.Context, info *Info) (*kms.DecryptResult, []byte, error) {
 	res, err := s.keys.Decrypt(ctx, kms.DecryptInput{Hash: info.Hash, Header: info.Header})
 	if err != nil {
 		return nil, nil, err
 	}
-	key, err := s.unwrap.Unwrap(res.RingID, res.Key)
+	key, err := s.dataKey(res.RingID, res.Key, res.KeyShare)
 	if err != nil {
 		return nil, nil, err
 	}
 	return res, key, nil
+}
+
+// dataKey unwraps the ring's key k and returns the call's data key: on a
+// ring with split data keys (an answer with a keyShare) the key derived
+// from both, docs/FORMAT.md section 2.1; on any other, the ring's key.
+func (s *Sealer) dataKey(ringID string, k *kms.Key, keyShare string) ([]byte, error) {
+	key, err := s.unwrap.Unwrap(ringID, k)
+	if err != nil {
+		return nil, err
+	}
+	defer clear(key)
+	return kms.DataKey(key, keyShare)
 }
 
 // newPrelude returns the prelude of a new envelope for res, with a fresh

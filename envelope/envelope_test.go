@@ -44,7 +44,8 @@ type scheme struct {
 	priv       *kms.PrivateKey
 }
 
-// schemes makes a ring of every wrapping scheme.
+// schemes makes a ring of every wrapping scheme, and rings with split
+// data keys (last).
 func schemes(tb testing.TB, ctx context.Context, svc *kms.Service) []scheme {
 	tb.Helper()
 	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -63,6 +64,9 @@ func schemes(tb testing.TB, ctx context.Context, svc *kms.Service) []scheme {
 		{"hpke-x25519", kms.CreateKeyRingInput{Name: "x25519", KEM: "x25519"}, nil},
 		{"rsa-oaep-sha256", kms.CreateKeyRingInput{Name: "rsa", PublicKey: string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}))},
 			pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})},
+		{"split hpke-xwing", kms.CreateKeyRingInput{Name: "split-xwing", DataKeys: kms.DataKeysSplit}, nil},
+		{"split rsa-oaep-sha256", kms.CreateKeyRingInput{Name: "split-rsa", DataKeys: kms.DataKeysSplit,
+			PublicKey: string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}))}, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})},
 	} {
 		r, err := svc.CreateKeyRing(ctx, c.in)
 		if err != nil {
@@ -347,5 +351,71 @@ func TestWrongPrivateKey(t *testing.T) {
 		if _, err := envelope.New(svc, other.priv).Open(ctx, sealed, nil); err == nil {
 			t.Errorf("Open with the private key of %s succeeded", other.name)
 		}
+	}
+}
+
+// shareless answers decrypt calls as the service does, but for the
+// share: what whoever holds a ring's key, and no decrypt of the call,
+// has. With other set, it answers that call's share instead.
+type shareless struct {
+	envelope.Keys
+	other string
+}
+
+func (k shareless) Decrypt(ctx context.Context, in kms.DecryptInput) (*kms.DecryptResult, error) {
+	res, err := k.Keys.Decrypt(ctx, in)
+	if res != nil {
+		res.KeyShare = k.other
+	}
+	return res, err
+}
+
+// TestSplitNeedsTheShare: an envelope sealed on a ring with split data
+// keys does not open with the ring's key alone, nor with the share of
+// another call; one sealed on a ring of ring keys does, which is what
+// split keys are for.
+func TestSplitNeedsTheShare(t *testing.T) {
+	ctx, svc := service(t)
+	sc := schemes(t, ctx, svc)
+	pt := []byte("payroll, March")
+	for _, c := range []struct {
+		sc    scheme
+		split bool
+	}{{sc[0], false}, {sc[len(sc)-2], true}, {sc[len(sc)-1], true}} {
+		t.Run(c.sc.name, func(t *testing.T) {
+			s := envelope.New(svc, c.sc.priv)
+			sealed, err := s.Seal(ctx, envelope.SealInput{RingName: c.sc.ring}, pt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, err := s.NewWriter(ctx, io.Discard, envelope.SealInput{RingName: c.sc.ring})
+			if err != nil {
+				t.Fatal(err)
+			}
+			otherShare := w.Result().KeyShare
+			if got, err := s.Open(ctx, sealed, nil); err != nil || !bytes.Equal(got, pt) {
+				t.Fatalf("Open = %q, %v", got, err)
+			}
+			got, err := envelope.New(shareless{Keys: svc}, c.sc.priv).Open(ctx, sealed, nil)
+			if !c.split {
+				if err != nil || !bytes.Equal(got, pt) || otherShare != "" {
+					t.Fatalf("Open on a ring of ring keys without a share = %q, %v", got, err)
+				}
+				return
+			}
+			if !errors.Is(err, envelope.ErrFormat) {
+				t.Fatalf("Open with the ring's key alone = %q, %v; want ErrFormat", got, err)
+			}
+			if _, err := envelope.New(shareless{Keys: svc, other: otherShare}, c.sc.priv).Open(ctx, sealed, nil); !errors.Is(err, envelope.ErrFormat) {
+				t.Fatalf("Open with another call's share = %v; want ErrFormat", err)
+			}
+			r, err := envelope.New(shareless{Keys: svc}, c.sc.priv).NewReader(ctx, bytes.NewReader(sealed), nil)
+			if err == nil {
+				_, err = io.ReadAll(r)
+			}
+			if !errors.Is(err, envelope.ErrFormat) {
+				t.Fatalf("Reader with the ring's key alone = %v; want ErrFormat", err)
+			}
+		})
 	}
 }

@@ -167,6 +167,7 @@ func TestCreateKeyRing(t *testing.T) {
 		{"bad publicKey", map[string]any{"name": "pk", "publicKey": "bm90IGEga2V5"}, "invalid"},
 		{"bad publicKey PEM", map[string]any{"name": "pk", "publicKey": "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n"}, "invalid"},
 		{"bad kem", map[string]any{"name": "kem", "kem": "p256"}, "invalid"},
+		{"bad dataKeys", map[string]any{"name": "dk", "dataKeys": "both"}, "invalid"},
 		{"name of wrong type", map[string]any{"name": 5}, "invalid"},
 		{"invalid JSON", `{"name": "x"`, "invalid"},
 	}

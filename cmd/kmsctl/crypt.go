@@ -100,7 +100,12 @@ func encryptSetup(c *cli, fs *flag.FlagSet) action {
 		if res.Asset != nil {
 			assetID = res.Asset.ID
 		}
-		return c.showOn(w, res, fields("ring", *ring, "key", res.Key.ID, "hash", res.Hash, "asset", assetID, "bytes", n, "out", outName(f.out)))
+		// The share of a split ring's call went into the data key; shown,
+		// it would let whoever sees this output and holds the ring's
+		// private key open the envelope without a decrypt call, unrecorded.
+		shown := *res
+		shown.KeyShare = ""
+		return c.showOn(w, &shown, fields("ring", *ring, "key", res.Key.ID, "hash", res.Hash, "asset", assetID, "bytes", n, "out", outName(f.out)))
 	}
 }
 
@@ -121,7 +126,9 @@ func decryptSetup(c *cli, fs *flag.FlagSet) action {
 		if err != nil {
 			return err
 		}
-		return c.showOn(w, res, fields("ring", res.RingName, "key", res.Key.ID, "asset", res.Asset.ID, "bytes", n, "out", outName(f.out)))
+		shown := *res
+		shown.KeyShare = "" // as encrypt's
+		return c.showOn(w, &shown, fields("ring", res.RingName, "key", res.Key.ID, "asset", res.Asset.ID, "bytes", n, "out", outName(f.out)))
 	}
 }
 

@@ -19,7 +19,8 @@ func ringRef(name string) kms.RingRef { return kms.RingRef{Name: name} }
 func ringCommands() *command {
 	return &command{name: "ring", summary: "Key rings: create, list, show, rotate, config, delete.", subs: []*command{
 		{name: "create", args: "NAME", minArgs: 1, maxArgs: 1, auth: true, setup: ringCreate,
-			summary: "Create a key ring and its first key. The ring's private key is printed this once (or written to -private-key-out): keep it, the service does not."},
+			summary: "Create a key ring and its first key. The ring's private key is printed this once (or written to -private-key-out): keep it, the service does not. " +
+				"Its data keys are split unless -data-keys ring is given: an envelope sealed on it opens only through a decrypt call, which the service authorises and records."},
 		{name: "list", auth: true, setup: ringList, summary: "List the key rings, in name order."},
 		{name: "show", args: "NAME", minArgs: 1, maxArgs: 1, auth: true, setup: ringShow, summary: "Show a key ring."},
 		{name: "rotate", args: "NAME", minArgs: 1, maxArgs: 1, auth: true, setup: ringRotate,
@@ -39,13 +40,14 @@ func ringRow(r *kms.KeyRing) []string {
 
 func ringFields(r *kms.KeyRing, more ...any) table {
 	return fields(append([]any{"name", r.Name, "id", r.ID, "display name", r.DisplayName, "active key", r.ActiveKey,
-		"algorithm", r.ActiveAlgorithm, "created", r.CreatedAt, "updated", r.UpdatedAt, "props", r.Props}, more...)...)
+		"algorithm", r.ActiveAlgorithm, "data keys", r.DataKeys, "created", r.CreatedAt, "updated", r.UpdatedAt, "props", r.Props}, more...)...)
 }
 
 func ringCreate(c *cli, fs *flag.FlagSet) action {
 	var in kms.CreateKeyRingInput
 	fs.StringVar(&in.DisplayName, "display-name", "", "the ring's display `NAME`")
 	fs.StringVar(&in.KEM, "kem", "", "the key pair to generate: xwing (the default) or x25519")
+	fs.StringVar(&in.DataKeys, "data-keys", kms.DataKeysSplit, "where a call's data key comes from: split (the ring's key and a share of the call's that only its encrypt and a decrypt hand out, so every read is a recorded decrypt) or ring (the ring's key itself)")
 	pubFile := fs.String("public-key-file", "", "wrap the ring's keys for the public key in `FILE` (docs/FORMAT.md) instead of a generated key pair")
 	objectVar(fs, &in.Props, "props", "the ring's props, a JSON `OBJECT`")
 	objectVar(fs, &in.KeyProps, "key-props", "props of the ring's keys, a JSON `OBJECT`")

@@ -35,9 +35,9 @@ func rekey(ctx context.Context, c *config, getenv func(string) string, stdout io
 	if err != nil {
 		return fmt.Errorf("rekey: %s", kms.ErrorMessage(err))
 	}
-	log.Info().Int("signingKeys", res.SigningKeys).Int("asymRings", res.AsymRings).Int("users", res.Users).Msg("master key rotated")
-	fmt.Fprintf(stdout, "master key rotated: %d signing keys, %d /asym ring keys and %d password hashes sealed under the new key\n"+
-		"start kmsd with the new master key; the old one opens nothing in this store any more\n", res.SigningKeys, res.AsymRings, res.Users)
+	log.Info().Int("signingKeys", res.SigningKeys).Int("asymRings", res.AsymRings).Int("splitRings", res.SplitRings).Int("users", res.Users).Msg("master key rotated")
+	fmt.Fprintf(stdout, "master key rotated: %d signing keys, %d /asym ring keys, %d split ring share secrets and %d password hashes sealed under the new key\n"+
+		"start kmsd with the new master key; the old one opens nothing in this store any more\n", res.SigningKeys, res.AsymRings, res.SplitRings, res.Users)
 	return nil
 }
 
