@@ -23,8 +23,12 @@
 // the operator makes it once (head -c 32 /dev/urandom | base64), keeps it
 // apart from the data, and the program reads it with ParseMasterKey, as
 // cmd/kmsd does: from KMS_MASTER_KEY, or from a key file of mode 0600
-// holding that base64 (-master-key-file). docs/OPERATIONS.md, "The master
-// key", tells how to keep and rotate it (Rekey).
+// holding that base64 (-master-key-file). Options.MasterKey is a RootKey:
+// the 32 bytes are one kind, a key that never leaves a PKCS#11 token
+// (kmsd -master-key-pkcs11) another, and an application may bring its own
+// (a cloud KMS's), which seals and opens the store's root secret.
+// docs/OPERATIONS.md, "The master key", tells how to keep and rotate it:
+// Rekey, or Service.Rekey with Options.NextMasterKey while it serves.
 //
 // An application that embeds the library and calls it for itself holds
 // the master key already: it acts as itself with Service.Application, with

@@ -151,6 +151,16 @@ func serveAdmin(data string, svc *kms.Service, st kms.Store, log *zerolog.Logger
 	})
 	mux.HandleFunc("GET /audit", serveExport(st))
 	mux.HandleFunc("GET /verify", serveVerify(svc, log))
+	mux.HandleFunc("POST /rekey", func(w http.ResponseWriter, r *http.Request) {
+		res, err := svc.Rekey(r.Context())
+		if err != nil {
+			log.Error().Err(err).Msg("rekey failed")
+			http.Error(w, kms.ErrorMessage(err), http.StatusConflict)
+			return
+		}
+		log.Info().Int("signingKeys", res.SigningKeys).Int("asymRings", res.AsymRings).Int("splitRings", res.SplitRings).Int("users", res.Users).Msg("master key rotated: this kmsd goes on under its next master key")
+		fmt.Fprintln(w, rekeySummary(res))
+	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	return func() {
@@ -193,21 +203,41 @@ func serveVerify(svc *kms.Service, log *zerolog.Logger) http.HandlerFunc {
 // verifyOnline asks the kmsd on the admin socket sock to check its chain.
 func verifyOnline(ctx context.Context, sock string) (verifyAnswer, error) {
 	var ans verifyAnswer
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://kmsd/verify", nil)
-	resp, err := adminClient(sock).Do(req)
+	body, err := askAdmin(ctx, sock, http.MethodGet, "/verify", "verify the chain")
 	if err != nil {
-		return ans, fmt.Errorf("ask the running kmsd: %w", err)
+		return ans, err
 	}
-	defer resp.Body.Close()
-	switch {
-	case resp.StatusCode == http.StatusNotFound:
-		return ans, errors.New("the running kmsd is of a version that cannot verify the chain while it runs: stop it first, or upgrade it")
-	case resp.StatusCode != http.StatusOK:
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return ans, fmt.Errorf("the running kmsd: %s", strings.TrimSpace(string(msg)))
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&ans); err != nil {
+	if err := json.Unmarshal(body, &ans); err != nil {
 		return ans, fmt.Errorf("the running kmsd's answer: %w", err)
 	}
 	return ans, nil
+}
+
+// rekeyOnline asks the running kmsd at sock to rekey its store to its next
+// master key, and returns what it resealed.
+func rekeyOnline(ctx context.Context, sock string) (string, error) {
+	body, err := askAdmin(ctx, sock, http.MethodPost, "/rekey", "rekey")
+	return strings.TrimSpace(string(body)), err
+}
+
+// askAdmin sends a request to the admin socket at sock and returns the
+// body of a 200 answer (at most 64 KiB), or an error with the answer's
+// text; what names the request for a kmsd too old to serve it.
+func askAdmin(ctx context.Context, sock, method, path, what string) ([]byte, error) {
+	req, _ := http.NewRequestWithContext(ctx, method, "http://kmsd"+path, nil)
+	resp, err := adminClient(sock).Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("ask the running kmsd: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	switch {
+	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed:
+		return nil, fmt.Errorf("the running kmsd is of a version that cannot %s while it runs: stop it first, or upgrade it", what)
+	case resp.StatusCode != http.StatusOK:
+		return nil, fmt.Errorf("the running kmsd: %s", strings.TrimSpace(string(body)))
+	case err != nil:
+		return nil, fmt.Errorf("the running kmsd's answer: %w", err)
+	}
+	return body, nil
 }

@@ -84,7 +84,7 @@ func writeBackup(ctx context.Context, c *config, getenv func(string) string, w i
 	}
 	defer st.Close()
 	svc, err := kms.New(st, kms.Options{MasterKey: mk})
-	mk = kms.MasterKey{}
+	mk = nil
 	if err != nil {
 		return "offline", startError(err, c)
 	}
@@ -177,7 +177,7 @@ func restore(ctx context.Context, c *config, getenv func(string) string, stdin i
 		return fmt.Errorf("restore: open a new store in %s: %w", c.data, err)
 	}
 	info, err := kms.Restore(ctx, st, in, mk)
-	mk = kms.MasterKey{}
+	mk = nil
 	if cerr := st.Close(); err == nil && cerr != nil {
 		err = cerr
 	}

@@ -33,6 +33,7 @@ type config struct {
 	backupOut        string        // backup's and audit export's -o
 	auditFrom        uint64        // audit export's -from
 	newMasterKeyFile string        // rekey's -new-master-key-file
+	newKeyPKCS11     string        // rekey's -new-master-key-pkcs11
 	auditSink        string
 	auditSinkMax     byteSize
 	auditSinkKeep    int
@@ -40,6 +41,10 @@ type config struct {
 	restoreIn        string // restore's -i
 	dev              bool
 	masterKeyFile    string
+	masterKeyPKCS11  string    // -master-key-pkcs11: a PKCS#11 URI
+	nextKeyFile      string    // -master-key-next-file
+	nextKeyPKCS11    string    // -master-key-next-pkcs11
+	tokens           *tokenSet // what close lets go of (pkcs11.go)
 	mailOutbox       string
 	baseURL          string
 	tlsCert          string
@@ -84,6 +89,9 @@ var settings = []setting{
 	{"store-timeout", "KMS_STORE_TIMEOUT", "duration", "with PostgreSQL: bound of each round trip to the database; a node whose connection goes silent answers 503 within twice it, and the database lets go of what that node held in half of it", "5s"},
 	{"dev", "KMS_DEV", "", "development mode: generate a master key into <data>/master.key if none is given", "false"},
 	{"master-key-file", "KMS_MASTER_KEY_FILE", "file", "file holding the master key in base64 (or set KMS_MASTER_KEY)", ""},
+	{"master-key-pkcs11", "KMS_MASTER_KEY_PKCS11", "uri", "the master key: an AES-256 key in a PKCS#11 token, as an RFC 7512 URI (PIN from its pin-source or KMS_PKCS11_PIN)", ""},
+	{"master-key-next-file", "KMS_MASTER_KEY_NEXT_FILE", "file", "file holding the next master key in base64 (or set KMS_MASTER_KEY_NEXT), for a rotation while kmsd serves", ""},
+	{"master-key-next-pkcs11", "KMS_MASTER_KEY_NEXT_PKCS11", "uri", "the next master key in a PKCS#11 token, for a rotation while kmsd serves", ""},
 	{"mail-outbox", "KMS_MAIL_OUTBOX", "dir", "write outgoing mail as files in dir instead of sending it", ""},
 	{"base-url", "KMS_BASE_URL", "url", "public address of the service, for links in mail", "http(s)://<addr>"},
 	{"tls-cert", "KMS_TLS_CERT", "file", "TLS certificate chain, PEM (with -tls-key)", ""},
@@ -117,6 +125,8 @@ var settings = []setting{
 // envOnly are the variables that have no flag.
 var envOnly = [][2]string{
 	{"KMS_MASTER_KEY", "the master key: base64 of 32 random bytes (head -c 32 /dev/urandom | base64)"},
+	{"KMS_MASTER_KEY_NEXT", "the next master key, base64, for a rotation while kmsd serves (or -master-key-next-file)"},
+	{"KMS_PKCS11_PIN", "the user PIN of the PKCS#11 token, when the URI names no pin-source"},
 	{"KMS_BOOTSTRAP_API_KEY", "secret (>= 32 characters) of the root API key created on an empty store"},
 	{"KMS_SMTP_ADDR", "SMTP server host:port; sends mail over SMTP (unless -mail-outbox)"},
 	{"KMS_SMTP_FROM", "sender address of the mail (required with KMS_SMTP_ADDR)"},
@@ -175,12 +185,16 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stdout i
 	}
 	if cmd == "rekey" {
 		fs.StringVar(&c.newMasterKeyFile, "new-master-key-file", "", "")
+		fs.StringVar(&c.newKeyPKCS11, "new-master-key-pkcs11", "", "")
 	}
 	if cmd == "restore" {
 		fs.StringVar(&c.restoreIn, "i", "", "")
 	}
 	fs.BoolVar(&c.dev, "dev", false, "")
 	fs.StringVar(&c.masterKeyFile, "master-key-file", "", "")
+	fs.StringVar(&c.masterKeyPKCS11, "master-key-pkcs11", "", "")
+	fs.StringVar(&c.nextKeyFile, "master-key-next-file", "", "")
+	fs.StringVar(&c.nextKeyPKCS11, "master-key-next-pkcs11", "", "")
 	fs.StringVar(&c.mailOutbox, "mail-outbox", "", "")
 	fs.StringVar(&c.baseURL, "base-url", "", "")
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "")
@@ -436,20 +450,24 @@ success, 1 on an error.
 
 `)
 	} else if cmd == "rekey" {
-		fmt.Fprint(w, `Usage: kmsd rekey [-new-master-key-file FILE] [flags]
+		fmt.Fprint(w, `Usage: kmsd rekey [-new-master-key-file FILE | -new-master-key-pkcs11 URI] [flags]
 
-Moves every secret the store holds sealed (the header signing keys, the
-private keys of /asym rings, the Users' password hashes) from the master
-key kmsd reads as the server does (KMS_MASTER_KEY or -master-key-file: the
-old one) to a new master key (KMS_NEW_MASTER_KEY, or the file given), in
-one transaction, and records it (action masterkey.rotate). The keys that
-made the hashes, headers, cursors and activity chain issued before travel
-along, sealed under the new key, so all of them stay valid. Afterwards the
-old master key opens nothing in the store: start kmsd with the new one.
-Stop kmsd first (every node, with -store postgres://...). Exit status: 0
+Moves the store from the master key kmsd reads as the server does (the
+old one) to a new master key (KMS_NEW_MASTER_KEY, -new-master-key-file, or
+-new-master-key-pkcs11 / KMS_NEW_MASTER_KEY_PKCS11 for a key in a PKCS#11
+token): a new root secret, every secret the store holds re-sealed under
+it, in one transaction, recorded as masterkey.rotate. Hashes, headers,
+cursors and the activity chain issued before stay valid. It runs while
+kmsd serves: on PostgreSQL beside the nodes, which go on under the new key
+when they were started with it as their next key (KMS_MASTER_KEY_NEXT,
+-master-key-next-file, -master-key-next-pkcs11), the others stopping their
+writes; on the embedded store with kmsd running, it asks that kmsd, through
+its admin socket, to rekey to its next key (no key need be given here).
+Afterwards the old master key opens nothing in the store. Exit status: 0
 on success, 1 on an error (nothing was changed), 2 on a usage error.
 
-  -new-master-key-file file   the new master key in base64 (or KMS_NEW_MASTER_KEY)
+  -new-master-key-file file    the new master key in base64 (or KMS_NEW_MASTER_KEY)
+  -new-master-key-pkcs11 uri   the new master key in a PKCS#11 token (or KMS_NEW_MASTER_KEY_PKCS11)
 
 `)
 	} else if cmd == "audit-export" {
@@ -539,7 +557,7 @@ master key is read as for the server (KMS_MASTER_KEY, -master-key-file, or
        kmsd backup [-o FILE] [flags]    a consistent backup, while kmsd runs or not
        kmsd restore -i FILE -data DIR   a new data directory from a backup
        kmsd audit export [-from SEQ]    activity records as JSON lines
-       kmsd rekey [flags]               move every sealed secret to a new master key
+       kmsd rekey [flags]               move the store to a new master key, while kmsd serves
        kmsd new-root-key [flags]        a new API key with the flag "*", from the master key
 
 `)

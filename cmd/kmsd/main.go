@@ -100,6 +100,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	defer c.close()
 	log := newLogger(c, stderr)
 	switch cmd {
 	case "verify-audit":

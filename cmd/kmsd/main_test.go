@@ -280,7 +280,7 @@ func TestMasterKeyFile(t *testing.T) {
 			if err != nil {
 				t.Fatalf("loadMasterKey = %v", err)
 			}
-			if k.Base64() != key {
+			if mk, ok := k.(kms.MasterKey); !ok || mk.Base64() != key {
 				t.Errorf("loadMasterKey read a different key")
 			}
 			if got := strings.Contains(logs.String(), `"level":"warn"`); got != tt.wantWarn {
@@ -762,40 +762,49 @@ func TestSubcommandsRefuseAnEmptyDatabase(t *testing.T) {
 	}
 }
 
-// TestRekeyWaitsForTheNodes: kmsd rekey on PostgreSQL refuses to run
-// while a kmsd node has the database open (the node would go on sealing
-// secrets under the old master key), and runs once every node is stopped;
-// the node then serves with the new master key.
-func TestRekeyWaitsForTheNodes(t *testing.T) {
+// TestRekeyBesideTheNodes: kmsd rekey on PostgreSQL runs while the nodes
+// serve. A node started with the new key as its next key goes on under it
+// without a restart; a node without it stops writing (503, /healthz 503)
+// and serves again once restarted with the new key.
+func TestRekeyBesideTheNodes(t *testing.T) {
 	url := pgtest.URL(t)
 	oldKey, newMaster := newKey(), newKey()
-	e := env{"KMS_MASTER_KEY": oldKey, "KMS_BOOTSTRAP_API_KEY": "rekey-bootstrap-secret-0123456789", "KMS_STORE": url}
+	e := env{"KMS_MASTER_KEY": oldKey, "KMS_MASTER_KEY_NEXT": newMaster, "KMS_BOOTSTRAP_API_KEY": "rekey-bootstrap-secret-0123456789", "KMS_STORE": url}
 	root := e["KMS_BOOTSTRAP_API_KEY"]
-	node := startRun(t, []string{"-data", t.TempDir(), "-addr", "127.0.0.1:0"}, e)
-	if code, body := call(t, nil, "POST", node.url+"/ks/keyrings", root, map[string]any{"name": "rk"}); code != 200 {
+	a := startRun(t, []string{"-data", t.TempDir(), "-addr", "127.0.0.1:0"}, e)
+	defer a.stop(t)
+	b := startRun(t, []string{"-data", t.TempDir(), "-addr", "127.0.0.1:0"}, env{"KMS_MASTER_KEY": oldKey, "KMS_STORE": url})
+	if code, body := call(t, nil, "POST", a.url+"/ks/keyrings", root, map[string]any{"name": "rk"}); code != 200 {
 		t.Fatalf("create ring = %d %v", code, body)
 	}
-	code, enc := call(t, nil, "POST", node.url+"/ks/encrypt", root, map[string]any{"ringname": "rk"})
+	code, enc := call(t, nil, "POST", a.url+"/ks/encrypt", root, map[string]any{"ringname": "rk"})
 	if code != 200 {
 		t.Fatalf("encrypt = %d %v", code, enc)
 	}
-	rekeyEnv := env{"KMS_MASTER_KEY": oldKey, "KMS_NEW_MASTER_KEY": newMaster}
 	var out bytes.Buffer
-	err := run(context.Background(), []string{"rekey", "-store", url}, rekeyEnv.get, &out, io.Discard)
-	if err == nil || !strings.Contains(err.Error(), "stop it first") {
-		t.Fatalf("rekey while a node runs = %v, want an error saying to stop it; output:\n%s", err, out.String())
+	if err := run(context.Background(), []string{"rekey", "-store", url}, env{"KMS_MASTER_KEY": oldKey, "KMS_NEW_MASTER_KEY": newMaster}.get, &out, io.Discard); err != nil {
+		t.Fatalf("rekey beside the nodes = %v; output:\n%s", err, out.String())
 	}
-	if code, body := call(t, nil, "POST", node.url+"/ks/decrypt", root, map[string]any{"hash": enc["hash"], "header": enc["header"]}); code != 200 {
-		t.Fatalf("decrypt after the refused rekey = %d %v", code, body)
+	if code, body := call(t, nil, "POST", a.url+"/ks/decrypt", root, map[string]any{"hash": enc["hash"], "header": enc["header"]}); code != 200 {
+		t.Errorf("decrypt on the node with the next key, after the rekey = %d %v", code, body)
 	}
-	node.stop(t)
-	out.Reset()
-	if err := run(context.Background(), []string{"rekey", "-store", url}, rekeyEnv.get, &out, io.Discard); err != nil {
-		t.Fatalf("rekey with the node stopped = %v; output:\n%s", err, out.String())
+	if code, body := call(t, nil, "POST", a.url+"/ks/keyrings", root, map[string]any{"name": "after"}); code != 200 {
+		t.Errorf("create ring on the node with the next key, after the rekey = %d %v", code, body)
 	}
-	node = startRun(t, []string{"-data", t.TempDir(), "-addr", "127.0.0.1:0"}, env{"KMS_MASTER_KEY": newMaster, "KMS_STORE": url})
-	defer node.stop(t)
-	if code, body := call(t, nil, "POST", node.url+"/ks/decrypt", root, map[string]any{"hash": enc["hash"], "header": enc["header"]}); code != 200 {
+	kmsdtest.WaitFor(t, 10*time.Second, "the node without the new key to answer 503", func() bool {
+		code, _ := call(t, nil, "GET", b.url+"/healthz", "", nil)
+		return code == 503
+	})
+	if code, body := call(t, nil, "POST", b.url+"/ks/keyrings", root, map[string]any{"name": "stale"}); code != 503 {
+		t.Errorf("create ring on the node without the new key = %d %v, want 503", code, body)
+	}
+	b.stop(t)
+	if err := run(context.Background(), nil, env{"KMS_MASTER_KEY": oldKey, "KMS_STORE": url}.get, io.Discard, io.Discard); err == nil {
+		t.Errorf("kmsd with the old key alone started")
+	}
+	b = startRun(t, []string{"-data", t.TempDir(), "-addr", "127.0.0.1:0"}, env{"KMS_MASTER_KEY": newMaster, "KMS_STORE": url})
+	defer b.stop(t)
+	if code, body := call(t, nil, "POST", b.url+"/ks/decrypt", root, map[string]any{"hash": enc["hash"], "header": enc["header"]}); code != 200 {
 		t.Fatalf("decrypt with the new master key = %d %v", code, body)
 	}
 }

@@ -20,31 +20,83 @@ const noKeyHelp = `no master key: kmsd needs a 256-bit master key, and will not 
 Give it one of these ways:
   - KMS_MASTER_KEY=<base64 of 32 random bytes>   (generate: head -c 32 /dev/urandom | base64)
   - -master-key-file FILE (or KMS_MASTER_KEY_FILE), a file of mode 0600 or 0400 holding that base64
+  - -master-key-pkcs11 URI (or KMS_MASTER_KEY_PKCS11), an AES-256 key in a PKCS#11 token (an HSM), as
+    pkcs11:token=kms;object=kms-master?module-path=/usr/lib/softhsm/libsofthsm2.so&pin-source=file:/etc/kms/pin
   - -dev, for development only: kmsd generates a key into <data>/master.key and reuses it
 Keep the key safe and apart from the data: without it the data cannot be read.`
 
-// loadMasterKey returns the master key from, in this order of preference,
-// KMS_MASTER_KEY, the master key file, or (with -dev) <data>/master.key,
-// which it generates on first use. create says whether -dev may generate
-// the key (the server) or must find it (verify-audit). The key is never
-// logged.
-func loadMasterKey(c *config, getenv func(string) string, create bool, log *zerolog.Logger) (kms.MasterKey, error) {
-	env := getenv("KMS_MASTER_KEY")
+// keyRole is one of the root keys kmsd may be given, and the ways to give
+// it: the variable holding its base64, a file holding that, or a PKCS#11
+// URI naming it in a token.
+type keyRole struct {
+	name       string // "master key", for messages
+	env        string // KMS_MASTER_KEY
+	fileFlag   string // -master-key-file
+	file       string // its value
+	pkcs11Flag string // -master-key-pkcs11
+	pkcs11     string // its value
+}
+
+func (c *config) masterKeyRole() keyRole {
+	return keyRole{"master key", "KMS_MASTER_KEY", "-master-key-file", c.masterKeyFile, "-master-key-pkcs11", c.masterKeyPKCS11}
+}
+
+func (c *config) nextKeyRole() keyRole {
+	return keyRole{"next master key", "KMS_MASTER_KEY_NEXT", "-master-key-next-file", c.nextKeyFile, "-master-key-next-pkcs11", c.nextKeyPKCS11}
+}
+
+func (c *config) newKeyRole() keyRole {
+	return keyRole{"new master key", "KMS_NEW_MASTER_KEY", "-new-master-key-file", c.newMasterKeyFile, "-new-master-key-pkcs11", c.newKeyPKCS11}
+}
+
+// load returns the key given for r, or nil when none is. Two ways at once
+// are a usage error, and so is a key that cannot be read or opened (a
+// PKCS#11 key: the token's error, which names the problem).
+func (r keyRole) load(c *config, getenv func(string) string, log *zerolog.Logger) (kms.RootKey, error) {
+	env := getenv(r.env)
+	given := 0
+	for _, v := range []string{env, r.file, r.pkcs11} {
+		if v != "" {
+			given++
+		}
+	}
+	if given > 1 {
+		return nil, usagef("the %s is given more than one way (%s, %s, %s): give it one way only", r.name, r.env, r.fileFlag, r.pkcs11Flag)
+	}
 	switch {
-	case env != "" && c.masterKeyFile != "":
-		return kms.MasterKey{}, usagef("both KMS_MASTER_KEY and -master-key-file (KMS_MASTER_KEY_FILE) are set: give the master key one way only")
 	case env != "":
 		k, err := kms.ParseMasterKey(env)
 		if err != nil {
-			return kms.MasterKey{}, usagef("KMS_MASTER_KEY: %v; it must be the base64 of 32 random bytes (head -c 32 /dev/urandom | base64)", err)
+			return nil, usagef("%s: %v; it must be the base64 of 32 random bytes (head -c 32 /dev/urandom | base64)", r.env, err)
 		}
 		return k, nil
-	case c.masterKeyFile != "":
-		return readKeyFile(c.masterKeyFile, log)
+	case r.file != "":
+		return readKeyFile(r.file, log)
+	case r.pkcs11 != "":
+		return c.openTokenKey(r, getenv)
+	}
+	return nil, nil
+}
+
+// loadMasterKey returns the master key: from KMS_MASTER_KEY, the master
+// key file or a PKCS#11 token, exactly one of them, or (with -dev, alone)
+// <data>/master.key, which it generates on first use. create says whether
+// -dev may generate the key (the server) or must find it (verify-audit).
+// The key is never logged.
+func loadMasterKey(c *config, getenv func(string) string, create bool, log *zerolog.Logger) (kms.RootKey, error) {
+	r := c.masterKeyRole()
+	k, err := r.load(c, getenv, log)
+	switch {
+	case err != nil:
+		return nil, err
+	case k != nil && c.dev:
+		return nil, usagef("-dev and the master key (%s, %s or %s) are both given: -dev generates a key of its own; give one or the other", r.env, r.fileFlag, r.pkcs11Flag)
+	case k != nil:
+		return k, nil
 	case c.dev:
 		return devMasterKey(c.data, create, log)
 	}
-	return kms.MasterKey{}, usageError{errors.New(noKeyHelp)}
+	return nil, usageError{errors.New(noKeyHelp)}
 }
 
 // readKeyFile reads a master key file. A file that others (not the owner

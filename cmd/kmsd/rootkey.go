@@ -31,7 +31,7 @@ func newRootKey(ctx context.Context, c *config, getenv func(string) string, stdo
 	}
 	defer st.Close()
 	svc, err := kms.New(st, kms.Options{MasterKey: mk})
-	mk = kms.MasterKey{}
+	mk = nil
 	if err != nil {
 		return startError(err, c)
 	}

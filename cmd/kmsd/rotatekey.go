@@ -23,7 +23,7 @@ func rotateSigningKey(ctx context.Context, c *config, getenv func(string) string
 	}
 	defer st.Close()
 	k, err := kms.RotateStoreSigningKey(ctx, st, mk)
-	mk = kms.MasterKey{}
+	mk = nil
 	if err != nil {
 		return fmt.Errorf("rotate the signing key: %s", kms.ErrorMessage(err))
 	}

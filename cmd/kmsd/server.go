@@ -100,6 +100,10 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stdout, s
 	if err != nil {
 		return err
 	}
+	next, err := c.nextKeyRole().load(c, getenv, log)
+	if err != nil {
+		return err
+	}
 	if err := os.MkdirAll(c.data, 0o700); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
@@ -178,7 +182,7 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stdout, s
 
 	svcLog := log.With().Str("component", "kms").Logger()
 	svcOpts := kms.Options{
-		MasterKey: mk, Logger: &svcLog, Mailer: mailer, BaseURL: baseURL,
+		MasterKey: mk, NextMasterKey: next, Logger: &svcLog, Mailer: mailer, BaseURL: baseURL,
 		TokenTTL: c.tokenTTL, SessionLifetime: c.sessionLife, InviteTTL: c.inviteTTL, ResetTTL: c.resetTTL,
 		Limits:          kms.Limits{MaxKeyRings: c.maxKeyRings, MaxUsers: c.maxUsers, MaxAccounts: c.maxAccounts, MaxAPIKeysPerAccount: c.maxAPIKeys},
 		MinDestroyDelay: c.minDestroy,
@@ -196,7 +200,7 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stdout, s
 	if c.minDestroy == 0 {
 		svcOpts.MinDestroyDelay = -1 // none; the Options' zero is the default
 	}
-	mk = kms.MasterKey{}
+	mk = nil
 	// start opens the store, starts the Service on it and bootstraps it.
 	start := func() (*kms.Service, kms.Store, error) {
 		st, err := openStore(ctx, c, pgstore.Options{})
@@ -247,7 +251,7 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stdout, s
 			log.Info().Msg("the store started")
 		}
 	}
-	svcOpts.MasterKey = kms.MasterKey{}
+	svcOpts.MasterKey, svcOpts.NextMasterKey, next = nil, nil, nil
 	if err != nil {
 		stopServing()
 		return err

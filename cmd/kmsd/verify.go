@@ -37,7 +37,7 @@ func verifyAudit(ctx context.Context, c *config, getenv func(string) string, std
 	}
 	defer st.Close()
 	res, err := kms.VerifyAudit(ctx, st, mk)
-	mk = kms.MasterKey{}
+	mk = nil
 	switch kms.ErrorKind(err) {
 	case kms.KindUnprocessable:
 		return reportChain(stdout, res, kms.ErrorMessage(err))
@@ -67,24 +67,24 @@ func reportChain(stdout io.Writer, res kms.VerifyChainResult, broken string) err
 // as the server does. With exclusive, a PostgreSQL store is opened only
 // when no other process (a kmsd node) has it open, and none can open it
 // meanwhile. The caller closes the store and clears the key.
-func openExistingStore(ctx context.Context, c *config, getenv func(string) string, log *zerolog.Logger, exclusive bool) (kms.Store, kms.MasterKey, error) {
+func openExistingStore(ctx context.Context, c *config, getenv func(string) string, log *zerolog.Logger, exclusive bool) (kms.Store, kms.RootKey, error) {
 	if !c.postgres() {
 		if fi, err := os.Stat(c.data); err != nil {
-			return nil, kms.MasterKey{}, fmt.Errorf("data directory: %w", err)
+			return nil, nil, fmt.Errorf("data directory: %w", err)
 		} else if !fi.IsDir() {
-			return nil, kms.MasterKey{}, fmt.Errorf("data directory %s is not a directory", c.data)
+			return nil, nil, fmt.Errorf("data directory %s is not a directory", c.data)
 		}
 		if !hasStore(c.data) {
-			return nil, kms.MasterKey{}, fmt.Errorf("no store in %s", c.data)
+			return nil, nil, fmt.Errorf("no store in %s", c.data)
 		}
 	}
 	mk, err := loadMasterKey(c, getenv, false, log)
 	if err != nil {
-		return nil, kms.MasterKey{}, err
+		return nil, nil, err
 	}
 	st, err := openStore(ctx, c, pgstore.Options{Existing: true, Exclusive: exclusive})
 	if err != nil {
-		return nil, kms.MasterKey{}, err
+		return nil, nil, err
 	}
 	return st, mk, nil
 }

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ringkms/kms/internal/hsmtest"
+)
+
+// tokenEnv is the environment of a kmsd whose master key is the object
+// named object on tok.
+func tokenEnv(tok *hsmtest.Token, object string) env {
+	return env{"KMS_MASTER_KEY_PKCS11": tok.URI(object), "KMS_BOOTSTRAP_API_KEY": "pkcs11-bootstrap-secret-0123456789"}
+}
+
+// encryptDecrypt encrypts on ring rk through s and returns a function that
+// checks the call still decrypts through another server.
+func encryptOn(t *testing.T, s *server, root string) func(*server) {
+	t.Helper()
+	call(t, nil, "POST", s.url+"/ks/keyrings", root, map[string]any{"name": "rk"})
+	code, enc := call(t, nil, "POST", s.url+"/ks/encrypt", root, map[string]any{"ringname": "rk"})
+	if code != 200 {
+		t.Fatalf("encrypt = %d %v", code, enc)
+	}
+	return func(o *server) {
+		t.Helper()
+		if code, body := call(t, nil, "POST", o.url+"/ks/decrypt", root, map[string]any{"hash": enc["hash"], "header": enc["header"]}); code != 200 {
+			t.Fatalf("decrypt of the first encrypt = %d %v", code, body)
+		}
+		if code, body := call(t, nil, "GET", o.url+"/ks/header/"+url.PathEscape(enc["header"].(string)), root, nil); code != 200 || body["valid"] != true {
+			t.Fatalf("header lookup of the first encrypt = %d %v", code, body)
+		}
+	}
+}
+
+// TestMasterKeyInToken: kmsd with its master key in a PKCS#11 token (a
+// real SoftHSM2 token) serves, starts again on its store, and no plain
+// master key opens that store; kmsd rekey moves the store to a plain key
+// and back, every hash and header staying valid.
+func TestMasterKeyInToken(t *testing.T) {
+	tok := hsmtest.New(t, "kms")
+	tok.GenerateAESKey(t, "kms-master", hsmtest.AESKeyOptions{})
+	data := t.TempDir()
+	e := tokenEnv(tok, "kms-master")
+	root := e["KMS_BOOTSTRAP_API_KEY"]
+	args := []string{"-data", data, "-addr", "127.0.0.1:0"}
+	s := startRun(t, args, e)
+	check := encryptOn(t, s, root)
+	s.stop(t)
+	s = startRun(t, args, e)
+	check(s)
+	s.stop(t)
+
+	plain := newKey()
+	if err := run(context.Background(), args, env{"KMS_MASTER_KEY": plain}.get, io.Discard, io.Discard); err == nil {
+		t.Fatal("kmsd with a plain master key opened the store of a token's key")
+	}
+	var out bytes.Buffer
+	rekey := func(from, to env) {
+		t.Helper()
+		out.Reset()
+		renv := env{}
+		for k, v := range from {
+			renv[k] = v
+		}
+		for k, v := range to {
+			renv[k] = v
+		}
+		if err := run(context.Background(), []string{"rekey", "-data", data}, renv.get, &out, io.Discard); err != nil {
+			t.Fatalf("rekey = %v; output:\n%s", err, out.String())
+		}
+	}
+	rekey(env{"KMS_MASTER_KEY_PKCS11": tok.URI("kms-master")}, env{"KMS_NEW_MASTER_KEY": plain})
+	s = startRun(t, args, env{"KMS_MASTER_KEY": plain})
+	check(s)
+	s.stop(t)
+	if err := run(context.Background(), args, e.get, io.Discard, io.Discard); err == nil {
+		t.Fatal("kmsd with the token's key opened the store rekeyed away from it")
+	}
+	rekey(env{"KMS_MASTER_KEY": plain}, env{"KMS_NEW_MASTER_KEY_PKCS11": tok.URI("kms-master")})
+	s = startRun(t, args, e)
+	check(s)
+	s.stop(t)
+	out.Reset()
+	if err := run(context.Background(), []string{"verify-audit", "-data", data}, e.get, &out, io.Discard); err != nil || !strings.Contains(out.String(), "intact") {
+		t.Fatalf("verify-audit with the token's key = %v:\n%s", err, out.String())
+	}
+}
+
+// TestMasterKeyTokenErrors: a wrong PIN, a missing token, a missing
+// object, a key that is extractable, not sensitive or not AES-256, or a
+// PIN given in the URI: kmsd exits 2 with a message naming the problem,
+// and writes nothing.
+func TestMasterKeyTokenErrors(t *testing.T) {
+	tok := hsmtest.New(t, "kms")
+	tok.GenerateAESKey(t, "good", hsmtest.AESKeyOptions{})
+	tok.GenerateAESKey(t, "extractable", hsmtest.AESKeyOptions{Extractable: true})
+	tok.GenerateAESKey(t, "not-sensitive", hsmtest.AESKeyOptions{NotSensitive: true})
+	tok.GenerateAESKey(t, "aes128", hsmtest.AESKeyOptions{Size: 16})
+	wrongPIN := filepath.Join(t.TempDir(), "pin")
+	if err := os.WriteFile(wrongPIN, []byte("000000\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, uri, want string
+	}{
+		{"wrong PIN", strings.Replace(tok.URI("good"), tok.PINFile, wrongPIN, 1), "PIN"},
+		{"no such token", strings.Replace(tok.URI("good"), "token=kms", "token=nosuch", 1), "token"},
+		{"no such object", tok.URI("nosuch"), "nosuch"},
+		{"extractable", tok.URI("extractable"), "extractable"},
+		{"not sensitive", tok.URI("not-sensitive"), "sensitive"},
+		{"AES-128", tok.URI("aes128"), "256"},
+		{"PIN in the URI", tok.URI("good") + "&pin-value=1234", "pin-source"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := t.TempDir()
+			err := run(context.Background(), []string{"-data", data, "-addr", "127.0.0.1:0"}, env{"KMS_MASTER_KEY_PKCS11": tc.uri}.get, io.Discard, io.Discard)
+			if code := exitCode(err); code != 2 || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("kmsd = %v (exit %d), want exit 2 naming %q", err, code, tc.want)
+			}
+			if hasStore(data) {
+				t.Errorf("kmsd wrote a store before refusing its key")
+			}
+		})
+	}
+	// One way only.
+	err := run(context.Background(), []string{"-data", t.TempDir()}, env{"KMS_MASTER_KEY_PKCS11": tok.URI("good"), "KMS_MASTER_KEY": newKey()}.get, io.Discard, io.Discard)
+	if exitCode(err) != 2 || !strings.Contains(err.Error(), "one way only") {
+		t.Errorf("two master keys = %v, want exit 2 saying one way only", err)
+	}
+}
+
+// TestRekeyThroughTheSocket: kmsd rekey, with kmsd running on the embedded
+// store, has that kmsd rekey to the next master key it was started with;
+// it serves on without a restart, and then starts with the new key alone.
+// A kmsd started without a next key refuses, saying so.
+func TestRekeyThroughTheSocket(t *testing.T) {
+	tok := hsmtest.New(t, "kms")
+	tok.GenerateAESKey(t, "kms-next", hsmtest.AESKeyOptions{})
+	data := t.TempDir()
+	plain := newKey()
+	root := "socket-rekey-bootstrap-secret-0123456789"
+	args := []string{"-data", data, "-addr", "127.0.0.1:0"}
+	alone := startRun(t, args, env{"KMS_MASTER_KEY": plain, "KMS_BOOTSTRAP_API_KEY": root})
+	check := encryptOn(t, alone, root)
+	err := run(context.Background(), []string{"rekey", "-data", data}, env{"KMS_MASTER_KEY": plain}.get, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "no next master key") {
+		t.Errorf("rekey through a kmsd without a next key = %v, want an error saying so", err)
+	}
+	alone.stop(t)
+
+	s := startRun(t, args, env{"KMS_MASTER_KEY": plain, "KMS_MASTER_KEY_NEXT_PKCS11": tok.URI("kms-next")})
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"rekey", "-data", data}, env{"KMS_MASTER_KEY": plain}.get, &out, io.Discard); err != nil {
+		t.Fatalf("rekey through the running kmsd = %v; output:\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "by the running kmsd") {
+		t.Errorf("rekey printed %q, want it to say the running kmsd did it", out.String())
+	}
+	check(s)
+	if code, body := call(t, nil, "POST", s.url+"/ks/keyrings", root, map[string]any{"name": "after"}); code != 200 {
+		t.Errorf("create ring after the rekey = %d %v", code, body)
+	}
+	s.stop(t)
+	if err := run(context.Background(), args, env{"KMS_MASTER_KEY": plain}.get, io.Discard, io.Discard); err == nil {
+		t.Fatal("kmsd with the old key opened the store after the rekey")
+	}
+	s = startRun(t, args, env{"KMS_MASTER_KEY_PKCS11": tok.URI("kms-next")})
+	defer s.stop(t)
+	check(s)
+}
