@@ -27,8 +27,10 @@
 //     ring and its private key file, a multi-chunk file encrypted and
 //     decrypted back, a tampered envelope that leaves no output, a
 //     disabled key's decrypt refused with the service's message, API keys
-//     from files, -json output of lists, and a User's login; usage errors
-//     exit 2 (TestKmsctlUsage).
+//     from files, -json output of lists, envelopes of both kinds of rings
+//     rewrapped after rotations (to a new file, then in place) under the
+//     active key, and a User's login; usage errors exit 2
+//     (TestKmsctlUsage).
 //   - TestResetStartTimingTellsNothing: the answer time of a password
 //     reset request, compared (medians of many calls in random turns)
 //     between addresses of Users and unknown ones.

@@ -283,6 +283,50 @@ func TestKmsctl(t *testing.T) {
 		}
 	})
 
+	// After rotations, the files of both rings move to the active key:
+	// to a new file, then in place. Which key a file is under, decrypt
+	// -json says.
+	t.Run("rewrap", func(t *testing.T) {
+		for _, c := range []struct{ ring, keyFile, in, ad string }{
+			{"payments", keyFile, sealed, "plain"},
+			{"payments", keyFile, filepath.Join(dir, "payments.split.rkms"), ""},
+			{"plain", filepath.Join(dir, "plain.key"), filepath.Join(dir, "plain.split.rkms"), ""},
+		} {
+			opened := func(path string) (*kms.DecryptResult, []byte) {
+				t.Helper()
+				var res kms.DecryptResult
+				kmsctl(t, env, nil, 0, "decrypt", "-json", "-force", "-private-key", c.keyFile, "-ad", c.ad, "-in", path, "-out", path+".out").decode(t, &res)
+				b, err := os.ReadFile(path + ".out")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return &res, b
+			}
+			old, _ := opened(c.in)
+			var rotated struct{ Key kms.Key }
+			kmsctl(t, env, nil, 0, "ring", "rotate", "-json", c.ring).decode(t, &rotated)
+			moved := c.in + ".new"
+			r := kmsctl(t, env, nil, 0, "rewrap", "-private-key", c.keyFile, "-ad", c.ad, "-in", c.in, "-out", moved)
+			if !strings.Contains(r.stdout, "old key:   "+old.Key.ID) || !strings.Contains(r.stdout, "new key:   "+rotated.Key.ID) {
+				t.Errorf("rewrap printed:\n%s", r.stdout)
+			}
+			if res, _ := opened(moved); res.Key.ID != rotated.Key.ID {
+				t.Errorf("%s rewrapped is under key %s, want %s", c.in, res.Key.ID, rotated.Key.ID)
+			}
+			kmsctl(t, env, nil, 0, "ring", "rotate", c.ring)
+			kmsctl(t, env, nil, 0, "rewrap", "-private-key", c.keyFile, "-ad", c.ad, "-in", moved, "-out", moved)
+			var active struct{ Ring kms.KeyRing }
+			kmsctl(t, env, nil, 0, "ring", "show", "-json", c.ring).decode(t, &active)
+			res, got := opened(moved)
+			if res.Key.ID == rotated.Key.ID || res.Key.ID != active.Ring.ActiveKey {
+				t.Errorf("%s rewrapped in place is under key %s, want the active %s", c.in, res.Key.ID, active.Ring.ActiveKey)
+			}
+			if !bytes.Equal(got, plain) {
+				t.Errorf("%s rewrapped twice decrypts to %d bytes, want %d", c.in, len(got), len(plain))
+			}
+		}
+	})
+
 	t.Run("login", func(t *testing.T) {
 		created, err := root.CreateUser(bg, kms.UserInput{Username: "ada", Email: "ada@example.com", FirstName: "Ada", LastName: "Lovelace",
 			Flags: kms.Flags{"keyring.*.read": true}})

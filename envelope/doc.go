@@ -53,4 +53,15 @@
 // the end (a stream cut off after a chunk, say) comes after data was
 // returned. A consumer that must not act on part of the data buffers it
 // until Read returns io.EOF, or uses Open.
+//
+// # Rewrapping
+//
+// Rewrap moves an envelope to its ring's active key: it opens it with a
+// decrypt call and seals its plaintext again with a new encrypt call on
+// the same ring, streaming from one to the other, and keeps the Asset the
+// old header signs. Once every envelope under a key is rewrapped, the key
+// can be disabled and destroyed (docs/OPERATIONS.md, "When a key leaks").
+//
+//	res, err := s.Rewrap(ctx, newFile, oldFile, envelope.RewrapInput{AssociatedData: ad})
+//	// res.Encrypt.Key.ID is the ring's active key, res.Encrypt.Hash the new hash.
 package envelope

@@ -31,6 +31,12 @@ func (s *Sealer) NewWriter(ctx context.Context, dst io.Writer, in SealInput) (*W
 	if err != nil {
 		return nil, err
 	}
+	return newWriter(dst, res, prelude, st)
+}
+
+// newWriter writes the prelude of the envelope of the encrypt call res
+// to dst and returns the Writer of its chunks.
+func newWriter(dst io.Writer, res *kms.EncryptResult, prelude []byte, st *state) (*Writer, error) {
 	if _, err := dst.Write(prelude); err != nil {
 		return nil, err
 	}
@@ -141,6 +147,7 @@ func (w *Writer) Close() error {
 type Reader struct {
 	src  io.Reader
 	st   *state
+	info *Info
 	res  *kms.DecryptResult
 	buf  []byte // one sealed chunk, and one byte of the next
 	have int    // bytes of the next chunk already in buf (0 or 1)
@@ -166,7 +173,7 @@ func (s *Sealer) NewReader(ctx context.Context, src io.Reader, ad []byte) (*Read
 	if err != nil {
 		return nil, err
 	}
-	return &Reader{src: src, st: st, res: res, buf: make([]byte, chunkCT+1)}, nil
+	return &Reader{src: src, st: st, info: info, res: res, buf: make([]byte, chunkCT+1)}, nil
 }
 
 // Result is the answer of the envelope's decrypt call: the ring and key,

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ringkms/kms"
@@ -19,7 +20,8 @@ import (
 // Envelope encryption of files and streams (package envelope): encrypt
 // asks the service for a ring's active key and seals the input under it;
 // decrypt hands the envelope's hash and header back to the service for
-// the key and opens it. Both stream: memory stays at one 64 KiB chunk
+// the key and opens it; rewrap does both, to move an envelope to its
+// ring's active key. They stream: memory stays at a 64 KiB chunk or two
 // whatever the size.
 
 // progressMin is the smallest input whose progress is shown.
@@ -44,7 +46,31 @@ func decryptCommand() *command {
 	}
 }
 
-// cryptFlags are the flags of encrypt and decrypt.
+func rewrapCommand() *command {
+	return &command{
+		name: "rewrap", auth: true, setup: rewrapSetup,
+		summary: "Encrypt an envelope again, under the active key of its ring. " +
+			"It is opened as decrypt opens it (a decrypt call, with the same checks) and its plaintext sealed into a new envelope as encrypt seals it (an encrypt call on the same ring), chunk by chunk, with the same associated data (-ad). " +
+			"The Asset the old header signs, if any, is kept: the encrypt call updates it without changing its data or parents, so the new header signs the same Asset. " +
+			"-out is written under a temporary name and renamed once the whole envelope was opened and sealed again; a file already there is replaced only with -force, but -out may name the -in file without it, which is then replaced in place. " +
+			"What the two calls answered (old and new key and hash, Asset) goes to standard output, or to standard error when the envelope does.",
+	}
+}
+
+// cryptOp is what a command of pipe does with its input and output.
+type cryptOp struct {
+	verb     string // the command: encrypt, decrypt, rewrap
+	envelope bool   // it writes an envelope, never to a terminal
+	inPlace  bool   // -out may name the -in file, which it then replaces without -force
+}
+
+var (
+	opEncrypt = cryptOp{verb: "encrypt", envelope: true}
+	opDecrypt = cryptOp{verb: "decrypt"}
+	opRewrap  = cryptOp{verb: "rewrap", envelope: true, inPlace: true}
+)
+
+// cryptFlags are the flags of encrypt, decrypt and rewrap.
 type cryptFlags struct {
 	in, out    string
 	force      bool
@@ -79,7 +105,7 @@ func encryptSetup(c *cli, fs *flag.FlagSet) action {
 		}
 		var res *kms.EncryptResult
 		var n int64
-		w, err := c.pipe(ctx, f, "encrypt", func(s *envelope.Sealer, dst io.Writer, src io.Reader) error {
+		w, err := c.pipe(ctx, f, opEncrypt, func(s *envelope.Sealer, dst io.Writer, src io.Reader) error {
 			ew, err := s.NewWriter(ctx, dst, in)
 			if err != nil {
 				return err
@@ -114,7 +140,7 @@ func decryptSetup(c *cli, fs *flag.FlagSet) action {
 	return func(ctx context.Context, args []string) error {
 		var res *kms.DecryptResult
 		var n int64
-		w, err := c.pipe(ctx, f, "decrypt", func(s *envelope.Sealer, dst io.Writer, src io.Reader) error {
+		w, err := c.pipe(ctx, f, opDecrypt, func(s *envelope.Sealer, dst io.Writer, src io.Reader) error {
 			er, err := s.NewReader(ctx, src, []byte(f.ad))
 			if err != nil {
 				return err
@@ -132,6 +158,40 @@ func decryptSetup(c *cli, fs *flag.FlagSet) action {
 	}
 }
 
+// rewrapped is what rewrap prints with -json: the envelope it opened
+// (its hash and header) and the answers of the decrypt and encrypt
+// calls, without their shares.
+type rewrapped struct {
+	Opened struct {
+		Hash   string `json:"hash"`
+		Header string `json:"header"`
+	} `json:"opened"`
+	Decrypt *kms.DecryptResult `json:"decrypt"`
+	Encrypt *kms.EncryptResult `json:"encrypt"`
+}
+
+func rewrapSetup(c *cli, fs *flag.FlagSet) action {
+	f := addCryptFlags(fs)
+	return func(ctx context.Context, args []string) error {
+		var res *envelope.RewrapResult
+		w, err := c.pipe(ctx, f, opRewrap, func(s *envelope.Sealer, dst io.Writer, src io.Reader) error {
+			var err error
+			res, err = s.Rewrap(ctx, dst, src, envelope.RewrapInput{AssociatedData: []byte(f.ad)})
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		var shown rewrapped
+		shown.Opened.Hash, shown.Opened.Header = res.Opened.Hash, res.Opened.Header
+		dec, enc := *res.Decrypt, *res.Encrypt
+		dec.KeyShare, enc.KeyShare = "", "" // as encrypt's
+		shown.Decrypt, shown.Encrypt = &dec, &enc
+		return c.showOn(w, &shown, fields("ring", dec.RingName, "old key", dec.Key.ID, "old hash", res.Opened.Hash,
+			"new key", enc.Key.ID, "new hash", enc.Hash, "asset", dec.Asset.ID, "bytes", res.Size, "out", outName(f.out)))
+	}
+}
+
 // outName names an output for the summary.
 func outName(path string) string {
 	if path == "-" {
@@ -140,19 +200,21 @@ func outName(path string) string {
 	return path
 }
 
-// pipe runs body from the input to the output of f, with a Sealer that
-// unwraps with the private key of f, and returns where the summary of
-// the run goes: standard output when the data went to a file, else
-// standard error. What can be checked without the service is checked
-// before body calls it: the private key, the input (it opens, and is not a
-// directory) and the output (not a directory, nor a file that exists
-// without -force, and its directory takes a new file), so that a call
-// that issues a hash is not spent on a run that could not finish. A file
-// output is written under a temporary name and renamed once body
-// succeeded; on an error nothing is left at its path.
-func (c *cli) pipe(ctx context.Context, f *cryptFlags, verb string, body func(s *envelope.Sealer, dst io.Writer, src io.Reader) error) (io.Writer, error) {
-	path := "kmsctl " + verb
-	if verb == "encrypt" && f.out == "-" {
+// pipe runs body from the input to the output of f for the command op,
+// with a Sealer that unwraps with the private key of f, and returns where
+// the summary of the run goes: standard output when the data went to a
+// file, else standard error. What can be checked without the service is
+// checked before body calls it: the private key, the input (it opens, and
+// is not a directory) and the output (not a directory, nor a file that
+// exists without -force unless op writes in place and it is the input's,
+// and its directory takes a new file), so that a call that issues a hash
+// is not spent on a run that could not finish. A file output is written
+// under a temporary name and renamed once body succeeded and the input is
+// closed; on an error nothing is left at its path, and a file that was
+// there stays as it was.
+func (c *cli) pipe(ctx context.Context, f *cryptFlags, op cryptOp, body func(s *envelope.Sealer, dst io.Writer, src io.Reader) error) (io.Writer, error) {
+	path := "kmsctl " + op.verb
+	if op.envelope && f.out == "-" {
 		if _, tty := terminal(c.stdout); tty {
 			return nil, usagef(path, "standard output is a terminal: give -out FILE, or redirect it")
 		}
@@ -168,31 +230,42 @@ func (c *cli) pipe(ctx context.Context, f *cryptFlags, verb string, body func(s 
 	if err != nil {
 		return nil, err
 	}
-	src, size, closeIn, err := c.openInput(f.in)
+	src, inInfo, closeIn, err := c.openInput(f.in)
 	if err != nil {
 		return nil, err
 	}
 	defer closeIn()
+	size := int64(-1)
+	if inInfo != nil && inInfo.Mode().IsRegular() {
+		size = inInfo.Size()
+	}
 	summary, dst := c.stderr, io.Writer(c.stdout)
 	var tmp *atomicFile
 	if f.out != "-" {
-		if tmp, err = createOutput(f.out, f.force); err != nil {
+		var in fs.FileInfo
+		if op.inPlace {
+			in = inInfo
+		}
+		if tmp, err = createOutput(f.out, f.force, in); err != nil {
 			return nil, err
 		}
 		defer tmp.abort()
 		summary, dst = c.stdout, tmp
 	}
 	cw := &countWriter{w: dst}
-	p := c.progress(ctx, src, size, verb)
+	p := c.progress(ctx, src, size, op.verb)
 	err = body(envelope.New(c.kc, pk), cw, p)
 	p.finish()
 	if err != nil {
-		if tmp == nil && verb == "decrypt" && cw.n > 0 {
+		if tmp == nil && op == opDecrypt && cw.n > 0 {
 			err = fmt.Errorf("%w\nthe %d bytes written to standard output are partial: discard them", err, cw.n)
 		}
 		return nil, err
 	}
 	if tmp != nil {
+		// Closed first: a file being read cannot be renamed over
+		// everywhere, and -out may be the input's file.
+		closeIn()
 		if err := tmp.commit(); err != nil {
 			return nil, err
 		}
@@ -229,40 +302,37 @@ func (c *cli) privateKey(cmdPath, path string) (*kms.PrivateKey, error) {
 }
 
 // openInput opens the input path (- for standard input, which the
-// caller claimed) and returns it, its size (-1 when unknown: not a
-// regular file) and its closer. A file that does not open, or is a
-// directory, is an error that names it.
-func (c *cli) openInput(path string) (io.Reader, int64, func(), error) {
+// caller claimed) and returns it, what it is (nil when unknown: standard
+// input that is not a file) and its closer, which may be called more
+// than once. A file that does not open, or is a directory, is an error
+// that names it.
+func (c *cli) openInput(path string) (io.Reader, fs.FileInfo, func(), error) {
 	var f *os.File
 	if path == "-" {
 		file, ok := c.stdin.(*os.File)
 		if !ok {
-			return c.stdin, -1, func() {}, nil
+			return c.stdin, nil, func() {}, nil
 		}
 		f = file
 	} else {
 		var err error
 		if f, err = os.Open(path); err != nil {
-			return nil, 0, nil, flagPathError("-in", path, err)
+			return nil, nil, nil, flagPathError("-in", path, err)
 		}
 	}
-	size := int64(-1)
+	closer := func() {}
+	if path != "-" {
+		closer = sync.OnceFunc(func() { f.Close() })
+	}
 	st, err := f.Stat()
 	switch {
-	case err == nil && st.IsDir():
-		if path != "-" {
-			f.Close()
-		}
-		return nil, 0, nil, fmt.Errorf("-in %s: is a directory", path)
-	case err == nil && st.Mode().IsRegular():
-		size = st.Size()
+	case err != nil:
+		st = nil
+	case st.IsDir():
+		closer()
+		return nil, nil, nil, fmt.Errorf("-in %s: is a directory", path)
 	}
-	closer := func() {
-		if path != "-" {
-			f.Close()
-		}
-	}
-	return f, size, closer, nil
+	return f, st, closer, nil
 }
 
 // countWriter counts the bytes written through it.
@@ -343,32 +413,51 @@ func flagPathError(flag, path string, err error) error {
 }
 
 // createOutput checks that a file can be written at path, the -out of
-// encrypt or decrypt, and starts it: path is not a directory nor any
-// other file but a regular one (a rename onto /dev/null would replace
-// the device), a file there is replaced only with force, and its
-// directory takes a new file. The errors name path, not the temporary
-// file. Without force the file is committed only if nothing is at path
-// then either.
-func createOutput(path string, force bool) (*atomicFile, error) {
-	switch st, err := os.Stat(path); {
+// encrypt, decrypt or rewrap, and starts it: path is not a directory nor
+// any other file but a regular one (a rename onto /dev/null would
+// replace the device), a file there is replaced only with force or when
+// it is in, the input of a command that writes in place (nil for one
+// that does not), and its directory takes a new file. The errors name
+// path, not the temporary file. Without force the file is committed only
+// if nothing is at path then either, or in place, only if in is still
+// there unchanged; in place, it keeps in's permissions, and a symbolic
+// link at path stays: the file it leads to is the one replaced.
+func createOutput(path string, force bool, in fs.FileInfo) (*atomicFile, error) {
+	st, err := os.Stat(path)
+	inPlace := err == nil && in != nil && os.SameFile(st, in)
+	switch {
 	case err == nil && st.IsDir():
 		return nil, fmt.Errorf("-out %s: is a directory", path)
 	case err == nil && !st.Mode().IsRegular():
 		return nil, fmt.Errorf("-out %s: not a regular file: kmsctl writes -out by renaming a new file onto it; give -out - and redirect standard output instead", path)
-	case err == nil && !force:
+	case err == nil && !force && !inPlace:
 		return nil, fmt.Errorf("-out %s: the file exists: give -force to replace it", path)
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return nil, flagPathError("-out", path, err)
 	}
-	a, err := createAtomic(path)
+	target := path
+	if inPlace {
+		// Through a symbolic link, the file it leads to is rewritten
+		// and the link stays.
+		if real, err := filepath.EvalSymlinks(path); err == nil {
+			target = real
+		}
+	}
+	a, err := createAtomic(target)
 	if err != nil {
-		dir := filepath.Dir(path)
+		dir := filepath.Dir(target)
 		if _, serr := os.Stat(dir); errors.Is(serr, fs.ErrNotExist) {
 			return nil, fmt.Errorf("-out %s: the directory %s does not exist", path, dir)
 		}
 		return nil, flagPathError("-out", path, fmt.Errorf("cannot create a file in %s: %w", dir, errors.Unwrap(err)))
 	}
 	a.flag, a.noReplace = "-out", !force
+	if inPlace {
+		a.noReplace, a.mode = false, in.Mode().Perm()
+		if !force {
+			a.replaces = in
+		}
+	}
 	return a, nil
 }
 
@@ -378,8 +467,10 @@ func createOutput(path string, force bool) (*atomicFile, error) {
 type atomicFile struct {
 	*os.File
 	path      string
-	flag      string // the flag that gave path, for the errors; "" for none
-	noReplace bool   // commit fails if a file is at path
+	flag      string      // the flag that gave path, for the errors; "" for none
+	noReplace bool        // commit fails if a file is at path
+	replaces  fs.FileInfo // commit fails unless this file is at path
+	mode      fs.FileMode // the permissions to commit with; 0 for 0600
 	done      bool
 }
 
@@ -395,9 +486,16 @@ func createAtomic(path string) (*atomicFile, error) {
 // noReplace it links the file there instead, which fails if something
 // is at the path (created since the checks), and then removes the
 // temporary name; where the file system has no hard links, it checks
-// and renames.
+// and renames. With replaces, it renames only if that file is still at
+// the path.
 func (a *atomicFile) commit() error {
-	err := a.Sync()
+	var err error
+	if a.mode != 0 {
+		err = a.Chmod(a.mode)
+	}
+	if serr := a.Sync(); err == nil {
+		err = serr
+	}
 	if cerr := a.Close(); err == nil {
 		err = cerr
 	}
@@ -412,6 +510,11 @@ func (a *atomicFile) commit() error {
 		}
 		err = nil // no hard links here: rename
 	}
+	if err == nil && a.replaces != nil {
+		if st, serr := os.Stat(a.path); serr != nil || !unchanged(st, a.replaces) {
+			return fmt.Errorf("%s %s: the file was changed, replaced or removed meanwhile; it was left as it is (give -force to replace it)", a.flag, a.path)
+		}
+	}
 	if err == nil {
 		err = os.Rename(a.Name(), a.path)
 	}
@@ -423,6 +526,12 @@ func (a *atomicFile) commit() error {
 	}
 	a.done = true
 	return nil
+}
+
+// unchanged reports whether now is the file was, as it was: the same
+// file, of the same size and modification time.
+func unchanged(now, was fs.FileInfo) bool {
+	return os.SameFile(now, was) && now.Size() == was.Size() && now.ModTime().Equal(was.ModTime())
 }
 
 // abort removes the file unless it was committed.

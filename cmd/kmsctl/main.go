@@ -99,7 +99,7 @@ type command struct {
 // root is the tree of commands.
 func root() *command {
 	return &command{name: "kmsctl", subs: []*command{
-		ringCommands(), keyCommands(), encryptCommand(), decryptCommand(),
+		ringCommands(), keyCommands(), encryptCommand(), decryptCommand(), rewrapCommand(),
 		apikeyCommands(), accountCommands(), userCommands(),
 		loginCommand(), logoutCommand(), activityCommands(), assetCommands(), statusCommand(), versionCommand(),
 	}}
