@@ -28,4 +28,9 @@
 // it) or just after (CutAfter: the server gets it, the client never gets
 // the answer). With the PostgreSQL Query message of a COMMIT as pattern,
 // these are "commit not sent" and "commit sent, answer lost".
+//
+// HoldOn arms the same kind of hook to switch the proxy to Hold the moment
+// a client sends the pattern, once the bytes that carry it have been
+// forwarded: the client is frozen at a chosen point, with what it holds
+// on the server (a lock, an open transaction) held there.
 package netproxy

@@ -46,6 +46,10 @@ const (
 	CutAfter
 )
 
+// holdAfter is the place of a HoldOn hook: it forwards the bytes read
+// with the pattern, then holds.
+const holdAfter Cut = CutAfter + 1
+
 // Proxy is a TCP proxy; see the package documentation.
 type Proxy struct {
 	target string
@@ -138,6 +142,25 @@ func (p *Proxy) CutOn(pattern []byte, where Cut) <-chan struct{} {
 		panic("netproxy: CutOn needs a pattern and CutBefore or CutAfter")
 	}
 	c := &cut{pattern: bytes.Clone(pattern), where: where, done: make(chan struct{})}
+	p.mu.Lock()
+	p.cut = c
+	p.mu.Unlock()
+	return c.done
+}
+
+// HoldOn arms a one-shot hook that switches the proxy to Hold, for every
+// connection, as soon as a client sends pattern: the bytes read with the
+// pattern are forwarded (the server acts on them) and nothing passes
+// after them, the server's answer included, until SetMode. So a test can
+// freeze a client at a chosen point, in the middle of a transaction say.
+// It replaces a hook armed before (by CutOn too) and not yet fired. The
+// channel it returns is closed once the proxy holds and the pattern went
+// through.
+func (p *Proxy) HoldOn(pattern []byte) <-chan struct{} {
+	if len(pattern) == 0 {
+		panic("netproxy: HoldOn needs a pattern")
+	}
+	c := &cut{pattern: bytes.Clone(pattern), where: holdAfter, done: make(chan struct{})}
 	p.mu.Lock()
 	p.cut = c
 	p.mu.Unlock()
@@ -271,11 +294,19 @@ func (p *Proxy) up(l *link) {
 				p.drop(l)
 				return
 			}
-			if c, end := p.match(&tail, chunk); c != nil {
+			c, end := p.match(&tail, chunk)
+			if c != nil && c.where != holdAfter {
 				p.cutAt(l, c, chunk, end)
 				return
 			}
-			if _, err := l.server.Write(chunk); err != nil {
+			if c != nil {
+				p.SetMode(Hold) // first: the answer to chunk is held too
+			}
+			_, werr := l.server.Write(chunk)
+			if c != nil {
+				close(c.done)
+			}
+			if werr != nil {
 				p.drop(l)
 				return
 			}
