@@ -132,8 +132,14 @@ func (s *Service) Close() error {
 // Ping reports whether the service can serve: its store answers a read
 // and can take writes (every call writes its activity record), and its
 // journal is not held up. The error says why not: kind NoSpace for a full
-// disk, Unavailable for a journal that cannot write now.
+// disk, Unavailable for a journal that cannot write now. It asks
+// Writable first, which is cheap and bounded (pgstore's waits at most a
+// second): a database gone silent then fails Ping within that bound,
+// rather than after the read's own timeout (the store timeout of a node).
 func (s *Service) Ping(ctx context.Context) error {
+	if err := s.store.Writable(ctx); err != nil {
+		return err
+	}
 	err := s.store.View(ctx, func(tx Txn) error {
 		_, err := tx.Get(keySigningActive)
 		return err
@@ -141,8 +147,5 @@ func (s *Service) Ping(ctx context.Context) error {
 	if err != nil {
 		return internalError("store does not answer", err)
 	}
-	if err := s.journal.Health(); err != nil {
-		return err
-	}
-	return s.store.Writable(ctx)
+	return s.journal.Health()
 }

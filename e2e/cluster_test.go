@@ -36,28 +36,41 @@ const (
 type cluster struct {
 	in    *instance // the master key, the root API key, the database (in.store)
 	v     *validator
+	flags []string // every node's flags, after its -data and -store
 	nodes []*clusterNode
 }
 
 // clusterNode is one kmsd of the cluster: its data directory outlives its
 // processes.
 type clusterNode struct {
-	name string // "node 1", ...
-	data string // -data
-	p    *proc  // the running process
+	name  string // "node 1", ...
+	data  string // -data
+	store string // -store: the database's URL, direct or through a proxy
+	p     *proc  // the running process
 }
 
 // newCluster starts the nodes together on a new database, as
 // docs/OPERATIONS.md (Running a cluster) allows: one of them bootstraps
-// it. When the test fails, it logs what each node printed.
+// it.
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
+	db := pgtest.URL(t)
+	return startCluster(t, slices.Repeat([]string{db}, clusterNodes))
+}
+
+// startCluster starts a node on each of stores, URLs of one database (a
+// node may reach it through a proxy, or by a URL that names a standby
+// too), together, with flags after the defaults. The instance's store,
+// which verify-audit reads, is the first. When the test fails, it logs
+// what each node printed.
+func startCluster(t *testing.T, stores []string, flags ...string) *cluster {
+	t.Helper()
 	in := newInstance(t)
-	in.store = pgtest.URL(t)
-	c := &cluster{in: in, v: newValidator(t)}
-	for i := range clusterNodes {
-		nd := &clusterNode{name: fmt.Sprintf("node %d", i+1), data: filepath.Join(t.TempDir(), "data")}
-		nd.p = in.launch(t, "-data", nd.data)
+	in.store = stores[0]
+	c := &cluster{in: in, v: newValidator(t), flags: flags}
+	for i, store := range stores {
+		nd := &clusterNode{name: fmt.Sprintf("node %d", i+1), data: filepath.Join(t.TempDir(), "data"), store: store}
+		nd.p = in.launch(t, c.args(nd)...)
 		c.nodes = append(c.nodes, nd)
 	}
 	for _, nd := range c.nodes {
@@ -73,10 +86,51 @@ func newCluster(t *testing.T) *cluster {
 	return c
 }
 
+// args are the flags of the node's kmsd.
+func (c *cluster) args(nd *clusterNode) []string {
+	return append([]string{"-data", nd.data, "-store", nd.store}, c.flags...)
+}
+
 // start runs the node's kmsd on the cluster's database.
 func (c *cluster) start(t *testing.T, nd *clusterNode) {
 	t.Helper()
-	nd.p = c.in.start(t, "-data", nd.data)
+	nd.p = c.in.start(t, c.args(nd)...)
+}
+
+// pids returns the process IDs of the nodes.
+func (c *cluster) pids() []int {
+	var out []int
+	for _, nd := range c.nodes {
+		out = append(out, nd.p.Cmd.Process.Pid)
+	}
+	return out
+}
+
+// sameProcesses fails the test unless each node still runs, as the
+// process of pids: none was restarted or died.
+func (c *cluster) sameProcesses(t *testing.T, pids []int) {
+	t.Helper()
+	for i, nd := range c.nodes {
+		select {
+		case <-nd.p.Exited:
+			t.Errorf("%s (pid %d) exited: %v", nd.name, pids[i], nd.p.Cmd.ProcessState)
+		default:
+		}
+		if pid := nd.p.Cmd.Process.Pid; pid != pids[i] {
+			t.Errorf("%s is pid %d, it was %d", nd.name, pid, pids[i])
+		}
+	}
+}
+
+// stop stops every node. The clients' idle connections are closed first:
+// one the client dialled and never used would hold up the node's graceful
+// shutdown by 5 s, Go's http.Server.Shutdown grace for new connections.
+func (c *cluster) stop(t *testing.T) {
+	t.Helper()
+	c.v.client().CloseIdleConnections()
+	for _, nd := range c.nodes {
+		nd.p.Stop(t)
+	}
 }
 
 // client returns a client of node i (from 0) with the secret.

@@ -23,6 +23,16 @@
 //     a SIGKILL of a node under load, every acknowledged encrypt decrypts
 //     on the others, the audit chain verifies (kmsd verify-audit -store),
 //     and the node serves again once restarted.
+//   - TestHA*: the cluster on a PostgreSQL that fails. Across a SIGKILL
+//     of the primary under load and the promotion of its synchronous
+//     standby, every acknowledged write survives, no call answers 500,
+//     and each node serves again within 10 s, as the same process
+//     (TestHAFailoverUnderLoad); a node whose connection goes silent
+//     answers 503 within its bound and holds up no other node
+//     (TestHASilentNode); a node on a hot standby answers 503 saying the
+//     database is read-only until the standby is promoted
+//     (TestHAHotStandby); a connection cut at a COMMIT gets the answer
+//     the database holds (TestHACommitCut).
 //   - TestKmsctl: the kmsctl binary (built beside kmsd) against kmsd: a
 //     ring and its private key file, a multi-chunk file encrypted and
 //     decrypted back, a tampered envelope that leaves no output, a

@@ -84,6 +84,19 @@ func breaksDoc(ctx context.Context) context.Context {
 	return context.WithValue(ctx, invalidKey{}, true)
 }
 
+// statusKey marks a context whose request's answer status the
+// validating transport writes down (withStatus).
+type statusKey struct{}
+
+// withStatus returns ctx marked so that the HTTP status of the answer to
+// the request sent with it is written to the int returned, which stays 0
+// when no answer came: for a test that must tell a 503 from a 500, or
+// from a node that did not answer, where the client's error kinds do not.
+func withStatus(ctx context.Context) (context.Context, *int) {
+	status := new(int)
+	return context.WithValue(ctx, statusKey{}, status), status
+}
+
 // validator checks every request and answer against the document and
 // counts the statuses each operation answered.
 type validator struct {
@@ -138,6 +151,21 @@ func (v *validator) coverage() (unseen, no200 []string) {
 	slices.Sort(unseen)
 	slices.Sort(no200)
 	return unseen, no200
+}
+
+// noServerErrors fails the test for every answer that was a 5xx other
+// than 503 (a service that cannot serve now), whichever call it answered.
+func (v *validator) noServerErrors(t *testing.T) {
+	t.Helper()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for op, statuses := range v.seen {
+		for status, n := range statuses {
+			if status >= 500 && status != http.StatusServiceUnavailable {
+				t.Errorf("%s answered %d %d times; a service that cannot serve answers 503", op, status, n)
+			}
+		}
+	}
 }
 
 // summary lists the statuses each operation answered.
@@ -241,6 +269,9 @@ func (tr *validatingTransport) RoundTrip(req *http.Request) (*http.Response, err
 	}
 
 	resp, err := tr.base.RoundTrip(req)
+	if status, ok := req.Context().Value(statusKey{}).(*int); ok && err == nil {
+		*status = resp.StatusCode
+	}
 	if err != nil || input == nil {
 		return resp, err
 	}

@@ -31,4 +31,9 @@
 // also switches the proxy's mode at the cut, before the client learns of
 // it: with Refuse, the database is out of reach from the moment the
 // client would look for the commit's outcome.
+//
+// HoldOn arms the same kind of hook to switch the proxy to Hold the moment
+// a client sends the pattern, once the bytes that carry it have been
+// forwarded: the client is frozen at a chosen point, with what it holds
+// on the server (a lock, an open transaction) held there.
 package netproxy

@@ -46,6 +46,10 @@ const (
 	CutAfter
 )
 
+// holdAfter is the place of a HoldOn hook: it forwards the bytes read
+// with the pattern, then holds.
+const holdAfter Cut = CutAfter + 1
+
 // Proxy is a TCP proxy; see the package documentation.
 type Proxy struct {
 	target string
@@ -154,7 +158,7 @@ func (p *Proxy) CutOnThen(pattern []byte, where Cut, then Mode) <-chan struct{} 
 
 // arm arms the hook c.
 func (p *Proxy) arm(c *cut) <-chan struct{} {
-	if len(c.pattern) == 0 || (c.where != CutBefore && c.where != CutAfter) {
+	if len(c.pattern) == 0 || c.where < CutBefore || c.where > holdAfter {
 		panic("netproxy: CutOn needs a pattern and CutBefore or CutAfter")
 	}
 	c.pattern, c.done = bytes.Clone(c.pattern), make(chan struct{})
@@ -162,6 +166,18 @@ func (p *Proxy) arm(c *cut) <-chan struct{} {
 	p.cut = c
 	p.mu.Unlock()
 	return c.done
+}
+
+// HoldOn arms a one-shot hook that switches the proxy to Hold, for every
+// connection, as soon as a client sends pattern: the bytes read with the
+// pattern are forwarded (the server acts on them) and nothing passes
+// after them, the server's answer included, until SetMode. So a test can
+// freeze a client at a chosen point, in the middle of a transaction say.
+// It replaces a hook armed before (by CutOn too) and not yet fired. The
+// channel it returns is closed once the proxy holds and the pattern went
+// through.
+func (p *Proxy) HoldOn(pattern []byte) <-chan struct{} {
+	return p.arm(&cut{pattern: pattern, where: holdAfter})
 }
 
 // Close stops listening and closes every connection.
@@ -291,11 +307,19 @@ func (p *Proxy) up(l *link) {
 				p.drop(l)
 				return
 			}
-			if c, end := p.match(&tail, chunk); c != nil {
+			c, end := p.match(&tail, chunk)
+			if c != nil && c.where != holdAfter {
 				p.cutAt(l, c, chunk, end)
 				return
 			}
-			if _, err := l.server.Write(chunk); err != nil {
+			if c != nil {
+				p.SetMode(Hold) // first: the answer to chunk is held too
+			}
+			_, werr := l.server.Write(chunk)
+			if c != nil {
+				close(c.done)
+			}
+			if werr != nil {
 				p.drop(l)
 				return
 			}

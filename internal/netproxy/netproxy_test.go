@@ -226,3 +226,59 @@ func TestCutThenRefuse(t *testing.T) {
 		t.Errorf("SELECT 1 on a new connection after Pass: %v", err)
 	}
 }
+
+// TestHoldOn: the hook holds every connection once a client has sent the
+// pattern, after the server got it: the server ran the statement (its
+// advisory lock is held) while its answer waits in the proxy, and other
+// connections are held too. Pass releases the answer.
+func TestHoldOn(t *testing.T) {
+	p, through, direct := proxied(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, other, d := connect(t, ctx, through), connect(t, ctx, through), connect(t, ctx, direct)
+	const lock = "SELECT pg_advisory_lock(4242)"
+	held := p.HoldOn([]byte(lock))
+	if err := ping(ctx, c); err != nil {
+		t.Fatalf("SELECT 1 with the hook armed: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Exec(ctx, lock)
+		done <- err
+	}()
+	select {
+	case <-held:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("not holding 20s after the pattern was sent")
+	}
+	var locked bool
+	waitLock := time.Now().Add(20 * time.Second)
+	for !locked && time.Now().Before(waitLock) {
+		if err := d.QueryRow(ctx, "SELECT count(*) > 0 FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 AND granted").Scan(&locked); err != nil {
+			t.Fatalf("read pg_locks: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !locked {
+		t.Errorf("the server did not take the lock whose statement went through before the hold")
+	}
+	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
+	if err := ping(short, other); err == nil {
+		t.Errorf("SELECT 1 on another connection while holding: no error")
+	}
+	cancelShort()
+	select {
+	case err := <-done:
+		t.Fatalf("the statement that set off the hold returned %v while holding", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	p.SetMode(netproxy.Pass)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("the statement that set off the hold, released: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the statement that set off the hold: no answer 20s after Pass")
+	}
+}

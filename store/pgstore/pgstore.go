@@ -321,8 +321,8 @@ func (h *health) lost() {
 func (h *health) silence() { h.silentAt.Store(time.Now().UnixNano()) }
 
 // silent reports whether a round trip met its own timeout less than
-// timeout ago, and the database has not answered since: Update then
-// fails at once rather than wait out the timeout again on another
+// timeout ago, and the database has not answered since: Update and View
+// then fail at once rather than wait out the timeout again on another
 // connection (Writable's ping asks, and an answer ends it).
 func (h *health) silent(timeout time.Duration) bool {
 	at := h.silentAt.Load()
@@ -424,13 +424,20 @@ func (s *Store) ping(ctx context.Context) error {
 // View runs fn in a read-only REPEATABLE READ transaction: one snapshot of
 // the database, taken before fn is called. It returns ctx.Err() without
 // running fn if ctx is already done, and fn's error unchanged. Writes in
-// fn fail with an error of kind Invalid.
+// fn fail with an error of kind Invalid. While the database is silent (a
+// round trip met its own timeout and nothing answered since), it fails at
+// once with kind Unavailable, as Update does, rather than wait out the
+// timeout again: a call that reads several times would otherwise wait it
+// out for each read.
 func (s *Store) View(ctx context.Context, fn func(kms.Txn) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if s.closed.Load() {
 		return errClosed
+	}
+	if s.health.silent(s.timeout) {
+		return errSilent
 	}
 	t := s.newTxn(ctx, false, true)
 	defer t.release()

@@ -154,3 +154,48 @@ func TestSilentHolderLetsGo(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestSilentReadsFailAtOnce: once a round trip of a Store met its timeout
+// on a silent connection, its Views fail at once with kind Unavailable,
+// as its Updates do, rather than each wait out the timeout again (a call
+// that reads three times would wait three times the timeout); once the
+// traffic passes again, they read again.
+func TestSilentReadsFailAtOnce(t *testing.T) {
+	const timeout = 2 * time.Second
+	p, heldURL := heldProxy(t, pgtest.URL(t))
+	s := openStore(t, heldURL, Options{QueryTimeout: timeout})
+	read := func() (time.Duration, error) {
+		start := time.Now()
+		err := s.View(t.Context(), func(tx kms.Txn) error {
+			if _, err := tx.Get([]byte("k")); !errors.Is(err, kms.ErrNotFound) {
+				return err
+			}
+			return nil
+		})
+		return time.Since(start), err
+	}
+	if _, err := read(); err != nil {
+		t.Fatalf("View = %v", err)
+	}
+	p.SetMode(netproxy.Hold)
+	took, err := read()
+	if kms.ErrorKind(err) != kms.KindUnavailable {
+		t.Fatalf("View on a silent connection = %v, want kind Unavailable", err)
+	}
+	t.Logf("the View that met the silence failed after %s", took)
+	for range 3 {
+		if took, err := read(); kms.ErrorKind(err) != kms.KindUnavailable || took > timeout/4 {
+			t.Errorf("the next View = %v after %s, want kind Unavailable at once (within %s)", err, took, timeout/4)
+		}
+	}
+	p.SetMode(netproxy.Pass)
+	deadline := time.Now().Add(timeout + 10*time.Second)
+	for {
+		if _, err := read(); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("View once the traffic passes again = %v, want nil", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
