@@ -27,8 +27,11 @@ func (j *Journal[R]) idle() { j.busySince.Store(0) }
 // stall returns the error of a stalled writer, or nil.
 func (j *Journal[R]) stall() *base.Error {
 	bound := j.cfg.StallAfter
+	if bound <= 0 {
+		return nil
+	}
 	since := j.busySince.Load()
-	if bound <= 0 || since == 0 {
+	if since == 0 {
 		return nil
 	}
 	took := time.Since(time.Unix(0, since))
