@@ -84,10 +84,10 @@ func CountTotal(s *Service, keyID string) (uint64, error) {
 // SetLimitHook has limitCounter run f once it has read the counter.
 func SetLimitHook(s *Service, f func()) { s.counts.SetLimitHook(f) }
 
-// UsedKey reports whether record a counts as a use of a key (usedKey).
+// UsedKey reports whether record a counts as a use of a key (keyUses).
 func UsedKey(a *Activity) bool {
-	_, _, ok := usedKey(a)
-	return ok
+	_, n := keyUses(a)
+	return n > 0
 }
 
 // PurposeKeys returns the purpose keys the store's keys record holds for

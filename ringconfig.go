@@ -30,6 +30,12 @@ type AlgoConfig struct {
 	// MaxEncryptCount, when above zero, is how many encrypt calls one key
 	// serves: the call after the last one rotates the ring first.
 	MaxEncryptCount int64 `json:"maxEncryptCount"`
+	// RotationPeriod, when set, is how long a key stays the ring's
+	// active key: a Go duration of at least an hour ("720h"); empty (or
+	// "0" when set) for none. The service then rotates the ring by
+	// itself (rotation.go), and no encrypt call hands out a key past it.
+	// With MaxEncryptCount too, whichever comes first rotates the ring.
+	RotationPeriod string `json:"rotationPeriod,omitempty"`
 }
 
 func (r *ringRecord) config() *KeyRingConfig {
@@ -64,6 +70,12 @@ func (s *Service) SetConfig(ctx context.Context, ref RingRef, cfg *KeyRingConfig
 	if cfg.Algos.AES256.MaxEncryptCount < 0 {
 		return nil, Errorf(KindInvalid, "algos.aes256.maxEncryptCount must be 0 (no limit) or more")
 	}
+	period, err := CheckRotationPeriod(cfg.Algos.AES256.RotationPeriod)
+	if err != nil {
+		return nil, err
+	}
+	algos := cfg.Algos
+	algos.AES256.RotationPeriod = period
 	p, r, err := s.resolveRing(ctx, groupKS, ref, "keyring.config.write", OpConfig)
 	if err != nil {
 		return nil, err
@@ -76,7 +88,10 @@ func (s *Service) SetConfig(ctx context.Context, ref RingRef, cfg *KeyRingConfig
 		return nil, s.recordFailure(p, "keyring.config.write", lower, err)
 	}
 	var next *ringRecord
-	act := s.newActivity(p, "keyring.config.write", lower, true, map[string]any{"ringId": r.ID, "maxEncryptCount": cfg.Algos.AES256.MaxEncryptCount})
+	act := s.newActivity(p, "keyring.config.write", lower, true, map[string]any{"ringId": r.ID, "maxEncryptCount": algos.AES256.MaxEncryptCount})
+	if period != "" {
+		act.Props["rotationPeriod"] = period
+	}
 	err = s.submit(act, func(tx Txn) error {
 		cur, err := loadRing(tx, r.ID)
 		if err != nil {
@@ -84,13 +99,22 @@ func (s *Service) SetConfig(ctx context.Context, ref RingRef, cfg *KeyRingConfig
 		}
 		cur.Props = cloneMap(cfg.Props)
 		cur.KeyProps = cloneMap(cfg.Key.Props)
-		cur.Algos = cfg.Algos
+		changed := cur.Algos.AES256.RotationPeriod != period
+		cur.Algos = algos
 		cur.UpdatedAt = s.now().UTC()
+		if changed {
+			if err := reschedule(tx, cur); err != nil {
+				return err
+			}
+		}
 		next = cur
 		return putRing(tx, cur)
 	}, func() { s.rings.Set(next.ID, next) })
 	if err != nil {
 		return nil, err
+	}
+	if next.RotateDue != 0 {
+		s.rotator.Wake()
 	}
 	return next.config(), nil
 }
