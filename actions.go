@@ -31,6 +31,8 @@ var actions = []string{
 	"asym.key.read",
 	"asym.key.state",
 	"asym.key.usage",
+	"asym.keyring.config.read",
+	"asym.keyring.config.write",
 	"asym.keyring.create",
 	"asym.keyring.rotate",
 	"asym.keyring.rotate.auto",

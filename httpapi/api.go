@@ -138,8 +138,8 @@ func (a *api) routes() []route {
 		{method: http.MethodPost, path: "/ks/keyrings", handle: a.createKeyRing},
 		{method: http.MethodGet, path: "/ks/keyrings", handle: a.listKeyRings},
 		{method: http.MethodGet, path: "/ks/keyrings/:ringname", handle: a.getKeyRing},
-		{method: http.MethodGet, path: "/ks/config", handle: a.getConfig},
-		{method: http.MethodPut, path: "/ks/config", handle: a.setConfig},
+		{method: http.MethodGet, path: "/ks/config", handle: a.getConfig(false)},
+		{method: http.MethodPut, path: "/ks/config", handle: a.setConfig(false)},
 		{method: http.MethodDelete, path: "/ks/keyrings/:ringname", handle: a.deleteKeyRing},
 		{method: http.MethodGet, path: "/ks/keyrings/:ringname/keys", handle: a.listKeys},
 		{method: http.MethodGet, path: "/ks/keyrings/:ringname/keys/:keyId", handle: a.getKey},
@@ -161,7 +161,10 @@ func (a *api) routes() []route {
 		{method: http.MethodPatch, path: "/asym/keyrings/:ringname/keys/:keyId", handle: a.setKeyState(true)},
 		{method: http.MethodPost, path: "/asym/keyrings/:ringname/keys/:keyId/destroy", handle: a.destroyKey(true)},
 		{method: http.MethodDelete, path: "/asym/keyrings/:ringname/keys/:keyId/destroy", handle: a.cancelDestroyKey(true)},
+		{method: http.MethodGet, path: "/asym/keyrings/:ringname/keys/:keyId/usage", handle: a.asymKeyUsage},
 		{method: http.MethodPost, path: "/asym/rotate", handle: a.rotateAsym},
+		{method: http.MethodGet, path: "/asym/config", handle: a.getConfig(true)},
+		{method: http.MethodPut, path: "/asym/config", handle: a.setConfig(true)},
 
 		// SPEC.md 4.3: Users and login. Login, invitations and password
 		// resets are public: the token or password in the body is the

@@ -739,3 +739,36 @@ func TestMount(t *testing.T) {
 		t.Errorf("encrypt at the default mount = %v, want 404", err)
 	}
 }
+
+// TestMaxEncryptCount: an /asym ring's maxEncryptCount applies to its
+// transit encrypt calls: the call after the last one of a version rotates
+// the key first, and an explicit older version that served them is
+// refused.
+func TestMaxEncryptCount(t *testing.T) {
+	e := newEnv(t, kms.Options{})
+	c := e.vault
+	mustWrite(t, c, "transit/keys/cnt", nil)
+	cfg := &kms.KeyRingConfig{Algos: kms.ConfigAlgos{AES256: kms.AlgoConfig{MaxEncryptCount: 2}}}
+	if _, err := e.Service.SetAsymConfig(e.RootCtx, kms.RingRef{Name: "cnt"}, cfg); err != nil {
+		t.Fatal(err)
+	}
+	var versions []int64
+	for range 5 {
+		versions = append(versions, num(t, mustWrite(t, c, "transit/encrypt/cnt", map[string]any{"plaintext": b64("x")}), "key_version"))
+	}
+	if !slices.Equal(versions, []int64{1, 1, 2, 2, 3}) {
+		t.Errorf("versions of 5 encrypts with maxEncryptCount 2 = %v", versions)
+	}
+	if _, err := c.Logical().Write("transit/encrypt/cnt", map[string]any{"plaintext": b64("x"), "key_version": 1}); status(err) != 400 ||
+		!strings.Contains(errorsOf(err), "maxEncryptCount") {
+		t.Errorf("encrypt with a spent version = %v", err)
+	}
+	list, err := e.Service.SearchActivity(e.RootCtx, kms.ActivityFilter{Action: "asym.keyring.rotate.auto"}, kms.PageRequest{})
+	if err != nil || len(list.Data) != 2 {
+		t.Errorf("rotations by count = %v, %v; want 2", list, err)
+	}
+	got, err := e.Service.GetAsymConfig(e.RootCtx, kms.RingRef{Name: "cnt"})
+	if err != nil || got.Algos.AES256.MaxEncryptCount != 2 {
+		t.Errorf("GetAsymConfig = %+v, %v", got, err)
+	}
+}
