@@ -83,15 +83,11 @@ func Open(aead cipher.AEAD, blob []byte) ([]byte, error) {
 
 // Format returns the text of a ciphertext of key version v.
 func Format(v int, blob []byte) string {
-	var b strings.Builder
-	b.Grow(len(Prefix) + 12 + base64.StdEncoding.EncodedLen(len(blob)))
-	b.WriteString(Prefix)
-	b.WriteString(strconv.Itoa(v))
-	b.WriteByte(':')
-	enc := base64.NewEncoder(base64.StdEncoding, &b)
-	enc.Write(blob)
-	enc.Close()
-	return b.String()
+	b := make([]byte, 0, len(Prefix)+21+base64.StdEncoding.EncodedLen(len(blob)))
+	b = append(b, Prefix...)
+	b = strconv.AppendInt(b, int64(v), 10)
+	b = append(b, ':')
+	return string(base64.StdEncoding.AppendEncode(b, blob))
 }
 
 // maxVersion bounds the version a ciphertext may name: far above any
