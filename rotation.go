@@ -349,10 +349,16 @@ func (s *Service) rotateDue(ctx context.Context) (time.Time, error) {
 		if err != nil {
 			return time.Time{}, internalError("read rings due for rotation", err)
 		}
+		// A ring that fails to rotate does not hold up the others: the
+		// pass goes on, and fails (to be tried again) after them.
+		var failed error
 		for _, k := range due {
-			if err := s.rotateScheduled(ctx, k, now); err != nil {
-				return time.Time{}, err
+			if err := s.rotateScheduled(ctx, k, now); err != nil && failed == nil {
+				failed = err
 			}
+		}
+		if failed != nil {
+			return time.Time{}, failed
 		}
 		if len(due) < rotateBatch {
 			return next, nil

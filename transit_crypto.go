@@ -193,7 +193,14 @@ func (s *Service) transitEncryptKey(ctx context.Context, p *Principal, r *ringRe
 	case v < t.MinEncryptionVersion:
 		return nil, nil, Errorf(KindInvalid, "requested version for encryption is less than the minimum encryption key version (%d)", t.MinEncryptionVersion)
 	case v > r.LatestVersion:
-		return nil, nil, Errorf(KindInvalid, "requested version for encryption is higher than the latest key version (%d)", r.LatestVersion)
+		fresh, err := s.freshRing(ctx, r) // rotated by another process since this one cached it?
+		if err != nil {
+			return nil, nil, err
+		}
+		if v > fresh.LatestVersion {
+			return nil, nil, Errorf(KindInvalid, "requested version for encryption is higher than the latest key version (%d)", fresh.LatestVersion)
+		}
+		r = fresh
 	}
 	k, err := s.keyByVersion(ctx, r, v)
 	if err != nil {
@@ -212,6 +219,16 @@ func (s *Service) transitEncryptKey(ctx context.Context, p *Principal, r *ringRe
 		return nil, nil, err
 	}
 	return r, k, nil
+}
+
+// freshRing returns r as the store has it now, not as a cache had it.
+func (s *Service) freshRing(ctx context.Context, r *ringRecord) (*ringRecord, error) {
+	s.rings.Remove(r.ID)
+	fresh, err := s.ringByID(ctx, r.Group, r.ID)
+	if err != nil {
+		return nil, err
+	}
+	return s.ensureVersions(fresh)
 }
 
 // transitAEAD returns the AES-GCM of k, a key of r: from the cache, or
@@ -243,6 +260,13 @@ func (s *Service) openTransit(ctx context.Context, r *ringRecord, ct string) ([]
 	v, blob, err := vaultct.Parse(ct)
 	if err != nil {
 		return nil, nil, Errorf(KindInvalid, "%v", err)
+	}
+	if v > r.LatestVersion {
+		// Another process may have rotated the key since this one
+		// cached the ring.
+		if r, err = s.freshRing(ctx, r); err != nil {
+			return nil, nil, err
+		}
 	}
 	switch {
 	case v > r.LatestVersion:
