@@ -177,6 +177,21 @@ func TestKeyLifecycle(t *testing.T) {
 	if got, _ := list.Data["keys"].([]any); !slices.Equal(got, []any{"app", "other"}) {
 		t.Errorf("List keys = %v, want [app other]", list.Data["keys"])
 	}
+	// The client sends GET ?list=true; the LIST method is served too.
+	req, _ := http.NewRequest("LIST", e.url+"/v1/transit/keys", nil)
+	req.Header.Set("X-Vault-Token", e.RootKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed struct {
+		Data struct{ Keys []string } `json:"data"`
+	}
+	json.NewDecoder(resp.Body).Decode(&listed)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !slices.Equal(listed.Data.Keys, []string{"app", "other"}) {
+		t.Errorf("LIST /v1/transit/keys = %d %v", resp.StatusCode, listed)
+	}
 
 	e.clock.Advance(time.Hour)
 	rot := mustWrite(t, c, "transit/keys/app/rotate", nil)
@@ -318,11 +333,9 @@ func TestEncryptDecrypt(t *testing.T) {
 		t.Errorf("encrypt with key_version 1 answered %v", v1.Data)
 	}
 
-	tampered := []byte(ct)
-	tampered[len(tampered)-3] ^= 1
-	if tampered[len(tampered)-3] == '=' {
-		tampered[len(tampered)-4] ^= 1
-	}
+	flipped := bytes.Clone(blob)
+	flipped[len(flipped)-1] ^= 1 // a bit of the tag
+	tampered := "vault:v1:" + base64.StdEncoding.EncodeToString(flipped)
 	for _, tc := range []struct {
 		name, path string
 		data       map[string]any
@@ -336,7 +349,7 @@ func TestEncryptDecrypt(t *testing.T) {
 		{"other type on upsert", "transit/encrypt/new", map[string]any{"plaintext": b64("x"), "type": "chacha20-poly1305"}, 400, "aes256-gcm96"},
 		{"garbage", "transit/decrypt/orders", map[string]any{"ciphertext": "garbage"}, 400, "invalid ciphertext: no prefix"},
 		{"bad base64", "transit/decrypt/orders", map[string]any{"ciphertext": "vault:v1:***"}, 400, "could not decode base64"},
-		{"tampered", "transit/decrypt/orders", map[string]any{"ciphertext": string(tampered)}, 400, "message authentication failed"},
+		{"tampered", "transit/decrypt/orders", map[string]any{"ciphertext": tampered}, 400, "message authentication failed"},
 		{"too short", "transit/decrypt/orders", map[string]any{"ciphertext": "vault:v1:" + b64("short")}, 400, "too short"},
 		{"version too new", "transit/decrypt/orders", map[string]any{"ciphertext": "vault:v9:" + strings.TrimPrefix(ct, "vault:v1:")}, 400, "version is too new"},
 		{"another key's", "transit/decrypt/other", map[string]any{"ciphertext": ct}, 400, "not found"},
