@@ -551,6 +551,24 @@ func TestPermissions(t *testing.T) {
 	} else {
 		resp.Body.Close()
 	}
+	// A User's access token is a credential as an API key is, with the
+	// User's flags.
+	u, err := e.Service.CreateUser(e.RootCtx, kms.UserInput{Username: "ada", Email: "ada@example.com", FirstName: "Ada", LastName: "L",
+		Flags: kms.Flags{"keyring.p.encrypt": true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	login, err := e.Service.Login(context.Background(), kms.LoginInput{Username: "ada", Password: u.Password})
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := e.client(t, login.AccessToken)
+	if _, err := user.Logical().Write("transit/encrypt/p", map[string]any{"plaintext": b64("y")}); err != nil {
+		t.Errorf("encrypt with a User's access token = %v", err)
+	}
+	if _, err := user.Logical().Write("transit/decrypt/p", map[string]any{"ciphertext": ct}); status(err) != 403 {
+		t.Errorf("decrypt with a User's access token without the flag = %v", err)
+	}
 	// Encrypting with a key that does not exist makes it only for a
 	// caller that may create it.
 	enc := e.keyWith(t, "keyring.fresh.encrypt")
