@@ -221,7 +221,7 @@ func (a *api) logRequests(next http.Handler) http.Handler {
 		if st.route != "" {
 			ev = ev.Str("route", st.route)
 		}
-		ev = ev.Str("path", r.URL.Path).Int("status", st.status).Int64("size", st.size).Dur("duration", time.Since(start))
+		ev = ev.Str("path", redactPath(r.URL.Path)).Int("status", st.status).Int64("size", st.size).Dur("duration", time.Since(start))
 		if st.principal != "" {
 			ev = ev.Str("principal", st.principal)
 		}
@@ -230,6 +230,23 @@ func (a *api) logRequests(next http.Handler) http.Handler {
 		}
 		ev.Msg("request")
 	})
+}
+
+// redactPath returns path with every segment shaped like a secret
+// (kms.LooksLikeSecret: a token sent in the path by mistake) replaced by
+// "<redacted>", as httpapi logs paths.
+func redactPath(path string) string {
+	segs := strings.Split(path, "/")
+	changed := false
+	for i, seg := range segs {
+		if kms.LooksLikeSecret(seg) {
+			segs[i], changed = "<redacted>", true
+		}
+	}
+	if !changed {
+		return path
+	}
+	return strings.Join(segs, "/")
 }
 
 // serve adapts a handler: it records the route for the log line, applies
@@ -253,7 +270,7 @@ func (a *api) serve(rt route) httprouter.Handle {
 		}
 		p, err := a.authenticate(r)
 		if err != nil {
-			if a.refusals != nil {
+			if a.refusals != nil && kms.ErrorKind(err) == kms.KindUnauthenticated {
 				a.refusals.ObserveRefusedCredential()
 			}
 			a.writeError(w, r, err, rt.read)

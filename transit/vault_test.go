@@ -803,3 +803,16 @@ func TestMaxEncryptCount(t *testing.T) {
 		t.Errorf("GetAsymConfig = %+v, %v", got, err)
 	}
 }
+
+// TestLogRedactsSecrets: a path segment shaped like a secret (a token
+// pasted in the path by mistake) is not logged; nor is a credential.
+func TestLogRedactsSecrets(t *testing.T) {
+	e := newEnv(t, kms.Options{})
+	e.vault.Logical().Write("transit/encrypt/"+e.RootKey, map[string]any{"plaintext": b64("x")})
+	if strings.Contains(e.logs.String(), e.RootKey) {
+		t.Errorf("the log holds the secret:\n%s", e.logs.String())
+	}
+	if !strings.Contains(e.logs.String(), "<redacted>") {
+		t.Errorf("the log line does not show the redaction:\n%s", e.logs.String())
+	}
+}
