@@ -86,17 +86,19 @@ func (x *activityIndex) prop(name string, v any) {
 // apart (WriteCounts): they are read as they are written.
 func (x *activityIndex) Write(tx Txn) error { return x.run.Write(tx) }
 
-// Reads appends to keys the usage key that record a may count, unless
-// keys has it: the keys a shared batch's commit reads, so that it can
+// Reads appends to keys the usage keys that record a may count, unless
+// keys has them: the keys a shared batch's commit reads, so that it can
 // read them ahead.
 func (x *activityIndex) Reads(keys [][]byte, a *Activity) [][]byte {
 	if !mayUseKey(a) {
 		return keys
 	}
-	if id, _ := a.Props["keyId"].(string); id != "" {
-		k := join(pfxKeyUsage, []byte(id))
-		if !slices.ContainsFunc(keys, func(b []byte) bool { return bytes.Equal(b, k) }) {
-			keys = append(keys, k)
+	for _, prop := range [...]string{"keyId", "fromKeyId"} {
+		if id, _ := a.Props[prop].(string); id != "" {
+			k := join(pfxKeyUsage, []byte(id))
+			if !slices.ContainsFunc(keys, func(b []byte) bool { return bytes.Equal(b, k) }) {
+				keys = append(keys, k)
+			}
 		}
 	}
 	return keys
@@ -104,27 +106,26 @@ func (x *activityIndex) Reads(keys [][]byte, a *Activity) [][]byte {
 
 // countUse adds record a to the usage counts of the run, when it counts.
 func (x *activityIndex) countUse(a *Activity) {
-	keyID, enc, ok := usedKey(a)
-	if !ok {
-		return
+	uses, n := keyUses(a)
+	for _, use := range uses[:n] {
+		if use.hash {
+			x.run.Field(pfxActByKeyHash, use.keyID)
+		}
+		if x.uses == nil {
+			x.uses = map[string]*keyUsage{}
+		}
+		u := x.uses[use.keyID]
+		if u == nil {
+			u = &keyUsage{first: a.CreatedAt}
+			x.uses[use.keyID] = u
+		}
+		if use.encrypt {
+			u.enc++
+		} else {
+			u.dec++
+		}
+		u.last, u.seq = a.CreatedAt, a.Seq
 	}
-	if enc {
-		x.run.Field(pfxActByKeyHash, keyID)
-	}
-	if x.uses == nil {
-		x.uses = map[string]*keyUsage{}
-	}
-	u := x.uses[keyID]
-	if u == nil {
-		u = &keyUsage{first: a.CreatedAt}
-		x.uses[keyID] = u
-	}
-	if enc {
-		u.enc++
-	} else {
-		u.dec++
-	}
-	u.last, u.seq = a.CreatedAt, a.Seq
 }
 
 // WriteCounts adds the run's usage counts to those stored in tx. It reads

@@ -127,5 +127,9 @@ func (k *Key) appendJSON(b []byte) ([]byte, error) {
 		b = append(b, `,"encryptCount":`...)
 		b = strconv.AppendUint(b, *k.EncryptCount, 10)
 	}
+	if k.Version != 0 {
+		b = append(b, `,"version":`...)
+		b = strconv.AppendInt(b, int64(k.Version), 10)
+	}
 	return append(b, '}'), nil
 }

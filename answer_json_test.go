@@ -21,7 +21,7 @@ func TestAnswerJSONMatchesEncodingJSON(t *testing.T) {
 	destroy := time.Date(2026, 3, 4, 5, 6, 7, 890, time.FixedZone("x", 3600))
 	full := &Key{Type: AlgoAES256, ID: "k1", Props: map[string]any{"b": 1, "a": "x<y", "c": nil, "d": []any{1.5, "q\""}},
 		KeyData: &KeyData{Version: 1, Encrypted: EncryptedKey{Key: EncodedValue{Value: "AAEC+/==", Encoding: "hpke-x25519"}}, IV: "iv/+"},
-		State:   KeyEnabled, DestroyAt: &destroy, EncryptCount: &count}
+		State:   KeyEnabled, DestroyAt: &destroy, EncryptCount: &count, Version: 7}
 	bare := &Key{Type: AlgoAES256, ID: "k2", Props: map[string]any{}, State: "disabled"}
 	nilProps := &Key{ID: "\u2028\x01é"}
 	asset := &Asset{ID: "a1", CreatedAt: destroy, Data: map[string]any{"n": 1, "m": map[string]any{"z": true}}, Parents: []string{"p"}}

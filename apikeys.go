@@ -597,7 +597,7 @@ type ValidateResult struct {
 // as prop reportedAction, the activity's props under the service's own)
 // and which never passes for the operation itself, so a validation adds
 // nothing to what the trail's indexes tell of a key (usage counts, the
-// hashes issued under it: usedKey), and a search by action finds it as a
+// hashes issued under it: keyUses), and a search by action finds it as a
 // validation only. Over the caller's props are the service's own:
 // validatedBy (the caller), via "validate", flag (the flag checked),
 // reportedAction, and action, ring and result. It needs

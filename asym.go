@@ -29,6 +29,8 @@ type AsymKey struct {
 	Props   map[string]any `json:"props"`
 	KeyData AsymKeyData    `json:"keyData"`
 	State   string         `json:"state"` // always enabled: no other key is handed out
+	// Version is the key's place in its ring (Key.Version).
+	Version int `json:"version,omitempty"`
 }
 
 // AsymKeyData carries a plain key: standard base64 of its 32 bytes.
@@ -79,7 +81,8 @@ func (s *Service) CreateAsymKeyRing(ctx context.Context, in CreateAsymKeyRingInp
 	}
 	raw := priv.Bytes()
 	defer clear(raw)
-	r, k, err := s.createRing(p, groupAsym, in.Name, in.DisplayName, in.Props, in.KeyProps, priv.Public(), raw, "")
+	r, k, err := s.createRing(p, ringSpec{group: groupAsym, name: in.Name, display: in.DisplayName, props: in.Props, keyProps: in.KeyProps,
+		pub: priv.Public(), private: raw})
 	if err != nil {
 		return nil, err
 	}
@@ -112,6 +115,18 @@ func (s *Service) GetAsymKey(ctx context.Context, ref RingRef, keyID string) (*A
 
 // openKey unwraps a key of an /asym ring with the ring's sealed private key.
 func (s *Service) openKey(r *ringRecord, k *keyRecord) (*AsymKey, error) {
+	plain, err := s.unwrapKey(r, k)
+	if err != nil {
+		return nil, err
+	}
+	defer clear(plain)
+	return &AsymKey{Type: "AES256", ID: k.ID, Props: orEmpty(k.Props), KeyData: AsymKeyData{Key: base64.StdEncoding.EncodeToString(plain)},
+		State: k.state(), Version: k.Version}, nil
+}
+
+// unwrapKey returns the 32 bytes of k, a key of the /asym ring r, unwrapped
+// with the ring's sealed private key. The caller clears them.
+func (s *Service) unwrapKey(r *ringRecord, k *keyRecord) ([]byte, error) {
 	raw, err := s.open(r.SealedPrivate, ringPrivateAAD(r.ID))
 	if err != nil {
 		return nil, internalError("open ring private key", err)
@@ -130,8 +145,7 @@ func (s *Service) openKey(r *ringRecord, k *keyRecord) (*AsymKey, error) {
 	if err != nil {
 		return nil, internalError("unwrap key", err)
 	}
-	defer clear(plain)
-	return &AsymKey{Type: "AES256", ID: k.ID, Props: orEmpty(k.Props), KeyData: AsymKeyData{Key: base64.StdEncoding.EncodeToString(plain)}, State: k.state()}, nil
+	return plain, nil
 }
 
 // RotateAsym gives an /asym ring a new active key and returns it,

@@ -194,6 +194,10 @@ func (s *Service) DecryptBatch(ctx context.Context, in DecryptBatchInput) (*Decr
 // the journal commits many items in one batch, and returns when all are
 // done.
 func runBatch(n int, call func(i int)) {
+	if n == 1 {
+		call(0) // a single call needs no worker of its own
+		return
+	}
 	workers := min(n, batchWorkers)
 	var next sync.Mutex
 	i := 0

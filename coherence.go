@@ -110,6 +110,7 @@ func (s *Service) forgetKeys(keys [][]byte) {
 	}
 	if ringKeys {
 		s.keys.Reset()
+		s.transitKeys.Reset()
 	}
 	if principals {
 		s.principals.Reset()
@@ -123,6 +124,7 @@ func (s *Service) forgetCaches() {
 	s.rings.Reset()
 	s.ringNames.Reset()
 	s.keys.Reset()
+	s.transitKeys.Reset()
 	s.principals.Reset()
 	s.forgetSessions()
 }

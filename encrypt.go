@@ -107,14 +107,7 @@ func (s *Service) Encrypt(ctx context.Context, in EncryptInput) (*EncryptResult,
 			}
 		}
 	}
-	if max := r.Algos.AES256.MaxEncryptCount; max > 0 {
-		if r, err = s.reserveEncrypt(ctx, p, r, uint64(max)); err != nil {
-			return nil, err
-		}
-	} else if err := s.counts.Count(r.ID, r.ActiveKey, 0); err != nil {
-		return nil, err
-	}
-	k, err := s.keyByID(ctx, r.ID, r.ActiveKey)
+	r, k, err := s.activeKey(ctx, p, r)
 	if err != nil {
 		return nil, err
 	}
@@ -405,6 +398,33 @@ func ringExists(_ []byte, found bool) (jobErr, err error) {
 	return nil, nil
 }
 
+// activeKey returns the ring r (as it then is) and its active key for an
+// encrypt call by p, and counts the call against the key: the ring is
+// rotated first when its active key is past its rotationPeriod
+// (rotateOverdue) or has served its maxEncryptCount (reserveEncrypt),
+// whichever comes first.
+func (s *Service) activeKey(ctx context.Context, p *Principal, r *ringRecord) (*ringRecord, *keyRecord, error) {
+	if r.RotateDue != 0 && s.now().UnixMilli() >= r.RotateDue {
+		var err error
+		if r, err = s.rotateOverdue(ctx, r); err != nil {
+			return nil, nil, err
+		}
+	}
+	if max := r.Algos.AES256.MaxEncryptCount; max > 0 {
+		var err error
+		if r, err = s.reserveEncrypt(ctx, p, r, uint64(max)); err != nil {
+			return nil, nil, err
+		}
+	} else if err := s.counts.Count(r.ID, r.ActiveKey, 0); err != nil {
+		return nil, nil, err
+	}
+	k, err := s.keyByID(ctx, r.ID, r.ActiveKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, k, nil
+}
+
 // Encrypt calls are counted per key against reservations in the store
 // (internal/encryptcount), whether the ring has a maxEncryptCount or not,
 // so that a limit set later counts the calls before it.
@@ -416,7 +436,7 @@ func (s *Service) reserveEncrypt(ctx context.Context, p *Principal, r *ringRecor
 	mu := s.ringLock(r.ID)
 	mu.Lock()
 	defer mu.Unlock()
-	r, err := s.ringByID(ctx, groupKS, r.ID) // another call may have rotated it
+	r, err := s.ringByID(ctx, r.Group, r.ID) // another call may have rotated it
 	if err != nil {
 		return nil, err
 	}
@@ -424,23 +444,18 @@ func (s *Service) reserveEncrypt(ctx context.Context, p *Principal, r *ringRecor
 	if err != encryptcount.ErrSpent {
 		return r, err
 	}
-	// Spent: rotate, unless another process did meanwhile. Other nodes
-	// may use up the new key before this one counts on it (each reserves
-	// a block of its calls): then the ring turns again, a few times.
+	// Spent: rotate, unless another process did meanwhile (the rotation's
+	// guard sees the ring as its transaction reads it). Other nodes may
+	// use up the new key before this one counts on it (each reserves a
+	// block of its calls): then the ring turns again, a few times.
+	action := "keyring.rotate.auto"
+	if r.Group == groupAsym {
+		action = "asym.keyring.rotate.auto"
+	}
 	for attempt := 0; ; attempt++ {
 		spent := r.ActiveKey
-		if err := s.store.View(ctx, func(tx Txn) error {
-			r, err = loadRing(tx, r.ID)
-			return err
-		}); err != nil {
+		if _, r, _, err = s.rotate(p, r, action, activeGuard(spent), map[string]any{"reason": "maxEncryptCount"}); err != nil {
 			return nil, err
-		}
-		if r.ActiveKey == spent {
-			if _, r, err = s.rotate(p, r, "keyring.rotate.auto"); err != nil {
-				return nil, err
-			}
-		} else {
-			s.rings.Remove(r.ID) // the cache had the ring before that rotation
 		}
 		err = s.counts.Count(r.ID, r.ActiveKey, max)
 		if err != encryptcount.ErrSpent {

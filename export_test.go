@@ -2,6 +2,7 @@ package kms
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/ringkms/kms/internal/encryptcount"
@@ -84,10 +85,10 @@ func CountTotal(s *Service, keyID string) (uint64, error) {
 // SetLimitHook has limitCounter run f once it has read the counter.
 func SetLimitHook(s *Service, f func()) { s.counts.SetLimitHook(f) }
 
-// UsedKey reports whether record a counts as a use of a key (usedKey).
+// UsedKey reports whether record a counts as a use of a key (keyUses).
 func UsedKey(a *Activity) bool {
-	_, _, ok := usedKey(a)
-	return ok
+	_, n := keyUses(a)
+	return n > 0
 }
 
 // PurposeKeys returns the purpose keys the store's keys record holds for
@@ -129,4 +130,50 @@ func ShareSecret(ctx context.Context, st Store, mk MasterKey, ringID string) ([]
 		return nil, err
 	}
 	return seal.New(k.Seal).Open(r.SealedShare, ringShareAAD(ringID))
+}
+
+// RotateDue runs a pass of the rotation sweep now (rotateDue), and
+// returns when the next rotation is due.
+func RotateDue(s *Service) (time.Time, error) { return s.rotateDue(context.Background()) }
+
+// RotatorPasses returns the passes the rotation sweep has made, and a
+// channel closed at its next.
+func RotatorPasses(s *Service) (uint64, <-chan struct{}) { return s.rotator.Passes() }
+
+// StripKeyVersions makes the ring ringID of st as a ring made before key
+// versions was: its keys without versions, no index of them, no latest
+// version.
+func StripKeyVersions(ctx context.Context, st Store, ringID string) error {
+	return st.Update(ctx, func(tx Txn) error {
+		r, err := loadRing(tx, ringID)
+		if err != nil {
+			return err
+		}
+		r.LatestVersion = 0
+		if err := putRing(tx, r); err != nil {
+			return err
+		}
+		var keys []*keyRecord
+		err = tx.Scan(ScanOptions{Prefix: join(pfxKey, []byte(ringID), sep)}, func(_, v []byte) (bool, error) {
+			var k keyRecord
+			if err := json.Unmarshal(v, &k); err != nil {
+				return false, err
+			}
+			keys = append(keys, &k)
+			return true, nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			if err := tx.Delete(keyVersionKey(ringID, k.Version)); err != nil {
+				return err
+			}
+			k.Version = 0
+			if err := putKey(tx, k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }

@@ -1,12 +1,10 @@
 package kms
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -57,6 +55,9 @@ type Key struct {
 	// EncryptCount is how many encrypt calls handed the key out
 	// (KeyUsage), in the answers of GetKey and ListKeys.
 	EncryptCount *uint64 `json:"encryptCount,omitempty"`
+	// Version is the key's place in its ring, 1, 2, ... in creation
+	// order (keyversion.go); the version of a transit ciphertext.
+	Version int `json:"version,omitempty"`
 }
 
 // RingRef names a ring: by name (case-insensitive), or by ID when ByID.
@@ -123,6 +124,13 @@ type ringRecord struct {
 	// DataKeys and SealedShare: /ks rings only (split.go).
 	DataKeys    string `json:"dataKeys,omitempty"`
 	SealedShare []byte `json:"sealedShareSecret,omitempty"`
+	// LatestVersion is the version of the newest key (keyversion.go);
+	// RotateDue (unix ms) when the active key's rotationPeriod ends,
+	// zero without one (rotation.go); Transit the settings of Vault's
+	// transit engine (transit.go), /asym rings only.
+	LatestVersion int              `json:"latestVersion,omitempty"`
+	RotateDue     int64            `json:"rotateDue,omitempty"`
+	Transit       *transitSettings `json:"transit,omitempty"`
 
 	pub      *wrap.PublicKey
 	share    atomic.Pointer[splitkey.Secret] // SealedShare opened, once needed
@@ -139,6 +147,7 @@ type keyRecord struct {
 	Props     map[string]any `json:"props"`
 	KeyData   KeyData        `json:"keyData,omitzero"`
 	CreatedAt time.Time      `json:"createdAt"`
+	Version   int            `json:"version,omitempty"` // 1, 2, ... in the ring's creation order; 0 until numbered (keyversion.go)
 
 	// State is the key's lifecycle state; empty (the keys stored before
 	// states existed) is enabled. DestroyAt is set in destroy_scheduled,
@@ -154,7 +163,7 @@ func (r *ringRecord) keyRing() *KeyRing {
 }
 
 func (k *keyRecord) key(withData bool) *Key {
-	out := &Key{Type: AlgoAES256, ID: k.ID, Props: orEmpty(k.Props), State: k.state(), DestroyAt: k.DestroyAt}
+	out := &Key{Type: AlgoAES256, ID: k.ID, Props: orEmpty(k.Props), State: k.state(), DestroyAt: k.DestroyAt, Version: k.Version}
 	if withData {
 		kd := k.KeyData
 		out.KeyData = &kd
@@ -234,36 +243,54 @@ func (s *Service) CreateKeyRing(ctx context.Context, in CreateKeyRingInput) (*Cr
 		clear(raw)
 		pub = priv.Public()
 	}
-	r, k, err := s.createRing(p, groupKS, in.Name, in.DisplayName, in.Props, in.KeyProps, pub, nil, dataKeys)
+	r, k, err := s.createRing(p, ringSpec{group: groupKS, name: in.Name, display: in.DisplayName, props: in.Props, keyProps: in.KeyProps,
+		pub: pub, dataKeys: dataKeys})
 	if err != nil {
 		return nil, err
 	}
 	return &CreateKeyRingResult{Ring: r.keyRing(), Key: k.key(true), PrivateKey: private}, nil
 }
 
-func (s *Service) createRing(p *Principal, group, name, display string, props, keyProps map[string]any,
-	pub *wrap.PublicKey, private []byte, dataKeys string) (*ringRecord, *keyRecord, error) {
+// ringSpec is a ring for createRing to make, with its first key.
+type ringSpec struct {
+	group, name, display string
+	props, keyProps      map[string]any
+	pub                  *wrap.PublicKey
+	private              []byte // the private key the service keeps, sealed: /asym rings
+	dataKeys             string
+	algos                ConfigAlgos      // a rotation period, from the start
+	transit              *transitSettings // /asym rings made through transit
+	action               string           // the record's; empty: keyring.create or asym.keyring.create
+}
+
+func (s *Service) createRing(p *Principal, spec ringSpec) (*ringRecord, *keyRecord, error) {
 	now := s.now().UTC()
+	name, group, display := spec.name, spec.group, spec.display
 	if display == "" {
 		display = name
 	}
 	r := &ringRecord{ID: newID(now), Name: name, DisplayName: display, Group: group, CreatedAt: now, UpdatedAt: now,
-		Props: cloneMap(props), KeyProps: cloneMap(keyProps), PublicKey: pub.String(), pub: pub}
-	s.setDataKeys(r, dataKeys)
-	k, err := s.newKey(r.ID, pub, r.KeyProps)
+		Props: cloneMap(spec.props), KeyProps: cloneMap(spec.keyProps), PublicKey: spec.pub.String(), pub: spec.pub,
+		Algos: spec.algos, Transit: spec.transit}
+	s.setDataKeys(r, spec.dataKeys)
+	k, err := s.newKey(r.ID, spec.pub, r.KeyProps)
 	if err != nil {
 		return nil, nil, err
 	}
 	r.ActiveKey = k.ID
 	lower := strings.ToLower(name)
-	action := "keyring.create"
-	if group == groupAsym {
+	action := spec.action
+	switch {
+	case action != "":
+	case group == groupAsym:
 		action = "asym.keyring.create"
+	default:
+		action = "keyring.create"
 	}
-	if err := checkProps("props", props); err != nil {
+	if err := checkProps("props", spec.props); err != nil {
 		return nil, nil, s.recordFailure(p, action, lower, err)
 	}
-	if err := checkProps("keyProps", keyProps); err != nil {
+	if err := checkProps("keyProps", spec.keyProps); err != nil {
 		return nil, nil, s.recordFailure(p, action, lower, err)
 	}
 	act := s.newActivity(p, action, lower, true, map[string]any{"ringId": r.ID, "keyId": k.ID})
@@ -283,7 +310,14 @@ func (s *Service) createRing(p *Principal, group, name, display string, props, k
 		if err := tx.Set(join(pfxRingList, []byte(group), sep, []byte(lower)), []byte(r.ID)); err != nil {
 			return err
 		}
-		if err := s.sealRing(tx, r, private); err != nil {
+		if err := s.sealRing(tx, r, spec.private); err != nil {
+			return err
+		}
+		k.Version, r.LatestVersion = 1, 1
+		if err := putKeyVersion(tx, k); err != nil {
+			return err
+		}
+		if err := scheduleRotation(tx, r, k.ID, k.CreatedAt); err != nil {
 			return err
 		}
 		if err := putRing(tx, r); err != nil {
@@ -299,6 +333,9 @@ func (s *Service) createRing(p *Principal, group, name, display string, props, k
 	})
 	if err != nil {
 		return nil, nil, err
+	}
+	if r.RotateDue != 0 {
+		s.rotator.Wake()
 	}
 	return r, k, nil
 }
@@ -602,158 +639,6 @@ func (s *Service) resolveKey(ctx context.Context, group string, ref RingRef, key
 		return nil, nil, nil, s.recordFailure(p, action, strings.ToLower(r.Name), err)
 	}
 	return p, r, k, nil
-}
-
-// DeleteKeyRing deletes a /ks ring and all its keys; hashes and headers
-// issued for it stop resolving. A ring that an active API key's flags grant
-// an operation on (keyring.<name>.<op> set to true) cannot be deleted
-// (Conflict); the error names those keys of the Accounts the caller sees,
-// and only says that others exist. It needs keyring.<name>.delete.
-func (s *Service) DeleteKeyRing(ctx context.Context, ref RingRef) (*DeleteKeyRingResult, error) {
-	p, r, err := s.resolveRing(ctx, groupKS, ref, "keyring.delete", OpDelete)
-	if err != nil {
-		return nil, err
-	}
-	lower := strings.ToLower(r.Name)
-	var keyIDs []string
-	act := s.newActivity(p, "keyring.delete", lower, true, map[string]any{"ringId": r.ID})
-	err = s.submit(act, func(tx Txn) error {
-		cur, err := loadRing(tx, r.ID)
-		if err != nil {
-			return err
-		}
-		var users []string
-		others := false // active keys of Accounts the caller does not see
-		err = tx.Scan(ScanOptions{Prefix: join(pfxAPIRing, []byte(lower), sep), KeysOnly: true}, func(k, _ []byte) (bool, error) {
-			id := string(k[len(pfxAPIRing)+len(lower)+1:])
-			ak, err := getAPIKey(tx, id)
-			if isNotFound(err) {
-				return true, nil
-			} else if err != nil {
-				return false, err
-			}
-			switch {
-			case !ak.Active || !ak.inRingIndex(k):
-			case !visibleTo(p, ak.AccountID):
-				others = true
-			case len(users) < 5:
-				users = append(users, ak.KeyID)
-			}
-			return true, nil
-		})
-		if err != nil {
-			return err
-		}
-		named := strings.Join(users, ", ")
-		switch {
-		case others && named != "":
-			named += ", and keys of other accounts"
-		case others:
-			named = "of other accounts"
-		}
-		if named != "" {
-			return Errorf(KindConflict, "key ring %q is named by the flags of active API keys (%s): deactivate them or change their flags first", cur.Name, named)
-		}
-		keyIDs = keyIDs[:0]
-		var dels [][]byte
-		err = tx.Scan(ScanOptions{Prefix: join(pfxKey, []byte(cur.ID), sep), KeysOnly: true}, func(k, _ []byte) (bool, error) {
-			dels = append(dels, bytes.Clone(k))
-			keyIDs = append(keyIDs, string(k[len(pfxKey)+len(cur.ID)+1:]))
-			return true, nil
-		})
-		if err != nil {
-			return err
-		}
-		for _, id := range keyIDs {
-			dels = append(dels, join(pfxKeyCount, []byte(id)))
-		}
-		dels = append(dels, join(pfxRing, []byte(cur.ID)), join(pfxRingName, []byte(lower)),
-			join(pfxRingList, []byte(cur.Group), sep, []byte(lower)))
-		for _, k := range dels {
-			if err := tx.Delete(k); err != nil {
-				return err
-			}
-		}
-		return adjustCount(tx, countKeyRings, -1, 0, "key rings")
-	}, func() {
-		s.rings.Remove(r.ID)
-		s.ringNames.Remove(lower)
-		for _, id := range keyIDs {
-			s.keys.Remove(id)
-			s.counts.Forget(id)
-		}
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &DeleteKeyRingResult{Name: r.Name, ID: r.ID}, nil
-}
-
-// Rotate gives a /ks ring a new active key and returns it. It needs
-// keyring.<name>.rotate.
-func (s *Service) Rotate(ctx context.Context, in RotateInput) (*Key, error) {
-	k, _, err := s.rotateCmd(ctx, groupKS, in, "keyring.rotate")
-	if err != nil {
-		return nil, err
-	}
-	return k.key(true), nil
-}
-
-func (s *Service) rotateCmd(ctx context.Context, group string, in RotateInput, action string) (*keyRecord, *ringRecord, error) {
-	if in.RingName == "" {
-		return nil, nil, Errorf(KindInvalid, "ringname is required")
-	}
-	p, r, err := s.resolveRing(ctx, group, RingRef{Name: in.RingName}, action, OpRotate)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := checkAlgo(in.Algo); err != nil {
-		return nil, nil, s.recordFailure(p, action, strings.ToLower(r.Name), err)
-	}
-	mu := s.ringLock(r.ID)
-	mu.Lock()
-	defer mu.Unlock()
-	return s.rotate(p, r, action)
-}
-
-func (s *Service) ringLock(id string) *sync.Mutex {
-	if mu, ok := s.ringLocks.Load(id); ok {
-		return mu.(*sync.Mutex)
-	}
-	mu, _ := s.ringLocks.LoadOrStore(id, new(sync.Mutex))
-	return mu.(*sync.Mutex)
-}
-
-// rotate makes a new key for r and makes it active. The caller holds the
-// ring's lock.
-func (s *Service) rotate(p *Principal, r *ringRecord, action string) (*keyRecord, *ringRecord, error) {
-	k, err := s.newKey(r.ID, r.pub, r.KeyProps)
-	if err != nil {
-		return nil, nil, err
-	}
-	var next *ringRecord
-	lower := strings.ToLower(r.Name)
-	act := s.newActivity(p, action, lower, true, map[string]any{"ringId": r.ID, "keyId": k.ID, "previousKeyId": r.ActiveKey})
-	err = s.submit(act, func(tx Txn) error {
-		cur, err := loadRing(tx, r.ID)
-		if err != nil {
-			return err
-		}
-		cur.ActiveKey = k.ID
-		cur.UpdatedAt = k.CreatedAt
-		if err := putRing(tx, cur); err != nil {
-			return err
-		}
-		next = cur
-		return putKey(tx, k)
-	}, func() {
-		s.rings.Set(next.ID, next)
-		s.keys.Set(k.ID, k)
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	return k, next, nil
 }
 
 // decodeHexID turns an ID made by newID into its 16 bytes.

@@ -263,7 +263,7 @@ func (s *Service) changeKey(ctx context.Context, group string, ref RingRef, keyI
 			if _, err := s.authorize(ctx, rotateAction, lower, RingFlag(r.Name, OpRotate)); err != nil {
 				return nil, err
 			}
-			if _, r, err = s.rotate(p, r, rotateAction); err != nil {
+			if _, r, _, err = s.rotate(p, r, rotateAction, activeGuard(keyID), nil); err != nil {
 				return nil, err
 			}
 		}

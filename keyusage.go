@@ -116,32 +116,61 @@ func (u keyUsage) public(keyID string) *KeyUsage {
 	return out
 }
 
-// usedKey returns the key a record counts a use of, and whether it is an
-// encrypt: a successful encrypt or decrypt names it in prop keyId.
-func usedKey(a *Activity) (keyID string, encrypt, ok bool) {
+// keyUse is one use of a key that a record counts: an encrypt (hash:
+// one of /ks, whose record carries a hash, listed by ListKeyHashes) or a
+// decrypt.
+type keyUse struct {
+	keyID   string
+	encrypt bool
+	hash    bool
+}
+
+// keyUses returns the uses of keys that record a counts, n of them: a
+// successful encrypt or decrypt names its key in prop keyId; a transit
+// call's record the same (a data key is an encrypt), and a rewrap's two:
+// the decrypt of fromKeyId and the encrypt of keyId.
+func keyUses(a *Activity) (uses [2]keyUse, n int) {
 	if !mayUseKey(a) {
-		return "", false, false
+		return uses, 0
 	}
 	if r, _ := a.Props["result"].(string); r != "ok" {
-		return "", false, false
+		return uses, 0
 	}
-	keyID, ok = a.Props["keyId"].(string)
-	return keyID, a.Action == OpEncrypt, ok && keyID != ""
+	add := func(prop string, encrypt, hash bool) {
+		if id, _ := a.Props[prop].(string); id != "" {
+			uses[n] = keyUse{keyID: id, encrypt: encrypt, hash: hash}
+			n++
+		}
+	}
+	switch a.Action {
+	case OpEncrypt:
+		add("keyId", true, true)
+	case OpDecrypt, transitDecryptAction:
+		add("keyId", false, false)
+	case transitEncryptAction, transitDataKeyAction:
+		add("keyId", true, false)
+	case transitRewrapAction:
+		add("fromKeyId", false, false)
+		add("keyId", true, false)
+	}
+	return uses, n
 }
 
 // mayUseKey reports whether record a is of a call that may have used a
-// key: an encrypt or a decrypt, made by the service. The record of a
-// validation (POST /auth/validate) never is, whatever action and props
-// its caller reported: the service records it as action validate. Those
-// that earlier versions recorded under the action reported are told by
-// prop via "validate", which the service sets on the record of every
-// validation and of no other call, so that a trail indexed again does not
-// count them either. The props of such a record are claims (keyId, hash,
-// assetId...): counting them would let a caller holding apikeys.validate
-// alone forge the use of any key, and list among its hashes one that was
-// never issued.
+// key: an encrypt or a decrypt (of /ks or of transit), made by the
+// service. The record of a validation (POST /auth/validate) never is,
+// whatever action and props its caller reported: the service records it
+// as action validate. Those that earlier versions recorded under the
+// action reported are told by prop via "validate", which the service
+// sets on the record of every validation and of no other call, so that a
+// trail indexed again does not count them either. The props of such a
+// record are claims (keyId, hash, assetId...): counting them would let a
+// caller holding apikeys.validate alone forge the use of any key, and
+// list among its hashes one that was never issued.
 func mayUseKey(a *Activity) bool {
-	if a.Action != OpEncrypt && a.Action != OpDecrypt {
+	switch a.Action {
+	case OpEncrypt, OpDecrypt, transitEncryptAction, transitDecryptAction, transitRewrapAction, transitDataKeyAction:
+	default:
 		return false
 	}
 	via, _ := a.Props["via"].(string)
@@ -153,11 +182,22 @@ func mayUseKey(a *Activity) bool {
 // the times of the first and last. The counts are kept as the calls are
 // recorded, not counted on demand. It needs keyring.<name>.read.
 func (s *Service) KeyUsage(ctx context.Context, ref RingRef, keyID string) (*KeyUsage, error) {
-	p, r, k, err := s.resolveKey(ctx, groupKS, ref, keyID, "key.usage")
+	return s.keyUsage(ctx, groupKS, ref, keyID, "key.usage")
+}
+
+// AsymKeyUsage is KeyUsage for a key of an /asym ring: the transit calls
+// that encrypted with it (encrypt, rewrap, datakey) and decrypted with it
+// (decrypt, rewrap). It needs keyring.<name>.read.
+func (s *Service) AsymKeyUsage(ctx context.Context, ref RingRef, keyID string) (*KeyUsage, error) {
+	return s.keyUsage(ctx, groupAsym, ref, keyID, "asym.key.usage")
+}
+
+func (s *Service) keyUsage(ctx context.Context, group string, ref RingRef, keyID, action string) (*KeyUsage, error) {
+	p, r, k, err := s.resolveKey(ctx, group, ref, keyID, action)
 	if err != nil {
 		return nil, err
 	}
-	return audited(s, ctx, p, "key.usage", strings.ToLower(r.Name), func(tx Txn) (*KeyUsage, map[string]any, error) {
+	return audited(s, ctx, p, action, strings.ToLower(r.Name), func(tx Txn) (*KeyUsage, map[string]any, error) {
 		u, err := loadUsage(tx, k.ID)
 		if err != nil {
 			return nil, nil, err

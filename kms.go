@@ -2,6 +2,7 @@ package kms
 
 import (
 	"context"
+	"crypto/cipher"
 	"crypto/ed25519"
 	"errors"
 	"math"
@@ -56,6 +57,8 @@ func New(st Store, opts Options) (*Service, error) {
 	s.rings = cache.New[string, *ringRecord](size)
 	s.ringNames = cache.New[string, string](size)
 	s.keys = cache.New[string, *keyRecord](size)
+	s.keyVersions = cache.New[string, string](size)
+	s.transitKeys = cache.New[string, cipher.AEAD](size)
 	s.principals = cache.New[string, *Principal](size)
 	s.users = newUserState(size, st, keys.Throttle, func(err error, msg string) { s.log.Error().Err(err).Msg(msg) })
 	s.counts = encryptcount.New(encryptcount.Config{
@@ -107,6 +110,10 @@ func New(st Store, opts Options) (*Service, error) {
 	s.stopCoherence = s.startCoherence()
 	s.destroyer = pacer.Start(pacer.Config{Pass: s.destroyDue, Poll: destroyPoll, Retry: destroyRetry, Now: s.now,
 		Log: func(err error) { s.log.Error().Err(err).Msg("destroying keys at their time failed; trying again") }})
+	s.rotator = pacer.Start(pacer.Config{Pass: s.rotateDue, Poll: rotatePoll, Retry: rotateRetry, Now: s.now,
+		Log: func(err error) {
+			s.log.Error().Err(err).Msg("rotating rings at the end of their rotation period failed; trying again")
+		}})
 	s.startRateLimits()
 	return s, nil
 }
@@ -120,6 +127,7 @@ func (s *Service) Close() error {
 	s.users.background.Wait()
 	s.users.throttles.Wait()
 	s.destroyer.Stop()
+	s.rotator.Stop()
 	var err error
 	if s.limits != nil {
 		err = s.limits.refusals.Close() // the counts go before the journal

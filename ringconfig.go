@@ -30,6 +30,12 @@ type AlgoConfig struct {
 	// MaxEncryptCount, when above zero, is how many encrypt calls one key
 	// serves: the call after the last one rotates the ring first.
 	MaxEncryptCount int64 `json:"maxEncryptCount"`
+	// RotationPeriod, when set, is how long a key stays the ring's
+	// active key: a Go duration of at least an hour ("720h"); empty (or
+	// "0" when set) for none. The service then rotates the ring by
+	// itself (rotation.go), and no encrypt call hands out a key past it.
+	// With MaxEncryptCount too, whichever comes first rotates the ring.
+	RotationPeriod string `json:"rotationPeriod,omitempty"`
 }
 
 func (r *ringRecord) config() *KeyRingConfig {
@@ -39,14 +45,23 @@ func (r *ringRecord) config() *KeyRingConfig {
 // GetConfig returns the configuration of a /ks ring. It needs
 // keyring.<name>.read.
 func (s *Service) GetConfig(ctx context.Context, ref RingRef) (*KeyRingConfig, error) {
+	return s.getConfig(ctx, groupKS, ref, "keyring.config.read")
+}
+
+// GetAsymConfig is GetConfig for an /asym ring (a transit key's).
+func (s *Service) GetAsymConfig(ctx context.Context, ref RingRef) (*KeyRingConfig, error) {
+	return s.getConfig(ctx, groupAsym, ref, "asym.keyring.config.read")
+}
+
+func (s *Service) getConfig(ctx context.Context, group string, ref RingRef, action string) (*KeyRingConfig, error) {
 	if ref.Name == "" {
 		return nil, Errorf(KindInvalid, "ringname is required")
 	}
-	p, r, err := s.resolveRing(ctx, groupKS, ref, "keyring.config.read", OpRead)
+	p, r, err := s.resolveRing(ctx, group, ref, action, OpRead)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.record(p, "keyring.config.read", strings.ToLower(r.Name), map[string]any{"ringId": r.ID}, nil); err != nil {
+	if err := s.record(p, action, strings.ToLower(r.Name), map[string]any{"ringId": r.ID}, nil); err != nil {
 		return nil, err
 	}
 	return r.config(), nil
@@ -55,6 +70,18 @@ func (s *Service) GetConfig(ctx context.Context, ref RingRef) (*KeyRingConfig, e
 // SetConfig replaces the configuration of a /ks ring and returns it. It
 // needs keyring.<name>.config.
 func (s *Service) SetConfig(ctx context.Context, ref RingRef, cfg *KeyRingConfig) (*KeyRingConfig, error) {
+	return s.setConfig(ctx, groupKS, ref, cfg, "keyring.config.write")
+}
+
+// SetAsymConfig is SetConfig for an /asym ring: its maxEncryptCount and
+// rotationPeriod apply to the transit calls of a transit key. (A
+// transit key's own settings, its minimum versions and whether it may be
+// deleted, are ConfigureTransitKey's.)
+func (s *Service) SetAsymConfig(ctx context.Context, ref RingRef, cfg *KeyRingConfig) (*KeyRingConfig, error) {
+	return s.setConfig(ctx, groupAsym, ref, cfg, "asym.keyring.config.write")
+}
+
+func (s *Service) setConfig(ctx context.Context, group string, ref RingRef, cfg *KeyRingConfig, action string) (*KeyRingConfig, error) {
 	if ref.Name == "" {
 		return nil, Errorf(KindInvalid, "ringname is required")
 	}
@@ -64,19 +91,28 @@ func (s *Service) SetConfig(ctx context.Context, ref RingRef, cfg *KeyRingConfig
 	if cfg.Algos.AES256.MaxEncryptCount < 0 {
 		return nil, Errorf(KindInvalid, "algos.aes256.maxEncryptCount must be 0 (no limit) or more")
 	}
-	p, r, err := s.resolveRing(ctx, groupKS, ref, "keyring.config.write", OpConfig)
+	period, err := CheckRotationPeriod(cfg.Algos.AES256.RotationPeriod)
+	if err != nil {
+		return nil, err
+	}
+	algos := cfg.Algos
+	algos.AES256.RotationPeriod = period
+	p, r, err := s.resolveRing(ctx, group, ref, action, OpConfig)
 	if err != nil {
 		return nil, err
 	}
 	lower := strings.ToLower(r.Name)
 	if err := checkProps("config.props", cfg.Props); err != nil {
-		return nil, s.recordFailure(p, "keyring.config.write", lower, err)
+		return nil, s.recordFailure(p, action, lower, err)
 	}
 	if err := checkProps("config.key.props", cfg.Key.Props); err != nil {
-		return nil, s.recordFailure(p, "keyring.config.write", lower, err)
+		return nil, s.recordFailure(p, action, lower, err)
 	}
 	var next *ringRecord
-	act := s.newActivity(p, "keyring.config.write", lower, true, map[string]any{"ringId": r.ID, "maxEncryptCount": cfg.Algos.AES256.MaxEncryptCount})
+	act := s.newActivity(p, action, lower, true, map[string]any{"ringId": r.ID, "maxEncryptCount": algos.AES256.MaxEncryptCount})
+	if period != "" {
+		act.Props["rotationPeriod"] = period
+	}
 	err = s.submit(act, func(tx Txn) error {
 		cur, err := loadRing(tx, r.ID)
 		if err != nil {
@@ -84,13 +120,22 @@ func (s *Service) SetConfig(ctx context.Context, ref RingRef, cfg *KeyRingConfig
 		}
 		cur.Props = cloneMap(cfg.Props)
 		cur.KeyProps = cloneMap(cfg.Key.Props)
-		cur.Algos = cfg.Algos
+		changed := cur.Algos.AES256.RotationPeriod != period
+		cur.Algos = algos
 		cur.UpdatedAt = s.now().UTC()
+		if changed {
+			if err := reschedule(tx, cur); err != nil {
+				return err
+			}
+		}
 		next = cur
 		return putRing(tx, cur)
 	}, func() { s.rings.Set(next.ID, next) })
 	if err != nil {
 		return nil, err
+	}
+	if next.RotateDue != 0 {
+		s.rotator.Wake()
 	}
 	return next.config(), nil
 }

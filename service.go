@@ -1,6 +1,7 @@
 package kms
 
 import (
+	"crypto/cipher"
 	"crypto/ed25519"
 	"sync"
 	"sync/atomic"
@@ -130,6 +131,16 @@ type Service struct {
 	counts     *encryptcount.Counters            // the encrypt calls of each key, against reservations in the store
 	ringLocks  sync.Map                          // ring ID -> *sync.Mutex
 
+	// keyVersions maps ring ID "/" version to key ID (keyversion.go): a
+	// version, once given, never names another key. numbered says that
+	// every ring's keys have versions.
+	keyVersions *cache.Cache[string, string]
+	numbered    atomic.Bool
+	// transitKeys holds the AES-GCM of the /asym keys that transit calls
+	// used, unwrapped (transit_crypto.go): key ID -> cipher.AEAD.
+	transitKeys *cache.Cache[string, cipher.AEAD]
+
 	stopCoherence func()       // stops keeping the caches coherent with other processes (coherence.go)
 	destroyer     *pacer.Pacer // destroys keys at their time (destroy.go)
+	rotator       *pacer.Pacer // rotates rings at the end of their rotationPeriod (rotation.go)
 }

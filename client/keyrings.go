@@ -97,6 +97,26 @@ func (c *Client) SetConfig(ctx context.Context, ref kms.RingRef, cfg *kms.KeyRin
 	return b.Config, nil
 }
 
+// GetAsymConfig returns the configuration of an /asym ring (GET
+// /asym/config).
+func (c *Client) GetAsymConfig(ctx context.Context, ref kms.RingRef) (*kms.KeyRingConfig, error) {
+	b, err := call[configBody](c, ctx, req{method: http.MethodGet, path: "/asym/config", query: query("ringname", ref.Name, "id", yes(ref.ByID))})
+	if err != nil {
+		return nil, err
+	}
+	return b.Config, nil
+}
+
+// SetAsymConfig replaces the configuration of an /asym ring and returns
+// it (PUT /asym/config).
+func (c *Client) SetAsymConfig(ctx context.Context, ref kms.RingRef, cfg *kms.KeyRingConfig) (*kms.KeyRingConfig, error) {
+	b, err := call[configBody](c, ctx, req{method: http.MethodPut, path: "/asym/config", query: query("id", yes(ref.ByID)), body: setConfigRequest{RingName: ref.Name, Config: cfg}})
+	if err != nil {
+		return nil, err
+	}
+	return b.Config, nil
+}
+
 // Encrypt returns the active key of a ring, wrapped for the ring's public
 // key, with a new hash and a signed header; with in.Asset it creates or
 // updates an Asset (POST /ks/encrypt). On a ring with split data keys the

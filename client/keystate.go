@@ -68,6 +68,13 @@ func (c *Client) KeyUsage(ctx context.Context, ref kms.RingRef, keyID string) (*
 	return call[kms.KeyUsage](c, ctx, req{method: http.MethodGet, path: path, query: query("id", byID)})
 }
 
+// AsymKeyUsage returns how often a key of an /asym ring was used by
+// transit calls (GET /asym/keyrings/{ring}/keys/{keyId}/usage).
+func (c *Client) AsymKeyUsage(ctx context.Context, ref kms.RingRef, keyID string) (*kms.KeyUsage, error) {
+	path, byID := keyPath(true, ref, keyID, "/usage")
+	return call[kms.KeyUsage](c, ctx, req{method: http.MethodGet, path: path, query: query("id", byID)})
+}
+
 // ListKeyHashes pages through the hashes issued under a key of a /ks ring
 // (GET /ks/keyrings/{ring}/keys/{keyId}/hashes).
 func (c *Client) ListKeyHashes(ctx context.Context, ref kms.RingRef, keyID string, page kms.PageRequest) (*kms.List[*kms.KeyHash], error) {

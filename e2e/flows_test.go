@@ -483,6 +483,17 @@ func TestFlows(t *testing.T) {
 		must[*kms.Key](t, "DestroyAsymKey in 2h")(root.DestroyAsymKey(bg, aring, asym.Key.ID, kms.DestroyKeyInput{After: "2h"}))
 		must[*kms.Key](t, "CancelDestroyAsymKey")(root.CancelDestroyAsymKey(bg, aring, asym.Key.ID))
 		must[*kms.Key](t, "SetAsymKeyState enabled")(root.SetAsymKeyState(bg, aring, asym.Key.ID, kms.KeyStateInput{State: kms.KeyEnabled}))
+		// Its configuration, and its usage (of transit calls: none).
+		acfg := &kms.KeyRingConfig{Algos: kms.ConfigAlgos{AES256: kms.AlgoConfig{MaxEncryptCount: 5, RotationPeriod: "720h"}}}
+		if got := must[*kms.KeyRingConfig](t, "SetAsymConfig")(root.SetAsymConfig(bg, aring, acfg)); got.Algos.AES256.RotationPeriod != "720h" {
+			t.Fatalf("SetAsymConfig = %+v", got)
+		}
+		if got := must[*kms.KeyRingConfig](t, "GetAsymConfig")(root.GetAsymConfig(bg, aring)); got.Algos.AES256.MaxEncryptCount != 5 {
+			t.Fatalf("GetAsymConfig = %+v", got)
+		}
+		if u := must[*kms.KeyUsage](t, "AsymKeyUsage")(root.AsymKeyUsage(bg, aring, asym.Key.ID)); u.EncryptCount != 0 || u.KeyID != asym.Key.ID {
+			t.Fatalf("AsymKeyUsage = %+v", u)
+		}
 		if ak := must[*kms.AsymKey](t, "GetAsymKey")(root.GetAsymKey(bg, aring, asym.Key.ID)); ak.KeyData.Key != asym.Key.KeyData.Key {
 			t.Fatalf("GetAsymKey after enabling = %+v, want the key of the creation", ak)
 		}

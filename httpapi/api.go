@@ -1,15 +1,14 @@
 package httpapi
 
 import (
-	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
 	"github.com/rs/zerolog"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/clientaddr"
 )
 
 // DefaultMaxBodyBytes is the request body cap when Options.MaxBodyBytes
@@ -139,8 +138,8 @@ func (a *api) routes() []route {
 		{method: http.MethodPost, path: "/ks/keyrings", handle: a.createKeyRing},
 		{method: http.MethodGet, path: "/ks/keyrings", handle: a.listKeyRings},
 		{method: http.MethodGet, path: "/ks/keyrings/:ringname", handle: a.getKeyRing},
-		{method: http.MethodGet, path: "/ks/config", handle: a.getConfig},
-		{method: http.MethodPut, path: "/ks/config", handle: a.setConfig},
+		{method: http.MethodGet, path: "/ks/config", handle: a.getConfig(false)},
+		{method: http.MethodPut, path: "/ks/config", handle: a.setConfig(false)},
 		{method: http.MethodDelete, path: "/ks/keyrings/:ringname", handle: a.deleteKeyRing},
 		{method: http.MethodGet, path: "/ks/keyrings/:ringname/keys", handle: a.listKeys},
 		{method: http.MethodGet, path: "/ks/keyrings/:ringname/keys/:keyId", handle: a.getKey},
@@ -162,7 +161,10 @@ func (a *api) routes() []route {
 		{method: http.MethodPatch, path: "/asym/keyrings/:ringname/keys/:keyId", handle: a.setKeyState(true)},
 		{method: http.MethodPost, path: "/asym/keyrings/:ringname/keys/:keyId/destroy", handle: a.destroyKey(true)},
 		{method: http.MethodDelete, path: "/asym/keyrings/:ringname/keys/:keyId/destroy", handle: a.cancelDestroyKey(true)},
+		{method: http.MethodGet, path: "/asym/keyrings/:ringname/keys/:keyId/usage", handle: a.asymKeyUsage},
 		{method: http.MethodPost, path: "/asym/rotate", handle: a.rotateAsym},
+		{method: http.MethodGet, path: "/asym/config", handle: a.getConfig(true)},
+		{method: http.MethodPut, path: "/asym/config", handle: a.setConfig(true)},
 
 		// SPEC.md 4.3: Users and login. Login, invitations and password
 		// resets are public: the token or password in the body is the
@@ -340,44 +342,7 @@ func (a *api) serve(rt route) httprouter.Handle {
 }
 
 // clientAddr is the address of the client: from Options.ClientIPHeader
-// when set and present (forwardedAddr), else the connection's.
+// when set and present (internal/clientaddr), else the connection's.
 func (a *api) clientAddr(r *http.Request) string {
-	if a.ipHeader != "" {
-		if ip := forwardedAddr(r.Header.Values(a.ipHeader), a.ipHops); ip != nil {
-			return ip.String()
-		}
-	}
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return ""
-	}
-	return host
-}
-
-// forwardedAddr returns the client address that the lines of a header
-// such as X-Forwarded-For ("client, proxy1, proxy2") give, behind hops
-// trusted proxies that each append the address they received the request
-// from: the hops-th address from the right, the one the outermost trusted
-// proxy appended. What lies left of it came with the request, and the
-// client could have written it. A list shorter than hops was appended by
-// trusted proxies only (the request entered behind the outermost): its
-// leftmost address is taken. Nil when that entry is not an IP address.
-func forwardedAddr(lines []string, hops int) net.IP {
-	n, entry := 0, ""
-	for i := len(lines) - 1; i >= 0 && n < hops; i-- {
-		rest := lines[i]
-		for n < hops {
-			j := strings.LastIndexByte(rest, ',')
-			entry = rest[j+1:]
-			n++
-			if j < 0 {
-				break
-			}
-			rest = rest[:j]
-		}
-	}
-	if n == 0 {
-		return nil
-	}
-	return net.ParseIP(strings.TrimSpace(entry))
+	return clientaddr.Of(r, a.ipHeader, a.ipHops)
 }

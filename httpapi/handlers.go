@@ -185,13 +185,20 @@ type configBody struct {
 	Config *kms.KeyRingConfig `json:"config"`
 }
 
-// GET /ks/config?ringname=...[&id=true]
-func (a *api) getConfig(r *http.Request, _ httprouter.Params) (any, error) {
-	cfg, err := a.svc.GetConfig(r.Context(), queryRingRef(r, r.URL.Query().Get("ringname")))
-	if err != nil {
-		return nil, err
+// GET /ks/config?ringname=...[&id=true], and /asym/config for an /asym
+// ring.
+func (a *api) getConfig(asym bool) handler {
+	get := a.svc.GetConfig
+	if asym {
+		get = a.svc.GetAsymConfig
 	}
-	return configBody{cfg}, nil
+	return func(r *http.Request, _ httprouter.Params) (any, error) {
+		cfg, err := get(r.Context(), queryRingRef(r, r.URL.Query().Get("ringname")))
+		if err != nil {
+			return nil, err
+		}
+		return configBody{cfg}, nil
+	}
 }
 
 // setConfigRequest is the body of PUT /ks/config. SPEC.md spells the ring
@@ -203,21 +210,27 @@ type setConfigRequest struct {
 	Config   *kms.KeyRingConfig `json:"config"`
 }
 
-// PUT /ks/config
-func (a *api) setConfig(r *http.Request, _ httprouter.Params) (any, error) {
-	var in setConfigRequest
-	if err := a.decode(r, &in); err != nil {
-		return nil, err
+// PUT /ks/config, and /asym/config for an /asym ring.
+func (a *api) setConfig(asym bool) handler {
+	set := a.svc.SetConfig
+	if asym {
+		set = a.svc.SetAsymConfig
 	}
-	name := in.RingAnme
-	if in.RingName != nil {
-		name = *in.RingName
+	return func(r *http.Request, _ httprouter.Params) (any, error) {
+		var in setConfigRequest
+		if err := a.decode(r, &in); err != nil {
+			return nil, err
+		}
+		name := in.RingAnme
+		if in.RingName != nil {
+			name = *in.RingName
+		}
+		cfg, err := set(r.Context(), queryRingRef(r, name), in.Config)
+		if err != nil {
+			return nil, err
+		}
+		return configBody{cfg}, nil
 	}
-	cfg, err := a.svc.SetConfig(r.Context(), queryRingRef(r, name), in.Config)
-	if err != nil {
-		return nil, err
-	}
-	return configBody{cfg}, nil
 }
 
 // DELETE /ks/keyrings/:ringname

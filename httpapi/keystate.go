@@ -67,6 +67,12 @@ func (a *api) keyUsage(r *http.Request, ps httprouter.Params) (any, error) {
 	return result(a.svc.KeyUsage(r.Context(), ringRef(r, ps), ps.ByName("keyId")))
 }
 
+// GET /asym/keyrings/:ringname/keys/:keyId/usage: the transit calls that
+// used the key.
+func (a *api) asymKeyUsage(r *http.Request, ps httprouter.Params) (any, error) {
+	return result(a.svc.AsymKeyUsage(r.Context(), ringRef(r, ps), ps.ByName("keyId")))
+}
+
 // GET /ks/keyrings/:ringname/keys/:keyId/hashes
 func (a *api) listKeyHashes(r *http.Request, ps httprouter.Params) (any, error) {
 	page, err := pageRequest(r)

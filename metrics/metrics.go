@@ -160,7 +160,7 @@ func New(opts Options) *Metrics {
 	}, []string{"action", "result"})
 	m.keyCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kms_key_operations_total",
-		Help: "Successful encrypt and decrypt calls, by operation and key ring (rings past the cap count as \"other\").",
+		Help: "Successful encrypt and decrypt calls, of /ks rings and of transit keys (transit.encrypt, transit.decrypt, transit.rewrap, transit.datakey), by operation and key ring (rings past the cap count as \"other\").",
 	}, []string{"operation", "ring"})
 	m.denied = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kms_denied_total",
@@ -262,7 +262,7 @@ func (m *Metrics) ObserveRecords(recs []*kms.Activity) {
 		if !a.Valid {
 			m.counter(m.denied, "d", action, result).Add(calls)
 		}
-		if a.Valid && result == "ok" && (a.Action == "encrypt" || a.Action == "decrypt") {
+		if a.Valid && result == "ok" && keyOperation(a.Action) {
 			m.counter(m.keyCalls, "k", a.Action, m.ringLabel(a.Ring)).Inc()
 		}
 		if result == "rate_limited" {
@@ -277,6 +277,17 @@ func (m *Metrics) ObserveRecords(recs []*kms.Activity) {
 			}
 		}
 	}
+}
+
+// keyOperation reports whether action is a use of a key that
+// kms_key_operations_total counts: encrypt and decrypt of /ks rings, and
+// the transit calls that encrypt or decrypt with a transit key.
+func keyOperation(action string) bool {
+	switch action {
+	case "encrypt", "decrypt", "transit.encrypt", "transit.decrypt", "transit.rewrap", "transit.datakey":
+		return true
+	}
+	return false
 }
 
 // refusedCalls is how many calls the record a stands for: one, but for

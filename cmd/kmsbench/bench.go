@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -45,12 +46,17 @@ func (b *bench) startClusters(ctx context.Context) ([]*cluster, error) {
 	started := func(k *kmsd) {
 		b.notef("%s (pid %d) listening on %s", k.name, k.cmd.Process.Pid, k.url)
 	}
-	cl, err := startCluster(ctx, newKmsdConfig(bin, o.logLevel, o.store, o.rss, b.tls), o.nodes, "kmsd", started)
+	config := func(bin, store string) *kmsdConfig {
+		c := newKmsdConfig(bin, o.logLevel, store, o.rss, b.tls)
+		c.transit = transitMode(o.mode)
+		return c
+	}
+	cl, err := startCluster(ctx, config(bin, o.store), o.nodes, "kmsd", started)
 	if err != nil {
 		return nil, err
 	}
 	if o.against != "" {
-		other, err := startCluster(ctx, newKmsdConfig(o.against, o.logLevel, "", o.rss, b.tls), 1, "against kmsd", started)
+		other, err := startCluster(ctx, config(o.against, ""), 1, "against kmsd", started)
 		if err != nil {
 			cl.stop()
 			return nil, err
@@ -62,7 +68,7 @@ func (b *bench) startClusters(ctx context.Context) ([]*cluster, error) {
 		return []*cluster{cl}, nil
 	}
 	cl.target = "postgres"
-	emb, err := startCluster(ctx, newKmsdConfig(bin, o.logLevel, "", o.rss, b.tls), o.embNodes, "embedded kmsd", started)
+	emb, err := startCluster(ctx, config(bin, ""), o.embNodes, "embedded kmsd", started)
 	if err != nil {
 		cl.stop()
 		return nil, err
@@ -143,6 +149,9 @@ func (b *bench) prepare(ctx context.Context, t target) ([]*workload, error) {
 // through it. It returns the workload.
 func (b *bench) prepareOn(ctx context.Context, t target, first string) (*workload, error) {
 	o := b.o
+	if transitMode(o.mode) {
+		return b.prepareTransit(ctx, t, first)
+	}
 	created, err := ensureRing(ctx, b.client, first, t.key, o.ring)
 	if err != nil {
 		return nil, b.cause(ctx, fmt.Errorf("%s: ring %s: %w", t.name, o.ring, err))
@@ -153,7 +162,7 @@ func (b *bench) prepareOn(ctx context.Context, t target, first string) (*workloa
 	work := &workload{mode: o.mode, mix: o.mix, encrypt: newEncrypt(o.ring, o.asset, 1)}
 	if o.mode != "encrypt" {
 		t0 := time.Now()
-		work.pool, err = makePool(ctx, b.client, first, t.key, work.encrypt, o.pool, o.concurrency)
+		work.pool, err = makePool(ctx, b.client, first, t.key, work.encrypt, o.pool, o.concurrency, ksDecryptOf)
 		if err != nil {
 			return nil, b.cause(ctx, fmt.Errorf("%s: %w", t.name, err))
 		}
@@ -161,6 +170,33 @@ func (b *bench) prepareOn(ctx context.Context, t target, first string) (*workloa
 	}
 	if o.batch > 1 {
 		work.batched(o.ring, o.asset, o.batch)
+	}
+	return work, nil
+}
+
+// prepareTransit is prepareOn for the transit modes: the transit key (an
+// /asym ring) and, for transit-decrypt, the pool of ciphertexts to
+// decrypt.
+func (b *bench) prepareTransit(ctx context.Context, t target, first string) (*workload, error) {
+	o := b.o
+	created, err := ensureTransitKey(ctx, b.client, first, t.key, o.ring)
+	if err != nil {
+		return nil, b.cause(ctx, fmt.Errorf("%s: transit key %s: %w", t.name, o.ring, err))
+	}
+	if created {
+		b.notef("%s: created transit key %s on %s", t.name, o.ring, first)
+	}
+	work := &workload{mode: strings.TrimPrefix(o.mode, "transit-"), encrypt: newTransitEncrypt(o.ring, 1)}
+	if work.mode == "decrypt" {
+		t0 := time.Now()
+		work.pool, err = makePool(ctx, b.client, first, t.key, work.encrypt, o.pool, o.concurrency, transitDecryptOf(o.ring))
+		if err != nil {
+			return nil, b.cause(ctx, fmt.Errorf("%s: %w", t.name, err))
+		}
+		b.notef("%s: made %d ciphertexts to decrypt on %s in %.1fs", t.name, len(work.pool), first, time.Since(t0).Seconds())
+	}
+	if o.batch > 1 {
+		work.batchedTransit(o.ring, o.batch)
 	}
 	return work, nil
 }

@@ -402,3 +402,30 @@ func TestRunAgainst(t *testing.T) {
 		t.Errorf("ratios = %+v, want kmsd to against with a CPU factor", r)
 	}
 }
+
+// TestRunTransit: the transit modes start kmsd with -transit, make the
+// transit key (and, to decrypt, the ciphertexts) and load Vault's
+// encrypt and decrypt, alone and in batches, with no error.
+func TestRunTransit(t *testing.T) {
+	bin := testKmsd(t)
+	for _, c := range []struct {
+		mode  string
+		batch string
+	}{{"transit-encrypt", "1"}, {"transit-decrypt", "1"}, {"transit-encrypt", "10"}, {"transit-decrypt", "10"}} {
+		sum, stderr := runJSON(t, noEnv, "-start", "-kmsd", bin, "-kmsd-log-level", "warn", "-mode", c.mode, "-pool", "20",
+			"-batch", c.batch, "-c", "4", "-d", "1s", "-warmup", "100ms")
+		checkStopped(t, startedPIDs(t, stderr))
+		if len(sum.Rows) != 1 {
+			t.Fatalf("%s: rows %+v", c.mode, sum.Rows)
+		}
+		if r := sum.Rows[0]; r.Requests == 0 || r.Errors != 0 || r.Mode != c.mode {
+			t.Fatalf("%s batch %s row: %d requests, %d errors %v, mode %q", c.mode, c.batch, r.Requests, r.Errors, r.ErrorsByStatus, r.Mode)
+		}
+		if !strings.Contains(stderr, "created transit key kmsbench") {
+			t.Errorf("%s: stderr does not say the transit key was made:\n%s", c.mode, stderr)
+		}
+	}
+	if _, err := parseFlags([]string{"-start", "-mode", "transit-encrypt", "-asset"}, noEnv, io.Discard); err == nil {
+		t.Error("-asset with a transit mode was accepted")
+	}
+}

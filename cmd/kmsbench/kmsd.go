@@ -144,6 +144,7 @@ type kmsdConfig struct {
 	key       string    // the bootstrap API key, with the flag "*"
 	sampleRSS bool      // read kmsd's resident memory every second until stop
 	tls       *tlsFiles // with -tls: kmsd's certificate and key
+	transit   bool      // serve Vault's transit interface (kmsd -transit)
 }
 
 // newKmsdConfig returns the configuration of kmsd processes with a
@@ -164,6 +165,9 @@ func startKmsd(ctx context.Context, name string, c *kmsdConfig) (*kmsd, error) {
 	args := []string{"-addr", "127.0.0.1:0", "-data", dataDir, "-log-level", c.logLevel}
 	if c.tls != nil {
 		args = append(args, "-tls-cert", c.tls.cert, "-tls-key", c.tls.key)
+	}
+	if c.transit {
+		args = append(args, "-transit")
 	}
 	cmd := exec.Command(c.bin, args...)
 	cmd.Env = append(withoutKMS(os.Environ()),

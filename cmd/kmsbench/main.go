@@ -1,6 +1,7 @@
 // Command kmsbench is a load tool for kmsd: it drives POST /ks/encrypt
-// and /ks/decrypt from many keep-alive clients and reports throughput and
-// latency quantiles.
+// and /ks/decrypt (or, with -mode transit-encrypt and transit-decrypt,
+// Vault's transit encrypt and decrypt, kmsd -transit) from many
+// keep-alive clients and reports throughput and latency quantiles.
 //
 //	kmsbench -start [flags]                  start a kmsd of its own and load it
 //	kmsbench -start -store postgres://... -nodes 3 [flags]
@@ -147,7 +148,13 @@ line goes to stderr every second. A run is always bounded: -n without -d
 stops after 1h at most.
 
 The API key needs the flag "*" or the flags for the ring (read, create
-when it is missing) and for encrypt and decrypt. With -start, kmsbench
+when it is missing) and for encrypt and decrypt.
+
+With -mode transit-encrypt or transit-decrypt, kmsbench calls Vault's
+transit interface instead (POST /v1/transit/encrypt/RING and
+/v1/transit/decrypt/RING, a 32-byte plaintext, batch_input with -batch):
+the kmsd it starts serves it (-transit), a running one must. -ring names
+the transit key, created if missing. With -start, kmsbench
 runs its own kmsd (built from ./cmd/kmsd unless -kmsd) on 127.0.0.1:0 with
 a temporary data directory, a random master key and a random bootstrap API
 key, and stops it with SIGTERM at the end, or on Ctrl-C.
@@ -237,7 +244,7 @@ func parseFlags(args []string, getenv func(string) string, stdout io.Writer) (*o
 	fs.IntVar(&o.nodes, "nodes", 1, "with -start -store: how many kmsd (`N`) to start on the database, a cluster")
 	fs.StringVar(&o.kmsd, "kmsd", "", "the kmsd binary to run with -start, at `PATH` (default: go build ./cmd/kmsd into a temporary directory)")
 	fs.StringVar(&o.logLevel, "kmsd-log-level", "info", "the -log-level (`LEVEL`) of the kmsd started with -start (info logs every request, as kmsd does by default)")
-	fs.StringVar(&o.mode, "mode", "encrypt", "what to call (`MODE`): encrypt, decrypt (hashes and headers from -pool encrypt calls made first) or mix")
+	fs.StringVar(&o.mode, "mode", "encrypt", "what to call (`MODE`): encrypt, decrypt (hashes and headers from -pool encrypt calls made first) or mix; transit-encrypt and transit-decrypt (ciphertexts of -pool encrypt calls) call Vault's transit interface instead (kmsd -transit; -ring names the transit key), with a 32-byte plaintext")
 	fs.Float64Var(&o.mix, "mix", 0.5, "with -mode mix, the `SHARE` of decrypt calls, 0 to 1")
 	fs.IntVar(&o.batch, "batch", 1, "items per request (`N`, 1 to 1000): above 1, POST /ks/encrypt/batch and /ks/decrypt/batch with N items each, and keys per second in the summary")
 	fs.IntVar(&o.concurrency, "c", 64, "concurrent clients, each sending one request after the other")
@@ -314,8 +321,10 @@ func (o *options) validate(set map[string]bool) error {
 		return errors.New("-against needs -start, and excludes -baseline and -embedded: it compares two builds of kmsd")
 	case o.against != "" && o.store != "":
 		return errors.New("-against goes with the embedded store: two builds on one database would share its state")
-	case o.mode != "encrypt" && o.mode != "decrypt" && o.mode != "mix":
-		return fmt.Errorf("-mode %q: want encrypt, decrypt or mix", o.mode)
+	case o.mode != "encrypt" && o.mode != "decrypt" && o.mode != "mix" && o.mode != "transit-encrypt" && o.mode != "transit-decrypt":
+		return fmt.Errorf("-mode %q: want encrypt, decrypt, mix, transit-encrypt or transit-decrypt", o.mode)
+	case o.asset && transitMode(o.mode):
+		return errors.New("-asset goes with the /ks modes: a transit encrypt makes no Asset")
 	case set["mix"] && o.mode != "mix":
 		return errors.New("-mix goes with -mode mix")
 	case o.batch < 1 || o.batch > 1000:

@@ -295,7 +295,11 @@ func (s *summary) print(w io.Writer, asJSON bool) error {
 	if s.asset {
 		fmt.Fprint(w, ", with an Asset per encrypt")
 	}
-	if s.Mode != "encrypt" {
+	switch s.Mode {
+	case "encrypt", "transit-encrypt":
+	case "transit-decrypt":
+		fmt.Fprintf(w, ", %d ciphertexts to decrypt", s.pool)
+	default:
 		fmt.Fprintf(w, ", %d headers to decrypt", s.pool)
 	}
 	fmt.Fprintf(w, ", warm-up %s per target", s.Warmup)

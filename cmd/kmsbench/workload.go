@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -138,9 +140,25 @@ func ensureRing(ctx context.Context, c *http.Client, base, key, ring string) (cr
 	return err == nil, err
 }
 
+// ksDecryptOf turns the answer of POST /ks/encrypt into the decrypt call
+// of its hash and header.
+func ksDecryptOf(answer json.RawMessage) (request, error) {
+	var out struct {
+		Hash   string `json:"hash"`
+		Header string `json:"header"`
+	}
+	if err := json.Unmarshal(answer, &out); err != nil || out.Hash == "" || out.Header == "" {
+		return request{}, errors.New("encrypt answer without hash or header")
+	}
+	body, _ := json.Marshal(out)
+	return request{path: "/ks/decrypt", body: body}, nil
+}
+
 // makePool makes size decrypt calls from as many encrypt calls, with
-// concurrency workers; it fails on the first error.
-func makePool(ctx context.Context, c *http.Client, base, key string, encrypt request, size, concurrency int) ([]request, error) {
+// concurrency workers, each turned into its decrypt call by decryptOf;
+// it fails on the first error.
+func makePool(ctx context.Context, c *http.Client, base, key string, encrypt request, size, concurrency int,
+	decryptOf func(answer json.RawMessage) (request, error)) ([]request, error) {
 	pool := make([]request, size)
 	var (
 		next    atomic.Int64
@@ -157,20 +175,15 @@ func makePool(ctx context.Context, c *http.Client, base, key string, encrypt req
 				if i >= size || ctx.Err() != nil {
 					return
 				}
-				var out struct {
-					Hash   string `json:"hash"`
-					Header string `json:"header"`
-				}
-				_, err := call(ctx, c, base, key, http.MethodPost, encrypt.path, encrypt.body, &out)
-				if err == nil && (out.Hash == "" || out.Header == "") {
-					err = errors.New("encrypt answer without hash or header")
+				var answer json.RawMessage
+				_, err := call(ctx, c, base, key, http.MethodPost, encrypt.path, encrypt.body, &answer)
+				if err == nil {
+					pool[i], err = decryptOf(answer)
 				}
 				if err != nil {
 					errOnce.Do(func() { first = err; cancel() })
 					return
 				}
-				body, _ := json.Marshal(out)
-				pool[i] = request{path: "/ks/decrypt", body: body}
 			}
 		})
 	}
@@ -182,4 +195,79 @@ func makePool(ctx context.Context, c *http.Client, base, key string, encrypt req
 		return nil, err
 	}
 	return pool, nil
+}
+
+// transitMode reports whether mode drives Vault's transit interface
+// (kmsd -transit) rather than /ks.
+func transitMode(mode string) bool { return strings.HasPrefix(mode, "transit-") }
+
+// transitPlaintext is the plaintext of the transit encrypt calls, in
+// base64: 32 bytes, the size of the data keys that SOPS, OpenTofu and
+// KMS plugins encrypt.
+var transitPlaintext = base64.StdEncoding.EncodeToString([]byte("kmsbench: a 32-byte data key...."))
+
+// newTransitEncrypt returns the transit encrypt call of the key ring;
+// with n above 1, a batch_input of n plaintexts.
+func newTransitEncrypt(ring string, n int) request {
+	path := "/v1/transit/encrypt/" + url.PathEscape(ring)
+	if n <= 1 {
+		body, _ := json.Marshal(map[string]any{"plaintext": transitPlaintext})
+		return request{path: path, body: body}
+	}
+	items := make([]map[string]any, n)
+	for i := range items {
+		items[i] = map[string]any{"plaintext": transitPlaintext}
+	}
+	body, _ := json.Marshal(map[string]any{"batch_input": items})
+	return request{path: path, body: body}
+}
+
+// transitDecryptOf turns the answer of a transit encrypt of the key ring
+// into the decrypt call of its ciphertext.
+func transitDecryptOf(ring string) func(json.RawMessage) (request, error) {
+	return func(answer json.RawMessage) (request, error) {
+		var out struct {
+			Data struct {
+				Ciphertext string `json:"ciphertext"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal(answer, &out); err != nil || out.Data.Ciphertext == "" {
+			return request{}, errors.New("transit encrypt answer without a ciphertext")
+		}
+		body, _ := json.Marshal(map[string]any{"ciphertext": out.Data.Ciphertext})
+		return request{path: "/v1/transit/decrypt/" + url.PathEscape(ring), body: body}, nil
+	}
+}
+
+// batchedTransit is batched for the transit modes: batch_input of n
+// plaintexts, or of n ciphertexts of the pool.
+func (w *workload) batchedTransit(ring string, n int) {
+	w.encrypt = newTransitEncrypt(ring, n)
+	if len(w.pool) == 0 {
+		return
+	}
+	batches := make([]request, max(8, (len(w.pool)+n-1)/n))
+	for b := range batches {
+		items := make([]json.RawMessage, n)
+		for i := range items {
+			items[i] = w.pool[(b*n+i)%len(w.pool)].body
+		}
+		body, _ := json.Marshal(map[string]any{"batch_input": items})
+		batches[b] = request{path: "/v1/transit/decrypt/" + url.PathEscape(ring), body: body}
+	}
+	w.pool = batches
+}
+
+// ensureTransitKey creates the transit key ring unless it exists.
+func ensureTransitKey(ctx context.Context, c *http.Client, base, key, ring string) (created bool, err error) {
+	path := "/v1/transit/keys/" + url.PathEscape(ring)
+	status, err := call(ctx, c, base, key, http.MethodGet, path, nil, nil)
+	if err == nil {
+		return false, nil
+	}
+	if status != http.StatusNotFound {
+		return false, fmt.Errorf("%w (is kmsd serving the transit interface, -transit?)", err)
+	}
+	_, err = call(ctx, c, base, key, http.MethodPost, path, []byte(`{}`), nil)
+	return err == nil, err
 }

@@ -85,6 +85,11 @@ func TestRingOutput(t *testing.T) {
 	if !strings.Contains(r.stdout, "max encrypt count:  5") || !strings.Contains(r.stdout, `{"team":"pay"}`) {
 		t.Errorf("ring config set printed:\n%s", r.stdout)
 	}
+	r = kmsctl(t, s.env, "", "ring", "config", "payments", "-rotation-period", "720h0m0s").want(t, 0, "ring config rotation period")
+	if !strings.Contains(r.stdout, "rotation period:    720h") || !strings.Contains(r.stdout, "max encrypt count:  5") {
+		t.Errorf("ring config -rotation-period printed:\n%s", r.stdout)
+	}
+	kmsctl(t, s.env, "", "ring", "config", "payments", "-rotation-period", "10m").want(t, 1, "ring config with a short rotation period")
 	r = kmsctl(t, s.env, "", "ring", "config", "payments", "-key-props", `{"tier":1}`, "-json").want(t, 0, "ring config key props")
 	var cfg struct{ Config kms.KeyRingConfig }
 	decodeJSON(t, r, &cfg)

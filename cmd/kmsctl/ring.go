@@ -137,6 +137,7 @@ func ringRotate(c *cli, fs *flag.FlagSet) action {
 
 func ringConfig(c *cli, fs *flag.FlagSet) action {
 	maxCount := fs.Int64("max-encrypt-count", 0, "encrypt calls one key serves before the ring rotates by itself (0: no limit)")
+	period := fs.String("rotation-period", "", "how long a key stays active before the ring rotates by itself, a `DURATION` of at least 1h such as 720h (0: none)")
 	var props, keyProps map[string]any
 	objectVar(fs, &props, "props", "the ring's props, a JSON `OBJECT` (replaces them)")
 	objectVar(fs, &keyProps, "key-props", "props given to the ring's new keys, a JSON `OBJECT` (replaces them)")
@@ -146,7 +147,7 @@ func ringConfig(c *cli, fs *flag.FlagSet) action {
 		if *maxCount < 0 {
 			return usagef("kmsctl ring config", "-max-encrypt-count %d: want 0 (no limit) or more", *maxCount)
 		}
-		changed := isSet(fs, "max-encrypt-count") || props != nil || keyProps != nil
+		changed := isSet(fs, "max-encrypt-count") || isSet(fs, "rotation-period") || props != nil || keyProps != nil
 		var cfg *kms.KeyRingConfig
 		var err error
 		switch {
@@ -162,6 +163,9 @@ func ringConfig(c *cli, fs *flag.FlagSet) action {
 			if isSet(fs, "max-encrypt-count") {
 				cfg.Algos.AES256.MaxEncryptCount = *maxCount
 			}
+			if isSet(fs, "rotation-period") {
+				cfg.Algos.AES256.RotationPeriod = *period
+			}
 			if props != nil {
 				cfg.Props = props
 			}
@@ -176,7 +180,12 @@ func ringConfig(c *cli, fs *flag.FlagSet) action {
 		if cfg.Algos.AES256.MaxEncryptCount == 0 {
 			limit = "0 (no limit)"
 		}
-		return c.show(map[string]any{"config": cfg}, fields("ring", name, "max encrypt count", limit, "props", cfg.Props, "key props", cfg.Key.Props))
+		rotation := cfg.Algos.AES256.RotationPeriod
+		if rotation == "" {
+			rotation = "none"
+		}
+		return c.show(map[string]any{"config": cfg}, fields("ring", name, "max encrypt count", limit, "rotation period", rotation,
+			"props", cfg.Props, "key props", cfg.Key.Props))
 	}
 }
 

@@ -67,6 +67,8 @@ type config struct {
 	maxAccounts int
 	maxAPIKeys  int
 
+	transit bool // serve Vault's transit interface at /v1/transit/
+
 	metrics          bool   // serve /metrics on the main listener
 	metricsAddr      string // serve /metrics on a listener of its own
 	metricsTokenFile string
@@ -110,6 +112,7 @@ var settings = []setting{
 	{"disk-reserve", "KMS_DISK_RESERVE", "size", "free space kept on the disks of -data: below it, kmsd refuses writes (507) until there is room again; 0 turns it off", "256MiB"},
 	{"client-ip-header", "KMS_CLIENT_IP_HEADER", "name", "header with the client address set by a trusted reverse proxy (X-Forwarded-For, X-Real-IP); only behind one", ""},
 	{"client-ip-hops", "KMS_CLIENT_IP_HOPS", "n", "trusted proxies that append to -client-ip-header: the client address is the n-th from the right", "1"},
+	{"transit", "KMS_TRANSIT", "", "also serve HashiCorp Vault's transit interface (aes256-gcm96 keys: /asym rings) at /v1/transit/, for SOPS, OpenTofu and Vault clients", "false"},
 	{"metrics", "KMS_METRICS", "", "serve Prometheus metrics at GET /metrics on the main listener", "false"},
 	{"metrics-addr", "KMS_METRICS_ADDR", "host:port", "serve Prometheus metrics at GET /metrics on a listener of their own (plain HTTP)", ""},
 	{"metrics-token-file", "KMS_METRICS_TOKEN_FILE", "file", "file holding a bearer token that GET /metrics requires (or set KMS_METRICS_TOKEN)", ""},
@@ -215,6 +218,7 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stdout i
 	fs.IntVar(&c.maxUsers, "max-users", 0, "")
 	fs.IntVar(&c.maxAccounts, "max-accounts", 0, "")
 	fs.IntVar(&c.maxAPIKeys, "max-apikeys-per-account", 0, "")
+	fs.BoolVar(&c.transit, "transit", false, "")
 	fs.BoolVar(&c.metrics, "metrics", false, "")
 	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "")
 	fs.StringVar(&c.metricsTokenFile, "metrics-token-file", "", "")

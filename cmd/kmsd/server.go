@@ -12,6 +12,7 @@ import (
 	neturl "net/url"
 	"os"
 	"runtime/debug"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/ringkms/kms/mail"
 	"github.com/ringkms/kms/store/badgerstore"
 	"github.com/ringkms/kms/store/pgstore"
+	"github.com/ringkms/kms/transit"
 )
 
 // Timeouts of the HTTP server. A request is small JSON both ways, so a
@@ -264,7 +266,7 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stdout, s
 	if ms != nil {
 		ms.m.Watch(svc)
 	}
-	handler.set(httpapi.New(svc, hopts))
+	handler.set(apiHandler(c, svc, hopts))
 	stopAdmin, stopSink := func() {}, func() {}
 	if !c.postgres() {
 		if stopAdmin, err = serveAdmin(c.data, svc, st, log); err != nil {
@@ -332,6 +334,29 @@ func waitToStart(err error) bool {
 	k := kms.ErrorKind(err)
 	return err != nil && (k == kms.KindNoSpace || k == kms.KindUnavailable)
 }
+
+// apiHandler is the handler of kmsd's interface: httpapi's, and with
+// -transit Vault's transit interface at /v1/transit/ (package transit),
+// with the same log, metrics and client addresses.
+func apiHandler(c *config, svc *kms.Service, hopts httpapi.Options) http.Handler {
+	api := httpapi.New(svc, hopts)
+	if !c.transit {
+		return api
+	}
+	tlog := hopts.Logger.With().Str("api", "transit").Logger()
+	vault := transit.New(svc, transit.Options{Logger: &tlog, ClientIPHeader: hopts.ClientIPHeader, ClientIPHops: hopts.ClientIPHops,
+		Requests: hopts.Requests})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, transitPrefix) {
+			vault.ServeHTTP(w, r)
+			return
+		}
+		api.ServeHTTP(w, r)
+	})
+}
+
+// transitPrefix starts the paths of the transit interface.
+const transitPrefix = "/v1/" + transit.DefaultMount + "/"
 
 // switchHandler serves with the handler last set: kmsd's answers while
 // its store cannot open, then the service's.

@@ -1,0 +1,373 @@
+package kms
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/ringkms/kms/internal/wrap"
+)
+
+// Transit: what the service does for Vault's transit engine, whose HTTP
+// shape package transit serves. A transit key is an /asym ring: its
+// versions are the ring's keys in creation order (keyversion.go), its
+// latest version the ring's active key, and it encrypts and decrypts in
+// the service (transit_crypto.go). That needs a key the service can use:
+// an /asym ring's keys are sealed under the master key and unwrapped with
+// the ring's sealed private key (asym.go, unwrapKey), where a /ks ring's
+// keys are wrapped for a private key the service never keeps. So whoever
+// holds the master key, or the service's memory, can read what transit
+// keys seal; docs/TRANSIT.md says so to the people who choose.
+//
+// Every call is authorized, recorded and limited as any other: the flags
+// of the ring's operations (create, read, encrypt, decrypt, rotate,
+// config, delete), an activity record per call and per item of a batch,
+// under the actions below (plaintexts never reach a record), the key
+// states, maxEncryptCount and rotationPeriod of the ring, and its usage
+// counts.
+
+// TransitKeyType is the one type of transit key: AES-256-GCM with 96-bit
+// nonces, Vault's aes256-gcm96.
+const TransitKeyType = "aes256-gcm96"
+
+// The actions of transit calls.
+const (
+	transitCreateAction  = "transit.key.create"
+	transitReadAction    = "transit.key.read"
+	transitListAction    = "transit.key.list"
+	transitDeleteAction  = "transit.key.delete"
+	transitRotateAction  = "transit.key.rotate"
+	transitConfigAction  = "transit.key.config"
+	transitEncryptAction = "transit.encrypt"
+	transitDecryptAction = "transit.decrypt"
+	transitRewrapAction  = "transit.rewrap"
+	transitDataKeyAction = "transit.datakey"
+)
+
+// transitSettings are the settings of Vault's transit engine that a ring
+// keeps (ringRecord.Transit); the zero value is Vault's defaults.
+type transitSettings struct {
+	MinDecryptionVersion int  `json:"minDecryptionVersion,omitempty"` // 0 reads as 1
+	MinEncryptionVersion int  `json:"minEncryptionVersion,omitempty"` // 0: any version
+	DeletionAllowed      bool `json:"deletionAllowed,omitempty"`
+}
+
+// transit returns the transit settings of r, Vault's defaults when it has
+// none.
+func (r *ringRecord) transit() transitSettings {
+	if r.Transit == nil {
+		return transitSettings{}
+	}
+	return *r.Transit
+}
+
+// TransitKey is an /asym ring as Vault's transit engine describes a key.
+type TransitKey struct {
+	Name string
+	// Versions are the creation times of the key's versions whose
+	// material exists (a destroyed key's is gone).
+	Versions map[int]time.Time
+	// KeyIDs are the IDs of the versions' keys in the /asym ring, every
+	// version's, destroyed or not: the keys that GetAsymKey, KeyUsage and
+	// the key state calls name.
+	KeyIDs               map[int]string
+	LatestVersion        int
+	MinDecryptionVersion int // at least 1
+	MinEncryptionVersion int // 0: any version
+	DeletionAllowed      bool
+	RotationPeriod       time.Duration // zero: none
+	// Existed reports, in the answer of CreateTransitKey, that the key
+	// existed before the call, which then changed nothing.
+	Existed bool
+}
+
+// TransitKeyConfig changes the settings of a transit key; a nil field
+// leaves its setting as it is.
+type TransitKeyConfig struct {
+	MinDecryptionVersion *int
+	MinEncryptionVersion *int
+	DeletionAllowed      *bool
+	// RotationPeriod is the ring's algos.aes256.rotationPeriod: zero for
+	// none, else at least MinRotationPeriod.
+	RotationPeriod *time.Duration
+}
+
+// checkTransitPeriod checks a rotation period given as a duration.
+func checkTransitPeriod(d time.Duration) error {
+	if d != 0 && d < MinRotationPeriod {
+		return Errorf(KindInvalid, "auto rotate period must be 0 to disable or at least an hour")
+	}
+	return nil
+}
+
+// CreateTransitKey makes the transit key name, an /asym ring, with the
+// rotation period given (zero: none). A key that exists already is
+// answered as it is, with Existed set, as Vault answers. It needs
+// keyring.<name>.create.
+func (s *Service) CreateTransitKey(ctx context.Context, name string, period time.Duration) (*TransitKey, error) {
+	if err := ValidateRingName(name); err != nil {
+		return nil, err
+	}
+	if err := checkTransitPeriod(period); err != nil {
+		return nil, err
+	}
+	lower := strings.ToLower(name)
+	p, err := s.authorize(ctx, transitCreateAction, lower, RingFlag(name, OpCreate))
+	if err != nil {
+		return nil, err
+	}
+	existed := false
+	r, err := s.ringByName(ctx, groupAsym, name)
+	switch {
+	case err == nil:
+		existed = true
+	case !isNotFound(err):
+		return nil, err
+	default:
+		if r, err = s.createTransitRing(ctx, p, name, period); err != nil {
+			return nil, err
+		}
+	}
+	if r, err = s.ensureVersions(r); err != nil {
+		return nil, err
+	}
+	key, err := s.transitKey(ctx, r, existed)
+	if err != nil {
+		return nil, s.recordFailure(p, transitCreateAction, lower, err)
+	}
+	if existed {
+		if err := s.record(p, transitCreateAction, lower, map[string]any{"ringId": r.ID, "existed": true}, nil); err != nil {
+			return nil, err
+		}
+	}
+	return key, nil
+}
+
+// createTransitRing makes the /asym ring of a new transit key, recorded as
+// transit.key.create. A ring of that name made meanwhile by another call
+// is answered; a /ks ring of that name is an Invalid error.
+func (s *Service) createTransitRing(ctx context.Context, p *Principal, name string, period time.Duration) (*ringRecord, error) {
+	priv, err := wrap.Generate(wrap.XWing)
+	if err != nil {
+		return nil, internalError("generate key pair", err)
+	}
+	raw := priv.Bytes()
+	defer clear(raw)
+	var algos ConfigAlgos
+	if period > 0 {
+		algos.AES256.RotationPeriod = formatPeriod(period)
+	}
+	r, _, err := s.createRing(p, ringSpec{group: groupAsym, name: name, pub: priv.Public(), private: raw,
+		algos: algos, transit: &transitSettings{}, action: transitCreateAction})
+	if ErrorKind(err) == KindConflict {
+		if other, err := s.ringByName(ctx, groupAsym, name); err == nil {
+			return other, nil // made meanwhile by another call
+		}
+		return nil, Errorf(KindInvalid, "key ring %q is a /ks ring, whose keys the service never holds: transit cannot use it; choose another name", name)
+	}
+	return r, err
+}
+
+// transitKey describes r, a ring with versions, as a transit key.
+func (s *Service) transitKey(ctx context.Context, r *ringRecord, existed bool) (*TransitKey, error) {
+	t := r.transit()
+	out := &TransitKey{Name: r.Name, Versions: map[int]time.Time{}, KeyIDs: map[int]string{}, LatestVersion: r.LatestVersion,
+		MinDecryptionVersion: max(t.MinDecryptionVersion, 1), MinEncryptionVersion: t.MinEncryptionVersion,
+		DeletionAllowed: t.DeletionAllowed, RotationPeriod: r.Algos.AES256.period(), Existed: existed}
+	err := s.store.View(ctx, func(tx Txn) error {
+		return tx.Scan(ScanOptions{Prefix: join(pfxKey, []byte(r.ID), sep)}, func(_, v []byte) (bool, error) {
+			var k keyRecord
+			if err := json.Unmarshal(v, &k); err != nil {
+				return false, err
+			}
+			if k.Version > 0 {
+				out.KeyIDs[k.Version] = k.ID
+				if k.state() != KeyDestroyed {
+					out.Versions[k.Version] = k.CreatedAt
+				}
+			}
+			return true, nil
+		})
+	})
+	if err != nil {
+		return nil, internalError("read the versions of a transit key", err)
+	}
+	return out, nil
+}
+
+// GetTransitKey describes the transit key name. It needs
+// keyring.<name>.read.
+func (s *Service) GetTransitKey(ctx context.Context, name string) (*TransitKey, error) {
+	p, r, err := s.resolveRing(ctx, groupAsym, RingRef{Name: name}, transitReadAction, OpRead)
+	if err != nil {
+		return nil, err
+	}
+	lower := strings.ToLower(r.Name)
+	if r, err = s.ensureVersions(r); err != nil {
+		return nil, s.recordFailure(p, transitReadAction, lower, err)
+	}
+	key, err := s.transitKey(ctx, r, false)
+	if err != nil {
+		return nil, s.recordFailure(p, transitReadAction, lower, err)
+	}
+	if err := s.record(p, transitReadAction, lower, map[string]any{"ringId": r.ID}, nil); err != nil {
+		return nil, err
+	}
+	return key, nil
+}
+
+// ListTransitKeys returns the names of the transit keys (the /asym rings),
+// in lower case and name order. It needs keyring.*.read. The names are
+// read from the index of names alone, one short key each, and answered
+// whole, as Vault answers a list.
+func (s *Service) ListTransitKeys(ctx context.Context) ([]string, error) {
+	p, err := s.authorize(ctx, transitListAction, "", RingFlag("*", OpRead))
+	if err != nil {
+		return nil, err
+	}
+	prefix := join(pfxRingList, []byte(groupAsym), sep)
+	names := []string{}
+	err = s.store.View(ctx, func(tx Txn) error {
+		names = names[:0]
+		return tx.Scan(ScanOptions{Prefix: prefix, KeysOnly: true}, func(k, _ []byte) (bool, error) {
+			if err := ctx.Err(); err != nil {
+				return false, err
+			}
+			names = append(names, string(k[len(prefix):]))
+			return true, nil
+		})
+	})
+	if err != nil {
+		return nil, s.recordFailure(p, transitListAction, "", internalError("list transit keys", err))
+	}
+	if err := s.record(p, transitListAction, "", map[string]any{"count": len(names)}, nil); err != nil {
+		return nil, err
+	}
+	return names, nil
+}
+
+// DeleteTransitKey deletes the transit key name, its ring and every
+// version: what they sealed can no longer be opened. The key's
+// configuration must allow it (DeletionAllowed), and no active API key's
+// flags may name the ring (as DeleteKeyRing). It needs
+// keyring.<name>.delete.
+func (s *Service) DeleteTransitKey(ctx context.Context, name string) error {
+	p, r, err := s.resolveRing(ctx, groupAsym, RingRef{Name: name}, transitDeleteAction, OpDelete)
+	if err != nil {
+		return err
+	}
+	return s.deleteRing(p, r, transitDeleteAction, func(cur *ringRecord) error {
+		if !cur.transit().DeletionAllowed {
+			return Errorf(KindInvalid, "deletion is not allowed for this key: set deletion_allowed in its configuration first")
+		}
+		return nil
+	})
+}
+
+// RotateTransitKey gives the transit key name a new latest version (its
+// ring a new active key) and describes the key. It needs
+// keyring.<name>.rotate.
+func (s *Service) RotateTransitKey(ctx context.Context, name string) (*TransitKey, error) {
+	p, r, err := s.resolveRing(ctx, groupAsym, RingRef{Name: name}, transitRotateAction, OpRotate)
+	if err != nil {
+		return nil, err
+	}
+	mu := s.ringLock(r.ID)
+	mu.Lock()
+	_, next, _, err := s.rotate(p, r, transitRotateAction, nil, nil)
+	mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return s.transitKey(ctx, next, false)
+}
+
+// ConfigureTransitKey changes the settings of the transit key name, as
+// Vault's key configuration does, and describes the key: a minimum
+// decryption version of 0 reads as 1; neither minimum may pass the latest
+// version, nor the encryption minimum (unless 0) fall below the
+// decryption one; a rotation period is 0 or at least an hour. It needs
+// keyring.<name>.config.
+func (s *Service) ConfigureTransitKey(ctx context.Context, name string, cfg TransitKeyConfig) (*TransitKey, error) {
+	p, r, err := s.resolveRing(ctx, groupAsym, RingRef{Name: name}, transitConfigAction, OpConfig)
+	if err != nil {
+		return nil, err
+	}
+	lower := strings.ToLower(r.Name)
+	period := ""
+	if cfg.RotationPeriod != nil {
+		if err := checkTransitPeriod(*cfg.RotationPeriod); err != nil {
+			return nil, s.recordFailure(p, transitConfigAction, lower, err)
+		}
+		if *cfg.RotationPeriod > 0 {
+			period = formatPeriod(*cfg.RotationPeriod)
+		}
+	}
+	if r, err = s.ensureVersions(r); err != nil {
+		return nil, s.recordFailure(p, transitConfigAction, lower, err)
+	}
+	act := s.newActivity(p, transitConfigAction, lower, true, map[string]any{"ringId": r.ID})
+	var next *ringRecord
+	err = s.submit(act, func(tx Txn) error {
+		cur, err := loadRing(tx, r.ID)
+		if err != nil {
+			return err
+		}
+		t := cur.transit()
+		if err := t.apply(cfg, cur.LatestVersion); err != nil {
+			return err
+		}
+		act.Props["minDecryptionVersion"], act.Props["minEncryptionVersion"], act.Props["deletionAllowed"] =
+			max(t.MinDecryptionVersion, 1), t.MinEncryptionVersion, t.DeletionAllowed
+		cur.Transit = &t
+		if cfg.RotationPeriod != nil && cur.Algos.AES256.RotationPeriod != period {
+			cur.Algos.AES256.RotationPeriod = period
+			if err := reschedule(tx, cur); err != nil {
+				return err
+			}
+		}
+		act.Props["rotationPeriod"] = cur.Algos.AES256.RotationPeriod
+		cur.UpdatedAt = s.now().UTC()
+		next = cur
+		return putRing(tx, cur)
+	}, func() { s.rings.Set(next.ID, next) })
+	if err != nil {
+		return nil, err
+	}
+	if next.RotateDue != 0 {
+		s.rotator.Wake()
+	}
+	return s.transitKey(ctx, next, false)
+}
+
+// apply changes t by cfg, for a key whose latest version is latest, with
+// Vault's rules and wording.
+func (t *transitSettings) apply(cfg TransitKeyConfig, latest int) error {
+	if v := cfg.MinDecryptionVersion; v != nil {
+		switch {
+		case *v < 0:
+			return Errorf(KindInvalid, "min decryption version cannot be negative")
+		case *v > latest:
+			return Errorf(KindInvalid, "cannot set min decryption version of %d, latest key version is %d", *v, latest)
+		}
+		t.MinDecryptionVersion = max(*v, 1)
+	}
+	if v := cfg.MinEncryptionVersion; v != nil {
+		switch {
+		case *v < 0:
+			return Errorf(KindInvalid, "min encryption version cannot be negative")
+		case *v > latest:
+			return Errorf(KindInvalid, "cannot set min encryption version of %d, latest key version is %d", *v, latest)
+		}
+		t.MinEncryptionVersion = *v
+	}
+	if dec := max(t.MinDecryptionVersion, 1); t.MinEncryptionVersion > 0 && t.MinEncryptionVersion < dec {
+		return Errorf(KindInvalid, "cannot set min encryption/decryption values; min encryption version of %d must be greater than or equal to min decryption version of %d",
+			t.MinEncryptionVersion, dec)
+	}
+	if cfg.DeletionAllowed != nil {
+		t.DeletionAllowed = *cfg.DeletionAllowed
+	}
+	return nil
+}

@@ -1,0 +1,329 @@
+package transit
+
+import (
+	"encoding/base64"
+	"fmt"
+	"net/http"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/ringkms/kms"
+)
+
+// The crypto routes: encrypt, decrypt, rewrap, datakey. A call gives one
+// item (plaintext or ciphertext at the top level) or batch_input; a batch
+// is answered in batch_results, each item with its result or its error,
+// and with Vault's status: 200 when every item succeeded, else 400 when an
+// item's input was at fault (500 when only the service was), or the
+// partial_failure_response_code given when some items succeeded.
+
+// deriving are the parameters of the crypto routes for what ringkms's
+// keys do not do; given, they answer 400.
+var deriving = []string{"context", "nonce", "associated_data", "convergent_encryption", "padding_scheme"}
+
+// item is one item of a call: its parameters, and the reference Vault
+// echoes back.
+type item struct {
+	p   params
+	ref string
+}
+
+// itemsOf returns the items of a call: batch_input, or the call's own
+// parameters as its one item (batched false). Every item's deriving
+// parameters are refused.
+func itemsOf(p params) (items []item, batched bool, err error) {
+	list, batched, err := p.batch()
+	if err != nil {
+		return nil, false, err
+	}
+	if !batched {
+		list = []params{p}
+	}
+	items = make([]item, len(list))
+	for i, ip := range list {
+		if err := ip.unsupported(deriving...); err != nil {
+			return nil, false, err
+		}
+		ref, err := ip.str("reference")
+		if err != nil {
+			return nil, false, err
+		}
+		items[i] = item{p: ip, ref: ref}
+	}
+	return items, batched, nil
+}
+
+// result is one item of batch_results.
+type result struct {
+	Ciphertext string  `json:"ciphertext,omitempty"`
+	Plaintext  *string `json:"plaintext,omitempty"`
+	KeyVersion int     `json:"key_version,omitempty"`
+	Error      string  `json:"error,omitempty"`
+	Reference  string  `json:"reference"`
+}
+
+// batchAnswer answers a batch's results: 200 when no item failed, else
+// Vault's status for the failures (400 when an input was at fault, 500
+// when only the service was), or the partial_failure_response_code the
+// call gave (1 to 599) when some items succeeded.
+func batchAnswer(p params, results []result, errs []error) (*answer, error) {
+	status, ok := 0, false
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			ok = true
+		case statusOf(err, false) >= 500:
+			if status == 0 {
+				status = http.StatusInternalServerError
+			}
+		default:
+			status = http.StatusBadRequest
+		}
+	}
+	var warnings []string
+	if status != 0 && ok && p.has("partial_failure_response_code") {
+		code, err := p.integer("partial_failure_response_code")
+		if err != nil {
+			return nil, err
+		}
+		if code >= 1 && code <= 599 {
+			status = code
+		} else {
+			warnings = append(warnings, fmt.Sprintf("invalid HTTP response code override from partial_failure_response_code, reverting to %d", status))
+		}
+	}
+	return &answer{status: status, data: map[string]any{"batch_results": results}, warnings: warnings}, nil
+}
+
+// failed fills results[i] with err, and notes it.
+func failed(results []result, errs []error, i int, err error) {
+	results[i].Error = messageOf(err, statusOf(err, false))
+	errs[i] = err
+}
+
+// POST encrypt/:name: plaintext (base64) and key_version, or batch_input.
+// A key that does not exist is made, for a caller that may create it
+// (keyring.<name>.create), as Vault's encrypt makes it.
+func (a *api) encrypt(r *http.Request, ps httprouter.Params) (*answer, error) {
+	p, err := a.readParams(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.checkType(); err != nil {
+		return nil, err
+	}
+	items, batched, err := itemsOf(p)
+	if err != nil {
+		return nil, err
+	}
+	if !batched && !p.has("plaintext") {
+		return nil, kms.Errorf(kms.KindInvalid, "missing plaintext to encrypt")
+	}
+	results, errs := make([]result, len(items)), make([]error, len(items))
+	var in []kms.TransitPlaintext
+	var at []int // the item of each entry of in
+	for i, it := range items {
+		results[i].Reference = it.ref
+		if !it.p.has("plaintext") {
+			failed(results, errs, i, kms.Errorf(kms.KindInvalid, "missing plaintext to encrypt"))
+			continue
+		}
+		text, err := it.p.str("plaintext")
+		if err != nil {
+			failed(results, errs, i, err)
+			continue
+		}
+		plain, err := base64.StdEncoding.DecodeString(text)
+		if err != nil {
+			failed(results, errs, i, kms.Errorf(kms.KindInvalid, "%v", err))
+			continue
+		}
+		v, err := it.p.integer("key_version")
+		if err != nil {
+			failed(results, errs, i, err)
+			continue
+		}
+		in = append(in, kms.TransitPlaintext{Plaintext: plain, KeyVersion: v})
+		at = append(at, i)
+	}
+	if err := a.admit(r, max(len(in), 1)); err != nil {
+		return nil, err
+	}
+	if len(in) > 0 {
+		out, err := a.svc.EncryptTransit(r.Context(), kms.TransitEncryptInput{Name: ps.ByName("name"), Items: in, Create: true})
+		if err != nil {
+			return nil, err
+		}
+		for j, o := range out {
+			i := at[j]
+			if o.Err != nil {
+				failed(results, errs, i, o.Err)
+				continue
+			}
+			results[i].Ciphertext, results[i].KeyVersion = o.Ciphertext, o.KeyVersion
+		}
+	}
+	if !batched {
+		if errs[0] != nil {
+			return nil, errs[0]
+		}
+		return &answer{data: map[string]any{"ciphertext": results[0].Ciphertext, "key_version": results[0].KeyVersion}}, nil
+	}
+	return batchAnswer(p, results, errs)
+}
+
+// ciphertexts returns the ciphertext of each item, failing those without
+// one.
+func ciphertexts(items []item, results []result, errs []error, what string) (cts []string, at []int) {
+	for i, it := range items {
+		results[i].Reference = it.ref
+		if !it.p.has("ciphertext") {
+			failed(results, errs, i, kms.Errorf(kms.KindInvalid, "missing ciphertext to %s", what))
+			continue
+		}
+		ct, err := it.p.str("ciphertext")
+		if err != nil {
+			failed(results, errs, i, err)
+			continue
+		}
+		cts, at = append(cts, ct), append(at, i)
+	}
+	return cts, at
+}
+
+// POST decrypt/:name: ciphertext, or batch_input; the plaintexts in
+// base64.
+func (a *api) decrypt(r *http.Request, ps httprouter.Params) (*answer, error) {
+	p, err := a.readParams(r)
+	if err != nil {
+		return nil, err
+	}
+	items, batched, err := itemsOf(p)
+	if err != nil {
+		return nil, err
+	}
+	if !batched && !p.has("ciphertext") {
+		return nil, kms.Errorf(kms.KindInvalid, "missing ciphertext to decrypt")
+	}
+	results, errs := make([]result, len(items)), make([]error, len(items))
+	cts, at := ciphertexts(items, results, errs, "decrypt")
+	if err := a.admit(r, max(len(cts), 1)); err != nil {
+		return nil, err
+	}
+	if len(cts) > 0 {
+		out, err := a.svc.DecryptTransit(r.Context(), kms.TransitDecryptInput{Name: ps.ByName("name"), Ciphertexts: cts})
+		if err != nil {
+			return nil, err
+		}
+		for j, o := range out {
+			i := at[j]
+			if o.Err != nil {
+				failed(results, errs, i, o.Err)
+				continue
+			}
+			text := base64.StdEncoding.EncodeToString(o.Plaintext)
+			clear(o.Plaintext)
+			results[i].Plaintext = &text
+		}
+	}
+	if !batched {
+		if errs[0] != nil {
+			return nil, errs[0]
+		}
+		return &answer{data: map[string]any{"plaintext": *results[0].Plaintext}}, nil
+	}
+	empty := ""
+	for i := range results {
+		if results[i].Plaintext == nil {
+			results[i].Plaintext = &empty // Vault's items always carry it
+		}
+	}
+	return batchAnswer(p, results, errs)
+}
+
+// POST rewrap/:name: ciphertext and key_version, or batch_input; the new
+// ciphertexts.
+func (a *api) rewrap(r *http.Request, ps httprouter.Params) (*answer, error) {
+	p, err := a.readParams(r)
+	if err != nil {
+		return nil, err
+	}
+	items, batched, err := itemsOf(p)
+	if err != nil {
+		return nil, err
+	}
+	if !batched && !p.has("ciphertext") {
+		return nil, kms.Errorf(kms.KindInvalid, "missing ciphertext to rewrap")
+	}
+	results, errs := make([]result, len(items)), make([]error, len(items))
+	cts, at := ciphertexts(items, results, errs, "rewrap")
+	in := make([]kms.TransitRewrapItem, 0, len(cts))
+	valid := at[:0:0]
+	for j, ct := range cts {
+		v, err := items[at[j]].p.integer("key_version")
+		if err != nil {
+			failed(results, errs, at[j], err)
+			continue
+		}
+		in, valid = append(in, kms.TransitRewrapItem{Ciphertext: ct, KeyVersion: v}), append(valid, at[j])
+	}
+	if err := a.admit(r, max(len(in), 1)); err != nil {
+		return nil, err
+	}
+	if len(in) > 0 {
+		out, err := a.svc.RewrapTransit(r.Context(), kms.TransitRewrapInput{Name: ps.ByName("name"), Items: in})
+		if err != nil {
+			return nil, err
+		}
+		for j, o := range out {
+			i := valid[j]
+			if o.Err != nil {
+				failed(results, errs, i, o.Err)
+				continue
+			}
+			results[i].Ciphertext, results[i].KeyVersion = o.Ciphertext, o.KeyVersion
+		}
+	}
+	if !batched {
+		if errs[0] != nil {
+			return nil, errs[0]
+		}
+		return &answer{data: map[string]any{"ciphertext": results[0].Ciphertext, "key_version": results[0].KeyVersion}}, nil
+	}
+	return batchAnswer(p, results, errs)
+}
+
+// POST datakey/:type/:name, type plaintext or wrapped: a new data key of
+// bits bits (128, 256 or 512; 256 by default), encrypted with key_version
+// (the latest by default), and in base64 in the clear for plaintext.
+func (a *api) dataKey(r *http.Request, ps httprouter.Params) (*answer, error) {
+	typ := ps.ByName("type")
+	if typ != "plaintext" && typ != "wrapped" {
+		return nil, kms.Errorf(kms.KindInvalid, "invalid type %q: use datakey/plaintext/:name or datakey/wrapped/:name", typ)
+	}
+	p, err := a.readParams(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.unsupported(deriving...); err != nil {
+		return nil, err
+	}
+	bits, err := p.integer("bits")
+	if err != nil {
+		return nil, err
+	}
+	v, err := p.integer("key_version")
+	if err != nil {
+		return nil, err
+	}
+	dk, err := a.svc.GenerateTransitDataKey(r.Context(), kms.TransitDataKeyInput{Name: ps.ByName("name"), Bits: bits, KeyVersion: v, Plaintext: typ == "plaintext"})
+	if err != nil {
+		return nil, err
+	}
+	data := map[string]any{"ciphertext": dk.Ciphertext, "key_version": dk.KeyVersion}
+	if typ == "plaintext" {
+		data["plaintext"] = base64.StdEncoding.EncodeToString(dk.Plaintext)
+		clear(dk.Plaintext)
+	}
+	return &answer{data: data}, nil
+}

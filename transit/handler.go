@@ -1,0 +1,501 @@
+package transit
+
+import (
+	"context"
+	"encoding/base32"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+	"github.com/rs/zerolog"
+
+	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/clientaddr"
+)
+
+// DefaultMount is the mount of the engine when Options.Mount is empty:
+// its paths are /v1/transit/...
+const DefaultMount = "transit"
+
+// DefaultMaxBodyBytes is the request body cap when Options.MaxBodyBytes is
+// zero: a batch of MaxBatchItems plaintexts of a few KiB each.
+const DefaultMaxBodyBytes = 4 << 20
+
+// Options configure the handler. The zero value of each field is a working
+// default.
+type Options struct {
+	// Mount is the path of the engine below /v1/: "transit" (the
+	// default) serves /v1/transit/... A Vault client names it in its
+	// paths (SOPS's URI, OpenTofu's transit_engine_path).
+	Mount string
+
+	// Logger receives one line per request (request ID, method, route,
+	// path, status, size, duration, principal ID) and the detail of every
+	// internal error. It never receives a credential or a body. Nil means
+	// silent.
+	Logger *zerolog.Logger
+
+	// MaxBodyBytes caps the body of a request; a larger one is answered
+	// 413. Zero means DefaultMaxBodyBytes (4 MiB).
+	MaxBodyBytes int64
+
+	// ClientIPHeader and ClientIPHops say where the client's address comes
+	// from behind trusted reverse proxies, as for httpapi.Options: the
+	// rate limits of client addresses count it.
+	ClientIPHeader string
+	ClientIPHops   int
+
+	// Requests, when set, is told of every request once it is answered,
+	// and, when it has a method ObserveRefusedCredential(), of every
+	// credential refused: httpapi's RequestObserver and
+	// CredentialObserver (package metrics has one for Prometheus).
+	Requests RequestObserver
+}
+
+// RequestObserver receives a measurement of each request, on its
+// goroutine, after the answer is written: it must be quick.
+type RequestObserver interface {
+	ObserveRequest(method, route string, status int, d time.Duration)
+}
+
+// credentialObserver is told of each credential refused.
+type credentialObserver interface {
+	ObserveRefusedCredential()
+}
+
+// api holds what every handler needs.
+type api struct {
+	svc      *kms.Service
+	log      zerolog.Logger
+	requests RequestObserver
+	refusals credentialObserver
+	maxBody  int64
+	ipHeader string
+	ipHops   int
+	prefix   string // /v1/<mount>
+}
+
+// answer is what a handler answers: its data (nil: no body, 204), its
+// status (0: 200), and Vault's warnings.
+type answer struct {
+	status   int
+	data     any
+	warnings []string
+}
+
+// handler serves one route for an authenticated caller.
+type handler func(r *http.Request, ps httprouter.Params) (*answer, error)
+
+// route is one line of the route table.
+type route struct {
+	method string
+	path   string // below /v1/<mount>, an httprouter pattern
+	handle handler
+	// items routes make a call per item of their body: their handler
+	// admits the caller for that many (admit), in place of the one call
+	// that the caller of any other route is admitted for.
+	items bool
+	// read routes answer a key that does not exist 404, as Vault answers
+	// a read; the others 400, as Vault's engine answers them.
+	read bool
+	// Flag is the flag the route needs, "<ring>" for the key it names
+	// (docs/PERMISSIONS.md, kept in step by a test).
+	flag string
+}
+
+// routes is the route table: Vault's transit paths that ringkms serves.
+func (a *api) routes() []route {
+	return []route{
+		{method: http.MethodPost, path: "/keys/:name", handle: a.createKey, flag: "keyring.<ring>.create"},
+		{method: http.MethodGet, path: "/keys/:name", handle: a.readKey, read: true, flag: "keyring.<ring>.read"},
+		{method: http.MethodDelete, path: "/keys/:name", handle: a.deleteKey, flag: "keyring.<ring>.delete"},
+		{method: "LIST", path: "/keys", handle: a.listKeys, read: true, flag: "keyring.*.read"},
+		{method: http.MethodGet, path: "/keys", handle: a.listKeysGet, read: true, flag: "keyring.*.read"},
+		{method: http.MethodPost, path: "/keys/:name/rotate", handle: a.rotateKey, flag: "keyring.<ring>.rotate"},
+		{method: http.MethodPost, path: "/keys/:name/config", handle: a.configKey, flag: "keyring.<ring>.config"},
+		{method: http.MethodPost, path: "/encrypt/:name", handle: a.encrypt, items: true, flag: "keyring.<ring>.encrypt"},
+		{method: http.MethodPost, path: "/decrypt/:name", handle: a.decrypt, items: true, flag: "keyring.<ring>.decrypt"},
+		{method: http.MethodPost, path: "/rewrap/:name", handle: a.rewrap, items: true, flag: "keyring.<ring>.encrypt"},
+		{method: http.MethodPost, path: "/datakey/:type/:name", handle: a.dataKey, flag: "keyring.<ring>.encrypt"},
+	}
+}
+
+// New returns an http.Handler that serves Vault's transit interface over
+// svc at /v1/<opts.Mount>/ (package comment). It panics when svc is nil
+// or the mount is not a path segment.
+func New(svc *kms.Service, opts Options) http.Handler {
+	if svc == nil {
+		panic("transit: New needs a *kms.Service")
+	}
+	mount := opts.Mount
+	if mount == "" {
+		mount = DefaultMount
+	}
+	if strings.ContainsAny(mount, "/:*?#") {
+		panic("transit: Options.Mount is one path segment, such as \"transit\"")
+	}
+	a := &api{svc: svc, log: zerolog.Nop(), requests: opts.Requests, maxBody: opts.MaxBodyBytes,
+		ipHeader: http.CanonicalHeaderKey(opts.ClientIPHeader), ipHops: max(opts.ClientIPHops, 1), prefix: "/v1/" + mount}
+	if opts.Logger != nil {
+		a.log = *opts.Logger
+	}
+	a.refusals, _ = opts.Requests.(credentialObserver)
+	if a.maxBody <= 0 {
+		a.maxBody = DefaultMaxBodyBytes
+	}
+	router := httprouter.New()
+	router.RedirectTrailingSlash = false
+	router.RedirectFixedPath = false
+	router.HandleOPTIONS = false
+	router.HandleMethodNotAllowed = true
+	router.NotFound = http.HandlerFunc(a.notFound)
+	router.MethodNotAllowed = http.HandlerFunc(a.methodNotAllowed)
+	router.PanicHandler = a.panicked
+	for _, rt := range a.routes() {
+		router.Handle(rt.method, a.prefix+rt.path, a.serve(rt))
+		if rt.method == http.MethodPost {
+			router.Handle(http.MethodPut, a.prefix+rt.path, a.serve(rt)) // Vault takes PUT for POST
+		}
+	}
+	return a.logRequests(router)
+}
+
+// reqState is what the inner layers tell the request's log line.
+type reqState struct {
+	id        string
+	route     string
+	principal string
+	status    int
+	size      int64
+	err       error
+}
+
+type stateKey struct{}
+
+func stateFrom(ctx context.Context) *reqState {
+	st, _ := ctx.Value(stateKey{}).(*reqState)
+	return st
+}
+
+// idEncoding is base32hex (RFC 4648 section 7) in lower case, unpadded.
+var idEncoding = base32.NewEncoding("0123456789abcdefghijklmnopqrstuv").WithPadding(base32.NoPadding)
+
+// newRequestID returns a random request ID of 20 characters, as httpapi
+// makes them: it names a request in the logs and is no secret.
+func newRequestID() string {
+	var b [12]byte
+	binary.LittleEndian.PutUint64(b[:8], rand.Uint64())
+	binary.LittleEndian.PutUint32(b[8:], rand.Uint32())
+	return idEncoding.EncodeToString(b[:])
+}
+
+// logRequests gives every request an ID (X-Request-Id, and the
+// request_id of Vault's answers) and logs one line when it is done:
+// method, route, path, status, size, duration and principal ID; for a
+// 5xx, the error at level error. Neither headers nor bodies are logged.
+func (a *api) logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		st := &reqState{id: newRequestID(), status: http.StatusOK}
+		w.Header()["X-Request-Id"] = []string{st.id}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), stateKey{}, st)))
+		if a.requests != nil {
+			a.requests.ObserveRequest(r.Method, st.route, st.status, time.Since(start))
+		}
+		ev := a.log.Info()
+		if st.status >= 500 {
+			ev = a.log.Error()
+		}
+		if !ev.Enabled() {
+			return
+		}
+		ev = ev.Str("req_id", st.id).Str("method", r.Method)
+		if st.route != "" {
+			ev = ev.Str("route", st.route)
+		}
+		ev = ev.Str("path", redactPath(r.URL.Path)).Int("status", st.status).Int64("size", st.size).Dur("duration", time.Since(start))
+		if st.principal != "" {
+			ev = ev.Str("principal", st.principal)
+		}
+		if st.status >= 500 {
+			ev = ev.Err(st.err)
+		}
+		ev.Msg("request")
+	})
+}
+
+// redactPath returns path with every segment shaped like a secret
+// (kms.LooksLikeSecret: a token sent in the path by mistake) replaced by
+// "<redacted>", as httpapi logs paths.
+func redactPath(path string) string {
+	segs := strings.Split(path, "/")
+	changed := false
+	for i, seg := range segs {
+		if kms.LooksLikeSecret(seg) {
+			segs[i], changed = "<redacted>", true
+		}
+	}
+	if !changed {
+		return path
+	}
+	return strings.Join(segs, "/")
+}
+
+// serve adapts a handler: it records the route for the log line, applies
+// the rate limits (the client address's, then, once the credential is
+// known, its own and its Account's, which an items route's handler
+// applies for its items), takes the credential, caps the body, runs the
+// handler and writes its answer or its error.
+func (a *api) serve(rt route) httprouter.Handle {
+	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+		st := stateFrom(r.Context())
+		if st != nil {
+			st.route = a.prefix + rt.path
+		}
+		ctx := r.Context()
+		if addr := clientaddr.Of(r, a.ipHeader, a.ipHops); addr != "" {
+			ctx = kms.WithClientAddr(ctx, addr)
+		}
+		if err := a.svc.Admit(ctx, nil); err != nil {
+			a.writeError(w, r, err, rt.read)
+			return
+		}
+		p, err := a.authenticate(r)
+		if err != nil {
+			if a.refusals != nil && kms.ErrorKind(err) == kms.KindUnauthenticated {
+				a.refusals.ObserveRefusedCredential()
+			}
+			a.writeError(w, r, err, rt.read)
+			return
+		}
+		if st != nil {
+			st.principal = p.ID
+		}
+		ctx = kms.WithPrincipal(ctx, p)
+		if !rt.items {
+			if err := a.svc.Admit(ctx, p); err != nil {
+				a.writeError(w, r, err, rt.read)
+				return
+			}
+		}
+		r = r.WithContext(ctx)
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = http.MaxBytesReader(w, r.Body, a.maxBody)
+		}
+		ans, err := rt.handle(r, ps)
+		if err != nil {
+			a.writeError(w, r, err, rt.read)
+			return
+		}
+		a.writeAnswer(w, r, ans)
+	}
+}
+
+// errPermissionDenied is the answer to a missing, malformed or refused
+// credential: Vault's, which says nothing of why.
+var errPermissionDenied = kms.Errorf(kms.KindUnauthenticated, "permission denied")
+
+// authenticate returns the caller of r: the credential of X-Vault-Token,
+// else of Authorization: Bearer, as the Service accepts it (an API key or
+// a User's access token).
+func (a *api) authenticate(r *http.Request) (*kms.Principal, error) {
+	var secret string
+	switch tokens := r.Header.Values("X-Vault-Token"); len(tokens) {
+	case 0:
+		auth := r.Header.Values("Authorization")
+		if len(auth) != 1 {
+			return nil, errPermissionDenied
+		}
+		const scheme = "Bearer "
+		if len(auth[0]) <= len(scheme) || !strings.EqualFold(auth[0][:len(scheme)], scheme) {
+			return nil, errPermissionDenied
+		}
+		secret = auth[0][len(scheme):]
+	case 1:
+		secret = tokens[0]
+	default:
+		return nil, errPermissionDenied
+	}
+	if secret == "" || strings.TrimSpace(secret) != secret {
+		return nil, errPermissionDenied
+	}
+	p, err := a.svc.Authenticate(r.Context(), secret)
+	if kms.ErrorKind(err) == kms.KindUnauthenticated {
+		return nil, errPermissionDenied
+	}
+	return p, err
+}
+
+// admit applies the rate limits to the n calls an items route makes.
+func (a *api) admit(r *http.Request, n int) error {
+	return a.svc.AdmitN(r.Context(), kms.PrincipalFrom(r.Context()), n)
+}
+
+// envelope is the shape of Vault's answers.
+type envelope struct {
+	RequestID     string   `json:"request_id"`
+	LeaseID       string   `json:"lease_id"`
+	Renewable     bool     `json:"renewable"`
+	LeaseDuration int      `json:"lease_duration"`
+	Data          any      `json:"data"`
+	WrapInfo      any      `json:"wrap_info"`
+	Warnings      []string `json:"warnings"`
+	Auth          any      `json:"auth"`
+	MountType     string   `json:"mount_type"`
+}
+
+// errorsBody is the shape of Vault's error answers.
+type errorsBody struct {
+	Errors []string `json:"errors"`
+}
+
+// writeAnswer writes ans in Vault's envelope; an answer without data is
+// 204 with no body.
+func (a *api) writeAnswer(w http.ResponseWriter, r *http.Request, ans *answer) {
+	status := ans.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	if ans.data == nil && status == http.StatusOK {
+		a.write(w, r, http.StatusNoContent, nil)
+		return
+	}
+	id := ""
+	if st := stateFrom(r.Context()); st != nil {
+		id = st.id
+	}
+	a.write(w, r, status, envelope{RequestID: id, Data: ans.data, Warnings: ans.warnings, MountType: "transit"})
+}
+
+// statusError is an outcome that exists only in Vault's HTTP shape, with
+// no kms kind: an operation a path lacks.
+type statusError struct {
+	status int
+	msg    string
+}
+
+func (e *statusError) Error() string { return e.msg }
+
+// statusOf is the status of err, as Vault's transit engine answers its
+// like: a key that does not exist is 404 on a read and 400 elsewhere;
+// a missing or refused credential is 403, as a missing flag is.
+func statusOf(err error, read bool) int {
+	var se *statusError
+	if errors.As(err, &se) {
+		return se.status
+	}
+	switch kms.ErrorKind(err) {
+	case kms.KindInvalid, kms.KindConflict, kms.KindUnprocessable:
+		return http.StatusBadRequest
+	case kms.KindUnauthenticated, kms.KindPermissionDenied, kms.KindLimit, kms.KindDisabled:
+		return http.StatusForbidden
+	case kms.KindNotFound:
+		if read {
+			return http.StatusNotFound
+		}
+		return http.StatusBadRequest
+	case kms.KindDestroyed:
+		return http.StatusGone
+	case kms.KindTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case kms.KindRateLimited:
+		return http.StatusTooManyRequests
+	case kms.KindNoSpace:
+		return http.StatusInsufficientStorage
+	case kms.KindUnavailable:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+// messageOf is what the caller is told of err: never the detail of a 500.
+func messageOf(err error, status int) string {
+	var se *statusError
+	if errors.As(err, &se) {
+		return se.msg
+	}
+	if status == http.StatusInternalServerError {
+		return "internal error"
+	}
+	return kms.ErrorMessage(err)
+}
+
+// writeError writes err as Vault does: {"errors": [message]} with the
+// status of its kind (statusOf). A read of a key that does not exist is
+// 404 with no message, as Vault answers it.
+func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error, read bool) {
+	status := statusOf(err, read)
+	if st := stateFrom(r.Context()); st != nil {
+		st.err = err
+	}
+	if e := kms.AsError(err); e != nil && e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
+	}
+	body := errorsBody{Errors: []string{messageOf(err, status)}}
+	if status == http.StatusNotFound && kms.ErrorKind(err) == kms.KindNotFound {
+		body.Errors = []string{}
+	}
+	a.write(w, r, status, body)
+}
+
+// write is the one writer of every answer: JSON, or nothing for 204.
+func (a *api) write(w http.ResponseWriter, r *http.Request, status int, v any) {
+	var b []byte
+	if v != nil {
+		var err error
+		if b, err = json.Marshal(v); err != nil {
+			// Only a programming error gets here (an unencodable type).
+			if st := stateFrom(r.Context()); st != nil {
+				st.err = fmt.Errorf("encode answer: %w", err)
+			}
+			status = http.StatusInternalServerError
+			b, _ = json.Marshal(errorsBody{Errors: []string{"internal error"}})
+		}
+		b = append(b, '\n')
+	}
+	h := w.Header()
+	h.Set("Cache-Control", "no-store")
+	if b != nil {
+		h.Set("Content-Type", "application/json")
+		h.Set("Content-Length", strconv.Itoa(len(b)))
+	}
+	if st := stateFrom(r.Context()); st != nil {
+		st.status, st.size = status, int64(len(b))
+	}
+	w.WriteHeader(status)
+	w.Write(b)
+}
+
+// notFound answers a path that no route serves, as Vault answers a path
+// its engine lacks.
+func (a *api) notFound(w http.ResponseWriter, r *http.Request) {
+	a.writeError(w, r, errUnsupportedPath, false)
+}
+
+// errUnsupportedPath answers a path of Vault's engine that ringkms does
+// not serve (sign, hmac, export...), or no path of it.
+var errUnsupportedPath = &statusError{status: http.StatusNotFound,
+	msg: "unsupported path: ringkms's transit engine serves keys, encrypt, decrypt, rewrap and datakey, for aes256-gcm96 keys (docs/TRANSIT.md)"}
+
+// methodNotAllowed answers a path served for other methods, as Vault
+// answers an operation its path lacks.
+func (a *api) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	a.writeError(w, r, errUnsupportedOperation, false)
+}
+
+// panicked answers a handler that panicked: a 500 in the same shape, and
+// the panic with its stack to the log.
+func (a *api) panicked(w http.ResponseWriter, r *http.Request, v any) {
+	if v == http.ErrAbortHandler {
+		panic(v)
+	}
+	a.writeError(w, r, fmt.Errorf("panic: %v\n%s", v, debug.Stack()), false)
+}

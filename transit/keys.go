@@ -1,0 +1,172 @@
+package transit
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/ringkms/kms"
+)
+
+// The key routes: create, read, list, delete, rotate, config. Each
+// answers the key as Vault's engine describes one (keyData).
+
+// keyData is the data of Vault's answer describing a key.
+func keyData(k *kms.TransitKey) map[string]any {
+	versions := make(map[string]int64, len(k.Versions))
+	for v, at := range k.Versions {
+		versions[strconv.Itoa(v)] = at.Unix()
+	}
+	return map[string]any{
+		"name":                   k.Name,
+		"type":                   kms.TransitKeyType,
+		"keys":                   versions,
+		"latest_version":         k.LatestVersion,
+		"min_available_version":  0,
+		"min_decryption_version": k.MinDecryptionVersion,
+		"min_encryption_version": k.MinEncryptionVersion,
+		"deletion_allowed":       k.DeletionAllowed,
+		"auto_rotate_period":     int64(k.RotationPeriod / time.Second),
+		"derived":                false,
+		"exportable":             false,
+		"allow_plaintext_backup": false,
+		"imported_key":           false,
+		"supports_encryption":    true,
+		"supports_decryption":    true,
+		"supports_derivation":    false,
+		"supports_signing":       false,
+	}
+}
+
+// POST keys/:name: make the key (an /asym ring), or answer the one that
+// exists with a warning, as Vault does.
+func (a *api) createKey(r *http.Request, ps httprouter.Params) (*answer, error) {
+	p, err := a.readParams(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.checkType(); err != nil {
+		return nil, err
+	}
+	if err := p.unsupported("derived", "convergent_encryption", "exportable", "allow_plaintext_backup", "key_size", "managed_key_name", "managed_key_id"); err != nil {
+		return nil, err
+	}
+	period, _, err := p.seconds("auto_rotate_period")
+	if err != nil {
+		return nil, err
+	}
+	name := ps.ByName("name")
+	k, err := a.svc.CreateTransitKey(r.Context(), name, period)
+	if err != nil {
+		return nil, err
+	}
+	ans := &answer{data: keyData(k)}
+	if k.Existed {
+		ans.warnings = []string{fmt.Sprintf("key %s already existed", name)}
+	}
+	return ans, nil
+}
+
+// GET keys/:name.
+func (a *api) readKey(r *http.Request, ps httprouter.Params) (*answer, error) {
+	k, err := a.svc.GetTransitKey(r.Context(), ps.ByName("name"))
+	if err != nil {
+		return nil, err
+	}
+	return &answer{data: keyData(k)}, nil
+}
+
+// DELETE keys/:name: 204, as Vault answers it.
+func (a *api) deleteKey(r *http.Request, ps httprouter.Params) (*answer, error) {
+	if err := a.svc.DeleteTransitKey(r.Context(), ps.ByName("name")); err != nil {
+		return nil, err
+	}
+	return &answer{}, nil
+}
+
+// LIST keys: the names, or 404 when there is none, as Vault answers an
+// empty list.
+func (a *api) listKeys(r *http.Request, _ httprouter.Params) (*answer, error) {
+	names, err := a.svc.ListTransitKeys(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	if len(names) == 0 {
+		return nil, kms.Errorf(kms.KindNotFound, "no transit keys")
+	}
+	return &answer{data: map[string]any{"keys": names}}, nil
+}
+
+// GET keys?list=true is LIST keys, as Vault's clients send it; GET keys
+// alone has no operation.
+func (a *api) listKeysGet(r *http.Request, ps httprouter.Params) (*answer, error) {
+	if list, _ := strconv.ParseBool(r.URL.Query().Get("list")); !list {
+		return nil, errUnsupportedOperation
+	}
+	return a.listKeys(r, ps)
+}
+
+// errUnsupportedOperation answers an operation a path lacks, as Vault
+// does.
+var errUnsupportedOperation = &statusError{status: http.StatusMethodNotAllowed, msg: "1 error occurred:\n\t* unsupported operation\n\n"}
+
+// POST keys/:name/rotate.
+func (a *api) rotateKey(r *http.Request, ps httprouter.Params) (*answer, error) {
+	if _, err := a.readParams(r); err != nil {
+		return nil, err
+	}
+	k, err := a.svc.RotateTransitKey(r.Context(), ps.ByName("name"))
+	if err != nil {
+		return nil, err
+	}
+	return &answer{data: keyData(k)}, nil
+}
+
+// POST keys/:name/config: the parameters given change; the others stay.
+func (a *api) configKey(r *http.Request, ps httprouter.Params) (*answer, error) {
+	p, err := a.readParams(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.unsupported("exportable", "allow_plaintext_backup"); err != nil {
+		return nil, err
+	}
+	var cfg kms.TransitKeyConfig
+	var warnings []string
+	for _, f := range []struct {
+		name string
+		dst  **int
+	}{{"min_decryption_version", &cfg.MinDecryptionVersion}, {"min_encryption_version", &cfg.MinEncryptionVersion}} {
+		if !p.has(f.name) {
+			continue
+		}
+		v, err := p.integer(f.name)
+		if err != nil {
+			return nil, err
+		}
+		*f.dst = &v
+	}
+	if v := cfg.MinDecryptionVersion; v != nil && *v == 0 {
+		warnings = append(warnings, "since Vault 0.3, transit key numbering starts at 1; forcing minimum to 1")
+	}
+	if p.has("deletion_allowed") {
+		b, err := p.boolean("deletion_allowed")
+		if err != nil {
+			return nil, err
+		}
+		cfg.DeletionAllowed = &b
+	}
+	if d, ok, err := p.seconds("auto_rotate_period"); err != nil {
+		return nil, err
+	} else if ok {
+		cfg.RotationPeriod = &d
+	}
+	k, err := a.svc.ConfigureTransitKey(r.Context(), ps.ByName("name"), cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &answer{data: keyData(k), warnings: warnings}, nil
+}

@@ -1,0 +1,48 @@
+package transit
+
+import (
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestPermissionsDoc keeps the table of docs/PERMISSIONS.md's section on
+// transit in step with the route table: every route, its method and its
+// flag, and no other.
+func TestPermissionsDoc(t *testing.T) {
+	doc, err := os.ReadFile("../docs/PERMISSIONS.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "## Transit (Vault's interface)\n")
+	if !ok {
+		t.Fatal("docs/PERMISSIONS.md has no section on transit")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	var documented []string
+	for _, line := range strings.Split(section, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 5 || !strings.HasPrefix(strings.TrimSpace(cells[2]), "`/v1/") {
+			continue
+		}
+		path := strings.Trim(strings.TrimSpace(cells[2]), "`")
+		path = strings.NewReplacer("{name}", ":name", "{type}", ":type").Replace(strings.TrimPrefix(path, "/v1/transit"))
+		documented = append(documented, strings.TrimSpace(cells[1])+" "+path+" "+strings.Trim(strings.TrimSpace(cells[3]), "`"))
+	}
+	var routes []string
+	for _, rt := range (&api{}).routes() {
+		routes = append(routes, rt.method+" "+rt.path+" "+rt.flag)
+	}
+	slices.Sort(documented)
+	slices.Sort(routes)
+	if !slices.Equal(documented, routes) {
+		t.Errorf("docs/PERMISSIONS.md lists\n\t%s\nthe route table has\n\t%s", strings.Join(documented, "\n\t"), strings.Join(routes, "\n\t"))
+	}
+	for _, rt := range (&api{}).routes() {
+		if rt.method == http.MethodPut {
+			t.Errorf("route %s %s: PUT is served for every POST, and listed as POST", rt.method, rt.path)
+		}
+	}
+}

@@ -1,0 +1,41 @@
+package kms_test
+
+import (
+	"testing"
+
+	"github.com/ringkms/kms"
+)
+
+// TestTransitCluster: a node whose cache still has a transit key as it
+// was before another node rotated it opens the new version's
+// ciphertexts, and encrypts with it when asked, at once: it reads the ring
+// again rather than answer that the version is too new.
+func TestTransitCluster(t *testing.T) {
+	nodes := pgNodes(t, 2, kms.Options{MasterKey: kms.GenerateMasterKey()}, nil)
+	root := bootstrapRoot(t, nodes[0])
+	enc := func(n *kms.Service, v int) kms.TransitCiphertext {
+		t.Helper()
+		out, err := n.EncryptTransit(root, kms.TransitEncryptInput{Name: "shared", Create: true,
+			Items: []kms.TransitPlaintext{{Plaintext: []byte("across nodes"), KeyVersion: v}}})
+		if err != nil || out[0].Err != nil {
+			t.Fatalf("EncryptTransit(version %d) = %+v, %v", v, out, err)
+		}
+		return out[0]
+	}
+	enc(nodes[0], 0)
+	enc(nodes[1], 0) // node 1 caches the key at version 1
+	if _, err := nodes[0].RotateTransitKey(root, "shared"); err != nil {
+		t.Fatal(err)
+	}
+	v2 := enc(nodes[0], 0)
+	if v2.KeyVersion != 2 {
+		t.Fatalf("encrypt after rotation used version %d", v2.KeyVersion)
+	}
+	out, err := nodes[1].DecryptTransit(root, kms.TransitDecryptInput{Name: "shared", Ciphertexts: []string{v2.Ciphertext}})
+	if err != nil || out[0].Err != nil || string(out[0].Plaintext) != "across nodes" || out[0].KeyVersion != 2 {
+		t.Fatalf("DecryptTransit of version 2 on the other node = %+v, %v", out, err)
+	}
+	if got := enc(nodes[1], 2); got.KeyVersion != 2 {
+		t.Errorf("EncryptTransit(version 2) on the other node used version %d", got.KeyVersion)
+	}
+}

@@ -1,0 +1,389 @@
+package kms
+
+import (
+	"context"
+	"crypto/cipher"
+	"crypto/rand"
+	"strings"
+
+	"github.com/ringkms/kms/internal/encryptcount"
+	"github.com/ringkms/kms/internal/vaultct"
+)
+
+// Encryption with transit keys: AES-256-GCM under a version of an /asym
+// ring's keys, as Vault's transit engine writes it (internal/vaultct:
+// vault:v<N>: and base64 of nonce, ciphertext and tag). The service
+// unwraps a key once and keeps its AES-GCM (Service.transitKeys, bounded
+// by Options.CacheSize, emptied with the other caches of a cluster's
+// nodes); a key is used only after its state, read from the coherent
+// cache of keys, allows it, and a destroyed key's entry is dropped.
+//
+// A batch is authorized once (one record of a refusal), then each item is
+// a call of its own: its own key version, counter step, record and error.
+// A record names the ring, the key and its version, never a plaintext.
+
+// TransitEncryptInput encrypts plaintexts with the transit key Name.
+type TransitEncryptInput struct {
+	Name  string
+	Items []TransitPlaintext
+	// Create makes the key when it does not exist, as Vault's encrypt
+	// does, for a caller that may create it (keyring.<name>.create).
+	Create bool
+}
+
+// TransitPlaintext is one plaintext to encrypt, with the version of the
+// key to encrypt it with: 0 for the latest.
+type TransitPlaintext struct {
+	Plaintext  []byte
+	KeyVersion int
+}
+
+// TransitCiphertext is the answer to one item: its ciphertext
+// (vault:v<N>:...) and the key version that made it, or why it failed.
+type TransitCiphertext struct {
+	Ciphertext string
+	KeyVersion int
+	Err        error
+}
+
+// TransitDecryptInput decrypts ciphertexts with the transit key Name.
+type TransitDecryptInput struct {
+	Name        string
+	Ciphertexts []string
+}
+
+// TransitDecrypted is the answer to one ciphertext: its plaintext and the
+// key version that opened it, or why it failed.
+type TransitDecrypted struct {
+	Plaintext  []byte
+	KeyVersion int
+	Err        error
+}
+
+// TransitRewrapInput encrypts again, with a version of the transit key
+// Name (the latest by default), what ciphertexts of it hold, without
+// handing out their plaintexts.
+type TransitRewrapInput struct {
+	Name  string
+	Items []TransitRewrapItem
+}
+
+// TransitRewrapItem is one ciphertext to encrypt again with KeyVersion (0:
+// the latest).
+type TransitRewrapItem struct {
+	Ciphertext string
+	KeyVersion int
+}
+
+// TransitDataKeyInput asks for a new data key of Bits bits (128, 256 or
+// 512; 0 means 256), encrypted with a version of the transit key Name (0:
+// the latest), and in the clear too when Plaintext is set.
+type TransitDataKeyInput struct {
+	Name       string
+	Bits       int
+	KeyVersion int
+	Plaintext  bool
+}
+
+// TransitDataKey is a new data key: encrypted, and in the clear when it
+// was asked for.
+type TransitDataKey struct {
+	Plaintext  []byte
+	Ciphertext string
+	KeyVersion int
+}
+
+// transitRing authorizes op on the transit key name and returns the
+// caller, the key's ring (with versions) and its lower-case name. With
+// create, a key that does not exist is made, when the caller may create
+// it.
+func (s *Service) transitRing(ctx context.Context, name, action, op string, create bool) (*Principal, *ringRecord, string, error) {
+	if err := ValidateRingName(name); err != nil {
+		return nil, nil, "", err
+	}
+	lower := strings.ToLower(name)
+	p, err := s.authorize(ctx, action, lower, RingFlag(name, op))
+	if err != nil {
+		return nil, nil, "", err
+	}
+	r, err := s.ringByName(ctx, groupAsym, name)
+	if isNotFound(err) && create {
+		if flag := RingFlag(name, OpCreate); !p.Can(flag) {
+			return nil, nil, "", s.refuse(p, action, lower, map[string]any{"flag": flag},
+				Errorf(KindPermissionDenied, "missing permission flag %s: the key does not exist, and only a caller that may create it makes it by encrypting", flag))
+		}
+		r, err = s.createTransitRing(ctx, p, name, 0)
+	}
+	if isNotFound(err) {
+		err = Errorf(KindNotFound, "transit key %q not found", name)
+	}
+	if err != nil {
+		return nil, nil, "", s.recordFailure(p, action, lower, err)
+	}
+	if r, err = s.ensureVersions(r); err != nil {
+		return nil, nil, "", s.recordFailure(p, action, lower, err)
+	}
+	return p, r, lower, nil
+}
+
+// EncryptTransit encrypts each plaintext with the transit key in.Name and
+// answers the items in order, each with its ciphertext or its error. A
+// call of the latest version gets the ring's active key, rotated first
+// when past its rotationPeriod or maxEncryptCount; an older version must
+// be at least the key's minimum encryption version, enabled, and within
+// the ring's rotationPeriod. It needs keyring.<name>.encrypt (and
+// keyring.<name>.create to make the key, with in.Create).
+func (s *Service) EncryptTransit(ctx context.Context, in TransitEncryptInput) ([]TransitCiphertext, error) {
+	if err := checkBatchSize(len(in.Items)); err != nil {
+		return nil, err
+	}
+	p, r, lower, err := s.transitRing(ctx, in.Name, transitEncryptAction, OpEncrypt, in.Create)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]TransitCiphertext, len(in.Items))
+	runBatch(len(in.Items), func(i int) {
+		it := in.Items[i]
+		var err error
+		out[i].Ciphertext, out[i].KeyVersion, err = s.sealTransit(ctx, p, r, lower, transitEncryptAction, it.Plaintext, it.KeyVersion, nil)
+		out[i].Err = err
+	})
+	return out, nil
+}
+
+// sealTransit encrypts plain with version v of r for p, recorded as
+// action with props (and the ring, key and version), and returns the
+// ciphertext and the version that made it.
+func (s *Service) sealTransit(ctx context.Context, p *Principal, r *ringRecord, lower, action string, plain []byte, v int,
+	props map[string]any) (string, int, error) {
+	r, k, err := s.transitEncryptKey(ctx, p, r, v)
+	if err != nil {
+		return "", 0, s.recordFailure(p, action, lower, err)
+	}
+	aead, err := s.transitAEAD(r, k)
+	if err != nil {
+		return "", 0, err
+	}
+	blob := vaultct.Seal(aead, plain)
+	if props == nil {
+		props = make(map[string]any, 4)
+	}
+	props["ringId"], props["keyId"], props["version"] = r.ID, k.ID, k.Version
+	act := s.newActivity(p, action, lower, true, props)
+	if err := s.journal.Submit(&activityJob{Rec: act, Checks: s.encryptChecks(r, k)}); err != nil {
+		return "", 0, err
+	}
+	return vaultct.Format(k.Version, blob), k.Version, nil
+}
+
+// transitEncryptKey returns the ring and the key to encrypt with for a
+// call of version v (0: the latest), and counts the call against it.
+func (s *Service) transitEncryptKey(ctx context.Context, p *Principal, r *ringRecord, v int) (*ringRecord, *keyRecord, error) {
+	t := r.transit()
+	if v == 0 {
+		r, k, err := s.activeKey(ctx, p, r)
+		if err != nil {
+			return nil, nil, err
+		}
+		return r, k, k.usable(r)
+	}
+	switch {
+	case v < 0:
+		return nil, nil, Errorf(KindInvalid, "key_version must be 0 (the latest) or a version of the key, not %d", v)
+	case v < t.MinEncryptionVersion:
+		return nil, nil, Errorf(KindInvalid, "requested version for encryption is less than the minimum encryption key version (%d)", t.MinEncryptionVersion)
+	case v > r.LatestVersion:
+		fresh, err := s.freshRing(ctx, r) // rotated by another process since this one cached it?
+		if err != nil {
+			return nil, nil, err
+		}
+		if v > fresh.LatestVersion {
+			return nil, nil, Errorf(KindInvalid, "requested version for encryption is higher than the latest key version (%d)", fresh.LatestVersion)
+		}
+		r = fresh
+	}
+	k, err := s.keyByVersion(ctx, r, v)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := k.usable(r); err != nil {
+		return nil, nil, err
+	}
+	if d := r.Algos.AES256.period(); d > 0 && !s.now().Before(k.CreatedAt.Add(d)) {
+		return nil, nil, Errorf(KindInvalid, "key version %d is past its ring's rotation period (%s): encrypt with the latest version", v, r.Algos.AES256.RotationPeriod)
+	}
+	limit := max(r.Algos.AES256.MaxEncryptCount, 0)
+	if err := s.counts.Count(r.ID, k.ID, uint64(limit)); err == encryptcount.ErrSpent {
+		return nil, nil, Errorf(KindInvalid, "key version %d has served its ring's maxEncryptCount (%d): encrypt with the latest version", v, limit)
+	} else if err != nil {
+		return nil, nil, err
+	}
+	return r, k, nil
+}
+
+// freshRing returns r as the store has it now, not as a cache had it.
+func (s *Service) freshRing(ctx context.Context, r *ringRecord) (*ringRecord, error) {
+	s.rings.Remove(r.ID)
+	fresh, err := s.ringByID(ctx, r.Group, r.ID)
+	if err != nil {
+		return nil, err
+	}
+	return s.ensureVersions(fresh)
+}
+
+// transitAEAD returns the AES-GCM of k, a key of r: from the cache, or
+// unwrapped.
+func (s *Service) transitAEAD(r *ringRecord, k *keyRecord) (cipher.AEAD, error) {
+	if a, ok := s.transitKeys.Get(k.ID); ok {
+		return a, nil
+	}
+	return s.transitKeys.Load(k.ID, func() (cipher.AEAD, error) {
+		raw, err := s.unwrapKey(r, k)
+		if err != nil {
+			return nil, err
+		}
+		defer clear(raw)
+		a, err := vaultct.NewAEAD(raw)
+		if err != nil {
+			return nil, internalError("key of a transit key", err)
+		}
+		return a, nil
+	})
+}
+
+// openTransit decrypts the ciphertext ct of r and returns its plaintext
+// and the key that opened it. A ciphertext that does not parse, or names
+// a version out of the key's range or below its minimum decryption
+// version, is Invalid; one that fails authentication (altered, or not
+// made with this key) is Unprocessable.
+func (s *Service) openTransit(ctx context.Context, r *ringRecord, ct string) ([]byte, *keyRecord, error) {
+	v, blob, err := vaultct.Parse(ct)
+	if err != nil {
+		return nil, nil, Errorf(KindInvalid, "%v", err)
+	}
+	if v > r.LatestVersion {
+		// Another process may have rotated the key since this one
+		// cached the ring.
+		if r, err = s.freshRing(ctx, r); err != nil {
+			return nil, nil, err
+		}
+	}
+	switch {
+	case v > r.LatestVersion:
+		return nil, nil, Errorf(KindInvalid, "invalid ciphertext: version is too new")
+	case v < max(r.transit().MinDecryptionVersion, 1):
+		return nil, nil, Errorf(KindInvalid, "ciphertext or signature version is disallowed by policy (too old)")
+	}
+	k, err := s.keyByVersion(ctx, r, v)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := k.usable(r); err != nil {
+		if ErrorKind(err) == KindDestroyed {
+			s.transitKeys.Remove(k.ID)
+		}
+		return nil, nil, err
+	}
+	aead, err := s.transitAEAD(r, k)
+	if err != nil {
+		return nil, nil, err
+	}
+	plain, err := vaultct.Open(aead, blob)
+	if err != nil {
+		return nil, nil, Errorf(KindUnprocessable, "%v", err)
+	}
+	return plain, k, nil
+}
+
+// DecryptTransit decrypts each ciphertext with the transit key in.Name and
+// answers them in order, each with its plaintext or its error (see
+// openTransit; a disabled or destroyed version fails as elsewhere). It
+// needs keyring.<name>.decrypt.
+func (s *Service) DecryptTransit(ctx context.Context, in TransitDecryptInput) ([]TransitDecrypted, error) {
+	if err := checkBatchSize(len(in.Ciphertexts)); err != nil {
+		return nil, err
+	}
+	p, r, lower, err := s.transitRing(ctx, in.Name, transitDecryptAction, OpDecrypt, false)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]TransitDecrypted, len(in.Ciphertexts))
+	runBatch(len(in.Ciphertexts), func(i int) {
+		plain, k, err := s.openTransit(ctx, r, in.Ciphertexts[i])
+		if err != nil {
+			out[i].Err = s.recordFailure(p, transitDecryptAction, lower, err)
+			return
+		}
+		props := map[string]any{"ringId": r.ID, "keyId": k.ID, "version": k.Version}
+		if err := s.record(p, transitDecryptAction, lower, props, nil); err != nil {
+			clear(plain)
+			out[i].Err = err
+			return
+		}
+		out[i].Plaintext, out[i].KeyVersion = plain, k.Version
+	})
+	return out, nil
+}
+
+// RewrapTransit decrypts each ciphertext with the transit key in.Name and
+// encrypts its plaintext again with the item's version (the latest by
+// default), answering the new ciphertexts in order; no plaintext leaves
+// the service. An item is checked as a decrypt and an encrypt are, and
+// recorded once, naming both keys. It needs keyring.<name>.encrypt
+// (docs/PERMISSIONS.md: rewrapping hands out no plaintext, so it is
+// delegated as encryption is, as Vault intends it).
+func (s *Service) RewrapTransit(ctx context.Context, in TransitRewrapInput) ([]TransitCiphertext, error) {
+	if err := checkBatchSize(len(in.Items)); err != nil {
+		return nil, err
+	}
+	p, r, lower, err := s.transitRing(ctx, in.Name, transitRewrapAction, OpEncrypt, false)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]TransitCiphertext, len(in.Items))
+	runBatch(len(in.Items), func(i int) {
+		it := in.Items[i]
+		plain, from, err := s.openTransit(ctx, r, it.Ciphertext)
+		if err != nil {
+			out[i].Err = s.recordFailure(p, transitRewrapAction, lower, err)
+			return
+		}
+		defer clear(plain)
+		props := map[string]any{"fromKeyId": from.ID, "fromVersion": from.Version}
+		out[i].Ciphertext, out[i].KeyVersion, out[i].Err = s.sealTransit(ctx, p, r, lower, transitRewrapAction, plain, it.KeyVersion, props)
+	})
+	return out, nil
+}
+
+// GenerateTransitDataKey makes a random data key and answers it encrypted
+// with the transit key in.Name, and in the clear when in.Plaintext is
+// set; it is an encrypt call of that key (rotation, counts and records as
+// EncryptTransit). It needs keyring.<name>.encrypt.
+func (s *Service) GenerateTransitDataKey(ctx context.Context, in TransitDataKeyInput) (*TransitDataKey, error) {
+	bits := in.Bits
+	if bits == 0 {
+		bits = 256
+	}
+	if bits != 128 && bits != 256 && bits != 512 {
+		return nil, Errorf(KindInvalid, "invalid bit length: bits must be 128, 256 or 512, not %d", in.Bits)
+	}
+	p, r, lower, err := s.transitRing(ctx, in.Name, transitDataKeyAction, OpEncrypt, false)
+	if err != nil {
+		return nil, err
+	}
+	key := make([]byte, bits/8)
+	rand.Read(key)
+	props := map[string]any{"bits": bits, "plaintextReturned": in.Plaintext}
+	ct, v, err := s.sealTransit(ctx, p, r, lower, transitDataKeyAction, key, in.KeyVersion, props)
+	if err != nil {
+		clear(key)
+		return nil, err
+	}
+	out := &TransitDataKey{Ciphertext: ct, KeyVersion: v}
+	if in.Plaintext {
+		out.Plaintext = key
+	} else {
+		clear(key)
+	}
+	return out, nil
+}
