@@ -45,7 +45,9 @@ func (b *bench) startClusters(ctx context.Context) ([]*cluster, error) {
 	started := func(k *kmsd) {
 		b.notef("%s (pid %d) listening on %s", k.name, k.cmd.Process.Pid, k.url)
 	}
-	cl, err := startCluster(ctx, newKmsdConfig(bin, o.logLevel, o.store, o.rss, b.tls), o.nodes, "kmsd", started)
+	own := newKmsdConfig(bin, o.logLevel, o.store, o.rss, b.tls)
+	own.signingKey, own.pin = o.signingKey, o.pin // the others keep their keys in memory
+	cl, err := startCluster(ctx, own, o.nodes, "kmsd", started)
 	if err != nil {
 		return nil, err
 	}
