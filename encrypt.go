@@ -94,6 +94,10 @@ func (s *Service) Encrypt(ctx context.Context, in EncryptInput) (*EncryptResult,
 	if err != nil {
 		return nil, err
 	}
+	if s.signer.Load() == nil {
+		// Nothing is written: no key could sign the header (CheckSigner).
+		return nil, errNoSigner
+	}
 	lower := strings.ToLower(r.Name)
 	var data json.RawMessage
 	var parents []string
@@ -139,6 +143,9 @@ func (s *Service) Encrypt(ctx context.Context, in EncryptInput) (*EncryptResult,
 		if err := s.journal.Submit(&activityJob{Rec: act, Header: hdr, Checks: s.encryptChecks(r, k)}); err != nil {
 			return nil, err
 		}
+		if hdr.Proof == nil {
+			return nil, errSignFailed
+		}
 		res.Header = s.finishHeader(hdr)
 		return res, nil
 	}
@@ -169,6 +176,9 @@ func (s *Service) Encrypt(ctx context.Context, in EncryptInput) (*EncryptResult,
 	}
 	if err := s.journal.Submit(&activityJob{Rec: act, Mutate: mutate, Header: hdr, Checks: s.encryptChecks(r, k)}); err != nil {
 		return nil, err
+	}
+	if hdr.Proof == nil {
+		return nil, errSignFailed // the Asset is written, as the record says
 	}
 	if res.Asset, err = rec.asset(); err != nil {
 		return nil, internalError("decode asset", err)

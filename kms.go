@@ -12,6 +12,7 @@ import (
 
 	"github.com/ringkms/kms/internal/cache"
 	"github.com/ringkms/kms/internal/encryptcount"
+	"github.com/ringkms/kms/internal/headersign"
 	"github.com/ringkms/kms/internal/hmackey"
 	"github.com/ringkms/kms/internal/journal"
 	"github.com/ringkms/kms/internal/pacer"
@@ -30,6 +31,13 @@ func New(st Store, opts Options) (*Service, error) {
 		return nil, Errorf(KindInvalid, "a master key is required")
 	}
 	s := &Service{store: st, trail: st.Trail(), opts: opts, now: opts.Now, log: zerolog.Nop()}
+	if opts.SigningKey != nil {
+		g, err := headersign.New(opts.SigningKey)
+		if err != nil {
+			return nil, Errorf(KindInvalid, "Options.SigningKey: %v", err)
+		}
+		s.held = g
+	}
 	for _, r := range []Rate{opts.RateLimits.PerAddr, opts.RateLimits.PerAPIKey} {
 		if r.PerSecond < 0 || r.Burst < 0 || math.IsNaN(r.PerSecond) || math.IsInf(r.PerSecond, 0) {
 			return nil, Errorf(KindInvalid, "rate limits: want a rate of 0 (none) or more calls a second, and a burst of 0 or more")
@@ -101,11 +109,17 @@ func New(st Store, opts Options) (*Service, error) {
 		return nil, err
 	}
 	s.journal = j
-	if s.signer.Load() == nil {
-		if err := s.createSigningKey(); err != nil {
-			j.Close()
-			return nil, err
-		}
+	switch {
+	case s.held != nil:
+		err = s.adoptHeldKey(ctx)
+	case s.signer.Load() == nil && !s.active.set:
+		err = s.createSigningKey()
+	case s.signer.Load() == nil:
+		s.log.Error().Err(s.CheckSigner()).Msg("encrypt calls will fail until this process is started with the store's active header signing key")
+	}
+	if err != nil {
+		j.Close()
+		return nil, err
 	}
 	s.stopCoherence = s.startCoherence()
 	s.destroyer = pacer.Start(pacer.Config{Pass: s.destroyDue, Poll: destroyPoll, Retry: destroyRetry, Now: s.now,

@@ -30,7 +30,7 @@ var (
 	pfxAPIDigest = []byte("ak/digest/") // SHA-256 of the secret -> API key ID
 	pfxAPIRing   = []byte("ak/ring/")   // lower-case ring name 0 API key ID: keys whose flags name the ring
 	pfxAPIOwner  = []byte("ak/owner/")  // user ID 0 API key ID: keys created with that User's access token
-	pfxSigning   = []byte("sys/sign/")  // signing key ID -> sealed Ed25519 seed
+	pfxSigning   = []byte("sys/sign/")  // signing key ID -> sealed Ed25519 seed, or sealed heldKeyRecord of a key held outside the store (signingkeys.go)
 	pfxThrottle  = []byte("throttle/")  // throttle kind "/" MAC of the key counted (hex) -> its failures and lockouts (JSON; see internal/throttle)
 
 	keySigningActive = []byte("sys/sign-active") // ID of the signing key in use

@@ -1,6 +1,7 @@
 package kms
 
 import (
+	"crypto"
 	"crypto/cipher"
 	"crypto/ed25519"
 	"sync"
@@ -86,6 +87,27 @@ type Options struct {
 	// and the activity records they commit, for metrics (observe.go;
 	// package metrics has one for Prometheus).
 	Observer Observer
+
+	// SigningKey, when set, is the key that signs every header this
+	// Service issues: an Ed25519 key held outside the store, and as a
+	// rule outside the process (kmsd -signing-key-pkcs11 gives a key pair
+	// in a PKCS#11 token). Its Public must be an ed25519.PublicKey, and
+	// its Sign must sign the message itself (pure Ed25519, opts
+	// crypto.Hash(0)); it is called once per tree of up to 16 headers,
+	// from one goroutine at a time, and asked twice before the calls of
+	// a tree it fails answer Unavailable. The store records the key's public
+	// key and SigningKeyURI, never a private key, so that every process
+	// and GET /ks/signing-keys publish it; New records it and makes it
+	// active when the store does not know it yet. The Service signs with
+	// this key alone: it does not follow another process's rotation, and
+	// RotateSigningKey refuses (signer.go). Nil, the default: keys the
+	// service makes itself and keeps sealed in the store.
+	SigningKey crypto.Signer
+	// SigningKeyURI says where SigningKey is held (kmsd records the
+	// token's URI without its pin-source); the store records it with
+	// the public key, for operators and for the messages of processes
+	// that lack the key. Never a secret. Optional.
+	SigningKeyURI string
 }
 
 // Limits are plan limits. Creating a resource past one is a Limit error
@@ -116,8 +138,10 @@ type Service struct {
 	headerMAC *hmackey.Key              // MAC of headers
 	pager     pager
 
-	signer       atomic.Pointer[headersign.Signer] // signs new headers (signingkeys.go)
-	signerMu     sync.Mutex                        // serialises changes of signer
+	signer       atomic.Pointer[headersign.Signer] // signs new headers (signer.go); nil: none (CheckSigner)
+	signerMu     sync.Mutex                        // serialises changes of signer, guards active
+	active       activeKey                         // the store's active signing key, as last seen
+	held         *headersign.Signer                // Options.SigningKey, the only key this Service signs with; nil: the store's keys
 	signerNotice chan struct{}                     // another process may have rotated the signing key (coherence.go)
 	keyCheckDue  atomic.Bool                       // the master key is to be checked against the store (coherence.go)
 	verifyMu     sync.RWMutex

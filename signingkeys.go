@@ -4,8 +4,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -21,7 +19,11 @@ import (
 // service (SigningKeySet.VerifyHeader). One key is active: it signs new
 // headers. RotateSigningKey makes a new one active in one store
 // transaction; the keys before it stay in the store and stay published,
-// so the headers they signed keep verifying, here and elsewhere.
+// so the headers they signed keep verifying, here and elsewhere. A key
+// may also be held outside the store, in a PKCS#11 token
+// (Options.SigningKey): the store then has its public key only, and it
+// is published the same way. Which key a process signs with, and how it
+// follows a rotation, is in signer.go.
 //
 // No process ever signs with a key that is not published: a key is
 // published (stored) in the transaction that makes it active, and no key
@@ -31,7 +33,7 @@ import (
 // they sign with the key before, which verifies as well.
 
 // pfxSigningMeta holds what is public of a signing key beside its sealed
-// seed (pfxSigning): signing key ID (hex) -> signingKeyMeta JSON. Keys made
+// seed or record (pfxSigning): signing key ID (hex) -> signingKeyMeta JSON. Keys made
 // before it existed have none; they are published without a creation time.
 var pfxSigningMeta = []byte("sys/signmeta/")
 
@@ -112,13 +114,12 @@ func (s *Service) SigningKeys(ctx context.Context) (*SigningKeySet, error) {
 	return set, nil
 }
 
-// openSigningKey returns the ID and the public half of the sealed signing
-// key stored under k, from the verify keys when it is there.
+// openSigningKey returns the ID and the public half of the signing key
+// stored under k, from the verify keys when it is there.
 func (s *Service) openSigningKey(k, sealed []byte) ([8]byte, ed25519.PublicKey, error) {
-	var id [8]byte
-	hexID := k[len(pfxSigning):]
-	if n, err := hex.Decode(id[:], hexID); err != nil || n != len(id) || len(hexID) != 2*len(id) {
-		return id, nil, Errorf(KindInternal, "signing key ID %q is malformed", hexID)
+	id, err := signingKeyID(k)
+	if err != nil {
+		return id, nil, err
 	}
 	s.verifyMu.RLock()
 	pub, ok := s.verify[id]
@@ -126,261 +127,91 @@ func (s *Service) openSigningKey(k, sealed []byte) ([8]byte, ed25519.PublicKey, 
 	if ok {
 		return id, pub, nil
 	}
-	priv, err := s.openSeed(k, sealed)
+	sk, err := s.openStoredKey(k, sealed)
 	if err != nil {
 		return id, nil, err
 	}
-	pub = priv.Public().(ed25519.PublicKey)
+	s.addVerifyKey(id, sk.pub)
+	return id, sk.pub, nil
+}
+
+// addVerifyKey keeps pub, the public key of signing key id, for checks.
+func (s *Service) addVerifyKey(id [8]byte, pub ed25519.PublicKey) {
 	s.verifyMu.Lock()
 	s.verify[id] = pub
 	s.verifyMu.Unlock()
-	return id, pub, nil
 }
 
-// openSeed opens the sealed seed stored under k into its private key.
-func (s *Service) openSeed(k, sealed []byte) (ed25519.PrivateKey, error) {
-	seed, err := s.open(sealed, k)
+// signingKeyID returns the ID of the signing key stored under k.
+func signingKeyID(k []byte) ([8]byte, error) {
+	var id [8]byte
+	hexID := k[len(pfxSigning):]
+	if n, err := hex.Decode(id[:], hexID); err != nil || n != len(id) || len(hexID) != 2*len(id) {
+		return id, Errorf(KindInternal, "signing key ID %q is malformed", hexID)
+	}
+	return id, nil
+}
+
+// A signing key is stored under pfxSigning + its ID (hex) sealed, the
+// value bound to that key: for a key of the store's own, its 32-byte
+// seed; for a key held outside the store (Options.SigningKey), a
+// heldKeyRecord, its public key and where it is held, and never a
+// private key. Either way the public key a process finds there is the
+// one the master key's holder stored: the store cannot swap in one of its
+// own, nor move a key to another ID. A store of an older version, which
+// knows seeds only, refuses to start on a store whose active key is held
+// outside it ("active signing key ... is missing" at worst), and never
+// signs with another key meanwhile.
+
+// heldKeyRecord is the sealed value of a key held outside the store. It
+// is JSON, longer than a seed, which tells the two apart.
+type heldKeyRecord struct {
+	V         int    `json:"v"`             // heldKeyVersion
+	PublicKey []byte `json:"publicKey"`     // the Ed25519 public key, 32 bytes (base64 in JSON)
+	URI       string `json:"uri,omitempty"` // where the key is held: Options.SigningKeyURI
+}
+
+// heldKeyVersion is the version of heldKeyRecord.
+const heldKeyVersion = 1
+
+// storedKey is a signing key as the store holds it.
+type storedKey struct {
+	id   [8]byte
+	pub  ed25519.PublicKey
+	priv ed25519.PrivateKey // a key of the store's own: its seed, opened; nil for a key held outside
+	uri  string             // where a key held outside the store is, as recorded
+}
+
+// held reports whether the key is held outside the store: the store has
+// its public key only.
+func (k *storedKey) held() bool { return k.priv == nil }
+
+// openStoredKey opens the signing key sealed under k.
+func (s *Service) openStoredKey(k, sealed []byte) (*storedKey, error) {
+	id, err := signingKeyID(k)
+	if err != nil {
+		return nil, err
+	}
+	plain, err := s.open(sealed, k)
 	if err != nil {
 		return nil, Errorf(KindUnauthenticated, "the master key is not the one this store was created with: signing key %s does not open under it", k[len(pfxSigning):])
 	}
-	defer clear(seed)
-	return ed25519.NewKeyFromSeed(seed), nil
-}
-
-// newSigningKey is a new signing key and the store records that publish
-// it: under key, its seed sealed (by sealIn, in the transaction that
-// writes it); under metaKey, its signingKeyMeta.
-type newSigningKey struct {
-	signer        *headersign.Signer
-	hexID         []byte
-	key           []byte
-	metaKey, meta []byte
-	sealIn        func(tx Txn, plain, aad []byte) ([]byte, error)
-}
-
-func (s *Service) makeSigningKey(now time.Time) (*newSigningKey, error) {
-	seed := make([]byte, ed25519.SeedSize)
-	rand.Read(seed)
-	defer clear(seed)
-	priv := ed25519.NewKeyFromSeed(seed)
-	sum := sha256.Sum256(priv.Public().(ed25519.PublicKey))
-	n := &newSigningKey{signer: &headersign.Signer{Key: priv}}
-	copy(n.signer.ID[:], sum[:8])
-	n.hexID = []byte(hex.EncodeToString(n.signer.ID[:]))
-	n.key = join(pfxSigning, n.hexID)
-	n.sealIn = s.sealIn
-	n.metaKey = join(pfxSigningMeta, n.hexID)
-	var err error
-	if n.meta, err = json.Marshal(signingKeyMeta{CreatedAt: now.UTC()}); err != nil {
-		return nil, err
+	defer clear(plain)
+	sk := &storedKey{id: id}
+	if len(plain) == ed25519.SeedSize {
+		sk.priv = ed25519.NewKeyFromSeed(plain)
+		sk.pub = sk.priv.Public().(ed25519.PublicKey)
+		return sk, nil
 	}
-	return n, nil
-}
-
-// write stores the key, sealed in tx, and makes it the active one.
-func (n *newSigningKey) write(tx Txn) error {
-	seed := n.signer.Key.Seed()
-	defer clear(seed)
-	sealed, err := n.sealIn(tx, seed, n.key)
-	if err != nil {
-		return err
+	var rec heldKeyRecord
+	if err := json.Unmarshal(plain, &rec); err != nil || rec.V != heldKeyVersion || len(rec.PublicKey) != ed25519.PublicKeySize {
+		return nil, Errorf(KindInternal, "signing key record %s is malformed", k[len(pfxSigning):])
 	}
-	if err := tx.Set(n.key, sealed); err != nil {
-		return err
+	if headersign.KeyID(rec.PublicKey) != id {
+		return nil, Errorf(KindInternal, "signing key record %s holds the public key of another key", k[len(pfxSigning):])
 	}
-	if err := tx.Set(n.metaKey, n.meta); err != nil {
-		return err
-	}
-	return tx.Set(keySigningActive, n.hexID)
-}
-
-// public is the key as SigningKeys lists it.
-func (n *newSigningKey) public(now time.Time) *SigningKey {
-	return &SigningKey{ID: string(n.hexID), Algorithm: SigningKeyAlgorithm, Active: true, CreatedAt: now.UTC(),
-		PublicKey: base64.StdEncoding.EncodeToString(n.signer.Key.Public().(ed25519.PublicKey))}
-}
-
-// useSigner makes g the signer of new headers, and its public key one
-// that verifies.
-func (s *Service) useSigner(g *headersign.Signer) {
-	s.verifyMu.Lock()
-	s.verify[g.ID] = g.Key.Public().(ed25519.PublicKey)
-	s.verifyMu.Unlock()
-	s.signer.Store(g)
-}
-
-// loadSigningKey reads the sealed Ed25519 keys that sign headers: the
-// active one signs, older ones stay readable for verification. On a new
-// store there is none yet (createSigningKey).
-func (s *Service) loadSigningKey(ctx context.Context) error {
-	var active []byte
-	var signer *headersign.Signer
-	err := s.store.View(ctx, func(tx Txn) error {
-		var err error
-		active, err = tx.Get(keySigningActive)
-		if isNotFound(err) {
-			active = nil
-			return nil
-		} else if err != nil {
-			return err
-		}
-		return tx.Scan(ScanOptions{Prefix: pfxSigning}, func(k, v []byte) (bool, error) {
-			if string(k[len(pfxSigning):]) != string(active) {
-				_, _, err := s.openSigningKey(k, v)
-				return err == nil, err
-			}
-			priv, err := s.openSeed(k, v)
-			if err != nil {
-				return false, err
-			}
-			signer = &headersign.Signer{Key: priv}
-			hex.Decode(signer.ID[:], active)
-			return true, nil
-		})
-	})
-	if err != nil {
-		return internalError("load signing key", err)
-	}
-	if active != nil && signer == nil {
-		return Errorf(KindInternal, "active signing key %s is missing", active)
-	}
-	if signer != nil {
-		s.useSigner(signer)
-	}
-	return nil
-}
-
-// createSigningKey makes the first header signing key and stores it,
-// sealed, through the journal.
-func (s *Service) createSigningKey() error {
-	now := s.now()
-	n, err := s.makeSigningKey(now)
-	if err != nil {
-		return internalError("make signing key", err)
-	}
-	// Nodes that start together on a new shared store each try; the
-	// first to commit makes the key, and the others load it.
-	made := false
-	err = s.submit(nil, func(tx Txn) error {
-		made = false
-		if _, err := tx.Get(keySigningActive); err == nil || !isNotFound(err) {
-			return err
-		}
-		made = true
-		return n.write(tx)
-	}, nil)
-	if err != nil {
-		return internalError("store signing key", err)
-	}
-	if !made {
-		return s.loadSigningKey(context.Background())
-	}
-	s.useSigner(n.signer)
-	return nil
-}
-
-// RotateSigningKey makes a new header signing key and makes it the one
-// that signs new headers; the keys before it stay published, and the
-// headers they signed keep verifying. It needs the flag "*"
-// (FlagSigningKeyRotate) and is recorded as signingkey.rotate. In a
-// cluster, the other processes sign with the new key within the cache
-// bound (docs/OPERATIONS.md), and with the key before until then.
-func (s *Service) RotateSigningKey(ctx context.Context) (*SigningKey, error) {
-	p, err := s.authorize(ctx, "signingkey.rotate", "", FlagSigningKeyRotate)
-	if err != nil {
-		return nil, err
-	}
-	return s.rotateSigningKey(p)
-}
-
-// RotateStoreSigningKey is RotateSigningKey on a store that no Service of
-// this process has open, as kmsd rotate-signing-key runs it: holding the
-// master key is its authority. It starts a Service on st, rotates the
-// signing key and records the rotation under the principal "operator",
-// and closes the Service. It does not close st.
-func RotateStoreSigningKey(ctx context.Context, st Store, mk RootKey) (*SigningKey, error) {
-	s, err := New(st, Options{MasterKey: mk})
-	if err != nil {
-		return nil, err
-	}
-	op := &Principal{Kind: PrincipalAPIKey, ID: "operator", flags: Flags{FlagRoot: true}}
-	key, err := s.rotateSigningKey(op)
-	if cerr := s.Close(); err == nil && cerr != nil {
-		return nil, cerr
-	}
-	return key, err
-}
-
-func (s *Service) rotateSigningKey(p *Principal) (*SigningKey, error) {
-	now := s.now()
-	n, err := s.makeSigningKey(now)
-	if err != nil {
-		return nil, s.recordFailure(p, "signingkey.rotate", "", internalError("make signing key", err))
-	}
-	prev := s.signer.Load().ID
-	act := s.newActivity(p, "signingkey.rotate", "", true, map[string]any{
-		"signingKeyId": string(n.hexID), "previousSigningKeyId": hex.EncodeToString(prev[:])})
-	err = s.submit(act, n.write, func() {
-		// On the journal's goroutine, before the next batch signs.
-		s.signerMu.Lock()
-		s.useSigner(n.signer)
-		s.signerMu.Unlock()
-	})
-	if err != nil {
-		return nil, err
-	}
-	return n.public(now), nil
-}
-
-// reloadSigner signs new headers with the key the store names active,
-// when another process rotated it (coherence.go). It keeps the signer it
-// has when the store cannot be read, and logs why.
-func (s *Service) reloadSigner(ctx context.Context) {
-	s.signerMu.Lock()
-	defer s.signerMu.Unlock()
-	cur := s.signer.Load()
-	var active, sealed []byte
-	err := s.store.View(ctx, func(tx Txn) error {
-		var err error
-		if active, err = tx.Get(keySigningActive); err != nil {
-			return err
-		}
-		var id [8]byte
-		if _, err := hex.Decode(id[:], active); err != nil || len(active) != 2*len(id) {
-			return Errorf(KindInternal, "active signing key ID %q is malformed", active)
-		}
-		if id == cur.ID {
-			return nil
-		}
-		sealed, err = tx.Get(join(pfxSigning, active))
-		return err
-	})
-	if err != nil {
-		s.log.Error().Err(err).Msg("read the active header signing key")
-		return
-	}
-	if sealed == nil {
-		return
-	}
-	key := join(pfxSigning, active)
-	priv, err := s.openSeed(key, sealed)
-	if err != nil {
-		s.log.Error().Err(err).Msg("open the active header signing key")
-		return
-	}
-	g := &headersign.Signer{Key: priv}
-	hex.Decode(g.ID[:], active)
-	s.useSigner(g)
-	s.log.Info().Str("signingKeyId", string(active)).Msg("signing headers with the header signing key another process made active")
-}
-
-// signerStale asks the coherence goroutine to reload the signer, without
-// waiting (coherence.go).
-func (s *Service) signerStale() {
-	select {
-	case s.signerNotice <- struct{}{}:
-	default:
-	}
+	sk.pub, sk.uri = rec.PublicKey, rec.URI
+	return sk, nil
 }
 
 // HeaderVerification is what an offline check of a header found

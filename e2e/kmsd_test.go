@@ -78,11 +78,12 @@ var trackOnce sync.Once
 // instance is the configuration of one kmsd data directory: it outlives
 // the processes that run on it.
 type instance struct {
-	data      string // -data
-	store     string // -store: a PostgreSQL URL; empty for the embedded store in data
-	outbox    string // -mail-outbox
-	masterKey string // KMS_MASTER_KEY
-	bootstrap string // KMS_BOOTSTRAP_API_KEY: the root API key
+	data      string   // -data
+	store     string   // -store: a PostgreSQL URL; empty for the embedded store in data
+	outbox    string   // -mail-outbox
+	masterKey string   // KMS_MASTER_KEY
+	bootstrap string   // KMS_BOOTSTRAP_API_KEY: the root API key
+	extraEnv  []string // more KEY=value for the child (a token's SOFTHSM2_CONF, say)
 }
 
 // newInstance makes a fresh data directory, mail outbox, random master
@@ -103,7 +104,7 @@ func newInstance(t *testing.T) *instance {
 
 // env is the child's environment: ours without KMS_*, plus the instance's.
 func (in *instance) env() []string {
-	return kmsdtest.Env("KMS_MASTER_KEY="+in.masterKey, "KMS_BOOTSTRAP_API_KEY="+in.bootstrap)
+	return kmsdtest.Env(append([]string{"KMS_MASTER_KEY=" + in.masterKey, "KMS_BOOTSTRAP_API_KEY=" + in.bootstrap}, in.extraEnv...)...)
 }
 
 // proc is a running kmsd.

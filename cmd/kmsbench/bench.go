@@ -51,7 +51,9 @@ func (b *bench) startClusters(ctx context.Context) ([]*cluster, error) {
 		c.transit = transitMode(o.mode)
 		return c
 	}
-	cl, err := startCluster(ctx, config(bin, o.store), o.nodes, "kmsd", started)
+	own := config(bin, o.store)
+	own.signingKey, own.pin = o.signingKey, o.pin // the others keep their keys in memory
+	cl, err := startCluster(ctx, own, o.nodes, "kmsd", started)
 	if err != nil {
 		return nil, err
 	}

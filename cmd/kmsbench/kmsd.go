@@ -145,7 +145,14 @@ type kmsdConfig struct {
 	sampleRSS bool      // read kmsd's resident memory every second until stop
 	tls       *tlsFiles // with -tls: kmsd's certificate and key
 	transit   bool      // serve Vault's transit interface (kmsd -transit)
+
+	signingKey string // with -signing-key-pkcs11: kmsd's, a PKCS#11 URI
+	pin        string // KMS_PKCS11_PIN for it, when set
 }
+
+// pinEnv is the variable from which kmsd reads a token's PIN when the
+// URI has no pin-source.
+const pinEnv = "KMS_PKCS11_PIN"
 
 // newKmsdConfig returns the configuration of kmsd processes with a
 // random master key and a random bootstrap API key.
@@ -169,6 +176,9 @@ func startKmsd(ctx context.Context, name string, c *kmsdConfig) (*kmsd, error) {
 	if c.transit {
 		args = append(args, "-transit")
 	}
+	if c.signingKey != "" {
+		args = append(args, "-signing-key-pkcs11", c.signingKey)
+	}
 	cmd := exec.Command(c.bin, args...)
 	cmd.Env = append(withoutKMS(os.Environ()),
 		"KMS_MASTER_KEY="+c.masterKey,
@@ -176,6 +186,9 @@ func startKmsd(ctx context.Context, name string, c *kmsdConfig) (*kmsd, error) {
 	if c.store != "" {
 		// kmsd's -store, from the environment: out of the process list.
 		cmd.Env = append(cmd.Env, "KMS_STORE="+c.store)
+	}
+	if c.signingKey != "" && c.pin != "" {
+		cmd.Env = append(cmd.Env, pinEnv+"="+c.pin)
 	}
 	stderr, err := cmd.StderrPipe()
 	if err == nil {

@@ -11,6 +11,8 @@
 //	kmsbench -start -store postgres://... -nodes 3 -embedded -embedded-nodes 3 [flags]
 //	                                         the same against 3 kmsd on embedded stores of their own
 //	kmsbench -start -against OLD [flags]     kmsd built from here against the kmsd binary OLD, taking turns
+//	kmsbench -start -kmsd BIN -against BIN -signing-key-pkcs11 URI
+//	                                         kmsd signing headers in a PKCS#11 token against kmsd signing in memory
 //	kmsbench -url http://127.0.0.1:8200 ...  load a running kmsd (API key in KMS_API_KEY)
 //	kmsbench -url URL1,URL2 ...              load the nodes of a running cluster
 //	kmsbench ...                             load the kmsd of KMS_ADDR
@@ -134,6 +136,8 @@ type options struct {
 	rss         bool
 	json        bool
 	tls         bool
+	signingKey  string // -signing-key-pkcs11
+	pin         string // KMS_PKCS11_PIN, passed on to the kmsd started
 }
 
 const usageHead = `Usage: kmsbench -start [-store postgres://... [-nodes N] [-embedded]] [flags]
@@ -218,6 +222,17 @@ CPU time over each target's measured loads, by its requests: with the
 server's, what a request costs the machine, so that a change can be
 judged by the server's cost alone on a machine whose speed drifts.
 
+With -signing-key-pkcs11 URI (and -start), the kmsd that kmsbench
+starts (each node) signs headers with the Ed25519 key pair the URI names
+in a PKCS#11 token, as kmsd -signing-key-pkcs11 does; KMS_PKCS11_PIN, when
+set, is passed on for a URI without pin-source. The -against and
+-embedded targets keep their signing keys in memory, so that -against
+with the same binary as -kmsd measures the token's signatures against
+keys in memory, taking turns:
+
+  go build -o kmsd ./cmd/kmsd
+  kmsbench -start -kmsd ./kmsd -against ./kmsd -signing-key-pkcs11 'pkcs11:...'
+
 With -tls (and -start), kmsbench makes a self-signed ECDSA P-256
 certificate for 127.0.0.1 for the run, serves kmsd (-tls-cert, -tls-key)
 and the baseline over TLS with it, and loads them over HTTPS (Go's TLS
@@ -263,6 +278,7 @@ func parseFlags(args []string, getenv func(string) string, stdout io.Writer) (*o
 	fs.BoolVar(&o.rss, "rss", false, "with -start: sample the resident memory (VmRSS) of each kmsd every second and report the peak")
 	fs.BoolVar(&o.json, "json", false, "print the summary as JSON instead of a table")
 	fs.BoolVar(&o.tls, "tls", false, "with -start: serve kmsd (and the baseline) over TLS with a certificate made for the run, and load them over it")
+	fs.StringVar(&o.signingKey, "signing-key-pkcs11", "", "with -start: the kmsd started (each node) signs headers with the Ed25519 key pair this PKCS#11 `URI` names (kmsd -signing-key-pkcs11; its PIN from the URI's pin-source or KMS_PKCS11_PIN, passed on); the -against and -embedded targets keep their keys in memory")
 
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -298,8 +314,10 @@ func (o *options) validate(set map[string]bool) error {
 		return errors.New("give -url of a running kmsd (and its API key), or set KMS_ADDR, or -start")
 	case !o.start && o.key == "":
 		return fmt.Errorf("%s needs an API key: set KMS_API_KEY or KMS_API_KEY_FILE (or -key)", o.urlFrom)
-	case !o.start && (o.kmsd != "" || o.rss || o.tls || set["store"] || set["nodes"]):
-		return errors.New("-kmsd, -rss, -tls, -store and -nodes go with -start")
+	case !o.start && (o.kmsd != "" || o.rss || o.tls || set["store"] || set["nodes"] || o.signingKey != ""):
+		return errors.New("-kmsd, -rss, -tls, -store, -nodes and -signing-key-pkcs11 go with -start")
+	case o.signingKey != "" && !strings.HasPrefix(strings.ToLower(o.signingKey), "pkcs11:"):
+		return errors.New("-signing-key-pkcs11: want a PKCS#11 URI, pkcs11:...")
 	case o.start && set["ca-cert"]:
 		return errors.New("-ca-cert goes with -url: with -start -tls, kmsbench trusts the certificate it made")
 	case o.store != "" && !strings.HasPrefix(o.store, "postgres://") && !strings.HasPrefix(o.store, "postgresql://"):
@@ -374,7 +392,8 @@ func (o *options) validate(set map[string]bool) error {
 func (o *options) readEnv(getenv func(string) string, set map[string]bool) error {
 	o.urlFrom = "-url"
 	if o.start {
-		return nil // kmsbench's own kmsd: its URL, key and certificate
+		o.pin = getenv(pinEnv) // for a token of -signing-key-pkcs11 without pin-source
+		return nil             // kmsbench's own kmsd: its URL, key and certificate
 	}
 	if o.url == "" {
 		o.url, o.urlFrom = getenv(client.EnvAddr), client.EnvAddr

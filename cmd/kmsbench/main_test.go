@@ -93,6 +93,12 @@ func TestParseFlags(t *testing.T) {
 		{name: "as many embedded kmsd as nodes", args: []string{"-start", "-store", "postgres://h/db", "-nodes", "3", "-embedded", "-embedded-nodes", "3"},
 			check: func(o *options) bool { return o.embedded && o.nodes == 3 && o.embNodes == 3 }},
 		{name: "one round without a second target", args: []string{"-start"}, check: func(o *options) bool { return rounds(o) == 1 }},
+		{name: "signing key in a token", args: []string{"-start", "-signing-key-pkcs11", "pkcs11:token=kms;object=s?module-path=/m.so"}, env: map[string]string{"KMS_PKCS11_PIN": "1234"},
+			check: func(o *options) bool {
+				return o.signingKey == "pkcs11:token=kms;object=s?module-path=/m.so" && o.pin == "1234"
+			}},
+		{name: "signing key without start", args: []string{"-url", "http://127.0.0.1:1", "-key", "k", "-signing-key-pkcs11", "pkcs11:object=s"}, wantErr: "go with -start"},
+		{name: "signing key not a PKCS#11 URI", args: []string{"-start", "-signing-key-pkcs11", "/etc/kms/key"}, wantErr: "want a PKCS#11 URI"},
 
 		{name: "remote refused", args: []string{"-url", "http://10.0.0.1:8200", "-key", "k"}, wantErr: "not a loopback address"},
 		{name: "remote name refused", args: []string{"-url", "http://kms.example.com", "-key", "k"}, wantErr: "not a loopback address"},
@@ -168,7 +174,7 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 		t.Fatalf("run -h = %v, want nil", err)
 	}
 	for _, f := range []string{"url", "key", "ca-cert", "allow-remote", "start", "store", "nodes", "kmsd", "kmsd-log-level", "mode", "mix", "c",
-		"d", "n", "warmup", "timeout", "ring", "asset", "pool", "baseline", "embedded", "rounds", "rss", "json"} {
+		"d", "n", "warmup", "timeout", "ring", "asset", "pool", "baseline", "embedded", "rounds", "rss", "json", "signing-key-pkcs11"} {
 		if !regexp.MustCompile(`(?m)^  -` + f + `( |$)`).MatchString(out.String()) {
 			t.Errorf("kmsbench -h does not document -%s:\n%s", f, out.String())
 		}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/hsm"
 	"github.com/ringkms/kms/metrics"
 	"github.com/ringkms/kms/store/badgerstore"
 	"github.com/ringkms/kms/store/pgstore"
@@ -45,6 +46,7 @@ type config struct {
 	nextKeyFile      string    // -master-key-next-file
 	nextKeyPKCS11    string    // -master-key-next-pkcs11
 	tokens           *tokenSet // what close lets go of (pkcs11.go)
+	signingKey       string    // -signing-key-pkcs11: a PKCS#11 URI (checked here, parsed again where it is used)
 	mailOutbox       string
 	baseURL          string
 	tlsCert          string
@@ -94,6 +96,7 @@ var settings = []setting{
 	{"master-key-pkcs11", "KMS_MASTER_KEY_PKCS11", "uri", "the master key: an AES-256 key in a PKCS#11 token, as an RFC 7512 URI (PIN from its pin-source or KMS_PKCS11_PIN)", ""},
 	{"master-key-next-file", "KMS_MASTER_KEY_NEXT_FILE", "file", "file holding the next master key in base64 (or set KMS_MASTER_KEY_NEXT), for a rotation while kmsd serves", ""},
 	{"master-key-next-pkcs11", "KMS_MASTER_KEY_NEXT_PKCS11", "uri", "the next master key in a PKCS#11 token, for a rotation while kmsd serves", ""},
+	{"signing-key-pkcs11", "KMS_SIGNING_KEY_PKCS11", "uri", "sign headers with the Ed25519 key pair this PKCS#11 URI names (module-path required; PIN from pin-source or KMS_PKCS11_PIN); with rotate-signing-key, make the next key in that token", ""},
 	{"mail-outbox", "KMS_MAIL_OUTBOX", "dir", "write outgoing mail as files in dir instead of sending it", ""},
 	{"base-url", "KMS_BASE_URL", "url", "public address of the service, for links in mail", "http(s)://<addr>"},
 	{"tls-cert", "KMS_TLS_CERT", "file", "TLS certificate chain, PEM (with -tls-key)", ""},
@@ -129,8 +132,8 @@ var settings = []setting{
 var envOnly = [][2]string{
 	{"KMS_MASTER_KEY", "the master key: base64 of 32 random bytes (head -c 32 /dev/urandom | base64)"},
 	{"KMS_MASTER_KEY_NEXT", "the next master key, base64, for a rotation while kmsd serves (or -master-key-next-file)"},
-	{"KMS_PKCS11_PIN", "the user PIN of the PKCS#11 token, when the URI names no pin-source"},
 	{"KMS_BOOTSTRAP_API_KEY", "secret (>= 32 characters) of the root API key created on an empty store"},
+	{hsm.PINEnv, "the user PIN of the PKCS#11 token of -master-key-pkcs11 or -signing-key-pkcs11, when its URI names no pin-source"},
 	{"KMS_SMTP_ADDR", "SMTP server host:port; sends mail over SMTP (unless -mail-outbox)"},
 	{"KMS_SMTP_FROM", "sender address of the mail (required with KMS_SMTP_ADDR)"},
 	{"KMS_SMTP_USER", "SMTP user name (AUTH PLAIN, over STARTTLS)"},
@@ -198,6 +201,7 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stdout i
 	fs.StringVar(&c.masterKeyPKCS11, "master-key-pkcs11", "", "")
 	fs.StringVar(&c.nextKeyFile, "master-key-next-file", "", "")
 	fs.StringVar(&c.nextKeyPKCS11, "master-key-next-pkcs11", "", "")
+	fs.StringVar(&c.signingKey, "signing-key-pkcs11", "", "")
 	fs.StringVar(&c.mailOutbox, "mail-outbox", "", "")
 	fs.StringVar(&c.baseURL, "base-url", "", "")
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "")
@@ -327,6 +331,11 @@ func (c *config) validate() error {
 	}
 	if (c.tlsCert == "") != (c.tlsKey == "") {
 		return errors.New("-tls-cert and -tls-key go together: give both for TLS, or neither for plain HTTP")
+	}
+	if c.signingKey != "" {
+		if _, err := hsm.ParseURI(c.signingKey); err != nil {
+			return fmt.Errorf("-signing-key-pkcs11: %v", err) // no PIN in it: ParseURI refuses one
+		}
 	}
 	if c.baseURL != "" {
 		u, err := url.Parse(c.baseURL)
@@ -551,6 +560,13 @@ store can be opened by one process at a time. With -store postgres://...,
 the nodes keep running and sign with the new key within a second. The
 master key is read as for the server (KMS_MASTER_KEY, -master-key-file, or
 <data>/master.key with -dev).
+
+With -signing-key-pkcs11 URI (the nodes' current key), the new key is an
+Ed25519 key pair made in that key's token, labelled as the current one
+with its trailing number raised (kms-signing, kms-signing-2, -3...), its
+id, if the URI names one, raised by one; the store records its public
+key. It prints the new key's URI: restart every node with it. Until then
+they sign with the key before, which stays published.
 
 `)
 	} else {

@@ -90,6 +90,16 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stdout, s
 	if err != nil {
 		return err
 	}
+	// The header signing key in a token, found before the data is touched.
+	tk, err := openTokenKey(c, getenv)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := tk.close(); err != nil {
+			log.Warn().Err(err).Msg("close the PKCS#11 token of the header signing key")
+		}
+	}()
 
 	if getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(defaultMemoryLimit)
@@ -202,6 +212,10 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stdout, s
 	if c.minDestroy == 0 {
 		svcOpts.MinDestroyDelay = -1 // none; the Options' zero is the default
 	}
+	if tk != nil {
+		svcOpts.SigningKey, svcOpts.SigningKeyURI = tk.key, tk.storeURI()
+		log.Info().Str("token", tk.tok.String()).Str("uri", svcOpts.SigningKeyURI).Msg("headers are signed by the PKCS#11 token")
+	}
 	mk = nil
 	// start opens the store, starts the Service on it and bootstraps it.
 	start := func() (*kms.Service, kms.Store, error) {
@@ -214,6 +228,13 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stdout, s
 		if err != nil {
 			st.Close()
 			return nil, nil, startError(err, c)
+		}
+		if err := svc.CheckSigner(); err != nil {
+			svc.Close()
+			st.Close()
+			// Not wrapped: its kind (Unavailable) is not one to wait out.
+			return nil, nil, usagef("%s: start kmsd with -signing-key-pkcs11 (KMS_SIGNING_KEY_PKCS11) naming that key; or, to sign with keys of the store's own again, run kmsd rotate-signing-key without it",
+				kms.ErrorMessage(err))
 		}
 		if err := bootstrap(ctx, svc, bootstrapKey, stderr, log); err != nil {
 			svc.Close()

@@ -2,7 +2,11 @@ package headersign
 
 import (
 	"bytes"
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
 	"fmt"
 	"testing"
 )
@@ -54,5 +58,23 @@ func TestSignBatch(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestNew: a Signer's ID is KeyID of its public key, and a key that is
+// not an Ed25519 one is refused.
+func TestNew(t *testing.T) {
+	pub, priv, _ := ed25519.GenerateKey(nil)
+	g, err := New(priv)
+	if err != nil || g.ID != KeyID(pub) || !g.Public().Equal(pub) {
+		t.Fatalf("New(ed25519 key) = %+v, %v; want ID %x", g, err, KeyID(pub))
+	}
+	sum := sha256.Sum256(pub)
+	if KeyID(pub) != [8]byte(sum[:8]) {
+		t.Errorf("KeyID() = %x, want the first 8 bytes of SHA-256 of the public key, %x", KeyID(pub), sum[:8])
+	}
+	ec, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if _, err := New(ec); err == nil {
+		t.Errorf("New(ECDSA key) = nil error, want a refusal")
 	}
 }

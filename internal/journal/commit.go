@@ -146,7 +146,11 @@ func (j *Journal[R]) succeed(batch []*Job[R]) {
 
 // signHeaders signs, on a goroutine of its own, the headers of the jobs of
 // batch whose mutation succeeded, and returns a channel that is closed when
-// it is done. j.signs is the goroutine's until then.
+// it is done. j.signs is the goroutine's until then. A header the signer
+// failed to sign is left without its tail (headersign.Req.Proof nil) for
+// its job's caller to answer; the job's record stands: the operation was
+// done, and its answer lost, as one is when a connection drops after the
+// commit. The error goes to the log.
 func (j *Journal[R]) signHeaders(batch []*Job[R]) <-chan struct{} {
 	done := make(chan struct{})
 	j.signs = j.signs[:0]
@@ -162,7 +166,9 @@ func (j *Journal[R]) signHeaders(batch []*Job[R]) <-chan struct{} {
 	g := j.cfg.Signer.Load()
 	go func() {
 		defer close(done)
-		g.Sign(j.signs)
+		if err := g.Sign(j.signs); err != nil {
+			j.cfg.Log(err, "signing the headers of a batch failed; its encrypt calls answer an error")
+		}
 	}()
 	return done
 }

@@ -161,7 +161,8 @@ type Config[R comparable] struct {
 	Log                 func(err error, msg string) // what fails behind an answer; err nil for a notice
 	Observer            Observer[R]                 // optional
 	// Signer signs the jobs' headers; each batch loads it once, so a
-	// rotation replaces it between batches.
+	// rotation replaces it between batches. While it holds nil, every
+	// header is left unsigned (headersign.ErrNoKey, in the log).
 	Signer *atomic.Pointer[headersign.Signer]
 	// Undone runs after the writes of a batch were undone, so that no
 	// cache keeps what a reader saw of them meanwhile. Optional.

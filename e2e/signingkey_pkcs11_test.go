@@ -1,0 +1,107 @@
+//go:build cgo
+
+package e2e
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/hex"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/headersign"
+	"github.com/ringkms/kms/internal/hsm"
+	"github.com/ringkms/kms/internal/hsmtest"
+)
+
+// tokenKeyID is the signing key ID of the Ed25519 key pair uri names,
+// read from the token.
+func tokenKeyID(t *testing.T, uri string) string {
+	t.Helper()
+	u, err := hsm.ParseURI(uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pin, err := u.ReadPIN("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := hsm.Open(u, pin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tok.Close()
+	k, err := tok.Ed25519Key(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := headersign.KeyID(k.Public().(ed25519.PublicKey))
+	return hex.EncodeToString(id[:])
+}
+
+// TestHeadersSignedInToken runs kmsd with its header signing key in a
+// SoftHSM2 token (-signing-key-pkcs11): the headers it issues name the
+// token's key and the client's Verifier checks them with the keys of GET
+// /ks/signing-keys; after kmsd rotate-signing-key made the next key in
+// the token and kmsd runs with it, the headers of both keys verify.
+func TestHeadersSignedInToken(t *testing.T) {
+	tok := hsmtest.New(t, "kms")
+	tok.GenerateEd25519(t, "kms-signing", nil)
+	uri := tok.URI("kms-signing")
+	in := newInstance(t)
+	in.extraEnv = []string{tok.Env}
+	v := newValidator(t)
+	bg := context.Background()
+
+	p := in.start(t, "-signing-key-pkcs11", uri)
+	c := clientOf(p, t, v, in.bootstrap)
+	must[*kms.CreateKeyRingResult](t, "CreateKeyRing")(c.CreateKeyRing(bg, kms.CreateKeyRingInput{Name: "token-signed"}))
+	first := must[*kms.EncryptResult](t, "Encrypt")(c.Encrypt(bg, kms.EncryptInput{RingName: "token-signed", Asset: &kms.AssetInput{Data: map[string]any{"doc": 1}}}))
+	anon := clientOf(p, t, v, "")
+	keys := must[*kms.SigningKeySet](t, "SigningKeys")(anon.SigningKeys(bg))
+	tokenID := tokenKeyID(t, uri)
+	if len(keys.Keys) != 1 || keys.Keys[0].ID != tokenID || !keys.Keys[0].Active {
+		t.Fatalf("GET /ks/signing-keys = %+v, want the token's key %s alone, active", keys.Keys, tokenID)
+	}
+	verifier := anon.NewVerifier(nil)
+	ctx, cancel := context.WithTimeout(bg, 30*time.Second)
+	defer cancel()
+	got, err := verifier.VerifyHeader(ctx, first.Header, first.Asset)
+	if err != nil || !got.Valid || got.KeyID != tokenID {
+		t.Fatalf("Verifier.VerifyHeader(header of kmsd on the token) = %+v, %v; want valid, key %s", got, err, tokenID)
+	}
+	p.Stop(t)
+
+	cmd := exec.Command(kmsdPath, "rotate-signing-key", "-data", in.data, "-signing-key-pkcs11", uri)
+	cmd.Env = in.env()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kmsd rotate-signing-key -signing-key-pkcs11: %v\n%s", err, out)
+	}
+	_, newURI, ok := strings.Cut(string(out), "new key URI: ")
+	newURI, _, _ = strings.Cut(newURI, "\n")
+	if !ok || !strings.Contains(newURI, "object=kms-signing-2") {
+		t.Fatalf("kmsd rotate-signing-key printed:\n%s", out)
+	}
+
+	p = in.start(t, "-signing-key-pkcs11", newURI)
+	c = clientOf(p, t, v, in.bootstrap)
+	second := must[*kms.EncryptResult](t, "Encrypt after the rotation")(c.Encrypt(bg, kms.EncryptInput{RingName: "token-signed"}))
+	newID := tokenKeyID(t, newURI)
+	// A verifier that holds the keys of before fetches the new one once.
+	verifier = clientOf(p, t, v, "").NewVerifier(keys)
+	for _, h := range []*kms.EncryptResult{first, second} {
+		got, err := verifier.VerifyHeader(ctx, h.Header, h.Asset)
+		if err != nil || !got.Valid {
+			t.Fatalf("Verifier.VerifyHeader after the rotation = %+v, %v; want valid", got, err)
+		}
+	}
+	if got, _ := verifier.VerifyHeader(ctx, second.Header, nil); got.KeyID != newID {
+		t.Fatalf("the header after the rotation names key %s, want the new key %s", got.KeyID, newID)
+	}
+	p.Stop(t)
+	in.verifyAudit(t)
+}

@@ -1,0 +1,76 @@
+//go:build cgo
+
+package headersign
+
+import (
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/ringkms/kms/internal/hsm"
+	"github.com/ringkms/kms/internal/hsmtest"
+)
+
+// TestSignInToken signs batches with a key pair in a SoftHSM2 token: the
+// tails verify as those of a key held here do; when the token fails,
+// every header of the batch is left unsigned, and Sign says why.
+func TestSignInToken(t *testing.T) {
+	tok := hsmtest.New(t, "kms")
+	tok.GenerateEd25519(t, "kms-signing", nil)
+	u, err := hsm.ParseURI(tok.URI("kms-signing"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, err := hsm.Open(u, tok.PIN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tk.Close()
+	key, err := tk.Ed25519Key(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(key)
+	if err != nil {
+		t.Fatalf("New(token key) = %v", err)
+	}
+	pub := key.Public().(ed25519.PublicKey)
+	if g.ID != KeyID(pub) {
+		t.Fatalf("New(token key).ID = %x, want %x", g.ID, KeyID(pub))
+	}
+	batch := func(n int) []*Req {
+		reqs := make([]*Req, n)
+		for i := range reqs {
+			reqs[i] = &Req{Body: fmt.Appendf(make([]byte, 10), "header body %d", i)}
+		}
+		return reqs
+	}
+	for _, n := range []int{1, 5, MaxBatch + 3} {
+		reqs := batch(n)
+		if err := g.Sign(reqs); err != nil {
+			t.Fatalf("Sign(%d headers) = %v", n, err)
+		}
+		for i, r := range reqs {
+			d := int(r.Proof[0])
+			if [8]byte(r.Body[2:10]) != g.ID || !Verify(pub, r.Body, int(r.Proof[1]), r.Proof[2:2+32*d], r.Proof[2+32*d:]) {
+				t.Fatalf("header %d of %d signed in the token does not verify", i, n)
+			}
+		}
+	}
+
+	tk.Close()
+	reqs := batch(3)
+	if err := g.Sign(reqs); !errors.Is(err, hsm.ErrClosed) {
+		t.Fatalf("Sign() with a closed token = %v, want ErrClosed", err)
+	}
+	for i, r := range reqs {
+		if r.Proof != nil {
+			t.Errorf("header %d after a failed signature has the tail %x, want none", i, r.Proof)
+		}
+	}
+	var none *Signer
+	if err := none.Sign(reqs); !errors.Is(err, ErrNoKey) || reqs[0].Proof != nil {
+		t.Errorf("nil Signer: Sign() = %v, tail %x; want ErrNoKey and none", err, reqs[0].Proof)
+	}
+}
