@@ -196,6 +196,9 @@ func (s *Service) checkRoot(ctx context.Context) {
 	} else if st, err := s.stateFor(ctx, v); err == nil {
 		s.adoptRoot(st)
 		return
+	} else if ErrorKind(err) != KindUnauthenticated {
+		s.keyCheckDue.Store(true) // not now (a token that does not answer): still due
+		return
 	}
 	e := &Error{Kind: KindUnavailable, Message: "service unavailable: the store was rekeyed to another master key while this process ran; restart it with the new master key"}
 	if s.journal.Stop(e) {
