@@ -15,19 +15,6 @@ import (
 	"github.com/ringkms/kms"
 )
 
-// kmsdCmd runs a kmsd subcommand on the instance's environment and
-// returns its output, failing the test unless it exits 0.
-func (in *instance) kmsdCmd(t *testing.T, args ...string) string {
-	t.Helper()
-	cmd := exec.Command(kmsdPath, args...)
-	cmd.Env = in.env()
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("kmsd %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
-
 // TestBackupRestore: kmsd backup of a running kmsd under load, kmsd
 // restore into a new directory, verify-audit on it, and a kmsd on it
 // that decrypts what was encrypted before; the backup holds no secret in

@@ -429,6 +429,7 @@ type clusterAck struct {
 	keyID        string
 	hash, header string
 	assetID      string // the Asset the call created; empty for none
+	keyShare     string // the call's key share, on a ring with split data keys
 }
 
 // killUnderLoad loads every node with encrypts, kills one with SIGKILL,
@@ -562,22 +563,30 @@ func killUnderLoad(t *testing.T, c *cluster) {
 // clients, with a few concurrent callers.
 func checkDecrypts(t *testing.T, clients []*client.Client, acks []clusterAck) {
 	t.Helper()
+	each(len(acks), func(i int) {
+		a, cl := acks[i], clients[i%len(clients)]
+		d, err := cl.Decrypt(bg, kms.DecryptInput{Hash: a.hash, Header: a.header})
+		switch {
+		case err != nil:
+			t.Errorf("Decrypt on %s of an encrypt acknowledged by node %d = %s", cl.BaseURL(), a.node+1, outcome(err))
+		case d.Key.ID != a.keyID:
+			t.Errorf("Decrypt on %s = key %s, the encrypt handed out %s", cl.BaseURL(), d.Key.ID, a.keyID)
+		case a.assetID != "" && (!d.Asset.Valid || d.Asset.ID != a.assetID):
+			t.Errorf("Decrypt on %s = Asset %+v, want %s valid", cl.BaseURL(), d.Asset, a.assetID)
+		case d.KeyShare != a.keyShare:
+			t.Errorf("Decrypt on %s of hash %s = a key share (%d characters) that is not the one the encrypt handed out", cl.BaseURL(), a.hash, len(d.KeyShare))
+		}
+	})
+}
+
+// each runs fn(i) for every i in [0, n) with a few concurrent callers.
+func each(n int, fn func(i int)) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for w := range 8 {
-		cl := clients[w%len(clients)]
+	for range 8 {
 		wg.Go(func() {
-			for i := next.Add(1) - 1; i < int64(len(acks)); i = next.Add(1) - 1 {
-				a := acks[i]
-				d, err := cl.Decrypt(bg, kms.DecryptInput{Hash: a.hash, Header: a.header})
-				switch {
-				case err != nil:
-					t.Errorf("Decrypt on %s of an encrypt acknowledged by node %d = %s", cl.BaseURL(), a.node+1, outcome(err))
-				case d.Key.ID != a.keyID:
-					t.Errorf("Decrypt on %s = key %s, the encrypt handed out %s", cl.BaseURL(), d.Key.ID, a.keyID)
-				case a.assetID != "" && (!d.Asset.Valid || d.Asset.ID != a.assetID):
-					t.Errorf("Decrypt on %s = Asset %+v, want %s valid", cl.BaseURL(), d.Asset, a.assetID)
-				}
+			for i := next.Add(1) - 1; i < int64(n); i = next.Add(1) - 1 {
+				fn(int(i))
 			}
 		})
 	}

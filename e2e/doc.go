@@ -33,6 +33,19 @@
 //     database is read-only until the standby is promoted
 //     (TestHAHotStandby); a connection cut at a COMMIT gets the answer
 //     the database holds (TestHACommitCut).
+//   - TestMasterKeyInHSM: kmsd with its master key in a PKCS#11 token
+//     (a real SoftHSM2 token, internal/hsmtest) serves, starts again on
+//     its store, refuses a plain master key, and verifies its trail;
+//     kmsd rekey moves the store to a plain key and back, everything
+//     opening at each step.
+//   - TestRekeyUnderLoad: the documented rotation of the master key,
+//     under a load that seals and opens every kind of secret, on three
+//     nodes over PostgreSQL and one kmsd on the embedded store: each node
+//     restarted in turn with the next key (the embedded kmsd's in a
+//     SoftHSM2 token), kmsd rekey beside the nodes and through the
+//     embedded kmsd's admin socket; no call fails, everything
+//     acknowledged opens on every node and, once restarted with the new
+//     key alone, still does; the old key opens nothing.
 //   - TestKmsctl: the kmsctl binary (built beside kmsd) against kmsd: a
 //     ring and its private key file, a multi-chunk file encrypted and
 //     decrypted back, a tampered envelope that leaves no output, a

@@ -78,12 +78,16 @@ var trackOnce sync.Once
 // instance is the configuration of one kmsd data directory: it outlives
 // the processes that run on it.
 type instance struct {
-	data      string   // -data
-	store     string   // -store: a PostgreSQL URL; empty for the embedded store in data
-	outbox    string   // -mail-outbox
-	masterKey string   // KMS_MASTER_KEY
-	bootstrap string   // KMS_BOOTSTRAP_API_KEY: the root API key
-	extraEnv  []string // more KEY=value for the child (a token's SOFTHSM2_CONF, say)
+	data      string // -data
+	store     string // -store: a PostgreSQL URL; empty for the embedded store in data
+	outbox    string // -mail-outbox
+	masterKey string // KMS_MASTER_KEY; none when empty
+	bootstrap string // KMS_BOOTSTRAP_API_KEY: the root API key
+	// vars are more KEY=value pairs for the child: the master key given
+	// another way (KMS_MASTER_KEY_PKCS11 and the token's SOFTHSM2_CONF), a
+	// next master key. A copy of the instance with other keys is kmsd
+	// given those keys on the same store.
+	vars []string
 }
 
 // newInstance makes a fresh data directory, mail outbox, random master
@@ -92,19 +96,44 @@ func newInstance(t *testing.T) *instance {
 	t.Helper()
 	needKmsd(t)
 	dir := t.TempDir()
-	mk := make([]byte, 32)
-	rand.Read(mk)
 	return &instance{
 		data:      filepath.Join(dir, "data"),
 		outbox:    filepath.Join(dir, "outbox"),
-		masterKey: base64.StdEncoding.EncodeToString(mk),
+		masterKey: newMasterKey(),
 		bootstrap: "rk_e2e_" + rand.Text() + rand.Text(),
 	}
 }
 
+// newMasterKey returns a random master key, as KMS_MASTER_KEY takes it.
+func newMasterKey() string {
+	mk := make([]byte, 32)
+	rand.Read(mk)
+	return base64.StdEncoding.EncodeToString(mk)
+}
+
 // env is the child's environment: ours without KMS_*, plus the instance's.
 func (in *instance) env() []string {
-	return kmsdtest.Env(append([]string{"KMS_MASTER_KEY=" + in.masterKey, "KMS_BOOTSTRAP_API_KEY=" + in.bootstrap}, in.extraEnv...)...)
+	kv := []string{"KMS_BOOTSTRAP_API_KEY=" + in.bootstrap}
+	if in.masterKey != "" {
+		kv = append(kv, "KMS_MASTER_KEY="+in.masterKey)
+	}
+	return kmsdtest.Env(append(kv, in.vars...)...)
+}
+
+// with returns a copy of the instance whose child also gets vars.
+func (in *instance) with(vars ...string) *instance {
+	c := *in
+	c.vars = append(slices.Clip(in.vars), vars...)
+	return &c
+}
+
+// storeArgs are the flags that name the instance's store.
+func (in *instance) storeArgs() []string {
+	args := []string{"-data", in.data}
+	if in.store != "" {
+		args = append(args, "-store", in.store)
+	}
+	return args
 }
 
 // proc is a running kmsd.
@@ -134,24 +163,56 @@ func (in *instance) launch(t *testing.T, extra ...string) *proc {
 	return kmsdtest.Launch(t, kmsdPath, in.env(), args...)
 }
 
+// refuses runs kmsd on the instance and requires it to exit non-zero,
+// saying want, without ever listening.
+func (in *instance) refuses(t *testing.T, want string, extra ...string) {
+	t.Helper()
+	p := in.launch(t, extra...)
+	waitFor(t, startTimeout, "kmsd to refuse the store", func() bool {
+		if strings.Contains(p.Stderr.String(), "kmsd listening on") {
+			t.Fatalf("kmsd started; want it to refuse the store saying %q", want)
+		}
+		select {
+		case <-p.Exited:
+			return true
+		default:
+			return false
+		}
+	})
+	if code := p.Cmd.ProcessState.ExitCode(); code == 0 || !strings.Contains(p.Stderr.String(), want) {
+		t.Fatalf("kmsd exited %d, want non-zero saying %q; stderr:\n%s", code, want, p.Stderr)
+	}
+}
+
+// kmsdCmd runs a kmsd subcommand on the instance's environment and
+// returns its output, failing the test unless it exits 0.
+func (in *instance) kmsdCmd(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := in.kmsdRun(args...)
+	if err != nil {
+		t.Fatalf("kmsd %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// kmsdRun runs a kmsd subcommand on the instance's environment and
+// returns its output and how it exited.
+func (in *instance) kmsdRun(args ...string) (string, error) {
+	cmd := exec.Command(kmsdPath, args...)
+	cmd.Env = in.env()
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
 // verifyAudit runs kmsd verify-audit on the instance's store (kmsd must
 // not be running) and requires exit 0.
 func (in *instance) verifyAudit(t *testing.T) string {
 	t.Helper()
-	args := []string{"verify-audit", "-data", in.data}
-	if in.store != "" {
-		args = append(args, "-store", in.store)
-	}
-	cmd := exec.Command(kmsdPath, args...)
-	cmd.Env = in.env()
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("kmsd verify-audit: %v\n%s", err, out)
-	}
-	if !strings.Contains(string(out), "activity chain intact") {
+	out := in.kmsdCmd(t, append([]string{"verify-audit"}, in.storeArgs()...)...)
+	if !strings.Contains(out, "activity chain intact") {
 		t.Fatalf("kmsd verify-audit printed:\n%s", out)
 	}
-	return string(out)
+	return out
 }
 
 // clientOf returns a client of p with the secret (none when empty) whose

@@ -52,7 +52,7 @@ func TestHeadersSignedInToken(t *testing.T) {
 	tok.GenerateEd25519(t, "kms-signing", nil)
 	uri := tok.URI("kms-signing")
 	in := newInstance(t)
-	in.extraEnv = []string{tok.Env}
+	in.vars = append(in.vars, tok.Env)
 	v := newValidator(t)
 	bg := context.Background()
 

@@ -2,6 +2,7 @@ package badgerstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -33,7 +34,11 @@ var _ kms.Eraser = (*Store)(nil)
 //     compaction that kept only the newest;
 //  3. checks, reading every version the tree still holds (AllVersions),
 //     that no key of keys has more than one; if one does (a read
-//     transaction held the older version), it waits and goes again.
+//     transaction held the older version), it waits and goes again,
+//     first writing each such key again as it is: the compaction that
+//     kept both versions merged them into one table of the bottom
+//     level, which flushing and flattening alone leave as it is; the
+//     key in level 0 makes the next compaction take that table in.
 //
 // The tables and logs that a compaction replaces are deleted files; their
 // blocks are the file system's, which Erase does not overwrite (see
@@ -57,6 +62,7 @@ func (s *Store) Erase(ctx context.Context, keys [][]byte) error {
 	}
 	s.commitMu.Lock()
 	defer s.commitMu.Unlock()
+	var left [][]byte // the keys the last attempt found with earlier versions
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -64,8 +70,13 @@ func (s *Store) Erase(ctx context.Context, keys [][]byte) error {
 		if s.db.IsClosed() {
 			return errClosed
 		}
-		if err := s.db.Update(func(tx *badger.Txn) error { return tx.Set(eraseMarker, nil) }); err != nil {
-			return translate("erase: write marker", err)
+		if err := s.db.Update(func(tx *badger.Txn) error {
+			if err := rewrite(tx, left); err != nil {
+				return err
+			}
+			return tx.Set(eraseMarker, nil)
+		}); err != nil {
+			return translate("erase: write", err)
 		}
 		if err := s.db.DropPrefix(eraseMarker); err != nil {
 			return translate("erase: flush memtables", err)
@@ -73,8 +84,8 @@ func (s *Store) Erase(ctx context.Context, keys [][]byte) error {
 		if err := s.db.Flatten(2); err != nil {
 			return translate("erase: flatten", err)
 		}
-		left, err := s.versionsLeft(keys)
-		if err != nil {
+		var err error
+		if left, err = s.versionsLeft(keys); err != nil {
 			return err
 		}
 		if left == nil {
@@ -82,7 +93,7 @@ func (s *Store) Erase(ctx context.Context, keys [][]byte) error {
 		}
 		if attempt+1 == eraseAttempts {
 			return &kms.Error{Kind: kms.KindUnavailable, Message: "erase: earlier versions remain",
-				Err: fmt.Errorf("key %q still has earlier versions after %d compactions", left, eraseAttempts)}
+				Err: fmt.Errorf("key %q still has earlier versions after %d compactions", left[0], eraseAttempts)}
 		}
 		if err := retry.Backoff(ctx, attempt, eraseBackoff, time.Second); err != nil {
 			return err
@@ -90,10 +101,31 @@ func (s *Store) Erase(ctx context.Context, keys [][]byte) error {
 	}
 }
 
-// versionsLeft returns the first of keys of which the tree holds more
-// than one version, or nil.
-func (s *Store) versionsLeft(keys [][]byte) ([]byte, error) {
-	var left []byte
+// rewrite writes each of keys again with its newest value, or deletes it
+// again when that is a deletion.
+func rewrite(tx *badger.Txn, keys [][]byte) error {
+	for _, k := range keys {
+		item, err := tx.Get(k)
+		switch {
+		case errors.Is(err, badger.ErrKeyNotFound):
+			err = tx.Delete(k)
+		case err == nil:
+			var v []byte
+			if v, err = item.ValueCopy(nil); err == nil {
+				err = tx.Set(k, v)
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// versionsLeft returns the keys of keys of which the tree holds more than
+// one version, or nil.
+func (s *Store) versionsLeft(keys [][]byte) ([][]byte, error) {
+	var left [][]byte
 	err := s.db.View(func(tx *badger.Txn) error {
 		for _, k := range keys {
 			it := tx.NewIterator(badger.IteratorOptions{AllVersions: true, Prefix: k})
@@ -105,8 +137,7 @@ func (s *Store) versionsLeft(keys [][]byte) ([]byte, error) {
 			}
 			it.Close()
 			if n > 1 {
-				left = k
-				return nil
+				left = append(left, k)
 			}
 		}
 		return nil
