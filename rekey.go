@@ -303,7 +303,8 @@ func rekey(ctx context.Context, st Store, old, new RootKey) (*RekeyResult, error
 	}
 	if e, ok := st.(Eraser); ok {
 		if err := e.Erase(ctx, written); err != nil {
-			return res, &Error{Kind: KindInternal, Message: "rekey: the secrets are sealed under the new master key, but erasing their earlier versions from the store's files failed; run the rekey's erase again by starting kmsd", Err: err}
+			return res, &Error{Kind: KindUnavailable, Err: err,
+				Message: "rekey: the store IS rekeyed (use the new master key from now on), but erasing the earlier versions of its secrets from the store's files failed; they stay in those files until the store compacts them"}
 		}
 	}
 	return res, nil

@@ -52,6 +52,9 @@ func rekey(ctx context.Context, c *config, getenv func(string) string, stdout io
 	res, err := kms.Rekey(ctx, st, old, newKey)
 	old, newKey = nil, nil
 	if err != nil {
+		if kms.ErrorKind(err) == kms.KindInternal {
+			return fmt.Errorf("rekey: %w", err) // an operator's command: the cause, in full
+		}
 		return fmt.Errorf("rekey: %s", kms.ErrorMessage(err))
 	}
 	log.Info().Int("signingKeys", res.SigningKeys).Int("asymRings", res.AsymRings).Int("splitRings", res.SplitRings).Int("users", res.Users).Msg("master key rotated")
