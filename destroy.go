@@ -34,26 +34,33 @@ const (
 // does on its own: destructions at their time.
 var systemPrincipal = &Principal{Kind: PrincipalAPIKey, ID: "system"}
 
+// scanDue returns the entries of the schedule under prefix (entries as
+// parseDueEntry reads them, in time order) that are due by now, at most
+// limit of them, and when the first one not yet due is (zero: none); now
+// is in unix milliseconds.
+func (s *Service) scanDue(ctx context.Context, prefix []byte, limit int, now int64) (due [][]byte, next time.Time, err error) {
+	err = s.store.View(ctx, func(tx Txn) error {
+		due, next = due[:0], time.Time{}
+		return tx.Scan(ScanOptions{Prefix: prefix, KeysOnly: true}, func(k, _ []byte) (bool, error) {
+			at, _, _, ok := parseDueEntry(prefix, k)
+			if ok && at > now {
+				next = time.UnixMilli(at)
+				return false, nil
+			}
+			due = append(due, bytes.Clone(k))
+			return len(due) < limit, nil
+		})
+	})
+	return due, next, err
+}
+
 // destroyDue destroys the keys due by now, then erases what the store
 // keeps of destroyed keys' material, and returns when the next scheduled
 // destruction is due (zero: none is scheduled).
 func (s *Service) destroyDue(ctx context.Context) (time.Time, error) {
 	for {
 		now := s.now().UnixMilli()
-		var due [][]byte
-		var next time.Time
-		err := s.store.View(ctx, func(tx Txn) error {
-			due, next = due[:0], time.Time{}
-			return tx.Scan(ScanOptions{Prefix: pfxKeyDue, KeysOnly: true}, func(k, _ []byte) (bool, error) {
-				at, _, _, ok := parseDueKey(k)
-				if ok && at > now {
-					next = time.UnixMilli(at)
-					return false, nil
-				}
-				due = append(due, bytes.Clone(k))
-				return len(due) < destroyBatch, nil
-			})
-		})
+		due, next, err := s.scanDue(ctx, pfxKeyDue, destroyBatch, now)
 		if err != nil {
 			return time.Time{}, internalError("read keys due for destruction", err)
 		}

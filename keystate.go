@@ -316,7 +316,13 @@ func dueKey(at time.Time, ringID, keyID string) []byte {
 
 // parseDueKey splits an index entry of pfxKeyDue.
 func parseDueKey(k []byte) (at int64, ringID, keyID string, ok bool) {
-	rest := k[len(pfxKeyDue):]
+	return parseDueEntry(pfxKeyDue, k)
+}
+
+// parseDueEntry parses an entry of a schedule: under prefix, the time
+// (unix milliseconds, big-endian) and two IDs apart by a zero byte.
+func parseDueEntry(prefix, k []byte) (at int64, ringID, keyID string, ok bool) {
+	rest := k[len(prefix):]
 	if len(rest) < 8 {
 		return 0, "", "", false
 	}

@@ -1,7 +1,6 @@
 package kms
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"strings"
@@ -103,13 +102,7 @@ func rotateDueKey(at int64, ringID, keyID string) []byte {
 
 // parseRotateDueKey splits an index entry of pfxRotateDue.
 func parseRotateDueKey(k []byte) (at int64, ringID, keyID string, ok bool) {
-	rest := k[len(pfxRotateDue):]
-	if len(rest) < 8 {
-		return 0, "", "", false
-	}
-	at = int64(binary.BigEndian.Uint64(rest[:8]))
-	ringID, keyID, ok = strings.Cut(string(rest[8:]), "\x00")
-	return at, ringID, keyID, ok
+	return parseDueEntry(pfxRotateDue, k)
 }
 
 // scheduleRotation sets cur's entry in the index of rotations by period,
@@ -332,20 +325,7 @@ func (s *Service) rotateDue(ctx context.Context) (time.Time, error) {
 	}
 	for {
 		now := s.now().UnixMilli()
-		var due [][]byte
-		var next time.Time
-		err := s.store.View(ctx, func(tx Txn) error {
-			due, next = due[:0], time.Time{}
-			return tx.Scan(ScanOptions{Prefix: pfxRotateDue, KeysOnly: true}, func(k, _ []byte) (bool, error) {
-				at, _, _, ok := parseRotateDueKey(k)
-				if ok && at > now {
-					next = time.UnixMilli(at)
-					return false, nil
-				}
-				due = append(due, bytes.Clone(k))
-				return len(due) < rotateBatch, nil
-			})
-		})
+		due, next, err := s.scanDue(ctx, pfxRotateDue, rotateBatch, now)
 		if err != nil {
 			return time.Time{}, internalError("read rings due for rotation", err)
 		}

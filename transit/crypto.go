@@ -154,15 +154,27 @@ func (a *api) encrypt(r *http.Request, ps httprouter.Params) (*answer, error) {
 		if err != nil {
 			return nil, err
 		}
-		for j, o := range out {
-			i := at[j]
-			if o.Err != nil {
-				failed(results, errs, i, o.Err)
-				continue
-			}
-			results[i].Ciphertext, results[i].KeyVersion = o.Ciphertext, o.KeyVersion
-		}
+		putCiphertexts(results, errs, at, out)
 	}
+	return ciphertextAnswer(p, batched, results, errs)
+}
+
+// putCiphertexts puts the answers out of the service, for the items at
+// the indexes at, into results (or errs).
+func putCiphertexts(results []result, errs []error, at []int, out []kms.TransitCiphertext) {
+	for j, o := range out {
+		i := at[j]
+		if o.Err != nil {
+			failed(results, errs, i, o.Err)
+			continue
+		}
+		results[i].Ciphertext, results[i].KeyVersion = o.Ciphertext, o.KeyVersion
+	}
+}
+
+// ciphertextAnswer is the answer of encrypt and rewrap: the one
+// ciphertext, or the batch's.
+func ciphertextAnswer(p params, batched bool, results []result, errs []error) (*answer, error) {
 	if !batched {
 		if errs[0] != nil {
 			return nil, errs[0]
@@ -275,22 +287,9 @@ func (a *api) rewrap(r *http.Request, ps httprouter.Params) (*answer, error) {
 		if err != nil {
 			return nil, err
 		}
-		for j, o := range out {
-			i := valid[j]
-			if o.Err != nil {
-				failed(results, errs, i, o.Err)
-				continue
-			}
-			results[i].Ciphertext, results[i].KeyVersion = o.Ciphertext, o.KeyVersion
-		}
+		putCiphertexts(results, errs, valid, out)
 	}
-	if !batched {
-		if errs[0] != nil {
-			return nil, errs[0]
-		}
-		return &answer{data: map[string]any{"ciphertext": results[0].Ciphertext, "key_version": results[0].KeyVersion}}, nil
-	}
-	return batchAnswer(p, results, errs)
+	return ciphertextAnswer(p, batched, results, errs)
 }
 
 // POST datakey/:type/:name, type plaintext or wrapped: a new data key of
