@@ -407,7 +407,8 @@ func (p *Proxy) cutAt(l *link, c *cut, chunk []byte, end int) {
 	if c.where == CutBefore {
 		n = max(end-len(c.pattern), 0)
 	}
-	_, err := l.server.Write(chunk[:n])
+	// The link counts as cut before the server gets the last bytes, so
+	// that its answer to them, however fast, is drained, never forwarded.
 	p.mu.Lock()
 	l.cut = c
 	finished := l.downDone
@@ -419,7 +420,7 @@ func (p *Proxy) cutAt(l *link, c *cut, chunk []byte, end int) {
 		p.drop(l)
 		return
 	}
-	if err != nil {
+	if _, err := l.server.Write(chunk[:n]); err != nil {
 		p.drop(l)
 		return
 	}
