@@ -2,14 +2,12 @@ package httpapi
 
 import (
 	"context"
-	"encoding/base32"
-	"encoding/binary"
-	"math/rand/v2"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/reqlog"
 )
 
 // RequestIDHeader is the response header that carries the request ID,
@@ -78,29 +76,17 @@ func (w *recorder) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the server's writer.
 func (w *recorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// idEncoding is base32hex (RFC 4648 section 7) in lower case, unpadded.
-var idEncoding = base32.NewEncoding("0123456789abcdefghijklmnopqrstuv").WithPadding(base32.NoPadding)
-
-// newRequestID returns a random request ID of 20 characters. The ID
-// names a request in the logs and is no secret: it comes from the
-// runtime's generator (ChaCha8, seeded by the system), which costs no
-// system call, unlike crypto/rand.
-func newRequestID() string {
-	var b [12]byte
-	binary.LittleEndian.PutUint64(b[:8], rand.Uint64())
-	binary.LittleEndian.PutUint32(b[8:], rand.Uint32())
-	var id [20]byte
-	idEncoding.Encode(id[:], b[:])
-	return string(id[:])
-}
+// newRequestID returns a new request ID (reqlog.NewID).
+func newRequestID() string { return reqlog.NewID() }
 
 // logRequests gives every request an ID (the X-Request-Id response header
 // and the req_id field of its log line) and logs one line when the request
-// is done: method, path, status, size, duration and principal ID; for a
-// 5xx, the full error at level error. Neither headers nor bodies are
-// logged; the path is logged redacted (redactPath), and not at all for a
-// route marked secretPath, which is logged by its pattern only. Nothing
-// else logs during a request, so no per-request logger is made.
+// is done (reqlog.Write): method, path, status, size, duration and
+// principal ID; for a 5xx, the full error at level error. Neither headers
+// nor bodies are logged; the path is logged redacted (redactPath), and not
+// at all for a route marked secretPath, which is logged by its pattern
+// only. Nothing else logs during a request, so no per-request logger is
+// made.
 func (a *api) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -112,70 +98,18 @@ func (a *api) logRequests(next http.Handler) http.Handler {
 		if a.requests != nil {
 			a.requests.ObserveRequest(r.Method, st.route, rec.status, time.Since(start))
 		}
-
-		ev := a.log.Info()
-		if rec.status >= 500 {
-			ev = a.log.Error()
-		}
-		if !ev.Enabled() {
-			return
-		}
-		ev = ev.Str("req_id", id).Str("method", r.Method)
-		if st.route != "" {
-			ev = ev.Str("route", st.route)
-		}
+		l := reqlog.Line{ID: id, Method: r.Method, Route: st.route, Status: rec.status, Size: rec.size,
+			Start: start, Principal: st.principal, Code: st.code, Err: st.err}
 		if !st.secretPath {
-			ev = ev.Str("path", redactPath(r.URL.Path))
+			l.Path = redactPath(r.URL.Path)
 		}
-		ev = ev.Int("status", rec.status).Int64("size", rec.size).Dur("duration", time.Since(start))
-		if st.principal != "" {
-			ev = ev.Str("principal", st.principal)
-		}
-		if st.code != "" {
-			ev = ev.Str("code", st.code)
-		}
-		if rec.status >= 500 {
-			ev = ev.Err(st.err)
-		}
-		ev.Msg("request")
+		reqlog.Write(&a.log, l)
 	})
 }
 
-// redacted takes the place of what redactPath hides.
-const redacted = "<redacted>"
-
-// redactPath returns path with what may be a secret in it replaced by
-// "<redacted>", whatever route the path is near: every segment after one
-// that names API keys (apikey, apikeyid, apikeys...: DELETE
-// /auth/apikey/{apikey} names a key by its secret, and a client may get
-// the method or the path slightly wrong), and every segment shaped like a
-// secret (kms.LooksLikeSecret). A path with nothing to hide comes back as
-// it is, without allocating.
-func redactPath(path string) string {
-	var out []string // the segments, once one is redacted
-	after := false   // past a segment that names API keys
-	rest := path
-	for n := 0; ; n++ {
-		seg, tail, more := strings.Cut(rest, "/")
-		if after || kms.LooksLikeSecret(seg) {
-			if out == nil {
-				out = strings.Split(path, "/") // the same segments
-			}
-			out[n] = redacted
-		}
-		if len(seg) >= len("apikey") && strings.EqualFold(seg[:len("apikey")], "apikey") {
-			after = true
-		}
-		if !more {
-			break
-		}
-		rest = tail
-	}
-	if out == nil {
-		return path
-	}
-	return strings.Join(out, "/")
-}
+// redactPath returns path with what may be a secret in it hidden
+// (reqlog.RedactPath, with kms.LooksLikeSecret).
+func redactPath(path string) string { return reqlog.RedactPath(path, kms.LooksLikeSecret) }
 
 // requireBearer is the bearer middleware of SPEC.md 5.2, which serve runs
 // for every route that is not public: the request must carry exactly one

@@ -2,12 +2,9 @@ package transit
 
 import (
 	"context"
-	"encoding/base32"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"runtime/debug"
 	"strconv"
@@ -19,6 +16,7 @@ import (
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/internal/clientaddr"
+	"github.com/ringkms/kms/internal/reqlog"
 )
 
 // DefaultMount is the mount of the engine when Options.Mount is empty:
@@ -185,68 +183,23 @@ func stateFrom(ctx context.Context) *reqState {
 	return st
 }
 
-// idEncoding is base32hex (RFC 4648 section 7) in lower case, unpadded.
-var idEncoding = base32.NewEncoding("0123456789abcdefghijklmnopqrstuv").WithPadding(base32.NoPadding)
-
-// newRequestID returns a random request ID of 20 characters, as httpapi
-// makes them: it names a request in the logs and is no secret.
-func newRequestID() string {
-	var b [12]byte
-	binary.LittleEndian.PutUint64(b[:8], rand.Uint64())
-	binary.LittleEndian.PutUint32(b[8:], rand.Uint32())
-	return idEncoding.EncodeToString(b[:])
-}
-
 // logRequests gives every request an ID (X-Request-Id, and the
-// request_id of Vault's answers) and logs one line when it is done:
-// method, route, path, status, size, duration and principal ID; for a
-// 5xx, the error at level error. Neither headers nor bodies are logged.
+// request_id of Vault's answers) and logs one line when it is done, as
+// httpapi does (reqlog.Write): method, route, path (redacted), status,
+// size, duration and principal ID; for a 5xx, the error at level error.
 func (a *api) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		st := &reqState{id: newRequestID(), status: http.StatusOK}
+		st := &reqState{id: reqlog.NewID(), status: http.StatusOK}
 		w.Header()["X-Request-Id"] = []string{st.id}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), stateKey{}, st)))
 		if a.requests != nil {
 			a.requests.ObserveRequest(r.Method, st.route, st.status, time.Since(start))
 		}
-		ev := a.log.Info()
-		if st.status >= 500 {
-			ev = a.log.Error()
-		}
-		if !ev.Enabled() {
-			return
-		}
-		ev = ev.Str("req_id", st.id).Str("method", r.Method)
-		if st.route != "" {
-			ev = ev.Str("route", st.route)
-		}
-		ev = ev.Str("path", redactPath(r.URL.Path)).Int("status", st.status).Int64("size", st.size).Dur("duration", time.Since(start))
-		if st.principal != "" {
-			ev = ev.Str("principal", st.principal)
-		}
-		if st.status >= 500 {
-			ev = ev.Err(st.err)
-		}
-		ev.Msg("request")
+		reqlog.Write(&a.log, reqlog.Line{ID: st.id, Method: r.Method, Route: st.route,
+			Path: reqlog.RedactPath(r.URL.Path, kms.LooksLikeSecret), Status: st.status, Size: st.size,
+			Start: start, Principal: st.principal, Err: st.err})
 	})
-}
-
-// redactPath returns path with every segment shaped like a secret
-// (kms.LooksLikeSecret: a token sent in the path by mistake) replaced by
-// "<redacted>", as httpapi logs paths.
-func redactPath(path string) string {
-	segs := strings.Split(path, "/")
-	changed := false
-	for i, seg := range segs {
-		if kms.LooksLikeSecret(seg) {
-			segs[i], changed = "<redacted>", true
-		}
-	}
-	if !changed {
-		return path
-	}
-	return strings.Join(segs, "/")
 }
 
 // serve adapts a handler: it records the route for the log line, applies
