@@ -203,21 +203,29 @@ func ciphertexts(items []item, results []result, errs []error, what string) (cts
 	return cts, at
 }
 
+// readItems reads a request's parameters and its items (batch_input, or
+// the request itself), which must name field when there is no batch, and
+// makes room for their results; what names the call in the error.
+func (a *api) readItems(r *http.Request, field, what string) (p params, items []item, batched bool, results []result, errs []error, err error) {
+	if p, err = a.readParams(r); err != nil {
+		return p, nil, false, nil, nil, err
+	}
+	if items, batched, err = itemsOf(p); err != nil {
+		return p, nil, false, nil, nil, err
+	}
+	if !batched && !p.has(field) {
+		return p, nil, false, nil, nil, kms.Errorf(kms.KindInvalid, "missing %s to %s", field, what)
+	}
+	return p, items, batched, make([]result, len(items)), make([]error, len(items)), nil
+}
+
 // POST decrypt/:name: ciphertext, or batch_input; the plaintexts in
 // base64.
 func (a *api) decrypt(r *http.Request, ps httprouter.Params) (*answer, error) {
-	p, err := a.readParams(r)
+	p, items, batched, results, errs, err := a.readItems(r, "ciphertext", "decrypt")
 	if err != nil {
 		return nil, err
 	}
-	items, batched, err := itemsOf(p)
-	if err != nil {
-		return nil, err
-	}
-	if !batched && !p.has("ciphertext") {
-		return nil, kms.Errorf(kms.KindInvalid, "missing ciphertext to decrypt")
-	}
-	results, errs := make([]result, len(items)), make([]error, len(items))
 	cts, at := ciphertexts(items, results, errs, "decrypt")
 	if err := a.admit(r, max(len(cts), 1)); err != nil {
 		return nil, err
@@ -256,18 +264,10 @@ func (a *api) decrypt(r *http.Request, ps httprouter.Params) (*answer, error) {
 // POST rewrap/:name: ciphertext and key_version, or batch_input; the new
 // ciphertexts.
 func (a *api) rewrap(r *http.Request, ps httprouter.Params) (*answer, error) {
-	p, err := a.readParams(r)
+	p, items, batched, results, errs, err := a.readItems(r, "ciphertext", "rewrap")
 	if err != nil {
 		return nil, err
 	}
-	items, batched, err := itemsOf(p)
-	if err != nil {
-		return nil, err
-	}
-	if !batched && !p.has("ciphertext") {
-		return nil, kms.Errorf(kms.KindInvalid, "missing ciphertext to rewrap")
-	}
-	results, errs := make([]result, len(items)), make([]error, len(items))
 	cts, at := ciphertexts(items, results, errs, "rewrap")
 	in := make([]kms.TransitRewrapItem, 0, len(cts))
 	valid := at[:0:0]
