@@ -268,7 +268,9 @@ func (u URI) ReadPIN(envPIN string) (string, error) {
 func (u URI) String() string {
 	var b strings.Builder
 	b.WriteString("pkcs11:")
-	sep := ""
+	// The attributes of the path go apart by ';', those of the query,
+	// after a '?', by '&'.
+	sep, next := "", ";"
 	put := func(name, value string) {
 		if value == "" {
 			return
@@ -277,7 +279,7 @@ func (u URI) String() string {
 		b.WriteString(name)
 		b.WriteByte('=')
 		b.WriteString(value)
-		sep = ";"
+		sep = next
 	}
 	put("token", escape(u.Token, pathSafe))
 	put("manufacturer", escape(u.Manufacturer, pathSafe))
@@ -296,17 +298,7 @@ func (u URI) String() string {
 		put("id", escapeAll(u.ID))
 	}
 	put("type", u.Type)
-	sep = "?"
-	put = func(name, value string) {
-		if value == "" {
-			return
-		}
-		b.WriteString(sep)
-		b.WriteString(name)
-		b.WriteByte('=')
-		b.WriteString(value)
-		sep = "&"
-	}
+	sep, next = "?", "&"
 	put("module-name", escape(u.ModuleName, querySafe))
 	put("module-path", escape(u.ModulePath, querySafe))
 	if u.PINFile != "" {
