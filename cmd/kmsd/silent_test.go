@@ -77,19 +77,24 @@ func TestSilentNode(t *testing.T) {
 		name string
 		s    *server
 	}{{"a", a}, {"b", b}} {
-		wg.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				case <-time.After(50 * time.Millisecond):
+		// Two callers a node: a call whose COMMIT met the hold waits for
+		// the network (its outcome is unknown until then), and the other
+		// caller's calls are those that must end in 503 meanwhile.
+		for w := range 2 {
+			wg.Go(func() {
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					case <-time.After(50 * time.Millisecond):
+					}
+					o := createRing(client, n.s.url, root, fmt.Sprintf("%s%d-%d", n.name, w, i))
+					mu.Lock()
+					outs[n.name] = append(outs[n.name], o)
+					mu.Unlock()
 				}
-				o := createRing(client, n.s.url, root, fmt.Sprintf("%s%d", n.name, i))
-				mu.Lock()
-				outs[n.name] = append(outs[n.name], o)
-				mu.Unlock()
-			}
-		})
+			})
+		}
 	}
 
 	time.Sleep(time.Second)
@@ -115,6 +120,10 @@ func TestSilentNode(t *testing.T) {
 	if code, body := call(t, client, "GET", a.url+"/healthz", "", nil); code != 200 {
 		t.Errorf("/healthz of A while B's traffic is held = %d %v, want 200", code, body)
 	}
+	// The hold lasts past the bound of a call that waited behind B's
+	// batch in doubt (twice the timeout), so that calls of B both begin
+	// and end within it.
+	time.Sleep(time.Until(heldAt.Add(2*timeout + 2*time.Second)))
 	p.SetMode(netproxy.Pass)
 	passedAt := time.Now()
 	took := waitHealthy(t, b, timeout+10*time.Second)
