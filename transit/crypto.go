@@ -2,7 +2,6 @@ package transit
 
 import (
 	"encoding/base64"
-	"fmt"
 	"net/http"
 
 	"github.com/julienschmidt/httprouter"
@@ -29,12 +28,17 @@ type item struct {
 }
 
 // itemsOf returns the items of a call: batch_input, or the call's own
-// parameters as its one item (batched false). Every item's deriving
-// parameters are refused.
-func itemsOf(p params) (items []item, batched bool, err error) {
+// parameters as its one item (batched false), and the status its
+// partial_failure_response_code asks for (0 when absent). Every item's
+// deriving parameters are refused, and so is a status the answer cannot
+// take (partialFailureCode): all before any item is worked on.
+func itemsOf(p params) (items []item, batched bool, partial int, err error) {
+	if partial, err = partialFailureCode(p); err != nil {
+		return nil, false, 0, err
+	}
 	list, batched, err := p.batch()
 	if err != nil {
-		return nil, false, err
+		return nil, false, 0, err
 	}
 	if !batched {
 		list = []params{p}
@@ -42,15 +46,37 @@ func itemsOf(p params) (items []item, batched bool, err error) {
 	items = make([]item, len(list))
 	for i, ip := range list {
 		if err := ip.unsupported(deriving...); err != nil {
-			return nil, false, err
+			return nil, false, 0, err
 		}
 		ref, err := ip.str("reference")
 		if err != nil {
-			return nil, false, err
+			return nil, false, 0, err
 		}
 		items[i] = item{p: ip, ref: ref}
 	}
-	return items, batched, nil
+	return items, batched, partial, nil
+}
+
+// partialFailureCode returns the status of p's
+// partial_failure_response_code (0 when absent): one that Vault documents
+// for it, a 2xx, 4xx or 5xx, and that carries the batch's results. Any
+// other (an informational 1xx, 101 Switching Protocols among them, a
+// redirect, 204 and 205, which have no body, or no status at all) is
+// refused: the answer of a batch whose items were worked on must reach
+// the caller.
+func partialFailureCode(p params) (int, error) {
+	if !p.has("partial_failure_response_code") {
+		return 0, nil
+	}
+	code, err := p.integer("partial_failure_response_code")
+	if err != nil {
+		return 0, err
+	}
+	if code < 200 || code > 599 || code/100 == 3 || code == http.StatusNoContent || code == http.StatusResetContent {
+		return 0, kms.Errorf(kms.KindInvalid,
+			"partial_failure_response_code %d is not served: give a 2xx status with a body (200, 207...), a 4xx or a 5xx", code)
+	}
+	return code, nil
 }
 
 // result is one item of batch_results.
@@ -64,9 +90,10 @@ type result struct {
 
 // batchAnswer answers a batch's results: 200 when no item failed, else
 // Vault's status for the failures (400 when an input was at fault, 500
-// when only the service was), or the partial_failure_response_code the
-// call gave (1 to 599) when some items succeeded.
-func batchAnswer(p params, results []result, errs []error) (*answer, error) {
+// when only the service was), or partial, the
+// partial_failure_response_code the call gave (itemsOf), when some items
+// succeeded.
+func batchAnswer(partial int, results []result, errs []error) *answer {
 	status, ok := 0, false
 	for _, err := range errs {
 		switch {
@@ -80,19 +107,10 @@ func batchAnswer(p params, results []result, errs []error) (*answer, error) {
 			status = http.StatusBadRequest
 		}
 	}
-	var warnings []string
-	if status != 0 && ok && p.has("partial_failure_response_code") {
-		code, err := p.integer("partial_failure_response_code")
-		if err != nil {
-			return nil, err
-		}
-		if code >= 1 && code <= 599 {
-			status = code
-		} else {
-			warnings = append(warnings, fmt.Sprintf("invalid HTTP response code override from partial_failure_response_code, reverting to %d", status))
-		}
+	if status != 0 && ok && partial != 0 {
+		status = partial
 	}
-	return &answer{status: status, data: map[string]any{"batch_results": results}, warnings: warnings}, nil
+	return &answer{status: status, data: map[string]any{"batch_results": results}}
 }
 
 // failed fills results[i] with err, and notes it.
@@ -112,7 +130,7 @@ func (a *api) encrypt(r *http.Request, ps httprouter.Params) (*answer, error) {
 	if err := p.checkType(); err != nil {
 		return nil, err
 	}
-	items, batched, err := itemsOf(p)
+	items, batched, partial, err := itemsOf(p)
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +174,7 @@ func (a *api) encrypt(r *http.Request, ps httprouter.Params) (*answer, error) {
 		}
 		putCiphertexts(results, errs, at, out)
 	}
-	return ciphertextAnswer(p, batched, results, errs)
+	return ciphertextAnswer(partial, batched, results, errs)
 }
 
 // putCiphertexts puts the answers out of the service, for the items at
@@ -173,15 +191,15 @@ func putCiphertexts(results []result, errs []error, at []int, out []kms.TransitC
 }
 
 // ciphertextAnswer is the answer of encrypt and rewrap: the one
-// ciphertext, or the batch's.
-func ciphertextAnswer(p params, batched bool, results []result, errs []error) (*answer, error) {
+// ciphertext, or the batch's (partial: batchAnswer).
+func ciphertextAnswer(partial int, batched bool, results []result, errs []error) (*answer, error) {
 	if !batched {
 		if errs[0] != nil {
 			return nil, errs[0]
 		}
 		return &answer{data: map[string]any{"ciphertext": results[0].Ciphertext, "key_version": results[0].KeyVersion}}, nil
 	}
-	return batchAnswer(p, results, errs)
+	return batchAnswer(partial, results, errs), nil
 }
 
 // ciphertexts returns the ciphertext of each item, failing those without
@@ -203,26 +221,28 @@ func ciphertexts(items []item, results []result, errs []error, what string) (cts
 	return cts, at
 }
 
-// readItems reads a request's parameters and its items (batch_input, or
-// the request itself), which must name field when there is no batch, and
-// makes room for their results; what names the call in the error.
-func (a *api) readItems(r *http.Request, field, what string) (p params, items []item, batched bool, results []result, errs []error, err error) {
-	if p, err = a.readParams(r); err != nil {
-		return p, nil, false, nil, nil, err
+// readItems reads a request's items (batch_input, or the request
+// itself), which must name field when there is no batch, and its
+// partial_failure_response_code (itemsOf), and makes room for their
+// results; what names the call in the error.
+func (a *api) readItems(r *http.Request, field, what string) (partial int, items []item, batched bool, results []result, errs []error, err error) {
+	p, err := a.readParams(r)
+	if err != nil {
+		return 0, nil, false, nil, nil, err
 	}
-	if items, batched, err = itemsOf(p); err != nil {
-		return p, nil, false, nil, nil, err
+	if items, batched, partial, err = itemsOf(p); err != nil {
+		return 0, nil, false, nil, nil, err
 	}
 	if !batched && !p.has(field) {
-		return p, nil, false, nil, nil, kms.Errorf(kms.KindInvalid, "missing %s to %s", field, what)
+		return 0, nil, false, nil, nil, kms.Errorf(kms.KindInvalid, "missing %s to %s", field, what)
 	}
-	return p, items, batched, make([]result, len(items)), make([]error, len(items)), nil
+	return partial, items, batched, make([]result, len(items)), make([]error, len(items)), nil
 }
 
 // POST decrypt/:name: ciphertext, or batch_input; the plaintexts in
 // base64.
 func (a *api) decrypt(r *http.Request, ps httprouter.Params) (*answer, error) {
-	p, items, batched, results, errs, err := a.readItems(r, "ciphertext", "decrypt")
+	partial, items, batched, results, errs, err := a.readItems(r, "ciphertext", "decrypt")
 	if err != nil {
 		return nil, err
 	}
@@ -258,13 +278,13 @@ func (a *api) decrypt(r *http.Request, ps httprouter.Params) (*answer, error) {
 			results[i].Plaintext = &empty // Vault's items always carry it
 		}
 	}
-	return batchAnswer(p, results, errs)
+	return batchAnswer(partial, results, errs), nil
 }
 
 // POST rewrap/:name: ciphertext and key_version, or batch_input; the new
 // ciphertexts.
 func (a *api) rewrap(r *http.Request, ps httprouter.Params) (*answer, error) {
-	p, items, batched, results, errs, err := a.readItems(r, "ciphertext", "rewrap")
+	partial, items, batched, results, errs, err := a.readItems(r, "ciphertext", "rewrap")
 	if err != nil {
 		return nil, err
 	}
@@ -289,7 +309,7 @@ func (a *api) rewrap(r *http.Request, ps httprouter.Params) (*answer, error) {
 		}
 		putCiphertexts(results, errs, valid, out)
 	}
-	return ciphertextAnswer(p, batched, results, errs)
+	return ciphertextAnswer(partial, batched, results, errs)
 }
 
 // POST datakey/:type/:name, type plaintext or wrapped: a new data key of

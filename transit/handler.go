@@ -174,6 +174,7 @@ type reqState struct {
 	status    int
 	size      int64
 	err       error
+	wrote     bool // the answer's status is written: no other can follow
 }
 
 type stateKey struct{}
@@ -399,19 +400,30 @@ func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error, read
 	a.write(w, r, status, body)
 }
 
-// write is the one writer of every answer: JSON, or nothing for 204.
+// write is the one writer of every answer: JSON, or nothing for 204. Its
+// status is a final one, 200 to 599: any other is a programming error,
+// answered 500, never written (net/http panics on a status below 100,
+// and takes a 1xx for an interim answer, 101 for a switch of protocols).
 func (a *api) write(w http.ResponseWriter, r *http.Request, status int, v any) {
+	st := stateFrom(r.Context())
 	var b []byte
-	if v != nil {
+	var bad error // a programming error: the answer cannot be written
+	if status < 200 || status > 599 {
+		bad = fmt.Errorf("answer status %d: a final status is 200 to 599", status)
+	} else if v != nil {
 		var err error
 		if b, err = json.Marshal(v); err != nil {
-			// Only a programming error gets here (an unencodable type).
-			if st := stateFrom(r.Context()); st != nil {
-				st.err = fmt.Errorf("encode answer: %w", err)
-			}
-			status = http.StatusInternalServerError
-			b, _ = json.Marshal(errorsBody{Errors: []string{"internal error"}})
+			bad = fmt.Errorf("encode answer: %w", err) // an unencodable type
 		}
+	}
+	if bad != nil {
+		if st != nil {
+			st.err = bad
+		}
+		status = http.StatusInternalServerError
+		b, _ = json.Marshal(errorsBody{Errors: []string{"internal error"}})
+	}
+	if b != nil {
 		b = append(b, '\n')
 	}
 	h := w.Header()
@@ -420,8 +432,8 @@ func (a *api) write(w http.ResponseWriter, r *http.Request, status int, v any) {
 		h.Set("Content-Type", "application/json")
 		h.Set("Content-Length", strconv.Itoa(len(b)))
 	}
-	if st := stateFrom(r.Context()); st != nil {
-		st.status, st.size = status, int64(len(b))
+	if st != nil {
+		st.status, st.size, st.wrote = status, int64(len(b)), true
 	}
 	w.WriteHeader(status)
 	w.Write(b)
@@ -445,10 +457,16 @@ func (a *api) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 }
 
 // panicked answers a handler that panicked: a 500 in the same shape, and
-// the panic with its stack to the log.
+// the panic with its stack to the log; once an answer's status is
+// written, the log alone (a second answer would corrupt the first).
 func (a *api) panicked(w http.ResponseWriter, r *http.Request, v any) {
 	if v == http.ErrAbortHandler {
-		panic(v)
+		panic(v) // net/http's way to abort a response; it logs nothing
 	}
-	a.writeError(w, r, fmt.Errorf("panic: %v\n%s", v, debug.Stack()), false)
+	err := fmt.Errorf("panic: %v\n%s", v, debug.Stack())
+	if st := stateFrom(r.Context()); st != nil && st.wrote {
+		st.err = err
+		return // too late for an error answer
+	}
+	a.writeError(w, r, err, false)
 }
