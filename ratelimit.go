@@ -92,11 +92,31 @@ func (s *Service) Admit(ctx context.Context, p *Principal) error {
 // record (action "ratelimit", valid false, the limit and the calls in its
 // props), or a count in one (RateLimits). n below 1 counts as 1.
 func (s *Service) AdmitN(ctx context.Context, p *Principal, n int) error {
+	return s.admit(ctx, p, max(n, 1), 0)
+}
+
+// AdmitRest applies the rate limits to the calls past the first of a
+// request of n calls whose first Admit(ctx, p) took before its body was
+// read: a handler that admits a request so charges the caller for the
+// body it reads and parses, and refuses a caller whose buckets are empty
+// before reading it. The n-1 calls are admitted as AdmitN admits n: all
+// together or not at all (the first stays taken), refused with kind
+// Invalid when n is more than a bucket's burst, the refusal an activity
+// record or a count in one. n of 1 or less admits nothing more.
+func (s *Service) AdmitRest(ctx context.Context, p *Principal, n int) error {
+	if n <= 1 {
+		return nil
+	}
+	return s.admit(ctx, p, n, 1)
+}
+
+// admit is AdmitN of n calls, of which Admit took taken (0 or 1) already
+// from the buckets of p (or of the client address, p nil).
+func (s *Service) admit(ctx context.Context, p *Principal, n, taken int) error {
 	l := s.limits
 	if l == nil {
 		return nil
 	}
-	n = max(n, 1)
 	var claims [3]ratelimit.Claim
 	var limits [3]string
 	k := 0
@@ -110,18 +130,18 @@ func (s *Service) AdmitN(ctx context.Context, p *Principal, n int) error {
 	}
 	if addr := clientAddr(ctx); addr != "" && l.addrRate.on() {
 		if p == nil {
-			claim(limitAddr, l.addr, addr, l.addrRate, n, 0)
+			claim(limitAddr, l.addr, addr, l.addrRate, n-taken, taken)
 		} else {
 			claim(limitAddr, l.addr, addr, l.addrRate, n-1, 1)
 		}
 	}
 	if p != nil {
 		if l.keyRate.on() {
-			claim(limitAPIKey, l.key, p.ID, l.keyRate, n, 0)
+			claim(limitAPIKey, l.key, p.ID, l.keyRate, n-taken, taken)
 		}
 		if l.perAccount != nil && p.AccountID != "" {
 			if r := l.perAccount(p.AccountID); r.on() {
-				claim(limitAccount, l.account, p.AccountID, r, n, 0)
+				claim(limitAccount, l.account, p.AccountID, r, n-taken, taken)
 			}
 		}
 	}

@@ -97,10 +97,6 @@ type route struct {
 	method string
 	path   string // below /v1/<mount>, an httprouter pattern
 	handle handler
-	// items routes make a call per item of their body: their handler
-	// admits the caller for that many (admit), in place of the one call
-	// that the caller of any other route is admitted for.
-	items bool
 	// read routes answer a key that does not exist 404, as Vault answers
 	// a read; the others 400, as Vault's engine answers them.
 	read bool
@@ -119,9 +115,9 @@ func (a *api) routes() []route {
 		{method: http.MethodGet, path: "/keys", handle: a.listKeysGet, read: true, flag: "keyring.*.read"},
 		{method: http.MethodPost, path: "/keys/:name/rotate", handle: a.rotateKey, flag: "keyring.<ring>.rotate"},
 		{method: http.MethodPost, path: "/keys/:name/config", handle: a.configKey, flag: "keyring.<ring>.config"},
-		{method: http.MethodPost, path: "/encrypt/:name", handle: a.encrypt, items: true, flag: "keyring.<ring>.encrypt"},
-		{method: http.MethodPost, path: "/decrypt/:name", handle: a.decrypt, items: true, flag: "keyring.<ring>.decrypt"},
-		{method: http.MethodPost, path: "/rewrap/:name", handle: a.rewrap, items: true, flag: "keyring.<ring>.encrypt"},
+		{method: http.MethodPost, path: "/encrypt/:name", handle: a.encrypt, flag: "keyring.<ring>.encrypt"},
+		{method: http.MethodPost, path: "/decrypt/:name", handle: a.decrypt, flag: "keyring.<ring>.decrypt"},
+		{method: http.MethodPost, path: "/rewrap/:name", handle: a.rewrap, flag: "keyring.<ring>.encrypt"},
 		{method: http.MethodPost, path: "/datakey/:type/:name", handle: a.dataKey, flag: "keyring.<ring>.encrypt"},
 	}
 }
@@ -205,8 +201,10 @@ func (a *api) logRequests(next http.Handler) http.Handler {
 
 // serve adapts a handler: it records the route for the log line, applies
 // the rate limits (the client address's, then, once the credential is
-// known, its own and its Account's, which an items route's handler
-// applies for its items), takes the credential, caps the body, runs the
+// known, its own and its Account's, for one call: before the body is
+// read, so that a caller out of calls costs no reading and parsing; a
+// route that makes a call per item of its body admits the others once it
+// has read them, admit), takes the credential, caps the body, runs the
 // handler and writes its answer or its error.
 func (a *api) serve(rt route) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
@@ -234,11 +232,9 @@ func (a *api) serve(rt route) httprouter.Handle {
 			st.principal = p.ID
 		}
 		ctx = kms.WithPrincipal(ctx, p)
-		if !rt.items {
-			if err := a.svc.Admit(ctx, p); err != nil {
-				a.writeError(w, r, err, rt.read)
-				return
-			}
+		if err := a.svc.Admit(ctx, p); err != nil {
+			a.writeError(w, r, err, rt.read)
+			return
 		}
 		r = r.WithContext(ctx)
 		if r.Body != nil && r.Body != http.NoBody {
@@ -288,9 +284,11 @@ func (a *api) authenticate(r *http.Request) (*kms.Principal, error) {
 	return p, err
 }
 
-// admit applies the rate limits to the n calls an items route makes.
+// admit applies the rate limits to the n calls an items route makes
+// (one per item), of which serve admitted the first before the body was
+// read (kms.Service.AdmitRest).
 func (a *api) admit(r *http.Request, n int) error {
-	return a.svc.AdmitN(r.Context(), kms.PrincipalFrom(r.Context()), n)
+	return a.svc.AdmitRest(r.Context(), kms.PrincipalFrom(r.Context()), n)
 }
 
 // envelope is the shape of Vault's answers.
