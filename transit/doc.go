@@ -6,6 +6,10 @@
 //	h := transit.New(svc, transit.Options{})
 //	mux.Handle("/v1/transit/", h) // the paths are Vault's, /v1/<mount>/...
 //
+// or mux.Handle(transit.PathPrefix, h) to answer Vault's other paths too
+// (sys/health, auth/...): 404 in Vault's error shape, saying that only the
+// transit engine is served.
+//
 // # What it serves
 //
 // Under /v1/<mount>/ (Options.Mount, "transit" by default), with Vault's

@@ -23,6 +23,13 @@ import (
 // its paths are /v1/transit/...
 const DefaultMount = "transit"
 
+// PathPrefix starts every path of Vault's interface: the engine's, below
+// /v1/<mount>/, and the others that Vault's clients call (sys/health,
+// sys/mounts, auth/...), which the handler answers 404 in Vault's error
+// shape, naming what is served. Mount the handler at PathPrefix for
+// those answers; at /v1/<mount>/, other paths are the application's.
+const PathPrefix = "/v1/"
+
 // DefaultMaxBodyBytes is the request body cap when Options.MaxBodyBytes is
 // zero: a batch of MaxBatchItems plaintexts of a few KiB each.
 const DefaultMaxBodyBytes = 4 << 20
@@ -137,7 +144,7 @@ func New(svc *kms.Service, opts Options) http.Handler {
 		panic("transit: Options.Mount is one path segment, such as \"transit\"")
 	}
 	a := &api{svc: svc, log: zerolog.Nop(), requests: opts.Requests, maxBody: opts.MaxBodyBytes,
-		ipHeader: http.CanonicalHeaderKey(opts.ClientIPHeader), ipHops: max(opts.ClientIPHops, 1), prefix: "/v1/" + mount}
+		ipHeader: http.CanonicalHeaderKey(opts.ClientIPHeader), ipHops: max(opts.ClientIPHops, 1), prefix: PathPrefix + mount}
 	if opts.Logger != nil {
 		a.log = *opts.Logger
 	}
@@ -438,9 +445,23 @@ func (a *api) write(w http.ResponseWriter, r *http.Request, status int, v any) {
 }
 
 // notFound answers a path that no route serves, as Vault answers a path
-// its engine lacks.
+// it lacks: 404, saying what the engine serves when the path is in it,
+// else that only the engine is served.
 func (a *api) notFound(w http.ResponseWriter, r *http.Request) {
-	a.writeError(w, r, errUnsupportedPath, false)
+	if path := r.URL.Path; path == a.prefix || strings.HasPrefix(path, a.prefix+"/") {
+		a.writeError(w, r, errUnsupportedPath, false)
+		return
+	}
+	a.writeError(w, r, a.outsideEngine(r.URL.Path), false)
+}
+
+// outsideEngine answers a path outside the engine (Vault's sys/, auth/,
+// another engine's mount), which it names redacted, as the log line does:
+// a secret pasted into a path goes to no answer either.
+func (a *api) outsideEngine(path string) error {
+	return &statusError{status: http.StatusNotFound,
+		msg: fmt.Sprintf("%q is not served: ringkms serves only Vault's transit engine, at %s/, and takes its own credentials as Vault tokens (docs/TRANSIT.md)",
+			reqlog.RedactPath(path, kms.LooksLikeSecret), a.prefix)}
 }
 
 // errUnsupportedPath answers a path of Vault's engine that ringkms does

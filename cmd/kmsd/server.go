@@ -357,8 +357,9 @@ func waitToStart(err error) bool {
 }
 
 // apiHandler is the handler of kmsd's interface: httpapi's, and with
-// -transit Vault's transit interface at /v1/transit/ (package transit),
-// with the same log, metrics and client addresses.
+// -transit Vault's interface at /v1/ (package transit): the transit
+// engine at /v1/transit/, and Vault's other paths answered in Vault's
+// error shape, with the same log, metrics and client addresses.
 func apiHandler(c *config, svc *kms.Service, hopts httpapi.Options) http.Handler {
 	api := httpapi.New(svc, hopts)
 	if !c.transit {
@@ -368,16 +369,13 @@ func apiHandler(c *config, svc *kms.Service, hopts httpapi.Options) http.Handler
 	vault := transit.New(svc, transit.Options{Logger: &tlog, ClientIPHeader: hopts.ClientIPHeader, ClientIPHops: hopts.ClientIPHops,
 		Requests: hopts.Requests})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, transitPrefix) {
+		if strings.HasPrefix(r.URL.Path, transit.PathPrefix) {
 			vault.ServeHTTP(w, r)
 			return
 		}
 		api.ServeHTTP(w, r)
 	})
 }
-
-// transitPrefix starts the paths of the transit interface.
-const transitPrefix = "/v1/" + transit.DefaultMount + "/"
 
 // switchHandler serves with the handler last set: kmsd's answers while
 // its store cannot open, then the service's.
