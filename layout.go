@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ringkms/kms/internal/ids"
+	"github.com/ringkms/kms/internal/schedule"
 )
 
 // The key layout of the store. Every key starts with a short prefix naming
@@ -22,7 +23,6 @@ var (
 	pfxRingList  = []byte("ring/list/") // kind 0 lower-case name -> ring ID, for listing a group in name order
 	pfxKey       = []byte("key/")       // ring ID 0 key ID -> key record
 	pfxKeyCount  = []byte("keycount/")  // key ID -> encrypt calls reserved (uint64, big-endian)
-	pfxKeyDue    = []byte("keydue/")    // destroyAt (unix ms, uint64 big-endian) ring ID 0 key ID: keys scheduled for destruction, by time (destroy.go)
 	pfxKeyErase  = []byte("keyerase/")  // ring ID 0 key ID: destroyed keys whose earlier versions the store has yet to erase (destroy.go)
 	pfxAccount   = []byte("acct/id/")   // account ID -> Account record
 	pfxAccountUI = []byte("acct/uid/")  // uid -> account ID
@@ -47,6 +47,13 @@ var (
 	pfxActByAccount = []byte("act/a/")   // term: account ID 0
 	pfxActByRing    = []byte("act/r/")   // term: ring name 0
 	pfxActByAction  = []byte("act/x/")   // term: action 0
+)
+
+// The schedules (internal/schedule): entries of the time they fall due
+// (unix ms, uint64 big-endian), a ring ID, 0 and a key ID.
+var (
+	keyDue    = schedule.Index{Prefix: []byte("keydue/")} // keys scheduled for destruction, by time (destroy.go)
+	rotateDue = schedule.Index{Prefix: []byte("rotdue/")} // active keys whose rotationPeriod ends then (rotation.go)
 )
 
 // join concatenates key parts into a new slice.
