@@ -40,8 +40,6 @@ type AccountRef struct {
 // maxUIDLen bounds an Account UID.
 const maxUIDLen = 200
 
-var pfxAPIAccount = []byte("ak/acct/") // account ID 0 API key ID
-
 func validUID(uid string) error {
 	if strings.TrimSpace(uid) == "" {
 		return Errorf(KindInvalid, "uid is required")

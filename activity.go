@@ -273,23 +273,6 @@ func verifyChain(ctx context.Context, st Store, chainKey *hmackey.Key) (VerifyCh
 // that nearly every record has get none: a granted record (valid true) and
 // the prop result "ok". An index of them would hold nearly the whole trail,
 // and walking the trail itself, checking each record, costs the same.
-var (
-	// act/t/ ms (uint64, big-endian) seq: the first record of each
-	// millisecond of the trail. createdAt never decreases along the chain,
-	// so the first entry at or after a time names the first record at or
-	// after it; a record of the same millisecond as the one before it
-	// needs no entry.
-	pfxActByTime = []byte("act/t/")
-	// act/v/0/ (a term): the refused records (valid false).
-	pfxActDenied = []byte("act/v/0/")
-	// act/p/ name 0 value 0 (a term): a top-level prop whose value is a
-	// string, number or boolean, as canonical JSON of at most
-	// maxPropIndexValue bytes, and whose name has at most maxPropIndexName
-	// bytes and no 0 byte (see propIndexed). Props action and ring are
-	// left out: they always repeat the action and ring of the record (see
-	// activityCodec.Encode), which have their own indexes.
-	pfxActByProp = []byte("act/p/")
-)
 
 const (
 	maxPropIndexName  = 128

@@ -60,16 +60,6 @@ const (
 	FlagAssetsDelete = "assets.delete" // delete Assets
 )
 
-// Layout of the Asset store.
-var (
-	pfxAsset          = []byte("asset/id/") // asset ID -> assetRecord
-	pfxAssetByKey     = []byte("asset/k/")  // API key ID 0 asset ID
-	pfxAssetByAccount = []byte("asset/a/")  // account ID 0 asset ID
-	pfxAssetByRing    = []byte("asset/r/")  // ring ID 0 asset ID
-	pfxAssetChild     = []byte("asset/p/")  // parent ID 0 child ID
-	pfxAssetBySeal    = []byte("asset/s/")  // key ID 0 asset ID: the Assets of encrypt calls that handed out that key
-)
-
 func (r *assetRecord) asset() (*Asset, error) {
 	a := &Asset{ID: r.ID, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Parents: r.Parents,
 		APIKeyID: r.APIKeyID, AccountID: r.AccountID, KeyRingID: r.KeyRingID}

@@ -5,11 +5,13 @@ import (
 	"context"
 	"strings"
 	"time"
+
+	"github.com/ringkms/kms/internal/schedule"
 )
 
 // Destruction. Each Service runs a destroyer (internal/pacer) whose
 // passes (destroyDue) destroy the keys whose time has come, found through
-// the index pfxKeyDue (by time: a pass reads the due entries and one
+// the schedule keyDue (by time: a pass reads the due entries and one
 // more, never the whole key table). It wakes at the next time the index names, when this process
 // schedules a destruction, and every destroyPoll, for destructions that
 // other processes sharing the store scheduled. So a key is destroyed on
@@ -34,22 +36,13 @@ const (
 // does on its own: destructions at their time.
 var systemPrincipal = &Principal{Kind: PrincipalAPIKey, ID: "system"}
 
-// scanDue returns the entries of the schedule under prefix (entries as
-// parseDueEntry reads them, in time order) that are due by now, at most
-// limit of them, and when the first one not yet due is (zero: none); now
-// is in unix milliseconds.
-func (s *Service) scanDue(ctx context.Context, prefix []byte, limit int, now int64) (due [][]byte, next time.Time, err error) {
+// scanDue returns the entries of the schedule x that are due by now (unix
+// milliseconds), at most limit of them, and when the first one not yet
+// due is (zero: none).
+func (s *Service) scanDue(ctx context.Context, x schedule.Index, limit int, now int64) (due [][]byte, next time.Time, err error) {
 	err = s.store.View(ctx, func(tx Txn) error {
-		due, next = due[:0], time.Time{}
-		return tx.Scan(ScanOptions{Prefix: prefix, KeysOnly: true}, func(k, _ []byte) (bool, error) {
-			at, _, _, ok := parseDueEntry(prefix, k)
-			if ok && at > now {
-				next = time.UnixMilli(at)
-				return false, nil
-			}
-			due = append(due, bytes.Clone(k))
-			return len(due) < limit, nil
-		})
+		due, next, err = x.Due(tx, limit, now)
+		return err
 	})
 	return due, next, err
 }
@@ -60,7 +53,7 @@ func (s *Service) scanDue(ctx context.Context, prefix []byte, limit int, now int
 func (s *Service) destroyDue(ctx context.Context) (time.Time, error) {
 	for {
 		now := s.now().UnixMilli()
-		due, next, err := s.scanDue(ctx, pfxKeyDue, destroyBatch, now)
+		due, next, err := s.scanDue(ctx, keyDue, destroyBatch, now)
 		if err != nil {
 			return time.Time{}, internalError("read keys due for destruction", err)
 		}
@@ -78,7 +71,7 @@ func (s *Service) destroyDue(ctx context.Context) (time.Time, error) {
 // destroyNow destroys the key that the index entry due names, if it is
 // still scheduled for that time, and drops the entry.
 func (s *Service) destroyNow(due []byte) error {
-	at, ringID, keyID, ok := parseDueKey(due)
+	at, ringID, keyID, ok := keyDue.Parse(due)
 	if !ok {
 		return s.submit(nil, func(tx Txn) error { return tx.Delete(due) }, nil)
 	}

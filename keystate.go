@@ -2,7 +2,6 @@ package kms
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -309,26 +308,9 @@ func (s *Service) changeKey(ctx context.Context, group string, ref RingRef, keyI
 	return next.key(false), nil
 }
 
-// dueKey is the index entry of a key scheduled for destruction at at.
+// dueKey is the entry of keyDue of a key scheduled for destruction at at.
 func dueKey(at time.Time, ringID, keyID string) []byte {
-	return join(pfxKeyDue, binary.BigEndian.AppendUint64(nil, uint64(at.UnixMilli())), []byte(ringID), sep, []byte(keyID))
-}
-
-// parseDueKey splits an index entry of pfxKeyDue.
-func parseDueKey(k []byte) (at int64, ringID, keyID string, ok bool) {
-	return parseDueEntry(pfxKeyDue, k)
-}
-
-// parseDueEntry parses an entry of a schedule: under prefix, the time
-// (unix milliseconds, big-endian) and two IDs apart by a zero byte.
-func parseDueEntry(prefix, k []byte) (at int64, ringID, keyID string, ok bool) {
-	rest := k[len(prefix):]
-	if len(rest) < 8 {
-		return 0, "", "", false
-	}
-	at = int64(binary.BigEndian.Uint64(rest[:8]))
-	ringID, keyID, ok = strings.Cut(string(rest[8:]), "\x00")
-	return at, ringID, keyID, ok
+	return keyDue.Key(at.UnixMilli(), ringID, keyID)
 }
 
 // errRingDeleted answers a job whose ring another process deleted.

@@ -18,11 +18,6 @@ import (
 // again counts them again from exactly where the head was. The record of a
 // validation counts for neither, whatever it reports (mayUseKey).
 
-var (
-	pfxKeyUsage     = []byte("keyuse/") // key ID -> keyUsage (usageLen bytes)
-	pfxActByKeyHash = []byte("act/h/")  // term: key ID 0, the successful encrypt records handing out that key
-)
-
 // KeyUsage counts the calls that used a key. Encrypt calls are those that
 // handed the key out; decrypt calls those that returned it after their
 // checks passed. Refused and failed calls are not counted (the activity

@@ -23,7 +23,6 @@ import (
 // rotation sweep after a start (numberRings), whichever comes first. Each
 // reads the ring in its transaction and numbers nothing on a ring that has
 // versions already, so processes that race number it once.
-var pfxKeyVersion = []byte("keyver/") // ring ID 0 version (uint32, big-endian) -> key ID
 
 // keyVersionKey is the index entry of version v of the ring ringID.
 func keyVersionKey(ringID string, v int) []byte {

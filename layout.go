@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ringkms/kms/internal/ids"
+	"github.com/ringkms/kms/internal/schedule"
 )
 
 // The key layout of the store. Every key starts with a short prefix naming
@@ -22,7 +23,6 @@ var (
 	pfxRingList  = []byte("ring/list/") // kind 0 lower-case name -> ring ID, for listing a group in name order
 	pfxKey       = []byte("key/")       // ring ID 0 key ID -> key record
 	pfxKeyCount  = []byte("keycount/")  // key ID -> encrypt calls reserved (uint64, big-endian)
-	pfxKeyDue    = []byte("keydue/")    // destroyAt (unix ms, uint64 big-endian) ring ID 0 key ID: keys scheduled for destruction, by time (destroy.go)
 	pfxKeyErase  = []byte("keyerase/")  // ring ID 0 key ID: destroyed keys whose earlier versions the store has yet to erase (destroy.go)
 	pfxAccount   = []byte("acct/id/")   // account ID -> Account record
 	pfxAccountUI = []byte("acct/uid/")  // uid -> account ID
@@ -47,6 +47,76 @@ var (
 	pfxActByAccount = []byte("act/a/")   // term: account ID 0
 	pfxActByRing    = []byte("act/r/")   // term: ring name 0
 	pfxActByAction  = []byte("act/x/")   // term: action 0
+)
+
+// The API keys of each Account (accounts.go).
+var pfxAPIAccount = []byte("ak/acct/") // account ID 0 API key ID
+
+// The activity trail's indexes of time, refusals and props (activity.go).
+var (
+	// act/t/ ms (uint64, big-endian) seq: the first record of each
+	// millisecond of the trail. createdAt never decreases along the chain,
+	// so the first entry at or after a time names the first record at or
+	// after it; a record of the same millisecond as the one before it
+	// needs no entry.
+	pfxActByTime = []byte("act/t/")
+	// act/v/0/ (a term): the refused records (valid false).
+	pfxActDenied = []byte("act/v/0/")
+	// act/p/ name 0 value 0 (a term): a top-level prop whose value is a
+	// string, number or boolean, as canonical JSON of at most
+	// maxPropIndexValue bytes, and whose name has at most maxPropIndexName
+	// bytes and no 0 byte (see propIndexed). Props action and ring are
+	// left out: they always repeat the action and ring of the record (see
+	// activityCodec.Encode), which have their own indexes.
+	pfxActByProp = []byte("act/p/")
+)
+
+// Layout of the Asset store.
+var (
+	pfxAsset          = []byte("asset/id/") // asset ID -> assetRecord
+	pfxAssetByKey     = []byte("asset/k/")  // API key ID 0 asset ID
+	pfxAssetByAccount = []byte("asset/a/")  // account ID 0 asset ID
+	pfxAssetByRing    = []byte("asset/r/")  // ring ID 0 asset ID
+	pfxAssetChild     = []byte("asset/p/")  // parent ID 0 child ID
+	pfxAssetBySeal    = []byte("asset/s/")  // key ID 0 asset ID: the Assets of encrypt calls that handed out that key
+)
+
+// The use counts of keys (keyusage.go).
+var (
+	pfxKeyUsage     = []byte("keyuse/") // key ID -> keyUsage (usageLen bytes)
+	pfxActByKeyHash = []byte("act/h/")  // term: key ID 0, the successful encrypt records handing out that key
+)
+
+// The versions of a ring's keys (keyversion.go).
+var pfxKeyVersion = []byte("keyver/") // ring ID 0 version (uint32, big-endian) -> key ID
+
+// pfxCount holds the number of resources of each kind, kept by the
+// journal jobs that create and delete them: count/<kind>[/<account ID>]
+// -> uint64, big-endian.
+var pfxCount = []byte("count/")
+
+// pfxSigningMeta holds what is public of a signing key beside its sealed
+// seed or record (pfxSigning): signing key ID (hex) -> signingKeyMeta JSON. Keys made
+// before it existed have none; they are published without a creation time.
+var pfxSigningMeta = []byte("sys/signmeta/")
+
+// Store layout of Users and their tokens.
+var (
+	pfxUser        = []byte("user/id/")     // user ID -> userRecord
+	pfxUserName    = []byte("user/name/")   // lower-case username -> user ID; also the listing of every Account's Users
+	pfxUserEmail   = []byte("user/email/")  // lower-case email -> user ID
+	pfxUserAccount = []byte("user/acct/")   // account ID 0 lower-case username -> user ID: the listing of one Account
+	pfxInvite      = []byte("user/invite/") // digest of an invitation token -> tokenRecord
+	pfxReset       = []byte("user/reset/")  // digest of a password reset token -> tokenRecord
+	pfxSession     = []byte("sess/id/")     // digest of an access token -> session
+	pfxSessionUser = []byte("sess/user/")   // user ID 0 digest of an access token
+)
+
+// The schedules (internal/schedule): entries of the time they fall due
+// (unix ms, uint64 big-endian), a ring ID, 0 and a key ID.
+var (
+	keyDue    = schedule.Index{Prefix: []byte("keydue/")} // keys scheduled for destruction, by time (destroy.go)
+	rotateDue = schedule.Index{Prefix: []byte("rotdue/")} // active keys whose rotationPeriod ends then (rotation.go)
 )
 
 // join concatenates key parts into a new slice.

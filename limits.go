@@ -2,11 +2,6 @@ package kms
 
 import "encoding/binary"
 
-// pfxCount holds the number of resources of each kind, kept by the
-// journal jobs that create and delete them: count/<kind>[/<account ID>]
-// -> uint64, big-endian.
-var pfxCount = []byte("count/")
-
 // Resource kinds that plan limits count.
 const (
 	countKeyRings = "keyrings"

@@ -2,7 +2,6 @@ package kms
 
 import (
 	"context"
-	"encoding/binary"
 	"strings"
 	"sync"
 	"time"
@@ -14,7 +13,7 @@ import (
 // (reserveEncrypt), and when its active key has been active for the
 // ring's rotationPeriod (algos.aes256.rotationPeriod): each Service runs
 // a sweep (internal/pacer) whose passes (rotateDue) rotate the rings whose
-// time has come, found through the index pfxRotateDue (by time: a pass
+// time has come, found through the schedule rotateDue (by time: a pass
 // reads the due entries and one more, never the whole ring table), and an
 // encrypt call that finds the ring's time come before the sweep did
 // rotates it first (rotateOverdue), so no encrypt hands out a key past
@@ -37,7 +36,6 @@ import (
 // processes; its first pass after a start also numbers the keys of rings
 // made before versions existed (keyversion.go). Rotations by period are
 // the service's own: recorded under systemPrincipal, as destructions are.
-var pfxRotateDue = []byte("rotdue/") // due (unix ms, uint64 big-endian) ring ID 0 key ID: active keys whose rotationPeriod ends then
 
 const (
 	// MinRotationPeriod is the shortest rotationPeriod a ring may have.
@@ -94,15 +92,10 @@ func (c AlgoConfig) period() time.Duration {
 	return d
 }
 
-// rotateDueKey is the index entry of the active key keyID of the ring
-// ringID, whose period ends at at (unix ms).
+// rotateDueKey is the entry of rotateDue of the active key keyID of the
+// ring ringID, whose period ends at at (unix ms).
 func rotateDueKey(at int64, ringID, keyID string) []byte {
-	return join(pfxRotateDue, binary.BigEndian.AppendUint64(nil, uint64(at)), []byte(ringID), sep, []byte(keyID))
-}
-
-// parseRotateDueKey splits an index entry of pfxRotateDue.
-func parseRotateDueKey(k []byte) (at int64, ringID, keyID string, ok bool) {
-	return parseDueEntry(pfxRotateDue, k)
+	return rotateDue.Key(at, ringID, keyID)
 }
 
 // scheduleRotation sets cur's entry in the index of rotations by period,
@@ -325,7 +318,7 @@ func (s *Service) rotateDue(ctx context.Context) (time.Time, error) {
 	}
 	for {
 		now := s.now().UnixMilli()
-		due, next, err := s.scanDue(ctx, pfxRotateDue, rotateBatch, now)
+		due, next, err := s.scanDue(ctx, rotateDue, rotateBatch, now)
 		if err != nil {
 			return time.Time{}, internalError("read rings due for rotation", err)
 		}
@@ -350,7 +343,7 @@ func (s *Service) rotateDue(ctx context.Context) (time.Time, error) {
 // active key is still the one the entry names and due by now; an entry
 // that names what the ring no longer has is dropped.
 func (s *Service) rotateScheduled(ctx context.Context, due []byte, now int64) error {
-	at, ringID, keyID, ok := parseRotateDueKey(due)
+	at, ringID, keyID, ok := rotateDue.Parse(due)
 	drop := func() error { return s.submit(nil, func(tx Txn) error { return tx.Delete(due) }, nil) }
 	if !ok {
 		return drop()

@@ -32,11 +32,6 @@ import (
 // at their next coherence tick (cacheMaxAge, coherence.go); until then
 // they sign with the key before, which verifies as well.
 
-// pfxSigningMeta holds what is public of a signing key beside its sealed
-// seed or record (pfxSigning): signing key ID (hex) -> signingKeyMeta JSON. Keys made
-// before it existed have none; they are published without a creation time.
-var pfxSigningMeta = []byte("sys/signmeta/")
-
 // signingKeyMeta is the stored record of pfxSigningMeta.
 type signingKeyMeta struct {
 	CreatedAt time.Time `json:"createdAt"`

@@ -63,18 +63,6 @@ type userRecord struct {
 	stored int // bytes as read by getUser, without Keys
 }
 
-// Store layout of Users and their tokens.
-var (
-	pfxUser        = []byte("user/id/")     // user ID -> userRecord
-	pfxUserName    = []byte("user/name/")   // lower-case username -> user ID; also the listing of every Account's Users
-	pfxUserEmail   = []byte("user/email/")  // lower-case email -> user ID
-	pfxUserAccount = []byte("user/acct/")   // account ID 0 lower-case username -> user ID: the listing of one Account
-	pfxInvite      = []byte("user/invite/") // digest of an invitation token -> tokenRecord
-	pfxReset       = []byte("user/reset/")  // digest of a password reset token -> tokenRecord
-	pfxSession     = []byte("sess/id/")     // digest of an access token -> session
-	pfxSessionUser = []byte("sess/user/")   // user ID 0 digest of an access token
-)
-
 // UserInput creates a User (CreateUser) or invites one (Invite).
 type UserInput struct {
 	Username    string         `json:"username"`  // required

@@ -6,43 +6,13 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"testing"
 
 	"github.com/ringkms/kms/internal/base"
+	"github.com/ringkms/kms/internal/base/basetest"
 )
 
-// memTxn is an ordered in-memory Txn, enough for Write and Walk.
-type memTxn map[string][]byte
-
-func (m memTxn) Get(k []byte) ([]byte, error) {
-	if v, ok := m[string(k)]; ok {
-		return v, nil
-	}
-	return nil, base.ErrNotFound
-}
-func (m memTxn) Set(k, v []byte) error { m[string(k)] = bytes.Clone(v); return nil }
-func (m memTxn) Delete(k []byte) error { delete(m, string(k)); return nil }
-func (m memTxn) Scan(o base.ScanOptions, fn func(k, v []byte) (bool, error)) error {
-	keys := slices.Sorted(maps.Keys(m))
-	if o.Reverse {
-		sort.Sort(sort.Reverse(sort.StringSlice(keys)))
-	}
-	for _, k := range keys {
-		if !bytes.HasPrefix([]byte(k), o.Prefix) {
-			continue
-		}
-		if o.Start != nil && (!o.Reverse && k < string(o.Start) || o.Reverse && k > string(o.Start)) {
-			continue
-		}
-		if more, err := fn([]byte(k), m[k]); err != nil || !more {
-			return err
-		}
-	}
-	return nil
-}
-
-var _ base.Txn = memTxn{}
+type memTxn = basetest.MemTxn
 
 // TestWalk writes runs of records and walks every term over ranges that
 // start and end inside, between and around blocks: each walk sees exactly
