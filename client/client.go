@@ -256,7 +256,7 @@ type errorBody struct {
 }
 
 // statePasswordCheck is the State of an error whose Details is a
-// kms.PasswordCheck (SPEC.md 4.3 invite completion, password reset).
+// kms.PasswordCheck (invite completion, password reset).
 const statePasswordCheck = "malformed-password"
 
 // answerError turns an error answer into a *kms.Error with the kind the

@@ -144,7 +144,7 @@ func demo(ctx context.Context, c *client.Client) error {
 	acts, err := c.SearchActivity(ctx, client.ActivityFilter{Ring: ringName}, kms.PageRequest{Limit: 20})
 	switch {
 	case errors.Is(err, kms.ErrNotFound):
-		// A kmsd from before the activity search (SPEC.md 4.5).
+		// A kmsd from before the activity search (POST /auth/search/activity).
 		fmt.Println("activity: this kmsd has no activity search")
 	case err != nil:
 		return err
