@@ -53,6 +53,9 @@ func main() {
 // status.
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
 	c := &cli{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
+	if len(args) == 1 && (args[0] == "-version" || args[0] == "--version") {
+		args = []string{"version"} // as kmsd -version
+	}
 	return c.report(c.dispatch(ctx, root(), "kmsctl", args))
 }
 
