@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -140,6 +142,119 @@ func TestDocSnippetsHaveTheMasterKey(t *testing.T) {
 			if !strings.Contains(line, "KMS_MASTER_KEY") && !strings.Contains(line, "-master-key-file") && !strings.Contains(line, "-dev") {
 				t.Errorf("docs/OPERATIONS.md: %q does not give the master key", strings.TrimSpace(line))
 			}
+		}
+	}
+}
+
+// opsDoc is the headings of docs/OPERATIONS.md: the title of each
+// numbered section, and the section every title (of a section or of a
+// heading within one), in lower case, belongs to.
+type opsDoc struct {
+	titles map[int]string
+	within map[string]int
+}
+
+func readOpsDoc(t *testing.T) opsDoc {
+	t.Helper()
+	titles, within := map[int]string{}, map[string]int{}
+	numbered := regexp.MustCompile(`^## (\d+)\. (.+)$`)
+	sub := regexp.MustCompile(`^###+ (.+)$`)
+	n := 0
+	for _, line := range strings.Split(readDoc(t, "OPERATIONS.md"), "\n") {
+		if m := numbered.FindStringSubmatch(line); m != nil {
+			n, _ = strconv.Atoi(m[1])
+			titles[n] = m[2]
+			within[strings.ToLower(m[2])] = n
+		} else if m := sub.FindStringSubmatch(line); m != nil && n > 0 {
+			within[strings.ToLower(m[1])] = n
+		}
+	}
+	return opsDoc{titles, within}
+}
+
+var (
+	opsSectionRef = regexp.MustCompile(`OPERATIONS\.md,?\s+section\s+(\d+)(?:,\s+"([^"]+)")?`)
+	opsTitleRef   = regexp.MustCompile(`OPERATIONS\.md,\s+(?:"([^"]+)"|([A-Za-z][^),.;"]*))`)
+)
+
+// refs returns what text points at in docs/OPERATIONS.md ("section 13",
+// "section 2, "Rotating the master key"", "The master key"...) that the
+// document lacks, and how many references it found.
+func (d opsDoc) refs(text string) (missing []string, found int) {
+	titles, within := d.titles, d.within
+	text = strings.ReplaceAll(text, `\"`, `"`) // inside a Go string
+	for _, m := range opsSectionRef.FindAllStringSubmatch(text, -1) {
+		found++
+		n, _ := strconv.Atoi(m[1])
+		if titles[n] == "" {
+			missing = append(missing, m[0])
+		} else if m[2] != "" && within[strings.ToLower(m[2])] != n {
+			missing = append(missing, m[0])
+		}
+	}
+	for _, m := range opsTitleRef.FindAllStringSubmatch(text, -1) {
+		title := strings.TrimSpace(m[1] + m[2])
+		if strings.HasPrefix(title, "section ") {
+			continue // the form above
+		}
+		found++
+		if _, ok := within[strings.ToLower(title)]; !ok {
+			missing = append(missing, m[0])
+		}
+	}
+	return missing, found
+}
+
+// TestSourceSectionReferences: every section of docs/OPERATIONS.md that
+// the Go code names, by number or by title, in a message or a comment, is
+// one the document has.
+func TestSourceSectionReferences(t *testing.T) {
+	ops := readOpsDoc(t)
+	root := filepath.Join("..", "..")
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); name == ".git" || name == "data" || name == "testdata" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if missing, _ := ops.refs(line); len(missing) > 0 {
+				rel, _ := filepath.Rel(root, path)
+				t.Errorf("%s:%d names %q, which docs/OPERATIONS.md does not have", rel, i+1, missing)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPostgresBackupRefusal: kmsd backup and kmsd restore on a PostgreSQL
+// store refuse, naming the section of docs/OPERATIONS.md that says how to
+// back such a store up; the document has it.
+func TestPostgresBackupRefusal(t *testing.T) {
+	ops := readOpsDoc(t)
+	for _, cmd := range [][]string{{"backup"}, {"restore", "-i", "backup.rkb"}} {
+		args := append(cmd, "-store", "postgres://kms@127.0.0.1:1/kms", "-data", t.TempDir())
+		err := run(context.Background(), args, env{"KMS_MASTER_KEY": newKey()}.get, io.Discard, io.Discard)
+		if err == nil {
+			t.Fatalf("kmsd %v succeeded", args)
+		}
+		missing, found := ops.refs(err.Error())
+		if found == 0 || len(missing) > 0 {
+			t.Errorf("kmsd %s -store postgres://... = %q: names %d sections of docs/OPERATIONS.md, of which the document lacks %q", cmd[0], err, found, missing)
 		}
 	}
 }
