@@ -258,3 +258,41 @@ func TestPostgresBackupRefusal(t *testing.T) {
 		}
 	}
 }
+
+// TestDeactivateNamesKmsctl: where a document or a message of kmsd tells
+// how to deactivate an API key over HTTP ("active": false), it names the
+// kmsctl command that does it too.
+func TestDeactivateNamesKmsctl(t *testing.T) {
+	const want = "kmsctl apikey update -active false"
+	deactivate := regexp.MustCompile(`\\?"active\\?":\s*false`)
+	space := regexp.MustCompile(`\s+`)
+	root := filepath.Join("..", "..")
+	files, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	gos, _ := filepath.Glob("*.go")
+	files = append(append(files, filepath.Join(root, "README.md")), gos...)
+	checked := 0
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The unit of text: a paragraph of a document, a declaration
+		// (up to a blank line) of Go.
+		for _, block := range strings.Split(string(b), "\n\n") {
+			if !deactivate.MatchString(block) {
+				continue
+			}
+			checked++
+			flat := space.ReplaceAllString(strings.ReplaceAll(block, `\n"+`, " "), " ")
+			if !strings.Contains(flat, want) {
+				t.Errorf("%s tells how to deactivate an API key over HTTP without naming %s:\n%s", f, want, block)
+			}
+		}
+	}
+	if checked < 3 {
+		t.Errorf("found %d places that deactivate a key over HTTP; has their wording changed?", checked)
+	}
+}
