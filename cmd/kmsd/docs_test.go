@@ -94,6 +94,22 @@ func TestDocSectionReferences(t *testing.T) {
 // the reference.
 func TestDocsStandAlone(t *testing.T) {
 	spec := regexp.MustCompile(`\bSPEC\b`)
+	eachRepoLine(t, func(rel string) bool {
+		// This test names what it looks for.
+		return rel != filepath.Join("cmd", "kmsd", "docs_test.go") &&
+			(strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, ".md") || strings.HasSuffix(rel, ".json"))
+	}, func(rel string, n int, line string) {
+		if spec.MatchString(line) {
+			t.Errorf("%s:%d cites SPEC, which is not in the repository: %s", rel, n, strings.TrimSpace(line))
+		}
+	})
+}
+
+// eachRepoLine calls line with every line (numbered from 1) of every file
+// of the repository, outside .git, data and testdata, whose path relative
+// to the repository's root want accepts.
+func eachRepoLine(t *testing.T, want func(rel string) bool, line func(rel string, n int, text string)) {
+	t.Helper()
 	root := filepath.Join("..", "..")
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -105,23 +121,16 @@ func TestDocsStandAlone(t *testing.T) {
 			}
 			return nil
 		}
-		switch filepath.Ext(path) {
-		case ".go", ".md", ".json":
-		default:
-			return nil
-		}
-		if path == filepath.Join(root, "cmd", "kmsd", "docs_test.go") {
-			return nil // this test names what it looks for
+		rel, err := filepath.Rel(root, path)
+		if err != nil || !want(rel) {
+			return err
 		}
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return err
 		}
-		for i, line := range strings.Split(string(b), "\n") {
-			if spec.MatchString(line) {
-				rel, _ := filepath.Rel(root, path)
-				t.Errorf("%s:%d cites SPEC, which is not in the repository: %s", rel, i+1, strings.TrimSpace(line))
-			}
+		for i, text := range strings.Split(string(b), "\n") {
+			line(rel, i+1, text)
 		}
 		return nil
 	})
@@ -210,35 +219,13 @@ func (d opsDoc) refs(text string) (missing []string, found int) {
 // one the document has.
 func TestSourceSectionReferences(t *testing.T) {
 	ops := readOpsDoc(t)
-	root := filepath.Join("..", "..")
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
+	eachRepoLine(t, func(rel string) bool {
+		return strings.HasSuffix(rel, ".go") && !strings.HasSuffix(rel, "_test.go")
+	}, func(rel string, n int, line string) {
+		if missing, _ := ops.refs(line); len(missing) > 0 {
+			t.Errorf("%s:%d names %q, which docs/OPERATIONS.md does not have", rel, n, missing)
 		}
-		if d.IsDir() {
-			if name := d.Name(); name == ".git" || name == "data" || name == "testdata" {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		for i, line := range strings.Split(string(b), "\n") {
-			if missing, _ := ops.refs(line); len(missing) > 0 {
-				rel, _ := filepath.Rel(root, path)
-				t.Errorf("%s:%d names %q, which docs/OPERATIONS.md does not have", rel, i+1, missing)
-			}
-		}
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestPostgresBackupRefusal: kmsd backup and kmsd restore on a PostgreSQL
