@@ -67,7 +67,7 @@ const FlagAPIKeysValidate = "apikeys.validate"
 // index takes for the operation itself.
 const validateAction = "validate"
 
-// API key update operations (SPEC.md 4.5 PUT /auth/apikey).
+// API key update operations (PUT /auth/apikey and PUT /auth/apikeyid).
 const (
 	UpdateMerge   = "merge"   // set the flags and props given, keep the others
 	UpdateReplace = "replace" // the flags (props) given become all the flags (props)

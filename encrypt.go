@@ -240,7 +240,7 @@ func (s *Service) Decrypt(ctx context.Context, in DecryptInput) (*DecryptResult,
 	}
 	ref, err := s.parseHash(in.Hash)
 	if err != nil {
-		return s.decryptFailed(p, "", &DecryptResult{}, "hash failed verification: "+strings.TrimPrefix(ErrorMessage(err), "hash "))
+		return s.decryptFailed(p, "", &DecryptResult{}, ErrorMessage(err))
 	}
 	r, err := s.ringByID(ctx, groupKS, ref.ringID)
 	if err != nil {

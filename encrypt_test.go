@@ -86,6 +86,9 @@ func TestDecryptDetectsEveryAlteration(t *testing.T) {
 		if dec == nil || dec.Asset.Valid || dec.Asset.Message == "" || dec.Key != nil {
 			t.Fatalf("%s = %+v, want asset.valid false with a message and no key", what, dec)
 		}
+		if n := strings.Count(dec.Asset.Message, "failed verification"); n != 1 {
+			t.Fatalf("%s: message %q says failed verification %d times, want once", what, dec.Asset.Message, n)
+		}
 	}
 	for i := range rawHash {
 		for bit := 0; bit < 8; bit += 3 {
@@ -116,6 +119,9 @@ func TestDecryptDetectsEveryAlteration(t *testing.T) {
 	wantKind(t, "LookupHash(altered)", err, kms.KindInvalid)
 	_, err = e.svc.LookupHash(e.root, "short")
 	wantKind(t, "LookupHash(garbage)", err, kms.KindInvalid)
+	if msg := kms.ErrorMessage(err); strings.Count(msg, "failed verification") != 1 {
+		t.Errorf("LookupHash(garbage) message = %q, want failed verification once", msg)
+	}
 	hi, err := e.svc.LookupHeader(e.root, flip(res.Header, 30, 2))
 	if err != nil || hi.Valid {
 		t.Errorf("LookupHeader(altered) = %+v, %v; want valid false", hi, err)

@@ -68,14 +68,15 @@ type hashRef struct {
 }
 
 // parseHash decodes and verifies a hash. A malformed hash and a forged or
-// altered one are both Invalid errors; the message says which.
+// altered one are both Invalid errors, whose message, "hash failed
+// verification: ...", says which.
 func (s *Service) parseHash(text string) (hashRef, error) {
 	raw, err := b64url.DecodeString(text)
 	if err != nil || len(raw) != hashLen {
-		return hashRef{}, Errorf(KindInvalid, "hash is malformed")
+		return hashRef{}, Errorf(KindInvalid, "hash failed verification: it is malformed")
 	}
 	if raw[0] != formatVersion {
-		return hashRef{}, Errorf(KindInvalid, "hash has unknown version %d", raw[0])
+		return hashRef{}, Errorf(KindInvalid, "hash failed verification: its version %d is unknown", raw[0])
 	}
 	var sum [32]byte
 	if !hmac.Equal(s.hashMAC.Sum(sum[:0], raw[:49])[:macLen], raw[49:]) {

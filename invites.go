@@ -29,7 +29,8 @@ type tokenRecord struct {
 }
 
 // States of an invitation, in the State of the errors of ValidateInvite and
-// CompleteInvite and in InviteValidation (SPEC.md section 3).
+// CompleteInvite and in InviteValidation (docs/API.md, "Users, Accounts,
+// API keys, activity").
 const (
 	InviteSuccess = "success"
 	InviteExpired = "expired"
@@ -55,7 +56,7 @@ type InviteValidation struct {
 // InviteCompletion is the User who completed its invitation, signed in.
 type InviteCompletion struct {
 	User        *User  `json:"user"`
-	AccessToken string `json:"accesstoken"` // SPEC.md spells it in lower case here
+	AccessToken string `json:"accesstoken"` // in lower case: the interface spells it so here
 }
 
 // inviteLink is the link that completes an invitation.
@@ -458,8 +459,8 @@ func (s *Service) sendMail(ctx context.Context, mailer Mailer, msg Message, u *u
 // token up and revokes every access token of the User. It needs no
 // credential. A password that breaks the rules is an Invalid error with
 // State "malformed-password" and Details the PasswordCheck; a bad token
-// is an Invalid error too. (SPEC.md answers 200 {} and 400 {}: httpapi
-// renders an empty object for both, whatever the error carries.)
+// is an Invalid error too. (The HTTP interface answers 200 {} and 400 {}:
+// httpapi renders an empty object for both, whatever the error carries.)
 func (s *Service) CompletePasswordReset(ctx context.Context, token, password string) error {
 	const action = "user.reset.complete"
 	now := s.now()

@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 )
 
-// Password rules (SPEC.md section 8). A password must have at least
+// Password rules. A password must have at least
 // PasswordMinLength characters, at least one upper-case letter, one
 // lower-case letter, one digit and one special character (anything that
 // is neither a letter nor a digit, a space included), and at most
@@ -22,8 +22,8 @@ const (
 	PasswordMaxLength    = 1024
 )
 
-// PasswordCheck is the outcome of CheckPassword, in the shape of SPEC.md
-// section 2.12 (the "results" of a malformed-password error).
+// PasswordCheck is the outcome of CheckPassword, in the shape of the
+// "results" of a malformed-password error (docs/openapi.json).
 type PasswordCheck struct {
 	IsValid bool                 `json:"isValid"`
 	Details PasswordCheckDetails `json:"details"`

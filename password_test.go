@@ -49,7 +49,8 @@ func TestCheckPassword(t *testing.T) {
 	}
 }
 
-// The JSON of a PasswordCheck is the shape of SPEC.md section 2.12.
+// The JSON of a PasswordCheck is the shape of the "results" of a
+// malformed-password error (docs/openapi.json).
 func TestPasswordCheckJSON(t *testing.T) {
 	b, err := json.Marshal(kms.CheckPassword("Passw0rd!"))
 	if err != nil {

@@ -15,14 +15,22 @@ type PrivateKey struct {
 	o *wrap.Opener
 }
 
+// PrivateKeyText is a ring's private key as text: the PrivateKey string
+// of CreateKeyRingResult as it is, or the bytes of a file that holds it.
+type PrivateKeyText interface{ ~string | ~[]byte }
+
 // ParsePrivateKey parses a ring's private key in any form of
 // docs/FORMAT.md section 1: standard base64 of the 32 bytes the service
-// returned at the ring's creation (X-Wing seed or X25519 private key), or
-// a PEM block holding the X25519 or RSA private key of a caller-supplied
-// public key ("PRIVATE KEY", PKCS #8, or "RSA PRIVATE KEY", PKCS #1).
-// The error never quotes the key.
-func ParsePrivateKey(text []byte) (*PrivateKey, error) {
-	o, err := wrap.ParseOpener(text)
+// returned at the ring's creation (X-Wing seed or X25519 private key, as
+// CreateKeyRingResult.PrivateKey holds it), or a PEM block holding the
+// X25519 or RSA private key of a caller-supplied public key ("PRIVATE
+// KEY", PKCS #8, or "RSA PRIVATE KEY", PKCS #1). Surrounding white space,
+// a file's last newline, say, is ignored. The error never quotes the
+// key.
+func ParsePrivateKey[T PrivateKeyText](text T) (*PrivateKey, error) {
+	b := append([]byte(nil), text...) // a copy of its own, cleared after
+	defer clear(b)
+	o, err := wrap.ParseOpener(b)
 	if err != nil {
 		return nil, Errorf(KindInvalid, "%v", err)
 	}
@@ -69,7 +77,7 @@ func (pk *PrivateKey) Unwrap(ringID string, k *Key) ([]byte, error) {
 // docs/FORMAT.md section 1. It returns the 32 key bytes; the caller should
 // clear them after use. To open many keys, parse the private key once
 // with ParsePrivateKey.
-func UnwrapKey(privateKey []byte, ringID string, k *Key) ([]byte, error) {
+func UnwrapKey[T PrivateKeyText](privateKey T, ringID string, k *Key) ([]byte, error) {
 	pk, err := ParsePrivateKey(privateKey)
 	if err != nil {
 		return nil, err

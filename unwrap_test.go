@@ -111,6 +111,38 @@ func TestUnwrapKey(t *testing.T) {
 	}
 }
 
+// TestParsePrivateKeyTakesTheAnswer: the PrivateKey string that
+// CreateKeyRing answers parses as it is, as do the bytes of a file that
+// holds it (with a newline), and each opens the key of an encrypt call.
+func TestParsePrivateKeyTakesTheAnswer(t *testing.T) {
+	e := newEnv(t)
+	ring := e.ring(t, "answer")
+	enc, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "answer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pk, err := kms.ParsePrivateKey(ring.PrivateKey)
+	if err != nil {
+		t.Fatalf("ParsePrivateKey(CreateKeyRing's PrivateKey) = %v", err)
+	}
+	want, err := pk.Unwrap(enc.RingID, enc.Key)
+	if err != nil {
+		t.Fatalf("Unwrap(encrypt) = %v", err)
+	}
+	file := []byte(ring.PrivateKey + "\n")
+	fromFile, err := kms.UnwrapKey(file, enc.RingID, enc.Key)
+	if err != nil || !bytes.Equal(fromFile, want) {
+		t.Errorf("UnwrapKey(the key's file) = %x, %v; want %x", fromFile, err, want)
+	}
+	if string(file) != ring.PrivateKey+"\n" {
+		t.Error("UnwrapKey changed the caller's bytes")
+	}
+	fromString, err := kms.UnwrapKey(ring.PrivateKey, enc.RingID, enc.Key)
+	if err != nil || !bytes.Equal(fromString, want) {
+		t.Errorf("UnwrapKey(CreateKeyRing's PrivateKey) = %x, %v; want %x", fromString, err, want)
+	}
+}
+
 // TestParsePrivateKeyRefuses: bad private keys are Invalid errors that
 // never quote the key.
 func TestParsePrivateKeyRefuses(t *testing.T) {
@@ -124,7 +156,7 @@ func TestParsePrivateKeyRefuses(t *testing.T) {
 			t.Errorf("ParsePrivateKey error quotes the key: %v", err)
 		}
 	}
-	if _, err := kms.UnwrapKey(nil, "r", &kms.Key{}); err == nil {
+	if _, err := kms.UnwrapKey([]byte(nil), "r", &kms.Key{}); err == nil {
 		t.Error("UnwrapKey(no keyData) succeeded")
 	}
 }

@@ -213,7 +213,7 @@ func (u *userRecord) indexKeys() [][]byte {
 }
 
 // checkUnique refuses a username or email that another User has, as a
-// Conflict error naming the field (SPEC: 400 with errors.username or
+// Conflict error naming the field (over HTTP: 400 with errors.username or
 // errors.email), like any other name already taken.
 func checkUnique(tx Txn, id, username, email string) error {
 	fields := map[string]string{}
@@ -426,7 +426,7 @@ func (s *Service) resolveUser(ctx context.Context, action string, ref UserRef, f
 
 // GetUser returns a User. It needs users.read, except for a User reading
 // itself with its access token. A User missing (or of another Account,
-// without accounts.all) is NotFound: 404, where SPEC.md shows "500 {}".
+// without accounts.all) is NotFound: 404.
 func (s *Service) GetUser(ctx context.Context, ref UserRef) (*User, error) {
 	const action = "user.read"
 	p, u, err := s.resolveUser(ctx, action, ref, FlagUsersRead, true)

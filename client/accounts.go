@@ -7,7 +7,8 @@ import (
 	"github.com/ringkms/kms"
 )
 
-// Accounts, API keys and activity: SPEC.md 4.4 and 4.5.
+// Accounts, API keys and activity (docs/API.md, "Users, Accounts, API keys,
+// activity").
 
 // apiKeyRequest is the body of POST /auth/apikey.
 type apiKeyRequest struct {

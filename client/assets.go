@@ -8,7 +8,7 @@ import (
 	"github.com/ringkms/kms"
 )
 
-// Assets: SPEC.md 4.1, and lineage (docs/API.md).
+// Assets and their lineage (docs/API.md, "Assets").
 
 // GetAsset returns an Asset (GET /assets/{id}).
 func (c *Client) GetAsset(ctx context.Context, id string) (*kms.Asset, error) {

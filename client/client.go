@@ -89,6 +89,12 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 
 // parseBase checks a base URL and returns it without a trailing slash.
 func parseBase(baseURL string) (string, error) {
+	if baseURL != "" && !strings.Contains(baseURL, "://") {
+		// 127.0.0.1:8200 or kms.internal:8200: whether the service speaks
+		// TLS is not ours to guess, and a guess of http would send the
+		// credential in the clear to a service that does.
+		return "", kms.Errorf(kms.KindInvalid, "base URL %q has no scheme: write http://%s, or https://%s for a service with TLS", baseURL, baseURL, baseURL)
+	}
 	u, err := url.Parse(baseURL)
 	if err != nil {
 		return "", kms.Errorf(kms.KindInvalid, "base URL %q: %v", baseURL, err)
@@ -256,7 +262,7 @@ type errorBody struct {
 }
 
 // statePasswordCheck is the State of an error whose Details is a
-// kms.PasswordCheck (SPEC.md 4.3 invite completion, password reset).
+// kms.PasswordCheck (invite completion, password reset).
 const statePasswordCheck = "malformed-password"
 
 // answerError turns an error answer into a *kms.Error with the kind the
@@ -271,8 +277,8 @@ func answerError(r req, resp *http.Response, data []byte, isJSON bool) error {
 		}
 		return kms.Errorf(kind, "%v: HTTP %d with an answer that is not JSON", r, status)
 	}
-	kind, ok := kindOfCode[eb.Code]
-	if !ok {
+	kind, coded := kindOfCode[eb.Code]
+	if !coded {
 		kind = kindOfStatus(status)
 	}
 	msg := eb.Message
@@ -281,11 +287,16 @@ func answerError(r req, resp *http.Response, data []byte, isJSON bool) error {
 	}
 	if status >= 500 {
 		// A server fault is Internal; a service that cannot serve now
-		// (Unavailable) or whose storage is full (NoSpace) says so.
+		// (Unavailable) or whose storage is full (NoSpace) says so. The
+		// status is in the message when no code of the service's gave
+		// the kind (a proxy's answer, say): the code says it otherwise.
 		if kind != kms.KindUnavailable && kind != kms.KindNoSpace {
 			kind = kms.KindInternal
 		}
-		return kms.Errorf(kind, "%s (HTTP %d)", msg, status)
+		if !coded {
+			msg = fmt.Sprintf("%s (HTTP %d)", msg, status)
+		}
+		return &kms.Error{Kind: kind, Message: msg}
 	}
 	e := &kms.Error{Kind: kind, Message: msg, Fields: eb.Errors, State: eb.State}
 	if len(eb.Results) > 0 && string(eb.Results) != "null" {

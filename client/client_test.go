@@ -331,8 +331,8 @@ func TestUserFlows(t *testing.T) {
 	})
 }
 
-// TestSearchActivity pages through the audit trail of a ring. SPEC.md 4.5
-// has the route; it runs once kms.Service has SearchActivity.
+// TestSearchActivity pages through the audit trail of a ring (POST
+// /auth/search/activity); it runs once kms.Service has SearchActivity.
 func TestSearchActivity(t *testing.T) {
 	if _, ok := reflect.TypeFor[*kms.Service]().MethodByName("SearchActivity"); !ok {
 		t.Skip("kms.Service has no SearchActivity yet, so httpapi has no POST /auth/search/activity")

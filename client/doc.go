@@ -72,8 +72,11 @@
 // or that answers it cannot serve now (503, or a proxy's 502 or 504) is
 // an Unavailable error: try again later, or another node. A server fault
 // (500), an answer that is not the service's, or a call that the caller's
-// own context ended is an Internal error. The status is in the message
-// and the cause, if any, in Err.
+// own context ended is an Internal error. The cause, if any, is in Err:
+// an Unavailable error with one got no answer (the service could not be
+// reached), one without is the service's (or a proxy's) answer. The
+// status is in the message of an answer that carries no code of the
+// service's (a proxy's 502, say); the kind says it otherwise.
 // Decrypt, like Service.Decrypt, returns its result together with the
 // Unprocessable error of a failed verification.
 //

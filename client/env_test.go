@@ -107,7 +107,7 @@ func TestFromEnvErrors(t *testing.T) {
 		vars map[string]string
 		want string // in the message
 	}{
-		{"address without scheme", map[string]string{client.EnvAddr: "127.0.0.1:8200"}, "KMS_ADDR: base URL"},
+		{"address without scheme", map[string]string{client.EnvAddr: "127.0.0.1:8200"}, "KMS_ADDR: base URL \"127.0.0.1:8200\" has no scheme: write http://127.0.0.1:8200, or https://127.0.0.1:8200"},
 		{"missing key file", map[string]string{client.EnvAPIKeyFile: filepath.Join(dir, "nope")}, "KMS_API_KEY_FILE"},
 		{"empty key file", map[string]string{client.EnvAPIKeyFile: empty}, "KMS_API_KEY_FILE: " + empty + " is empty"},
 		{"missing CA file", map[string]string{client.EnvCACert: filepath.Join(dir, "nope")}, "KMS_CACERT"},

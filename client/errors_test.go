@@ -181,17 +181,22 @@ func TestTransportErrors(t *testing.T) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusInsufficientStorage)
 			fmt.Fprint(w, `{"message":"insufficient storage","code":"insufficient_storage"}`)
-		}, kms.KindNoSpace, "507"},
+		}, kms.KindNoSpace, "insufficient storage"},
 		{"500 JSON", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusInternalServerError)
 			fmt.Fprint(w, `{"message":"internal error","code":"internal"}`)
-		}, kms.KindInternal, "HTTP 500"},
+		}, kms.KindInternal, "internal error"},
 		{"503 unavailable", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusServiceUnavailable)
 			fmt.Fprint(w, `{"message":"service unavailable","code":"unavailable"}`)
-		}, kms.KindUnavailable, "503"},
+		}, kms.KindUnavailable, "service unavailable"},
+		{"500 JSON without a code", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusInternalServerError)
+			fmt.Fprint(w, `{"message":"boom"}`)
+		}, kms.KindInternal, "boom (HTTP 500)"},
 		{"200 not JSON", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "text/plain")
 			fmt.Fprint(w, "ok")
@@ -226,6 +231,7 @@ func TestTransportErrors(t *testing.T) {
 			}
 		}, kms.KindInternal, "larger than"},
 	}
+	coded := map[string]bool{"507 no space": true, "500 JSON": true, "503 unavailable": true}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := httptest.NewServer(tc.handler)
@@ -235,6 +241,11 @@ func TestTransportErrors(t *testing.T) {
 			got := wantKind(t, tc.name, err, tc.kind)
 			if !strings.Contains(got.Message, tc.msg) {
 				t.Errorf("message = %q, want it to contain %q", got.Message, tc.msg)
+			}
+			// An answer with a code of the service's says its status
+			// once, by the code: the message is the service's alone.
+			if coded[tc.name] && got.Message != tc.msg {
+				t.Errorf("message = %q, want the service's %q alone", got.Message, tc.msg)
 			}
 		})
 	}
@@ -276,6 +287,13 @@ func TestNew(t *testing.T) {
 	for _, base := range []string{"", "kms.example.com", "ftp://kms.example.com", "http://", "http://h/?q=1", "http://h/#f", "http://u:p@h/", "http://h/%zz"} {
 		if _, err := client.New(base); !errors.Is(err, kms.ErrInvalid) {
 			t.Errorf("New(%q) = %v, want an Invalid error", base, err)
+		}
+	}
+	// An address without its scheme: the error says what to write.
+	for _, base := range []string{"127.0.0.1:8200", "localhost:8200", "kms.example.com"} {
+		_, err := client.New(base)
+		if msg := kms.ErrorMessage(err); !strings.Contains(msg, "write http://"+base+", or https://"+base) {
+			t.Errorf("New(%q) = %v, want it to say to write http://%s or https://%s", base, err, base, base)
 		}
 	}
 	for base, want := range map[string]string{
@@ -372,7 +390,7 @@ func TestMethodsMatchService(t *testing.T) {
 		sm, ok := st.MethodByName(cm.Name)
 		if !ok {
 			if cm.Name == "SearchActivity" {
-				continue // SPEC.md 4.5; the Service has no SearchActivity yet
+				continue // POST /auth/search/activity; the Service has no SearchActivity yet
 			}
 			t.Errorf("Client.%s: kms.Service has no such method", cm.Name)
 			continue

@@ -7,7 +7,7 @@ import (
 	"github.com/ringkms/kms"
 )
 
-// Key rings and keys: SPEC.md 4.2 (/ks) and 4.6 (/asym).
+// Key rings and keys, /ks and /asym (docs/API.md, "Key rings").
 
 // ringBody, keyBody and configBody are the answers that wrap their value:
 // {"ring": ...}, {"key": ...}, {"config": ...}.

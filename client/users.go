@@ -8,7 +8,8 @@ import (
 	"github.com/ringkms/kms"
 )
 
-// Users, invitations and sign-in: SPEC.md 4.3.
+// Users, invitations and sign-in (docs/API.md, "Users, Accounts, API keys,
+// activity").
 
 // loginRequest is the body of POST /auth/basic/login.
 type loginRequest struct {

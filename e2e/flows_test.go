@@ -401,7 +401,7 @@ func TestFlows(t *testing.T) {
 		if nk := must[*kms.Key](t, "GetKey")(root.GetKey(bg, kms.RingRef{Name: "payments"}, ids[4])); nk.Props["purpose"] != "pay2" {
 			t.Fatalf("a key made after the config has props %v, want the config's key.props", nk.Props)
 		}
-		// SPEC.md's other spelling of the ring name member, and no limit.
+		// The other spelling of the ring name member (ringanme), and no limit.
 		var body struct{ Config kms.KeyRingConfig }
 		if code := raw(t, v, "PUT", p.URL+"/ks/config", in.bootstrap, map[string]any{"ringanme": "payments", "config": map[string]any{"props": map[string]any{"team": "billing"}}}, &body); code != 200 || body.Config.Algos.AES256.MaxEncryptCount != 0 {
 			t.Fatalf("PUT /ks/config with ringanme = %d %+v", code, body.Config)

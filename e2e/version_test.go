@@ -7,8 +7,9 @@ import (
 	"testing"
 )
 
-// TestVersion: kmsd version, kmsd -version and kmsctl version print the
-// program, its module version and the revision it was built from.
+// TestVersion: kmsd version, kmsd -version, kmsctl version and kmsctl
+// -version print the program, its module version and the revision it was
+// built from.
 func TestVersion(t *testing.T) {
 	needKmsd(t)
 	if revision == "" && os.Getenv("CI") == "true" {
@@ -22,6 +23,7 @@ func TestVersion(t *testing.T) {
 		{kmsdPath, []string{"version"}, "kmsd"},
 		{kmsdPath, []string{"-version"}, "kmsd"},
 		{kmsctlPath, []string{"version"}, "kmsctl"},
+		{kmsctlPath, []string{"-version"}, "kmsctl"},
 	} {
 		out, err := exec.Command(c.bin, c.args...).Output()
 		line := strings.TrimSpace(string(out))

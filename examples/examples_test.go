@@ -81,6 +81,7 @@ func TestExamples(t *testing.T) {
 			if out, err := build.CombinedOutput(); err != nil {
 				t.Fatalf("go build of examples/%s/main.go alone in a module of its own: %v\n%s", tc.name, err, out)
 			}
+			tidySum(t, mod, bin, env)
 
 			data := filepath.Join(dir, "data")
 			for run, extra := range [][]string{tc.first, tc.again} {
@@ -106,6 +107,33 @@ func TestExamples(t *testing.T) {
 				t.Logf("%s, run %d:\n%s", tc.name, run+1, out)
 			}
 		})
+	}
+}
+
+// TestClientStartOutsideAModule: examples/client -start run where the go
+// command finds no source of kmsd (outside any module) says what to do.
+func TestClientStartOutsideAModule(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs examples/client; skipped with -short")
+	}
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := exampleEnv(goTool())
+	mod := userModule(t, root, "client")
+	bin := filepath.Join(t.TempDir(), "client")
+	build := exec.Command(goTool(), "build", "-o", bin, ".")
+	build.Dir, build.Env = mod, env
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build of examples/client: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "-start")
+	cmd.Dir, cmd.Env = t.TempDir(), env
+	out, err := cmd.CombinedOutput()
+	want := "Run this in the directory of a module that requires github.com/ringkms/kms (go get github.com/ringkms/kms), or in a checkout of ringkms"
+	if err == nil || !strings.Contains(string(out), want) {
+		t.Errorf("client -start outside a module = %v:\n%s\nwant an error that says %q", err, out, want)
 	}
 }
 
@@ -178,7 +206,8 @@ func exampleDirs(t testing.TB) []string {
 // go.mod requires github.com/ringkms/kms, replaced by the checkout at
 // root, and the checkout's own requirements, as go get would add them
 // (so the module graph loads from the module cache with no lookup); its
-// go.sum is the checkout's.
+// go.sum is the checkout's, which tidySum trims, once the example is
+// built, to what go mod tidy would keep.
 func userModule(t testing.TB, root, name string) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -205,6 +234,42 @@ func userModule(t testing.TB, root, name string) string {
 }
 
 var moduleLine = regexp.MustCompile(`(?m)^module .*$`)
+
+// tidySum leaves in the go.sum of the user's module at dir what go mod
+// tidy would: the go.mod hashes of the module graph, and the hashes of
+// the modules whose packages the program bin (built there) links, and no
+// others, so that what the program builds at run time cannot lean on
+// hashes that only ringkms's own go.sum has.
+func tidySum(t testing.TB, dir, bin string, env []string) {
+	t.Helper()
+	cmd := exec.Command(goTool(), "version", "-m", bin)
+	cmd.Env = env
+	info, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go version -m %s: %v", bin, err)
+	}
+	linked := map[string]bool{}
+	for _, line := range strings.Split(string(info), "\n") {
+		if f := strings.Fields(line); len(f) >= 3 && f[0] == "dep" {
+			linked[f[1]+" "+f[2]] = true
+		}
+	}
+	path := filepath.Join(dir, "go.sum")
+	sum, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keep []string
+	for _, line := range strings.Split(strings.TrimSpace(string(sum)), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 3 && (strings.HasSuffix(f[1], "/go.mod") || linked[f[0]+" "+f[1]]) {
+			keep = append(keep, line)
+		}
+	}
+	if err := os.WriteFile(path, []byte(strings.Join(keep, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // exampleEnv is this environment without KMS_* variables, with goBin's
 // directory first on PATH (examples/client -start runs go build), and the

@@ -86,8 +86,8 @@ type api struct {
 // handler serves one route. It decodes the request, calls one Service
 // method and returns the body of the 200 answer, or an error that the
 // error writer renders. When it returns both a body and an error, the body
-// is written with the error's status: SPEC.md's decrypt 422 has the shape
-// of the 200 answer.
+// is written with the error's status: the decrypt 422 has the shape of
+// the 200 answer.
 type handler func(r *http.Request, ps httprouter.Params) (any, error)
 
 // route is one line of the route table.
@@ -118,7 +118,7 @@ type route struct {
 	leavesWork bool
 }
 
-// routes is the route table. It reads like SPEC.md section 4.
+// routes is the route table, in the order of docs/API.md.
 // docs/PERMISSIONS.md has one line per route with the flag it needs, and
 // a test keeps the two in step.
 func (a *api) routes() []route {
@@ -126,7 +126,7 @@ func (a *api) routes() []route {
 		{method: http.MethodGet, path: "/healthz", handle: a.healthz, public: true, unlimited: true},
 		{method: http.MethodGet, path: "/openapi.json", handle: a.openAPI, public: true},
 
-		// SPEC.md 4.2: key rings and keys.
+		// Key rings and keys.
 		{method: http.MethodGet, path: "/ks/hash/:hash", handle: a.lookupHash},
 		{method: http.MethodGet, path: "/ks/header/:header", handle: a.lookupHeader},
 		{method: http.MethodGet, path: "/ks/signing-keys", handle: a.signingKeys, public: true},
@@ -149,13 +149,13 @@ func (a *api) routes() []route {
 		{method: http.MethodGet, path: "/ks/keyrings/:ringname/keys/:keyId/usage", handle: a.keyUsage},
 		{method: http.MethodGet, path: "/ks/keyrings/:ringname/keys/:keyId/hashes", handle: a.listKeyHashes},
 
-		// SPEC.md 4.1: the Asset store, and lineage (our addition).
+		// The Asset store, and lineage.
 		{method: http.MethodGet, path: "/assets/:id", handle: a.getAsset},
 		{method: http.MethodDelete, path: "/assets/:id", handle: a.deleteAsset},
 		{method: http.MethodPost, path: "/assets/search", handle: a.searchAssets},
 		{method: http.MethodGet, path: "/assets/:id/lineage", handle: a.getLineage},
 
-		// SPEC.md 4.6: the asym service.
+		// The asym service.
 		{method: http.MethodPost, path: "/asym/keyrings", handle: a.createAsymKeyRing},
 		{method: http.MethodGet, path: "/asym/keyrings/:ringname/keys/:keyId", handle: a.getAsymKey},
 		{method: http.MethodPatch, path: "/asym/keyrings/:ringname/keys/:keyId", handle: a.setKeyState(true)},
@@ -166,7 +166,7 @@ func (a *api) routes() []route {
 		{method: http.MethodGet, path: "/asym/config", handle: a.getConfig(true)},
 		{method: http.MethodPut, path: "/asym/config", handle: a.setConfig(true)},
 
-		// SPEC.md 4.3: Users and login. Login, invitations and password
+		// Users and login. Login, invitations and password
 		// resets are public: the token or password in the body is the
 		// credential.
 		{method: http.MethodPost, path: "/auth/validate", handle: a.validateAPIKey},
@@ -185,7 +185,7 @@ func (a *api) routes() []route {
 		{method: http.MethodGet, path: "/auth/users", handle: a.listUsers},
 		{method: http.MethodPost, path: "/auth/users", handle: a.createUser},
 
-		// SPEC.md 4.4: Accounts.
+		// Accounts.
 		{method: http.MethodPost, path: "/auth/accounts", handle: a.createAccount},
 		{method: http.MethodGet, path: "/auth/accounts", handle: a.listAccounts},
 		{method: http.MethodGet, path: "/auth/accounts/:id", handle: a.getAccount},
@@ -193,7 +193,7 @@ func (a *api) routes() []route {
 		{method: http.MethodDelete, path: "/auth/accounts/:id", handle: a.deleteAccount},
 		{method: http.MethodGet, path: "/auth/accounts/:id/apikeys", handle: a.listAccountAPIKeys},
 
-		// SPEC.md 4.5: API keys and activity. DELETE names the key by its
+		// API keys and activity. DELETE names the key by its
 		// secret unless ?id=true: the log gets the route, not the path.
 		{method: http.MethodGet, path: "/auth/apikey", handle: a.listAPIKeys},
 		{method: http.MethodPost, path: "/auth/apikey", handle: a.createAPIKey},
@@ -209,7 +209,7 @@ func (a *api) routes() []route {
 }
 
 // New returns an http.Handler that serves the ringkms HTTP interface over
-// svc: the routes of SPEC.md section 4, and GET /healthz. It panics when
+// svc: the routes of docs/API.md, and GET /healthz. It panics when
 // svc is nil.
 func New(svc *kms.Service, opts Options) http.Handler {
 	return newHandler(svc, opts, nil)

@@ -9,12 +9,12 @@ import (
 	"github.com/ringkms/kms"
 )
 
-// The /auth group of SPEC.md 4.3 to 4.5: Users and login, Accounts, API
+// The /auth group (docs/API.md): Users and login, Accounts, API
 // keys and activity. As everywhere, a handler decodes, calls one Service
 // method and encodes; who may do what is the Service's to decide.
 
 // queryTrue reports whether the query parameter name is "true" (in any
-// case), as SPEC.md's ?id=, ?uid= and ?email= switches are.
+// case), as the ?id=, ?uid= and ?email= switches are.
 func queryTrue(r *http.Request, name string) bool {
 	return strings.EqualFold(r.URL.Query().Get(name), "true")
 }
@@ -32,7 +32,7 @@ type messageBody struct {
 	Message string `json:"message"`
 }
 
-// emptyBody is the {} of SPEC.md's password reset completion.
+// emptyBody is the {} of password reset completion.
 type emptyBody struct{}
 
 // tokenPasswordRequest is the body of invitation and password reset
@@ -124,7 +124,7 @@ func (a *api) startPasswordReset(r *http.Request, _ httprouter.Params) (any, err
 	return messageBody{msg}, nil
 }
 
-// POST /auth/basic/reset-password-complete. SPEC.md answers an empty
+// POST /auth/basic/reset-password-complete. It answers an empty
 // object, 200 on success and 400 on failure: whatever went wrong (a bad
 // token, a password that breaks the rules, a malformed body) the body is
 // {} with the error's status, so it tells nothing of the token. The error

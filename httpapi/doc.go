@@ -1,5 +1,6 @@
-// Package httpapi serves a *kms.Service over HTTP: the interface of
-// SPEC.md section 4 (Assets, /ks, /auth and /asym), and a health check.
+// Package httpapi serves a *kms.Service over HTTP: the interface that
+// docs/API.md describes (Assets, /ks, /auth and /asym), and a health check.
+// docs/openapi.json is its OpenAPI document, route by route.
 //
 // It is a thin adapter. A handler decodes the request, calls one Service
 // method and encodes its answer; authorization, validation and the audit
@@ -94,7 +95,7 @@
 // /ks/decrypt departs from the shape: a hash or header that
 // fails verification is a 422 whose body is the decrypt answer, with
 // asset.valid false and asset.message saying which check failed. The
-// other exceptions, from SPEC.md 7, add members to the error shape:
+// other documented exceptions add members to the error shape:
 // "errors" (the fields at fault: a username or email already taken),
 // "state" (an invitation "invalid" or "expired", a "malformed-password")
 // and "results" (the password check). POST

@@ -20,8 +20,8 @@ var kindStatus = map[kms.Kind]int{
 	kms.KindUnauthenticated:  http.StatusUnauthorized,
 	kms.KindPermissionDenied: http.StatusForbidden,
 	kms.KindNotFound:         http.StatusNotFound,
-	kms.KindConflict:         http.StatusBadRequest, // SPEC.md 7: an existing name, a ring still in use
-	kms.KindLimit:            http.StatusForbidden,  // SPEC.md 7: resource limit reached
+	kms.KindConflict:         http.StatusBadRequest, // an existing name, a ring still in use
+	kms.KindLimit:            http.StatusForbidden,  // a plan limit reached
 	kms.KindUnprocessable:    http.StatusUnprocessableEntity,
 	kms.KindTooLarge:         http.StatusRequestEntityTooLarge,
 	kms.KindRateLimited:      http.StatusTooManyRequests,
@@ -33,7 +33,7 @@ var kindStatus = map[kms.Kind]int{
 }
 
 // errorBody is the body of every error answer. Errors, State and Results
-// carry the documented exceptions of SPEC.md 7: per-field errors of user
+// carry the documented exceptions (docs/API.md): per-field errors of user
 // creation, the state of an invitation, the results of a password check.
 type errorBody struct {
 	Message string            `json:"message"`

@@ -201,9 +201,9 @@ func (a *api) getConfig(asym bool) handler {
 	}
 }
 
-// setConfigRequest is the body of PUT /ks/config. SPEC.md spells the ring
-// name member both ringname and ringanme; ringanme counts when ringname is
-// absent.
+// setConfigRequest is the body of PUT /ks/config. The ring's name is
+// ringname, or ringanme, a misspelling that clients of the interface send;
+// ringanme counts when ringname is absent.
 type setConfigRequest struct {
 	RingName *string            `json:"ringname"`
 	RingAnme string             `json:"ringanme"`

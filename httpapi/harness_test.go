@@ -380,7 +380,7 @@ func (e *env) activity(t testing.TB, match func(*kms.Activity) bool) []*kms.Acti
 	return out
 }
 
-// wantErrorBody is wantError for the documented exceptions of SPEC.md 7:
+// wantErrorBody is wantError for the documented exceptions (docs/API.md):
 // an error of status and code whose body may also carry errors, state and
 // results (and nothing else). It returns the body.
 func (r reply) wantErrorBody(t testing.TB, status int, code string) map[string]any {

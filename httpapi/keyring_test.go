@@ -604,7 +604,7 @@ func TestConfig(t *testing.T) {
 		body map[string]any
 	}{
 		{"ringname", map[string]any{"ringname": "cfg", "config": cfg}},
-		{"ringanme (misspelt in SPEC.md)", map[string]any{"ringanme": "CFG", "config": cfg}},
+		{"ringanme (the misspelt member)", map[string]any{"ringanme": "CFG", "config": cfg}},
 		{"ringname wins over ringanme", map[string]any{"ringname": "cfg", "ringanme": "nope", "config": cfg}},
 	} {
 		t.Run("PUT "+tc.name, func(t *testing.T) {

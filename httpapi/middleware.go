@@ -111,7 +111,7 @@ func (a *api) logRequests(next http.Handler) http.Handler {
 // (reqlog.RedactPath, with kms.LooksLikeSecret).
 func redactPath(path string) string { return reqlog.RedactPath(path, kms.LooksLikeSecret) }
 
-// requireBearer is the bearer middleware of SPEC.md 5.2, which serve runs
+// requireBearer is the bearer middleware (docs/API.md), which serve runs
 // for every route that is not public: the request must carry exactly one
 // "Authorization: Bearer <secret>" header whose secret the Service
 // accepts; otherwise the answer is 401. It returns the caller's Principal,

@@ -54,7 +54,7 @@ func TestOpenAPIValid(t *testing.T) {
 		t.Errorf("openapi = %q, want 3.1.x", doc.OpenAPI)
 	}
 	if doc.Info == nil || doc.Info.Version != "0.1.0" {
-		t.Errorf("info.version is not SPEC.md's 0.1.0")
+		t.Errorf("info.version is not the interface's 0.1.0")
 	}
 	// Every operation answers JSON for each status it lists (but 304,
 	// which has no body), and names a unique operationId.

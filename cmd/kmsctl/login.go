@@ -54,19 +54,26 @@ type session struct {
 // address is the service's base URL, without a trailing slash: -addr,
 // KMS_ADDR, the saved session's, or client.DefaultAddr.
 func (c *cli) address() string {
-	if c.addr != "" {
-		return strings.TrimRight(c.addr, "/")
-	}
-	if a := c.getenv(client.EnvAddr); a != "" {
-		return strings.TrimRight(a, "/")
-	}
-	if s, err := c.loadSession(); err == nil && s != nil {
-		return s.Addr
-	}
-	return client.DefaultAddr
+	addr, _ := c.addressFrom()
+	return addr
 }
 
-// dial returns a client of addr that sends secret (none when empty).
+// addressFrom is address, and where it comes from, for a message.
+func (c *cli) addressFrom() (addr, from string) {
+	if c.addr != "" {
+		return strings.TrimRight(c.addr, "/"), "-addr"
+	}
+	if a := c.getenv(client.EnvAddr); a != "" {
+		return strings.TrimRight(a, "/"), client.EnvAddr
+	}
+	if s, err := c.loadSession(); err == nil && s != nil {
+		return s.Addr, "the saved login's address"
+	}
+	return client.DefaultAddr, "the default address"
+}
+
+// dial returns a client of addr that sends secret (none when empty). An
+// address that is not a URL is an error that names where it came from.
 func (c *cli) dial(addr, secret string) (*client.Client, error) {
 	hc, err := c.httpClient()
 	if err != nil {
@@ -76,7 +83,11 @@ func (c *cli) dial(addr, secret string) (*client.Client, error) {
 	if secret != "" {
 		opts = append(opts, client.WithAPIKey(secret))
 	}
-	return client.New(addr, opts...)
+	kc, err := client.New(addr, opts...)
+	if a, from := c.addressFrom(); err != nil && a == addr {
+		return nil, fmt.Errorf("%s: %w", from, err)
+	}
+	return kc, err
 }
 
 // connect makes c.kc with the credential it finds. Without one, it is an

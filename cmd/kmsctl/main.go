@@ -53,6 +53,9 @@ func main() {
 // status.
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
 	c := &cli{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
+	if len(args) == 1 && (args[0] == "-version" || args[0] == "--version") {
+		args = []string{"version"} // as kmsd -version
+	}
 	return c.report(c.dispatch(ctx, root(), "kmsctl", args))
 }
 
@@ -274,7 +277,9 @@ func (c *cli) report(err error) int {
 
 // describe is the text of an error: the service's message and code for a
 // *kms.Error (and the members at fault, if any), "interrupted" for a
-// signal, the error's own text otherwise.
+// signal, the error's own text otherwise. A certificate that kmsctl
+// refused gets no code: no service answered, and the client's "internal"
+// would put the fault on the service.
 func describe(err error) string {
 	if errors.Is(err, context.Canceled) {
 		return "interrupted"
@@ -288,7 +293,9 @@ func describe(err error) string {
 	// without the "kms: " of the library.
 	own := e.Error()
 	msg = strings.Replace(msg, own, strings.TrimPrefix(own, "kms: "), 1)
-	msg += " (" + e.Kind.String() + ")"
+	if !certificateRefused(err) {
+		msg += " (" + e.Kind.String() + ")"
+	}
 	for _, f := range slices.Sorted(maps.Keys(e.Fields)) {
 		msg += fmt.Sprintf("\n  %s: %s", f, e.Fields[f])
 	}

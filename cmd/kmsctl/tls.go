@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 
+	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/client"
 )
 
@@ -83,17 +84,35 @@ func untrusted(err error) bool {
 	return errors.As(err, &unknown)
 }
 
-// health is what kmsctl status says of the service, given the error of
-// GET /healthz.
-func health(err error) string {
+// certificateRefused reports whether err is kmsctl's refusal of the
+// service's TLS certificate: not trusted, not valid for the host, or
+// refused otherwise.
+func certificateRefused(err error) bool {
 	var refused *tls.CertificateVerificationError
+	var host x509.HostnameError
+	return untrusted(err) || errors.As(err, &refused) || errors.As(err, &host)
+}
+
+// unreachable reports whether err is a call that got no answer: the
+// client's Unavailable error with a cause (a refused, lost or timed-out
+// connection), as against the service's answer that it cannot serve.
+func unreachable(err error) bool {
+	e := kms.AsError(err)
+	return e != nil && e.Kind == kms.KindUnavailable && e.Err != nil
+}
+
+// health is what kmsctl status says of the service, given the error of
+// GET /healthz: "unhealthy" only when the service answered so.
+func health(err error) string {
 	switch {
 	case err == nil:
 		return "ok"
 	case untrusted(err):
 		return "not checked: the service's TLS certificate is not trusted"
-	case errors.As(err, &refused):
+	case certificateRefused(err):
 		return "not checked: the service's TLS certificate was refused"
+	case unreachable(err):
+		return "not checked: the service cannot be reached"
 	}
 	return "unhealthy"
 }

@@ -24,7 +24,7 @@ import (
 // file is written under a temporary name and renamed only then.
 func backup(ctx context.Context, c *config, getenv func(string) string, stdout io.Writer, log *zerolog.Logger) error {
 	if c.postgres() {
-		return errors.New("backup: a PostgreSQL store is backed up with pg_dump or the database's point-in-time recovery (docs/OPERATIONS.md, Backup and restore)")
+		return errors.New("backup: a PostgreSQL store is backed up with pg_dump or the database's point-in-time recovery (docs/OPERATIONS.md section 13, \"The PostgreSQL store\": Backups)")
 	}
 	out, commit, abort, err := backupOutput(c.backupOut, stdout)
 	if err != nil {
@@ -138,7 +138,7 @@ func backupOutput(path string, stdout io.Writer) (w io.Writer, commit func() err
 // start on.
 func restore(ctx context.Context, c *config, getenv func(string) string, stdin io.Reader, stdout io.Writer, log *zerolog.Logger) (err error) {
 	if c.postgres() {
-		return errors.New("restore: a PostgreSQL store is restored with the database's own tools (docs/OPERATIONS.md, Backup and restore)")
+		return errors.New("restore: a PostgreSQL store is restored with the database's own tools (docs/OPERATIONS.md section 13, \"The PostgreSQL store\": Backups)")
 	}
 	entries, err := os.ReadDir(c.data)
 	existed := err == nil

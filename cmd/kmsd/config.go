@@ -579,6 +579,7 @@ they sign with the key before, which stays published.
        kmsd audit export [-from SEQ]    activity records as JSON lines
        kmsd rekey [flags]               move the store to a new master key, while kmsd serves
        kmsd new-root-key [flags]        a new API key with the flag "*", from the master key
+       kmsd version                     print the version and the revision it was built from (or -version)
 
 `)
 	}

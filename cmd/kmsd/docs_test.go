@@ -1,6 +1,9 @@
 package main
 
 import (
+	"context"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -84,19 +87,55 @@ func TestDocSectionReferences(t *testing.T) {
 	}
 }
 
-// TestDocsStandAlone: no document of the repository points to a SPEC.md,
-// which is not in it.
+// TestDocsStandAlone: nothing a user reads cites SPEC.md, which is not in
+// the repository: not a document (docs/, the README), not the OpenAPI
+// document (docs/openapi.json and httpapi/openapi.json), not a comment or
+// message of the Go code (godoc included). The project's documents are
+// the reference.
 func TestDocsStandAlone(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join("..", "..", "docs", "*.md"))
-	files = append(files, filepath.Join("..", "..", "README.md"))
-	for _, f := range files {
-		b, err := os.ReadFile(f)
+	spec := regexp.MustCompile(`\bSPEC\b`)
+	eachRepoLine(t, func(rel string) bool {
+		// This test names what it looks for.
+		return rel != filepath.Join("cmd", "kmsd", "docs_test.go") &&
+			(strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, ".md") || strings.HasSuffix(rel, ".json"))
+	}, func(rel string, n int, line string) {
+		if spec.MatchString(line) {
+			t.Errorf("%s:%d cites SPEC, which is not in the repository: %s", rel, n, strings.TrimSpace(line))
+		}
+	})
+}
+
+// eachRepoLine calls line with every line (numbered from 1) of every file
+// of the repository, outside .git, data and testdata, whose path relative
+// to the repository's root want accepts.
+func eachRepoLine(t *testing.T, want func(rel string) bool, line func(rel string, n int, text string)) {
+	t.Helper()
+	root := filepath.Join("..", "..")
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
-		if strings.Contains(string(b), "SPEC.md") {
-			t.Errorf("%s refers to SPEC.md, which is not in the repository", filepath.Base(f))
+		if d.IsDir() {
+			if name := d.Name(); name == ".git" || name == "data" || name == "testdata" {
+				return filepath.SkipDir
+			}
+			return nil
 		}
+		rel, err := filepath.Rel(root, path)
+		if err != nil || !want(rel) {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for i, text := range strings.Split(string(b), "\n") {
+			line(rel, i+1, text)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -113,5 +152,134 @@ func TestDocSnippetsHaveTheMasterKey(t *testing.T) {
 				t.Errorf("docs/OPERATIONS.md: %q does not give the master key", strings.TrimSpace(line))
 			}
 		}
+	}
+}
+
+// opsDoc is the headings of docs/OPERATIONS.md: the title of each
+// numbered section, and the section every title (of a section or of a
+// heading within one), in lower case, belongs to.
+type opsDoc struct {
+	titles map[int]string
+	within map[string]int
+}
+
+func readOpsDoc(t *testing.T) opsDoc {
+	t.Helper()
+	titles, within := map[int]string{}, map[string]int{}
+	numbered := regexp.MustCompile(`^## (\d+)\. (.+)$`)
+	sub := regexp.MustCompile(`^###+ (.+)$`)
+	n := 0
+	for _, line := range strings.Split(readDoc(t, "OPERATIONS.md"), "\n") {
+		if m := numbered.FindStringSubmatch(line); m != nil {
+			n, _ = strconv.Atoi(m[1])
+			titles[n] = m[2]
+			within[strings.ToLower(m[2])] = n
+		} else if m := sub.FindStringSubmatch(line); m != nil && n > 0 {
+			within[strings.ToLower(m[1])] = n
+		}
+	}
+	return opsDoc{titles, within}
+}
+
+var (
+	opsSectionRef = regexp.MustCompile(`OPERATIONS\.md,?\s+section\s+(\d+)(?:,\s+"([^"]+)")?`)
+	opsTitleRef   = regexp.MustCompile(`OPERATIONS\.md,\s+(?:"([^"]+)"|([A-Za-z][^),.;"]*))`)
+)
+
+// refs returns what text points at in docs/OPERATIONS.md ("section 13",
+// "section 2, "Rotating the master key"", "The master key"...) that the
+// document lacks, and how many references it found.
+func (d opsDoc) refs(text string) (missing []string, found int) {
+	titles, within := d.titles, d.within
+	text = strings.ReplaceAll(text, `\"`, `"`) // inside a Go string
+	for _, m := range opsSectionRef.FindAllStringSubmatch(text, -1) {
+		found++
+		n, _ := strconv.Atoi(m[1])
+		if titles[n] == "" {
+			missing = append(missing, m[0])
+		} else if m[2] != "" && within[strings.ToLower(m[2])] != n {
+			missing = append(missing, m[0])
+		}
+	}
+	for _, m := range opsTitleRef.FindAllStringSubmatch(text, -1) {
+		title := strings.TrimSpace(m[1] + m[2])
+		if strings.HasPrefix(title, "section ") {
+			continue // the form above
+		}
+		found++
+		if _, ok := within[strings.ToLower(title)]; !ok {
+			missing = append(missing, m[0])
+		}
+	}
+	return missing, found
+}
+
+// TestSourceSectionReferences: every section of docs/OPERATIONS.md that
+// the Go code names, by number or by title, in a message or a comment, is
+// one the document has.
+func TestSourceSectionReferences(t *testing.T) {
+	ops := readOpsDoc(t)
+	eachRepoLine(t, func(rel string) bool {
+		return strings.HasSuffix(rel, ".go") && !strings.HasSuffix(rel, "_test.go")
+	}, func(rel string, n int, line string) {
+		if missing, _ := ops.refs(line); len(missing) > 0 {
+			t.Errorf("%s:%d names %q, which docs/OPERATIONS.md does not have", rel, n, missing)
+		}
+	})
+}
+
+// TestPostgresBackupRefusal: kmsd backup and kmsd restore on a PostgreSQL
+// store refuse, naming the section of docs/OPERATIONS.md that says how to
+// back such a store up; the document has it.
+func TestPostgresBackupRefusal(t *testing.T) {
+	ops := readOpsDoc(t)
+	for _, cmd := range [][]string{{"backup"}, {"restore", "-i", "backup.rkb"}} {
+		args := append(cmd, "-store", "postgres://kms@127.0.0.1:1/kms", "-data", t.TempDir())
+		err := run(context.Background(), args, env{"KMS_MASTER_KEY": newKey()}.get, io.Discard, io.Discard)
+		if err == nil {
+			t.Fatalf("kmsd %v succeeded", args)
+		}
+		missing, found := ops.refs(err.Error())
+		if found == 0 || len(missing) > 0 {
+			t.Errorf("kmsd %s -store postgres://... = %q: names %d sections of docs/OPERATIONS.md, of which the document lacks %q", cmd[0], err, found, missing)
+		}
+	}
+}
+
+// TestDeactivateNamesKmsctl: where a document or a message of kmsd tells
+// how to deactivate an API key over HTTP ("active": false), it names the
+// kmsctl command that does it too.
+func TestDeactivateNamesKmsctl(t *testing.T) {
+	const want = "kmsctl apikey update -active false"
+	deactivate := regexp.MustCompile(`\\?"active\\?":\s*false`)
+	space := regexp.MustCompile(`\s+`)
+	root := filepath.Join("..", "..")
+	files, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	gos, _ := filepath.Glob("*.go")
+	files = append(append(files, filepath.Join(root, "README.md")), gos...)
+	checked := 0
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The unit of text: a paragraph of a document, a declaration
+		// (up to a blank line) of Go.
+		for _, block := range strings.Split(string(b), "\n\n") {
+			if !deactivate.MatchString(block) {
+				continue
+			}
+			checked++
+			flat := space.ReplaceAllString(strings.ReplaceAll(block, `\n"+`, " "), " ")
+			if !strings.Contains(flat, want) {
+				t.Errorf("%s tells how to deactivate an API key over HTTP without naming %s:\n%s", f, want, block)
+			}
+		}
+	}
+	if checked < 3 {
+		t.Errorf("found %d places that deactivate a key over HTTP; has their wording changed?", checked)
 	}
 }

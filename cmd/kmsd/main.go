@@ -10,6 +10,7 @@
 //	kmsd audit export -from SEQ     activity records as JSON lines
 //	kmsd rekey [flags]         move every sealed secret to a new master key
 //	kmsd new-root-key [flags]  a new API key with the flag "*", from the master key
+//	kmsd version               the version and revision of the build (or kmsd -version)
 //
 // Every flag can also be set by a KMS_* environment variable; a flag on the
 // command line wins. Secrets come only from the environment or files:

@@ -53,7 +53,8 @@ func newRootKey(ctx context.Context, c *config, getenv func(string) string, stdo
 	fmt.Fprintf(stdout, "new root API key (shown once): %s\n", k.Key)
 	fmt.Fprintf(stdout, "key ID: %s\n", k.KeyID)
 	fmt.Fprintf(stdout, "  it holds every permission; store it now: kmsd keeps only its digest and will not show it again.\n"+
-		"  The keys made before stay active: deactivate a lost one that may have leaked with this key\n"+
-		"  (PUT /auth/apikeyid {\"op\": \"merge\", \"apikeyid\": \"<its ID>\", \"active\": false}).\n")
+		"  The keys made before stay active: deactivate a lost one that may have leaked with this key:\n"+
+		"  kmsctl apikey update -active false <its ID> (kmsctl apikey list shows the keys), or over HTTP\n"+
+		"  PUT /auth/apikeyid {\"op\": \"merge\", \"apikeyid\": \"<its ID>\", \"active\": false}.\n")
 	return nil
 }

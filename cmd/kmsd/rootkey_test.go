@@ -15,9 +15,9 @@ var newRootKeyRE = regexp.MustCompile(`new root API key \(shown once\): (rk_\S+)
 
 // TestNewRootKey: the bootstrap key of a -dev kmsd is lost; kmsd
 // new-root-key, with the master key (here -dev's master.key), makes a new
-// key with the flag "*" that works, prints it once, and the activity
-// trail records it. It refuses to run beside kmsd, and without a master
-// key.
+// key with the flag "*" that works, prints it once with the command that
+// deactivates the lost one, and the activity trail records it. It
+// refuses to run beside kmsd, and without a master key.
 func TestNewRootKey(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "data")
 	args := []string{"-dev", "-data", data, "-log-level", "warn"}
@@ -47,6 +47,9 @@ func TestNewRootKey(t *testing.T) {
 		t.Fatalf("new-root-key printed:\n%s\nwant the new key", out.String())
 	}
 	key := m[1]
+	if !strings.Contains(out.String(), "kmsctl apikey update -active false") {
+		t.Errorf("new-root-key printed:\n%s\nwant the kmsctl command that deactivates a lost key", out.String())
+	}
 	if strings.Count(out.String(), key) != 1 || strings.Contains(errOut.String(), key) {
 		t.Errorf("the new key is shown %d times on stdout and in the log %v; want once, on stdout only",
 			strings.Count(out.String(), key), strings.Contains(errOut.String(), key))

@@ -12,13 +12,14 @@
 // such as the bootstrap key); and KMS_CACERT, a PEM file of the CA
 // certificates to trust when a private CA signed kmsd's certificate.
 //
-// With -start, it builds kmsd (go build github.com/ringkms/kms/cmd/kmsd:
-// run it in a checkout of ringkms, or in a module of your own after
-// go get github.com/ringkms/kms/cmd/kmsd), runs it on a free port of
-// 127.0.0.1 with a temporary data directory (or -data DIR, kept), a random
-// master key and a random bootstrap API key, and stops it with SIGTERM at
-// the end. The keys are kept beside the data,
-// so that -start -data DIR can run again on the same directory.
+// With -start, it builds kmsd from the source of github.com/ringkms/kms
+// that the go command finds from the current directory (a checkout of
+// ringkms, or a module of your own that requires it: its replacement, or
+// its copy in the module cache), runs it on a free port of 127.0.0.1 with
+// a temporary data directory (or -data DIR, kept), a random master key and
+// a random bootstrap API key, and stops it with SIGTERM at the end. The
+// keys are kept beside the data, so that -start -data DIR can run again on
+// the same directory.
 //
 //	go run ./examples/client -start -data DIR
 package main
@@ -144,7 +145,7 @@ func demo(ctx context.Context, c *client.Client) error {
 	acts, err := c.SearchActivity(ctx, client.ActivityFilter{Ring: ringName}, kms.PageRequest{Limit: 20})
 	switch {
 	case errors.Is(err, kms.ErrNotFound):
-		// A kmsd from before the activity search (SPEC.md 4.5).
+		// A kmsd from before the activity search (POST /auth/search/activity).
 		fmt.Println("activity: this kmsd has no activity search")
 	case err != nil:
 		return err
@@ -204,10 +205,8 @@ func startKmsd(ctx context.Context, data string) (_ *kmsd, err error) {
 	}
 
 	bin := filepath.Join(tmp, "kmsd")
-	fmt.Println("building kmsd...")
-	build := exec.CommandContext(ctx, goTool(), "build", "-o", bin, "github.com/ringkms/kms/cmd/kmsd")
-	if out, err := build.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go build kmsd (run this in a checkout of ringkms, or after go get github.com/ringkms/kms/cmd/kmsd): %v\n%s", err, out)
+	if err := buildKmsd(ctx, bin); err != nil {
+		return nil, err
 	}
 
 	masterKey, err := keptSecret(data, "master.key", func() string { return kms.GenerateMasterKey().Base64() })
@@ -277,6 +276,34 @@ func (k *kmsd) stop() {
 	for _, f := range k.cleanup {
 		f()
 	}
+}
+
+// kmsModule is the module that holds kmsd.
+const kmsModule = "github.com/ringkms/kms"
+
+// buildKmsd builds kmsd into bin, in the directory of the source of
+// kmsModule that the go command uses from here: a checkout of ringkms, or
+// the module a module of the user's requires (its replacement, or its
+// copy in the module cache), whose go.mod and go.sum have everything
+// kmsd needs, where the user's module has only what its own imports need.
+func buildKmsd(ctx context.Context, bin string) error {
+	list := exec.CommandContext(ctx, goTool(), "list", "-m", "-f", "{{.Dir}}", kmsModule)
+	var stderr strings.Builder
+	list.Stderr = &stderr
+	out, err := list.Output()
+	dir := strings.TrimSpace(string(out))
+	if err != nil || dir == "" {
+		return fmt.Errorf("find the source of kmsd: go list -m %s: %v %s\n"+
+			"Run this in the directory of a module that requires %s (go get %s), or in a checkout of ringkms",
+			kmsModule, err, strings.TrimSpace(stderr.String()), kmsModule, kmsModule)
+	}
+	fmt.Printf("building kmsd (go build ./cmd/kmsd in %s)...\n", dir)
+	build := exec.CommandContext(ctx, goTool(), "build", "-o", bin, "./cmd/kmsd")
+	build.Dir = dir
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build ./cmd/kmsd in %s: %v\n%s", dir, err, out)
+	}
+	return nil
 }
 
 // goTool is the go command: the one on PATH, else the one of the Go
