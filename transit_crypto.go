@@ -94,7 +94,8 @@ type TransitDataKey struct {
 }
 
 // transitRing authorizes op on the transit key name and returns the
-// caller, the key's ring (with versions) and its lower-case name. With
+// caller, the key's ring (with versions) and its lower-case name: a ring
+// whose keys the service holds (Invalid otherwise: errHandedOut). With
 // create, a key that does not exist is made, when the caller may create
 // it.
 func (s *Service) transitRing(ctx context.Context, name, action, op string, create bool) (*Principal, *ringRecord, string, error) {
@@ -112,10 +113,13 @@ func (s *Service) transitRing(ctx context.Context, name, action, op string, crea
 			return nil, nil, "", s.refuse(p, action, lower, map[string]any{"flag": flag},
 				Errorf(KindPermissionDenied, "missing permission flag %s: the key does not exist, and only a caller that may create it makes it by encrypting", flag))
 		}
-		r, err = s.createTransitRing(ctx, p, name, 0)
+		r, err = s.createTransitRing(ctx, p, name, 0, false)
 	}
 	if isNotFound(err) {
 		err = Errorf(KindNotFound, "transit key %q not found", name)
+	}
+	if err == nil && !r.keysHeld() {
+		err = errHandedOut(r)
 	}
 	if err != nil {
 		return nil, nil, "", s.recordFailure(p, action, lower, err)
