@@ -10,7 +10,8 @@ import (
 )
 
 // AsymKeyRing is a key ring of the /asym group, whose keys are handed out
-// as plain key strings.
+// as plain key strings; but for a transit key's, whose keys the service
+// holds (heldkeys.go).
 type AsymKeyRing struct {
 	ID              string    `json:"id"`
 	Name            string    `json:"name"`

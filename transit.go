@@ -18,7 +18,10 @@ import (
 // the ring's sealed private key (asym.go, unwrapKey), where a /ks ring's
 // keys are wrapped for a private key the service never keeps. So whoever
 // holds the master key, or the service's memory, can read what transit
-// keys seal; docs/TRANSIT.md says so to the people who choose.
+// keys seal; docs/TRANSIT.md says so to the people who choose. No caller
+// gets a transit key's material but through the export of a key made
+// exportable (heldkeys.go), and transit uses no ring whose keys were
+// handed out (one made by CreateAsymKeyRing).
 //
 // Every call is authorized, recorded and limited as any other: the flags
 // of the ring's operations (create, read, encrypt, decrypt, rotate,
