@@ -250,8 +250,8 @@ func (s *Service) GetTransitKey(ctx context.Context, name string) (*TransitKey, 
 // ListTransitKeys returns the names of the transit keys (the /asym rings
 // whose keys the service holds, not those made by CreateAsymKeyRing), in
 // lower case and name order. It needs keyring.*.read. The names are read
-// from the index of names, and each ring's record, and answered whole, as
-// Vault answers a list.
+// from the index of names, then the rings' records, all at once where the
+// store can (prefetch), and answered whole, as Vault answers a list.
 func (s *Service) ListTransitKeys(ctx context.Context) ([]string, error) {
 	p, err := s.authorize(ctx, transitListAction, "", RingFlag("*", OpRead))
 	if err != nil {
@@ -261,25 +261,37 @@ func (s *Service) ListTransitKeys(ctx context.Context) ([]string, error) {
 	names := []string{}
 	err = s.store.View(ctx, func(tx Txn) error {
 		names = names[:0]
-		return tx.Scan(ScanOptions{Prefix: prefix}, func(k, id []byte) (bool, error) {
+		var listed []string
+		var records [][]byte
+		err := tx.Scan(ScanOptions{Prefix: prefix}, func(k, id []byte) (bool, error) {
 			if err := ctx.Err(); err != nil {
 				return false, err
 			}
-			v, err := tx.Get(join(pfxRing, id))
+			listed, records = append(listed, string(k[len(prefix):])), append(records, join(pfxRing, id))
+			return true, nil
+		})
+		if err != nil {
+			return err
+		}
+		if err := prefetch(tx, records); err != nil {
+			return err
+		}
+		for i, key := range records {
+			v, err := tx.Get(key)
 			if isNotFound(err) {
-				return true, nil
+				continue
 			} else if err != nil {
-				return false, err
+				return err
 			}
 			var r ringRecord
 			if err := json.Unmarshal(v, &r); err != nil {
-				return false, err
+				return err
 			}
 			if r.keysHeld() {
-				names = append(names, string(k[len(prefix):]))
+				names = append(names, listed[i])
 			}
-			return true, nil
-		})
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, s.recordFailure(p, transitListAction, "", internalError("list transit keys", err))

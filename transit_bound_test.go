@@ -190,4 +190,12 @@ func TestTransitEncryptionBoundCluster(t *testing.T) {
 	if total != 80 || len(perVersion) < 80/bound {
 		t.Errorf("encryptions = %d over %d versions, want 80 over at least %d", total, len(perVersion), 80/bound)
 	}
+	// The list reads the rings' records (prefetched on PostgreSQL) and
+	// leaves out a ring made by CreateAsymKeyRing.
+	if _, err := nodes[1].CreateAsymKeyRing(root, kms.CreateAsymKeyRingInput{Name: "handed-out"}); err != nil {
+		t.Fatal(err)
+	}
+	if names, err := nodes[1].ListTransitKeys(root); err != nil || !slices.Equal(names, []string{"shared"}) {
+		t.Errorf("ListTransitKeys = %v, %v; want [shared]", names, err)
+	}
 }
