@@ -3,7 +3,6 @@ package kms
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"slices"
 	"strings"
 )
@@ -214,15 +213,11 @@ func (s *Service) exportableVersions(ctx context.Context, r *ringRecord, lowest 
 	var keys []*keyRecord
 	err := s.store.View(ctx, func(tx Txn) error {
 		keys = keys[:0]
-		return tx.Scan(ScanOptions{Prefix: join(pfxKey, []byte(r.ID), sep)}, func(_, v []byte) (bool, error) {
-			var k keyRecord
-			if err := json.Unmarshal(v, &k); err != nil {
-				return false, err
-			}
+		return eachKey(tx, r.ID, func(k *keyRecord) error {
 			if k.Version >= lowest && k.usable(r) == nil {
-				keys = append(keys, &k)
+				keys = append(keys, k)
 			}
-			return true, nil
+			return nil
 		})
 	})
 	if err != nil {

@@ -206,18 +206,14 @@ func (s *Service) transitKey(ctx context.Context, r *ringRecord, existed bool) (
 		MinDecryptionVersion: max(t.MinDecryptionVersion, 1), MinEncryptionVersion: t.MinEncryptionVersion,
 		DeletionAllowed: t.DeletionAllowed, Exportable: t.Exportable, RotationPeriod: r.Algos.AES256.period(), Existed: existed}
 	err := s.store.View(ctx, func(tx Txn) error {
-		return tx.Scan(ScanOptions{Prefix: join(pfxKey, []byte(r.ID), sep)}, func(_, v []byte) (bool, error) {
-			var k keyRecord
-			if err := json.Unmarshal(v, &k); err != nil {
-				return false, err
-			}
+		return eachKey(tx, r.ID, func(k *keyRecord) error {
 			if k.Version > 0 {
 				out.KeyIDs[k.Version] = k.ID
 				if k.state() != KeyDestroyed {
 					out.Versions[k.Version] = k.CreatedAt
 				}
 			}
-			return true, nil
+			return nil
 		})
 	})
 	if err != nil {
