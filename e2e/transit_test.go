@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"context"
-	"crypto/aes"
-	"crypto/cipher"
 	"encoding/base64"
 	"errors"
 	"io"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/client"
+	"github.com/ringkms/kms/internal/vaultct"
 )
 
 // vaultClient is HashiCorp's Vault client of the kmsd p, acting with
@@ -234,22 +233,17 @@ func readTransitKeyIDs(t *testing.T, p *proc, secret, name string) map[int]strin
 	return ids
 }
 
-// opensVaultCiphertext reports whether key opens ct (vault:v<N>:base64 of
-// nonce, ciphertext and tag) as AES-256-GCM, offline.
+// opensVaultCiphertext reports whether key opens ct (vault:v<N>:...)
+// offline, as AES-256-GCM as Vault frames it (internal/vaultct).
 func opensVaultCiphertext(ct string, key []byte) bool {
-	_, b64, _ := strings.Cut(strings.TrimPrefix(ct, "vault:"), ":")
-	blob, err := base64.StdEncoding.DecodeString(b64)
-	if err != nil || len(blob) < 28 {
-		return false
-	}
-	block, err := aes.NewCipher(key)
+	_, blob, err := vaultct.Parse(ct)
 	if err != nil {
 		return false
 	}
-	gcm, err := cipher.NewGCM(block)
+	aead, err := vaultct.NewAEAD(key)
 	if err != nil {
 		return false
 	}
-	_, err = gcm.Open(nil, blob[:12], blob[12:], nil)
+	_, err = vaultct.Open(aead, blob)
 	return err == nil
 }

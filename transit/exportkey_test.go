@@ -1,13 +1,12 @@
 package transit_test
 
 import (
-	"crypto/aes"
-	"crypto/cipher"
 	"encoding/base64"
 	"strings"
 	"testing"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/vaultct"
 )
 
 // TestExport: Vault's export of an exportable key, with the export flag:
@@ -35,10 +34,15 @@ func TestExport(t *testing.T) {
 		t.Fatalf("export answered %v", got.Data)
 	}
 	key, _ := base64.StdEncoding.DecodeString(keys["1"].(string))
-	blob, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(ct, "vault:v1:"))
-	block, _ := aes.NewCipher(key)
-	gcm, _ := cipher.NewGCM(block)
-	if plain, err := gcm.Open(nil, blob[:12], blob[12:], nil); err != nil || string(plain) != "exported" {
+	_, blob, err := vaultct.Parse(ct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aead, err := vaultct.NewAEAD(key)
+	if err != nil {
+		t.Fatalf("the exported key: %v", err)
+	}
+	if plain, err := vaultct.Open(aead, blob); err != nil || string(plain) != "exported" {
 		t.Errorf("the exported key opens the ciphertext: %q, %v", plain, err)
 	}
 	mustWrite(t, c, "transit/keys/open/rotate", nil)
