@@ -10,7 +10,8 @@ import (
 )
 
 // AsymKeyRing is a key ring of the /asym group, whose keys are handed out
-// as plain key strings.
+// as plain key strings; but for a transit key's, whose keys the service
+// holds (heldkeys.go).
 type AsymKeyRing struct {
 	ID              string    `json:"id"`
 	Name            string    `json:"name"`
@@ -22,20 +23,26 @@ type AsymKeyRing struct {
 	UpdatedAt       time.Time `json:"updatedAt"`
 }
 
-// AsymKey is a key of an /asym ring, with the key itself.
+// AsymKey is a key of an /asym ring, with the key itself unless the
+// service holds it (Held).
 type AsymKey struct {
 	Type    string         `json:"type"`
 	ID      string         `json:"id"`
 	Props   map[string]any `json:"props"`
 	KeyData AsymKeyData    `json:"keyData"`
-	State   string         `json:"state"` // always enabled: no other key is handed out
+	State   string         `json:"state"` // always enabled: no other key is answered
 	// Version is the key's place in its ring (Key.Version).
 	Version int `json:"version,omitempty"`
+	// Held reports a key that the service holds for its own use (a
+	// transit key's, heldkeys.go): KeyData then carries no key, which
+	// only the export of an exportable key answers (ExportAsymKey).
+	Held bool `json:"held,omitempty"`
 }
 
-// AsymKeyData carries a plain key: standard base64 of its 32 bytes.
+// AsymKeyData carries a plain key: standard base64 of its 32 bytes. It is
+// empty for a key the service holds (AsymKey.Held).
 type AsymKeyData struct {
-	Key string `json:"key"`
+	Key string `json:"key,omitempty"`
 }
 
 // CreateAsymKeyRingInput creates an /asym key ring.
@@ -82,7 +89,7 @@ func (s *Service) CreateAsymKeyRing(ctx context.Context, in CreateAsymKeyRingInp
 	raw := priv.Bytes()
 	defer clear(raw)
 	r, k, err := s.createRing(p, ringSpec{group: groupAsym, name: in.Name, display: in.DisplayName, props: in.Props, keyProps: in.KeyProps,
-		pub: priv.Public(), private: raw})
+		pub: priv.Public(), private: raw, origin: originAsym})
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +100,8 @@ func (s *Service) CreateAsymKeyRing(ctx context.Context, in CreateAsymKeyRingInp
 	return &CreateAsymKeyRingResult{Ring: r.asymKeyRing(), Key: plain, PrivateKey: base64.StdEncoding.EncodeToString(raw)}, nil
 }
 
-// GetAsymKey returns a key of an /asym ring, unwrapped. It needs
+// GetAsymKey returns a key of an /asym ring, unwrapped, or without its
+// key when the service holds it (a transit key's: AsymKey.Held). It needs
 // keyring.<name>.read.
 func (s *Service) GetAsymKey(ctx context.Context, ref RingRef, keyID string) (*AsymKey, error) {
 	p, r, k, err := s.resolveKey(ctx, groupAsym, ref, keyID, "asym.key.read")
@@ -113,15 +121,22 @@ func (s *Service) GetAsymKey(ctx context.Context, ref RingRef, keyID string) (*A
 	return out, nil
 }
 
-// openKey unwraps a key of an /asym ring with the ring's sealed private key.
+// openKey answers k, a key of the /asym ring r: unwrapped with the ring's
+// sealed private key, or without its key when the service holds r's keys
+// (keysHeld), which it then does not unwrap.
 func (s *Service) openKey(r *ringRecord, k *keyRecord) (*AsymKey, error) {
+	out := &AsymKey{Type: "AES256", ID: k.ID, Props: orEmpty(k.Props), State: k.state(), Version: k.Version}
+	if r.keysHeld() {
+		out.Held = true
+		return out, nil
+	}
 	plain, err := s.unwrapKey(r, k)
 	if err != nil {
 		return nil, err
 	}
 	defer clear(plain)
-	return &AsymKey{Type: "AES256", ID: k.ID, Props: orEmpty(k.Props), KeyData: AsymKeyData{Key: base64.StdEncoding.EncodeToString(plain)},
-		State: k.state(), Version: k.Version}, nil
+	out.KeyData.Key = base64.StdEncoding.EncodeToString(plain)
+	return out, nil
 }
 
 // unwrapKey returns the 32 bytes of k, a key of the /asym ring r, unwrapped
@@ -149,7 +164,8 @@ func (s *Service) unwrapKey(r *ringRecord, k *keyRecord) ([]byte, error) {
 }
 
 // RotateAsym gives an /asym ring a new active key and returns it,
-// unwrapped. It needs keyring.<name>.rotate.
+// unwrapped, or without its key when the service holds it (a transit
+// key's: AsymKey.Held). It needs keyring.<name>.rotate.
 func (s *Service) RotateAsym(ctx context.Context, in RotateInput) (*AsymKey, error) {
 	k, r, err := s.rotateCmd(ctx, groupAsym, in, "asym.keyring.rotate")
 	if err != nil {

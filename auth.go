@@ -21,6 +21,10 @@ const (
 	OpConfig  = "config"  // change the ring's configuration
 	OpDelete  = "delete"  // delete the ring
 	OpKeys    = "keys"    // enable, disable and destroy the ring's keys
+	// OpExport hands out the keys of an exportable key that the service
+	// holds (a transit key): no other operation does, and only a flag
+	// naming it grants it (Flags.Allows), "*" aside.
+	OpExport = "export"
 )
 
 // RingFlag returns the flag that grants op on the ring named ring.

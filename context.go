@@ -101,13 +101,20 @@ var anonymous = &Principal{Kind: PrincipalUser, ID: "anonymous"}
 type Flags map[string]bool
 
 // Allows reports whether the flags grant flag: exactly, through "*" alone,
-// or through a flag with "*" in place of one of flag's segments.
+// or through a flag with "*" in place of one of flag's segments, but for
+// the operation of keyring.<ring>.export, which only a flag naming it
+// grants (keyring.<ring>.export, keyring.*.export) besides "*": a
+// keyring.<ring>.* given for a ring's use must not hand out its keys.
 func (f Flags) Allows(flag string) bool {
 	if f[FlagRoot] || f[flag] {
 		return true
 	}
 	segs := strings.Split(flag, ".")
+	named := len(segs) == 3 && segs[0] == "keyring" && segs[2] == OpExport
 	for i := range segs {
+		if named && i == 2 {
+			continue
+		}
 		saved := segs[i]
 		segs[i] = "*"
 		ok := f[strings.Join(segs, ".")]

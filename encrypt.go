@@ -411,8 +411,9 @@ func ringExists(_ []byte, found bool) (jobErr, err error) {
 // activeKey returns the ring r (as it then is) and its active key for an
 // encrypt call by p, and counts the call against the key: the ring is
 // rotated first when its active key is past its rotationPeriod
-// (rotateOverdue) or has served its maxEncryptCount (reserveEncrypt),
-// whichever comes first.
+// (rotateOverdue) or has served its encrypt limit (encryptLimit:
+// maxEncryptCount, or a transit key's bound; reserveEncrypt), whichever
+// comes first.
 func (s *Service) activeKey(ctx context.Context, p *Principal, r *ringRecord) (*ringRecord, *keyRecord, error) {
 	if r.RotateDue != 0 && s.now().UnixMilli() >= r.RotateDue {
 		var err error
@@ -420,9 +421,9 @@ func (s *Service) activeKey(ctx context.Context, p *Principal, r *ringRecord) (*
 			return nil, nil, err
 		}
 	}
-	if max := r.Algos.AES256.MaxEncryptCount; max > 0 {
+	if limit, reason := s.encryptLimit(r); limit > 0 {
 		var err error
-		if r, err = s.reserveEncrypt(ctx, p, r, uint64(max)); err != nil {
+		if r, err = s.reserveEncrypt(ctx, p, r, limit, reason); err != nil {
 			return nil, nil, err
 		}
 	} else if err := s.counts.Count(r.ID, r.ActiveKey, 0); err != nil {
@@ -440,9 +441,10 @@ func (s *Service) activeKey(ctx context.Context, p *Principal, r *ringRecord) (*
 // so that a limit set later counts the calls before it.
 
 // reserveEncrypt counts one encrypt call on the active key of a ring with
-// a maxEncryptCount, rotating the ring first when the key is spent, and
-// returns the ring and key to use.
-func (s *Service) reserveEncrypt(ctx context.Context, p *Principal, r *ringRecord, max uint64) (*ringRecord, error) {
+// an encrypt limit, max, rotating the ring first when the key is spent
+// (recorded with the limit's reason), and returns the ring and key to
+// use.
+func (s *Service) reserveEncrypt(ctx context.Context, p *Principal, r *ringRecord, max uint64, reason string) (*ringRecord, error) {
 	mu := s.ringLock(r.ID)
 	mu.Lock()
 	defer mu.Unlock()
@@ -464,7 +466,7 @@ func (s *Service) reserveEncrypt(ctx context.Context, p *Principal, r *ringRecor
 	}
 	for attempt := 0; ; attempt++ {
 		spent := r.ActiveKey
-		if _, r, _, err = s.rotate(p, r, action, activeGuard(spent), map[string]any{"reason": "maxEncryptCount"}); err != nil {
+		if _, r, _, err = s.rotate(p, r, action, activeGuard(spent), map[string]any{"reason": reason, "limit": max}); err != nil {
 			return nil, err
 		}
 		err = s.counts.Count(r.ID, r.ActiveKey, max)

@@ -131,6 +131,10 @@ type ringRecord struct {
 	LatestVersion int              `json:"latestVersion,omitempty"`
 	RotateDue     int64            `json:"rotateDue,omitempty"`
 	Transit       *transitSettings `json:"transit,omitempty"`
+	// Origin is what made an /asym ring: originAsym or originTransit
+	// (heldkeys.go); empty for /ks rings and for the /asym rings made
+	// before it was kept, which keysHeld reads from Transit.
+	Origin string `json:"origin,omitempty"`
 
 	pub      *wrap.PublicKey
 	share    atomic.Pointer[splitkey.Secret] // SealedShare opened, once needed
@@ -260,6 +264,7 @@ type ringSpec struct {
 	dataKeys             string
 	algos                ConfigAlgos      // a rotation period, from the start
 	transit              *transitSettings // /asym rings made through transit
+	origin               string           // /asym rings: originAsym or originTransit
 	action               string           // the record's; empty: keyring.create or asym.keyring.create
 }
 
@@ -271,7 +276,7 @@ func (s *Service) createRing(p *Principal, spec ringSpec) (*ringRecord, *keyReco
 	}
 	r := &ringRecord{ID: newID(now), Name: name, DisplayName: display, Group: group, CreatedAt: now, UpdatedAt: now,
 		Props: cloneMap(spec.props), KeyProps: cloneMap(spec.keyProps), PublicKey: spec.pub.String(), pub: spec.pub,
-		Algos: spec.algos, Transit: spec.transit}
+		Algos: spec.algos, Transit: spec.transit, Origin: spec.origin}
 	s.setDataKeys(r, spec.dataKeys)
 	k, err := s.newKey(r.ID, spec.pub, r.KeyProps)
 	if err != nil {
@@ -294,6 +299,9 @@ func (s *Service) createRing(p *Principal, spec ringSpec) (*ringRecord, *keyReco
 		return nil, nil, s.recordFailure(p, action, lower, err)
 	}
 	act := s.newActivity(p, action, lower, true, map[string]any{"ringId": r.ID, "keyId": k.ID})
+	if spec.transit != nil {
+		act.Props["exportable"] = spec.transit.Exportable
+	}
 	err = s.submit(act, func(tx Txn) error {
 		nameKey := join(pfxRingName, []byte(lower))
 		if _, err := tx.Get(nameKey); err == nil {

@@ -293,6 +293,14 @@ func TestFlagsAllows(t *testing.T) {
 		{kms.Flags{"keyring.b.rotate": true}, "keyring.a.rotate", false},
 		{kms.Flags{"keyring.*.encrypt": true}, "keyring.a.rotate", false},
 		{kms.Flags{}, "keyring.a.rotate", false},
+		// export is granted only by a flag naming it, or by "*".
+		{kms.Flags{"*": true}, "keyring.a.export", true},
+		{kms.Flags{"keyring.a.export": true}, "keyring.a.export", true},
+		{kms.Flags{"keyring.*.export": true}, "keyring.a.export", true},
+		{kms.Flags{"keyring.a.*": true}, "keyring.a.export", false},
+		{kms.Flags{"keyring.*.*": true}, "keyring.a.export", false},
+		{kms.Flags{"keyring.a.read": true, "keyring.a.rotate": true, "keyring.a.create": true, "keyring.a.config": true}, "keyring.a.export", false},
+		{kms.Flags{"keyring.a.export": true}, "keyring.a.read", false},
 		{nil, "keyring.a.rotate", false},
 	}
 	for _, tt := range tests {

@@ -40,13 +40,9 @@ func putKeyVersion(tx Txn, k *keyRecord) error {
 // cur.
 func numberKeys(tx Txn, cur *ringRecord) ([]*keyRecord, error) {
 	var keys []*keyRecord
-	err := tx.Scan(ScanOptions{Prefix: join(pfxKey, []byte(cur.ID), sep)}, func(_, v []byte) (bool, error) {
-		var k keyRecord
-		if err := json.Unmarshal(v, &k); err != nil {
-			return false, err
-		}
-		keys = append(keys, &k)
-		return true, nil
+	err := eachKey(tx, cur.ID, func(k *keyRecord) error {
+		keys = append(keys, k)
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -62,6 +58,18 @@ func numberKeys(tx Txn, cur *ringRecord) ([]*keyRecord, error) {
 	}
 	cur.LatestVersion = len(keys)
 	return keys, nil
+}
+
+// eachKey calls fn with each key of the ring ringID as tx has it, in
+// creation order (a key's ID begins with its creation time).
+func eachKey(tx Txn, ringID string, fn func(k *keyRecord) error) error {
+	return tx.Scan(ScanOptions{Prefix: join(pfxKey, []byte(ringID), sep)}, func(_, v []byte) (bool, error) {
+		var k keyRecord
+		if err := json.Unmarshal(v, &k); err != nil {
+			return false, err
+		}
+		return true, fn(&k)
+	})
 }
 
 // ensureVersions returns r with versions: r itself when it has them, or

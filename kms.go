@@ -43,6 +43,12 @@ func New(st Store, opts Options) (*Service, error) {
 			return nil, Errorf(KindInvalid, "rate limits: want a rate of 0 (none) or more calls a second, and a burst of 0 or more")
 		}
 	}
+	if opts.MaxTransitEncryptions > DefaultMaxTransitEncryptions {
+		return nil, Errorf(KindInvalid, "Options.MaxTransitEncryptions: at most %d (2^32), the bound of NIST SP 800-38D for random 96-bit GCM nonces", uint64(DefaultMaxTransitEncryptions))
+	}
+	if s.opts.MaxTransitEncryptions == 0 {
+		s.opts.MaxTransitEncryptions = DefaultMaxTransitEncryptions
+	}
 	s.limits = newRateLimiter(opts.RateLimits)
 	if opts.Logger != nil {
 		s.log = *opts.Logger

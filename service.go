@@ -71,6 +71,16 @@ type Options struct {
 	// credentials) in entries. Zero means 100,000.
 	CacheSize int
 
+	// MaxTransitEncryptions bounds the encryptions that one version of a
+	// transit key makes: AES-256-GCM with random 96-bit nonces stays
+	// within NIST SP 800-38D's bound on the chance of a repeated nonce
+	// for at most 2^32 of them. Past it, the key rotates as it does past
+	// a maxEncryptCount (whichever is lower applies), and an encrypt that
+	// names an older version is refused (transit_crypto.go). Zero means
+	// DefaultMaxTransitEncryptions, which is also the most allowed; a
+	// smaller value rotates sooner.
+	MaxTransitEncryptions uint64
+
 	// MinDestroyDelay is the shortest delay after which a key may be
 	// scheduled for destruction (DestroyKey). Zero means
 	// DefaultMinDestroyDelay (one hour); a negative value allows any

@@ -18,7 +18,10 @@ import (
 // the ring's sealed private key (asym.go, unwrapKey), where a /ks ring's
 // keys are wrapped for a private key the service never keeps. So whoever
 // holds the master key, or the service's memory, can read what transit
-// keys seal; docs/TRANSIT.md says so to the people who choose.
+// keys seal; docs/TRANSIT.md says so to the people who choose. No caller
+// gets a transit key's material but through the export of a key made
+// exportable (heldkeys.go), and transit uses no ring whose keys were
+// handed out (one made by CreateAsymKeyRing).
 //
 // Every call is authorized, recorded and limited as any other: the flags
 // of the ring's operations (create, read, encrypt, decrypt, rotate,
@@ -51,6 +54,9 @@ type transitSettings struct {
 	MinDecryptionVersion int  `json:"minDecryptionVersion,omitempty"` // 0 reads as 1
 	MinEncryptionVersion int  `json:"minEncryptionVersion,omitempty"` // 0: any version
 	DeletionAllowed      bool `json:"deletionAllowed,omitempty"`
+	// Exportable lets the key's versions be exported (heldkeys.go); once
+	// set, never unset.
+	Exportable bool `json:"exportable,omitempty"`
 }
 
 // transit returns the transit settings of r, Vault's defaults when it has
@@ -76,7 +82,10 @@ type TransitKey struct {
 	MinDecryptionVersion int // at least 1
 	MinEncryptionVersion int // 0: any version
 	DeletionAllowed      bool
-	RotationPeriod       time.Duration // zero: none
+	// Exportable reports a key whose versions ExportTransitKey answers,
+	// to a caller with keyring.<name>.export.
+	Exportable     bool
+	RotationPeriod time.Duration // zero: none
 	// Existed reports, in the answer of CreateTransitKey, that the key
 	// existed before the call, which then changed nothing.
 	Existed bool
@@ -88,6 +97,9 @@ type TransitKeyConfig struct {
 	MinDecryptionVersion *int
 	MinEncryptionVersion *int
 	DeletionAllowed      *bool
+	// Exportable true makes the key exportable; false is refused on a key
+	// that is (what was exportable may have been exported: it stays so).
+	Exportable *bool
 	// RotationPeriod is the ring's algos.aes256.rotationPeriod: zero for
 	// none, else at least MinRotationPeriod.
 	RotationPeriod *time.Duration
@@ -101,15 +113,29 @@ func checkTransitPeriod(d time.Duration) error {
 	return nil
 }
 
-// CreateTransitKey makes the transit key name, an /asym ring, with the
-// rotation period given (zero: none). A key that exists already is
-// answered as it is, with Existed set, as Vault answers. It needs
-// keyring.<name>.create.
-func (s *Service) CreateTransitKey(ctx context.Context, name string, period time.Duration) (*TransitKey, error) {
+// CreateTransitKeyInput makes a transit key.
+type CreateTransitKeyInput struct {
+	Name string
+	// RotationPeriod is the ring's algos.aes256.rotationPeriod: zero for
+	// none, else at least MinRotationPeriod.
+	RotationPeriod time.Duration
+	// Exportable makes a key whose versions ExportTransitKey answers, to
+	// a caller with keyring.<name>.export; it can never be unset. By
+	// default no route answers the key's material.
+	Exportable bool
+}
+
+// CreateTransitKey makes the transit key in.Name, an /asym ring whose
+// keys the service holds (heldkeys.go). A key that exists already is
+// answered as it is, with Existed set, as Vault answers; an /asym ring of
+// that name made by CreateAsymKeyRing, whose keys were handed out, is
+// Invalid. It needs keyring.<name>.create.
+func (s *Service) CreateTransitKey(ctx context.Context, in CreateTransitKeyInput) (*TransitKey, error) {
+	name := in.Name
 	if err := ValidateRingName(name); err != nil {
 		return nil, err
 	}
-	if err := checkTransitPeriod(period); err != nil {
+	if err := checkTransitPeriod(in.RotationPeriod); err != nil {
 		return nil, err
 	}
 	lower := strings.ToLower(name)
@@ -125,9 +151,12 @@ func (s *Service) CreateTransitKey(ctx context.Context, name string, period time
 	case !isNotFound(err):
 		return nil, err
 	default:
-		if r, err = s.createTransitRing(ctx, p, name, period); err != nil {
+		if r, err = s.createTransitRing(ctx, p, name, in.RotationPeriod, in.Exportable); err != nil {
 			return nil, err
 		}
+	}
+	if !r.keysHeld() {
+		return nil, s.recordFailure(p, transitCreateAction, lower, errHandedOut(r))
 	}
 	if r, err = s.ensureVersions(r); err != nil {
 		return nil, err
@@ -144,10 +173,11 @@ func (s *Service) CreateTransitKey(ctx context.Context, name string, period time
 	return key, nil
 }
 
-// createTransitRing makes the /asym ring of a new transit key, recorded as
-// transit.key.create. A ring of that name made meanwhile by another call
-// is answered; a /ks ring of that name is an Invalid error.
-func (s *Service) createTransitRing(ctx context.Context, p *Principal, name string, period time.Duration) (*ringRecord, error) {
+// createTransitRing makes the /asym ring of a new transit key, exportable
+// or not, recorded as transit.key.create. A ring of that name made
+// meanwhile by another call is answered (the caller checks that it is a
+// transit key's); a /ks ring of that name is an Invalid error.
+func (s *Service) createTransitRing(ctx context.Context, p *Principal, name string, period time.Duration, exportable bool) (*ringRecord, error) {
 	priv, err := wrap.Generate(wrap.XWing)
 	if err != nil {
 		return nil, internalError("generate key pair", err)
@@ -159,7 +189,7 @@ func (s *Service) createTransitRing(ctx context.Context, p *Principal, name stri
 		algos.AES256.RotationPeriod = formatPeriod(period)
 	}
 	r, _, err := s.createRing(p, ringSpec{group: groupAsym, name: name, pub: priv.Public(), private: raw,
-		algos: algos, transit: &transitSettings{}, action: transitCreateAction})
+		algos: algos, transit: &transitSettings{Exportable: exportable}, origin: originTransit, action: transitCreateAction})
 	if ErrorKind(err) == KindConflict {
 		if other, err := s.ringByName(ctx, groupAsym, name); err == nil {
 			return other, nil // made meanwhile by another call
@@ -174,20 +204,16 @@ func (s *Service) transitKey(ctx context.Context, r *ringRecord, existed bool) (
 	t := r.transit()
 	out := &TransitKey{Name: r.Name, Versions: map[int]time.Time{}, KeyIDs: map[int]string{}, LatestVersion: r.LatestVersion,
 		MinDecryptionVersion: max(t.MinDecryptionVersion, 1), MinEncryptionVersion: t.MinEncryptionVersion,
-		DeletionAllowed: t.DeletionAllowed, RotationPeriod: r.Algos.AES256.period(), Existed: existed}
+		DeletionAllowed: t.DeletionAllowed, Exportable: t.Exportable, RotationPeriod: r.Algos.AES256.period(), Existed: existed}
 	err := s.store.View(ctx, func(tx Txn) error {
-		return tx.Scan(ScanOptions{Prefix: join(pfxKey, []byte(r.ID), sep)}, func(_, v []byte) (bool, error) {
-			var k keyRecord
-			if err := json.Unmarshal(v, &k); err != nil {
-				return false, err
-			}
+		return eachKey(tx, r.ID, func(k *keyRecord) error {
 			if k.Version > 0 {
 				out.KeyIDs[k.Version] = k.ID
 				if k.state() != KeyDestroyed {
 					out.Versions[k.Version] = k.CreatedAt
 				}
 			}
-			return true, nil
+			return nil
 		})
 	})
 	if err != nil {
@@ -199,7 +225,7 @@ func (s *Service) transitKey(ctx context.Context, r *ringRecord, existed bool) (
 // GetTransitKey describes the transit key name. It needs
 // keyring.<name>.read.
 func (s *Service) GetTransitKey(ctx context.Context, name string) (*TransitKey, error) {
-	p, r, err := s.resolveRing(ctx, groupAsym, RingRef{Name: name}, transitReadAction, OpRead)
+	p, r, err := s.resolveTransit(ctx, name, transitReadAction, OpRead)
 	if err != nil {
 		return nil, err
 	}
@@ -217,10 +243,11 @@ func (s *Service) GetTransitKey(ctx context.Context, name string) (*TransitKey, 
 	return key, nil
 }
 
-// ListTransitKeys returns the names of the transit keys (the /asym rings),
-// in lower case and name order. It needs keyring.*.read. The names are
-// read from the index of names alone, one short key each, and answered
-// whole, as Vault answers a list.
+// ListTransitKeys returns the names of the transit keys (the /asym rings
+// whose keys the service holds, not those made by CreateAsymKeyRing), in
+// lower case and name order. It needs keyring.*.read. The names are read
+// from the index of names, then the rings' records, all at once where the
+// store can (prefetch), and answered whole, as Vault answers a list.
 func (s *Service) ListTransitKeys(ctx context.Context) ([]string, error) {
 	p, err := s.authorize(ctx, transitListAction, "", RingFlag("*", OpRead))
 	if err != nil {
@@ -230,13 +257,37 @@ func (s *Service) ListTransitKeys(ctx context.Context) ([]string, error) {
 	names := []string{}
 	err = s.store.View(ctx, func(tx Txn) error {
 		names = names[:0]
-		return tx.Scan(ScanOptions{Prefix: prefix, KeysOnly: true}, func(k, _ []byte) (bool, error) {
+		var listed []string
+		var records [][]byte
+		err := tx.Scan(ScanOptions{Prefix: prefix}, func(k, id []byte) (bool, error) {
 			if err := ctx.Err(); err != nil {
 				return false, err
 			}
-			names = append(names, string(k[len(prefix):]))
+			listed, records = append(listed, string(k[len(prefix):])), append(records, join(pfxRing, id))
 			return true, nil
 		})
+		if err != nil {
+			return err
+		}
+		if err := prefetch(tx, records); err != nil {
+			return err
+		}
+		for i, key := range records {
+			v, err := tx.Get(key)
+			if isNotFound(err) {
+				continue
+			} else if err != nil {
+				return err
+			}
+			var r ringRecord
+			if err := json.Unmarshal(v, &r); err != nil {
+				return err
+			}
+			if r.keysHeld() {
+				names = append(names, listed[i])
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, s.recordFailure(p, transitListAction, "", internalError("list transit keys", err))
@@ -253,7 +304,7 @@ func (s *Service) ListTransitKeys(ctx context.Context) ([]string, error) {
 // flags may name the ring (as DeleteKeyRing). It needs
 // keyring.<name>.delete.
 func (s *Service) DeleteTransitKey(ctx context.Context, name string) error {
-	p, r, err := s.resolveRing(ctx, groupAsym, RingRef{Name: name}, transitDeleteAction, OpDelete)
+	p, r, err := s.resolveTransit(ctx, name, transitDeleteAction, OpDelete)
 	if err != nil {
 		return err
 	}
@@ -269,7 +320,7 @@ func (s *Service) DeleteTransitKey(ctx context.Context, name string) error {
 // ring a new active key) and describes the key. It needs
 // keyring.<name>.rotate.
 func (s *Service) RotateTransitKey(ctx context.Context, name string) (*TransitKey, error) {
-	p, r, err := s.resolveRing(ctx, groupAsym, RingRef{Name: name}, transitRotateAction, OpRotate)
+	p, r, err := s.resolveTransit(ctx, name, transitRotateAction, OpRotate)
 	if err != nil {
 		return nil, err
 	}
@@ -287,10 +338,10 @@ func (s *Service) RotateTransitKey(ctx context.Context, name string) (*TransitKe
 // Vault's key configuration does, and describes the key: a minimum
 // decryption version of 0 reads as 1; neither minimum may pass the latest
 // version, nor the encryption minimum (unless 0) fall below the
-// decryption one; a rotation period is 0 or at least an hour. It needs
-// keyring.<name>.config.
+// decryption one; a rotation period is 0 or at least an hour; a key made
+// exportable stays so. It needs keyring.<name>.config.
 func (s *Service) ConfigureTransitKey(ctx context.Context, name string, cfg TransitKeyConfig) (*TransitKey, error) {
-	p, r, err := s.resolveRing(ctx, groupAsym, RingRef{Name: name}, transitConfigAction, OpConfig)
+	p, r, err := s.resolveTransit(ctx, name, transitConfigAction, OpConfig)
 	if err != nil {
 		return nil, err
 	}
@@ -315,11 +366,11 @@ func (s *Service) ConfigureTransitKey(ctx context.Context, name string, cfg Tran
 			return err
 		}
 		t := cur.transit()
-		if err := t.apply(cfg, cur.LatestVersion); err != nil {
+		if err := t.apply(cfg, cur.Name, cur.LatestVersion); err != nil {
 			return err
 		}
-		act.Props["minDecryptionVersion"], act.Props["minEncryptionVersion"], act.Props["deletionAllowed"] =
-			max(t.MinDecryptionVersion, 1), t.MinEncryptionVersion, t.DeletionAllowed
+		act.Props["minDecryptionVersion"], act.Props["minEncryptionVersion"], act.Props["deletionAllowed"], act.Props["exportable"] =
+			max(t.MinDecryptionVersion, 1), t.MinEncryptionVersion, t.DeletionAllowed, t.Exportable
 		cur.Transit = &t
 		if cfg.RotationPeriod != nil && cur.Algos.AES256.RotationPeriod != period {
 			cur.Algos.AES256.RotationPeriod = period
@@ -341,9 +392,9 @@ func (s *Service) ConfigureTransitKey(ctx context.Context, name string, cfg Tran
 	return s.transitKey(ctx, next, false)
 }
 
-// apply changes t by cfg, for a key whose latest version is latest, with
-// Vault's rules and wording.
-func (t *transitSettings) apply(cfg TransitKeyConfig, latest int) error {
+// apply changes t by cfg, for the key name whose latest version is
+// latest, with Vault's rules and wording.
+func (t *transitSettings) apply(cfg TransitKeyConfig, name string, latest int) error {
 	if v := cfg.MinDecryptionVersion; v != nil {
 		switch {
 		case *v < 0:
@@ -368,6 +419,12 @@ func (t *transitSettings) apply(cfg TransitKeyConfig, latest int) error {
 	}
 	if cfg.DeletionAllowed != nil {
 		t.DeletionAllowed = *cfg.DeletionAllowed
+	}
+	if cfg.Exportable != nil {
+		if !*cfg.Exportable && t.Exportable {
+			return Errorf(KindInvalid, "exportable cannot be unset: the versions of an exportable key may have been exported already, so it stays exportable; to stop its exports, take the flag %s away from the credentials that hold it", RingFlag(name, OpExport))
+		}
+		t.Exportable = t.Exportable || *cfg.Exportable
 	}
 	return nil
 }

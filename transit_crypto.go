@@ -22,6 +22,32 @@ import (
 // a call of its own: its own key version, counter step, record and error.
 // A record names the ring, the key and its version, never a plaintext.
 
+// DefaultMaxTransitEncryptions is the bound on the encryptions of one
+// version of a transit key (Options.MaxTransitEncryptions): 2^32, the
+// bound of NIST SP 800-38D (section 8.3) for AES-GCM with random 96-bit
+// nonces, which keeps the chance of a repeated nonce under 2^-32.
+const DefaultMaxTransitEncryptions = 1 << 32
+
+// The reasons of a rotation by count (its record's props.reason).
+const (
+	reasonMaxEncryptCount = "maxEncryptCount"
+	reasonNonceBound      = "nonceBound"
+)
+
+// encryptLimit is how many encrypt calls one key of r serves, and why:
+// r's maxEncryptCount (0: no limit), or for a transit key's ring the
+// bound of Options.MaxTransitEncryptions when it is lower. The calls are
+// counted against reservations in the store (internal/encryptcount), so
+// the bound holds across the processes of a cluster as maxEncryptCount
+// does.
+func (s *Service) encryptLimit(r *ringRecord) (uint64, string) {
+	limit := uint64(max(r.Algos.AES256.MaxEncryptCount, 0))
+	if bound := s.opts.MaxTransitEncryptions; r.keysHeld() && (limit == 0 || bound < limit) {
+		return bound, reasonNonceBound
+	}
+	return limit, reasonMaxEncryptCount
+}
+
 // TransitEncryptInput encrypts plaintexts with the transit key Name.
 type TransitEncryptInput struct {
 	Name  string
@@ -94,7 +120,8 @@ type TransitDataKey struct {
 }
 
 // transitRing authorizes op on the transit key name and returns the
-// caller, the key's ring (with versions) and its lower-case name. With
+// caller, the key's ring (with versions) and its lower-case name: a ring
+// whose keys the service holds (Invalid otherwise: errHandedOut). With
 // create, a key that does not exist is made, when the caller may create
 // it.
 func (s *Service) transitRing(ctx context.Context, name, action, op string, create bool) (*Principal, *ringRecord, string, error) {
@@ -112,10 +139,13 @@ func (s *Service) transitRing(ctx context.Context, name, action, op string, crea
 			return nil, nil, "", s.refuse(p, action, lower, map[string]any{"flag": flag},
 				Errorf(KindPermissionDenied, "missing permission flag %s: the key does not exist, and only a caller that may create it makes it by encrypting", flag))
 		}
-		r, err = s.createTransitRing(ctx, p, name, 0)
+		r, err = s.createTransitRing(ctx, p, name, 0, false)
 	}
 	if isNotFound(err) {
 		err = Errorf(KindNotFound, "transit key %q not found", name)
+	}
+	if err == nil && !r.keysHeld() {
+		err = errHandedOut(r)
 	}
 	if err != nil {
 		return nil, nil, "", s.recordFailure(p, action, lower, err)
@@ -212,8 +242,10 @@ func (s *Service) transitEncryptKey(ctx context.Context, p *Principal, r *ringRe
 	if d := r.Algos.AES256.period(); d > 0 && !s.now().Before(k.CreatedAt.Add(d)) {
 		return nil, nil, Errorf(KindInvalid, "key version %d is past its ring's rotation period (%s): encrypt with the latest version", v, r.Algos.AES256.RotationPeriod)
 	}
-	limit := max(r.Algos.AES256.MaxEncryptCount, 0)
-	if err := s.counts.Count(r.ID, k.ID, uint64(limit)); err == encryptcount.ErrSpent {
+	limit, reason := s.encryptLimit(r)
+	if err := s.counts.Count(r.ID, k.ID, limit); err == encryptcount.ErrSpent && reason == reasonNonceBound {
+		return nil, nil, Errorf(KindInvalid, "key version %d has made %d encryptions, the most one version makes with random nonces: encrypt with the latest version", v, limit)
+	} else if err == encryptcount.ErrSpent {
 		return nil, nil, Errorf(KindInvalid, "key version %d has served its ring's maxEncryptCount (%d): encrypt with the latest version", v, limit)
 	} else if err != nil {
 		return nil, nil, err

@@ -78,6 +78,8 @@ func TestEveryMethod(t *testing.T) {
 	if asymRotated.ID == asym.Key.ID || asymRotated.KeyData.Key == "" {
 		t.Fatalf("RotateAsym = %+v, want a new key with its key", asymRotated)
 	}
+	// A transit key made exportable: held, and exported.
+	held := check(e.svc.CreateTransitKey(sctx, kms.CreateTransitKeyInput{Name: "held", Exportable: true}))(t, "CreateTransitKey")
 
 	// Accounts and API keys.
 	acct := check(c.CreateAccount(ctx, kms.AccountInput{UID: "acme", Notes: "a customer"}))(t, "CreateAccount")
@@ -158,6 +160,12 @@ func TestEveryMethod(t *testing.T) {
 		{"GetAsymKey",
 			func() (any, error) { return wrap(c.GetAsymKey(ctx, kms.RingRef{Name: "tokens"}, asym.Key.ID)) },
 			func() (any, error) { return wrap(e.svc.GetAsymKey(sctx, kms.RingRef{Name: "tokens"}, asym.Key.ID)) }},
+		{"GetAsymKey of a held key",
+			func() (any, error) { return wrap(c.GetAsymKey(ctx, kms.RingRef{Name: "held"}, held.KeyIDs[1])) },
+			func() (any, error) { return wrap(e.svc.GetAsymKey(sctx, kms.RingRef{Name: "held"}, held.KeyIDs[1])) }},
+		{"ExportAsymKey",
+			func() (any, error) { return wrap(c.ExportAsymKey(ctx, kms.RingRef{Name: "held"}, held.KeyIDs[1])) },
+			func() (any, error) { return wrap(e.svc.ExportAsymKey(sctx, kms.RingRef{Name: "held"}, held.KeyIDs[1])) }},
 		{"GetAsset",
 			func() (any, error) { return wrap(c.GetAsset(ctx, child.Asset.ID)) },
 			func() (any, error) { return wrap(e.svc.GetAsset(sctx, child.Asset.ID)) }},

@@ -161,9 +161,17 @@ func (c *Client) CreateAsymKeyRing(ctx context.Context, in kms.CreateAsymKeyRing
 }
 
 // GetAsymKey returns a key of an /asym ring (GET
-// /asym/keyrings/{ring}/keys/{keyId}).
+// /asym/keyrings/{ring}/keys/{keyId}), without its key when the service
+// holds it (a transit key's: Held).
 func (c *Client) GetAsymKey(ctx context.Context, ref kms.RingRef, keyID string) (*kms.AsymKey, error) {
 	return call[kms.AsymKey](c, ctx, req{method: http.MethodGet, path: endpoint("/asym/keyrings/%s/keys/%s", ref.Name, keyID), query: query("id", yes(ref.ByID))})
+}
+
+// ExportAsymKey returns a key that the service holds (a transit key's),
+// in the clear, when the key is exportable and the credential holds
+// keyring.<ring>.export (GET /asym/keyrings/{ring}/keys/{keyId}/export).
+func (c *Client) ExportAsymKey(ctx context.Context, ref kms.RingRef, keyID string) (*kms.AsymKey, error) {
+	return call[kms.AsymKey](c, ctx, req{method: http.MethodGet, path: endpoint("/asym/keyrings/%s/keys/%s/export", ref.Name, keyID), query: query("id", yes(ref.ByID))})
 }
 
 // RotateAsym gives an /asym ring a new active key and returns it (POST

@@ -252,6 +252,8 @@ func TestFlows(t *testing.T) {
 		}
 		_, err = root.GetKeyRing(bg, kms.RingRef{Name: "clear"})
 		wantKind(t, "GetKeyRing of an /asym ring under /ks", err, kms.KindNotFound)
+		_, err = root.ExportAsymKey(bg, kms.RingRef{Name: "clear"}, asym.Key.ID) // export is of held keys (TestTransitHeldKeys)
+		wantKind(t, "ExportAsymKey of a ring made by CreateAsymKeyRing", err, kms.KindInvalid)
 
 		del := must[*kms.DeleteKeyRingResult](t, "DeleteKeyRing")(root.DeleteKeyRing(bg, kms.RingRef{Name: "small"}))
 		if del.ID != x.Ring.ID {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/client"
+	"github.com/ringkms/kms/internal/vaultct"
 )
 
 // vaultClient is HashiCorp's Vault client of the kmsd p, acting with
@@ -105,4 +106,144 @@ func TestTransit(t *testing.T) {
 		t.Errorf("transit without -transit = %v, want 404", err)
 	}
 	p.Stop(t)
+}
+
+// TestTransitHeldKeys: over HTTP, against the real kmsd -transit, a
+// credential with keyring.<name>.read, .rotate and .create gets no key
+// of a transit key from the /asym routes (their answers carry its
+// metadata without keyData.key), and nothing it got opens a ciphertext
+// another credential made; the export of a key made exportable needs
+// keyring.<name>.export, and its refusals are in the trail; a ring made
+// by POST /asym/keyrings is no transit key (400).
+func TestTransitHeldKeys(t *testing.T) {
+	in := newInstance(t)
+	p := in.start(t, "-transit")
+	v := newValidator(t)
+	root := clientOf(p, t, v, in.bootstrap)
+	apiKey := func(flags ...string) string {
+		t.Helper()
+		f := kms.Flags{}
+		for _, name := range flags {
+			f[name] = true
+		}
+		k, err := root.CreateAPIKey(context.Background(), kms.APIKeyInput{AccountID: kms.BootstrapAccountUID, AccountByUID: true, Flags: f})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k.Key
+	}
+	app := vaultClient(t, p, apiKey("keyring.app.encrypt", "keyring.app.create"))
+	if _, err := app.Logical().Write("transit/keys/app", nil); err != nil {
+		t.Fatal(err)
+	}
+	enc, err := app.Logical().Write("transit/encrypt/app", map[string]any{"plaintext": base64.StdEncoding.EncodeToString([]byte("payroll"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct, _ := enc.Data["ciphertext"].(string)
+
+	snoop := clientOf(p, t, v, apiKey("keyring.app.read", "keyring.app.rotate", "keyring.app.create"))
+	tk := readTransitKeyIDs(t, p, in.bootstrap, "app")
+	ak, err := snoop.GetAsymKey(bg, kms.RingRef{Name: "app"}, tk[1])
+	if err != nil || !ak.Held || ak.KeyData.Key != "" {
+		t.Fatalf("GET /asym/keyrings/app/keys/{v1} = %+v, %v; want its metadata without its key", ak, err)
+	}
+	rot, err := snoop.RotateAsym(bg, kms.RotateInput{RingName: "app"})
+	if err != nil || !rot.Held || rot.KeyData.Key != "" {
+		t.Fatalf("POST /asym/rotate = %+v, %v; want the new key's metadata without its key", rot, err)
+	}
+	_, err = snoop.CreateAsymKeyRing(bg, kms.CreateAsymKeyRingInput{Name: "app"})
+	wantKind(t, "POST /asym/keyrings over a transit key", err, kms.KindConflict)
+	_, err = snoop.ExportAsymKey(bg, kms.RingRef{Name: "app"}, tk[1])
+	wantKind(t, "export without keyring.app.export", err, kms.KindPermissionDenied)
+	for _, k := range []string{ak.KeyData.Key, rot.KeyData.Key} {
+		if b, err := base64.StdEncoding.DecodeString(k); err == nil && len(b) == 32 && opensVaultCiphertext(ct, b) {
+			t.Fatal("a key the /asym routes answered opens the transit ciphertext offline")
+		}
+	}
+
+	// A ring made ahead by POST /asym/keyrings is no transit key.
+	creator := clientOf(p, t, v, apiKey("keyring.pre.create"))
+	if _, err := creator.CreateAsymKeyRing(bg, kms.CreateAsymKeyRingInput{Name: "pre"}); err != nil {
+		t.Fatal(err)
+	}
+	var re *vault.ResponseError
+	_, err = vaultClient(t, p, apiKey("keyring.pre.encrypt", "keyring.pre.create")).Logical().Write("transit/encrypt/pre",
+		map[string]any{"plaintext": base64.StdEncoding.EncodeToString([]byte("x"))})
+	if !errors.As(err, &re) || re.StatusCode != 400 || !strings.Contains(strings.Join(re.Errors, " "), "POST /asym/keyrings") {
+		t.Errorf("transit encrypt with a ring made by POST /asym/keyrings = %v, want 400 saying why", err)
+	}
+
+	// An exportable key: the export needs the flag, and opens what the
+	// key sealed.
+	admin := vaultClient(t, p, in.bootstrap)
+	if _, err := admin.Logical().Write("transit/keys/app/config", map[string]any{"exportable": true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := vaultClient(t, p, apiKey("keyring.app.*")).Logical().Read("transit/export/encryption-key/app/1"); !errors.As(err, &re) || re.StatusCode != 403 {
+		t.Errorf("export with keyring.app.* = %v, want 403", err)
+	}
+	exp, err := vaultClient(t, p, apiKey("keyring.app.export")).Logical().Read("transit/export/encryption-key/app/1")
+	if err != nil || exp == nil {
+		t.Fatalf("export with keyring.app.export = %v, %v", exp, err)
+	}
+	k1, _ := exp.Data["keys"].(map[string]any)["1"].(string)
+	if b, err := base64.StdEncoding.DecodeString(k1); err != nil || !opensVaultCiphertext(ct, b) {
+		t.Errorf("the exported version 1 does not open its ciphertext")
+	}
+	ek, err := clientOf(p, t, v, apiKey("keyring.app.export")).ExportAsymKey(bg, kms.RingRef{Name: "app"}, tk[1])
+	if err != nil || ek.KeyData.Key != k1 {
+		t.Errorf("GET /asym/keyrings/app/keys/{v1}/export = %+v, %v; want the key Vault's export answered", ek, err)
+	}
+	refusedOnly := false
+	recs, err := root.SearchActivity(bg, client.ActivityFilter{Ring: "app", Valid: &refusedOnly}, kms.PageRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refused []string
+	for _, a := range recs.Data {
+		refused = append(refused, a.Action)
+	}
+	if got := strings.Join(refused, " "); got != "asym.key.export transit.key.export" {
+		t.Errorf("refused calls on app = %s, want the two exports without the flag", got)
+	}
+	p.Stop(t)
+	in.verifyAudit(t)
+}
+
+// readTransitKeyIDs returns the key IDs of the versions of the transit
+// key name, from the trail's records of its versions: the create and
+// rotate records name each new key.
+func readTransitKeyIDs(t *testing.T, p *proc, secret, name string) map[int]string {
+	t.Helper()
+	c, err := client.New(p.URL, client.WithAPIKey(secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := c.SearchActivity(bg, client.ActivityFilter{Ring: name}, kms.PageRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[int]string{}
+	for _, a := range recs.Data {
+		if id, _ := a.Props["keyId"].(string); id != "" && (a.Action == "transit.key.create" || a.Action == "transit.key.rotate") {
+			ids[len(ids)+1] = id
+		}
+	}
+	return ids
+}
+
+// opensVaultCiphertext reports whether key opens ct (vault:v<N>:...)
+// offline, as AES-256-GCM as Vault frames it (internal/vaultct).
+func opensVaultCiphertext(ct string, key []byte) bool {
+	_, blob, err := vaultct.Parse(ct)
+	if err != nil {
+		return false
+	}
+	aead, err := vaultct.NewAEAD(key)
+	if err != nil {
+		return false
+	}
+	_, err = vaultct.Open(aead, blob)
+	return err == nil
 }

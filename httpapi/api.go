@@ -162,6 +162,7 @@ func (a *api) routes() []route {
 		{method: http.MethodPost, path: "/asym/keyrings/:ringname/keys/:keyId/destroy", handle: a.destroyKey(true)},
 		{method: http.MethodDelete, path: "/asym/keyrings/:ringname/keys/:keyId/destroy", handle: a.cancelDestroyKey(true)},
 		{method: http.MethodGet, path: "/asym/keyrings/:ringname/keys/:keyId/usage", handle: a.asymKeyUsage},
+		{method: http.MethodGet, path: "/asym/keyrings/:ringname/keys/:keyId/export", handle: a.exportAsymKey},
 		{method: http.MethodPost, path: "/asym/rotate", handle: a.rotateAsym},
 		{method: http.MethodGet, path: "/asym/config", handle: a.getConfig(true)},
 		{method: http.MethodPut, path: "/asym/config", handle: a.setConfig(true)},

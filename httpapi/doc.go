@@ -30,7 +30,8 @@
 //	GET    /ks/keyrings/:ringname/keys/:keyId/usage   KeyUsage (?id=true)
 //	GET    /ks/keyrings/:ringname/keys/:keyId/hashes  ListKeyHashes (?cursor, ?limit, ?id=true)
 //	POST   /asym/keyrings                          CreateAsymKeyRing
-//	GET    /asym/keyrings/:ringname/keys/:keyId    GetAsymKey (?id=true)
+//	GET    /asym/keyrings/:ringname/keys/:keyId    GetAsymKey (?id=true); a held key's (a transit key's) without its key
+//	GET    /asym/keyrings/:ringname/keys/:keyId/export   ExportAsymKey (?id=true): an exportable held key, in the clear
 //	POST   /asym/rotate                            RotateAsym, answered {"key": ...}
 //	GET    /assets/:id                             GetAsset
 //	DELETE /assets/:id                             DeleteAsset

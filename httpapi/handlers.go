@@ -266,6 +266,11 @@ func (a *api) getAsymKey(r *http.Request, ps httprouter.Params) (any, error) {
 	return result(a.svc.GetAsymKey(r.Context(), ringRef(r, ps), ps.ByName("keyId")))
 }
 
+// GET /asym/keyrings/:ringname/keys/:keyId/export
+func (a *api) exportAsymKey(r *http.Request, ps httprouter.Params) (any, error) {
+	return result(a.svc.ExportAsymKey(r.Context(), ringRef(r, ps), ps.ByName("keyId")))
+}
+
 // POST /asym/rotate
 func (a *api) rotateAsym(r *http.Request, _ httprouter.Params) (any, error) {
 	var in kms.RotateInput

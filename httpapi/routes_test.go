@@ -98,6 +98,7 @@ func walkCases(e *env, f *walkFixtures) map[string]walkCase {
 		"POST /asym/keyrings/:ringname/keys/:keyId/destroy":   {flag: "keyring.<ring>.keys", ring: asym, path: "/asym/keyrings/" + asym + "/keys/" + f.asymKeyID + "/destroy", body: map[string]any{"after": "1h"}},
 		"DELETE /asym/keyrings/:ringname/keys/:keyId/destroy": {flag: "keyring.<ring>.keys", ring: asym, path: "/asym/keyrings/" + asym + "/keys/" + f.asymKeyID + "/destroy"},
 		"GET /asym/keyrings/:ringname/keys/:keyId/usage":      {flag: "keyring.<ring>.read", ring: asym, path: "/asym/keyrings/" + asym + "/keys/" + f.asymKeyID + "/usage"},
+		"GET /asym/keyrings/:ringname/keys/:keyId/export":     {flag: "keyring.<ring>.export", ring: asym, path: "/asym/keyrings/" + asym + "/keys/" + f.asymKeyID + "/export"},
 		"POST /asym/rotate":                                   {flag: "keyring.<ring>.rotate", ring: asym, path: "/asym/rotate", body: map[string]any{"ringname": asym}},
 		"GET /asym/config":                                    {flag: "keyring.<ring>.read", ring: asym, path: "/asym/config?ringname=" + asym},
 		"PUT /asym/config":                                    {flag: "keyring.<ring>.config", ring: asym, path: "/asym/config", body: map[string]any{"ringname": asym, "config": map[string]any{"props": map[string]any{}}}},
@@ -363,7 +364,7 @@ func TestRouteWalkCoversFlags(t *testing.T) {
 	known := []string{flagPublic, flagSelf, kms.FlagUsersRead, kms.FlagUsersWrite, kms.FlagAccountsRead, kms.FlagAccountsWrite,
 		kms.FlagAllAccounts, kms.FlagAPIKeysRead, kms.FlagAPIKeysWrite, kms.FlagAPIKeysValidate, kms.FlagActivityRead,
 		kms.FlagAssetsRead, kms.FlagAssetsDelete}
-	ops := []string{kms.OpCreate, kms.OpRead, kms.OpEncrypt, kms.OpDecrypt, kms.OpRotate, kms.OpConfig, kms.OpDelete, kms.OpKeys}
+	ops := []string{kms.OpCreate, kms.OpRead, kms.OpEncrypt, kms.OpDecrypt, kms.OpRotate, kms.OpConfig, kms.OpDelete, kms.OpKeys, kms.OpExport}
 	for key, c := range walkCases(&env{}, &walkFixtures{}) {
 		ok := slices.Contains(known, c.flag)
 		for _, op := range ops {

@@ -16,22 +16,23 @@
 // request and answer shapes (the data envelope, batch_input and
 // batch_results, {"errors": [...]} with Vault's status codes):
 //
-//	POST   keys/:name           create (type aes256-gcm96, the default)
+//	POST   keys/:name           create (type aes256-gcm96, the default; exportable)
 //	GET    keys/:name           read
 //	LIST   keys                 list (also GET keys?list=true)
 //	DELETE keys/:name           delete, when its configuration allows it
 //	POST   keys/:name/rotate    a new latest version
 //	POST   keys/:name/config    min_decryption_version, min_encryption_version,
-//	                            deletion_allowed, auto_rotate_period
+//	                            deletion_allowed, auto_rotate_period, exportable
 //	POST   encrypt/:name        plaintext (base64), key_version, batch_input;
 //	                            makes the key on first use, for a caller that may
 //	POST   decrypt/:name        ciphertext, batch_input
 //	POST   rewrap/:name         ciphertext, key_version, batch_input
 //	POST   datakey/plaintext/:name, datakey/wrapped/:name   bits, key_version
+//	GET    export/encryption-key/:name[/:version]   an exportable key's versions
 //
 // PUT is taken for POST, as Vault takes it (its Go client writes with PUT).
-// Other key types, derived and convergent keys, signing, HMAC, export,
-// backup and the other paths of Vault's engine answer 400 (a parameter)
+// Other key types, derived and convergent keys, signing, HMAC, backup
+// and the other paths of Vault's engine answer 400 (a parameter)
 // or 404 (a path) saying what is served instead. docs/TRANSIT.md has the
 // whole story.
 //

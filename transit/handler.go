@@ -126,6 +126,8 @@ func (a *api) routes() []route {
 		{method: http.MethodPost, path: "/decrypt/:name", handle: a.decrypt, flag: "keyring.<ring>.decrypt"},
 		{method: http.MethodPost, path: "/rewrap/:name", handle: a.rewrap, flag: "keyring.<ring>.encrypt"},
 		{method: http.MethodPost, path: "/datakey/:type/:name", handle: a.dataKey, flag: "keyring.<ring>.encrypt"},
+		{method: http.MethodGet, path: "/export/:type/:name", handle: a.exportKey, read: true, flag: "keyring.<ring>.export"},
+		{method: http.MethodGet, path: "/export/:type/:name/:version", handle: a.exportKey, read: true, flag: "keyring.<ring>.export"},
 	}
 }
 
@@ -467,7 +469,7 @@ func (a *api) outsideEngine(path string) error {
 // errUnsupportedPath answers a path of Vault's engine that ringkms does
 // not serve (sign, hmac, export...), or no path of it.
 var errUnsupportedPath = &statusError{status: http.StatusNotFound,
-	msg: "unsupported path: ringkms's transit engine serves keys, encrypt, decrypt, rewrap and datakey, for aes256-gcm96 keys (docs/TRANSIT.md)"}
+	msg: "unsupported path: ringkms's transit engine serves keys, encrypt, decrypt, rewrap, datakey and export, for aes256-gcm96 keys (docs/TRANSIT.md)"}
 
 // methodNotAllowed answers a path served for other methods, as Vault
 // answers an operation its path lacks.

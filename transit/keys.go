@@ -31,7 +31,7 @@ func keyData(k *kms.TransitKey) map[string]any {
 		"deletion_allowed":       k.DeletionAllowed,
 		"auto_rotate_period":     int64(k.RotationPeriod / time.Second),
 		"derived":                false,
-		"exportable":             false,
+		"exportable":             k.Exportable,
 		"allow_plaintext_backup": false,
 		"imported_key":           false,
 		"supports_encryption":    true,
@@ -51,15 +51,19 @@ func (a *api) createKey(r *http.Request, ps httprouter.Params) (*answer, error) 
 	if err := p.checkType(); err != nil {
 		return nil, err
 	}
-	if err := p.unsupported("derived", "convergent_encryption", "exportable", "allow_plaintext_backup", "key_size", "managed_key_name", "managed_key_id"); err != nil {
+	if err := p.unsupported("derived", "convergent_encryption", "allow_plaintext_backup", "key_size", "managed_key_name", "managed_key_id"); err != nil {
 		return nil, err
 	}
 	period, _, err := p.seconds("auto_rotate_period")
 	if err != nil {
 		return nil, err
 	}
+	exportable, err := p.boolean("exportable")
+	if err != nil {
+		return nil, err
+	}
 	name := ps.ByName("name")
-	k, err := a.svc.CreateTransitKey(r.Context(), name, period)
+	k, err := a.svc.CreateTransitKey(r.Context(), kms.CreateTransitKeyInput{Name: name, RotationPeriod: period, Exportable: exportable})
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +135,7 @@ func (a *api) configKey(r *http.Request, ps httprouter.Params) (*answer, error) 
 	if err != nil {
 		return nil, err
 	}
-	if err := p.unsupported("exportable", "allow_plaintext_backup"); err != nil {
+	if err := p.unsupported("allow_plaintext_backup"); err != nil {
 		return nil, err
 	}
 	var cfg kms.TransitKeyConfig
@@ -152,12 +156,18 @@ func (a *api) configKey(r *http.Request, ps httprouter.Params) (*answer, error) 
 	if v := cfg.MinDecryptionVersion; v != nil && *v == 0 {
 		warnings = append(warnings, "since Vault 0.3, transit key numbering starts at 1; forcing minimum to 1")
 	}
-	if p.has("deletion_allowed") {
-		b, err := p.boolean("deletion_allowed")
+	for _, f := range []struct {
+		name string
+		dst  **bool
+	}{{"deletion_allowed", &cfg.DeletionAllowed}, {"exportable", &cfg.Exportable}} {
+		if !p.has(f.name) {
+			continue
+		}
+		b, err := p.boolean(f.name)
 		if err != nil {
 			return nil, err
 		}
-		cfg.DeletionAllowed = &b
+		*f.dst = &b
 	}
 	if d, ok, err := p.seconds("auto_rotate_period"); err != nil {
 		return nil, err

@@ -28,7 +28,7 @@ func TestPermissionsDoc(t *testing.T) {
 			continue
 		}
 		path := strings.Trim(strings.TrimSpace(cells[2]), "`")
-		path = strings.NewReplacer("{name}", ":name", "{type}", ":type").Replace(strings.TrimPrefix(path, "/v1/transit"))
+		path = strings.NewReplacer("{name}", ":name", "{type}", ":type", "{version}", ":version").Replace(strings.TrimPrefix(path, "/v1/transit"))
 		documented = append(documented, strings.TrimSpace(cells[1])+" "+path+" "+strings.Trim(strings.TrimSpace(cells[3]), "`"))
 	}
 	var routes []string

@@ -266,10 +266,10 @@ func TestKeyErrors(t *testing.T) {
 			_, err := c.Logical().Write("transit/keys/app/config", map[string]any{"min_decryption_version": 5})
 			return err
 		}, 400, "latest key version is 1"},
-		{"exportable", func() error {
-			_, err := c.Logical().Write("transit/keys/app/config", map[string]any{"exportable": true})
+		{"plaintext backup", func() error {
+			_, err := c.Logical().Write("transit/keys/app/config", map[string]any{"allow_plaintext_backup": true})
 			return err
-		}, 400, "exportable is not supported"},
+		}, 400, "allow_plaintext_backup is not supported"},
 		{"unsupported path", func() error {
 			_, err := c.Logical().Write("transit/hmac/app", map[string]any{"input": b64("x")})
 			return err

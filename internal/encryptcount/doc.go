@@ -17,7 +17,11 @@
 // for a key without a limit, whose encrypt calls otherwise write nothing
 // to the store; for a key with a limit, an eighth of the limit, at least
 // 1 and at most counterBlock, so that several processes share a small
-// limit rather than one taking it whole. The call that reaches the middle
+// limit rather than one taking it whole; for a limit above 2^26, where
+// counterBlock is less than a 65,536th of it (the bound on a transit
+// key's encryptions, 2^32), that 65,536th, up to unlimitedBlock, so that
+// such a key reserves as seldom as one without a limit (limitedBlock).
+// The call that reaches the middle
 // of a block reserves the next, so that the calls after it do not wait.
 //
 // BenchmarkEncrypt (a ring without a limit, 64 callers, 2 cores), medians

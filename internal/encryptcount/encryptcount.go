@@ -104,7 +104,7 @@ func (cs *Counters) SetLimitHook(f func()) { cs.limitHook = f }
 func (cs *Counters) count(c *counter, ringID, keyID string, limit uint64) error {
 	block := cs.freeBlock
 	if limit > 0 {
-		block = min(counterBlock, max(limit/8, 1))
+		block = limitedBlock(limit, cs.freeBlock)
 		if !c.limited.Load() {
 			if err := cs.limitCounter(c, keyID, limit); err != nil {
 				return err
@@ -124,6 +124,21 @@ func (cs *Counters) count(c *counter, ringID, keyID string, limit uint64) error 
 		}
 	}
 	return nil
+}
+
+// limitedBlock is the calls a reservation covers for a key under limit:
+// an eighth of it, at least 1 and at most counterBlock, so that several
+// processes share a small limit; but for a limit so large that
+// counterBlock is less than a 65,536th of it (such as the bound on a
+// transit key's encryptions, 2^32), a 65,536th of it, at most free (the
+// block of a key without a limit), so that such a key reserves as
+// seldom as a key without a limit does.
+func limitedBlock(limit, free uint64) uint64 {
+	block := min(counterBlock, max(limit/8, 1))
+	if share := limit >> 16; share > block {
+		block = max(block, min(share, free))
+	}
+	return block
 }
 
 // reserve adds a block of calls to the store's total for the key keyID of

@@ -1,0 +1,228 @@
+package kms
+
+import (
+	"context"
+	"encoding/base64"
+	"slices"
+	"strings"
+)
+
+// Held keys. The service holds the keys of a transit key (an /asym ring
+// made by transit: Origin originTransit) for its own use: they encrypt
+// and decrypt inside the service for callers who never see them. Such a
+// key never leaves the service: the /asym routes (GetAsymKey, RotateAsym)
+// answer its metadata without its material (AsymKey.Held), and the one
+// way out is the export of a key made exportable (at its creation or by
+// its configuration, never unset, recorded), by a caller holding
+// keyring.<name>.export, which no other flag implies (Flags.Allows):
+// ExportTransitKey and ExportAsymKey, recorded as transit.key.export and
+// asym.key.export, granted or refused.
+//
+// An /asym ring made by CreateAsymKeyRing is the other kind: its answer
+// handed out its first key and its private key, and its reads and
+// rotations answer its keys. Transit never uses such a ring
+// (errHandedOut), so that whoever may create a ring cannot make one ahead
+// of an application's first transit call and hold the keys it will seal
+// with.
+//
+// Rings are marked at their creation (Origin). Of the rings made before
+// the mark was kept, those made by transit have transit settings
+// (Transit, set by createTransitRing from the start) and those made by
+// CreateAsymKeyRing have none, unless transit's configuration was applied
+// to one since (earlier releases let transit use such rings): that one
+// reads as held from now on, though its first keys were handed out at its
+// creation (docs/TRANSIT.md says what to do about it).
+
+// The origins of an /asym ring (ringRecord.Origin).
+const (
+	originAsym    = "asym"    // CreateAsymKeyRing: its keys are handed out
+	originTransit = "transit" // transit: its keys are held
+)
+
+// keysHeld reports whether the service holds r's keys for its own use:
+// r is a transit key's ring.
+func (r *ringRecord) keysHeld() bool {
+	switch r.Origin {
+	case originTransit:
+		return true
+	case originAsym:
+		return false
+	}
+	return r.Group == groupAsym && r.Transit != nil
+}
+
+// errHandedOut is the answer of a transit call on r, an /asym ring made
+// by CreateAsymKeyRing.
+func errHandedOut(r *ringRecord) error {
+	return Errorf(KindInvalid, "key ring %q was made by POST /asym/keyrings, whose answer handed out its keys: transit uses only keys that the service holds and never hands out; make a transit key under another name", r.Name)
+}
+
+// resolveTransit is resolveRing for a transit call of op on the key name:
+// the ring must be a transit key's (Invalid, recorded, otherwise).
+func (s *Service) resolveTransit(ctx context.Context, name, action, op string) (*Principal, *ringRecord, error) {
+	p, r, err := s.resolveRing(ctx, groupAsym, RingRef{Name: name}, action, op)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !r.keysHeld() {
+		return nil, nil, s.recordFailure(p, action, strings.ToLower(r.Name), errHandedOut(r))
+	}
+	return p, r, nil
+}
+
+// The actions of exports.
+const (
+	transitExportAction = "transit.key.export"
+	asymExportAction    = "asym.key.export"
+)
+
+// ExportedKeys are versions of an exportable held key, in the clear.
+type ExportedKeys struct {
+	Name string // the ring's name
+	Keys []ExportedKey
+}
+
+// ExportedKey is one version of a held key: its 32 bytes.
+type ExportedKey struct {
+	KeyID   string
+	Version int
+	Key     []byte
+}
+
+// ExportTransitKeyInput names versions of a transit key to export.
+type ExportTransitKeyInput struct {
+	Name string
+	// Version is the version to export; 0 for every version from the
+	// key's minimum decryption version on that is enabled.
+	Version int
+	// Latest exports the latest version (Version must be 0).
+	Latest bool
+}
+
+// ExportTransitKey answers versions of the transit key in.Name, which
+// must be exportable (see ExportTransitKeyInput). A version below the
+// key's minimum decryption version is Invalid; a disabled or destroyed
+// one fails as it does elsewhere. It needs keyring.<name>.export, which
+// no other ring flag implies (Flags.Allows); the export is recorded as
+// transit.key.export, granted or refused, with the versions it answered.
+// The caller clears the keys once answered (ExportedKeys.Clear).
+func (s *Service) ExportTransitKey(ctx context.Context, in ExportTransitKeyInput) (*ExportedKeys, error) {
+	if in.Version < 0 || in.Latest && in.Version != 0 {
+		return nil, Errorf(KindInvalid, "invalid key version: want a version of the key, the latest, or none for all")
+	}
+	return s.exportKeys(ctx, RingRef{Name: in.Name}, transitExportAction, func(r *ringRecord) ([]*keyRecord, error) {
+		lowest := max(r.transit().MinDecryptionVersion, 1)
+		version := in.Version
+		switch {
+		case in.Latest:
+			version = r.LatestVersion
+		case version == 0:
+			return s.exportableVersions(ctx, r, lowest)
+		}
+		if version < lowest {
+			return nil, Errorf(KindInvalid, "version for export is below minimum decryption version")
+		}
+		k, err := s.keyByVersion(ctx, r, version)
+		if err != nil {
+			return nil, err
+		}
+		return []*keyRecord{k}, k.usable(r)
+	})
+}
+
+// ExportAsymKey answers the key keyID of the /asym ring of a transit key
+// that is exportable, with its key in the clear (GetAsymKey answers it
+// without). It is ExportTransitKey of that key's version: the same flag,
+// keyring.<name>.export, the same rules, recorded as asym.key.export.
+func (s *Service) ExportAsymKey(ctx context.Context, ref RingRef, keyID string) (*AsymKey, error) {
+	var k *keyRecord
+	out, err := s.exportKeys(ctx, ref, asymExportAction, func(r *ringRecord) ([]*keyRecord, error) {
+		if _, ok := parseID(keyID); !ok {
+			return nil, Errorf(KindNotFound, "key not found") // no key has such an ID
+		}
+		var err error
+		if k, err = s.keyByID(ctx, r.ID, keyID); err != nil {
+			return nil, err
+		}
+		if k.Version < max(r.transit().MinDecryptionVersion, 1) {
+			return nil, Errorf(KindInvalid, "version for export is below minimum decryption version")
+		}
+		return []*keyRecord{k}, k.usable(r)
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer out.Clear()
+	return &AsymKey{Type: "AES256", ID: k.ID, Props: orEmpty(k.Props), KeyData: AsymKeyData{Key: base64.StdEncoding.EncodeToString(out.Keys[0].Key)},
+		State: k.state(), Version: k.Version}, nil
+}
+
+// exportKeys answers, unwrapped, the keys that pick chooses of the ring
+// ref names, for a caller holding its export flag, when the ring is a
+// transit key's and exportable; it records the export as action, granted
+// (with the versions answered) or refused.
+func (s *Service) exportKeys(ctx context.Context, ref RingRef, action string, pick func(r *ringRecord) ([]*keyRecord, error)) (*ExportedKeys, error) {
+	p, r, err := s.resolveRing(ctx, groupAsym, ref, action, OpExport)
+	if err != nil {
+		return nil, err
+	}
+	lower := strings.ToLower(r.Name)
+	switch {
+	case !r.keysHeld() && action == transitExportAction:
+		return nil, s.recordFailure(p, action, lower, errHandedOut(r))
+	case !r.keysHeld():
+		return nil, s.recordFailure(p, action, lower, Errorf(KindInvalid, "key ring %q was made by POST /asym/keyrings, whose reads answer its keys: export is for the keys the service holds (transit keys)", r.Name))
+	case !r.transit().Exportable:
+		return nil, s.refuse(p, action, lower, map[string]any{"ringId": r.ID, "reason": "not exportable"}, Errorf(KindInvalid, "key is not exportable"))
+	}
+	if r, err = s.ensureVersions(r); err != nil {
+		return nil, s.recordFailure(p, action, lower, err)
+	}
+	keys, err := pick(r)
+	if err != nil {
+		return nil, s.recordFailure(p, action, lower, err)
+	}
+	out := &ExportedKeys{Name: r.Name, Keys: make([]ExportedKey, 0, len(keys))}
+	ids, versions := make([]string, len(keys)), make([]int, len(keys))
+	for i, k := range keys {
+		raw, err := s.unwrapKey(r, k)
+		if err != nil {
+			out.Clear()
+			return nil, s.recordFailure(p, action, lower, err)
+		}
+		out.Keys = append(out.Keys, ExportedKey{KeyID: k.ID, Version: k.Version, Key: raw})
+		ids[i], versions[i] = k.ID, k.Version
+	}
+	if err := s.record(p, action, lower, map[string]any{"ringId": r.ID, "keyIds": ids, "versions": versions}, nil); err != nil {
+		out.Clear()
+		return nil, err
+	}
+	return out, nil
+}
+
+// Clear zeroes the keys of e, once they are answered.
+func (e *ExportedKeys) Clear() {
+	for _, k := range e.Keys {
+		clear(k.Key)
+	}
+}
+
+// exportableVersions returns the keys of r, a ring with versions, from
+// version lowest on, that are enabled, in version order.
+func (s *Service) exportableVersions(ctx context.Context, r *ringRecord, lowest int) ([]*keyRecord, error) {
+	var keys []*keyRecord
+	err := s.store.View(ctx, func(tx Txn) error {
+		keys = keys[:0]
+		return eachKey(tx, r.ID, func(k *keyRecord) error {
+			if k.Version >= lowest && k.usable(r) == nil {
+				keys = append(keys, k)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, internalError("read the versions of a transit key", err)
+	}
+	slices.SortFunc(keys, func(a, b *keyRecord) int { return a.Version - b.Version })
+	return keys, nil
+}
