@@ -300,13 +300,15 @@ func signingKeyOpens(ctx context.Context, st Store, keys *serviceKeys) error {
 	return nil
 }
 
-// Rekey rekeys the Service's own store, while it serves, from the root
-// key it is under to its other one (Options.MasterKey and NextMasterKey,
-// whichever the store is not sealed with): as Rekey does, with the journal
-// held between two batches meanwhile, and the Service going on under the
-// new root secret at once. kmsd runs it for kmsd rekey on an embedded
-// store, through its admin socket. A Service given no second key cannot
-// rekey itself: an error of kind Invalid.
+// Rekey rekeys the Service's own store, while it serves, from its master
+// key (Options.MasterKey) to its next one (Options.NextMasterKey): as
+// Rekey does, with the journal held between two batches meanwhile, and
+// the Service going on under the new root secret at once. It never goes
+// the other way: a store already under the next key (rekeyed before),
+// and a next key that the store has left, are refused with an error of
+// kind Invalid, the store unchanged. kmsd runs it for kmsd rekey on an
+// embedded store, through its admin socket. A Service given no second
+// key cannot rekey itself: an error of kind Invalid.
 func (s *Service) Rekey(ctx context.Context) (*RekeyResult, error) {
 	if len(s.rk.keys) < 2 {
 		return nil, Errorf(KindInvalid, "rekey: this process was given no next master key to rekey to")
@@ -325,15 +327,7 @@ func (s *Service) Rekey(ctx context.Context) (*RekeyResult, error) {
 
 // rekeyHeld is Rekey with the journal held.
 func (s *Service) rekeyHeld(ctx context.Context) (*RekeyResult, error) {
-	// The key the store is under opens it; the other is the new one.
-	old, new := s.rk.keys[0], s.rk.keys[1]
-	if _, err := keysUnder(ctx, s.store, old); err != nil {
-		if ErrorKind(err) != KindUnauthenticated {
-			return nil, err
-		}
-		old, new = new, old
-	}
-	res, err := rekey(ctx, s.store, old, new)
+	res, err := rekey(ctx, s.store, s.rk.keys[0], s.rk.keys[1])
 	if err != nil {
 		return res, err
 	}
