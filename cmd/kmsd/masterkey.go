@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/hsm"
 )
 
 // devKeyFile is the name of the master key file that -dev keeps in the
@@ -76,6 +77,25 @@ func (r keyRole) load(c *config, getenv func(string) string, log *zerolog.Logger
 		return c.openTokenKey(r, getenv, log)
 	}
 	return nil, nil
+}
+
+// source says where r's key is given, for the log: "environment
+// KMS_MASTER_KEY", "file PATH" or "PKCS#11 URI" (the URI as parsed, which
+// holds no PIN: ParseURI refuses one); "" when it is not given. Never the
+// key itself.
+func (r keyRole) source(getenv func(string) string) string {
+	switch {
+	case getenv(r.env) != "":
+		return "environment " + r.env
+	case r.file != "":
+		return "file " + r.file
+	case r.pkcs11 != "":
+		if u, err := hsm.ParseURI(r.pkcs11); err == nil {
+			return "PKCS#11 " + u.String()
+		}
+		return "PKCS#11"
+	}
+	return ""
 }
 
 // loadMasterKey returns the master key: from KMS_MASTER_KEY, the master

@@ -116,6 +116,7 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stdout, s
 	if err != nil {
 		return err
 	}
+	logSetup(c, getenv, log)
 	if err := os.MkdirAll(c.data, 0o700); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
