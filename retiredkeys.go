@@ -57,10 +57,7 @@ func readRetired(ctx context.Context, st Store) ([][]byte, error) {
 	var v []byte
 	err := st.View(ctx, func(tx Txn) error {
 		var err error
-		v, err = tx.Get(keyRetired)
-		if isNotFound(err) {
-			v, err = nil, nil
-		}
+		v, err = getIfAny(tx, keyRetired)
 		return err
 	})
 	if err != nil {
@@ -83,10 +80,7 @@ func isRetired(rk RootKey, checks [][]byte) bool {
 
 // addRetired adds check to the checks that tx holds under keyRetired.
 func addRetired(tx Txn, check []byte) error {
-	v, err := tx.Get(keyRetired)
-	if isNotFound(err) {
-		v, err = nil, nil
-	}
+	v, err := getIfAny(tx, keyRetired)
 	if err != nil {
 		return err
 	}
