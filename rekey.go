@@ -110,6 +110,23 @@ func readSealedKeys(ctx context.Context, st Store) ([]byte, error) {
 	return sealed, err
 }
 
+// errRekeyToSameKey refuses a rekey to the key the store is under.
+var errRekeyToSameKey = Errorf(KindInvalid, "rekey: the new master key is the one the store is under already; nothing was changed")
+
+// keysToRekey returns the keys of st under old, the key a rekey to new
+// moves it from. A store that old does not open but new does is one
+// that a rekey to new moved already (the same rekey run again): that is
+// said, as an error of kind Invalid.
+func keysToRekey(ctx context.Context, st Store, old, new RootKey) (*serviceKeys, error) {
+	keys, err := keysUnder(ctx, st, old)
+	if ErrorKind(err) == KindUnauthenticated {
+		if _, nerr := keysUnder(ctx, st, new); nerr == nil {
+			return nil, Errorf(KindInvalid, "rekey: the store is already under the new master key (a rekey moved it there before); nothing was changed: the new key is the master key from now on")
+		}
+	}
+	return keys, err
+}
+
 // RekeyResult says what Rekey moved to the new master key.
 type RekeyResult struct {
 	SigningKeys int // header signing keys
@@ -123,18 +140,22 @@ type RekeyResult struct {
 // (the header signing keys, the private keys of /asym rings, the share
 // secrets of split /ks rings, the Users' password hashes) with the MAC
 // and cursor keys that st has under old, so that every hash, header,
-// cursor and activity record issued before stays valid, and stores the
-// new root secret sealed under new, in one transaction. Then it records
-// the rotation (action masterkey.rotate, by "operator"). Afterwards old
-// opens nothing in st: neither the root secret nor any secret sealed
-// under the old one. The MAC and cursor keys stay those of st's first
-// root secret (docs/OPERATIONS.md section 2). Either key may be a
-// MasterKey or any other RootKey (a PKCS#11 token's), so Rekey also moves
-// a store between the two. Services may run on st meanwhile (the nodes of
-// a cluster, beside which kmsd rekey runs): those given new as their
-// MasterKey or NextMasterKey follow the rekey without a failed call
-// (rootstate.go), the others stop writing. A store too large for one
-// transaction is refused with an error of kind TooLarge, unchanged.
+// cursor and activity record issued before stays valid, stores the new
+// root secret sealed under new, and adds old to the keys st has left
+// (retiredkeys.go), in one transaction. Then it records the rotation
+// (action masterkey.rotate, by "operator"). Afterwards old opens no
+// secret of st: neither the root secret nor any secret sealed under the
+// old one. A new key that st is already under, or one that st has left,
+// is refused with an error of kind Invalid, st unchanged: so a second
+// run of the same rekey changes nothing. The MAC and cursor keys stay
+// those of st's first root secret (docs/OPERATIONS.md section 2). Either
+// key may be a MasterKey or any other RootKey (a PKCS#11 token's), so
+// Rekey also moves a store between the two. Services may run on st
+// meanwhile (the nodes of a cluster, beside which kmsd rekey runs): those
+// given new as their MasterKey or NextMasterKey follow the rekey without
+// a failed call (rootstate.go), the others stop writing. A store too
+// large for one transaction is refused with an error of kind TooLarge,
+// unchanged.
 //
 // Earlier versions of the values that a store's files may keep (an LSM
 // tree's older tables) are erased when the store is an Eraser.
@@ -142,7 +163,7 @@ func Rekey(ctx context.Context, st Store, old, new RootKey) (*RekeyResult, error
 	if noRootKey(old) || noRootKey(new) {
 		return nil, Errorf(KindInvalid, "rekey: the old and the new master key are required")
 	}
-	if _, err := keysUnder(ctx, st, old); err != nil {
+	if _, err := keysToRekey(ctx, st, old, new); err != nil {
 		return nil, err
 	}
 	// A Service of its own does it, so that the other processes on a
@@ -169,19 +190,31 @@ func rekey(ctx context.Context, st Store, old, new RootKey) (*RekeyResult, error
 	if noRootKey(old) || noRootKey(new) {
 		return nil, Errorf(KindInvalid, "rekey: the old and the new master key are required")
 	}
-	keys, err := loadServiceKeys(ctx, st, old)
+	keys, err := keysToRekey(ctx, st, old, new)
 	if err != nil {
 		return nil, err
 	}
 	if _, sealed, err := readRoot(ctx, st); err == nil && sealed != nil {
 		if secret, err := new.Open(sealed, keyRoot); err == nil {
 			clear(secret)
-			return nil, Errorf(KindInvalid, "rekey: the new master key already opens this store")
+			return nil, errRekeyToSameKey
 		}
 	} else if a, ok := plainKey(old); ok {
 		if b, ok := plainKey(new); ok && subtle.ConstantTimeCompare(a, b) == 1 {
-			return nil, Errorf(KindInvalid, "rekey: the new master key is the old one")
+			return nil, errRekeyToSameKey
 		}
+	}
+	retired, err := readRetired(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	if isRetired(new, retired) {
+		return nil, Errorf(KindInvalid, "rekey: the new master key is one this store was rekeyed away from before, and a rekey never goes back to a key the store has left "+
+			"(the copies and backups of the store from its time open with it): choose a key the store has never had; nothing was changed")
+	}
+	check, err := retiredCheck(old)
+	if err != nil {
+		return nil, err
 	}
 	secret := newRootSecret()
 	defer clear(secret)
@@ -293,7 +326,7 @@ func rekey(ctx context.Context, st Store, old, new RootKey) (*RekeyResult, error
 			}
 			written = append(written, c.k)
 		}
-		return nil
+		return addRetired(tx, check)
 	})
 	if err != nil {
 		if ErrorKind(err) == KindTooLarge {

@@ -183,14 +183,17 @@ func (s *Service) checkRoot(ctx context.Context) {
 		s.keyCheckDue.Store(false)
 		return
 	}
-	v, err := readRootValue(ctx, s.store)
+	// Both in one transaction: a rekey writes both at once, and a read of
+	// each on its own could see the root secret from before it and the
+	// sealed keys from after it, which do not open under that secret.
+	v, sealedKeys, err := readRootAndSealedKeys(ctx, s.store)
 	if err != nil {
 		return // not readable now: still due
 	}
 	s.keyCheckDue.Store(false)
 	cur := s.root.Load()
 	if bytes.Equal(cur.value, v) {
-		if v != nil || s.sealedKeysOpen(ctx, cur) {
+		if v != nil || sealedKeysOpen(cur, sealedKeys) {
 			return
 		}
 	} else if st, err := s.stateFor(ctx, v); err == nil {
@@ -206,13 +209,12 @@ func (s *Service) checkRoot(ctx context.Context) {
 	}
 }
 
-// sealedKeysOpen reports whether the store's sealed MAC keys, if any,
-// open under st (a store of a master key's own bytes has no keyRoot to
-// compare: a rekey always writes one, so this only guards against a store
-// replaced behind the process's back).
-func (s *Service) sealedKeysOpen(ctx context.Context, st *rootState) bool {
-	sealed, err := readSealedKeys(ctx, s.store)
-	if err != nil || sealed == nil {
+// sealedKeysOpen reports whether sealed, the store's sealed MAC keys
+// (nil: none), open under st (a store of a master key's own bytes has no
+// keyRoot to compare: a rekey always writes one, so this only guards
+// against a store replaced behind the process's back).
+func sealedKeysOpen(st *rootState, sealed []byte) bool {
+	if sealed == nil {
 		return true
 	}
 	raw, err := st.sealer.Open(sealed, keyMACKeys)
@@ -220,18 +222,38 @@ func (s *Service) sealedKeysOpen(ctx context.Context, st *rootState) bool {
 	return err == nil
 }
 
+// getIfAny returns the value under k in tx, or nil when there is none.
+func getIfAny(tx Txn, k []byte) ([]byte, error) {
+	v, err := tx.Get(k)
+	if isNotFound(err) {
+		return nil, nil
+	}
+	return v, err
+}
+
 // readRootValue returns the value under keyRoot, or nil.
 func readRootValue(ctx context.Context, st Store) ([]byte, error) {
 	var v []byte
 	err := st.View(ctx, func(tx Txn) error {
 		var err error
-		v, err = tx.Get(keyRoot)
-		if isNotFound(err) {
-			v, err = nil, nil
-		}
+		v, err = getIfAny(tx, keyRoot)
 		return err
 	})
 	return v, err
+}
+
+// readRootAndSealedKeys returns the values under keyRoot and keyMACKeys,
+// as one transaction sees them; nil for one that is absent.
+func readRootAndSealedKeys(ctx context.Context, st Store) (root, sealedKeys []byte, err error) {
+	err = st.View(ctx, func(tx Txn) error {
+		var err error
+		if root, err = getIfAny(tx, keyRoot); err != nil {
+			return err
+		}
+		sealedKeys, err = getIfAny(tx, keyMACKeys)
+		return err
+	})
+	return root, sealedKeys, err
 }
 
 // openKeys returns the keys of the Service's store under the first of
@@ -300,13 +322,15 @@ func signingKeyOpens(ctx context.Context, st Store, keys *serviceKeys) error {
 	return nil
 }
 
-// Rekey rekeys the Service's own store, while it serves, from the root
-// key it is under to its other one (Options.MasterKey and NextMasterKey,
-// whichever the store is not sealed with): as Rekey does, with the journal
-// held between two batches meanwhile, and the Service going on under the
-// new root secret at once. kmsd runs it for kmsd rekey on an embedded
-// store, through its admin socket. A Service given no second key cannot
-// rekey itself: an error of kind Invalid.
+// Rekey rekeys the Service's own store, while it serves, from its master
+// key (Options.MasterKey) to its next one (Options.NextMasterKey): as
+// Rekey does, with the journal held between two batches meanwhile, and
+// the Service going on under the new root secret at once. It never goes
+// the other way: a store already under the next key (rekeyed before),
+// and a next key that the store has left, are refused with an error of
+// kind Invalid, the store unchanged. kmsd runs it for kmsd rekey on an
+// embedded store, through its admin socket. A Service given no second
+// key cannot rekey itself: an error of kind Invalid.
 func (s *Service) Rekey(ctx context.Context) (*RekeyResult, error) {
 	if len(s.rk.keys) < 2 {
 		return nil, Errorf(KindInvalid, "rekey: this process was given no next master key to rekey to")
@@ -325,15 +349,7 @@ func (s *Service) Rekey(ctx context.Context) (*RekeyResult, error) {
 
 // rekeyHeld is Rekey with the journal held.
 func (s *Service) rekeyHeld(ctx context.Context) (*RekeyResult, error) {
-	// The key the store is under opens it; the other is the new one.
-	old, new := s.rk.keys[0], s.rk.keys[1]
-	if _, err := keysUnder(ctx, s.store, old); err != nil {
-		if ErrorKind(err) != KindUnauthenticated {
-			return nil, err
-		}
-		old, new = new, old
-	}
-	res, err := rekey(ctx, s.store, old, new)
+	res, err := rekey(ctx, s.store, s.rk.keys[0], s.rk.keys[1])
 	if err != nil {
 		return res, err
 	}

@@ -174,11 +174,13 @@ func (m *made) check(t *testing.T, clients []*client.Client) {
 // SoftHSM2 token, KMS_MASTER_KEY_PKCS11) seals the store's secrets, opens
 // them again after a restart, and refuses a plain master key; its trail
 // verifies with the token's key; kmsd rekey moves the store to a plain
-// key and back to the token, everything staying valid at each step.
+// key and then to another key of the token (never back to one the store
+// has left), everything staying valid at each step.
 func TestMasterKeyInHSM(t *testing.T) {
 	in := newInstance(t)
 	tok := hsmtest.New(t, "kms")
 	tok.GenerateAESKey(t, "kms-master", hsmtest.AESKeyOptions{})
+	tok.GenerateAESKey(t, "kms-master-2", hsmtest.AESKeyOptions{})
 	inToken := []string{tok.Env, "KMS_MASTER_KEY_PKCS11=" + tok.URI("kms-master")}
 	in.masterKey, in.vars = "", inToken
 	v := newValidator(t)
@@ -221,10 +223,10 @@ func TestMasterKeyInHSM(t *testing.T) {
 	serve("under the plain key", check)
 	in.verifyAudit(t)
 
-	t.Logf("rekey back to the token: %s", in.rekey(t, "KMS_NEW_MASTER_KEY_PKCS11="+tok.URI("kms-master")))
+	t.Logf("rekey to another key of the token: %s", in.rekey(t, "KMS_NEW_MASTER_KEY_PKCS11="+tok.URI("kms-master-2")))
 	in.refuses(t, notThisStore)
-	in.masterKey, in.vars = "", inToken
-	serve("back under the token's key", check)
+	in.masterKey, in.vars = "", []string{tok.Env, "KMS_MASTER_KEY_PKCS11=" + tok.URI("kms-master-2")}
+	serve("under the token's second key", check)
 	in.verifyAudit(t)
 }
 

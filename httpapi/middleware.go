@@ -82,7 +82,8 @@ func newRequestID() string { return reqlog.NewID() }
 // logRequests gives every request an ID (the X-Request-Id response header
 // and the req_id field of its log line) and logs one line when the request
 // is done (reqlog.Write): method, path, status, size, duration and
-// principal ID; for a 5xx, the full error at level error. Neither headers
+// principal ID; for a 5xx, the full error, at level warn for a 503 (an
+// outage ridden out) and error for the others. Neither headers
 // nor bodies are logged; the path is logged redacted (redactPath), and not
 // at all for a route marked secretPath, which is logged by its pattern
 // only. Nothing else logs during a request, so no per-request logger is

@@ -192,7 +192,8 @@ func stateFrom(ctx context.Context) *reqState {
 // logRequests gives every request an ID (X-Request-Id, and the
 // request_id of Vault's answers) and logs one line when it is done, as
 // httpapi does (reqlog.Write): method, route, path (redacted), status,
-// size, duration and principal ID; for a 5xx, the error at level error.
+// size, duration and principal ID; for a 5xx, the error (at level warn
+// for a 503, error for the others).
 func (a *api) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()

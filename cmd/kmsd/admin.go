@@ -154,8 +154,12 @@ func serveAdmin(data string, svc *kms.Service, st kms.Store, log *zerolog.Logger
 	mux.HandleFunc("POST /rekey", func(w http.ResponseWriter, r *http.Request) {
 		res, err := svc.Rekey(r.Context())
 		if err != nil {
-			log.Error().Err(err).Msg("rekey failed")
-			http.Error(w, kms.ErrorMessage(err), http.StatusConflict)
+			if kms.ErrorKind(err) == kms.KindInvalid {
+				log.Warn().Err(err).Msg("rekey refused; nothing was changed")
+			} else {
+				log.Error().Err(err).Msg("rekey failed")
+			}
+			http.Error(w, strings.TrimPrefix(kms.ErrorMessage(err), "rekey: "), http.StatusConflict)
 			return
 		}
 		log.Info().Int("signingKeys", res.SigningKeys).Int("asymRings", res.AsymRings).Int("splitRings", res.SplitRings).Int("users", res.Users).Msg("master key rotated: this kmsd goes on under its next master key")

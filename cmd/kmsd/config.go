@@ -75,6 +75,8 @@ type config struct {
 	metricsAddr      string // serve /metrics on a listener of its own
 	metricsTokenFile string
 	metricsRings     int
+
+	given map[string]bool // the flags on the command line (not from the environment), by name
 }
 
 // setting is one flag and the environment variable that backs it.
@@ -247,6 +249,7 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stdout i
 	}
 	onCommandLine := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
+	c.given = onCommandLine
 	for _, s := range settings {
 		if onCommandLine[s.flag] {
 			continue
@@ -475,9 +478,13 @@ kmsd serves: on PostgreSQL beside the nodes, which go on under the new key
 when they were started with it as their next key (KMS_MASTER_KEY_NEXT,
 -master-key-next-file, -master-key-next-pkcs11), the others stopping their
 writes; on the embedded store with kmsd running, it asks that kmsd, through
-its admin socket, to rekey to its next key (no key need be given here).
-Afterwards the old master key opens nothing in the store. Exit status: 0
-on success, 1 on an error (nothing was changed), 2 on a usage error.
+its admin socket, to rekey from its master key to its next key (a key
+given here is refused then: that kmsd's keys are the ones used).
+Afterwards the old master key opens no secret of the store. A rekey goes
+one way: to the key the store is under, or back to a key it has left (a
+second run of the same rekey, say), it is refused and changes nothing.
+Exit status: 0 on success, 1 on an error (nothing was changed), 2 on a
+usage error.
 
   -new-master-key-file file    the new master key in base64 (or KMS_NEW_MASTER_KEY)
   -new-master-key-pkcs11 uri   the new master key in a PKCS#11 token (or KMS_NEW_MASTER_KEY_PKCS11)

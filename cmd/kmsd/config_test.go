@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -66,7 +67,8 @@ func TestParseConfig(t *testing.T) {
 			}
 			want := defaults
 			tt.want(&want)
-			if *got != want {
+			got.given = nil // which flags came from the command line: not a setting
+			if !reflect.DeepEqual(*got, want) {
 				t.Errorf("parseConfig(%q) = %+v, want %+v", tt.args, *got, want)
 			}
 		})

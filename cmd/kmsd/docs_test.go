@@ -283,3 +283,42 @@ func TestDeactivateNamesKmsctl(t *testing.T) {
 		t.Errorf("found %d places that deactivate a key over HTTP; has their wording changed?", checked)
 	}
 }
+
+// TestSystemdUnitStopsOnConfigErrors: the sample systemd unit of
+// docs/OPERATIONS.md does not restart kmsd after exit status 2 (a wrong
+// PIN among the configuration errors: each restart would spend one of a
+// token's PIN tries) nor 3 (a damaged trail), and says why; a usage error
+// is what exits 2 (a wrong PIN: TestMasterKeyTokenErrors).
+func TestSystemdUnitStopsOnConfigErrors(t *testing.T) {
+	ops := readDoc(t, "OPERATIONS.md")
+	_, section, _ := strings.Cut(ops, "## 11. A systemd unit")
+	m := regexp.MustCompile("(?s)```ini\n(.*?)```").FindStringSubmatch(section)
+	if m == nil {
+		t.Fatal("docs/OPERATIONS.md section 11 has no ```ini block")
+	}
+	unit := m[1]
+	settings := map[string]string{}
+	var comments strings.Builder
+	for _, line := range strings.Split(unit, "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "#") {
+			comments.WriteString(line + "\n")
+			continue
+		}
+		if k, v, ok := strings.Cut(line, "="); ok {
+			settings[k] = v
+		}
+	}
+	if r := settings["Restart"]; r == "" || r == "no" {
+		t.Fatalf("the unit does not restart kmsd (Restart=%q): then this test checks nothing", r)
+	}
+	prevent := strings.Fields(settings["RestartPreventExitStatus"])
+	for _, code := range []int{exitCode(usagef("a wrong PIN")), exitCode(exitError{3, nil})} {
+		if !slices.Contains(prevent, strconv.Itoa(code)) {
+			t.Errorf("the unit restarts kmsd after exit status %d: RestartPreventExitStatus=%s", code, settings["RestartPreventExitStatus"])
+		}
+	}
+	if !strings.Contains(comments.String(), "PIN") {
+		t.Errorf("the unit does not say why it does not restart after exit status 2 (a token's PIN tries):\n%s", comments.String())
+	}
+}

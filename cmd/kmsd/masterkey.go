@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/hsm"
 )
 
 // devKeyFile is the name of the master key file that -dev keeps in the
@@ -73,9 +74,28 @@ func (r keyRole) load(c *config, getenv func(string) string, log *zerolog.Logger
 	case r.file != "":
 		return readKeyFile(r.file, log)
 	case r.pkcs11 != "":
-		return c.openTokenKey(r, getenv)
+		return c.openTokenKey(r, getenv, log)
 	}
 	return nil, nil
+}
+
+// source says where r's key is given, for the log: "environment
+// KMS_MASTER_KEY", "file PATH" or "PKCS#11 URI" (the URI as parsed, which
+// holds no PIN: ParseURI refuses one); "" when it is not given. Never the
+// key itself.
+func (r keyRole) source(getenv func(string) string) string {
+	switch {
+	case getenv(r.env) != "":
+		return "environment " + r.env
+	case r.file != "":
+		return "file " + r.file
+	case r.pkcs11 != "":
+		if u, err := hsm.ParseURI(r.pkcs11); err == nil {
+			return "PKCS#11 " + u.String()
+		}
+		return "PKCS#11"
+	}
+	return ""
 }
 
 // loadMasterKey returns the master key: from KMS_MASTER_KEY, the master
@@ -99,25 +119,11 @@ func loadMasterKey(c *config, getenv func(string) string, create bool, log *zero
 	return nil, usageError{errors.New(noKeyHelp)}
 }
 
-// readKeyFile reads a master key file. A file that others (not the owner
-// nor the group) may read or write is refused; one the group may read is
-// accepted with a warning, for the "root:kmsd 0640" layout.
+// readKeyFile reads a master key file, checked first as every file
+// holding a secret is (checkSecretFile).
 func readKeyFile(path string, log *zerolog.Logger) (kms.MasterKey, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return kms.MasterKey{}, fmt.Errorf("master key file: %w", err)
-	}
-	if !fi.Mode().IsRegular() {
-		return kms.MasterKey{}, fmt.Errorf("master key file %s is not a regular file", path)
-	}
-	perm := fi.Mode().Perm()
-	if perm&0o007 != 0 {
-		return kms.MasterKey{}, fmt.Errorf("master key file %s has mode %04o: other users may access it; "+
-			"restrict it with: chmod 600 %s (or 640 for a group the server runs in)", path, perm, path)
-	}
-	if perm&0o070 != 0 {
-		log.Warn().Str("file", path).Str("mode", fmt.Sprintf("%04o", perm)).
-			Msg("the master key file is accessible to its group; chmod 600 it unless that group is meant to read it")
+	if err := checkSecretFile(path, "master key file", log); err != nil {
+		return kms.MasterKey{}, err
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -25,11 +25,11 @@ type metricsServer struct {
 
 // newMetrics returns the metrics server of c, or nil when neither
 // -metrics nor -metrics-addr asks for one.
-func newMetrics(c *config, getenv func(string) string) (*metricsServer, error) {
+func newMetrics(c *config, getenv func(string) string, log *zerolog.Logger) (*metricsServer, error) {
 	if !c.metrics && c.metricsAddr == "" {
 		return nil, nil
 	}
-	token, err := metricsToken(c, getenv)
+	token, err := metricsToken(c, getenv, log)
 	if err != nil {
 		return nil, err
 	}
@@ -38,13 +38,17 @@ func newMetrics(c *config, getenv func(string) string) (*metricsServer, error) {
 }
 
 // metricsToken reads the token GET /metrics requires: KMS_METRICS_TOKEN or
-// the -metrics-token-file; empty for none.
-func metricsToken(c *config, getenv func(string) string) (string, error) {
+// the -metrics-token-file (checked first as every file holding a secret
+// is: checkSecretFile); empty for none.
+func metricsToken(c *config, getenv func(string) string, log *zerolog.Logger) (string, error) {
 	env := getenv("KMS_METRICS_TOKEN")
 	switch {
 	case env != "" && c.metricsTokenFile != "":
 		return "", usagef("KMS_METRICS_TOKEN and -metrics-token-file are both set; use one")
 	case c.metricsTokenFile != "":
+		if err := checkSecretFile(c.metricsTokenFile, "-metrics-token-file", log); err != nil {
+			return "", err
+		}
 		b, err := os.ReadFile(c.metricsTokenFile)
 		if err != nil {
 			return "", fmt.Errorf("-metrics-token-file: %w", err)

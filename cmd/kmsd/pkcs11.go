@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/rs/zerolog"
+
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/internal/hsm"
 )
@@ -13,12 +15,12 @@ import (
 // module, the token, the object, or a key that is not a sensitive,
 // unextractable AES-256 key. A build without cgo says that it has no
 // PKCS#11 support.
-func (c *config) openTokenKey(r keyRole, getenv func(string) string) (kms.RootKey, error) {
+func (c *config) openTokenKey(r keyRole, getenv func(string) string, log *zerolog.Logger) (kms.RootKey, error) {
 	u, err := hsm.ParseURI(r.pkcs11)
 	if err != nil {
 		return nil, usagef("%s: %v", r.pkcs11Flag, err)
 	}
-	pin, err := u.ReadPIN(getenv(hsm.PINEnv))
+	pin, err := readPIN(u, getenv, log)
 	if err != nil {
 		return nil, usagef("%s %s: %v", r.pkcs11Flag, u, err)
 	}

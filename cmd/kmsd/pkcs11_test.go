@@ -42,10 +42,12 @@ func encryptOn(t *testing.T, s *server, root string) func(*server) {
 // TestMasterKeyInToken: kmsd with its master key in a PKCS#11 token (a
 // real SoftHSM2 token) serves, starts again on its store, and no plain
 // master key opens that store; kmsd rekey moves the store to a plain key
-// and back, every hash and header staying valid.
+// and then to another key of the token (never back to one it has left),
+// every hash and header staying valid.
 func TestMasterKeyInToken(t *testing.T) {
 	tok := hsmtest.New(t, "kms")
 	tok.GenerateAESKey(t, "kms-master", hsmtest.AESKeyOptions{})
+	tok.GenerateAESKey(t, "kms-master-2", hsmtest.AESKeyOptions{})
 	data := t.TempDir()
 	e := tokenEnv(tok, "kms-master")
 	root := e["KMS_BOOTSTRAP_API_KEY"]
@@ -83,10 +85,16 @@ func TestMasterKeyInToken(t *testing.T) {
 	if err := run(context.Background(), args, e.get, io.Discard, io.Discard); err == nil {
 		t.Fatal("kmsd with the token's key opened the store rekeyed away from it")
 	}
-	rekey(env{"KMS_MASTER_KEY": plain}, env{"KMS_NEW_MASTER_KEY_PKCS11": tok.URI("kms-master")})
+	rekey(env{"KMS_MASTER_KEY": plain}, env{"KMS_NEW_MASTER_KEY_PKCS11": tok.URI("kms-master-2")})
+	e = tokenEnv(tok, "kms-master-2")
 	s = startRun(t, args, e)
 	check(s)
 	s.stop(t)
+	// Back to the token's first key, which the store has left: refused.
+	back := env{"KMS_MASTER_KEY_PKCS11": tok.URI("kms-master-2"), "KMS_NEW_MASTER_KEY_PKCS11": tok.URI("kms-master")}
+	if err := run(context.Background(), []string{"rekey", "-data", data}, back.get, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "rekeyed away from") {
+		t.Errorf("rekey back to the token key the store left = %v, want it refused saying so", err)
+	}
 	out.Reset()
 	if err := run(context.Background(), []string{"verify-audit", "-data", data}, e.get, &out, io.Discard); err != nil || !strings.Contains(out.String(), "intact") {
 		t.Fatalf("verify-audit with the token's key = %v:\n%s", err, out.String())

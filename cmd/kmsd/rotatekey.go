@@ -24,7 +24,7 @@ import (
 // store records its public key; kmsd prints its URI, which the nodes are
 // restarted with. Until then they sign with the key before.
 func rotateSigningKey(ctx context.Context, c *config, getenv func(string) string, stdout io.Writer, log *zerolog.Logger) error {
-	tk, err := openTokenKey(c, getenv) // before the store: a token that does not open leaves the store alone
+	tk, err := openTokenKey(c, getenv, log) // before the store: a token that does not open leaves the store alone
 	if err != nil {
 		return err
 	}

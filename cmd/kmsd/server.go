@@ -86,12 +86,12 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stdout, s
 	if err != nil {
 		return err
 	}
-	ms, err := newMetrics(c, getenv)
+	ms, err := newMetrics(c, getenv, log)
 	if err != nil {
 		return err
 	}
 	// The header signing key in a token, found before the data is touched.
-	tk, err := openTokenKey(c, getenv)
+	tk, err := openTokenKey(c, getenv, log)
 	if err != nil {
 		return err
 	}
@@ -116,6 +116,7 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stdout, s
 	if err != nil {
 		return err
 	}
+	logSetup(c, getenv, log)
 	if err := os.MkdirAll(c.data, 0o700); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strconv"
 
+	"github.com/rs/zerolog"
+
 	"github.com/ringkms/kms/internal/hsm"
 )
 
@@ -30,7 +32,7 @@ type tokenKey struct {
 // wrong PIN, no such token or key, a key of another type, a build without
 // PKCS#11 support): a usage error (exit status 2) that names it; only a
 // token that fails in itself is another error.
-func openTokenKey(c *config, getenv func(string) string) (*tokenKey, error) {
+func openTokenKey(c *config, getenv func(string) string, log *zerolog.Logger) (*tokenKey, error) {
 	if c.signingKey == "" {
 		return nil, nil
 	}
@@ -38,7 +40,7 @@ func openTokenKey(c *config, getenv func(string) string) (*tokenKey, error) {
 	if err != nil {
 		return nil, tokenError(err)
 	}
-	pin, err := u.ReadPIN(getenv(hsm.PINEnv))
+	pin, err := readPIN(u, getenv, log)
 	if err != nil {
 		return nil, tokenError(err)
 	}

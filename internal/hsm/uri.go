@@ -74,15 +74,19 @@ func ParseURI(s string) (URI, error) {
 	path, query, _ := strings.Cut(rest, "?")
 	seen := map[string]bool{}
 	if path != "" {
+		n := 0
 		for attr := range strings.SplitSeq(path, ";") {
-			if err := u.setPath(attr, seen); err != nil {
+			n++
+			if err := u.setPath(attr, n, seen); err != nil {
 				return URI{}, err
 			}
 		}
 	}
 	if query != "" {
+		n := 0
 		for attr := range strings.SplitSeq(query, "&") {
-			if err := u.setQuery(attr, seen); err != nil {
+			n++
+			if err := u.setQuery(attr, n, seen); err != nil {
 				return URI{}, err
 			}
 		}
@@ -96,14 +100,15 @@ func ParseURI(s string) (URI, error) {
 	return u, nil
 }
 
-// split cuts attr into its name and its percent-decoded value.
-func split(attr, part string, seen map[string]bool) (name, value string, err error) {
+// split cuts attr, the n-th attribute of the URI's part ("path" or
+// "query"), into its name and its percent-decoded value. An attribute
+// that is not name=value is not echoed in the error, in either part: it
+// could be a secret pasted in the wrong place (a PIN); its position
+// says which it is.
+func split(attr, part string, n int, seen map[string]bool) (name, value string, err error) {
 	name, raw, ok := strings.Cut(attr, "=")
 	if !ok || name == "" {
-		if part == "query" {
-			return "", "", invalid("a query attribute is not name=value") // it could be a stray secret: not echoed
-		}
-		return "", "", invalid("path attribute %q is not name=value", attr)
+		return "", "", invalid("the %s %s attribute of the URI is not name=value (not shown: it could be a secret, such as a PIN, put in the wrong place)", ordinal(n), part)
 	}
 	if seen[name] {
 		return "", "", invalid("attribute %s appears more than once", name)
@@ -119,11 +124,11 @@ func split(attr, part string, seen map[string]bool) (name, value string, err err
 	return name, value, nil
 }
 
-func (u *URI) setPath(attr string, seen map[string]bool) error {
+func (u *URI) setPath(attr string, n int, seen map[string]bool) error {
 	if name, _, _ := strings.Cut(attr, "="); name == "pin-value" {
 		return errPINValue()
 	}
-	name, v, err := split(attr, "path", seen)
+	name, v, err := split(attr, "path", n, seen)
 	if err != nil {
 		return err
 	}
@@ -179,11 +184,11 @@ func (u *URI) setPath(attr string, seen map[string]bool) error {
 	return nil
 }
 
-func (u *URI) setQuery(attr string, seen map[string]bool) error {
+func (u *URI) setQuery(attr string, n int, seen map[string]bool) error {
 	if name, _, _ := strings.Cut(attr, "="); name == "pin-value" {
 		return errPINValue() // before anything that could echo the value
 	}
-	name, v, err := split(attr, "query", seen)
+	name, v, err := split(attr, "query", n, seen)
 	if err != nil {
 		return err
 	}
@@ -208,6 +213,22 @@ func (u *URI) setQuery(attr string, seen map[string]bool) error {
 		return invalid("unknown query attribute %q", name)
 	}
 	return nil
+}
+
+// ordinal writes n as an English ordinal: 1st, 2nd, 3rd, 4th, 11th...
+func ordinal(n int) string {
+	suffix := "th"
+	if n%100 < 11 || n%100 > 13 {
+		switch n % 10 {
+		case 1:
+			suffix = "st"
+		case 2:
+			suffix = "nd"
+		case 3:
+			suffix = "rd"
+		}
+	}
+	return strconv.Itoa(n) + suffix
 }
 
 func errPINValue() error {

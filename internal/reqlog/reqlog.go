@@ -79,12 +79,26 @@ type Line struct {
 	Err        error  // logged for a 5xx
 }
 
-// Write logs l on log: at level info, or error for a 5xx.
-func Write(log *zerolog.Logger, l Line) {
-	ev := log.Info()
-	if l.Status >= 500 {
-		ev = log.Error()
+// level is the level of a request's log line by its status: info, but
+// warn for a 503 and error for another 5xx. A 503 is the service riding
+// out an outage as documented (its database cannot be reached, its store
+// stalled, the process waits for its store): it is answered at once, the
+// client may try again, and it ends with the outage. Operators alert on
+// error, which is kept for what needs someone: a 500 (a fault of the
+// service or its store) and the other 5xx (507: a disk is full).
+func level(status int) zerolog.Level {
+	switch {
+	case status == 503:
+		return zerolog.WarnLevel
+	case status >= 500:
+		return zerolog.ErrorLevel
 	}
+	return zerolog.InfoLevel
+}
+
+// Write logs l on log, at the level of its status (level).
+func Write(log *zerolog.Logger, l Line) {
+	ev := log.WithLevel(level(l.Status))
 	if !ev.Enabled() {
 		return
 	}
