@@ -77,6 +77,17 @@ func (e *env) ring(tb testing.TB, name string) *kms.CreateKeyRingResult {
 	return r
 }
 
+// ringOfRingKeys is ring with dataKeys "ring", named: the ring's key is
+// every call's data key.
+func (e *env) ringOfRingKeys(tb testing.TB, name string) *kms.CreateKeyRingResult {
+	tb.Helper()
+	r, err := e.svc.CreateKeyRing(e.root, kms.CreateKeyRingInput{Name: name, KEM: "x25519", DataKeys: kms.DataKeysRing})
+	if err != nil {
+		tb.Fatalf("CreateKeyRing(%q, ring) = %v", name, err)
+	}
+	return r
+}
+
 func wantKind(tb testing.TB, what string, err error, kind kms.Kind) {
 	tb.Helper()
 	if err == nil {

@@ -80,8 +80,11 @@ type CreateKeyRingInput struct {
 	// KEM chooses the generated key pair: "xwing" (ML-KEM-768 + X25519,
 	// the default) or "x25519". It is ignored with PublicKey.
 	KEM string `json:"kem"`
-	// DataKeys is "ring" (the default: the ring's key is the data key)
-	// or "split" (split.go).
+	// DataKeys is "split" (the default, also when empty: a call's data
+	// key needs a share that only its encrypt and a recorded decrypt hand
+	// out) or "ring" (the ring's key is the data key: whoever holds the
+	// ring's private key and may encrypt reads every call's data with no
+	// decrypt); split.go.
 	DataKeys string `json:"dataKeys,omitempty"`
 }
 
