@@ -108,11 +108,13 @@ func (s *Service) AdmitN(ctx context.Context, p *Principal, n int) error {
 			k++
 		}
 	}
-	if addr := clientAddr(ctx); addr != "" && l.addrRate.on() {
-		if p == nil {
-			claim(limitAddr, l.addr, addr, l.addrRate, n, 0)
-		} else {
-			claim(limitAddr, l.addr, addr, l.addrRate, n-1, 1)
+	if l.addrRate.on() && (p == nil || n > 1) { // with p, the address has a call to give for n-1 only
+		if addr := s.clientAddr(ctx); addr != "" {
+			if p == nil {
+				claim(limitAddr, l.addr, addr, l.addrRate, n, 0)
+			} else {
+				claim(limitAddr, l.addr, addr, l.addrRate, n-1, 1)
+			}
 		}
 	}
 	if p != nil {
