@@ -61,8 +61,13 @@ func (a *api) invite(r *http.Request, _ httprouter.Params) (any, error) {
 }
 
 // GET /auth/user/invite-validate?token=. A bad token is a 401 whose state
-// is expired or invalid.
+// is expired or invalid. A browser (an Accept that prefers text/html),
+// which opened the link of an invitation's mail, gets a page instead
+// (invitePage).
 func (a *api) validateInvite(r *http.Request, _ httprouter.Params) (any, error) {
+	if prefersHTML(r) {
+		return a.invitePage(r), nil
+	}
 	return result(a.svc.ValidateInvite(r.Context(), r.URL.Query().Get("token")))
 }
 

@@ -38,7 +38,7 @@
 //
 //	POST   /auth/validate                          ValidateAPIKey
 //	POST   /auth/user/invite                       Invite, answered {"loginUrl": ...}
-//	GET    /auth/user/invite-validate              public; ValidateInvite (?token); 401 {"state": "invalid"|"expired"}
+//	GET    /auth/user/invite-validate              public; ValidateInvite (?token); 401 {"state": "invalid"|"expired"}; a browser gets an HTML page
 //	POST   /auth/user/invite-complete              public; CompleteInvite {token, password}, answered {"user", "accesstoken"}
 //	POST   /auth/basic/login                       public; Login (?email=true: username is the email address)
 //	GET    /auth/basic/refresh                     Refresh of the access token presented, answered {"user", "accessToken"}
