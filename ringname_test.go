@@ -1,7 +1,6 @@
 package kms_test
 
 import (
-	"context"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -104,61 +103,20 @@ func TestRingNameInvalidNotQuoted(t *testing.T) {
 // like a credential, made before such names were refused, is still found
 // by its name and serves.
 func TestRingNameShapedLikeSecretMadeBefore(t *testing.T) {
-	ctx := context.Background()
-	st := newMemStore(t)
-	defer st.Close()
-	mk := kms.GenerateMasterKey()
-	svc, err := kms.New(st, kms.Options{MasterKey: mk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := svc.Application(ctx, "before")
-	if err != nil {
-		t.Fatal(err)
-	}
-	app := kms.WithPrincipal(ctx, p)
-	ring, err := svc.CreateKeyRing(app, kms.CreateKeyRingInput{Name: "old", KEM: "x25519"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := svc.Close(); err != nil {
-		t.Fatal(err)
-	}
 	long := strings.Repeat("d", 40)
-	err = st.Update(ctx, func(tx kms.Txn) error {
-		key := []byte("ring/id/" + ring.Ring.ID)
-		v, err := tx.Get(key)
-		if err != nil {
-			return err
+	var id string
+	svc, app := storedRing(t, func(tx kms.Txn, ringID string, rec map[string]json.RawMessage) error {
+		if string(rec["name"]) != `"old"` {
+			t.Fatalf("the ring's record %v has no name old: has the layout changed?", rec)
 		}
-		var rec map[string]any
-		if err := json.Unmarshal(v, &rec); err != nil {
-			return err
-		}
-		if rec["name"] != "old" {
-			t.Fatalf("the ring's record %s has no name old: has the layout changed?", v)
-		}
-		rec["name"], rec["displayName"] = long, long
-		if v, err = json.Marshal(rec); err != nil {
-			return err
-		}
-		if err := tx.Set(key, v); err != nil {
-			return err
-		}
+		id = ringID
+		rec["name"], rec["displayName"] = json.RawMessage(`"`+long+`"`), json.RawMessage(`"`+long+`"`)
 		if err := tx.Delete([]byte("ring/name/old")); err != nil {
 			return err
 		}
-		return tx.Set([]byte("ring/name/"+long), []byte(ring.Ring.ID))
+		return tx.Set([]byte("ring/name/"+long), []byte(ringID))
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, err = kms.New(st, kms.Options{MasterKey: mk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Close()
-	if r, err := svc.GetKeyRing(app, kms.RingRef{Name: long}); err != nil || r.ID != ring.Ring.ID {
+	if r, err := svc.GetKeyRing(app, kms.RingRef{Name: long}); err != nil || r.ID != id {
 		t.Fatalf("GetKeyRing(a name made before) = %+v, %v", r, err)
 	}
 	enc, err := svc.Encrypt(app, kms.EncryptInput{RingName: long})

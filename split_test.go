@@ -493,54 +493,14 @@ func TestSplitRingStoredBefore(t *testing.T) {
 }
 
 func testRingStoredBefore(t *testing.T, rewrite func(rec map[string]json.RawMessage)) {
-	ctx := context.Background()
-	st := newMemStore(t)
-	defer st.Close()
-	mk := kms.GenerateMasterKey()
-	svc, err := kms.New(st, kms.Options{MasterKey: mk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := svc.Application(ctx, "before")
-	if err != nil {
-		t.Fatal(err)
-	}
-	app := kms.WithPrincipal(ctx, p)
-	ring, err := svc.CreateKeyRing(app, kms.CreateKeyRingInput{Name: "old", KEM: "x25519"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := svc.Close(); err != nil {
-		t.Fatal(err)
-	}
-	key := []byte("ring/id/" + ring.Ring.ID)
-	err = st.Update(ctx, func(tx kms.Txn) error {
-		v, err := tx.Get(key)
-		if err != nil {
-			return err
-		}
-		var rec map[string]json.RawMessage
-		if err := json.Unmarshal(v, &rec); err != nil {
-			return err
-		}
+	svc, app := storedRing(t, func(_ kms.Txn, _ string, rec map[string]json.RawMessage) error {
 		if _, ok := rec["dataKeys"]; !ok {
-			t.Fatalf("the ring's record %s has no dataKeys: has the layout changed?", v)
+			t.Fatalf("the ring's record %v has no dataKeys: has the layout changed?", rec)
 		}
 		delete(rec, "sealedShareSecret")
 		rewrite(rec)
-		if v, err = json.Marshal(rec); err != nil {
-			return err
-		}
-		return tx.Set(key, v)
+		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, err = kms.New(st, kms.Options{MasterKey: mk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Close()
 	if r, err := svc.GetKeyRing(app, kms.RingRef{Name: "old"}); err != nil || r.DataKeys != kms.DataKeysRing {
 		t.Fatalf("GetKeyRing(a ring stored before) = %+v, %v; want dataKeys ring", r, err)
 	}
