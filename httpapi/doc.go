@@ -45,7 +45,7 @@
 //	POST   /auth/basic/logout                      Logout of the access token presented, answered {"message": ...}
 //	POST   /auth/basic/reset-password-start        public; StartPasswordReset {email}, answered {"message": ...}
 //	POST   /auth/basic/reset-password-complete     public; CompletePasswordReset {token, password}: 200 {} or 400 {}
-//	GET    /auth/basic/reset-password-complete     public; ValidatePasswordReset (?token): 200 {"state":"valid"} or 400 {}
+//	GET    /auth/basic/reset-password-complete     public; ValidatePasswordReset (?token): 200 {"state":"valid"} or 400 {}; a browser gets an HTML page
 //	GET    /auth/users/:username                   GetUser (?email=true: by email; ?id=true: by ID)
 //	PATCH  /auth/users/:username                   UpdateUser (?email=true, ?id=true)
 //	DELETE /auth/users/:username                   DeleteUser (?email=true, ?id=true)
