@@ -72,7 +72,7 @@ func (r *ringRecord) asymKeyRing() *AsymKeyRing {
 // CreateAsymKeyRing creates an /asym key ring and its first key. It needs
 // the flag keyring.<name>.create.
 func (s *Service) CreateAsymKeyRing(ctx context.Context, in CreateAsymKeyRingInput) (*CreateAsymKeyRingResult, error) {
-	if err := ValidateRingName(in.Name); err != nil {
+	if err := checkNewRingName(in.Name); err != nil {
 		return nil, err
 	}
 	p, err := s.authorize(ctx, "asym.keyring.create", strings.ToLower(in.Name), RingFlag(in.Name, OpCreate))

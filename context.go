@@ -2,6 +2,7 @@ package kms
 
 import (
 	"context"
+	"net/netip"
 	"strings"
 	"sync"
 )
@@ -54,16 +55,45 @@ func principal(ctx context.Context) (*Principal, error) {
 type clientKey struct{}
 
 // WithClientAddr returns a context that carries the network address of the
-// client (an IP address, without port), for the throttling of failed
-// logins. httpapi sets it from the connection.
+// client (an IP address, without port), for the rate limit per address
+// and the throttles of failed logins and of password resets, which count
+// an IPv6 client by its prefix (Options.IPv6Prefix). httpapi and transit
+// set it from the connection, or from the header of a trusted proxy.
 func WithClientAddr(ctx context.Context, addr string) context.Context {
 	return context.WithValue(ctx, clientKey{}, addr)
 }
 
-// clientAddr returns the client address carried by ctx, or "".
-func clientAddr(ctx context.Context) string {
+// DefaultIPv6Prefix is the length of the IPv6 prefix that names one
+// client when Options.IPv6Prefix is zero: a /64, what a host or a home
+// network is given.
+const DefaultIPv6Prefix = 64
+
+// clientAddr returns what the client of ctx (WithClientAddr) is counted
+// as by the rate limit per address and the login and reset throttles, ""
+// when ctx names none: an IPv4 address as it is, an IPv4-mapped IPv6
+// address as its IPv4 address, and an IPv6 address as the prefix of
+// Options.IPv6Prefix bits that holds it, in CIDR notation
+// ("2001:db8:1:2::/64"; the address alone at 128). Text that is not an IP
+// address counts as it is.
+func (s *Service) clientAddr(ctx context.Context) string {
 	a, _ := ctx.Value(clientKey{}).(string)
-	return a
+	if strings.IndexByte(a, ':') < 0 {
+		return a // IPv4 (no allocation on the common path), or none
+	}
+	ip, err := netip.ParseAddr(a)
+	if err != nil {
+		return a
+	}
+	ip = ip.WithZone("").Unmap()
+	if ip.Is4() || s.opts.IPv6Prefix >= 128 {
+		return ip.String()
+	}
+	p, err := ip.Prefix(s.opts.IPv6Prefix)
+	if err != nil {
+		return ip.String() // cannot be: New checks the length
+	}
+	var buf [len("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff/128")]byte
+	return string(p.AppendTo(buf[:0]))
 }
 
 type answerKey struct{}

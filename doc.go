@@ -14,7 +14,8 @@
 //	svc, _ := kms.New(st, kms.Options{MasterKey: mk})
 //	p, _ := svc.Authenticate(ctx, apiKeySecret)
 //	res, _ := svc.Encrypt(kms.WithPrincipal(ctx, p), kms.EncryptInput{RingName: "payments"})
-//	key, _ := kms.UnwrapKey(ringPrivateKey, res.RingID, res.Key) // the 32 key bytes
+//	ringKey, _ := kms.UnwrapKey(ringPrivateKey, res.RingID, res.Key) // the ring's 32 key bytes
+//	key, _ := kms.DataKey(ringKey, res.KeyShare)                      // the call's data key
 //
 // The master key (Options.MasterKey, required) is the root of trust: 32
 // random bytes from which every key of the service is derived. A store
@@ -46,12 +47,15 @@
 // Rings of the /ks group are zero-knowledge: each key is generated, wrapped
 // with HPKE (X-Wing by default, X25519 or a caller's RSA key by choice) for
 // the ring's public key, and stored only wrapped. The ring's private key is
-// returned once at creation and never stored. On a /ks ring created with
-// split data keys (DataKeysSplit), a call's data key is derived from the
-// ring's key and a share of that call's that the service derives and hands
-// out only to the call's encrypt and to an authorised decrypt (DataKey,
-// split.go): every read of data that another call sealed is a recorded
-// decrypt. Rings of the /asym group keep their private key sealed under
+// returned once at creation and never stored. A /ks ring has split data
+// keys (DataKeysSplit, the default: CreateKeyRingInput.DataKeys empty): a
+// call's data key is derived from the ring's key and a share of that
+// call's that the service derives and hands out only to the call's
+// encrypt and to an authorised decrypt (DataKey, split.go), so every read
+// of data that another call sealed is a recorded decrypt. Only a ring
+// made with DataKeys "ring" (DataKeysRing) hands out its key as every
+// call's data key, which lets whoever may encrypt and holds its private
+// key read every call's data with no decrypt. Rings of the /asym group keep their private key sealed under
 // the master key and return keys in the clear. docs/FORMAT.md describes
 // keyData, split data keys, hashes and headers bit for bit.
 //

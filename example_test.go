@@ -37,12 +37,15 @@ func ExampleService_CreateKeyRing() {
 	ctx = kms.WithPrincipal(ctx, app)
 
 	// The service makes the ring's key pair (X-Wing unless KEM says
-	// "x25519", or the caller brings PublicKey) and its first key.
+	// "x25519", or the caller brings PublicKey) and its first key. Its
+	// data keys are split unless DataKeys says "ring": a call's data key
+	// needs a share that only the call and a recorded decrypt get.
 	ring, err := svc.CreateKeyRing(ctx, kms.CreateKeyRingInput{Name: "payments"})
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("ring:", ring.Ring.Name)
+	fmt.Println("data keys:", ring.Ring.DataKeys)
 	fmt.Println("active key is the first key:", ring.Ring.ActiveKey == ring.Key.ID)
 	fmt.Println("its keys are wrapped with:", ring.Key.KeyData.Encrypted.Key.Encoding)
 	// The private key comes back this once: the service keeps no copy,
@@ -54,6 +57,7 @@ func ExampleService_CreateKeyRing() {
 	fmt.Println("again:", errors.Is(err, kms.ErrConflict))
 	// Output:
 	// ring: payments
+	// data keys: split
 	// active key is the first key: true
 	// its keys are wrapped with: hpke-xwing
 	// private key returned: true
@@ -83,15 +87,15 @@ func ExampleService_Encrypt() {
 	}
 
 	// Encrypt hands out the ring's active key, wrapped for the ring's
-	// public key, with a hash unique to this call and a header that signs
-	// it. Keep the hash and the header beside the ciphertext: Decrypt
-	// gives the key back for them.
+	// public key, the call's share of its data key, a hash unique to this
+	// call and a header that signs it. Keep the hash and the header beside
+	// the ciphertext: Decrypt gives the key and the share back for them.
 	enc, err := svc.Encrypt(ctx, kms.EncryptInput{RingName: "payments"})
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("key:", enc.Key.ID == ring.Key.ID, enc.Key.KeyData.Encrypted.Key.Encoding)
-	fmt.Println("hash and header:", enc.Hash != "", enc.Header != "")
+	fmt.Println("share, hash and header:", enc.KeyShare != "", enc.Hash != "", enc.Header != "")
 
 	again, err := svc.Encrypt(ctx, kms.EncryptInput{RingName: "payments"})
 	if err != nil {
@@ -100,7 +104,7 @@ func ExampleService_Encrypt() {
 	fmt.Println("same key, another hash:", again.Key.ID == enc.Key.ID, again.Hash != enc.Hash)
 	// Output:
 	// key: true hpke-xwing
-	// hash and header: true true
+	// share, hash and header: true true true
 	// same key, another hash: true true
 }
 
@@ -184,10 +188,16 @@ func ExampleUnwrapKey() {
 		log.Fatal(err)
 	}
 
-	// The ring's private key opens the wrapped key: 32 bytes, an AES-256
-	// key to encrypt with (here AES-256-GCM; package envelope does it in
-	// chunks, for data of any size).
-	key, err := kms.UnwrapKey([]byte(ring.PrivateKey), enc.RingID, enc.Key)
+	// The ring's private key opens the wrapped key: the ring's 32 bytes.
+	// With the call's share (the ring's data keys are split) it makes the
+	// call's data key, an AES-256 key to encrypt with (here AES-256-GCM;
+	// package envelope does it all in chunks, for data of any size).
+	ringKey, err := kms.UnwrapKey([]byte(ring.PrivateKey), enc.RingID, enc.Key)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer clear(ringKey)
+	key, err := kms.DataKey(ringKey, enc.KeyShare)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -240,7 +250,8 @@ func ExampleDataKey() {
 		log.Fatal(err)
 	}
 	ctx = kms.WithPrincipal(ctx, app)
-	ring, err := svc.CreateKeyRing(ctx, kms.CreateKeyRingInput{Name: "salaries", DataKeys: kms.DataKeysSplit})
+	// A ring made with no DataKeys has split data keys.
+	ring, err := svc.CreateKeyRing(ctx, kms.CreateKeyRingInput{Name: "salaries"})
 	if err != nil {
 		log.Fatal(err)
 	}

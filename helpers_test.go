@@ -2,6 +2,7 @@ package kms_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"sync"
 	"testing"
@@ -73,6 +74,17 @@ func (e *env) ring(tb testing.TB, name string) *kms.CreateKeyRingResult {
 	r, err := e.svc.CreateKeyRing(e.root, kms.CreateKeyRingInput{Name: name, KEM: "x25519"})
 	if err != nil {
 		tb.Fatalf("CreateKeyRing(%q) = %v", name, err)
+	}
+	return r
+}
+
+// ringOfRingKeys is ring with dataKeys "ring", named: the ring's key is
+// every call's data key.
+func (e *env) ringOfRingKeys(tb testing.TB, name string) *kms.CreateKeyRingResult {
+	tb.Helper()
+	r, err := e.svc.CreateKeyRing(e.root, kms.CreateKeyRingInput{Name: name, KEM: "x25519", DataKeys: kms.DataKeysRing})
+	if err != nil {
+		tb.Fatalf("CreateKeyRing(%q, ring) = %v", name, err)
 	}
 	return r
 }
@@ -164,4 +176,63 @@ func bootstrapRoot(tb testing.TB, svc *kms.Service) context.Context {
 		tb.Fatal(err)
 	}
 	return kms.WithPrincipal(ctx, p)
+}
+
+// storedRing puts a ring in a new store as another release wrote it: a
+// Service over the store, acting as an application, makes the ring "old"
+// (X25519), and is closed; change then rewrites the ring's record, given
+// decoded (rec), in one transaction with the store (tx, for other keys).
+// storedRing returns a new Service over the store, closed at the end of
+// the test, and the application's context.
+func storedRing(t *testing.T, change func(tx kms.Txn, ringID string, rec map[string]json.RawMessage) error) (*kms.Service, context.Context) {
+	t.Helper()
+	ctx := context.Background()
+	st := newMemStore(t)
+	mk := kms.GenerateMasterKey()
+	svc, err := kms.New(st, kms.Options{MasterKey: mk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := svc.Application(ctx, "before")
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := kms.WithPrincipal(ctx, p)
+	ring, err := svc.CreateKeyRing(app, kms.CreateKeyRingInput{Name: "old", KEM: "x25519"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	key := []byte("ring/id/" + ring.Ring.ID)
+	err = st.Update(ctx, func(tx kms.Txn) error {
+		v, err := tx.Get(key)
+		if err != nil {
+			return err
+		}
+		var rec map[string]json.RawMessage
+		if err := json.Unmarshal(v, &rec); err != nil {
+			return err
+		}
+		if err := change(tx, ring.Ring.ID, rec); err != nil {
+			return err
+		}
+		if v, err = json.Marshal(rec); err != nil {
+			return err
+		}
+		return tx.Set(key, v)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err = kms.New(st, kms.Options{MasterKey: mk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		svc.Close()
+		st.Close()
+	})
+	return svc, app
 }

@@ -315,7 +315,7 @@ func (s *Service) StartPasswordReset(ctx context.Context, email string) (string,
 	}
 	st := s.userState()
 	emailKey := "e/" + secretDigest(strings.ToLower(email)) // the address is not kept in memory
-	addr := clientAddr(ctx)
+	addr := s.clientAddr(ctx)
 	now := s.now()
 	try, until, err := st.throttles.BeginReset(ctx, emailKey, addr, now)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -80,8 +81,11 @@ type CreateKeyRingInput struct {
 	// KEM chooses the generated key pair: "xwing" (ML-KEM-768 + X25519,
 	// the default) or "x25519". It is ignored with PublicKey.
 	KEM string `json:"kem"`
-	// DataKeys is "ring" (the default: the ring's key is the data key)
-	// or "split" (split.go).
+	// DataKeys is "split" (the default, also when empty: a call's data
+	// key needs a share that only its encrypt and a recorded decrypt hand
+	// out) or "ring" (the ring's key is the data key: whoever holds the
+	// ring's private key and may encrypt reads every call's data with no
+	// decrypt); split.go.
 	DataKeys string `json:"dataKeys,omitempty"`
 }
 
@@ -177,7 +181,9 @@ func (k *keyRecord) key(withData bool) *Key {
 
 // ValidateRingName checks a key ring name: 1 to 64 characters, ASCII
 // letters, digits, '-' and '_', starting with a letter or digit. Names are
-// case-insensitive: "Payments" and "payments" are the same ring.
+// case-insensitive: "Payments" and "payments" are the same ring. A name
+// that names a ring to make must also not be shaped like a credential
+// (checkNewRingName). The error quotes no name shaped like one.
 func ValidateRingName(name string) error {
 	if name == "" {
 		return Errorf(KindInvalid, "name is required")
@@ -189,8 +195,29 @@ func ValidateRingName(name string) error {
 		c := name[i]
 		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 		if !alnum && (i == 0 || c != '-' && c != '_') {
-			return Errorf(KindInvalid, "name %q is invalid: use 1 to %d letters, digits, '-' and '_', starting with a letter or digit", name, maxRingNameLen)
+			quoted := fmt.Sprintf(" %q", name)
+			if LooksLikeSecret(name) {
+				quoted = ""
+			}
+			return Errorf(KindInvalid, "name%s is invalid: use 1 to %d letters, digits, '-' and '_', starting with a letter or digit", quoted, maxRingNameLen)
 		}
+	}
+	return nil
+}
+
+// checkNewRingName checks the name of a ring to make, of any group: a
+// valid name (ValidateRingName) that is not shaped like a credential
+// (LooksLikeSecret), since a ring's name is written in records, flags and
+// request logs, and a secret pasted in place of a name must not be. The
+// error does not quote the name. Rings made before the rule keep their
+// names: finding a ring by name does not check it.
+func checkNewRingName(name string) error {
+	if err := ValidateRingName(name); err != nil {
+		return err
+	}
+	if LooksLikeSecret(name) {
+		return Errorf(KindInvalid, "name is shaped like a credential (it starts with %s, or has %d characters or more), which a new key ring's name may not be: choose another name",
+			strings.Join(secretPrefixes, ", "), minSecretLen)
 	}
 	return nil
 }
@@ -213,7 +240,7 @@ func cloneMap(m map[string]any) map[string]any {
 // CreateKeyRing creates a /ks key ring and its first key. It needs the flag
 // keyring.<name>.create.
 func (s *Service) CreateKeyRing(ctx context.Context, in CreateKeyRingInput) (*CreateKeyRingResult, error) {
-	if err := ValidateRingName(in.Name); err != nil {
+	if err := checkNewRingName(in.Name); err != nil {
 		return nil, err
 	}
 	p, err := s.authorize(ctx, "keyring.create", strings.ToLower(in.Name), RingFlag(in.Name, OpCreate))
@@ -269,6 +296,9 @@ type ringSpec struct {
 }
 
 func (s *Service) createRing(p *Principal, spec ringSpec) (*ringRecord, *keyRecord, error) {
+	if err := checkNewRingName(spec.name); err != nil {
+		return nil, nil, err // before any record: the name may be a secret
+	}
 	now := s.now().UTC()
 	name, group, display := spec.name, spec.group, spec.display
 	if display == "" {

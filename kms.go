@@ -50,6 +50,12 @@ func New(st Store, opts Options) (*Service, error) {
 		s.opts.MaxTransitEncryptions = DefaultMaxTransitEncryptions
 	}
 	s.limits = newRateLimiter(opts.RateLimits)
+	switch p := opts.IPv6Prefix; {
+	case p == 0:
+		s.opts.IPv6Prefix = DefaultIPv6Prefix
+	case p < 1 || p > 128:
+		return nil, Errorf(KindInvalid, "Options.IPv6Prefix %d: want 1 to 128 bits, or 0 for %d", p, DefaultIPv6Prefix)
+	}
 	if opts.Logger != nil {
 		s.log = *opts.Logger
 	}

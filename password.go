@@ -6,24 +6,33 @@ import (
 	"math/big"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/ringkms/kms/internal/commonpass"
 )
 
-// Password rules. A password must have at least
-// PasswordMinLength characters, at least one upper-case letter, one
-// lower-case letter, one digit and one special character (anything that
-// is neither a letter nor a digit, a space included), and at most
-// PasswordMaxLength bytes, which bounds the cost of hashing it.
+// Password rules, as NIST SP 800-63B sets them for passwords that people
+// choose: a minimum length, a refusal of the passwords that guessing
+// tries first, and no rule on the kinds of characters (no required
+// upper-case letter, digit or special character: such rules make
+// passwords harder to remember, not to guess, and a long passphrase of
+// lower-case words is a good password). A password must have at least
+// PasswordMinLength characters and at most PasswordMaxLength bytes (which
+// bounds the cost of hashing it), and must not be one of the most common
+// passwords (internal/commonpass's list, in any letter case) nor one
+// character repeated. The minimums of each kind of character are zero;
+// they remain, with the counts, in PasswordCheckDetails, whose shape
+// clients read.
 const (
 	PasswordMinLength    = 8
-	PasswordMinUppercase = 1
-	PasswordMinLowercase = 1
-	PasswordMinNumber    = 1
-	PasswordMinSpecial   = 1
+	PasswordMinUppercase = 0
+	PasswordMinLowercase = 0
+	PasswordMinNumber    = 0
+	PasswordMinSpecial   = 0
 	PasswordMaxLength    = 1024
 )
 
-// PasswordCheck is the outcome of CheckPassword, in the shape of the
-// "results" of a malformed-password error (docs/openapi.json).
+// PasswordCheck is the outcome of CheckPassword (the "results" of a
+// malformed-password error).
 type PasswordCheck struct {
 	IsValid bool                 `json:"isValid"`
 	Details PasswordCheckDetails `json:"details"`
@@ -42,11 +51,14 @@ type PasswordCheckDetails struct {
 	NewPasswordSpecialChar int `json:"newPasswordSpecialChar"`
 	MinNumber              int `json:"minNumber"`
 	NewPasswordNumber      int `json:"newPasswordNumber"`
+	// Common is true for a password that guessing tries first (a common
+	// password, or one character repeated), which is refused.
+	Common bool `json:"commonPassword"`
 }
 
 // CheckPassword checks pw against the password rules. It is valid when it
-// meets every minimum and is at most PasswordMaxLength bytes long (a limit
-// the details do not show).
+// meets every minimum, is not Common, and is at most PasswordMaxLength
+// bytes long (a limit the details do not show).
 func CheckPassword(pw string) PasswordCheck {
 	d := PasswordCheckDetails{
 		MinLength:         PasswordMinLength,
@@ -70,20 +82,39 @@ func CheckPassword(pw string) PasswordCheck {
 			d.NewPasswordSpecialChar++
 		}
 	}
+	if len(pw) <= PasswordMaxLength {
+		d.Common = commonpass.Contains(pw)
+	}
 	ok := len(pw) <= PasswordMaxLength &&
 		d.NewPasswordLength >= d.MinLength &&
 		d.NewPasswordUppercase >= d.MinUppercase &&
 		d.NewPasswordLowercase >= d.MinLowercase &&
 		d.NewPasswordSpecialChar >= d.MinSpecialChar &&
-		d.NewPasswordNumber >= d.MinNumber
+		d.NewPasswordNumber >= d.MinNumber &&
+		!d.Common
 	return PasswordCheck{IsValid: ok, Details: d}
+}
+
+// Reason says why the password of c breaks the rules, for a person to
+// read; "" when it is valid.
+func (c PasswordCheck) Reason() string {
+	d := c.Details
+	switch {
+	case c.IsValid:
+		return ""
+	case d.NewPasswordLength < d.MinLength:
+		return fmt.Sprintf("the password has %d characters: it needs at least %d", d.NewPasswordLength, d.MinLength)
+	case d.Common:
+		return "the password is one that guessing tries first (a common password, or one character repeated): choose another; a few words of your own make a good one"
+	}
+	return fmt.Sprintf("the password is too long: at most %d bytes", PasswordMaxLength)
 }
 
 // errMalformedPassword is the error of a password that breaks the rules:
 // State "malformed-password", Details the PasswordCheck.
 func errMalformedPassword(c PasswordCheck) error {
-	msg := fmt.Sprintf("password does not meet the rules: at least %d characters (at most %d bytes), %d upper-case letter, %d lower-case letter, %d digit and %d special character",
-		PasswordMinLength, PasswordMaxLength, PasswordMinUppercase, PasswordMinLowercase, PasswordMinNumber, PasswordMinSpecial)
+	msg := fmt.Sprintf("password does not meet the rules (at least %d characters, at most %d bytes, not a common password): %s",
+		PasswordMinLength, PasswordMaxLength, c.Reason())
 	return &Error{Kind: KindInvalid, Message: msg, State: "malformed-password", Details: c}
 }
 

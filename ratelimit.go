@@ -128,11 +128,13 @@ func (s *Service) admit(ctx context.Context, p *Principal, n, taken int) error {
 			k++
 		}
 	}
-	if addr := clientAddr(ctx); addr != "" && l.addrRate.on() {
-		if p == nil {
-			claim(limitAddr, l.addr, addr, l.addrRate, n-taken, taken)
-		} else {
-			claim(limitAddr, l.addr, addr, l.addrRate, n-1, 1)
+	if l.addrRate.on() && (p == nil || n > 1) { // with p, the address has a call to give for n-1 only
+		if addr := s.clientAddr(ctx); addr != "" {
+			if p == nil {
+				claim(limitAddr, l.addr, addr, l.addrRate, n-taken, taken)
+			} else {
+				claim(limitAddr, l.addr, addr, l.addrRate, n-1, 1)
+			}
 		}
 	}
 	if p != nil {

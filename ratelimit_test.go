@@ -106,20 +106,25 @@ func TestRateLimits(t *testing.T) {
 	}
 }
 
-// BenchmarkAdmit is the cost the rate limits add to a call that passes.
+// BenchmarkAdmit is the cost the rate limits add to a call that passes,
+// from an IPv4 client and from an IPv6 one (counted by its /64).
 func BenchmarkAdmit(b *testing.B) {
 	e := newEnvOn(b, mustMemStore(b), kms.Options{MasterKey: kms.GenerateMasterKey(),
 		RateLimits: kms.RateLimits{PerAPIKey: kms.Rate{PerSecond: 1e12}, PerAddr: kms.Rate{PerSecond: 1e12}}})
 	p := kms.PrincipalFrom(e.root)
-	ctx := kms.WithClientAddr(context.Background(), "192.0.2.1")
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := e.svc.Admit(ctx, nil); err != nil {
-			b.Fatal(err)
-		}
-		if err := e.svc.Admit(ctx, p); err != nil {
-			b.Fatal(err)
-		}
+	for _, addr := range []string{"192.0.2.1", "2001:db8:1:2::1"} {
+		b.Run(addr, func(b *testing.B) {
+			ctx := kms.WithClientAddr(context.Background(), addr)
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := e.svc.Admit(ctx, nil); err != nil {
+					b.Fatal(err)
+				}
+				if err := e.svc.Admit(ctx, p); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

@@ -41,11 +41,11 @@ func testRekey(t *testing.T, mk1, mk2, mk3 kms.RootKey) {
 		t.Fatal(err)
 	}
 	app := kms.WithPrincipal(ctx, p)
-	ring, err := svc.CreateKeyRing(app, kms.CreateKeyRingInput{Name: "docs", KEM: "x25519"})
+	ring, err := svc.CreateKeyRing(app, kms.CreateKeyRingInput{Name: "docs", KEM: "x25519", DataKeys: kms.DataKeysRing})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.CreateKeyRing(app, kms.CreateKeyRingInput{Name: "more", KEM: "x25519"}); err != nil {
+	if _, err := svc.CreateKeyRing(app, kms.CreateKeyRingInput{Name: "more", KEM: "x25519", DataKeys: kms.DataKeysRing}); err != nil {
 		t.Fatal(err)
 	}
 	asym, err := svc.CreateAsymKeyRing(app, kms.CreateAsymKeyRingInput{Name: "tokens"})

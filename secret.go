@@ -76,13 +76,16 @@ func (k MasterKey) Format(f fmt.State, _ rune) { fmt.Fprint(f, k.String()) }
 // MarshalText redacts the key.
 func (k MasterKey) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
 
+// secretPrefixes start the secrets the service issues.
+var secretPrefixes = []string{apiKeyPrefix, accessTokenPrefix, inviteTokenPrefix, resetTokenPrefix}
+
 // LooksLikeSecret reports whether s could be a credential the service
 // accepts or hands out, so that whoever shows s (a log line, an error
 // answer) redacts it: it starts like a secret the service issues (API
 // keys, access, invitation and reset tokens), or it is as long as a
 // bootstrap API key may be (which has no fixed form) without being an ID.
 func LooksLikeSecret(s string) bool {
-	for _, prefix := range []string{apiKeyPrefix, accessTokenPrefix, inviteTokenPrefix, resetTokenPrefix} {
+	for _, prefix := range secretPrefixes {
 		if len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix) {
 			return true
 		}

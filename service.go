@@ -93,6 +93,16 @@ type Options struct {
 	// zero value limits nothing.
 	RateLimits RateLimits
 
+	// IPv6Prefix is how many leading bits of a client's IPv6 address
+	// name the client for the rate limit per address and the login and
+	// reset throttles (WithClientAddr): a host is usually given a whole
+	// /64, and counted one address at a time it could make every call
+	// from a new address and never be limited. Zero means
+	// DefaultIPv6Prefix (64); otherwise 1 to 128 (128: each address on
+	// its own). An IPv4 address, and an IPv4-mapped IPv6 address, counts
+	// as its own IPv4 address.
+	IPv6Prefix int
+
 	// Observer, when set, receives measurements of the journal's batches
 	// and the activity records they commit, for metrics (observe.go;
 	// package metrics has one for Prometheus).

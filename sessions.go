@@ -330,7 +330,7 @@ func (s *Service) Login(ctx context.Context, in LoginInput) (*LoginResult, error
 	if u != nil {
 		userKey = "u/" + u.ID
 	}
-	addr := clientAddr(ctx)
+	addr := s.clientAddr(ctx)
 	now := s.now()
 	try, until, err := st.throttles.BeginLogin(ctx, userKey, addr, now)
 	if err != nil {

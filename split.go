@@ -7,12 +7,13 @@ import (
 	"github.com/ringkms/kms/internal/splitkey"
 )
 
-// Split knowledge. On a ring created with dataKeys "ring" (the default,
-// and every ring made before the choice existed), the key that Encrypt
+// Split knowledge. On a ring created with dataKeys "ring" (by name only,
+// and every ring stored with no dataKeys, made before the choice existed),
+// the key that Encrypt
 // hands out, wrapped, is the data key itself: whoever holds the ring's
 // private key and may encrypt can open every call's data, with no decrypt
 // call and so no record of the read. On a ring created with dataKeys
-// "split", a call's data key is derived from the ring's key and a share
+// "split" (the default of every new /ks ring), a call's data key is derived from the ring's key and a share
 // of the call's own (internal/splitkey, docs/FORMAT.md section 2.1). The
 // service derives the share from the call's hash with a secret of the
 // ring's, made at its creation and kept sealed like an /asym ring's
@@ -29,20 +30,22 @@ const (
 	DataKeysSplit = "split"
 )
 
-// checkDataKeys returns the dataKeys of a new ring: "ring" when none was
-// asked for.
+// checkDataKeys returns the dataKeys of a new ring: "split" when none was
+// asked for, so that a new ring's data is read only through a recorded
+// decrypt unless its maker chose otherwise by name.
 func checkDataKeys(v string) (string, error) {
 	switch v {
-	case "", DataKeysRing:
-		return DataKeysRing, nil
-	case DataKeysSplit:
+	case "", DataKeysSplit:
 		return DataKeysSplit, nil
+	case DataKeysRing:
+		return DataKeysRing, nil
 	}
 	return "", Errorf(KindInvalid, "dataKeys %q is not supported: use %q or %q", v, DataKeysRing, DataKeysSplit)
 }
 
-// dataKeys is the ring's dataKeys; a ring stored before the choice
-// existed has "ring".
+// dataKeys is the ring's dataKeys; a ring stored with none (made before
+// the choice existed) has "ring": the default of new rings is for new
+// rings only, and a stored ring keeps the kind it was made with.
 func (r *ringRecord) dataKeys() string {
 	if r.DataKeys == "" {
 		return DataKeysRing

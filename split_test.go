@@ -59,12 +59,12 @@ func dataKeyOf(tb testing.TB, pk *kms.PrivateKey, ringID string, k *kms.Key, sha
 
 // TestSplitRing: every encrypt on a split ring answers a share of its
 // own, each decrypt answers the share of its encrypt, and the data key is
-// neither the ring's key nor another call's; a ring of the default kind
-// answers no share. The ring says which kind it is in every answer.
+// neither the ring's key nor another call's; a ring made with dataKeys
+// "ring" answers no share. The ring says which kind it is in every answer.
 func TestSplitRing(t *testing.T) {
 	e := newEnv(t)
 	ring, pk := e.splitRing(t, "docs")
-	plain := e.ring(t, "plain")
+	plain := e.ringOfRingKeys(t, "plain")
 	if ring.Ring.DataKeys != kms.DataKeysSplit || plain.Ring.DataKeys != kms.DataKeysRing {
 		t.Fatalf("CreateKeyRing answered dataKeys %q and %q, want split and ring", ring.Ring.DataKeys, plain.Ring.DataKeys)
 	}
@@ -184,6 +184,69 @@ func TestSplitEncryptOnly(t *testing.T) {
 	}
 }
 
+// TestSplitByDefault: a ring made with CreateKeyRingInput's zero
+// dataKeys has split data keys, and one of ring keys is made by naming
+// "ring". On a ring of ring keys, a principal that may only encrypt and
+// holds the ring's private key reads another caller's data with no
+// decrypt call and so no record (its own encrypt hands out the key that
+// sealed it); on a ring made by default, it derives neither that data
+// key nor anything that gives it, and its decrypt is refused and
+// recorded.
+func TestSplitByDefault(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		dataKeys string // as given
+		want     string // as made
+		reads    bool   // whether the encrypt-only principal reads the other's data
+	}{
+		{"ring by name", kms.DataKeysRing, kms.DataKeysRing, true},
+		{"default", "", kms.DataKeysSplit, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			ring, err := e.svc.CreateKeyRing(e.root, kms.CreateKeyRingInput{Name: "docs", DataKeys: c.dataKeys})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ring.Ring.DataKeys != c.want {
+				t.Fatalf("CreateKeyRing(dataKeys %q) made dataKeys %q, want %q", c.dataKeys, ring.Ring.DataKeys, c.want)
+			}
+			if r, err := e.svc.GetKeyRing(e.root, kms.RingRef{Name: "docs"}); err != nil || r.DataKeys != c.want {
+				t.Fatalf("GetKeyRing(docs) = %+v, %v; want dataKeys %q", r, err, c.want)
+			}
+			pk, err := kms.ParsePrivateKey([]byte(ring.PrivateKey))
+			if err != nil {
+				t.Fatal(err)
+			}
+			owner := e.as(t, kms.Flags{"keyring.docs.encrypt": true, "keyring.docs.decrypt": true})
+			writer := e.as(t, kms.Flags{"keyring.docs.encrypt": true})
+			theirs, err := e.svc.Encrypt(owner, kms.EncryptInput{RingName: "docs"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, theirKey := dataKeyOf(t, pk, theirs.RingID, theirs.Key, theirs.KeyShare) // what the owner seals with
+
+			mine, err := e.svc.Encrypt(writer, kms.EncryptInput{RingName: "docs"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ringKey, myKey := dataKeyOf(t, pk, mine.RingID, mine.Key, mine.KeyShare)
+			if reads := bytes.Equal(ringKey, theirKey) || bytes.Equal(myKey, theirKey); reads != c.reads {
+				t.Fatalf("the encrypt-only principal derives the owner's data key: %v, want %v", reads, c.reads)
+			}
+			if c.reads {
+				return
+			}
+			_, err = e.svc.Decrypt(writer, kms.DecryptInput{Hash: theirs.Hash, Header: theirs.Header})
+			wantKind(t, "Decrypt(the owner's hash) without the decrypt flag", err, kms.KindPermissionDenied)
+			recs, err := e.svc.SearchActivity(e.root, kms.ActivityFilter{Action: "decrypt", KeyID: kms.PrincipalFrom(writer).ID}, kms.PageRequest{})
+			if err != nil || len(recs.Data) != 1 || recs.Data[0].Valid {
+				t.Fatalf("the writer's decrypt records = %+v, %v; want its refusal", recs, err)
+			}
+		})
+	}
+}
+
 // TestSplitShareFollowsFormat: the service derives a share from the
 // ring's share secret, which the store holds sealed under the master key
 // only, as docs/FORMAT.md section 2.1 says.
@@ -224,7 +287,7 @@ func TestSplitShareFollowsFormat(t *testing.T) {
 func TestSplitBatch(t *testing.T) {
 	e := newEnv(t)
 	e.splitRing(t, "docs")
-	e.ring(t, "plain")
+	e.ringOfRingKeys(t, "plain")
 	enc, err := e.svc.EncryptBatch(e.root, kms.EncryptBatchInput{RingName: "docs", Count: 20})
 	if err != nil {
 		t.Fatal(err)
@@ -410,61 +473,46 @@ func TestSplitAcrossNodes(t *testing.T) {
 	}
 }
 
-// TestSplitRingStoredBefore: a ring stored before rings had dataKeys is a
-// ring of ring keys, and answers no share.
+// TestSplitRingStoredBefore: a ring stored as the releases before split
+// data keys became the default wrote one made with no dataKeys (with
+// "dataKeys": "ring" and no share secret), or before rings had dataKeys
+// (with neither), is a ring of ring keys and answers no share: the
+// default of new rings does not reach a stored ring.
 func TestSplitRingStoredBefore(t *testing.T) {
-	ctx := context.Background()
-	st := newMemStore(t)
-	defer st.Close()
-	mk := kms.GenerateMasterKey()
-	svc, err := kms.New(st, kms.Options{MasterKey: mk})
-	if err != nil {
-		t.Fatal(err)
+	for _, c := range []struct {
+		name    string
+		rewrite func(rec map[string]json.RawMessage)
+	}{
+		{"dataKeys ring", func(rec map[string]json.RawMessage) { rec["dataKeys"] = json.RawMessage(`"ring"`) }},
+		{"no dataKeys", func(rec map[string]json.RawMessage) { delete(rec, "dataKeys") }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			testRingStoredBefore(t, c.rewrite)
+		})
 	}
-	p, err := svc.Application(ctx, "before")
-	if err != nil {
-		t.Fatal(err)
-	}
-	app := kms.WithPrincipal(ctx, p)
-	ring, err := svc.CreateKeyRing(app, kms.CreateKeyRingInput{Name: "old", KEM: "x25519"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := svc.Close(); err != nil {
-		t.Fatal(err)
-	}
-	key := []byte("ring/id/" + ring.Ring.ID)
-	err = st.Update(ctx, func(tx kms.Txn) error {
-		v, err := tx.Get(key)
-		if err != nil {
-			return err
-		}
-		var rec map[string]json.RawMessage
-		if err := json.Unmarshal(v, &rec); err != nil {
-			return err
-		}
+}
+
+func testRingStoredBefore(t *testing.T, rewrite func(rec map[string]json.RawMessage)) {
+	svc, app := storedRing(t, func(_ kms.Txn, _ string, rec map[string]json.RawMessage) error {
 		if _, ok := rec["dataKeys"]; !ok {
-			t.Fatalf("the ring's record %s has no dataKeys: has the layout changed?", v)
+			t.Fatalf("the ring's record %v has no dataKeys: has the layout changed?", rec)
 		}
-		delete(rec, "dataKeys")
-		if v, err = json.Marshal(rec); err != nil {
-			return err
-		}
-		return tx.Set(key, v)
+		delete(rec, "sealedShareSecret")
+		rewrite(rec)
+		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, err = kms.New(st, kms.Options{MasterKey: mk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Close()
 	if r, err := svc.GetKeyRing(app, kms.RingRef{Name: "old"}); err != nil || r.DataKeys != kms.DataKeysRing {
 		t.Fatalf("GetKeyRing(a ring stored before) = %+v, %v; want dataKeys ring", r, err)
+	}
+	if list, err := svc.ListKeyRings(app, kms.PageRequest{}); err != nil || len(list.Data) != 1 || list.Data[0].DataKeys != kms.DataKeysRing {
+		t.Fatalf("ListKeyRings = %+v, %v; want the ring stored before, dataKeys ring", list, err)
 	}
 	enc, err := svc.Encrypt(app, kms.EncryptInput{RingName: "old"})
 	if err != nil || enc.KeyShare != "" {
 		t.Fatalf("Encrypt(a ring stored before) = share %q, %v; want none", enc.KeyShare, err)
+	}
+	dec, err := svc.Decrypt(app, kms.DecryptInput{Hash: enc.Hash, Header: enc.Header})
+	if err != nil || dec.KeyShare != "" {
+		t.Fatalf("Decrypt(a ring stored before) = share %q, %v; want none", dec.KeyShare, err)
 	}
 }

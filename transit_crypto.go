@@ -135,6 +135,9 @@ func (s *Service) transitRing(ctx context.Context, name, action, op string, crea
 	}
 	r, err := s.ringByName(ctx, groupAsym, name)
 	if isNotFound(err) && create {
+		if err := checkNewRingName(name); err != nil {
+			return nil, nil, "", err // before any record: the name may be a secret
+		}
 		if flag := RingFlag(name, OpCreate); !p.Can(flag) {
 			return nil, nil, "", s.refuse(p, action, lower, map[string]any{"flag": flag},
 				Errorf(KindPermissionDenied, "missing permission flag %s: the key does not exist, and only a caller that may create it makes it by encrypting", flag))

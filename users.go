@@ -639,7 +639,7 @@ func (s *Service) confirmPassword(ctx context.Context, p *Principal, action stri
 		return s.recordFailure(p, action, "", &Error{Kind: KindInvalid, Message: msg, Fields: map[string]string{"currentPassword": msg}})
 	}
 	st := s.userState()
-	userKey, addr := "u/"+u.ID, clientAddr(ctx)
+	userKey, addr := "u/"+u.ID, s.clientAddr(ctx)
 	try, until, err := st.throttles.BeginLogin(ctx, userKey, addr, s.now())
 	if err != nil {
 		return err

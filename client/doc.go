@@ -14,7 +14,8 @@
 //		return err
 //	}
 //	// Keep enc.Hash and enc.Header with the data; unwrap enc.Key.KeyData
-//	// with the ring's private key (docs/FORMAT.md) and encrypt with it.
+//	// with the ring's private key (docs/FORMAT.md), make the data key with
+//	// enc.KeyShare (kms.DataKey) and encrypt with it.
 //	dec, err := c.Decrypt(ctx, kms.DecryptInput{Hash: enc.Hash, Header: enc.Header})
 //
 // # Settings of the environment

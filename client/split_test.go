@@ -3,9 +3,12 @@ package client_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/client"
+	"github.com/ringkms/kms/envelope"
 )
 
 // TestSplitKeyShares: on a ring with split data keys the client hands
@@ -52,5 +55,82 @@ func TestSplitKeyShares(t *testing.T) {
 		if it.KeyShare == "" || it.KeyShare == enc.KeyShare || decs.Items[i].KeyShare != it.KeyShare {
 			t.Fatalf("batch item %d: shares %q and %q, want one of its own", i, it.KeyShare, decs.Items[i].KeyShare)
 		}
+	}
+}
+
+// encryptOnly is the keys of a ring as a credential that may only encrypt
+// on it sees them: for an envelope's decrypt, it makes an encrypt call of
+// its own and hands out the key that call answered.
+type encryptOnly struct {
+	c    *client.Client
+	ring string
+}
+
+func (k encryptOnly) Encrypt(ctx context.Context, in kms.EncryptInput) (*kms.EncryptResult, error) {
+	return k.c.Encrypt(ctx, in)
+}
+
+func (k encryptOnly) Decrypt(ctx context.Context, _ kms.DecryptInput) (*kms.DecryptResult, error) {
+	enc, err := k.c.Encrypt(ctx, kms.EncryptInput{RingName: k.ring})
+	if err != nil {
+		return nil, err
+	}
+	return &kms.DecryptResult{RingID: enc.RingID, RingName: k.ring, Key: enc.Key, KeyShare: enc.KeyShare}, nil
+}
+
+// TestEncryptOnlyOpensNothing: over HTTP, a credential that may only
+// encrypt on a ring, with the ring's private key, opens the envelopes
+// that another caller sealed on a ring of ring keys (made by naming
+// "ring") with no decrypt call and so no decrypt record: its own encrypt
+// hands out the key that sealed them. On a ring made with no dataKeys
+// (split, the default) it opens none, and its decrypt is refused and
+// recorded.
+func TestEncryptOnlyOpensNothing(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		dataKeys string
+		opens    bool
+	}{
+		{"ring by name", kms.DataKeysRing, true},
+		{"default", "", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, "")
+			ctx := context.Background()
+			created := check(e.c.CreateKeyRing(ctx, kms.CreateKeyRingInput{Name: "payments", DataKeys: c.dataKeys}))(t, "CreateKeyRing")
+			pk, err := kms.ParsePrivateKey([]byte(created.PrivateKey))
+			if err != nil {
+				t.Fatal(err)
+			}
+			plaintext := []byte("salaries, March")
+			sealed := check(envelope.New(e.c, pk).Seal(ctx, envelope.SealInput{RingName: "payments"}, plaintext))(t, "Seal")
+
+			writer := e.keyClient(t, "keyring.payments.encrypt")
+			got, err := envelope.New(encryptOnly{writer, "payments"}, pk).Open(ctx, sealed, nil)
+			decrypts := func() []*kms.Activity {
+				t.Helper()
+				page := check(e.svc.SearchActivity(e.rootCtx, kms.ActivityFilter{Action: "decrypt"}, kms.PageRequest{}))(t, "SearchActivity")
+				return page.Data
+			}
+			if c.opens {
+				if err != nil || !bytes.Equal(got, plaintext) {
+					t.Fatalf("Open with an encrypt call's key on a ring of ring keys = %q, %v; want the plaintext", got, err)
+				}
+				if recs := decrypts(); len(recs) != 0 {
+					t.Fatalf("decrypt records = %+v, want none: the read went through encrypt", recs)
+				}
+				return
+			}
+			if !errors.Is(err, envelope.ErrFormat) {
+				t.Fatalf("Open with an encrypt call's key on a default ring = %q, %v; want ErrFormat", got, err)
+			}
+			_, err = envelope.New(writer, pk).Open(ctx, sealed, nil)
+			if kms.ErrorKind(err) != kms.KindPermissionDenied {
+				t.Fatalf("Open with a decrypt call of the encrypt-only credential = %v, want permission denied", err)
+			}
+			if recs := decrypts(); len(recs) != 1 || recs[0].Valid {
+				t.Fatalf("decrypt records = %+v, want the refusal", recs)
+			}
+		})
 	}
 }

@@ -116,3 +116,36 @@ func TestRateLimitBatch(t *testing.T) {
 		t.Fatalf("%d encrypt calls of the limited key, want 5 (a single call, the batch of 4)", len(l.Data))
 	}
 }
+
+// TestRateLimitIPv6Prefix: kmsd counts an IPv6 client by the prefix of
+// -ipv6-prefix bits: with 48, two addresses of one /48 (named by a
+// trusted proxy's header) share the address's bucket, and another /48
+// has its own.
+func TestRateLimitIPv6Prefix(t *testing.T) {
+	in := newInstance(t)
+	p := in.start(t, "-rate-limit-addr", "0.001:1", "-client-ip-header", "X-Real-IP", "-ipv6-prefix", "48")
+	list := func(addr string) int {
+		t.Helper()
+		req, _ := http.NewRequest("GET", p.URL+"/ks/keyrings", nil)
+		req.Header.Set("Authorization", "Bearer "+in.bootstrap)
+		req.Header.Set("X-Real-IP", addr)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, c := range []struct {
+		addr string
+		want int
+	}{
+		{"2001:db8:1:2::1", http.StatusOK},
+		{"2001:db8:1:ffff::1", http.StatusTooManyRequests},
+		{"2001:db8:2::1", http.StatusOK},
+	} {
+		if got := list(c.addr); got != c.want {
+			t.Errorf("GET /ks/keyrings from %s = %d, want %d", c.addr, got, c.want)
+		}
+	}
+}

@@ -81,9 +81,9 @@ func (m *made) encrypt(cl *client.Client, i int, ring string, asset map[string]a
 }
 
 func (m *made) newRing(cl *client.Client, name string, split bool) error {
-	in := kms.CreateKeyRingInput{Name: name, KEM: "x25519"}
-	if split {
-		in.DataKeys = "split"
+	in := kms.CreateKeyRingInput{Name: name, KEM: "x25519"} // split data keys, the default
+	if !split {
+		in.DataKeys = kms.DataKeysRing
 	}
 	_, err := cl.CreateKeyRing(bg, in)
 	if err == nil {

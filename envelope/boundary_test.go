@@ -139,10 +139,12 @@ func writerForm(sizes []int, total int) bool {
 // Writer's ReadFrom, as it does for kmsctl's input.
 type noWriterTo struct{ io.Reader }
 
-// boundaryRing makes an X25519 ring and returns its name and private key.
+// boundaryRing makes an X25519 ring of ring keys (whose key is the data
+// key, as the document's reader here takes it) and returns its name and
+// private key.
 func boundaryRing(t *testing.T, ctx context.Context, svc *kms.Service) (string, *kms.PrivateKey) {
 	t.Helper()
-	r, err := svc.CreateKeyRing(ctx, kms.CreateKeyRingInput{Name: "boundaries", KEM: "x25519"})
+	r, err := svc.CreateKeyRing(ctx, kms.CreateKeyRingInput{Name: "boundaries", KEM: "x25519", DataKeys: kms.DataKeysRing})
 	if err != nil {
 		t.Fatal(err)
 	}

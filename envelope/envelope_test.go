@@ -44,8 +44,8 @@ type scheme struct {
 	priv       *kms.PrivateKey
 }
 
-// schemes makes a ring of every wrapping scheme, and rings with split
-// data keys (last).
+// schemes makes a ring of ring keys of every wrapping scheme (named so),
+// and rings with split data keys (last: the default, and by name).
 func schemes(tb testing.TB, ctx context.Context, svc *kms.Service) []scheme {
 	tb.Helper()
 	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -60,11 +60,11 @@ func schemes(tb testing.TB, ctx context.Context, svc *kms.Service) []scheme {
 		in   kms.CreateKeyRingInput
 		priv []byte
 	}{
-		{"hpke-xwing", kms.CreateKeyRingInput{Name: "xwing"}, nil},
-		{"hpke-x25519", kms.CreateKeyRingInput{Name: "x25519", KEM: "x25519"}, nil},
-		{"rsa-oaep-sha256", kms.CreateKeyRingInput{Name: "rsa", PublicKey: string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}))},
+		{"hpke-xwing", kms.CreateKeyRingInput{Name: "xwing", DataKeys: kms.DataKeysRing}, nil},
+		{"hpke-x25519", kms.CreateKeyRingInput{Name: "x25519", KEM: "x25519", DataKeys: kms.DataKeysRing}, nil},
+		{"rsa-oaep-sha256", kms.CreateKeyRingInput{Name: "rsa", DataKeys: kms.DataKeysRing, PublicKey: string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}))},
 			pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})},
-		{"split hpke-xwing", kms.CreateKeyRingInput{Name: "split-xwing", DataKeys: kms.DataKeysSplit}, nil},
+		{"split hpke-xwing", kms.CreateKeyRingInput{Name: "split-xwing"}, nil},
 		{"split rsa-oaep-sha256", kms.CreateKeyRingInput{Name: "split-rsa", DataKeys: kms.DataKeysSplit,
 			PublicKey: string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}))}, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})},
 	} {

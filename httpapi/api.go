@@ -324,6 +324,10 @@ func (a *api) serve(rt route) httprouter.Handle {
 			r.Body = http.MaxBytesReader(rawWriter(w, r), r.Body, a.maxBody)
 		}
 		body, err := rt.handle(r, ps)
+		if p, ok := body.(*page); ok && err == nil {
+			a.writePage(w, r, p)
+			return
+		}
 		switch {
 		case err == nil:
 			a.writeJSON(w, r, http.StatusOK, body)

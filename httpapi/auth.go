@@ -61,8 +61,13 @@ func (a *api) invite(r *http.Request, _ httprouter.Params) (any, error) {
 }
 
 // GET /auth/user/invite-validate?token=. A bad token is a 401 whose state
-// is expired or invalid.
+// is expired or invalid. A browser (an Accept that prefers text/html),
+// which opened the link of an invitation's mail, gets a page instead
+// (invitePage).
 func (a *api) validateInvite(r *http.Request, _ httprouter.Params) (any, error) {
+	if prefersHTML(r) {
+		return a.invitePage(r), nil
+	}
 	return result(a.svc.ValidateInvite(r.Context(), r.URL.Query().Get("token")))
 }
 
@@ -142,8 +147,13 @@ func (a *api) completePasswordReset(r *http.Request, _ httprouter.Params) (any, 
 
 // GET /auth/basic/reset-password-complete?token=: whether a reset token
 // can still complete a reset, for the page the mailed link opens. 200
-// {"state":"valid"}, or 400 {} like the POST, telling nothing more.
+// {"state":"valid"}, or 400 {} like the POST, telling nothing more. A
+// browser (an Accept that prefers text/html), which opened the link of
+// the mail, gets that page (resetPage).
 func (a *api) checkPasswordReset(r *http.Request, _ httprouter.Params) (any, error) {
+	if prefersHTML(r) {
+		return a.resetPage(r), nil
+	}
 	if err := a.svc.ValidatePasswordReset(r.Context(), r.URL.Query().Get("token")); err != nil {
 		return emptyBody{}, err
 	}

@@ -377,12 +377,17 @@ func TestInviteOverHTTP(t *testing.T) {
 		if results["isValid"] != false || details == nil {
 			t.Fatalf("results = %v", body["results"])
 		}
-		want := map[string]float64{"minLength": 8, "newPasswordLength": 5, "minUppercase": 1, "newPasswordUppercase": 0,
-			"minLowercase": 1, "newPasswordLowercase": 5, "minSpecialChar": 1, "newPasswordSpecialChar": 0, "minNumber": 1, "newPasswordNumber": 0}
+		want := map[string]any{"minLength": 8.0, "newPasswordLength": 5.0, "minUppercase": 0.0, "newPasswordUppercase": 0.0,
+			"minLowercase": 0.0, "newPasswordLowercase": 5.0, "minSpecialChar": 0.0, "newPasswordSpecialChar": 0.0, "minNumber": 0.0, "newPasswordNumber": 0.0,
+			"commonPassword": false}
 		for k, v := range want {
 			if details[k] != v {
 				t.Errorf("details.%s = %v, want %v", k, details[k], v)
 			}
+		}
+		body = wantState(t, complete(token, "Password123"), 400, "malformed-password")
+		if results, _ := body["results"].(map[string]any); results["details"].(map[string]any)["commonPassword"] != true {
+			t.Errorf("a common password: results = %v, want commonPassword true", body["results"])
 		}
 		e.do(t, "POST", "/auth/user/invite-complete", "", `{"token": 5}`).wantError(t, http.StatusBadRequest, "invalid")
 	})

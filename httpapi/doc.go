@@ -40,14 +40,14 @@
 //
 //	POST   /auth/validate                          ValidateAPIKey
 //	POST   /auth/user/invite                       Invite, answered {"loginUrl": ...}
-//	GET    /auth/user/invite-validate              public; ValidateInvite (?token); 401 {"state": "invalid"|"expired"}
+//	GET    /auth/user/invite-validate              public; ValidateInvite (?token); 401 {"state": "invalid"|"expired"}; a browser gets an HTML page
 //	POST   /auth/user/invite-complete              public; CompleteInvite {token, password}, answered {"user", "accesstoken"}
 //	POST   /auth/basic/login                       public; Login (?email=true: username is the email address)
 //	GET    /auth/basic/refresh                     Refresh of the access token presented, answered {"user", "accessToken"}
 //	POST   /auth/basic/logout                      Logout of the access token presented, answered {"message": ...}
 //	POST   /auth/basic/reset-password-start        public; StartPasswordReset {email}, answered {"message": ...}
 //	POST   /auth/basic/reset-password-complete     public; CompletePasswordReset {token, password}: 200 {} or 400 {}
-//	GET    /auth/basic/reset-password-complete     public; ValidatePasswordReset (?token): 200 {"state":"valid"} or 400 {}
+//	GET    /auth/basic/reset-password-complete     public; ValidatePasswordReset (?token): 200 {"state":"valid"} or 400 {}; a browser gets an HTML page
 //	GET    /auth/users/:username                   GetUser (?email=true: by email; ?id=true: by ID)
 //	PATCH  /auth/users/:username                   UpdateUser (?email=true, ?id=true)
 //	DELETE /auth/users/:username                   DeleteUser (?email=true, ?id=true)

@@ -259,11 +259,17 @@ func send(t testing.TB, base, method, path string, rq req) reply {
 // want fails the test unless the status is status.
 func (r reply) want(t testing.TB, status int) reply {
 	t.Helper()
+	return r.wantType(t, status, "application/json; charset=utf-8")
+}
+
+// wantType is want for an answer of the Content-Type contentType.
+func (r reply) wantType(t testing.TB, status int, contentType string) reply {
+	t.Helper()
 	if r.status != status {
 		t.Fatalf("%s %s = %d, want %d; body %s", r.method, r.path, r.status, status, r.body)
 	}
-	if ct := r.header.Get("Content-Type"); ct != "application/json; charset=utf-8" {
-		t.Errorf("%s %s: Content-Type = %q, want application/json; charset=utf-8", r.method, r.path, ct)
+	if ct := r.header.Get("Content-Type"); ct != contentType {
+		t.Errorf("%s %s: Content-Type = %q, want %s", r.method, r.path, ct, contentType)
 	}
 	return r
 }

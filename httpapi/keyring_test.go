@@ -176,8 +176,8 @@ func TestCreateKeyRing(t *testing.T) {
 			e.do(t, "POST", "/ks/keyrings", e.root, tc.body).wantError(t, http.StatusBadRequest, tc.code)
 		})
 	}
-	t.Run("64 characters", func(t *testing.T) {
-		e.createRing(t, strings.Repeat("b", 64))
+	t.Run("31 characters (32 or more: shaped like a credential)", func(t *testing.T) {
+		e.createRing(t, strings.Repeat("b", 31))
 	})
 	e.checkAuth(t, "POST", "/ks/keyrings", map[string]any{"name": "denied"})
 	t.Run("200 with the create flag of the ring", func(t *testing.T) {

@@ -166,3 +166,16 @@ func TestBatchRateLimits(t *testing.T) {
 		}
 	})
 }
+
+// TestRateLimitIPv6Prefix: over HTTP, the client addresses of one IPv6
+// /64 share the rate limit of one address, and another /64 has its own.
+func TestRateLimitIPv6Prefix(t *testing.T) {
+	e := newEnv(t, withClock(kmstest.NewClock()), withRateLimits(kms.RateLimits{PerAddr: kms.Rate{PerSecond: 0.001, Burst: 1}}))
+	list := func(addr string) reply {
+		t.Helper()
+		return e.send(t, http.MethodGet, "/ks/keyrings", req{auth: []string{"Bearer " + e.root}, header: http.Header{"X-Real-Ip": {addr}}})
+	}
+	list("2001:db8:5:5::1").want(t, http.StatusOK)
+	list("2001:db8:5:5:8000::2").wantError(t, http.StatusTooManyRequests, "rate_limited")
+	list("2001:db8:5:6::1").want(t, http.StatusOK)
+}

@@ -48,7 +48,7 @@ func TestAuthLogsHoldNoSecret(t *testing.T) {
 	}
 	invite := keep("invitation token", u.Query().Get("token"))
 	e.do(t, "GET", "/auth/user/invite-validate?token="+url.QueryEscape(invite), "", nil).want(t, http.StatusOK)
-	e.do(t, "POST", "/auth/user/invite-complete", "", map[string]any{"token": invite, "password": keep("weak password", "weakpass")}).want(t, http.StatusBadRequest)
+	e.do(t, "POST", "/auth/user/invite-complete", "", map[string]any{"token": invite, "password": keep("weak password", "qwertyuiop")}).want(t, http.StatusBadRequest)
 	done := decode[kms.InviteCompletion](t, e.do(t, "POST", "/auth/user/invite-complete", "", map[string]any{"token": invite, "password": keep("chosen password", "Lee-Chose-This-1")}).want(t, http.StatusOK))
 	keep("invitation access token", done.AccessToken)
 	e.do(t, "GET", "/auth/user/invite-validate?token="+url.QueryEscape(invite), "", nil).want(t, http.StatusUnauthorized)

@@ -4,27 +4,39 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"net/http"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/ringkms/kms"
 )
 
-// TestSplitDataKeys: POST /ks/keyrings takes dataKeys, every answer that
-// shows a ring shows it, and on a split ring the encrypt answer and the
-// decrypt answer carry the call's keyShare, alone or in a batch; a
-// refused or failed decrypt carries none.
+// TestSplitDataKeys: POST /ks/keyrings takes dataKeys, split when it is
+// absent, empty or null and ring only by name; every answer that shows a
+// ring shows it, and on a split ring the encrypt answer and the decrypt
+// answer carry the call's keyShare, alone or in a batch; a refused or
+// failed decrypt carries none.
 func TestSplitDataKeys(t *testing.T) {
 	e := newEnv(t)
-	r := e.do(t, "POST", "/ks/keyrings", e.root, map[string]any{"name": "docs", "kem": "x25519", "dataKeys": "split"}).want(t, http.StatusOK)
+	r := e.do(t, "POST", "/ks/keyrings", e.root, map[string]any{"name": "docs", "kem": "x25519"}).want(t, http.StatusOK)
 	if got := decode[kms.CreateKeyRingResult](t, r).Ring.DataKeys; got != "split" {
-		t.Fatalf("POST /ks/keyrings answered dataKeys %q, want split", got)
+		t.Fatalf("POST /ks/keyrings without dataKeys answered dataKeys %q, want split", got)
 	}
-	for _, body := range []map[string]any{{"name": "plain", "kem": "x25519"}, {"name": "plain2", "kem": "x25519", "dataKeys": "ring"}, {"name": "plain3", "dataKeys": nil}} {
-		r := e.do(t, "POST", "/ks/keyrings", e.root, body).want(t, http.StatusOK)
-		if got := decode[kms.CreateKeyRingResult](t, r).Ring.DataKeys; got != "ring" {
-			t.Fatalf("POST /ks/keyrings %v answered dataKeys %q, want ring", body, got)
+	for _, c := range []struct {
+		body map[string]any
+		want string
+	}{
+		{map[string]any{"name": "split2", "dataKeys": "split"}, "split"},
+		{map[string]any{"name": "split3", "dataKeys": ""}, "split"},
+		{map[string]any{"name": "split4", "dataKeys": nil}, "split"},
+		{map[string]any{"name": "plain", "kem": "x25519", "dataKeys": "ring"}, "ring"},
+	} {
+		r := e.do(t, "POST", "/ks/keyrings", e.root, c.body).want(t, http.StatusOK)
+		if got := decode[kms.CreateKeyRingResult](t, r).Ring.DataKeys; got != c.want {
+			t.Fatalf("POST /ks/keyrings %v answered dataKeys %q, want %s", c.body, got, c.want)
 		}
 	}
 	for _, v := range []any{"both", "SPLIT", " split", 1, true} {
@@ -38,7 +50,7 @@ func TestSplitDataKeys(t *testing.T) {
 		t.Errorf("GET /ks/keyrings/docs: dataKeys %q, want split", got)
 	}
 	for _, ring := range pageAll[kms.KeyRing](t, e, "/ks/keyrings", 10) {
-		if want := map[bool]string{true: "split", false: "ring"}[ring.Name == "docs"]; ring.DataKeys != want {
+		if want := map[bool]string{true: "ring", false: "split"}[ring.Name == "plain"]; ring.DataKeys != want {
 			t.Errorf("GET /ks/keyrings: %s has dataKeys %q, want %s", ring.Name, ring.DataKeys, want)
 		}
 	}
@@ -81,6 +93,47 @@ func TestSplitDataKeys(t *testing.T) {
 		if it.DecryptResult == nil || it.KeyShare != batch.Items[i].KeyShare {
 			t.Fatalf("decrypt batch item %d = %+v, want the share of encrypt item %d", i, it, i)
 		}
+	}
+}
+
+// TestSplitFirstSession: the ring that docs/API.md's first session with
+// curl makes, with the very body it sends, has split data keys, and the
+// encrypt it then sends answers a keyShare, which the session shows.
+func TestSplitFirstSession(t *testing.T) {
+	b, err := os.ReadFile("../docs/API.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	start := strings.Index(doc, "## A first session with curl")
+	if start < 0 {
+		t.Fatal(`docs/API.md has no section "A first session with curl"`)
+	}
+	session := doc[start:]
+	session = session[:strings.Index(session, "\n```\n")] // the end of its first block
+	body := func(path string) map[string]any {
+		t.Helper()
+		m := regexp.MustCompile(regexp.QuoteMeta(path) + ` [^\n]*\\\n[^\n]*-d '([^']*)'`).FindStringSubmatch(session)
+		if m == nil {
+			t.Fatalf("the first session sends no body to %s", path)
+		}
+		var v map[string]any
+		if err := json.Unmarshal([]byte(m[1]), &v); err != nil {
+			t.Fatalf("the first session's body for %s, %s: %v", path, m[1], err)
+		}
+		return v
+	}
+	e := newEnv(t)
+	created := decode[kms.CreateKeyRingResult](t, e.do(t, "POST", "/ks/keyrings", e.root, body("/ks/keyrings")).want(t, http.StatusOK))
+	if created.Ring.DataKeys != kms.DataKeysSplit {
+		t.Fatalf("the first session's ring has dataKeys %q, want split", created.Ring.DataKeys)
+	}
+	enc := decode[kms.EncryptResult](t, e.do(t, "POST", "/ks/encrypt", e.root, body("/ks/encrypt")).want(t, http.StatusOK))
+	if len(shareOf(t, enc.KeyShare)) != 32 {
+		t.Fatalf("the first session's encrypt answered the share %q, want 32 bytes", enc.KeyShare)
+	}
+	if !strings.Contains(session, "keyShare") {
+		t.Error("the first session does not show the encrypt's keyShare, which the data key needs")
 	}
 }
 

@@ -191,27 +191,7 @@ func (c *cli) readNewPassword(ctx context.Context, what string) (string, error) 
 		}
 	}
 	if check := kms.CheckPassword(pw); !check.IsValid {
-		return "", errors.New(passwordRules(check))
+		return "", errors.New(check.Reason())
 	}
 	return pw, nil
-}
-
-// passwordRules says which of the password rules a password breaks.
-func passwordRules(check kms.PasswordCheck) string {
-	d := check.Details
-	var broken []string
-	rule := func(min, has int, what string) {
-		if has < min {
-			broken = append(broken, fmt.Sprintf("%d %s (it has %d)", min, what, has))
-		}
-	}
-	rule(d.MinLength, d.NewPasswordLength, "characters")
-	rule(d.MinUppercase, d.NewPasswordUppercase, "upper-case letter")
-	rule(d.MinLowercase, d.NewPasswordLowercase, "lower-case letter")
-	rule(d.MinNumber, d.NewPasswordNumber, "digit")
-	rule(d.MinSpecialChar, d.NewPasswordSpecialChar, "other character, such as !")
-	if len(broken) == 0 {
-		return fmt.Sprintf("the password is too long: at most %d bytes", kms.PasswordMaxLength)
-	}
-	return "the password needs at least " + strings.Join(broken, ", ")
 }

@@ -37,7 +37,7 @@ func TestInviteAndReset(t *testing.T) {
 	// A password that breaks the rules is refused before any call, and
 	// the invitation stands.
 	r := kmsctl(t, e, invite+"\nweak\n", "user", "accept-invite").want(t, 1, "accept-invite with a weak password")
-	if !strings.Contains(r.stderr, "the password needs at least 8 characters (it has 4)") {
+	if !strings.Contains(r.stderr, "the password has 4 characters: it needs at least 8") {
 		t.Errorf("weak password: stderr %q", r.stderr)
 	}
 	r = kmsctl(t, e, invite+"\n", "user", "reset-password").want(t, 1, "reset-password with an invitation link")

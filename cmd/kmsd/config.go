@@ -58,6 +58,7 @@ type config struct {
 	rateKey          rateFlag // -rate-limit-apikey
 	rateAddr         rateFlag // -rate-limit-addr
 	clientIPHops     int
+	ipv6Prefix       int // bits of an IPv6 address that name a client
 
 	tokenTTL    time.Duration
 	sessionLife time.Duration
@@ -117,6 +118,7 @@ var settings = []setting{
 	{"disk-reserve", "KMS_DISK_RESERVE", "size", "free space kept on the disks of -data: below it, kmsd refuses writes (507) until there is room again; 0 turns it off", "256MiB"},
 	{"client-ip-header", "KMS_CLIENT_IP_HEADER", "name", "header with the client address set by a trusted reverse proxy (X-Forwarded-For, X-Real-IP); only behind one", ""},
 	{"client-ip-hops", "KMS_CLIENT_IP_HOPS", "n", "trusted proxies that append to -client-ip-header: the client address is the n-th from the right", "1"},
+	{"ipv6-prefix", "KMS_IPV6_PREFIX", "bits", "the rate limit per address and the login and reset throttles count an IPv6 client by the prefix of this many bits (1 to 128; 128: each address)", "64"},
 	{"transit", "KMS_TRANSIT", "", "also serve HashiCorp Vault's transit interface (aes256-gcm96 keys: /asym rings) at /v1/transit/, for SOPS, OpenTofu and Vault clients", "false"},
 	{"metrics", "KMS_METRICS", "", "serve Prometheus metrics at GET /metrics on the main listener", "false"},
 	{"metrics-addr", "KMS_METRICS_ADDR", "host:port", "serve Prometheus metrics at GET /metrics on a listener of their own (plain HTTP)", ""},
@@ -214,6 +216,7 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stdout i
 	c.diskReserve = defaultDiskReserve
 	fs.Var(&c.diskReserve, "disk-reserve", "")
 	fs.IntVar(&c.clientIPHops, "client-ip-hops", 1, "")
+	fs.IntVar(&c.ipv6Prefix, "ipv6-prefix", kms.DefaultIPv6Prefix, "")
 	fs.DurationVar(&c.tokenTTL, "token-ttl", time.Hour, "")
 	fs.DurationVar(&c.sessionLife, "session-lifetime", 24*time.Hour, "")
 	fs.DurationVar(&c.inviteTTL, "invite-ttl", 7*24*time.Hour, "")
@@ -331,6 +334,9 @@ func (c *config) validate() error {
 	}
 	if c.clientIPHops < 1 {
 		return fmt.Errorf("-client-ip-hops %d: want the number of trusted proxies in front of kmsd, 1 or more", c.clientIPHops)
+	}
+	if c.ipv6Prefix < 1 || c.ipv6Prefix > 128 {
+		return fmt.Errorf("-ipv6-prefix %d: want the length of the IPv6 prefix that counts as one client, 1 to 128 (64: a /64, the usual allocation)", c.ipv6Prefix)
 	}
 	if (c.tlsCert == "") != (c.tlsKey == "") {
 		return errors.New("-tls-cert and -tls-key go together: give both for TLS, or neither for plain HTTP")

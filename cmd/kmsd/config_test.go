@@ -9,7 +9,7 @@ import (
 )
 
 func TestParseConfig(t *testing.T) {
-	defaults := config{addr: "127.0.0.1:8200", data: "./data", logLevel: "info", logFormat: "auto", clientIPHops: 1,
+	defaults := config{addr: "127.0.0.1:8200", data: "./data", logLevel: "info", logFormat: "auto", clientIPHops: 1, ipv6Prefix: 64,
 		tokenTTL: time.Hour, sessionLife: 24 * time.Hour, inviteTTL: 7 * 24 * time.Hour, resetTTL: time.Hour, minDestroy: time.Hour, storeTimeout: 5 * time.Second, diskReserve: 256 << 20,
 		metricsRings: 100, auditSinkMax: 100 << 20, auditSinkKeep: 10}
 	tests := []struct {
@@ -54,6 +54,8 @@ func TestParseConfig(t *testing.T) {
 			}},
 		{"behind two proxies", []string{"-client-ip-header", "X-Forwarded-For"}, env{"KMS_CLIENT_IP_HOPS": "2"},
 			func(c *config) { c.clientIP, c.clientIPHops = "X-Forwarded-For", 2 }},
+		{"IPv6 prefix", []string{"-ipv6-prefix", "56"}, nil, func(c *config) { c.ipv6Prefix = 56 }},
+		{"IPv6 prefix in environment", nil, env{"KMS_IPV6_PREFIX": "128"}, func(c *config) { c.ipv6Prefix = 128 }},
 		{"metrics", []string{"-metrics", "-metrics-rings", "5"}, env{"KMS_METRICS_ADDR": "127.0.0.1:9200", "KMS_METRICS_TOKEN_FILE": "/t"},
 			func(c *config) {
 				c.metrics, c.metricsRings, c.metricsAddr, c.metricsTokenFile = true, 5, "127.0.0.1:9200", "/t"
@@ -88,6 +90,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{"bad duration", nil, env{"KMS_RESET_TTL": "soon"}, "KMS_RESET_TTL"},
 		{"negative limit", []string{"-max-users", "-1"}, nil, "-max-users"},
 		{"no proxy hops", []string{"-client-ip-hops", "0"}, nil, "-client-ip-hops"},
+		{"no IPv6 prefix", []string{"-ipv6-prefix", "0"}, nil, "-ipv6-prefix"},
+		{"IPv6 prefix too long", nil, env{"KMS_IPV6_PREFIX": "129"}, "-ipv6-prefix"},
+		{"IPv6 prefix not a number", nil, env{"KMS_IPV6_PREFIX": "/64"}, "KMS_IPV6_PREFIX"},
 		{"extra argument", []string{"serve"}, nil, `"serve"`},
 		{"bad address", []string{"-addr", "localhost"}, nil, "-addr"},
 		{"bad rate", []string{"-rate-limit-apikey", "fast"}, nil, "-rate-limit-apikey"},

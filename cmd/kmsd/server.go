@@ -200,6 +200,7 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stdout, s
 		Limits:          kms.Limits{MaxKeyRings: c.maxKeyRings, MaxUsers: c.maxUsers, MaxAccounts: c.maxAccounts, MaxAPIKeysPerAccount: c.maxAPIKeys},
 		MinDestroyDelay: c.minDestroy,
 		RateLimits:      kms.RateLimits{PerAPIKey: kms.Rate(c.rateKey), PerAddr: kms.Rate(c.rateAddr)},
+		IPv6Prefix:      c.ipv6Prefix,
 	}
 	// The journal reports each batch only to an Observer that wants it:
 	// with neither metrics nor an audit sink, it does no such work.

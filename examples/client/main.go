@@ -115,7 +115,8 @@ func demo(ctx context.Context, c *client.Client) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("encrypt gave key %s; decrypt gave it back: %v\n", enc.Key.ID, dec.Key.ID == enc.Key.ID)
+	fmt.Printf("encrypt gave key %s and the call's share of its data key (the ring's data keys are %s); decrypt gave it back: %v\n",
+		enc.Key.ID, ring.Ring.DataKeys, dec.Key.ID == enc.Key.ID && enc.KeyShare != "" && dec.KeyShare == enc.KeyShare)
 
 	// An Account and an API key for it that may only encrypt with the ring.
 	acct, err := c.CreateAccount(ctx, kms.AccountInput{UID: "example-" + suffix, Notes: "made by examples/client"})

@@ -82,11 +82,13 @@ func run() error {
 	// A key ring, named anew on each run. Its keys are wrapped for its
 	// public key (X-Wing, the post-quantum hybrid, by default); the
 	// private key is returned this once and the service keeps no copy.
+	// Its data keys are split (the default): a call's data key needs the
+	// call's share, which only its encrypt and a decrypt hand out.
 	ring, err := svc.CreateKeyRing(ctx, kms.CreateKeyRingInput{Name: "documents-" + rand.Text()[:6]})
 	if err != nil {
 		return err
 	}
-	fmt.Printf("created key ring %q (%s), first key %s\n", ring.Ring.Name, ring.Ring.ID, ring.Key.ID)
+	fmt.Printf("created key ring %q (%s), first key %s, data keys %s\n", ring.Ring.Name, ring.Ring.ID, ring.Key.ID, ring.Ring.DataKeys)
 
 	// Encrypt: the active key, wrapped, with a unique hash and a signed
 	// header. The Asset records what the key protects; the header signs it.
@@ -98,11 +100,13 @@ func run() error {
 	fmt.Printf("encrypt: key %s (%s), Asset %s, hash %s...\n", enc.Key.ID, enc.Key.KeyData.Encrypted.Key.Encoding, enc.Asset.ID, enc.Hash[:16])
 
 	// Unwrap the key (docs/FORMAT.md section 2; kms.UnwrapKey does every
-	// scheme) and encrypt the document with it. Only the hash and the
-	// header need to be kept with the ciphertext. (Package envelope does
-	// all of this, in chunks, for data of any size: examples/envelope.)
+	// scheme), make the call's data key of it and the call's share
+	// (section 2.1, kms.DataKey) and encrypt the document with that. Only
+	// the hash and the header need to be kept with the ciphertext.
+	// (Package envelope does all of this, in chunks, for data of any size:
+	// examples/envelope.)
 	document := []byte("Q3 revenue: up 12%")
-	key, err := kms.UnwrapKey([]byte(ring.PrivateKey), enc.RingID, enc.Key)
+	key, err := dataKey([]byte(ring.PrivateKey), enc.RingID, enc.Key, enc.KeyShare)
 	if err != nil {
 		return err
 	}
@@ -113,14 +117,14 @@ func run() error {
 	}
 	fmt.Printf("encrypted %d bytes with AES-256-GCM into %d bytes\n", len(document), len(sealed))
 
-	// Later: decrypt gives the same key back from the hash and header, and
-	// says whether the Asset is still what the header signed.
+	// Later: decrypt gives the same key and share back from the hash and
+	// header, and says whether the Asset is still what the header signed.
 	dec, err := svc.Decrypt(ctx, kms.DecryptInput{Hash: enc.Hash, Header: enc.Header})
 	if err != nil {
 		return err
 	}
 	fmt.Printf("decrypt: key %s of ring %q; asset valid: %v (%s)\n", dec.Key.ID, dec.RingName, dec.Asset.Valid, dec.Asset.Message)
-	key, err = kms.UnwrapKey([]byte(ring.PrivateKey), dec.RingID, dec.Key)
+	key, err = dataKey([]byte(ring.PrivateKey), dec.RingID, dec.Key, dec.KeyShare)
 	if err != nil {
 		return err
 	}
@@ -131,6 +135,18 @@ func run() error {
 	}
 	fmt.Printf("decrypted: %q\n", opened)
 	return nil
+}
+
+// dataKey returns the data key of an encrypt call, or of the decrypt of
+// its hash and header: the ring's key that k wraps, unwrapped with the
+// ring's private key, and the call's share.
+func dataKey(privateKey []byte, ringID string, k *kms.Key, share string) ([]byte, error) {
+	ringKey, err := kms.UnwrapKey(privateKey, ringID, k)
+	if err != nil {
+		return nil, err
+	}
+	defer clear(ringKey)
+	return kms.DataKey(ringKey, share)
 }
 
 // loadMasterKey returns the master key kept in dir/master.key, making it
