@@ -3,7 +3,6 @@ package kms
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -17,6 +16,7 @@ import (
 	"github.com/ringkms/kms/internal/journal"
 	"github.com/ringkms/kms/internal/jsonenc"
 	"github.com/ringkms/kms/internal/postings"
+	"github.com/ringkms/kms/internal/seal"
 )
 
 // Activity is one record of the audit trail: an operation that a credential
@@ -202,13 +202,11 @@ func VerifyAudit(ctx context.Context, st Store, mk RootKey) (VerifyChainResult, 
 	if noRootKey(mk) {
 		return VerifyChainResult{}, Errorf(KindInvalid, "a master key is required")
 	}
-	keys, err := loadServiceKeys(ctx, st, mk)
+	keys, err := loadKeys(ctx, st, mk)
 	if err != nil {
 		return VerifyChainResult{}, err
 	}
-	s := &Service{store: st, trail: st.Trail(), verify: map[[8]byte]ed25519.PublicKey{}}
-	s.root.Store(newRootState(keys))
-	if err := s.loadSigningKey(ctx); err != nil {
+	if _, err := readSigningKeys(ctx, st, seal.New(keys.Seal).Open, nil, nil); err != nil {
 		return VerifyChainResult{}, err
 	}
 	return verifyChain(ctx, st, hmackey.New(keys.AuditChain))

@@ -142,7 +142,7 @@ func (s *Service) openKey(r *ringRecord, k *keyRecord) (*AsymKey, error) {
 // unwrapKey returns the 32 bytes of k, a key of the /asym ring r, unwrapped
 // with the ring's sealed private key. The caller clears them.
 func (s *Service) unwrapKey(r *ringRecord, k *keyRecord) ([]byte, error) {
-	raw, err := s.open(r.SealedPrivate, ringPrivateAAD(r.ID))
+	raw, err := s.barrier.Open(r.SealedPrivate, ringPrivateAAD(r.ID))
 	if err != nil {
 		return nil, internalError("open ring private key", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ringkms/kms/internal/backupfile"
+	"github.com/ringkms/kms/internal/barrier"
 )
 
 // A backup is a consistent copy of a Service's store and activity trail,
@@ -18,7 +19,7 @@ import (
 // internal/backupfile is its file format.
 //
 // A backup is authenticated (HMAC-SHA256) under a key derived from the
-// master key the service runs under (backupKey), and Restore takes that
+// master key the service runs under (internal/barrier's BackupKey), and Restore takes that
 // master key: whoever can write a backup file but holds no master key
 // cannot change what it restores to (raise an API key's flags, say).
 // Since the secrets a backup holds are sealed under that same master key,
@@ -53,8 +54,8 @@ func (s *Service) Backup(ctx context.Context, w io.Writer) (*BackupInfo, error) 
 	}
 	defer resume()
 	info := &BackupInfo{CreatedAt: s.now().UTC(), Records: seq}
-	root := s.root.Load()
-	bw := backupfile.NewWriter(w, root.backupKey, backupfile.Meta{CreatedAt: info.CreatedAt, Records: seq, SealedRoot: root.sealedRoot})
+	backupKey, sealedRoot := s.barrier.Backup()
+	bw := backupfile.NewWriter(w, backupKey, backupfile.Meta{CreatedAt: info.CreatedAt, Records: seq, SealedRoot: sealedRoot})
 	err = s.store.View(ctx, func(tx Txn) error {
 		// A read fixes the snapshot (some stores take it at the first
 		// read); then the journal goes on.
@@ -140,19 +141,15 @@ func Restore(ctx context.Context, st Store, r io.Reader, mk RootKey) (*BackupInf
 	// The key comes from the backed-up store's root secret: sealed in
 	// the backup's header, or the master key's own bytes.
 	br, meta, err := backupfile.NewReaderFor(r, func(m backupfile.Meta) ([32]byte, error) {
-		if m.SealedRoot == nil {
-			b, ok := plainKey(mk)
-			if !ok {
-				return [32]byte{}, Errorf(KindUnprocessable, "restore: the backup is of a store under a plain master key, not under the key given")
-			}
-			return backupKey(b), nil
-		}
-		secret, err := openRoot(mk, m.SealedRoot)
-		if err != nil {
+		key, err := barrier.BackupKeyFor(mk, m.SealedRoot)
+		switch {
+		case err == nil:
+			return key, nil
+		case m.SealedRoot == nil:
+			return [32]byte{}, Errorf(KindUnprocessable, "restore: the backup is of a store under a plain master key, not under the key given")
+		default:
 			return [32]byte{}, Errorf(KindUnprocessable, "restore: the backup was not taken under this master key: its root secret does not open under it")
 		}
-		defer clear(secret)
-		return backupKey(secret), nil
 	})
 	if err != nil {
 		if e := AsError(err); e != nil {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"time"
+
+	"github.com/ringkms/kms/internal/barrier"
 )
 
 // Caches of a shared store. When other processes write the store too (its
@@ -33,11 +35,11 @@ const cacheMaxAge = 500 * time.Millisecond
 // cachedPrefixes are the kinds of keys whose values the caches hold, or
 // derive principals and sessions from, the active signing key, which the
 // signer holds (signingkeys.go), and the root secret, whose seal key the
-// Service holds (rootstate.go).
+// Service's barrier holds (internal/barrier).
 var cachedPrefixes = [][]byte{
 	pfxRing, pfxRingName, pfxKey,
 	pfxAPIKey, pfxAPIDigest, pfxAccount, pfxUser, pfxSession,
-	keySigningActive, keyRoot,
+	keySigningActive, barrier.KeyRoot,
 }
 
 // startCoherence starts keeping the caches coherent with other processes'
@@ -93,9 +95,9 @@ func (s *Service) forgetKeys(keys [][]byte) {
 		switch {
 		case bytes.Equal(k, keySigningActive):
 			s.signerStale()
-		case bytes.Equal(k, keyRoot):
+		case bytes.Equal(k, barrier.KeyRoot):
 			s.checkRoot(context.Background()) // a rekey: follow it, or stop
-		case bytes.Equal(k, keyMACKeys):
+		case bytes.Equal(k, barrier.KeyMACKeys):
 		case bytes.HasPrefix(k, pfxRing), bytes.HasPrefix(k, pfxRingName):
 			rings = true
 		case bytes.HasPrefix(k, pfxKey):
@@ -134,4 +136,37 @@ func (s *Service) forgetCaches() {
 func (s *Service) forgetCached() {
 	s.forgetCaches()
 	s.counts.Reset()
+}
+
+// checkRoot catches up with a rekey that another process made (its
+// announcement, or a check after this process was cut off from the store):
+// the barrier adopts the store's new root secret when one of the Service's
+// keys opens it, and otherwise the Service stops every write, for good,
+// until it is restarted with the store's master key. While the store
+// cannot be read, the check stays due.
+func (s *Service) checkRoot(ctx context.Context) {
+	if s.journal.Stopped() {
+		s.keyCheckDue.Store(false)
+		return
+	}
+	checked := s.barrier.Check(ctx)
+	if checked == barrier.Unreadable {
+		return // not readable now: still due
+	}
+	s.keyCheckDue.Store(checked == barrier.Again) // Again: not now (a token that does not answer): still due
+	if checked != barrier.Foreign {
+		return
+	}
+	e := &Error{Kind: KindUnavailable, Message: "service unavailable: the store was rekeyed to another master key while this process ran; restart it with the new master key"}
+	if s.journal.Stop(e) {
+		s.log.Error().Msg("the store was rekeyed to another master key while this process ran: it refuses every write until restarted with the new master key")
+	}
+}
+
+// adoptedRoot is what the Service does once its barrier adopted the
+// root secret the store was rekeyed to: the caches, which may hold values
+// sealed under the old one, start again.
+func (s *Service) adoptedRoot() {
+	s.forgetCaches()
+	s.log.Info().Msg("the store was rekeyed: this process goes on under its new root secret")
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/ringkms/kms/internal/barrier"
 	"github.com/ringkms/kms/internal/encryptcount"
 	"github.com/ringkms/kms/internal/seal"
 )
@@ -30,7 +31,7 @@ func JournalQueued(s *Service) int { return s.journal.Queued() }
 type LoginThrottles struct{ st *userState }
 
 func NewLoginThrottles(st Store, mk MasterKey, logErr func(error, string)) *LoginThrottles {
-	keys, err := loadServiceKeys(context.Background(), st, mk)
+	keys, err := loadKeys(context.Background(), st, mk)
 	if err != nil {
 		panic(err)
 	}
@@ -92,21 +93,21 @@ func UsedKey(a *Activity) bool {
 }
 
 // PurposeKeys returns the purpose keys the store's keys record holds for
-// mk (loadServiceKeys), by purpose, and the key the root secret that mk
+// mk (loadKeys), by purpose, and the key the root secret that mk
 // opens (its own bytes, for a master key never rekeyed) derives for each.
 func PurposeKeys(ctx context.Context, st Store, mk RootKey) (stored, derived map[string][32]byte, err error) {
-	k, err := loadServiceKeys(ctx, st, mk)
+	k, err := loadKeys(ctx, st, mk)
 	if err != nil {
 		return nil, nil, err
 	}
 	stored = map[string][32]byte{"seal": k.Seal, "backup-mac": k.Backup, "hash-mac": k.HashMAC, "header-mac": k.HeaderMAC,
 		"cursor": k.Cursor, "audit-chain": k.AuditChain, "throttle": k.Throttle}
-	root, _, err := rootSecret(ctx, st, mk)
+	root, _, err := barrierOf(st, nil).RootSecret(ctx, mk)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer clear(root)
-	derived = map[string][32]byte{"backup-mac": backupKey(root)}
+	derived = map[string][32]byte{"backup-mac": barrier.BackupKey(root)}
 	for p := range stored {
 		if p != "backup-mac" {
 			derived[p] = seal.Derive(root, p)
@@ -118,7 +119,7 @@ func PurposeKeys(ctx context.Context, st Store, mk RootKey) (stored, derived map
 // ShareSecret opens the share secret of the split ring ringID as st holds
 // it, sealed under the seal key of mk with the ring's associated data.
 func ShareSecret(ctx context.Context, st Store, mk MasterKey, ringID string) ([]byte, error) {
-	k, err := loadServiceKeys(ctx, st, mk)
+	k, err := loadKeys(ctx, st, mk)
 	if err != nil {
 		return nil, err
 	}

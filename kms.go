@@ -66,11 +66,11 @@ func New(st Store, opts Options) (*Service, error) {
 	if size <= 0 {
 		size = 100_000
 	}
-	keys, err := s.openKeys(context.Background())
+	s.barrier = barrierOf(st, s.adoptedRoot)
+	keys, err := s.barrier.Start(context.Background(), opts.MasterKey, opts.NextMasterKey)
 	if err != nil {
 		return nil, err
 	}
-	s.root.Store(newRootState(keys))
 	s.hashMAC = hmackey.New(keys.HashMAC)
 	s.headerMAC = hmackey.New(keys.HeaderMAC)
 	s.pager = pager{paging.New(seal.New(keys.Cursor))}
@@ -89,7 +89,7 @@ func New(st Store, opts Options) (*Service, error) {
 	})
 	s.verify = map[[8]byte]ed25519.PublicKey{}
 	s.signerNotice = make(chan struct{}, 1)
-	s.opts.MasterKey, s.opts.NextMasterKey = nil, nil // s.rk keeps them, with a second key only
+	s.opts.MasterKey, s.opts.NextMasterKey = nil, nil // the barrier keeps them, with a second key only
 	if s.opts.TokenTTL <= 0 {
 		s.opts.TokenTTL = time.Hour
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/ringkms/kms/internal/barrier"
 	"github.com/ringkms/kms/internal/cache"
 	"github.com/ringkms/kms/internal/encryptcount"
 	"github.com/ringkms/kms/internal/headersign"
@@ -152,10 +153,9 @@ type Service struct {
 	chainKey *hmackey.Key                // keys the activity chain (journal.Digest)
 	limits   *rateLimiter                // nil: no rate limits
 
-	root      atomic.Pointer[rootState] // the keys a rekey changes: seal, backup (rootstate.go)
-	rk        rootKeys                  // the root keys it may follow a rekey with
-	hashMAC   *hmackey.Key              // MAC of hashes
-	headerMAC *hmackey.Key              // MAC of headers
+	barrier   *barrier.Barrier // the store's root secret, the seal and backup keys, a rekey (internal/barrier)
+	hashMAC   *hmackey.Key     // MAC of hashes
+	headerMAC *hmackey.Key     // MAC of headers
 	pager     pager
 
 	signer       atomic.Pointer[headersign.Signer] // signs new headers (signer.go); nil: none (CheckSigner)

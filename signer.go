@@ -48,7 +48,7 @@ func (s *Service) setActive(id [8]byte, held bool, uri string) {
 }
 
 // newSigningKey is a new signing key and the store records that publish
-// it: under key, sealed (by sealIn, in the transaction that writes it),
+// it: under key, sealed (by the barrier's SealIn, in the transaction that writes it),
 // its seed or, for a key held outside the store, its heldKeyRecord; under
 // metaKey, its signingKeyMeta.
 type newSigningKey struct {
@@ -76,7 +76,7 @@ func (s *Service) makeSigningKey(now time.Time) (*newSigningKey, error) {
 // ed25519.PrivateKey, whose seed the store keeps), or one held outside
 // the store, at uri.
 func (s *Service) newSigningKey(g *headersign.Signer, now time.Time, held bool, uri string) (*newSigningKey, error) {
-	n := &newSigningKey{signer: g, sealIn: s.sealIn}
+	n := &newSigningKey{signer: g, sealIn: s.barrier.SealIn}
 	n.hexID = []byte(hex.EncodeToString(g.ID[:]))
 	n.key = join(pfxSigning, n.hexID)
 	n.metaKey = join(pfxSigningMeta, n.hexID)
@@ -132,37 +132,9 @@ func (s *Service) useSigner(g *headersign.Signer) {
 // given no key (Options.SigningKey). On a new store there is none yet
 // (createSigningKey).
 func (s *Service) loadSigningKey(ctx context.Context) error {
-	var activeHex []byte
-	var active *storedKey
-	err := s.store.View(ctx, func(tx Txn) error {
-		var err error
-		active = nil
-		activeHex, err = tx.Get(keySigningActive)
-		if isNotFound(err) {
-			activeHex = nil
-			return nil
-		} else if err != nil {
-			return err
-		}
-		return tx.Scan(ScanOptions{Prefix: pfxSigning}, func(k, v []byte) (bool, error) {
-			if string(k[len(pfxSigning):]) != string(activeHex) {
-				_, _, err := s.openSigningKey(k, v)
-				return err == nil, err
-			}
-			sk, err := s.openStoredKey(k, v)
-			if err != nil {
-				return false, err
-			}
-			s.addVerifyKey(sk.id, sk.pub)
-			active = sk
-			return true, nil
-		})
-	})
+	active, err := readSigningKeys(ctx, s.store, s.barrier.Open, s.knownVerifyKey, func(sk *storedKey) { s.addVerifyKey(sk.id, sk.pub) })
 	if err != nil {
-		return internalError("load signing key", err)
-	}
-	if activeHex != nil && active == nil {
-		return Errorf(KindInternal, "active signing key %s is missing", activeHex)
+		return err
 	}
 	if active == nil {
 		return nil
@@ -436,7 +408,7 @@ func (s *Service) reloadSigner(ctx context.Context) {
 	if sealed == nil {
 		return
 	}
-	sk, err := s.openStoredKey(join(pfxSigning, active), sealed)
+	sk, err := openStoredKey(s.barrier.Open, join(pfxSigning, active), sealed)
 	if err != nil {
 		s.log.Error().Err(err).Msg("open the active header signing key")
 		return

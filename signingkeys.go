@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ringkms/kms/internal/headersign"
+	"github.com/ringkms/kms/internal/seal"
 )
 
 // Header signing keys. Every header is signed with an Ed25519 key of the
@@ -122,7 +123,7 @@ func (s *Service) openSigningKey(k, sealed []byte) ([8]byte, ed25519.PublicKey, 
 	if ok {
 		return id, pub, nil
 	}
-	sk, err := s.openStoredKey(k, sealed)
+	sk, err := openStoredKey(s.barrier.Open, k, sealed)
 	if err != nil {
 		return id, nil, err
 	}
@@ -181,13 +182,69 @@ type storedKey struct {
 // its public key only.
 func (k *storedKey) held() bool { return k.priv == nil }
 
-// openStoredKey opens the signing key sealed under k.
-func (s *Service) openStoredKey(k, sealed []byte) (*storedKey, error) {
+// knownVerifyKey reports whether the Service holds the public key of
+// signing key id.
+func (s *Service) knownVerifyKey(id [8]byte) bool {
+	s.verifyMu.RLock()
+	_, ok := s.verify[id]
+	s.verifyMu.RUnlock()
+	return ok
+}
+
+// readSigningKeys reads the signing keys of st: each must open with open
+// (which checks the master key), but for one that known (when not nil)
+// says was opened before. It hands each key it opens to add (when not
+// nil), and returns the active one: nil on a new store, which has none
+// yet.
+func readSigningKeys(ctx context.Context, st Store, open func(sealed, aad []byte) ([]byte, error), known func([8]byte) bool, add func(*storedKey)) (*storedKey, error) {
+	var activeHex []byte
+	var active *storedKey
+	err := st.View(ctx, func(tx Txn) error {
+		var err error
+		active = nil
+		activeHex, err = tx.Get(keySigningActive)
+		if isNotFound(err) {
+			activeHex = nil
+			return nil
+		} else if err != nil {
+			return err
+		}
+		return tx.Scan(ScanOptions{Prefix: pfxSigning}, func(k, v []byte) (bool, error) {
+			isActive := string(k[len(pfxSigning):]) == string(activeHex)
+			if !isActive && known != nil {
+				if id, err := signingKeyID(k); err == nil && known(id) {
+					return true, nil
+				}
+			}
+			sk, err := openStoredKey(open, k, v)
+			if err != nil {
+				return false, err
+			}
+			if add != nil {
+				add(sk)
+			}
+			if isActive {
+				active = sk
+			}
+			return true, nil
+		})
+	})
+	if err != nil {
+		return nil, internalError("load signing key", err)
+	}
+	if activeHex != nil && active == nil {
+		return nil, Errorf(KindInternal, "active signing key %s is missing", activeHex)
+	}
+	return active, nil
+}
+
+// openStoredKey opens the signing key sealed under k, with open.
+func openStoredKey(open func(sealed, aad []byte) ([]byte, error), k, sealed []byte) (*storedKey, error) {
 	id, err := signingKeyID(k)
 	if err != nil {
 		return nil, err
 	}
-	plain, err := s.open(sealed, k)
+	plain, err := open(sealed, k)
 	if err != nil {
 		return nil, Errorf(KindUnauthenticated, "the master key is not the one this store was created with: signing key %s does not open under it", k[len(pfxSigning):])
 	}
@@ -296,4 +353,31 @@ func (ks *SigningKeySet) VerifyHeader(header string, asset *Asset) (*HeaderVerif
 		}
 	}
 	return res, nil
+}
+
+// signingKeyOpens checks that the active header signing key of st, if it
+// has one yet, opens under sealer: the proof that a master key's own
+// bytes are those of a store without a root secret of its own (barrierOf).
+func signingKeyOpens(ctx context.Context, st Store, sealer *seal.Sealer) error {
+	var active, sealed []byte
+	err := st.View(ctx, func(tx Txn) error {
+		var err error
+		if active, err = tx.Get(keySigningActive); err != nil {
+			return err
+		}
+		sealed, err = tx.Get(join(pfxSigning, active))
+		return err
+	})
+	if isNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return internalError("read the signing key", err)
+	}
+	seed, err := sealer.Open(sealed, join(pfxSigning, active))
+	clear(seed)
+	if err != nil {
+		return Errorf(KindUnauthenticated, "the master key is not the one this store was created with: signing key %s does not open under it", active)
+	}
+	return nil
 }

@@ -74,12 +74,12 @@ func (s *Service) setDataKeys(r *ringRecord, dataKeys string) {
 func (s *Service) sealRing(tx Txn, r *ringRecord, private []byte) error {
 	var err error
 	if private != nil {
-		if r.SealedPrivate, err = s.sealIn(tx, private, ringPrivateAAD(r.ID)); err != nil {
+		if r.SealedPrivate, err = s.barrier.SealIn(tx, private, ringPrivateAAD(r.ID)); err != nil {
 			return err
 		}
 	}
 	if r.newShare != nil {
-		if r.SealedShare, err = s.sealIn(tx, r.newShare, ringShareAAD(r.ID)); err != nil {
+		if r.SealedShare, err = s.barrier.SealIn(tx, r.newShare, ringShareAAD(r.ID)); err != nil {
 			return err
 		}
 	}
@@ -94,7 +94,7 @@ func (s *Service) keyShare(r *ringRecord, hash []byte) (string, error) {
 	}
 	sec := r.share.Load()
 	if sec == nil {
-		raw, err := s.open(r.SealedShare, ringShareAAD(r.ID))
+		raw, err := s.barrier.Open(r.SealedShare, ringShareAAD(r.ID))
 		if err != nil {
 			return "", internalError("open the share secret of key ring "+r.ID, err)
 		}

@@ -267,12 +267,12 @@ func (u *userRecord) public(tx Txn) (*User, error) {
 // sealPassword seals the PHC hash of a User's password for its record,
 // written by tx.
 func (s *Service) sealPassword(tx Txn, userID, hash string) ([]byte, error) {
-	return s.sealIn(tx, []byte(hash), passwordAAD(userID))
+	return s.barrier.SealIn(tx, []byte(hash), passwordAAD(userID))
 }
 
 // openPassword returns the PHC hash of a User's password.
 func (s *Service) openPassword(u *userRecord) (string, error) {
-	b, err := s.open(u.Password, passwordAAD(u.ID))
+	b, err := s.barrier.Open(u.Password, passwordAAD(u.ID))
 	if err != nil {
 		return "", internalError("open password hash", err)
 	}

@@ -1,28 +1,30 @@
-package kms
+package barrier
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+
+	"github.com/ringkms/kms/internal/base"
 )
 
 // A store remembers the root keys it has left, so that a rekey never
-// takes it back to one (rekey): a key the store left still opens the
+// takes it back to one (Rekey): a key the store left still opens the
 // backups and copies of the store from its time, and leaving it may have
 // been the point (a key that leaked). Nor can a rekey back to the key a
 // store was just rekeyed from be told from a second run of the same
 // command, which would undo the first.
 //
-// For each key it left, the store keeps a check under keyRetired: 32
-// random bytes sealed under that key (RootKey.Seal), bound to keyRetired.
+// For each key it left, the store keeps a check under KeyRetired: 32
+// random bytes sealed under that key (RootKey.Seal), bound to KeyRetired.
 // Only that key opens a check, and what it opens to is random and used
 // for nothing else: the checks tell whoever holds a key whether the store
 // left it, and nothing more, to anyone. Nothing is derived from the key
 // itself, which a token's key would not allow (its bytes never leave the
 // token); sealing is what every RootKey does.
-var keyRetired = []byte("sys/retired")
+var KeyRetired = []byte("sys/retired")
 
-// retiredRecord is the value under keyRetired.
+// retiredRecord is the value under KeyRetired.
 type retiredRecord struct {
 	V      int      `json:"v"`
 	Checks [][]byte `json:"checks"`
@@ -32,36 +34,31 @@ type retiredRecord struct {
 func retiredCheck(rk RootKey) ([]byte, error) {
 	b := make([]byte, 32)
 	rand.Read(b)
-	check, err := rk.Seal(b, keyRetired)
+	check, err := rk.Seal(b, KeyRetired)
 	clear(b)
 	if err != nil {
-		return nil, &Error{Kind: KindUnavailable, Err: err, Message: "rekey: the old master key could not seal the record of its retirement; nothing was changed"}
+		return nil, &base.Error{Kind: base.KindUnavailable, Err: err, Message: "rekey: the old master key could not seal the record of its retirement; nothing was changed"}
 	}
 	return check, nil
 }
 
-// unmarshalRetired parses the value under keyRetired (nil: no record).
+// unmarshalRetired parses the value under KeyRetired (nil: no record).
 func unmarshalRetired(v []byte) ([][]byte, error) {
 	if v == nil {
 		return nil, nil
 	}
 	var rec retiredRecord
 	if err := json.Unmarshal(v, &rec); err != nil || rec.V != 1 {
-		return nil, Errorf(KindInternal, "the store's record of retired master keys is malformed")
+		return nil, base.Errorf(base.KindInternal, "the store's record of retired master keys is malformed")
 	}
 	return rec.Checks, nil
 }
 
 // readRetired returns the checks of the keys st has left.
-func readRetired(ctx context.Context, st Store) ([][]byte, error) {
-	var v []byte
-	err := st.View(ctx, func(tx Txn) error {
-		var err error
-		v, err = getIfAny(tx, keyRetired)
-		return err
-	})
+func readRetired(ctx context.Context, st base.Store) ([][]byte, error) {
+	v, err := readValue(ctx, st, KeyRetired)
 	if err != nil {
-		return nil, internalError("read the retired master keys", err)
+		return nil, base.InternalError("read the retired master keys", err)
 	}
 	return unmarshalRetired(v)
 }
@@ -70,7 +67,7 @@ func readRetired(ctx context.Context, st Store) ([][]byte, error) {
 // the store has left.
 func isRetired(rk RootKey, checks [][]byte) bool {
 	for _, c := range checks {
-		if b, err := rk.Open(c, keyRetired); err == nil {
+		if b, err := rk.Open(c, KeyRetired); err == nil {
 			clear(b)
 			return true
 		}
@@ -78,9 +75,9 @@ func isRetired(rk RootKey, checks [][]byte) bool {
 	return false
 }
 
-// addRetired adds check to the checks that tx holds under keyRetired.
-func addRetired(tx Txn, check []byte) error {
-	v, err := getIfAny(tx, keyRetired)
+// addRetired adds check to the checks that tx holds under KeyRetired.
+func addRetired(tx base.Txn, check []byte) error {
+	v, err := getIfAny(tx, KeyRetired)
 	if err != nil {
 		return err
 	}
@@ -92,5 +89,5 @@ func addRetired(tx Txn, check []byte) error {
 	if err != nil {
 		return err
 	}
-	return tx.Set(keyRetired, nv)
+	return tx.Set(KeyRetired, nv)
 }
