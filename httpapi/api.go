@@ -242,25 +242,15 @@ func newHandler(svc *kms.Service, opts Options, extra []route) http.Handler {
 // pipeline of internal/httpedge.
 func newAPI(svc *kms.Service, opts Options) *api {
 	a := &api{svc: svc}
-	maxBody := opts.MaxBodyBytes
-	if maxBody <= 0 {
-		maxBody = DefaultMaxBodyBytes
-	}
-	cfg := httpedge.Config[*kms.Principal]{
-		Domain: httpedge.Domain[*kms.Principal]{
-			WithClientAddr: kms.WithClientAddr, Admit: svc.Admit, Authenticate: svc.Authenticate,
-			WithPrincipal: kms.WithPrincipal, PrincipalID: principalID, AnswerNotice: kms.WithAnswerNotice,
-			Secret: kms.LooksLikeSecret,
-		},
-		Logger: zerolog.Nop(), MaxBodyBytes: maxBody, Requests: opts.Requests,
-		ClientIPHeader: opts.ClientIPHeader, ClientIPHops: opts.ClientIPHops,
+	a.edge = httpedge.New(httpedge.Config[*kms.Principal]{
+		Domain: httpedge.Domain[*kms.Principal]{WithClientAddr: kms.WithClientAddr, Admit: svc.Admit,
+			Authenticate: svc.Authenticate, WithPrincipal: kms.WithPrincipal, PrincipalID: principalID,
+			AnswerNotice: kms.WithAnswerNotice, Secret: kms.LooksLikeSecret},
+		Logger: opts.Logger, MaxBodyBytes: opts.MaxBodyBytes, DefaultMaxBodyBytes: DefaultMaxBodyBytes,
+		ClientIPHeader: opts.ClientIPHeader, ClientIPHops: opts.ClientIPHops, Requests: opts.Requests,
 		WriteError: a.writeError, NotFound: a.notFound, MethodNotAllowed: a.methodNotAllowed,
 		PanicCode: kms.KindInternal.String(),
-	}
-	if opts.Logger != nil {
-		cfg.Logger = *opts.Logger
-	}
-	a.edge = httpedge.New(cfg)
+	})
 	return a
 }
 

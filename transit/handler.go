@@ -143,27 +143,17 @@ func newAPI(svc *kms.Service, opts Options) *api {
 		panic("transit: Options.Mount is one path segment, such as \"transit\"")
 	}
 	a := &api{svc: svc, prefix: PathPrefix + mount}
-	maxBody := opts.MaxBodyBytes
-	if maxBody <= 0 {
-		maxBody = DefaultMaxBodyBytes
-	}
-	cfg := httpedge.Config[*kms.Principal]{
-		Domain: httpedge.Domain[*kms.Principal]{
-			WithClientAddr: kms.WithClientAddr, Admit: svc.Admit, Authenticate: svc.Authenticate,
-			WithPrincipal: kms.WithPrincipal, PrincipalID: func(p *kms.Principal) string { return p.ID },
-			Secret: kms.LooksLikeSecret,
-		},
-		Prefix: a.prefix, Logger: zerolog.Nop(), MaxBodyBytes: maxBody, Requests: opts.Requests,
-		ClientIPHeader: opts.ClientIPHeader, ClientIPHops: opts.ClientIPHops,
+	a.edge = httpedge.New(httpedge.Config[*kms.Principal]{
+		Domain: httpedge.Domain[*kms.Principal]{WithClientAddr: kms.WithClientAddr, Admit: svc.Admit,
+			Authenticate: svc.Authenticate, WithPrincipal: kms.WithPrincipal,
+			PrincipalID: func(p *kms.Principal) string { return p.ID }, Secret: kms.LooksLikeSecret},
+		Prefix: a.prefix, Logger: opts.Logger, MaxBodyBytes: opts.MaxBodyBytes, DefaultMaxBodyBytes: DefaultMaxBodyBytes,
+		ClientIPHeader: opts.ClientIPHeader, ClientIPHops: opts.ClientIPHops, Requests: opts.Requests,
+		// Vault's token, else a bearer's; any refused is "permission denied".
 		Credential: httpedge.TokenOrBearer("X-Vault-Token"), Refusal: errPermissionDenied,
-		WriteError:       func(w http.ResponseWriter, r *http.Request, err error) { a.writeError(w, r, err, false) },
-		NotFound:         a.notFound,
-		MethodNotAllowed: a.methodNotAllowed,
-	}
-	if opts.Logger != nil {
-		cfg.Logger = *opts.Logger
-	}
-	a.edge = httpedge.New(cfg)
+		WriteError: func(w http.ResponseWriter, r *http.Request, err error) { a.writeError(w, r, err, false) },
+		NotFound:   a.notFound, MethodNotAllowed: a.methodNotAllowed,
+	})
 	return a
 }
 

@@ -82,11 +82,12 @@ type Config[P comparable] struct {
 	Prefix string
 
 	// Logger receives one line per request (reqlog.Write); never a
-	// credential or a body.
-	Logger zerolog.Logger
+	// credential or a body. Nil means silent.
+	Logger *zerolog.Logger
 
-	// MaxBodyBytes caps the body of a request (above zero).
-	MaxBodyBytes int64
+	// MaxBodyBytes caps the body of a request; zero or less means
+	// DefaultMaxBodyBytes, the protocol's default.
+	MaxBodyBytes, DefaultMaxBodyBytes int64
 
 	// ClientIPHeader and ClientIPHops say where the client's address
 	// comes from behind trusted reverse proxies (clientaddr.Of): the
@@ -155,6 +156,7 @@ type Route struct {
 // Edge is a protocol's pipeline.
 type Edge[P comparable] struct {
 	cfg      Config[P]
+	log      zerolog.Logger
 	refusals CredentialObserver // cfg.Requests, when it is one
 }
 
@@ -165,7 +167,13 @@ func New[P comparable](cfg Config[P]) *Edge[P] {
 	if cfg.Credential == nil {
 		cfg.Credential = Bearer
 	}
-	e := &Edge[P]{cfg: cfg}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = cfg.DefaultMaxBodyBytes
+	}
+	e := &Edge[P]{cfg: cfg, log: zerolog.Nop()}
+	if cfg.Logger != nil {
+		e.log = *cfg.Logger
+	}
 	e.refusals, _ = cfg.Requests.(CredentialObserver)
 	return e
 }
@@ -315,7 +323,7 @@ func (e *Edge[P]) Log(next http.Handler) http.Handler {
 		if !st.secretPath {
 			l.Path = e.RedactPath(r.URL.Path)
 		}
-		reqlog.Write(&e.cfg.Logger, l)
+		reqlog.Write(&e.log, l)
 	})
 }
 

@@ -148,8 +148,9 @@ type served struct {
 func serveRoutes(t *testing.T, change func(*Config[*caller]), routes ...Route) *served {
 	t.Helper()
 	s := &served{dom: &domain{}, logs: &kmsdtest.Buffer{}}
+	log := zerolog.New(s.logs)
 	cfg := Config[*caller]{
-		Domain: s.dom.hooks(), Logger: zerolog.New(s.logs), MaxBodyBytes: 64, Requests: s.dom,
+		Domain: s.dom.hooks(), Logger: &log, DefaultMaxBodyBytes: 64, Requests: s.dom,
 		WriteError: writeTestError, PanicCode: "internal",
 		NotFound: func(w http.ResponseWriter, r *http.Request) {
 			writeTestError(w, r, &StatusError{Status: http.StatusNotFound, Message: "no " + s.edge.RedactPath(r.URL.Path)})
