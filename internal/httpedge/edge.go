@@ -312,7 +312,7 @@ func (e *Edge[P]) Log(next http.Handler) http.Handler {
 		start := time.Now()
 		id := reqlog.NewID()
 		w.Header()[RequestIDHeader] = []string{id} // canonical already
-		st := &reqState{id: id, rec: recorder{ResponseWriter: w, status: http.StatusOK}, raw: w}
+		st := &reqState{id: id, rec: recorder{ResponseWriter: w, status: http.StatusOK}}
 		rec := &st.rec
 		next.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), stateKey{}, st)))
 		if e.cfg.Requests != nil {

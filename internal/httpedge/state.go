@@ -9,9 +9,8 @@ import (
 // in the request context, set up by Log.
 type reqState struct {
 	id         string
-	rec        recorder            // what the handler wrote
-	raw        http.ResponseWriter // the writer Log was given
-	route      string              // matched route pattern
+	rec        recorder // what the handler wrote, to the writer Log was given
+	route      string   // matched route pattern
 	secretPath bool
 	principal  string // ID of the authenticated caller
 	err        error  // the error answered, for the log
@@ -45,8 +44,8 @@ func NoteError(r *http.Request, err error, code string) {
 // rawWriter returns the writer the server handed to Log, so that
 // http.MaxBytesReader can tell the server to close the connection.
 func rawWriter(w http.ResponseWriter, r *http.Request) http.ResponseWriter {
-	if st := stateFrom(r.Context()); st != nil && st.raw != nil {
-		return st.raw
+	if st := stateFrom(r.Context()); st != nil {
+		return st.rec.ResponseWriter
 	}
 	return w
 }
