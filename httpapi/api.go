@@ -259,8 +259,9 @@ func principalID(p *kms.Principal) string { return p.ID }
 
 // edgeRoute is rt as the pipeline serves it (httpedge.Route): once the
 // pipeline has admitted and authenticated the caller (the bearer
-// middleware, httpedge.Bearer, for a route that is not public) and capped the body, the handler runs and
-// its answer or its error is written.
+// middleware, httpedge.Bearer, for a route that is not public) and
+// capped the body, the handler runs and its answer or its error is
+// written.
 func (a *api) edgeRoute(rt route) httpedge.Route {
 	return httpedge.Route{Method: rt.method, Path: rt.path, Public: rt.public, Unlimited: rt.unlimited,
 		AdmitsCaller: rt.batch, SecretPath: rt.secretPath, LeavesWork: rt.leavesWork,
