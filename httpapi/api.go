@@ -2,14 +2,17 @@ package httpapi
 
 import (
 	"net/http"
-	"time"
 
 	"github.com/julienschmidt/httprouter"
 	"github.com/rs/zerolog"
 
 	"github.com/ringkms/kms"
-	"github.com/ringkms/kms/internal/clientaddr"
+	"github.com/ringkms/kms/internal/httpedge"
 )
+
+// RequestIDHeader is the response header that carries the request ID,
+// which every log line of the request carries too.
+const RequestIDHeader = httpedge.RequestIDHeader
 
 // DefaultMaxBodyBytes is the request body cap when Options.MaxBodyBytes
 // is zero.
@@ -53,34 +56,24 @@ type Options struct {
 	Requests RequestObserver
 }
 
-// RequestObserver receives a measurement of each request. It is called on
-// the request's goroutine after the answer is written, so it must be
-// quick.
-type RequestObserver interface {
-	ObserveRequest(method, route string, status int, d time.Duration)
-}
+// RequestObserver receives a measurement of each request
+// (httpedge.RequestObserver): on the request's goroutine, after the
+// answer is written, so it must be quick.
+type RequestObserver = httpedge.RequestObserver
 
 // CredentialObserver may be implemented by a RequestObserver as well, to
 // be told of each request whose credential was refused before it reached
-// the Service: a 401 for a missing or malformed Authorization header, or
-// a credential the Service did not accept. The Service records no
-// activity for these (it cannot tell whom they came from), so an observer
-// that counts refusals from the activity records would miss them.
-// ObserveRefusedCredential is called on the request's goroutine, before
-// the answer is written, so it must be quick.
-type CredentialObserver interface {
-	ObserveRefusedCredential()
-}
+// the Service (httpedge.CredentialObserver): a 401 for a missing or
+// malformed Authorization header, or a credential the Service did not
+// accept. The Service records no activity for these (it cannot tell whom
+// they came from), so an observer that counts refusals from the activity
+// records would miss them.
+type CredentialObserver = httpedge.CredentialObserver
 
 // api holds what every handler needs.
 type api struct {
-	svc      *kms.Service
-	log      zerolog.Logger
-	requests RequestObserver
-	refusals CredentialObserver // requests, when it implements it
-	maxBody  int64
-	ipHeader string
-	ipHops   int
+	svc  *kms.Service
+	edge *httpedge.Edge[*kms.Principal] // the request pipeline
 }
 
 // handler serves one route. It decodes the request, calls one Service
@@ -222,11 +215,8 @@ func New(svc *kms.Service, opts Options) http.Handler {
 // of err's kind, both with err's message, in the JSON shape and with the
 // request log of New.
 func Unavailable(err error, opts Options) http.Handler {
-	a := &api{log: zerolog.Nop(), requests: opts.Requests}
-	if opts.Logger != nil {
-		a.log = *opts.Logger
-	}
-	return a.logRequests(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	a := newAPI(nil, opts)
+	return a.edge.Log(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet && r.URL.Path == "/healthz" {
 			a.writeError(w, r, unhealthy(err))
 			return
@@ -240,114 +230,56 @@ func newHandler(svc *kms.Service, opts Options, extra []route) http.Handler {
 	if svc == nil {
 		panic("httpapi: New needs a *kms.Service")
 	}
-	a := &api{svc: svc, log: zerolog.Nop(), requests: opts.Requests, maxBody: opts.MaxBodyBytes, ipHeader: http.CanonicalHeaderKey(opts.ClientIPHeader), ipHops: max(opts.ClientIPHops, 1)}
-	if opts.Logger != nil {
-		a.log = *opts.Logger
-	}
-	a.refusals, _ = opts.Requests.(CredentialObserver)
-	if a.maxBody <= 0 {
-		a.maxBody = DefaultMaxBodyBytes
-	}
-
-	router := httprouter.New()
-	// Redirects would drop the prefix of a mounted handler, and automatic
-	// OPTIONS answers would bypass the JSON shape: answer 404/405 instead.
-	router.RedirectTrailingSlash = false
-	router.RedirectFixedPath = false
-	router.HandleOPTIONS = false
-	router.HandleMethodNotAllowed = true
-	router.NotFound = http.HandlerFunc(a.notFound)
-	router.MethodNotAllowed = http.HandlerFunc(a.methodNotAllowed)
-	router.PanicHandler = a.panicked
-
+	a := newAPI(svc, opts)
+	var routes []httpedge.Route
 	for _, rt := range append(a.routes(), extra...) {
-		router.Handle(rt.method, rt.path, a.serve(rt))
+		routes = append(routes, a.edgeRoute(rt))
 	}
-	return a.logRequests(router)
+	return a.edge.Handler(routes)
 }
 
-// serve adapts a handler: it records the matched route for the log line,
-// applies the rate limits (kms.Service.Admit: the client address's, then,
-// once the caller of a route that is not public is authenticated
-// (requireBearer), its credential's and Account's, which a batch route's
-// handler applies itself), caps the body, runs the handler and writes its
-// answer or its error.
-// The caller's Principal and address reach the Service in the request
-// context, which is cloned once for both.
-func (a *api) serve(rt route) httprouter.Handle {
-	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
-		st := stateFrom(r.Context())
-		if st != nil {
-			st.route, st.secretPath = rt.path, rt.secretPath
-		}
-		ctx := r.Context()
-		if addr := a.clientAddr(r); addr != "" {
-			ctx = kms.WithClientAddr(ctx, addr)
-		}
-		if !rt.unlimited {
-			// The client address's limit comes before the credential is
-			// checked, so that guessing credentials is limited too.
-			if err := a.svc.Admit(ctx, nil); err != nil {
-				a.writeError(w, r, err)
-				return
-			}
-		}
-		if !rt.public {
-			p, err := a.requireBearer(r)
-			if err != nil {
-				if a.refusals != nil && kms.ErrorKind(err) == kms.KindUnauthenticated {
-					a.refusals.ObserveRefusedCredential()
-				}
-				a.writeError(w, r, err)
-				return
-			}
-			if st != nil {
-				st.principal = p.ID
-			}
-			ctx = kms.WithPrincipal(ctx, p)
-			if !rt.batch {
-				if err := a.svc.Admit(ctx, p); err != nil {
-					a.writeError(w, r, err)
-					return
-				}
-			}
-		}
-		var sent func() // with leavesWork: the answer is on the connection
-		if rt.leavesWork {
-			ctx, sent = kms.WithAnswerNotice(ctx)
-			defer sent() // a panic's answer is written later: the work waits no longer
-		}
-		if ctx != r.Context() {
-			r = r.WithContext(ctx)
-		}
-		if r.Body != nil && r.Body != http.NoBody {
-			r.Body = http.MaxBytesReader(rawWriter(w, r), r.Body, a.maxBody)
-		}
-		body, err := rt.handle(r, ps)
-		if p, ok := body.(*page); ok && err == nil {
-			a.writePage(w, r, p)
-			return
-		}
-		switch {
-		case err == nil:
-			a.writeJSON(w, r, http.StatusOK, body)
-		case body != nil:
-			status, code := statusOf(err)
-			noteError(r, err, code)
-			a.writeJSON(w, r, status, body)
-		default:
-			a.writeError(w, r, err)
-		}
-		if sent != nil {
-			// The answer has its Content-Length: flushed, it is whole.
-			http.NewResponseController(w).Flush()
-			sent()
-		}
-	}
+// newAPI returns the api of svc (nil for Unavailable), over the request
+// pipeline of internal/httpedge.
+func newAPI(svc *kms.Service, opts Options) *api {
+	a := &api{svc: svc}
+	a.edge = httpedge.New(httpedge.Config[*kms.Principal]{
+		Domain: httpedge.Domain[*kms.Principal]{WithClientAddr: kms.WithClientAddr, Admit: svc.Admit,
+			Authenticate: svc.Authenticate, WithPrincipal: kms.WithPrincipal, PrincipalID: principalID,
+			AnswerNotice: kms.WithAnswerNotice, Secret: kms.LooksLikeSecret},
+		Logger: opts.Logger, MaxBodyBytes: opts.MaxBodyBytes, DefaultMaxBodyBytes: DefaultMaxBodyBytes,
+		ClientIPHeader: opts.ClientIPHeader, ClientIPHops: opts.ClientIPHops, Requests: opts.Requests,
+		WriteError: a.writeError, NotFound: a.notFound, MethodNotAllowed: a.methodNotAllowed,
+		PanicCode: kms.KindInternal.String(),
+	})
+	return a
 }
 
-// clientAddr is the address of the client: from Options.ClientIPHeader
-// when set and present (internal/clientaddr), else the connection's.
-func (a *api) clientAddr(r *http.Request) string {
-	return clientaddr.Of(r, a.ipHeader, a.ipHops)
+// principalID is the caller's ID, for the log line.
+func principalID(p *kms.Principal) string { return p.ID }
+
+// edgeRoute is rt as the pipeline serves it (httpedge.Route): once the
+// pipeline has admitted and authenticated the caller (the bearer
+// middleware, httpedge.Bearer, for a route that is not public) and
+// capped the body, the handler runs and its answer or its error is
+// written.
+func (a *api) edgeRoute(rt route) httpedge.Route {
+	return httpedge.Route{Method: rt.method, Path: rt.path, Public: rt.public, Unlimited: rt.unlimited,
+		AdmitsCaller: rt.batch, SecretPath: rt.secretPath, LeavesWork: rt.leavesWork,
+		Handle: func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+			body, err := rt.handle(r, ps)
+			if p, ok := body.(*page); ok && err == nil {
+				a.writePage(w, r, p)
+				return
+			}
+			switch {
+			case err == nil:
+				a.writeJSON(w, r, http.StatusOK, body)
+			case body != nil:
+				status, code := statusOf(err)
+				httpedge.NoteError(r, err, code)
+				a.writeJSON(w, r, status, body)
+			default:
+				a.writeError(w, r, err)
+			}
+		}}
 }

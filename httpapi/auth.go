@@ -7,6 +7,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/httpedge"
 )
 
 // The /auth group (docs/API.md): Users and login, Accounts, API
@@ -23,7 +24,7 @@ func queryTrue(r *http.Request, name string) bool {
 // which the bearer middleware has accepted: refresh and logout act on the
 // access token that was presented.
 func bearerSecret(r *http.Request) string {
-	secret, _ := bearerToken(r.Header.Get("Authorization"))
+	secret, _ := httpedge.BearerToken(r.Header.Get("Authorization"))
 	return secret
 }
 

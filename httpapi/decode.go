@@ -11,15 +11,16 @@ import (
 	"sync"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/httpedge"
 )
 
 // decode reads the JSON body of r into v. The body is required, must come
 // with Content-Type application/json (parameters such as charset allowed),
 // must be one JSON value with nothing after it, and must not exceed the
-// cap that serve put on it (413). Members that v does not know are ignored.
+// cap that the pipeline put on it (413). Members that v does not know are ignored.
 func (a *api) decode(r *http.Request, v any) error {
-	if r.ContentLength > a.maxBody {
-		return kms.Errorf(kms.KindTooLarge, "request body is larger than %d bytes", a.maxBody)
+	if err := a.edge.CheckLength(r); err != nil {
+		return err
 	}
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return errBodyRequired
@@ -31,15 +32,10 @@ func (a *api) decode(r *http.Request, v any) error {
 	// buffer is free again once decode returns.
 	buf := getBuf()
 	defer putBuf(buf)
-	_, err := buf.ReadFrom(r.Body)
-	data := buf.Bytes()
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return kms.Errorf(kms.KindTooLarge, "request body is larger than %d bytes", tooLarge.Limit)
-		}
-		return kms.Errorf(kms.KindInvalid, "cannot read the request body: %v", err)
+	if err := httpedge.ReadBody(buf, r.Body); err != nil {
+		return err
 	}
+	data := buf.Bytes()
 	if len(bytes.TrimSpace(data)) == 0 {
 		return errBodyRequired
 	}

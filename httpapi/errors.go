@@ -2,15 +2,13 @@ package httpapi
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
-	"runtime/debug"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/httpedge"
 )
 
 // kindStatus is the one table from kms error kinds to HTTP statuses. A kind
@@ -43,30 +41,11 @@ type errorBody struct {
 	Results any               `json:"results,omitempty"`
 }
 
-// httpError is an outcome that exists only in HTTP, with no kms kind: a
-// method not allowed on a route, a service that cannot serve. Err, when
-// set, goes to the log.
-type httpError struct {
-	status  int
-	code    string
-	message string
-	err     error
-}
-
-func (e *httpError) Error() string {
-	if e.err != nil {
-		return e.message + ": " + e.err.Error()
-	}
-	return e.message
-}
-
-func (e *httpError) Unwrap() error { return e.err }
-
-// statusOf returns the status and the code of err.
+// statusOf returns the status and the code of err: an
+// httpedge.StatusError's own, else its kind's (kindStatus).
 func statusOf(err error) (int, string) {
-	var he *httpError
-	if errors.As(err, &he) {
-		return he.status, he.code
+	if se := httpedge.AsStatusError(err); se != nil {
+		return se.Status, se.Code
 	}
 	kind := kms.ErrorKind(err)
 	status, ok := kindStatus[kind]
@@ -76,34 +55,17 @@ func statusOf(err error) (int, string) {
 	return status, kind.String()
 }
 
-// messageOf returns the message of err that is safe to show the caller.
-// A 500 is always "internal error": its detail goes to the log only. The
-// other 5xx (a full disk, a service in doubt) say what is wrong in words
-// written for the caller; their detail goes to the log too.
-func messageOf(err error, status int) string {
-	var he *httpError
-	if errors.As(err, &he) {
-		return he.message
-	}
-	if status == http.StatusInternalServerError {
-		return "internal error"
-	}
-	return kms.ErrorMessage(err)
-}
-
 // writeError is the one error writer: {"message": ..., "code": ...} with
 // the status of the error's kind. The error itself goes to the request's
 // log line, with the request ID.
 func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status, code := statusOf(err)
-	noteError(r, err, code)
+	httpedge.NoteError(r, err, code)
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="ringkms"`)
 	}
-	if e := kms.AsError(err); e != nil && e.RetryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
-	}
-	body := errorBody{Message: messageOf(err, status), Code: code}
+	httpedge.SetRetryAfter(w.Header(), err)
+	body := errorBody{Message: httpedge.Message(err, status), Code: code}
 	if e := kms.AsError(err); e != nil && status < 500 {
 		body.Errors, body.State, body.Results = e.Fields, e.State, e.Details
 	}
@@ -138,7 +100,7 @@ func (a *api) writeJSON(w http.ResponseWriter, r *http.Request, status int, v an
 		cached = false
 		// Only a programming error gets here (an unencodable type).
 		err = fmt.Errorf("encode answer: %w", err)
-		noteError(r, err, kms.KindInternal.String())
+		httpedge.NoteError(r, err, kms.KindInternal.String())
 		status = http.StatusInternalServerError
 		b, _ = json.Marshal(errorBody{Message: "internal error", Code: kms.KindInternal.String()})
 	}
@@ -163,10 +125,10 @@ func (a *api) writeJSON(w http.ResponseWriter, r *http.Request, status int, v an
 }
 
 // notFound answers a path that no route serves. The path it echoes is
-// redacted (redactPath): it may be a near miss of a route that names a
+// redacted (httpedge's RedactPath): it may be a near miss of a route that names a
 // key by its secret.
 func (a *api) notFound(w http.ResponseWriter, r *http.Request) {
-	a.writeError(w, r, kms.Errorf(kms.KindNotFound, "no endpoint %s %s", r.Method, redactPath(r.URL.Path)))
+	a.writeError(w, r, kms.Errorf(kms.KindNotFound, "no endpoint %s %s", r.Method, a.edge.RedactPath(r.URL.Path)))
 }
 
 // methodNotAllowed answers a path served by routes of other methods.
@@ -181,23 +143,9 @@ func (a *api) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 	}
 	list := strings.Join(allow, ", ")
 	w.Header().Set("Allow", list)
-	a.writeError(w, r, &httpError{
-		status:  http.StatusMethodNotAllowed,
-		code:    "method_not_allowed",
-		message: fmt.Sprintf("method %s is not allowed on this endpoint; allowed: %s", r.Method, list),
+	a.writeError(w, r, &httpedge.StatusError{
+		Status:  http.StatusMethodNotAllowed,
+		Code:    "method_not_allowed",
+		Message: fmt.Sprintf("method %s is not allowed on this endpoint; allowed: %s", r.Method, list),
 	})
-}
-
-// panicked answers a handler that panicked: a 500 in the same shape, and
-// the panic with its stack to the log.
-func (a *api) panicked(w http.ResponseWriter, r *http.Request, v any) {
-	if v == http.ErrAbortHandler {
-		panic(v) // net/http's way to abort a response; it logs nothing
-	}
-	err := fmt.Errorf("panic: %v\n%s", v, debug.Stack())
-	if st := stateFrom(r.Context()); st != nil && st.rec.wroteHeader {
-		noteError(r, err, kms.KindInternal.String())
-		return // too late for an error answer
-	}
-	a.writeError(w, r, err)
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/httpedge"
 )
 
 // Each handler decodes its request, calls one Service method and returns
@@ -51,7 +52,7 @@ func unhealthy(err error) error {
 	case kms.KindNoSpace, kms.KindUnavailable:
 		msg = kms.ErrorMessage(err)
 	}
-	return &httpError{status: http.StatusServiceUnavailable, code: kms.KindUnavailable.String(), message: msg, err: err}
+	return &httpedge.StatusError{Status: http.StatusServiceUnavailable, Code: kms.KindUnavailable.String(), Message: msg, Err: err}
 }
 
 // GET /healthz

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/httpedge"
 	"github.com/ringkms/kms/kmstest"
 )
 
@@ -37,7 +38,7 @@ func TestKindStatus(t *testing.T) {
 		{kms.Errorf(kms.Kind(200), "x"), 500, "internal"},
 		{errors.New("plain"), 500, "internal"},
 		{fmt.Errorf("wrapped: %w", kms.Errorf(kms.KindNotFound, "x")), 404, "not_found"},
-		{&httpError{status: 503, code: "unavailable", message: "m"}, 503, "unavailable"},
+		{&httpedge.StatusError{Status: 503, Code: "unavailable", Message: "m"}, 503, "unavailable"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.err.Error(), func(t *testing.T) {
@@ -53,45 +54,6 @@ func TestKindStatus(t *testing.T) {
 			t.Errorf("kindStatus has no status for kind %v", k)
 		}
 	}
-}
-
-func TestBearerToken(t *testing.T) {
-	tests := []struct {
-		in, token string
-		ok        bool
-	}{
-		{"Bearer abc", "abc", true},
-		{"bearer abc", "abc", true},
-		{"bEaReR a b", "a b", true},
-		{"Bearer", "", false},
-		{"Bearer ", "", false},
-		{"Bearer  abc", "", false},
-		{"Bearer \tabc", "", false},
-		{"Bearer\tabc", "", false},
-		{"Bearerabc", "", false},
-		{"Basic abc", "", false},
-		{"Bear abc", "", false},
-		{"", "", false},
-		{"Bearé abc", "", false},
-	}
-	for _, tc := range tests {
-		token, ok := bearerToken(tc.in)
-		if token != tc.token || ok != tc.ok {
-			t.Errorf("bearerToken(%q) = %q, %v, want %q, %v", tc.in, token, ok, tc.token, tc.ok)
-		}
-	}
-}
-
-func FuzzBearerToken(f *testing.F) {
-	for _, s := range []string{"Bearer abc", "bearer ", "Bearer  x", "", "B", "Bearer\x00x"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		token, ok := bearerToken(s)
-		if ok && (token == "" || !strings.EqualFold(s[:7], "Bearer ") || s[7:] != token || token[0] == ' ') {
-			t.Errorf("bearerToken(%q) = %q, true", s, token)
-		}
-	})
 }
 
 // testServer serves New's routes and extra ones, public, with a log.
@@ -225,63 +187,6 @@ func TestJSONErrorMessages(t *testing.T) {
 		if kms.ErrorKind(err) != kms.KindInvalid || !strings.Contains(kms.ErrorMessage(err), tc.want) {
 			t.Errorf("decode %s: %v, want an invalid error containing %q", tc.in, err, tc.want)
 		}
-	}
-}
-
-func TestClientAddr(t *testing.T) {
-	tests := []struct {
-		header string
-		hops   int
-		values []string // of the header, one a line
-		remote string
-		want   string
-	}{
-		{"", 0, nil, "10.1.2.3:4567", "10.1.2.3"},
-		{"", 0, []string{"9.9.9.9"}, "10.1.2.3:4567", "10.1.2.3"}, // no header configured: ignored
-		// The address the proxy appended, not the one the client sent.
-		{"X-Forwarded-For", 0, []string{"9.9.9.9, 10.0.0.1"}, "10.1.2.3:4567", "10.0.0.1"},
-		{"X-Forwarded-For", 1, []string{"9.9.9.9,10.0.0.1"}, "10.1.2.3:4567", "10.0.0.1"},
-		{"X-Forwarded-For", 1, []string{"9.9.9.9", "10.0.0.1"}, "10.1.2.3:4567", "10.0.0.1"},
-		{"X-Forwarded-For", 0, []string{"203.0.113.5"}, "10.1.2.3:4567", "203.0.113.5"},
-		// Two trusted proxies: the second from the right.
-		{"X-Forwarded-For", 2, []string{"9.9.9.9, 203.0.113.5, 10.0.0.1"}, "10.1.2.3:4567", "203.0.113.5"},
-		{"X-Forwarded-For", 2, []string{"9.9.9.9, 203.0.113.5", "10.0.0.1"}, "10.1.2.3:4567", "203.0.113.5"},
-		{"X-Forwarded-For", 2, []string{"203.0.113.5"}, "10.1.2.3:4567", "203.0.113.5"}, // entered behind the outer proxy
-		{"x-real-ip", 0, []string{"2001:db8::1"}, "10.1.2.3:4567", "2001:db8::1"},
-		{"X-Forwarded-For", 0, []string{"not an address"}, "10.1.2.3:4567", "10.1.2.3"},
-		{"X-Forwarded-For", 0, []string{"9.9.9.9, not an address"}, "10.1.2.3:4567", "10.1.2.3"},
-		{"X-Forwarded-For", 0, []string{"9.9.9.9,"}, "10.1.2.3:4567", "10.1.2.3"},
-		{"X-Forwarded-For", 0, []string{""}, "[::1]:80", "::1"},
-		{"X-Forwarded-For", 0, nil, "[::1]:80", "::1"},
-	}
-	for _, tt := range tests {
-		a := &api{ipHeader: http.CanonicalHeaderKey(tt.header), ipHops: max(tt.hops, 1)}
-		r := httptest.NewRequest("GET", "/", nil)
-		r.RemoteAddr = tt.remote
-		for _, v := range tt.values {
-			r.Header.Add("X-Forwarded-For", v)
-			r.Header.Add("X-Real-Ip", v)
-		}
-		if got := a.clientAddr(r); got != tt.want {
-			t.Errorf("clientAddr(header %q = %q, hops %d, remote %s) = %q, want %q", tt.header, tt.values, tt.hops, tt.remote, got, tt.want)
-		}
-	}
-}
-
-// TestRequestID checks the request ID's form: 20 characters of lower-case
-// base32hex (what the log's req_id and the X-Request-Id header carry), and
-// a new one per request.
-func TestRequestID(t *testing.T) {
-	seen := make(map[string]bool)
-	for range 1000 {
-		id := newRequestID()
-		if len(id) != 20 || strings.Trim(id, "0123456789abcdefghijklmnopqrstuv") != "" {
-			t.Fatalf("request ID %q: want 20 characters of 0-9 and a-v", id)
-		}
-		if seen[id] {
-			t.Fatalf("request ID %q given twice", id)
-		}
-		seen[id] = true
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/httpedge"
 )
 
 // The pages of the links that mails carry. An invitation's link is GET
@@ -135,7 +136,7 @@ type page struct {
 func (a *api) writePage(w http.ResponseWriter, r *http.Request, p *page) {
 	if p.err != nil {
 		_, code := statusOf(p.err)
-		noteError(r, p.err, code)
+		httpedge.NoteError(r, p.err, code)
 	}
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
@@ -164,7 +165,7 @@ func linkPage(status int, err error, data linkPageData) *page {
 // status of the JSON answer and hint, what to do then.
 func unusableLink(err error, hint string) *page {
 	status, _ := statusOf(err)
-	msg := messageOf(err, status)
+	msg := httpedge.Message(err, status)
 	if status < 500 && status != http.StatusTooManyRequests {
 		msg += ". " + hint
 	}

@@ -28,6 +28,7 @@ func TestRedactPath(t *testing.T) {
 		{"/ks/keyrings/" + bootstrap + "/keys", "/ks/keyrings/<redacted>/keys"},
 		{"/rki_", "/<redacted>"},
 	}
+	redactPath := newAPI(nil, Options{}).edge.RedactPath
 	for _, tt := range tests {
 		if got := redactPath(tt.path); got != tt.want {
 			t.Errorf("redactPath(%q) = %q, want %q", tt.path, got, tt.want)

@@ -7,6 +7,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/httpedge"
 )
 
 // The crypto routes: encrypt, decrypt, rewrap, datakey. A call gives one
@@ -115,7 +116,7 @@ func batchAnswer(partial int, results []result, errs []error) *answer {
 
 // failed fills results[i] with err, and notes it.
 func failed(results []result, errs []error, i int, err error) {
-	results[i].Error = messageOf(err, statusOf(err, false))
+	results[i].Error = httpedge.Message(err, statusOf(err, false))
 	errs[i] = err
 }
 

@@ -1,22 +1,17 @@
 package transit
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
-	"runtime/debug"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/julienschmidt/httprouter"
 	"github.com/rs/zerolog"
 
 	"github.com/ringkms/kms"
-	"github.com/ringkms/kms/internal/clientaddr"
-	"github.com/ringkms/kms/internal/reqlog"
+	"github.com/ringkms/kms/internal/httpedge"
 )
 
 // DefaultMount is the mount of the engine when Options.Mount is empty:
@@ -66,26 +61,15 @@ type Options struct {
 }
 
 // RequestObserver receives a measurement of each request, on its
-// goroutine, after the answer is written: it must be quick.
-type RequestObserver interface {
-	ObserveRequest(method, route string, status int, d time.Duration)
-}
-
-// credentialObserver is told of each credential refused.
-type credentialObserver interface {
-	ObserveRefusedCredential()
-}
+// goroutine, after the answer is written: it must be quick
+// (httpedge.RequestObserver, as httpapi.RequestObserver is).
+type RequestObserver = httpedge.RequestObserver
 
 // api holds what every handler needs.
 type api struct {
-	svc      *kms.Service
-	log      zerolog.Logger
-	requests RequestObserver
-	refusals credentialObserver
-	maxBody  int64
-	ipHeader string
-	ipHops   int
-	prefix   string // /v1/<mount>
+	svc    *kms.Service
+	edge   *httpedge.Edge[*kms.Principal] // the request pipeline
+	prefix string                         // /v1/<mount>
 }
 
 // answer is what a handler answers: its data (nil: no body, 204), its
@@ -138,6 +122,19 @@ func New(svc *kms.Service, opts Options) http.Handler {
 	if svc == nil {
 		panic("transit: New needs a *kms.Service")
 	}
+	a := newAPI(svc, opts)
+	return a.edge.Handler(a.edgeRoutes(a.routes()))
+}
+
+// newAPI returns the api of svc, over the request pipeline of
+// internal/httpedge: it takes the credential of X-Vault-Token, else of
+// Authorization: Bearer, and answers any it refuses Vault's "permission
+// denied"; the client address's rate limit, then, once the credential is
+// known, its own and its Account's, for one call: before the body is
+// read, so that a caller out of calls costs no reading and parsing (a
+// route that makes a call per item of its body admits the others once it
+// has read them, admit).
+func newAPI(svc *kms.Service, opts Options) *api {
 	mount := opts.Mount
 	if mount == "" {
 		mount = DefaultMount
@@ -145,158 +142,55 @@ func New(svc *kms.Service, opts Options) http.Handler {
 	if strings.ContainsAny(mount, "/:*?#") {
 		panic("transit: Options.Mount is one path segment, such as \"transit\"")
 	}
-	a := &api{svc: svc, log: zerolog.Nop(), requests: opts.Requests, maxBody: opts.MaxBodyBytes,
-		ipHeader: http.CanonicalHeaderKey(opts.ClientIPHeader), ipHops: max(opts.ClientIPHops, 1), prefix: PathPrefix + mount}
-	if opts.Logger != nil {
-		a.log = *opts.Logger
-	}
-	a.refusals, _ = opts.Requests.(credentialObserver)
-	if a.maxBody <= 0 {
-		a.maxBody = DefaultMaxBodyBytes
-	}
-	router := httprouter.New()
-	router.RedirectTrailingSlash = false
-	router.RedirectFixedPath = false
-	router.HandleOPTIONS = false
-	router.HandleMethodNotAllowed = true
-	router.NotFound = http.HandlerFunc(a.notFound)
-	router.MethodNotAllowed = http.HandlerFunc(a.methodNotAllowed)
-	router.PanicHandler = a.panicked
-	for _, rt := range a.routes() {
-		router.Handle(rt.method, a.prefix+rt.path, a.serve(rt))
-		if rt.method == http.MethodPost {
-			router.Handle(http.MethodPut, a.prefix+rt.path, a.serve(rt)) // Vault takes PUT for POST
-		}
-	}
-	return a.logRequests(router)
-}
-
-// reqState is what the inner layers tell the request's log line.
-type reqState struct {
-	id        string
-	route     string
-	principal string
-	status    int
-	size      int64
-	err       error
-	wrote     bool // the answer's status is written: no other can follow
-}
-
-type stateKey struct{}
-
-func stateFrom(ctx context.Context) *reqState {
-	st, _ := ctx.Value(stateKey{}).(*reqState)
-	return st
-}
-
-// logRequests gives every request an ID (X-Request-Id, and the
-// request_id of Vault's answers) and logs one line when it is done, as
-// httpapi does (reqlog.Write): method, route, path (redacted), status,
-// size, duration and principal ID; for a 5xx, the error (at level warn
-// for a 503, error for the others).
-func (a *api) logRequests(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		st := &reqState{id: reqlog.NewID(), status: http.StatusOK}
-		w.Header()["X-Request-Id"] = []string{st.id}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), stateKey{}, st)))
-		if a.requests != nil {
-			a.requests.ObserveRequest(r.Method, st.route, st.status, time.Since(start))
-		}
-		reqlog.Write(&a.log, reqlog.Line{ID: st.id, Method: r.Method, Route: st.route,
-			Path: reqlog.RedactPath(r.URL.Path, kms.LooksLikeSecret), Status: st.status, Size: st.size,
-			Start: start, Principal: st.principal, Err: st.err})
+	a := &api{svc: svc, prefix: PathPrefix + mount}
+	a.edge = httpedge.New(httpedge.Config[*kms.Principal]{
+		Domain: httpedge.Domain[*kms.Principal]{WithClientAddr: kms.WithClientAddr, Admit: svc.Admit,
+			Authenticate: svc.Authenticate, WithPrincipal: kms.WithPrincipal,
+			PrincipalID: func(p *kms.Principal) string { return p.ID }, Secret: kms.LooksLikeSecret},
+		Prefix: a.prefix, Logger: opts.Logger, MaxBodyBytes: opts.MaxBodyBytes, DefaultMaxBodyBytes: DefaultMaxBodyBytes,
+		ClientIPHeader: opts.ClientIPHeader, ClientIPHops: opts.ClientIPHops, Requests: opts.Requests,
+		// Vault's token, else a bearer's; any refused is "permission denied".
+		Credential: httpedge.TokenOrBearer("X-Vault-Token"), Refusal: errPermissionDenied,
+		WriteError: func(w http.ResponseWriter, r *http.Request, err error) { a.writeError(w, r, err, false) },
+		NotFound:   a.notFound, MethodNotAllowed: a.methodNotAllowed,
 	})
+	return a
 }
 
-// serve adapts a handler: it records the route for the log line, applies
-// the rate limits (the client address's, then, once the credential is
-// known, its own and its Account's, for one call: before the body is
-// read, so that a caller out of calls costs no reading and parsing; a
-// route that makes a call per item of its body admits the others once it
-// has read them, admit), takes the credential, caps the body, runs the
-// handler and writes its answer or its error.
-func (a *api) serve(rt route) httprouter.Handle {
-	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
-		st := stateFrom(r.Context())
-		if st != nil {
-			st.route = a.prefix + rt.path
+// edgeRoutes are routes as the pipeline serves them (httpedge.Route):
+// once it has admitted and authenticated the caller and capped the body,
+// the handler runs and its answer or its error is written. A POST route
+// is served for PUT too, as Vault takes PUT for POST (its Go client
+// writes with PUT).
+func (a *api) edgeRoutes(routes []route) []httpedge.Route {
+	var out []httpedge.Route
+	for _, rt := range routes {
+		fail := func(w http.ResponseWriter, r *http.Request, err error) { a.writeError(w, r, err, rt.read) }
+		er := httpedge.Route{Method: rt.method, Path: rt.path, Fail: fail,
+			Handle: func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+				ans, err := rt.handle(r, ps)
+				if err != nil {
+					fail(w, r, err)
+					return
+				}
+				a.writeAnswer(w, r, ans)
+			}}
+		out = append(out, er)
+		if rt.method == http.MethodPost {
+			er.Method = http.MethodPut
+			out = append(out, er)
 		}
-		ctx := r.Context()
-		if addr := clientaddr.Of(r, a.ipHeader, a.ipHops); addr != "" {
-			ctx = kms.WithClientAddr(ctx, addr)
-		}
-		if err := a.svc.Admit(ctx, nil); err != nil {
-			a.writeError(w, r, err, rt.read)
-			return
-		}
-		p, err := a.authenticate(r)
-		if err != nil {
-			if a.refusals != nil && kms.ErrorKind(err) == kms.KindUnauthenticated {
-				a.refusals.ObserveRefusedCredential()
-			}
-			a.writeError(w, r, err, rt.read)
-			return
-		}
-		if st != nil {
-			st.principal = p.ID
-		}
-		ctx = kms.WithPrincipal(ctx, p)
-		if err := a.svc.Admit(ctx, p); err != nil {
-			a.writeError(w, r, err, rt.read)
-			return
-		}
-		r = r.WithContext(ctx)
-		if r.Body != nil && r.Body != http.NoBody {
-			r.Body = http.MaxBytesReader(w, r.Body, a.maxBody)
-		}
-		ans, err := rt.handle(r, ps)
-		if err != nil {
-			a.writeError(w, r, err, rt.read)
-			return
-		}
-		a.writeAnswer(w, r, ans)
 	}
+	return out
 }
 
 // errPermissionDenied is the answer to a missing, malformed or refused
 // credential: Vault's, which says nothing of why.
 var errPermissionDenied = kms.Errorf(kms.KindUnauthenticated, "permission denied")
 
-// authenticate returns the caller of r: the credential of X-Vault-Token,
-// else of Authorization: Bearer, as the Service accepts it (an API key or
-// a User's access token).
-func (a *api) authenticate(r *http.Request) (*kms.Principal, error) {
-	var secret string
-	switch tokens := r.Header.Values("X-Vault-Token"); len(tokens) {
-	case 0:
-		auth := r.Header.Values("Authorization")
-		if len(auth) != 1 {
-			return nil, errPermissionDenied
-		}
-		const scheme = "Bearer "
-		if len(auth[0]) <= len(scheme) || !strings.EqualFold(auth[0][:len(scheme)], scheme) {
-			return nil, errPermissionDenied
-		}
-		secret = auth[0][len(scheme):]
-	case 1:
-		secret = tokens[0]
-	default:
-		return nil, errPermissionDenied
-	}
-	if secret == "" || strings.TrimSpace(secret) != secret {
-		return nil, errPermissionDenied
-	}
-	p, err := a.svc.Authenticate(r.Context(), secret)
-	if kms.ErrorKind(err) == kms.KindUnauthenticated {
-		return nil, errPermissionDenied
-	}
-	return p, err
-}
-
 // admit applies the rate limits to the n calls an items route makes
-// (one per item), of which serve admitted the first before the body was
-// read (kms.Service.AdmitRest).
+// (one per item), of which the pipeline admitted the first before the
+// body was read (kms.Service.AdmitRest).
 func (a *api) admit(r *http.Request, n int) error {
 	return a.svc.AdmitRest(r.Context(), kms.PrincipalFrom(r.Context()), n)
 }
@@ -330,29 +224,15 @@ func (a *api) writeAnswer(w http.ResponseWriter, r *http.Request, ans *answer) {
 		a.write(w, r, http.StatusNoContent, nil)
 		return
 	}
-	id := ""
-	if st := stateFrom(r.Context()); st != nil {
-		id = st.id
-	}
-	a.write(w, r, status, envelope{RequestID: id, Data: ans.data, Warnings: ans.warnings, MountType: "transit"})
+	a.write(w, r, status, envelope{RequestID: httpedge.RequestID(r), Data: ans.data, Warnings: ans.warnings, MountType: "transit"})
 }
-
-// statusError is an outcome that exists only in Vault's HTTP shape, with
-// no kms kind: an operation a path lacks.
-type statusError struct {
-	status int
-	msg    string
-}
-
-func (e *statusError) Error() string { return e.msg }
 
 // statusOf is the status of err, as Vault's transit engine answers its
 // like: a key that does not exist is 404 on a read and 400 elsewhere;
 // a missing or refused credential is 403, as a missing flag is.
 func statusOf(err error, read bool) int {
-	var se *statusError
-	if errors.As(err, &se) {
-		return se.status
+	if se := httpedge.AsStatusError(err); se != nil {
+		return se.Status
 	}
 	switch kms.ErrorKind(err) {
 	case kms.KindInvalid, kms.KindConflict, kms.KindUnprocessable:
@@ -378,30 +258,14 @@ func statusOf(err error, read bool) int {
 	return http.StatusInternalServerError
 }
 
-// messageOf is what the caller is told of err: never the detail of a 500.
-func messageOf(err error, status int) string {
-	var se *statusError
-	if errors.As(err, &se) {
-		return se.msg
-	}
-	if status == http.StatusInternalServerError {
-		return "internal error"
-	}
-	return kms.ErrorMessage(err)
-}
-
 // writeError writes err as Vault does: {"errors": [message]} with the
 // status of its kind (statusOf). A read of a key that does not exist is
 // 404 with no message, as Vault answers it.
 func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error, read bool) {
 	status := statusOf(err, read)
-	if st := stateFrom(r.Context()); st != nil {
-		st.err = err
-	}
-	if e := kms.AsError(err); e != nil && e.RetryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
-	}
-	body := errorsBody{Errors: []string{messageOf(err, status)}}
+	httpedge.NoteError(r, err, "")
+	httpedge.SetRetryAfter(w.Header(), err)
+	body := errorsBody{Errors: []string{httpedge.Message(err, status)}}
 	if status == http.StatusNotFound && kms.ErrorKind(err) == kms.KindNotFound {
 		body.Errors = []string{}
 	}
@@ -413,7 +277,6 @@ func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error, read
 // answered 500, never written (net/http panics on a status below 100,
 // and takes a 1xx for an interim answer, 101 for a switch of protocols).
 func (a *api) write(w http.ResponseWriter, r *http.Request, status int, v any) {
-	st := stateFrom(r.Context())
 	var b []byte
 	var bad error // a programming error: the answer cannot be written
 	if status < 200 || status > 599 {
@@ -425,9 +288,7 @@ func (a *api) write(w http.ResponseWriter, r *http.Request, status int, v any) {
 		}
 	}
 	if bad != nil {
-		if st != nil {
-			st.err = bad
-		}
+		httpedge.NoteError(r, bad, "")
 		status = http.StatusInternalServerError
 		b, _ = json.Marshal(errorsBody{Errors: []string{"internal error"}})
 	}
@@ -439,9 +300,6 @@ func (a *api) write(w http.ResponseWriter, r *http.Request, status int, v any) {
 	if b != nil {
 		h.Set("Content-Type", "application/json")
 		h.Set("Content-Length", strconv.Itoa(len(b)))
-	}
-	if st != nil {
-		st.status, st.size, st.wrote = status, int64(len(b)), true
 	}
 	w.WriteHeader(status)
 	w.Write(b)
@@ -462,33 +320,18 @@ func (a *api) notFound(w http.ResponseWriter, r *http.Request) {
 // another engine's mount), which it names redacted, as the log line does:
 // a secret pasted into a path goes to no answer either.
 func (a *api) outsideEngine(path string) error {
-	return &statusError{status: http.StatusNotFound,
-		msg: fmt.Sprintf("%q is not served: ringkms serves only Vault's transit engine, at %s/, and takes its own credentials as Vault tokens (docs/TRANSIT.md)",
-			reqlog.RedactPath(path, kms.LooksLikeSecret), a.prefix)}
+	return &httpedge.StatusError{Status: http.StatusNotFound,
+		Message: fmt.Sprintf("%q is not served: ringkms serves only Vault's transit engine, at %s/, and takes its own credentials as Vault tokens (docs/TRANSIT.md)",
+			a.edge.RedactPath(path), a.prefix)}
 }
 
 // errUnsupportedPath answers a path of Vault's engine that ringkms does
 // not serve (sign, hmac, export...), or no path of it.
-var errUnsupportedPath = &statusError{status: http.StatusNotFound,
-	msg: "unsupported path: ringkms's transit engine serves keys, encrypt, decrypt, rewrap, datakey and export, for aes256-gcm96 keys (docs/TRANSIT.md)"}
+var errUnsupportedPath = &httpedge.StatusError{Status: http.StatusNotFound,
+	Message: "unsupported path: ringkms's transit engine serves keys, encrypt, decrypt, rewrap, datakey and export, for aes256-gcm96 keys (docs/TRANSIT.md)"}
 
 // methodNotAllowed answers a path served for other methods, as Vault
 // answers an operation its path lacks.
 func (a *api) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 	a.writeError(w, r, errUnsupportedOperation, false)
-}
-
-// panicked answers a handler that panicked: a 500 in the same shape, and
-// the panic with its stack to the log; once an answer's status is
-// written, the log alone (a second answer would corrupt the first).
-func (a *api) panicked(w http.ResponseWriter, r *http.Request, v any) {
-	if v == http.ErrAbortHandler {
-		panic(v) // net/http's way to abort a response; it logs nothing
-	}
-	err := fmt.Errorf("panic: %v\n%s", v, debug.Stack())
-	if st := stateFrom(r.Context()); st != nil && st.wrote {
-		st.err = err
-		return // too late for an error answer
-	}
-	a.writeError(w, r, err, false)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/httpedge"
 )
 
 // The key routes: create, read, list, delete, rotate, config. Each
@@ -115,7 +116,7 @@ func (a *api) listKeysGet(r *http.Request, ps httprouter.Params) (*answer, error
 
 // errUnsupportedOperation answers an operation a path lacks, as Vault
 // does.
-var errUnsupportedOperation = &statusError{status: http.StatusMethodNotAllowed, msg: "1 error occurred:\n\t* unsupported operation\n\n"}
+var errUnsupportedOperation = &httpedge.StatusError{Status: http.StatusMethodNotAllowed, Message: "1 error occurred:\n\t* unsupported operation\n\n"}
 
 // POST keys/:name/rotate.
 func (a *api) rotateKey(r *http.Request, ps httprouter.Params) (*answer, error) {

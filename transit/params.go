@@ -3,14 +3,13 @@ package transit
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/httpedge"
 )
 
 // params are the parameters of a request's body by name, as Vault reads
@@ -23,25 +22,20 @@ type params map[string]json.RawMessage
 
 // readParams reads the parameters of r's body.
 func (a *api) readParams(r *http.Request) (params, error) {
-	if r.ContentLength > a.maxBody {
-		return nil, kms.Errorf(kms.KindTooLarge, "request body is larger than %d bytes", a.maxBody)
+	if err := a.edge.CheckLength(r); err != nil {
+		return nil, err
 	}
-	var body []byte
+	var body bytes.Buffer
 	if r.Body != nil && r.Body != http.NoBody {
-		var err error
-		if body, err = io.ReadAll(r.Body); err != nil {
-			var tooLarge *http.MaxBytesError
-			if errors.As(err, &tooLarge) {
-				return nil, kms.Errorf(kms.KindTooLarge, "request body is larger than %d bytes", tooLarge.Limit)
-			}
-			return nil, kms.Errorf(kms.KindInvalid, "cannot read the request body: %v", err)
+		if err := httpedge.ReadBody(&body, r.Body); err != nil {
+			return nil, err
 		}
 	}
 	out := params{}
-	if len(bytes.TrimSpace(body)) == 0 {
+	if len(bytes.TrimSpace(body.Bytes())) == 0 {
 		return out, nil
 	}
-	if err := json.Unmarshal(body, &out); err != nil {
+	if err := json.Unmarshal(body.Bytes(), &out); err != nil {
 		return nil, kms.Errorf(kms.KindInvalid, "failed to parse JSON input: %v", err)
 	}
 	return out, nil
