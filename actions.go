@@ -1,6 +1,30 @@
 package kms
 
-import "slices"
+import (
+	"slices"
+	"strings"
+)
+
+// Operations on key rings, the last segment of keyring.<ring>.<op> flags.
+const (
+	OpCreate  = "create"  // create the ring
+	OpRead    = "read"    // read the ring, its keys' list, a key, its configuration; list rings (keyring.*.read); look up hashes and headers
+	OpEncrypt = "encrypt" // POST /ks/encrypt
+	OpDecrypt = "decrypt" // POST /ks/decrypt
+	OpRotate  = "rotate"  // rotate the ring
+	OpConfig  = "config"  // change the ring's configuration
+	OpDelete  = "delete"  // delete the ring
+	OpKeys    = "keys"    // enable, disable and destroy the ring's keys
+	// OpExport hands out the keys of an exportable key that the service
+	// holds (a transit key): no other operation does, and only a flag
+	// naming it grants it (Flags.Allows), "*" aside.
+	OpExport = "export"
+)
+
+// RingFlag returns the flag that grants op on the ring named ring.
+func RingFlag(ring, op string) string {
+	return "keyring." + strings.ToLower(ring) + "." + op
+}
 
 // actions are the actions the Service records of its own, sorted: every
 // action of the trail but those that callers of ValidateAPIKey report.

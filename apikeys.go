@@ -51,12 +51,6 @@ type APIKeyInput struct {
 	Props map[string]any
 }
 
-// apiKeyPrefix starts every generated API key secret.
-const apiKeyPrefix = "rk_"
-
-// minSecretLen is the shortest API key secret accepted (bootstrap keys).
-const minSecretLen = 32
-
 // FlagAPIKeysValidate grants POST /auth/validate: checking another
 // credential and recording the activity it reports.
 const FlagAPIKeysValidate = "apikeys.validate"

@@ -485,3 +485,23 @@ func (s *Service) reserveEncrypt(ctx context.Context, p *Principal, r *ringRecor
 // maxSpentRotations bounds the rotations one encrypt call makes when
 // other nodes keep using up the ring's new keys first.
 const maxSpentRotations = 8
+
+// The reasons of a rotation by count (its record's props.reason).
+const (
+	reasonMaxEncryptCount = "maxEncryptCount"
+	reasonNonceBound      = "nonceBound"
+)
+
+// encryptLimit is how many encrypt calls one key of r serves, and why:
+// r's maxEncryptCount (0: no limit), or for a transit key's ring the
+// bound of Options.MaxTransitEncryptions when it is lower. The calls are
+// counted against reservations in the store (internal/encryptcount), so
+// the bound holds across the processes of a cluster as maxEncryptCount
+// does.
+func (s *Service) encryptLimit(r *ringRecord) (uint64, string) {
+	limit := uint64(max(r.Algos.AES256.MaxEncryptCount, 0))
+	if bound := s.opts.MaxTransitEncryptions; r.keysHeld() && (limit == 0 || bound < limit) {
+		return bound, reasonNonceBound
+	}
+	return limit, reasonMaxEncryptCount
+}

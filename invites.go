@@ -16,10 +16,6 @@ import (
 // stores a tokenRecord, and the digest in the User's record, so that a new
 // token or the User's deletion removes the old one. Invitations last
 // Options.InviteTTL, resets Options.ResetTTL.
-const (
-	inviteTokenPrefix = "rki_"
-	resetTokenPrefix  = "rkr_"
-)
 
 // tokenRecord is the stored state of an invitation or reset token.
 type tokenRecord struct {

@@ -5,39 +5,6 @@ import (
 	"strings"
 )
 
-// KeyRingConfig is the configuration of a ring.
-type KeyRingConfig struct {
-	// Props are the ring's props (the same as KeyRing.Props).
-	Props map[string]any `json:"props"`
-	// Key.Props are given to every key the ring makes from now on.
-	Key ConfigKey `json:"key"`
-	// Algos configure each algorithm.
-	Algos ConfigAlgos `json:"algos"`
-}
-
-// ConfigKey configures the ring's new keys.
-type ConfigKey struct {
-	Props map[string]any `json:"props"`
-}
-
-// ConfigAlgos configures each algorithm of a ring.
-type ConfigAlgos struct {
-	AES256 AlgoConfig `json:"aes256"`
-}
-
-// AlgoConfig configures one algorithm.
-type AlgoConfig struct {
-	// MaxEncryptCount, when above zero, is how many encrypt calls one key
-	// serves: the call after the last one rotates the ring first.
-	MaxEncryptCount int64 `json:"maxEncryptCount"`
-	// RotationPeriod, when set, is how long a key stays the ring's
-	// active key: a Go duration of at least an hour ("720h"); empty (or
-	// "0" when set) for none. The service then rotates the ring by
-	// itself (rotation.go), and no encrypt call hands out a key past it.
-	// With MaxEncryptCount too, whichever comes first rotates the ring.
-	RotationPeriod string `json:"rotationPeriod,omitempty"`
-}
-
 func (r *ringRecord) config() *KeyRingConfig {
 	return &KeyRingConfig{Props: orEmpty(r.Props), Key: ConfigKey{Props: orEmpty(r.KeyProps)}, Algos: r.Algos}
 }

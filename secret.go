@@ -25,6 +25,18 @@ func ParseMasterKey(text string) (MasterKey, error) { return barrier.ParseMaster
 // GenerateMasterKey returns a new random master key.
 func GenerateMasterKey() MasterKey { return barrier.GenerateMasterKey() }
 
+// The prefixes of the secrets the service issues: API keys, invitation
+// and password reset tokens (invites.go) and access tokens (sessions.go).
+const (
+	apiKeyPrefix      = "rk_"
+	inviteTokenPrefix = "rki_"
+	resetTokenPrefix  = "rkr_"
+	accessTokenPrefix = "rkt_"
+)
+
+// minSecretLen is the shortest API key secret accepted (bootstrap keys).
+const minSecretLen = 32
+
 // secretPrefixes start the secrets the service issues.
 var secretPrefixes = []string{apiKeyPrefix, accessTokenPrefix, inviteTokenPrefix, resetTokenPrefix}
 

@@ -50,7 +50,6 @@ func (s *Service) userState() *userState { return s.users }
 // expires later, and a refresh then is refused. Expired sessions are
 // deleted when next presented, and a User's expired sessions when it next
 // logs in.
-const accessTokenPrefix = "rkt_"
 
 // session is the stored state of an access token.
 type session struct {

@@ -22,32 +22,6 @@ import (
 // a call of its own: its own key version, counter step, record and error.
 // A record names the ring, the key and its version, never a plaintext.
 
-// DefaultMaxTransitEncryptions is the bound on the encryptions of one
-// version of a transit key (Options.MaxTransitEncryptions): 2^32, the
-// bound of NIST SP 800-38D (section 8.3) for AES-GCM with random 96-bit
-// nonces, which keeps the chance of a repeated nonce under 2^-32.
-const DefaultMaxTransitEncryptions = 1 << 32
-
-// The reasons of a rotation by count (its record's props.reason).
-const (
-	reasonMaxEncryptCount = "maxEncryptCount"
-	reasonNonceBound      = "nonceBound"
-)
-
-// encryptLimit is how many encrypt calls one key of r serves, and why:
-// r's maxEncryptCount (0: no limit), or for a transit key's ring the
-// bound of Options.MaxTransitEncryptions when it is lower. The calls are
-// counted against reservations in the store (internal/encryptcount), so
-// the bound holds across the processes of a cluster as maxEncryptCount
-// does.
-func (s *Service) encryptLimit(r *ringRecord) (uint64, string) {
-	limit := uint64(max(r.Algos.AES256.MaxEncryptCount, 0))
-	if bound := s.opts.MaxTransitEncryptions; r.keysHeld() && (limit == 0 || bound < limit) {
-		return bound, reasonNonceBound
-	}
-	return limit, reasonMaxEncryptCount
-}
-
 // TransitEncryptInput encrypts plaintexts with the transit key Name.
 type TransitEncryptInput struct {
 	Name  string
