@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"crypto/ed25519"
 	"encoding/hex"
 	"os/exec"
 	"strings"
@@ -13,32 +12,15 @@ import (
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/internal/headersign"
-	"github.com/ringkms/kms/internal/hsm"
 	"github.com/ringkms/kms/internal/hsmtest"
+	"github.com/ringkms/kms/internal/hsmtest/hsmkey"
 )
 
 // tokenKeyID is the signing key ID of the Ed25519 key pair uri names,
 // read from the token.
 func tokenKeyID(t *testing.T, uri string) string {
 	t.Helper()
-	u, err := hsm.ParseURI(uri)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pin, err := u.ReadPIN("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := hsm.Open(u, pin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tok.Close()
-	k, err := tok.Ed25519Key(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := headersign.KeyID(k.Public().(ed25519.PublicKey))
+	id := headersign.KeyID(hsmkey.Public(t, uri))
 	return hex.EncodeToString(id[:])
 }
 

@@ -5,7 +5,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -19,6 +18,7 @@ import (
 	"github.com/ringkms/kms/internal/headersign"
 	"github.com/ringkms/kms/internal/hsm"
 	"github.com/ringkms/kms/internal/hsmtest"
+	"github.com/ringkms/kms/internal/hsmtest/hsmkey"
 )
 
 // tokenKeyID opens the token of uri and returns the signing key ID of the
@@ -27,24 +27,7 @@ import (
 // token of a test is closed by its end).
 func tokenKeyID(t *testing.T, uri string) string {
 	t.Helper()
-	u, err := hsm.ParseURI(uri)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pin, err := u.ReadPIN("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := hsm.Open(u, pin)
-	if err != nil {
-		t.Fatalf("hsm.Open(%s) = %v", uri, err)
-	}
-	defer tok.Close()
-	k, err := tok.Ed25519Key(u)
-	if err != nil {
-		t.Fatalf("Ed25519Key(%s) = %v", uri, err)
-	}
-	id := headersign.KeyID(k.Public().(ed25519.PublicKey))
+	id := headersign.KeyID(hsmkey.Public(t, uri))
 	return hex.EncodeToString(id[:])
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ringkms/kms/internal/hsm"
 	"github.com/ringkms/kms/internal/hsmtest"
+	"github.com/ringkms/kms/internal/hsmtest/hsmkey"
 )
 
 // TestSignInToken signs batches with a key pair in a SoftHSM2 token: the
@@ -18,19 +19,7 @@ import (
 func TestSignInToken(t *testing.T) {
 	tok := hsmtest.New(t, "kms")
 	tok.GenerateEd25519(t, "kms-signing", nil)
-	u, err := hsm.ParseURI(tok.URI("kms-signing"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk, err := hsm.Open(u, tok.PIN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tk.Close()
-	key, err := tk.Ed25519Key(u)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tk, key, _ := hsmkey.Open(t, tok.URI("kms-signing"))
 	g, err := New(key)
 	if err != nil {
 		t.Fatalf("New(token key) = %v", err)
