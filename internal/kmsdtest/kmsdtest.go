@@ -5,6 +5,10 @@ package kmsdtest
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -205,4 +209,42 @@ func TrackSources() {
 		}
 		return nil
 	})
+}
+
+// Do sends one request to url with body JSON-encoded (no body when nil)
+// and the bearer credential key ("" for none), through client
+// (http.DefaultClient when nil), and returns the status and the raw
+// answer. A transport error or an unreadable answer is an error.
+func Do(client *http.Client, method, url, key string, body any) (int, []byte, error) {
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, nil, err
+		}
+		r = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, url, r)
+	if err != nil {
+		return 0, nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	if client == nil {
+		client = http.DefaultClient
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%s %s: %w", method, url, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, raw, fmt.Errorf("%s %s: read body: %w", method, url, err)
+	}
+	return resp.StatusCode, raw, nil
 }
