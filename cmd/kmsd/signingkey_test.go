@@ -5,7 +5,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"io"
@@ -29,22 +28,6 @@ func tokenKeyID(t *testing.T, uri string) string {
 	t.Helper()
 	id := headersign.KeyID(hsmkey.Public(t, uri))
 	return hex.EncodeToString(id[:])
-}
-
-// encryptHeader makes an encrypt call and returns its header and the
-// signing key ID the header names.
-func encryptHeader(t *testing.T, url, key string) (header, id string) {
-	t.Helper()
-	code, body := call(t, nil, "POST", url+"/ks/encrypt", key, map[string]any{"ringname": "r"})
-	if code != 200 {
-		t.Fatalf("encrypt = %d %v", code, body)
-	}
-	header, _ = body["header"].(string)
-	raw, err := base64.RawURLEncoding.DecodeString(header)
-	if err != nil || len(raw) < 10 {
-		t.Fatalf("header %q: %v", header, err)
-	}
-	return header, hex.EncodeToString(raw[2:10])
 }
 
 // verifyOffline checks headers with the keys GET /ks/signing-keys
