@@ -5,7 +5,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/hex"
 	"errors"
 	"io"
 	"os"
@@ -14,21 +13,10 @@ import (
 	"testing"
 
 	"github.com/ringkms/kms"
-	"github.com/ringkms/kms/internal/headersign"
 	"github.com/ringkms/kms/internal/hsm"
 	"github.com/ringkms/kms/internal/hsmtest"
 	"github.com/ringkms/kms/internal/hsmtest/hsmkey"
 )
-
-// tokenKeyID opens the token of uri and returns the signing key ID of the
-// Ed25519 key pair it names, closing the token again (SoftHSM2 reads its
-// configuration when the module is first loaded in a process: every
-// token of a test is closed by its end).
-func tokenKeyID(t *testing.T, uri string) string {
-	t.Helper()
-	id := headersign.KeyID(hsmkey.Public(t, uri))
-	return hex.EncodeToString(id[:])
-}
 
 // verifyOffline checks headers with the keys GET /ks/signing-keys
 // publishes, as a third party does (kms.SigningKeySet.VerifyHeader), and
@@ -62,7 +50,7 @@ func TestSigningKeyPKCS11(t *testing.T) {
 	tok := hsmtest.New(t, "kms")
 	tok.GenerateEd25519(t, "kms-signing", []byte{0x10})
 	uri := tok.URI("kms-signing")
-	tokenID := tokenKeyID(t, uri)
+	tokenID := hsmkey.KeyID(t, uri)
 
 	data := filepath.Join(t.TempDir(), "data")
 	const boot = "pkcs11-bootstrap-secret-0123456789abcdef"
@@ -172,7 +160,7 @@ func TestRotateSigningKeyPKCS11(t *testing.T) {
 	tok := hsmtest.New(t, "kms")
 	tok.GenerateEd25519(t, "kms-signing", []byte{0x01, 0xff})
 	oldURI := strings.Replace(tok.URI("kms-signing"), "object=kms-signing?", "object=kms-signing;id=%01%FF?", 1)
-	oldID := tokenKeyID(t, oldURI)
+	oldID := hsmkey.KeyID(t, oldURI)
 
 	data := filepath.Join(t.TempDir(), "data")
 	const boot = "pkcs11-rotate-secret-0123456789abcdefgh"
@@ -199,7 +187,7 @@ func TestRotateSigningKeyPKCS11(t *testing.T) {
 	if !ok || !strings.Contains(newURI, "object=kms-signing-2;id=%02%00") || !strings.Contains(newURI, "pin-source=file:") || newID == oldID {
 		t.Fatalf("rotate-signing-key printed:\n%s\nwant a new key labelled kms-signing-2 with id 0200 and its URI", out.String())
 	}
-	if got := tokenKeyID(t, newURI); got != newID {
+	if got := hsmkey.KeyID(t, newURI); got != newID {
 		t.Fatalf("the key of the printed URI has ID %s, the printed ID is %s", got, newID)
 	}
 

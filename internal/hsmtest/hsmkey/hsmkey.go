@@ -5,8 +5,10 @@ package hsmkey
 
 import (
 	"crypto/ed25519"
+	"encoding/hex"
 	"testing"
 
+	"github.com/ringkms/kms/internal/headersign"
 	"github.com/ringkms/kms/internal/hsm"
 )
 
@@ -37,11 +39,13 @@ func Open(t testing.TB, uri string) (*hsm.Token, *hsm.Ed25519Key, hsm.URI) {
 	return tok, k, u
 }
 
-// Public returns the public key of the Ed25519 key pair uri names, read
-// from its token, which it closes again at once.
-func Public(t testing.TB, uri string) ed25519.PublicKey {
+// KeyID returns the signing key ID (headersign.KeyID, in hex) of the
+// Ed25519 key pair uri names, read from its token, which it closes again
+// at once.
+func KeyID(t testing.TB, uri string) string {
 	t.Helper()
 	tok, k, _ := Open(t, uri)
 	defer tok.Close()
-	return k.Public().(ed25519.PublicKey)
+	id := headersign.KeyID(k.Public().(ed25519.PublicKey))
+	return hex.EncodeToString(id[:])
 }
