@@ -248,3 +248,33 @@ func Do(client *http.Client, method, url, key string, body any) (int, []byte, er
 	}
 	return resp.StatusCode, raw, nil
 }
+
+// NoSecretsIn fails the test for each file under dir that holds one of
+// secrets (named by what each is), and when dir holds no file at all: a
+// scan of nothing would prove nothing.
+func NoSecretsIn(t testing.TB, dir string, secrets map[string][]byte) {
+	t.Helper()
+	files := 0
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		files++
+		for name, s := range secrets {
+			if bytes.Contains(b, s) {
+				t.Errorf("%s holds the %s", path, name)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files == 0 {
+		t.Fatalf("no files under %s", dir)
+	}
+}
