@@ -54,6 +54,18 @@ func TestVerifyAuditInProcess(t *testing.T) {
 	// A byte changed in the first record of the trail's files (past the
 	// 16-byte frame header) is a broken chain: exit status 3.
 	seg := filepath.Join(data, "trail", "00000000000000000001.trail")
+	flipFirstRecordByte(t, seg)
+	out.Reset()
+	err = run(context.Background(), []string{"verify-audit", "-data", data}, e.get, &out, io.Discard)
+	if exitCode(err) != 3 || !strings.Contains(out.String(), "BROKEN") {
+		t.Errorf("verify-audit on a damaged trail = %v (exit %d), printed:\n%s; want exit 3 and BROKEN", err, exitCode(err), out.String())
+	}
+}
+
+// flipFirstRecordByte changes a byte of the first record of the trail
+// segment seg, past its 16-byte frame header: a broken chain.
+func flipFirstRecordByte(t *testing.T, seg string) {
+	t.Helper()
 	b, err := os.ReadFile(seg)
 	if err != nil {
 		t.Fatal(err)
@@ -61,11 +73,6 @@ func TestVerifyAuditInProcess(t *testing.T) {
 	b[16+40] ^= 1
 	if err := os.WriteFile(seg, b, 0o600); err != nil {
 		t.Fatal(err)
-	}
-	out.Reset()
-	err = run(context.Background(), []string{"verify-audit", "-data", data}, e.get, &out, io.Discard)
-	if exitCode(err) != 3 || !strings.Contains(out.String(), "BROKEN") {
-		t.Errorf("verify-audit on a damaged trail = %v (exit %d), printed:\n%s; want exit 3 and BROKEN", err, exitCode(err), out.String())
 	}
 }
 
@@ -183,14 +190,7 @@ func TestVerifyAuditSealedSegment(t *testing.T) {
 	if err := os.Remove(strings.TrimSuffix(seg, ".trail") + ".index"); err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(seg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b[16+40] ^= 1
-	if err := os.WriteFile(seg, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	flipFirstRecordByte(t, seg)
 	var out bytes.Buffer
 	err = run(context.Background(), []string{"verify-audit", "-data", data}, e.get, &out, io.Discard)
 	if exitCode(err) != 3 || !strings.Contains(out.String(), filepath.Base(seg)) || strings.Contains(out.String()+fmt.Sprint(err), "another") {
