@@ -50,20 +50,11 @@ func TestConfig(t *testing.T) {
 		}
 	})
 
-	getErrs := []struct {
-		name, path string
-		status     int
-		code       string
-	}{
+	e.wantGetErrors(t, "GET ", []getError{
 		{"missing ringname", "/ks/config", http.StatusBadRequest, "invalid"},
 		{"bad ringname", "/ks/config?ringname=bad%20name!", http.StatusBadRequest, "invalid"},
 		{"unknown ring", "/ks/config?ringname=nope", http.StatusNotFound, "not_found"},
-	}
-	for _, tc := range getErrs {
-		t.Run("GET "+tc.name, func(t *testing.T) {
-			e.do(t, "GET", tc.path, e.root, nil).wantError(t, tc.status, tc.code)
-		})
-	}
+	})
 	putErrs := []struct {
 		name   string
 		body   any

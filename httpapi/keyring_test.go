@@ -186,6 +186,25 @@ func TestCreateKeyRing(t *testing.T) {
 	})
 }
 
+// getError is a GET that fails: its path, and the status and code of
+// its error.
+type getError struct {
+	name, path string
+	status     int
+	code       string
+}
+
+// wantGetErrors runs each case as a subtest, named prefix and the
+// case's name: a GET of its path with the root key answers its error.
+func (e *env) wantGetErrors(t *testing.T, prefix string, cases []getError) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(prefix+tc.name, func(t *testing.T) {
+			e.do(t, "GET", tc.path, e.root, nil).wantError(t, tc.status, tc.code)
+		})
+	}
+}
+
 func TestGetKeyRing(t *testing.T) {
 	e := newEnv(t)
 	created := e.createRing(t, "Payments")
@@ -209,23 +228,14 @@ func TestGetKeyRing(t *testing.T) {
 			}
 		})
 	}
-	errs := []struct {
-		name, path string
-		status     int
-		code       string
-	}{
+	e.wantGetErrors(t, "", []getError{
 		{"unknown name", "/ks/keyrings/nope", http.StatusNotFound, "not_found"},
 		{"unknown ID", "/ks/keyrings/0123456789abcdef0123456789abcdef?id=true", http.StatusNotFound, "not_found"},
 		{"name as ID", "/ks/keyrings/Payments?id=true", http.StatusNotFound, "not_found"},
 		{"ID as name", "/ks/keyrings/" + created.Ring.ID, http.StatusNotFound, "not_found"},
 		{"bad name", "/ks/keyrings/bad%20name!", http.StatusBadRequest, "invalid"},
 		{"65 characters", "/ks/keyrings/" + strings.Repeat("a", 65), http.StatusBadRequest, "invalid"},
-	}
-	for _, tc := range errs {
-		t.Run(tc.name, func(t *testing.T) {
-			e.do(t, "GET", tc.path, e.root, nil).wantError(t, tc.status, tc.code)
-		})
-	}
+	})
 	e.checkAuth(t, "GET", "/ks/keyrings/payments", nil)
 	t.Run("403 by ID", func(t *testing.T) {
 		secret, _ := e.apiKey(t, "keyring.other.read")
@@ -255,22 +265,13 @@ func TestGetKey(t *testing.T) {
 			}
 		})
 	}
-	errs := []struct {
-		name, path string
-		status     int
-		code       string
-	}{
+	e.wantGetErrors(t, "", []getError{
 		{"unknown key", "/ks/keyrings/getkey/keys/0123456789abcdef0123456789abcdef", http.StatusNotFound, "not_found"},
 		{"malformed key ID", "/ks/keyrings/getkey/keys/not-an-id", http.StatusNotFound, "not_found"},
 		{"unknown ring", "/ks/keyrings/nope/keys/" + created.Key.ID, http.StatusNotFound, "not_found"},
 		{"bad ring name", "/ks/keyrings/bad%20name!/keys/" + created.Key.ID, http.StatusBadRequest, "invalid"},
 		{"malformed ring ID", "/ks/keyrings/getkey/keys/" + created.Key.ID + "?id=true", http.StatusNotFound, "not_found"},
-	}
-	for _, tc := range errs {
-		t.Run(tc.name, func(t *testing.T) {
-			e.do(t, "GET", tc.path, e.root, nil).wantError(t, tc.status, tc.code)
-		})
-	}
+	})
 	t.Run("key of another ring", func(t *testing.T) {
 		other := e.createRing(t, "getkey-other")
 		e.do(t, "GET", "/ks/keyrings/getkey/keys/"+other.Key.ID, e.root, nil).wantError(t, http.StatusNotFound, "not_found")
