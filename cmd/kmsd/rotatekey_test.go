@@ -11,17 +11,27 @@ import (
 	"testing"
 )
 
-// signingKeyIDs fetches GET /ks/signing-keys with no credential and
-// returns the key IDs, oldest first, and the active one.
-func signingKeyIDs(t *testing.T, url string) (ids []string, active string) {
+// signingKeys returns the keys GET /ks/signing-keys publishes.
+func signingKeys(t *testing.T, url string) []map[string]any {
 	t.Helper()
 	code, body := call(t, nil, "GET", url+"/ks/signing-keys", "", nil)
 	if code != 200 {
 		t.Fatalf("GET /ks/signing-keys = %d %v", code, body)
 	}
 	keys, _ := body["keys"].([]any)
+	var out []map[string]any
 	for _, k := range keys {
 		m, _ := k.(map[string]any)
+		out = append(out, m)
+	}
+	return out
+}
+
+// signingKeyIDs fetches GET /ks/signing-keys with no credential and
+// returns the key IDs, oldest first, and the active one.
+func signingKeyIDs(t *testing.T, url string) (ids []string, active string) {
+	t.Helper()
+	for _, m := range signingKeys(t, url) {
 		id, _ := m["id"].(string)
 		ids = append(ids, id)
 		if m["active"] == true {

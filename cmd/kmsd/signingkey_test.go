@@ -23,13 +23,8 @@ import (
 // with GET /ks/header.
 func verifyOffline(t *testing.T, url, key string, headers ...string) {
 	t.Helper()
-	code, body := call(t, nil, "GET", url+"/ks/signing-keys", "", nil)
-	if code != 200 {
-		t.Fatalf("GET /ks/signing-keys = %d %v", code, body)
-	}
 	var set kms.SigningKeySet
-	for _, k := range body["keys"].([]any) {
-		m := k.(map[string]any)
+	for _, m := range signingKeys(t, url) {
 		set.Keys = append(set.Keys, kms.SigningKey{ID: m["id"].(string), Algorithm: m["algorithm"].(string), PublicKey: m["publicKey"].(string)})
 	}
 	for _, h := range headers {
