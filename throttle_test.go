@@ -13,6 +13,7 @@ import (
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/internal/pgtest"
+	"github.com/ringkms/kms/kmstest"
 	"github.com/ringkms/kms/store/pgstore"
 )
 
@@ -150,8 +151,8 @@ func (keepOpen) Close() error { return nil }
 
 func TestLoginThrottleSurvivesRestart(t *testing.T) {
 	st := newMemStore(t)
-	clock := newFixedClock(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
-	opts := kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.now, Mailer: newFakeMailer(), BaseURL: testBaseURL}
+	clock := kmstest.ClockAt(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
+	opts := kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now, Mailer: newFakeMailer(), BaseURL: testBaseURL}
 	ctx := context.Background()
 	guesser := kms.WithClientAddr(ctx, "192.0.2.200")
 	login := func(svc *kms.Service, ctx context.Context, name, pw string) error {
@@ -192,7 +193,7 @@ func TestLoginThrottleSurvivesRestart(t *testing.T) {
 	wantKind(t, "Login from the guessing address after a restart", login(second, guesser, "bob", "Wrong-pass1"), kms.KindRateLimited)
 	_, err = second.StartPasswordReset(ctx, "NOBODY@example.com")
 	wantKind(t, "StartPasswordReset after a restart", err, kms.KindRateLimited)
-	clock.advance(16 * time.Minute)
+	clock.Advance(16 * time.Minute)
 	if err := login(second, ctx, "ada", u.Password); err != nil {
 		t.Fatalf("Login after the lockout = %v", err)
 	}
@@ -280,8 +281,8 @@ func (s *throttleOps) Update(ctx context.Context, fn func(kms.Txn) error) error 
 // that clears a count.
 func TestThrottleStoreCost(t *testing.T) {
 	st := &throttleOps{Store: newMemStore(t)}
-	clock := newFixedClock(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
-	e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.now})
+	clock := kmstest.ClockAt(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
+	e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now})
 	res, err := e.svc.CreateUser(e.root, userInput("ada", nil))
 	if err != nil {
 		t.Fatal(err)
