@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/kmstest"
 )
 
 // searchAll pages through SearchActivity with limit and returns every
@@ -300,18 +301,11 @@ func TestSearchActivityIndexChoice(t *testing.T) {
 	}
 }
 
-// stepClock is a clock for Options.Now that tests set, safe to read from
-// the Service's goroutines.
-type stepClock struct{ ms atomic.Int64 }
-
-func (c *stepClock) now() time.Time { return time.UnixMilli(c.ms.Load()) }
-
 func TestSearchActivityTimeRange(t *testing.T) {
 	const t0 = int64(1_700_000_000_000)
-	clock := &stepClock{}
-	clock.ms.Store(t0)
+	clock := kmstest.ClockAt(time.UnixMilli(t0))
 	st := newMemStore(t)
-	e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.now})
+	e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now})
 	e.ring(t, "timed")
 	searcher := e.as(t, kms.Flags{kms.FlagActivityRead: true, kms.FlagAllAccounts: true})
 	reader := e.as(t, kms.Flags{"keyring.timed.read": true})
@@ -319,14 +313,14 @@ func TestSearchActivityTimeRange(t *testing.T) {
 	// Several records in one millisecond, gaps, and a clock that goes back
 	// (the trail's time does not).
 	for _, step := range []struct{ at, n int64 }{{10, 3}, {11, 2}, {13, 1}, {20, 2}, {5, 1}, {21, 1}} {
-		clock.ms.Store(t0 + step.at)
+		clock.Set(time.UnixMilli(t0 + step.at))
 		for range step.n {
 			if _, err := e.svc.GetKeyRing(reader, kms.RingRef{Name: "timed"}); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	clock.ms.Store(t0 + 1000) // the searches' own records
+	clock.Set(time.UnixMilli(t0 + 1000)) // the searches' own records
 	at := func(d int64) *int64 { return ptr(t0 + d) }
 	cases := []struct {
 		name       string

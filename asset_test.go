@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/kmstest"
 )
 
 // encryptAsset encrypts on ring with an Asset, as root, and returns the
@@ -153,9 +154,9 @@ func TestAssetTenancy(t *testing.T) {
 }
 
 func TestSearchAssets(t *testing.T) {
-	clock := newFixedClock(time.UnixMilli(1_800_000_000_000).UTC())
+	clock := kmstest.ClockAt(time.UnixMilli(1_800_000_000_000).UTC())
 	st := newMemStore(t)
-	e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.now})
+	e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now})
 	r1 := e.ring(t, "r1")
 	r2 := e.ring(t, "r2")
 	second := e.as(t, kms.Flags{"*": true})
@@ -172,7 +173,7 @@ func TestSearchAssets(t *testing.T) {
 	}
 	var all []made
 	for i := 0; i < 30; i++ {
-		clock.advance(time.Second)
+		clock.Advance(time.Second)
 		ring, ctx, key := "r1", e.root, rootID
 		if i%3 == 0 {
 			ring = "r2"
@@ -189,7 +190,7 @@ func TestSearchAssets(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		all = append(all, made{res.Asset, ring, key, clock.now().UnixMilli()})
+		all = append(all, made{res.Asset, ring, key, clock.Now().UnixMilli()})
 	}
 	start, end := all[10].ms, all[19].ms
 

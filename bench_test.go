@@ -28,20 +28,31 @@ func benchEnv(b *testing.B) (*env, kms.Store) {
 	return e, st
 }
 
-// BenchmarkEncrypt is in-process Encrypt with its durable activity record,
-// from 64 concurrent callers (b.SetParallelism with GOMAXPROCS 2).
-func BenchmarkEncrypt(b *testing.B) {
-	e, _ := benchEnv(b)
+// parallel runs op from 64 concurrent callers (b.SetParallelism with
+// GOMAXPROCS 2) until the benchmark ends or op fails, counting
+// allocations and timing nothing before it.
+func parallel(b *testing.B, op func() error) {
+	b.Helper()
 	b.SetParallelism(32)
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "bench"}); err != nil {
+			if err := op(); err != nil {
 				b.Error(err)
 				return
 			}
 		}
+	})
+}
+
+// BenchmarkEncrypt is in-process Encrypt with its durable activity record,
+// from 64 concurrent callers (b.SetParallelism with GOMAXPROCS 2).
+func BenchmarkEncrypt(b *testing.B) {
+	e, _ := benchEnv(b)
+	parallel(b, func() error {
+		_, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "bench"})
+		return err
 	})
 }
 
@@ -63,17 +74,10 @@ func BenchmarkEncryptLayers(b *testing.B) {
 			if layer == "domain-split" {
 				ring = "bench-split"
 			}
-			b.SetParallelism(32)
-			b.ReportAllocs()
-			b.ResetTimer()
 			defer benchcpu.Start(b)()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if _, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: ring}); err != nil {
-						b.Error(err)
-						return
-					}
-				}
+			parallel(b, func() error {
+				_, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: ring})
+				return err
 			})
 		})
 	}
@@ -88,16 +92,9 @@ func BenchmarkDecrypt(b *testing.B) {
 		b.Fatal(err)
 	}
 	in := kms.DecryptInput{Hash: res.Hash, Header: res.Header}
-	b.SetParallelism(32)
-	b.ReportAllocs()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if _, err := e.svc.Decrypt(e.root, in); err != nil {
-				b.Error(err)
-				return
-			}
-		}
+	parallel(b, func() error {
+		_, err := e.svc.Decrypt(e.root, in)
+		return err
 	})
 }
 
@@ -133,16 +130,9 @@ func BenchmarkAuthenticate(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.SetParallelism(32)
-	b.ReportAllocs()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if _, err := e.svc.Authenticate(b.Context(), k.Key); err != nil {
-				b.Error(err)
-				return
-			}
-		}
+	parallel(b, func() error {
+		_, err := e.svc.Authenticate(b.Context(), k.Key)
+		return err
 	})
 }
 
@@ -156,20 +146,12 @@ func BenchmarkEncryptTransit(b *testing.B) {
 	if _, err := e.svc.EncryptTransit(e.root, in); err != nil {
 		b.Fatal(err)
 	}
-	b.SetParallelism(32)
-	b.ReportAllocs()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			out, err := e.svc.EncryptTransit(e.root, in)
-			if err == nil {
-				err = out[0].Err
-			}
-			if err != nil {
-				b.Error(err)
-				return
-			}
+	parallel(b, func() error {
+		out, err := e.svc.EncryptTransit(e.root, in)
+		if err == nil {
+			err = out[0].Err
 		}
+		return err
 	})
 }
 
@@ -181,19 +163,11 @@ func BenchmarkDecryptTransit(b *testing.B) {
 		b.Fatal(err, out)
 	}
 	in := kms.TransitDecryptInput{Name: "bench-transit", Ciphertexts: []string{out[0].Ciphertext}}
-	b.SetParallelism(32)
-	b.ReportAllocs()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			res, err := e.svc.DecryptTransit(e.root, in)
-			if err == nil {
-				err = res[0].Err
-			}
-			if err != nil {
-				b.Error(err)
-				return
-			}
+	parallel(b, func() error {
+		res, err := e.svc.DecryptTransit(e.root, in)
+		if err == nil {
+			err = res[0].Err
 		}
+		return err
 	})
 }

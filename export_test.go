@@ -60,17 +60,6 @@ func ThrottlePrefix() []byte { return pfxThrottle }
 // recording and signing nothing, for the layer benchmark.
 func SkipJournal(s *Service) { s.journal.SetSkip(true) }
 
-// CountStale counts one encrypt call on the key keyID of ring ringID as a
-// call that read the ring before it had a limit does.
-func CountStale(s *Service, ringID, keyID string) error { return s.counts.Count(ringID, keyID, 0) }
-
-// LimitCounter puts the counter of the key keyID under limit, as the
-// first call under a new limit does.
-func LimitCounter(s *Service, keyID string, limit uint64) error { return s.counts.Limit(keyID, limit) }
-
-// CounterUsed is how many calls s counted on the key keyID.
-func CounterUsed(s *Service, keyID string) uint64 { return s.counts.Used(keyID) }
-
 // CountTotal is the store's total of the calls reserved on the key keyID,
 // what every process reads.
 func CountTotal(s *Service, keyID string) (uint64, error) {
@@ -82,9 +71,6 @@ func CountTotal(s *Service, keyID string) (uint64, error) {
 	})
 	return total, err
 }
-
-// SetLimitHook has limitCounter run f once it has read the counter.
-func SetLimitHook(s *Service, f func()) { s.counts.SetLimitHook(f) }
 
 // UsedKey reports whether record a counts as a use of a key (keyUses).
 func UsedKey(a *Activity) bool {
@@ -136,10 +122,6 @@ func ShareSecret(ctx context.Context, st Store, mk MasterKey, ringID string) ([]
 // RotateDue runs a pass of the rotation sweep now (rotateDue), and
 // returns when the next rotation is due.
 func RotateDue(s *Service) (time.Time, error) { return s.rotateDue(context.Background()) }
-
-// RotatorPasses returns the passes the rotation sweep has made, and a
-// channel closed at its next.
-func RotatorPasses(s *Service) (uint64, <-chan struct{}) { return s.rotator.Passes() }
 
 // StripKeyVersions makes the ring ringID of st as a ring made before key
 // versions was: its keys without versions, no index of them, no latest

@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/internal/pgtest"
@@ -97,30 +95,6 @@ func wantKind(tb testing.TB, what string, err error, kind kms.Kind) {
 	if got := kms.ErrorKind(err); got != kind {
 		tb.Fatalf("%s = %v (kind %s), want kind %s", what, err, got, kind)
 	}
-}
-
-// fixedClock is a settable clock for Options.Now. It is read by the
-// journal's goroutine and by work the Service does after an answer, so it
-// is guarded.
-type fixedClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFixedClock(t time.Time) *fixedClock { return &fixedClock{t: t} }
-
-func (c *fixedClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-// advance moves the clock on by d and returns the new time.
-func (c *fixedClock) advance(d time.Duration) time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-	return c.t
 }
 
 func newMemStore(tb testing.TB) kms.Store {

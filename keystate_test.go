@@ -13,6 +13,7 @@ import (
 	"github.com/dgraph-io/badger/v4/options"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/kmstest"
 	"github.com/ringkms/kms/store/badgerstore"
 )
 
@@ -139,9 +140,9 @@ func TestKeyDisable(t *testing.T) {
 // TestKeyDestroy schedules a destruction, cancels it, schedules it again
 // and lets it fall due.
 func TestKeyDestroy(t *testing.T) {
-	clock := newFixedClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := kmstest.ClockAt(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	st := newMemStore(t)
-	e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.now})
+	e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now})
 	first := e.ring(t, "r").Key.ID
 	old, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "r"})
 	if err != nil {
@@ -157,7 +158,7 @@ func TestKeyDestroy(t *testing.T) {
 	if err != nil {
 		t.Fatalf("DestroyKey(rotate) = %v", err)
 	}
-	if want := clock.now().Add(kms.DefaultDestroyDelay); k.State != kms.KeyDestroyScheduled || k.DestroyAt == nil || !k.DestroyAt.Equal(want) {
+	if want := clock.Now().Add(kms.DefaultDestroyDelay); k.State != kms.KeyDestroyScheduled || k.DestroyAt == nil || !k.DestroyAt.Equal(want) {
 		t.Fatalf("DestroyKey = %+v, want destroy_scheduled at %v", k, want)
 	}
 	_, err = e.svc.Decrypt(e.root, kms.DecryptInput{Hash: old.Hash, Header: old.Header})
@@ -172,7 +173,7 @@ func TestKeyDestroy(t *testing.T) {
 	}
 	_, err = e.svc.CancelDestroyKey(e.root, ref, first)
 	wantKind(t, "CancelDestroyKey(disabled key)", err, kms.KindConflict)
-	clock.advance(48 * time.Hour)
+	clock.Advance(48 * time.Hour)
 	if err := kms.DestroyDue(context.Background(), e.svc); err != nil {
 		t.Fatal(err)
 	}
@@ -183,14 +184,14 @@ func TestKeyDestroy(t *testing.T) {
 	if _, err := e.svc.DestroyKey(e.root, ref, first, kms.DestroyKeyInput{After: "2h"}); err != nil {
 		t.Fatal(err)
 	}
-	clock.advance(time.Hour)
+	clock.Advance(time.Hour)
 	if err := kms.DestroyDue(context.Background(), e.svc); err != nil {
 		t.Fatal(err)
 	}
 	if got := keyState(t, e, first).State; got != kms.KeyDestroyScheduled {
 		t.Fatalf("an hour before its time: state %q, want destroy_scheduled", got)
 	}
-	clock.advance(time.Hour)
+	clock.Advance(time.Hour)
 	for range 2 { // the second pass finds nothing to do
 		if err := kms.DestroyDue(context.Background(), e.svc); err != nil {
 			t.Fatal(err)
@@ -275,10 +276,10 @@ func TestDestroyAfterRestart(t *testing.T) {
 		}
 		return st
 	}
-	clock := newFixedClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := kmstest.ClockAt(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	mk := kms.GenerateMasterKey()
 	st := open()
-	svc, err := kms.New(st, kms.Options{MasterKey: mk, Now: clock.now})
+	svc, err := kms.New(st, kms.Options{MasterKey: mk, Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,9 +308,9 @@ func TestDestroyAfterRestart(t *testing.T) {
 		t.Fatal("the store's files do not hold the wrapped key before its destruction: the test cannot see it")
 	}
 
-	clock.advance(time.Hour)
+	clock.Advance(time.Hour)
 	st = open()
-	svc, err = kms.New(st, kms.Options{MasterKey: mk, Now: clock.now})
+	svc, err = kms.New(st, kms.Options{MasterKey: mk, Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,8 +361,8 @@ func filesHolding(t *testing.T, dir string, b []byte) []string {
 // race to destroy a due key; it is destroyed once, with one record.
 func TestDestroyOnceAcrossNodes(t *testing.T) {
 	ctx := context.Background()
-	clock := newFixedClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	nodes := pgNodes(t, 2, kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.now, MinDestroyDelay: -1}, nil)
+	clock := kmstest.ClockAt(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	nodes := pgNodes(t, 2, kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now, MinDestroyDelay: -1}, nil)
 	root := bootstrapRoot(t, nodes[0])
 	created, err := nodes[0].CreateKeyRing(root, kms.CreateKeyRingInput{Name: "r", KEM: "x25519"})
 	if err != nil {
@@ -370,7 +371,7 @@ func TestDestroyOnceAcrossNodes(t *testing.T) {
 	if _, err := nodes[0].DestroyKey(root, kms.RingRef{Name: "r"}, created.Key.ID, kms.DestroyKeyInput{After: "1m", Rotate: true}); err != nil {
 		t.Fatal(err)
 	}
-	clock.advance(time.Minute)
+	clock.Advance(time.Minute)
 	var wg sync.WaitGroup
 	errs := make([]error, len(nodes))
 	for i, svc := range nodes {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/kmstest"
 )
 
 func wantUsage(tb testing.TB, svc *kms.Service, ctx context.Context, ring, keyID string, enc, dec uint64) *kms.KeyUsage {
@@ -28,8 +29,8 @@ func wantUsage(tb testing.TB, svc *kms.Service, ctx context.Context, ring, keyID
 // refused or failed; its times are those of the first and last; key reads
 // and lists carry the encrypt count.
 func TestKeyUsageCountsCalls(t *testing.T) {
-	clock := newFixedClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	e := newEnvOn(t, newMemStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.now})
+	clock := kmstest.ClockAt(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	e := newEnvOn(t, newMemStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now})
 	created := e.ring(t, "r")
 	first := created.Key.ID
 	wantUsage(t, e.svc, e.root, "r", first, 0, 0)
@@ -37,7 +38,8 @@ func TestKeyUsageCountsCalls(t *testing.T) {
 		t.Fatalf("unused key: times %v, %v; want none", u.FirstUsedAt, u.LastUsedAt)
 	}
 
-	start := clock.advance(time.Second)
+	clock.Advance(time.Second)
+	start := clock.Now()
 	var enc []*kms.EncryptResult
 	for i := range 7 {
 		in := kms.EncryptInput{RingName: "r"}
@@ -49,15 +51,15 @@ func TestKeyUsageCountsCalls(t *testing.T) {
 			t.Fatal(err)
 		}
 		enc = append(enc, res)
-		clock.advance(time.Millisecond)
+		clock.Advance(time.Millisecond)
 	}
 	for _, res := range enc[:4] {
 		if _, err := e.svc.Decrypt(e.root, kms.DecryptInput{Hash: res.Hash, Header: res.Header}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	end := clock.now()
-	clock.advance(time.Millisecond) // the refused calls below come later, and are not counted
+	end := clock.Now()
+	clock.Advance(time.Millisecond) // the refused calls below come later, and are not counted
 	if _, err := e.svc.Decrypt(e.root, kms.DecryptInput{Hash: enc[0].Hash, Header: enc[1].Header}); kms.ErrorKind(err) != kms.KindUnprocessable {
 		t.Fatalf("mismatched decrypt = %v, want unprocessable", err)
 	}

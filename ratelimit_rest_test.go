@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/kmstest"
 )
 
 // TestAdmitRest: a request admitted for one call before its body was
@@ -15,8 +16,8 @@ import (
 // Invalid, counting the call already taken; n of 1 takes nothing more.
 func TestAdmitRest(t *testing.T) {
 	ctx := context.Background()
-	clock := newFixedClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	e := newEnvOn(t, mustMemStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.now,
+	clock := kmstest.ClockAt(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	e := newEnvOn(t, mustMemStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now,
 		RateLimits: kms.RateLimits{
 			PerAPIKey: kms.Rate{PerSecond: 5, Burst: 5},
 			PerAddr:   kms.Rate{PerSecond: 0.001, Burst: 12},
@@ -45,7 +46,7 @@ func TestAdmitRest(t *testing.T) {
 
 	// Past the burst, the first call counted: Invalid, and the rest of
 	// the bucket untouched.
-	clock.advance(time.Second)                                 // key 5
+	clock.Advance(time.Second)                                 // key 5
 	check("the first of 6", e.svc.Admit(ctx, a), kms.KindNone) // key 4
 	if err := check("the 5 others of 6, burst 5", e.svc.AdmitRest(ctx, a, 6), kms.KindInvalid); !strings.Contains(err.Message, "burst of 5") {
 		t.Fatalf("6 calls, burst 5: %q, want the burst named", err.Message)
@@ -54,7 +55,7 @@ func TestAdmitRest(t *testing.T) {
 
 	// Short: RateLimited until the bucket holds the whole request again,
 	// and nothing taken.
-	clock.advance(600 * time.Millisecond)                      // key 3
+	clock.Advance(600 * time.Millisecond)                      // key 3
 	check("the first of 4", e.svc.Admit(ctx, a), kms.KindNone) // key 2
 	if err := check("the 3 others of 4 with 2 in the bucket", e.svc.AdmitRest(ctx, a, 4), kms.KindRateLimited); err.RetryAfter != time.Second {
 		t.Fatalf("3 others of 4 with 2: RetryAfter = %v, want 1s", err.RetryAfter)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/kmstest"
 	"github.com/ringkms/kms/store/badgerstore"
 )
 
@@ -18,13 +19,13 @@ import (
 // separate.
 func TestRateLimits(t *testing.T) {
 	ctx := context.Background()
-	clock := newFixedClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := kmstest.ClockAt(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	st, err := badgerstore.OpenInMemory()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var acct string
-	e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.now,
+	e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now,
 		RateLimits: kms.RateLimits{
 			PerAPIKey: kms.Rate{PerSecond: 1, Burst: 3},
 			PerAddr:   kms.Rate{PerSecond: 2},
@@ -54,7 +55,7 @@ func TestRateLimits(t *testing.T) {
 	}
 	admit("key a, call 4", a, ctx, kms.KindRateLimited)
 	admit("key b, call 1", b, ctx, kms.KindNone) // its own bucket
-	clock.advance(time.Second)
+	clock.Advance(time.Second)
 	admit("key a, a second later", a, ctx, kms.KindNone)
 	admit("key a, again", a, ctx, kms.KindRateLimited)
 
@@ -72,7 +73,7 @@ func TestRateLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	acct = acctRes.ID
-	clock.advance(time.Hour)
+	clock.Advance(time.Hour)
 	c1 := kms.PrincipalFrom(e.asIn(t, acct, kms.Flags{"keyring.*.read": true}))
 	c2 := kms.PrincipalFrom(e.asIn(t, acct, kms.Flags{"keyring.*.read": true}))
 	for i := range 4 {
@@ -146,10 +147,10 @@ func mustMemStore(tb testing.TB) kms.Store {
 // reason less than a second before (TestRateLimitRecords).
 func TestAdmitN(t *testing.T) {
 	ctx := context.Background()
-	clock := newFixedClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := kmstest.ClockAt(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	var acct string
 	st := mustMemStore(t)
-	e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.now,
+	e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now,
 		RateLimits: kms.RateLimits{
 			PerAPIKey: kms.Rate{PerSecond: 5, Burst: 5},
 			PerAddr:   kms.Rate{PerSecond: 0.001, Burst: 12},
@@ -180,7 +181,7 @@ func TestAdmitN(t *testing.T) {
 
 	// Short of the batch: RateLimited until the bucket holds it all, and
 	// nothing taken.
-	clock.advance(600 * time.Millisecond) // 3 calls
+	clock.Advance(600 * time.Millisecond) // 3 calls
 	if err := admit("4 calls with 3 in the bucket", ctx, a, 4, kms.KindRateLimited); err.RetryAfter != time.Second {
 		t.Fatalf("4 calls with 3 in the bucket: RetryAfter = %v, want 1s", err.RetryAfter)
 	}
@@ -192,10 +193,10 @@ func TestAdmitN(t *testing.T) {
 	b := kms.PrincipalFrom(e.as(t, kms.Flags{"*": true}))
 	admit("door of batch 1", from, nil, 1, kms.KindNone)
 	admit("batch 1, 5 calls", from, b, 5, kms.KindNone) // address 12 -> 7
-	clock.advance(time.Second)                          // b's bucket is full again
+	clock.Advance(time.Second)                          // b's bucket is full again
 	admit("door of batch 2", from, nil, 1, kms.KindNone)
 	admit("batch 2, 5 calls", from, b, 5, kms.KindNone) // address 7 -> 2
-	clock.advance(time.Second)
+	clock.Advance(time.Second)
 	admit("door of batch 3", from, nil, 1, kms.KindNone) // address 1
 	if err := admit("batch 3, 5 calls with 1 call of the address", from, b, 5, kms.KindRateLimited); !strings.Contains(err.Message, "client address") {
 		t.Fatalf("batch 3: %q, want the client address's limit", err.Message)
@@ -217,9 +218,9 @@ func TestAdmitN(t *testing.T) {
 		t.Fatalf("c2, 4 calls: %q, RetryAfter %v; want the account's limit, 1s", err.Message, err.RetryAfter)
 	}
 	admit("c2, 3 calls after 4 were refused", ctx, c2, 3, kms.KindNone) // account 0, c2 2
-	clock.advance(2 * time.Second)                                      // account 2, c2 full (5)
+	clock.Advance(2 * time.Second)                                      // account 2, c2 full (5)
 	admit("c2, 5 calls with 2 of the Account", ctx, c2, 5, kms.KindRateLimited)
-	clock.advance(3 * time.Second) // account 5
+	clock.Advance(3 * time.Second) // account 5
 	admit("c2, 5 calls with 5 of the Account", ctx, c2, 5, kms.KindNone)
 
 	if err := e.svc.Close(); err != nil { // records the counts left
@@ -300,10 +301,10 @@ func TestBatchCalls(t *testing.T) {
 // buckets and reasons are counted apart.
 func TestRateLimitRecords(t *testing.T) {
 	ctx := context.Background()
-	clock := newFixedClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := kmstest.ClockAt(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	st := mustMemStore(t)
 	obs := &recordingObserver{actions: map[string]int{}}
-	e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.now, Observer: obs,
+	e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now, Observer: obs,
 		RateLimits: kms.RateLimits{PerAPIKey: kms.Rate{PerSecond: 0.1, Burst: 2}}})
 	a, b := kms.PrincipalFrom(e.as(t, kms.Flags{"*": true})), kms.PrincipalFrom(e.as(t, kms.Flags{"*": true}))
 	refusals := map[string]int{} // key ID/result -> refused calls
@@ -341,7 +342,7 @@ func TestRateLimitRecords(t *testing.T) {
 	admit(a, 1, kms.KindRateLimited) // recorded
 	calls := committed()
 	for i := range 20 { // within the second: counted, no journal job
-		clock.advance(40 * time.Millisecond)
+		clock.Advance(40 * time.Millisecond)
 		admit(a, 1, kms.KindRateLimited)
 		if i == 0 {
 			admit(a, 3, kms.KindInvalid) // past the burst: a reason of its own, recorded
@@ -366,7 +367,7 @@ func TestRateLimitRecords(t *testing.T) {
 
 	// After the second: a's next refusal is recorded, and its count is in
 	// that record (or in a record of its own, if the tick came first).
-	clock.advance(time.Second)
+	clock.Advance(time.Second)
 	admit(a, 1, kms.KindRateLimited)
 	admit(a, 1, kms.KindRateLimited) // counted: it waits for Close
 	if n := records(a); n < 3 || n > 4 {

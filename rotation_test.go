@@ -82,12 +82,12 @@ func TestRotationPeriodConfig(t *testing.T) {
 // has been active for the period, once however often it passes, as the
 // service's own rotation; the next period runs from the new key.
 func TestRotationPeriodSweep(t *testing.T) {
-	clock := newFixedClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	e := newEnvOn(t, newMemStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.now})
+	clock := kmstest.ClockAt(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	e := newEnvOn(t, newMemStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now})
 	first := e.ring(t, "swept").Key.ID
 	setPeriod(t, e.svc, e.root, "swept", "2h", 0)
 
-	clock.advance(2*time.Hour - time.Second)
+	clock.Advance(2*time.Hour - time.Second)
 	next, err := kms.RotateDue(e.svc)
 	if err != nil {
 		t.Fatal(err)
@@ -95,10 +95,10 @@ func TestRotationPeriodSweep(t *testing.T) {
 	if got := ringActiveKey(t, e.svc, e.root, "swept"); got != first {
 		t.Fatalf("rotated a second before the period ended")
 	}
-	if want := clock.now().Add(time.Second); !next.Equal(want) {
+	if want := clock.Now().Add(time.Second); !next.Equal(want) {
 		t.Errorf("RotateDue = next %v, want %v", next, want)
 	}
-	clock.advance(time.Second)
+	clock.Advance(time.Second)
 	for range 3 {
 		if _, err := kms.RotateDue(e.svc); err != nil {
 			t.Fatal(err)
@@ -119,12 +119,12 @@ func TestRotationPeriodSweep(t *testing.T) {
 	}
 
 	// The next period runs from the new key's creation.
-	clock.advance(2*time.Hour - time.Second)
+	clock.Advance(2*time.Hour - time.Second)
 	kms.RotateDue(e.svc)
 	if got := ringActiveKey(t, e.svc, e.root, "swept"); got != second {
 		t.Fatal("rotated again before the new key's period ended")
 	}
-	clock.advance(time.Second)
+	clock.Advance(time.Second)
 	kms.RotateDue(e.svc)
 	if got := ringActiveKey(t, e.svc, e.root, "swept"); got == second {
 		t.Fatal("not rotated at the end of the new key's period")
@@ -133,7 +133,7 @@ func TestRotationPeriodSweep(t *testing.T) {
 	// No period: no rotation; and the schedule goes with it.
 	setPeriod(t, e.svc, e.root, "swept", "0", 0)
 	third := ringActiveKey(t, e.svc, e.root, "swept")
-	clock.advance(100 * time.Hour)
+	clock.Advance(100 * time.Hour)
 	if next, _ := kms.RotateDue(e.svc); !next.IsZero() || ringActiveKey(t, e.svc, e.root, "swept") != third {
 		t.Errorf("a ring without a period rotated, or is scheduled (next %v)", next)
 	}
@@ -143,15 +143,15 @@ func TestRotationPeriodSweep(t *testing.T) {
 // its period before the sweep does rotates the ring first, and never
 // hands the old key out.
 func TestRotationPeriodEncryptFirst(t *testing.T) {
-	clock := newFixedClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	e := newEnvOn(t, newMemStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.now})
+	clock := kmstest.ClockAt(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	e := newEnvOn(t, newMemStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now})
 	first := e.ring(t, "enc").Key.ID
 	setPeriod(t, e.svc, e.root, "enc", "1h", 0)
 	res, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "enc"})
 	if err != nil || res.Key.ID != first {
 		t.Fatalf("Encrypt within the period = %v, %v", res, err)
 	}
-	clock.advance(time.Hour)
+	clock.Advance(time.Hour)
 	var wg sync.WaitGroup
 	keys := make([]string, 8)
 	for i := range keys {
@@ -179,8 +179,8 @@ func TestRotationPeriodEncryptFirst(t *testing.T) {
 // TestRotationPeriodAndCount: maxEncryptCount and the period combine,
 // whichever comes first.
 func TestRotationPeriodAndCount(t *testing.T) {
-	clock := newFixedClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	e := newEnvOn(t, newMemStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.now})
+	clock := kmstest.ClockAt(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	e := newEnvOn(t, newMemStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now})
 	first := e.ring(t, "both").Key.ID
 	setPeriod(t, e.svc, e.root, "both", "1h", 3)
 	encrypt := func() string {
@@ -196,16 +196,16 @@ func TestRotationPeriodAndCount(t *testing.T) {
 			t.Fatalf("encrypt within both limits handed out %s, want %s", k, first)
 		}
 	}
-	clock.advance(30 * time.Minute)
+	clock.Advance(30 * time.Minute)
 	byCount := encrypt() // the count comes first
 	if byCount == first {
 		t.Fatal("not rotated after maxEncryptCount calls")
 	}
-	clock.advance(59 * time.Minute) // the new key's period runs from its creation
+	clock.Advance(59 * time.Minute) // the new key's period runs from its creation
 	if k := encrypt(); k != byCount {
 		t.Fatalf("rotated before the new key's period ended")
 	}
-	clock.advance(time.Minute) // now the period comes first
+	clock.Advance(time.Minute) // now the period comes first
 	byPeriod := encrypt()
 	if byPeriod == byCount {
 		t.Fatal("not rotated at the end of the period")

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/kmstest"
 	"github.com/ringkms/kms/store/badgerstore"
 )
 
@@ -52,8 +53,8 @@ func activeKey(t testing.TB, set *kms.SigningKeySet) kms.SigningKey {
 }
 
 func TestSigningKeys(t *testing.T) {
-	clock := newFixedClock(time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC))
-	e := newEnvOn(t, newMemStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.now})
+	clock := kmstest.ClockAt(time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC))
+	e := newEnvOn(t, newMemStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now})
 	set := signingKeys(t, e.svc)
 	if len(set.Keys) != 1 {
 		t.Fatalf("SigningKeys() = %+v, want one key", set.Keys)
@@ -64,8 +65,8 @@ func TestSigningKeys(t *testing.T) {
 		t.Fatalf("publicKey %q is not base64 of an Ed25519 key", k.PublicKey)
 	}
 	sum := sha256.Sum256(pub)
-	if k.ID != hex.EncodeToString(sum[:8]) || !k.Active || k.Algorithm != "Ed25519" || !k.CreatedAt.Equal(clock.now()) {
-		t.Fatalf("signing key %+v: want ID %x, Ed25519, active, created %v", k, sum[:8], clock.now())
+	if k.ID != hex.EncodeToString(sum[:8]) || !k.Active || k.Algorithm != "Ed25519" || !k.CreatedAt.Equal(clock.Now()) {
+		t.Fatalf("signing key %+v: want ID %x, Ed25519, active, created %v", k, sum[:8], clock.Now())
 	}
 	e.ring(t, "r")
 	enc, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "r"})
@@ -89,12 +90,12 @@ func TestSigningKeys(t *testing.T) {
 func TestRotateSigningKey(t *testing.T) {
 	dir := t.TempDir()
 	mk := kms.GenerateMasterKey()
-	clock := newFixedClock(time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := kmstest.ClockAt(time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC))
 	st, err := badgerstore.OpenDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newEnvOn(t, st, kms.Options{MasterKey: mk, Now: clock.now})
+	e := newEnvOn(t, st, kms.Options{MasterKey: mk, Now: clock.Now})
 	e.ring(t, "r")
 	before, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "r", Asset: &kms.AssetInput{Data: map[string]any{"a": 1}}})
 	if err != nil {
@@ -107,13 +108,13 @@ func TestRotateSigningKey(t *testing.T) {
 	_, err = e.svc.RotateSigningKey(context.Background())
 	wantKind(t, "RotateSigningKey without a principal", err, kms.KindUnauthenticated)
 
-	clock.advance(time.Hour)
+	clock.Advance(time.Hour)
 	k, err := e.svc.RotateSigningKey(e.root)
 	if err != nil {
 		t.Fatalf("RotateSigningKey() = %v", err)
 	}
 	set := signingKeys(t, e.svc)
-	if len(set.Keys) != 2 || set.Keys[0].ID != old.ID || set.Keys[0].Active || set.Keys[1] != *k || !k.Active || k.ID == old.ID || !k.CreatedAt.Equal(clock.now()) {
+	if len(set.Keys) != 2 || set.Keys[0].ID != old.ID || set.Keys[0].Active || set.Keys[1] != *k || !k.Active || k.ID == old.ID || !k.CreatedAt.Equal(clock.Now()) {
 		t.Fatalf("after rotation SigningKeys() = %+v, rotation answered %+v; want the old key inactive, then the new one active", set.Keys, k)
 	}
 	after, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "r"})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/internal/pgtest"
+	"github.com/ringkms/kms/kmstest"
 	"github.com/ringkms/kms/store/pgstore"
 )
 
@@ -143,129 +143,6 @@ func TestThrottlesSharedPostgres(t *testing.T) {
 	})
 }
 
-func TestThrottleSweep(t *testing.T) {
-	st := newMemStore(t)
-	t.Cleanup(func() { st.Close() })
-	node, _ := nodeThrottles(t, func(*testing.T) (kms.Store, kms.Store) { return st, st })
-	ctx := context.Background()
-	now := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
-	attempt := func(user string, ok bool) bool {
-		t.Helper()
-		allowed, err := node.Attempt(ctx, user, "", now, ok)
-		if err != nil {
-			t.Fatalf("Attempt(%s) = %v", user, err)
-		}
-		node.Wait()
-		return allowed
-	}
-	counts := func() int {
-		n := 0
-		err := st.View(ctx, func(tx kms.Txn) error {
-			return tx.Scan(kms.ScanOptions{Prefix: kms.ThrottlePrefix(), KeysOnly: true}, func(k, _ []byte) (bool, error) {
-				n++
-				return true, nil
-			})
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-
-	attempt("once", false) // the first failure sweeps at once: nothing to sweep
-	for range 5 {
-		attempt("locked", false)
-	}
-	if got := counts(); got != 2 {
-		t.Fatalf("counts = %d, want 2", got)
-	}
-	now = now.Add(16 * time.Minute)
-	attempt("later", false) // sweeps: "once" is idle, "locked" was locked out within a day
-	if got := counts(); got != 2 {
-		t.Fatalf("counts after the sweep = %d, want 2 (locked, later)", got)
-	}
-	for range 5 { // the second lockout lasts twice as long: the sweep kept the first
-		attempt("locked", false)
-	}
-	now = now.Add(16 * time.Minute)
-	if attempt("locked", true) {
-		t.Fatal("the second lockout ended after 16 minutes, want 30")
-	}
-	now = now.Add(15 * time.Minute)
-	if !attempt("locked", true) {
-		t.Fatal("the second lockout did not end after 31 minutes")
-	}
-	// A success deletes the count; the sweep two days on, the others.
-	now = now.Add(48 * time.Hour)
-	attempt("last", false)
-	if got := counts(); got != 1 {
-		t.Fatalf("counts after the sweep two days on = %d, want 1 (last)", got)
-	}
-}
-
-// refusingStore is a Store whose Update fails while refuse is set.
-type refusingStore struct {
-	kms.Store
-	refuse atomic.Bool
-}
-
-func (s *refusingStore) Update(ctx context.Context, fn func(kms.Txn) error) error {
-	if s.refuse.Load() {
-		return errors.New("the store refuses writes")
-	}
-	return s.Store.Update(ctx, fn)
-}
-
-func TestThrottleStoreRefusesCount(t *testing.T) {
-	st := newMemStore(t)
-	t.Cleanup(func() { st.Close() })
-	refusing := &refusingStore{Store: st}
-	mk := kms.GenerateMasterKey()
-	var logged atomic.Int32
-	node := kms.NewLoginThrottles(refusing, mk, func(error, string) { logged.Add(1) })
-	other := kms.NewLoginThrottles(st, mk, func(err error, msg string) { t.Errorf("%s: %v", msg, err) })
-	t.Cleanup(func() {
-		node.Wait()
-		other.Wait()
-	})
-	ctx := context.Background()
-	now := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
-	attempt := func(node *kms.LoginThrottles, user string, ok bool) bool {
-		t.Helper()
-		allowed, err := node.Attempt(ctx, user, "", now, ok)
-		if err != nil {
-			t.Fatalf("Attempt(%s) = %v", user, err)
-		}
-		return allowed
-	}
-
-	refusing.refuse.Store(true)
-	for i := range 5 {
-		if !attempt(node, "ada", false) {
-			t.Fatalf("failure #%d refused", i+1)
-		}
-	}
-	if got := logged.Load(); got != 5 {
-		t.Errorf("logged %d errors, want one per failure not counted (5)", got)
-	}
-	if attempt(node, "ada", true) {
-		t.Error("the node let the User in after 5 failures that the store did not take")
-	}
-
-	// Failures not counted join the store's count with the next one it
-	// takes: 3 refused, then 2 taken, lock the User out on every node.
-	for range 3 {
-		attempt(node, "bob", false)
-	}
-	refusing.refuse.Store(false)
-	for range 2 {
-		attempt(node, "bob", false)
-	}
-	if attempt(other, "bob", true) {
-		t.Error("another node let the User in after 3 failures not counted and 2 counted")
-	}
-}
-
 // keepOpen is a Store that its Close leaves open, for a Service after the
 // one that closes it.
 type keepOpen struct{ kms.Store }
@@ -274,8 +151,8 @@ func (keepOpen) Close() error { return nil }
 
 func TestLoginThrottleSurvivesRestart(t *testing.T) {
 	st := newMemStore(t)
-	clock := newFixedClock(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
-	opts := kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.now, Mailer: newFakeMailer(), BaseURL: testBaseURL}
+	clock := kmstest.ClockAt(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
+	opts := kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now, Mailer: newFakeMailer(), BaseURL: testBaseURL}
 	ctx := context.Background()
 	guesser := kms.WithClientAddr(ctx, "192.0.2.200")
 	login := func(svc *kms.Service, ctx context.Context, name, pw string) error {
@@ -316,7 +193,7 @@ func TestLoginThrottleSurvivesRestart(t *testing.T) {
 	wantKind(t, "Login from the guessing address after a restart", login(second, guesser, "bob", "Wrong-pass1"), kms.KindRateLimited)
 	_, err = second.StartPasswordReset(ctx, "NOBODY@example.com")
 	wantKind(t, "StartPasswordReset after a restart", err, kms.KindRateLimited)
-	clock.advance(16 * time.Minute)
+	clock.Advance(16 * time.Minute)
 	if err := login(second, ctx, "ada", u.Password); err != nil {
 		t.Fatalf("Login after the lockout = %v", err)
 	}
@@ -404,8 +281,8 @@ func (s *throttleOps) Update(ctx context.Context, fn func(kms.Txn) error) error 
 // that clears a count.
 func TestThrottleStoreCost(t *testing.T) {
 	st := &throttleOps{Store: newMemStore(t)}
-	clock := newFixedClock(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
-	e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.now})
+	clock := kmstest.ClockAt(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
+	e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now})
 	res, err := e.svc.CreateUser(e.root, userInput("ada", nil))
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/kmstest"
 )
 
 // fakeMailer captures the messages it is asked to send.
@@ -51,7 +52,7 @@ func (m *fakeMailer) wait(tb testing.TB) kms.Message {
 type userEnv struct {
 	*env
 	st    kms.Store
-	clock *fixedClock
+	clock *kmstest.Clock
 	mail  *fakeMailer
 }
 
@@ -59,9 +60,9 @@ const testBaseURL = "https://kms.example.com/"
 
 func newUserEnv(tb testing.TB, change ...func(*kms.Options)) *userEnv {
 	tb.Helper()
-	clock := newFixedClock(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
+	clock := kmstest.ClockAt(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
 	mail := newFakeMailer()
-	opts := kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.now, Mailer: mail, BaseURL: testBaseURL}
+	opts := kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now, Mailer: mail, BaseURL: testBaseURL}
 	for _, c := range change {
 		c(&opts)
 	}
@@ -69,7 +70,7 @@ func newUserEnv(tb testing.TB, change ...func(*kms.Options)) *userEnv {
 	return &userEnv{env: newEnvOn(tb, st, opts), st: st, clock: clock, mail: mail}
 }
 
-func (e *userEnv) advance(d time.Duration) { e.clock.advance(d) }
+func (e *userEnv) advance(d time.Duration) { e.clock.Advance(d) }
 
 // userInput is a valid UserInput for name.
 func userInput(name string, flags kms.Flags) kms.UserInput {

@@ -174,7 +174,7 @@ func TestUpdateUser(t *testing.T) {
 		Email: &email, FirstName: &first, DisplayName: &display, Props: map[string]any{"k": "v"},
 	})
 	if err != nil || got.Email != email || got.FirstName != "Erin" || got.LastName != "Last" || got.DisplayName != "" ||
-		got.Props["k"] != "v" || got.Username != "erin" || !got.UpdatedAt.Equal(e.clock.now()) {
+		got.Props["k"] != "v" || got.Username != "erin" || !got.UpdatedAt.Equal(e.clock.Now()) {
 		t.Fatalf("UpdateUser = %+v, %v", got, err)
 	}
 	if got, err := e.svc.GetUser(e.root, kms.UserRef{Value: "erin.new@EXAMPLE.com", ByEmail: true}); err != nil || got.ID != u.ID {

@@ -159,6 +159,18 @@ func TestDecryptUnprocessable(t *testing.T) {
 	}
 }
 
+// answer is a handler that answers status with a body of type ctype
+// ("" for no Content-Type).
+func answer(status int, ctype, body string) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		if ctype != "" {
+			w.Header().Set("Content-Type", ctype)
+		}
+		w.WriteHeader(status)
+		fmt.Fprint(w, body)
+	}
+}
+
 // TestTransportErrors checks answers that do not come from httpapi: 5xx,
 // answers that are not JSON, unknown codes, oversize answers, a server
 // that is gone.
@@ -169,60 +181,20 @@ func TestTransportErrors(t *testing.T) {
 		kind    kms.Kind
 		msg     string // part of the message
 	}{
-		{"502 HTML", func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "text/html")
-			w.WriteHeader(http.StatusBadGateway)
-			fmt.Fprint(w, "<html>bad gateway</html>")
-		}, kms.KindUnavailable, "502"},
-		{"504 from a proxy", func(w http.ResponseWriter, _ *http.Request) {
-			w.WriteHeader(http.StatusGatewayTimeout)
-		}, kms.KindUnavailable, "504"},
-		{"507 no space", func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusInsufficientStorage)
-			fmt.Fprint(w, `{"message":"insufficient storage","code":"insufficient_storage"}`)
-		}, kms.KindNoSpace, "insufficient storage"},
-		{"500 JSON", func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusInternalServerError)
-			fmt.Fprint(w, `{"message":"internal error","code":"internal"}`)
-		}, kms.KindInternal, "internal error"},
-		{"503 unavailable", func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprint(w, `{"message":"service unavailable","code":"unavailable"}`)
-		}, kms.KindUnavailable, "service unavailable"},
-		{"500 JSON without a code", func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusInternalServerError)
-			fmt.Fprint(w, `{"message":"boom"}`)
-		}, kms.KindInternal, "boom (HTTP 500)"},
-		{"200 not JSON", func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "text/plain")
-			fmt.Fprint(w, "ok")
-		}, kms.KindInternal, "200"},
-		{"200 bad JSON", func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprint(w, `{"id":`)
-		}, kms.KindInternal, "200"},
+		{"502 HTML", answer(http.StatusBadGateway, "text/html", "<html>bad gateway</html>"), kms.KindUnavailable, "502"},
+		{"504 from a proxy", answer(http.StatusGatewayTimeout, "", ""), kms.KindUnavailable, "504"},
+		{"507 no space", answer(http.StatusInsufficientStorage, "application/json", `{"message":"insufficient storage","code":"insufficient_storage"}`), kms.KindNoSpace, "insufficient storage"},
+		{"500 JSON", answer(http.StatusInternalServerError, "application/json", `{"message":"internal error","code":"internal"}`), kms.KindInternal, "internal error"},
+		{"503 unavailable", answer(http.StatusServiceUnavailable, "application/json", `{"message":"service unavailable","code":"unavailable"}`), kms.KindUnavailable, "service unavailable"},
+		{"500 JSON without a code", answer(http.StatusInternalServerError, "application/json", `{"message":"boom"}`), kms.KindInternal, "boom (HTTP 500)"},
+		{"200 not JSON", answer(http.StatusOK, "text/plain", "ok"), kms.KindInternal, "200"},
+		{"200 bad JSON", answer(http.StatusOK, "application/json", `{"id":`), kms.KindInternal, "200"},
 		{"404 plain text", func(w http.ResponseWriter, _ *http.Request) {
 			http.NotFound(w, nil)
 		}, kms.KindInternal, "404"},
-		{"429 rate limited", func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusTooManyRequests)
-			fmt.Fprint(w, `{"message":"too many attempts","code":"rate_limited"}`)
-		}, kms.KindRateLimited, "too many"},
-		{"unknown code, status decides", func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusNotFound)
-			fmt.Fprint(w, `{"message":"gone fishing","code":"some_new_code"}`)
-		}, kms.KindNotFound, "gone fishing"},
-		{"405 method not allowed", func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusMethodNotAllowed)
-			fmt.Fprint(w, `{"message":"method GET is not allowed on this endpoint; allowed: PUT","code":"method_not_allowed"}`)
-		}, kms.KindInvalid, "not allowed"},
+		{"429 rate limited", answer(http.StatusTooManyRequests, "application/json", `{"message":"too many attempts","code":"rate_limited"}`), kms.KindRateLimited, "too many"},
+		{"unknown code, status decides", answer(http.StatusNotFound, "application/json", `{"message":"gone fishing","code":"some_new_code"}`), kms.KindNotFound, "gone fishing"},
+		{"405 method not allowed", answer(http.StatusMethodNotAllowed, "application/json", `{"message":"method GET is not allowed on this endpoint; allowed: PUT","code":"method_not_allowed"}`), kms.KindInvalid, "not allowed"},
 		{"oversize answer", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			chunk := strings.Repeat(" ", 1<<20)

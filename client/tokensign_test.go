@@ -16,6 +16,7 @@ import (
 	"github.com/ringkms/kms/internal/headersign"
 	"github.com/ringkms/kms/internal/hsm"
 	"github.com/ringkms/kms/internal/hsmtest"
+	"github.com/ringkms/kms/internal/hsmtest/hsmkey"
 	"github.com/ringkms/kms/kmstest"
 )
 
@@ -80,19 +81,7 @@ func idOf(k *hsm.Ed25519Key) string {
 func TestTokenSignedHeaders(t *testing.T) {
 	tok := hsmtest.New(t, "kms")
 	tok.GenerateEd25519(t, "kms-signing", nil)
-	u, err := hsm.ParseURI(tok.URI("kms-signing"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk, err := hsm.Open(u, tok.PIN)
-	if err != nil {
-		t.Fatalf("hsm.Open() = %v", err)
-	}
-	t.Cleanup(func() { tk.Close() })
-	keyA, err := tk.Ed25519Key(u)
-	if err != nil {
-		t.Fatalf("Ed25519Key() = %v", err)
-	}
+	tk, keyA, u := hsmkey.Open(t, tok.URI("kms-signing"))
 	ctx := context.Background()
 	st := kmstest.MemoryStore(t)
 	mk := kms.GenerateMasterKey()

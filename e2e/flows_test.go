@@ -6,7 +6,6 @@ import (
 	"crypto/hpke"
 	"encoding/base64"
 	"encoding/json"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/client"
+	"github.com/ringkms/kms/internal/kmsdtest"
 )
 
 // must returns v, failing the test when err is not nil.
@@ -45,39 +45,16 @@ func wantKind(t *testing.T, what string, err error, kind kms.Kind) *kms.Error {
 // method for.
 func raw(t *testing.T, v *validator, method, url, secret string, body any, out any) int {
 	t.Helper()
-	var r io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, url, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if secret != "" {
-		req.Header.Set("Authorization", "Bearer "+secret)
-	}
-	resp, err := v.client().Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
+	code, data, err := kmsdtest.Do(v.client(), method, url, secret, body)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {
-			t.Fatalf("%s %s = %d, not JSON: %v\n%s", method, url, resp.StatusCode, err, data)
+			t.Fatalf("%s %s = %d, not JSON: %v\n%s", method, url, code, err, data)
 		}
 	}
-	return resp.StatusCode
+	return code
 }
 
 // unwrap opens keyData with the ring's private key (docs/FORMAT.md): the

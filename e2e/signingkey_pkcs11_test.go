@@ -4,43 +4,15 @@ package e2e
 
 import (
 	"context"
-	"crypto/ed25519"
-	"encoding/hex"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ringkms/kms"
-	"github.com/ringkms/kms/internal/headersign"
-	"github.com/ringkms/kms/internal/hsm"
 	"github.com/ringkms/kms/internal/hsmtest"
+	"github.com/ringkms/kms/internal/hsmtest/hsmkey"
 )
-
-// tokenKeyID is the signing key ID of the Ed25519 key pair uri names,
-// read from the token.
-func tokenKeyID(t *testing.T, uri string) string {
-	t.Helper()
-	u, err := hsm.ParseURI(uri)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pin, err := u.ReadPIN("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := hsm.Open(u, pin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tok.Close()
-	k, err := tok.Ed25519Key(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := headersign.KeyID(k.Public().(ed25519.PublicKey))
-	return hex.EncodeToString(id[:])
-}
 
 // TestHeadersSignedInToken runs kmsd with its header signing key in a
 // SoftHSM2 token (-signing-key-pkcs11): the headers it issues name the
@@ -62,7 +34,7 @@ func TestHeadersSignedInToken(t *testing.T) {
 	first := must[*kms.EncryptResult](t, "Encrypt")(c.Encrypt(bg, kms.EncryptInput{RingName: "token-signed", Asset: &kms.AssetInput{Data: map[string]any{"doc": 1}}}))
 	anon := clientOf(p, t, v, "")
 	keys := must[*kms.SigningKeySet](t, "SigningKeys")(anon.SigningKeys(bg))
-	tokenID := tokenKeyID(t, uri)
+	tokenID := hsmkey.KeyID(t, uri)
 	if len(keys.Keys) != 1 || keys.Keys[0].ID != tokenID || !keys.Keys[0].Active {
 		t.Fatalf("GET /ks/signing-keys = %+v, want the token's key %s alone, active", keys.Keys, tokenID)
 	}
@@ -90,7 +62,7 @@ func TestHeadersSignedInToken(t *testing.T) {
 	p = in.start(t, "-signing-key-pkcs11", newURI)
 	c = clientOf(p, t, v, in.bootstrap)
 	second := must[*kms.EncryptResult](t, "Encrypt after the rotation")(c.Encrypt(bg, kms.EncryptInput{RingName: "token-signed"}))
-	newID := tokenKeyID(t, newURI)
+	newID := hsmkey.KeyID(t, newURI)
 	// A verifier that holds the keys of before fetches the new one once.
 	verifier = clientOf(p, t, v, "").NewVerifier(keys)
 	for _, h := range []*kms.EncryptResult{first, second} {

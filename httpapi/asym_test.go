@@ -110,23 +110,14 @@ func TestAsym(t *testing.T) {
 			e.do(t, "POST", "/asym/keyrings", e.root, tc.body).wantError(t, http.StatusBadRequest, tc.code)
 		})
 	}
-	getErrs := []struct {
-		name, path string
-		status     int
-		code       string
-	}{
+	e.wantGetErrors(t, "read key ", []getError{
 		{"unknown ring", "/asym/keyrings/nope/keys/" + firstID, http.StatusNotFound, "not_found"},
 		{"unknown key", "/asym/keyrings/vault/keys/0123456789abcdef0123456789abcdef", http.StatusNotFound, "not_found"},
 		{"malformed key ID", "/asym/keyrings/vault/keys/xyz", http.StatusNotFound, "not_found"},
 		{"bad ring name", "/asym/keyrings/bad%20name!/keys/" + firstID, http.StatusBadRequest, "invalid"},
 		{"malformed ring ID", "/asym/keyrings/vault/keys/" + firstID + "?id=true", http.StatusNotFound, "not_found"},
 		{"a /ks ring", "/asym/keyrings/plain/keys/" + ks.Key.ID, http.StatusNotFound, "not_found"},
-	}
-	for _, tc := range getErrs {
-		t.Run("read key "+tc.name, func(t *testing.T) {
-			e.do(t, "GET", tc.path, e.root, nil).wantError(t, tc.status, tc.code)
-		})
-	}
+	})
 	t.Run("an asym ring is not a /ks ring", func(t *testing.T) {
 		e.do(t, "GET", "/ks/keyrings/vault", e.root, nil).wantError(t, http.StatusNotFound, "not_found")
 		e.do(t, "POST", "/ks/rotate", e.root, map[string]any{"ringname": "vault"}).wantError(t, http.StatusNotFound, "not_found")

@@ -10,7 +10,6 @@ import (
 	"encoding/base64"
 	"encoding/pem"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -187,6 +186,25 @@ func TestCreateKeyRing(t *testing.T) {
 	})
 }
 
+// getError is a GET that fails: its path, and the status and code of
+// its error.
+type getError struct {
+	name, path string
+	status     int
+	code       string
+}
+
+// wantGetErrors runs each case as a subtest, named prefix and the
+// case's name: a GET of its path with the root key answers its error.
+func (e *env) wantGetErrors(t *testing.T, prefix string, cases []getError) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(prefix+tc.name, func(t *testing.T) {
+			e.do(t, "GET", tc.path, e.root, nil).wantError(t, tc.status, tc.code)
+		})
+	}
+}
+
 func TestGetKeyRing(t *testing.T) {
 	e := newEnv(t)
 	created := e.createRing(t, "Payments")
@@ -210,265 +228,19 @@ func TestGetKeyRing(t *testing.T) {
 			}
 		})
 	}
-	errs := []struct {
-		name, path string
-		status     int
-		code       string
-	}{
+	e.wantGetErrors(t, "", []getError{
 		{"unknown name", "/ks/keyrings/nope", http.StatusNotFound, "not_found"},
 		{"unknown ID", "/ks/keyrings/0123456789abcdef0123456789abcdef?id=true", http.StatusNotFound, "not_found"},
 		{"name as ID", "/ks/keyrings/Payments?id=true", http.StatusNotFound, "not_found"},
 		{"ID as name", "/ks/keyrings/" + created.Ring.ID, http.StatusNotFound, "not_found"},
 		{"bad name", "/ks/keyrings/bad%20name!", http.StatusBadRequest, "invalid"},
 		{"65 characters", "/ks/keyrings/" + strings.Repeat("a", 65), http.StatusBadRequest, "invalid"},
-	}
-	for _, tc := range errs {
-		t.Run(tc.name, func(t *testing.T) {
-			e.do(t, "GET", tc.path, e.root, nil).wantError(t, tc.status, tc.code)
-		})
-	}
+	})
 	e.checkAuth(t, "GET", "/ks/keyrings/payments", nil)
 	t.Run("403 by ID", func(t *testing.T) {
 		secret, _ := e.apiKey(t, "keyring.other.read")
 		e.do(t, "GET", "/ks/keyrings/"+created.Ring.ID+"?id=true", secret, nil).wantError(t, http.StatusForbidden, "permission_denied")
 	})
-}
-
-// page is a list answer.
-type page[T any] struct {
-	Data       []T            `json:"data"`
-	Pagination map[string]any `json:"pagination"`
-}
-
-// pageAll pages through path with limit, checking the pagination rules on
-// every page, and returns the items in order.
-func pageAll[T any](t *testing.T, e *env, path string, limit int) []T {
-	t.Helper()
-	var all []T
-	cursor := ""
-	for i := 0; ; i++ {
-		if i > 100 {
-			t.Fatalf("GET %s: more than 100 pages", path)
-		}
-		p := path + "?limit=" + strconv.Itoa(limit)
-		if cursor != "" {
-			p += "&cursor=" + cursor
-		}
-		r := e.do(t, "GET", p, e.root, nil).want(t, http.StatusOK)
-		pg := decode[page[T]](t, r)
-		if pg.Data == nil {
-			t.Fatalf("GET %s: data = null, want an array", p)
-		}
-		pag := pg.Pagination
-		if pag["limit"] != float64(limit) || pag["count"] != float64(len(pg.Data)) {
-			t.Errorf("GET %s: pagination %v, want limit %d, count %d", p, pag, limit, len(pg.Data))
-		}
-		hasMore, ok := pag["hasMore"].(bool)
-		if !ok {
-			t.Fatalf("GET %s: pagination %v has no boolean hasMore", p, pag)
-		}
-		next, present := pag["nextCursor"].(string)
-		if present != hasMore || (present && next == "") {
-			t.Fatalf("GET %s: hasMore = %v but nextCursor = %q (present %v): nextCursor must be present exactly when hasMore", p, hasMore, next, present)
-		}
-		if hasMore && len(pg.Data) != limit {
-			t.Errorf("GET %s: a page before the last has %d items, want %d", p, len(pg.Data), limit)
-		}
-		all = append(all, pg.Data...)
-		if !hasMore {
-			return all
-		}
-		cursor = next
-	}
-}
-
-func TestListKeyRings(t *testing.T) {
-	e := newEnv(t)
-	want := map[string]bool{}
-	for i := range 25 {
-		name := "ring-" + strconv.Itoa(100+i)
-		e.createRing(t, name)
-		want[name] = true
-	}
-
-	for _, limit := range []int{7, 25, 100} {
-		t.Run("limit "+strconv.Itoa(limit), func(t *testing.T) {
-			rings := pageAll[kms.KeyRing](t, e, "/ks/keyrings", limit)
-			seen := map[string]bool{}
-			for i, r := range rings {
-				if seen[r.Name] {
-					t.Errorf("ring %q listed twice", r.Name)
-				}
-				seen[r.Name] = true
-				if !want[r.Name] {
-					t.Errorf("ring %q listed but not created", r.Name)
-				}
-				if i > 0 && rings[i-1].Name >= r.Name {
-					t.Errorf("rings out of name order: %q before %q", rings[i-1].Name, r.Name)
-				}
-			}
-			if len(seen) != len(want) {
-				t.Errorf("listed %d rings, want %d", len(seen), len(want))
-			}
-		})
-	}
-	t.Run("default limit", func(t *testing.T) {
-		r := e.do(t, "GET", "/ks/keyrings", e.root, nil).want(t, http.StatusOK)
-		pg := decode[page[kms.KeyRing]](t, r)
-		if pg.Pagination["limit"] != float64(100) || len(pg.Data) != 25 || pg.Pagination["hasMore"] != false {
-			t.Errorf("GET /ks/keyrings = %v with %d items, want limit 100, 25 items, hasMore false", pg.Pagination, len(pg.Data))
-		}
-		if _, ok := pg.Pagination["nextCursor"]; ok {
-			t.Errorf("GET /ks/keyrings: last page has nextCursor: %v", pg.Pagination)
-		}
-	})
-	t.Run("limit 20000 is capped", func(t *testing.T) {
-		r := e.do(t, "GET", "/ks/keyrings?limit=20000", e.root, nil).want(t, http.StatusOK)
-		if got := decode[page[kms.KeyRing]](t, r).Pagination["limit"]; got != float64(10000) {
-			t.Errorf("GET /ks/keyrings?limit=20000: pagination.limit = %v, want 10000", got)
-		}
-	})
-	for _, limit := range []string{"0", "-1", "abc", "1.5", "%20"} {
-		t.Run("400 limit "+limit, func(t *testing.T) {
-			e.do(t, "GET", "/ks/keyrings?limit="+limit, e.root, nil).wantError(t, http.StatusBadRequest, "invalid")
-		})
-	}
-	first := decode[page[kms.KeyRing]](t, e.do(t, "GET", "/ks/keyrings?limit=2", e.root, nil).want(t, http.StatusOK))
-	cursor := first.Pagination["nextCursor"].(string)
-	t.Run("400 tampered cursor", func(t *testing.T) {
-		e.do(t, "GET", "/ks/keyrings?limit=2&cursor="+flip(cursor), e.root, nil).wantError(t, http.StatusBadRequest, "invalid")
-		e.do(t, "GET", "/ks/keyrings?cursor=garbage!", e.root, nil).wantError(t, http.StatusBadRequest, "invalid")
-	})
-	t.Run("400 cursor of a key listing", func(t *testing.T) {
-		for range 2 {
-			e.do(t, "POST", "/ks/rotate", e.root, map[string]any{"ringname": "ring-100"}).want(t, http.StatusOK)
-		}
-		keys := decode[page[kms.Key]](t, e.do(t, "GET", "/ks/keyrings/ring-100/keys?limit=1", e.root, nil).want(t, http.StatusOK))
-		kc, _ := keys.Pagination["nextCursor"].(string)
-		if kc == "" {
-			t.Fatalf("key listing has no nextCursor: %v", keys.Pagination)
-		}
-		e.do(t, "GET", "/ks/keyrings?cursor="+kc, e.root, nil).wantError(t, http.StatusBadRequest, "invalid")
-		e.do(t, "GET", "/ks/keyrings/ring-100/keys?cursor="+cursor, e.root, nil).wantError(t, http.StatusBadRequest, "invalid")
-	})
-	e.checkAuth(t, "GET", "/ks/keyrings", nil)
-	t.Run("200 with keyring.*.read", func(t *testing.T) {
-		secret, _ := e.apiKey(t, "keyring.*.read")
-		e.do(t, "GET", "/ks/keyrings?limit=1", secret, nil).want(t, http.StatusOK)
-	})
-}
-
-func TestListKeys(t *testing.T) {
-	e := newEnv(t)
-	created := e.createRing(t, "keys")
-	other := e.createRing(t, "other")
-	ids := []string{created.Key.ID}
-	for range 24 {
-		r := e.do(t, "POST", "/ks/rotate", e.root, map[string]any{"ringname": "keys"}).want(t, http.StatusOK)
-		ids = append(ids, decode[struct{ Key kms.Key }](t, r).Key.ID)
-	}
-
-	for _, path := range []string{"/ks/keyrings/keys/keys", "/ks/keyrings/KEYS/keys", "/ks/keyrings/" + created.Ring.ID + "/keys"} {
-		t.Run(path, func(t *testing.T) {
-			var items []map[string]any
-			if strings.Contains(path, created.Ring.ID) {
-				items = pageAllQuery(t, e, path, "id=true", 7)
-			} else {
-				items = pageAll[map[string]any](t, e, path, 7)
-			}
-			if len(items) != len(ids) {
-				t.Fatalf("listed %d keys, want %d", len(items), len(ids))
-			}
-			// Each key once, oldest first. Key IDs start with their
-			// creation time in milliseconds and the list is in ID order,
-			// so keys made within one millisecond may come in any order.
-			want := map[string]bool{}
-			for _, id := range ids {
-				want[id] = true
-			}
-			for i, it := range items {
-				id, _ := it["id"].(string)
-				if !want[id] {
-					t.Errorf("key %d = %q: not a key of the ring, or listed twice", i, id)
-				}
-				delete(want, id)
-				if i > 0 && id[:12] < items[i-1]["id"].(string)[:12] {
-					t.Errorf("key %d (%s) is older than key %d (%s): want oldest first", i, id, i-1, items[i-1]["id"])
-				}
-				if it["type"] != "aes256" {
-					t.Errorf("key %d type = %v, want aes256", i, it["type"])
-				}
-				if _, ok := it["keyData"]; ok {
-					t.Errorf("key list item %d has keyData: %v", i, it)
-				}
-				if _, ok := it["props"].(map[string]any); !ok {
-					t.Errorf("key list item %d has no props object: %v", i, it)
-				}
-			}
-		})
-	}
-
-	first := decode[page[kms.Key]](t, e.do(t, "GET", "/ks/keyrings/keys/keys?limit=3", e.root, nil).want(t, http.StatusOK))
-	cursor := first.Pagination["nextCursor"].(string)
-	errs := []struct {
-		name, path string
-		status     int
-		code       string
-	}{
-		{"unknown ring", "/ks/keyrings/nope/keys", http.StatusNotFound, "not_found"},
-		{"unknown ring ID", "/ks/keyrings/0123456789abcdef0123456789abcdef/keys?id=true", http.StatusNotFound, "not_found"},
-		{"bad name", "/ks/keyrings/bad%20name!/keys", http.StatusBadRequest, "invalid"},
-		{"malformed ID", "/ks/keyrings/xyz/keys?id=true", http.StatusNotFound, "not_found"},
-		{"limit 0", "/ks/keyrings/keys/keys?limit=0", http.StatusBadRequest, "invalid"},
-		{"limit -1", "/ks/keyrings/keys/keys?limit=-1", http.StatusBadRequest, "invalid"},
-		{"limit abc", "/ks/keyrings/keys/keys?limit=abc", http.StatusBadRequest, "invalid"},
-		{"tampered cursor", "/ks/keyrings/keys/keys?cursor=" + flip(cursor), http.StatusBadRequest, "invalid"},
-		{"cursor of another ring", "/ks/keyrings/other/keys?cursor=" + cursor, http.StatusBadRequest, "invalid"},
-	}
-	for _, tc := range errs {
-		t.Run(tc.name, func(t *testing.T) {
-			e.do(t, "GET", tc.path, e.root, nil).wantError(t, tc.status, tc.code)
-		})
-	}
-	t.Run("limit 20000 is capped", func(t *testing.T) {
-		r := e.do(t, "GET", "/ks/keyrings/keys/keys?limit=20000", e.root, nil).want(t, http.StatusOK)
-		pg := decode[page[kms.Key]](t, r)
-		if pg.Pagination["limit"] != float64(10000) || len(pg.Data) != 25 {
-			t.Errorf("GET /ks/keyrings/keys/keys?limit=20000 = %v with %d items, want limit 10000 and 25 items", pg.Pagination, len(pg.Data))
-		}
-	})
-	t.Run("one key in another ring", func(t *testing.T) {
-		pg := decode[page[kms.Key]](t, e.do(t, "GET", "/ks/keyrings/other/keys", e.root, nil).want(t, http.StatusOK))
-		if len(pg.Data) != 1 || pg.Data[0].ID != other.Key.ID {
-			t.Errorf("GET /ks/keyrings/other/keys = %+v, want only %s", pg.Data, other.Key.ID)
-		}
-	})
-	e.checkAuth(t, "GET", "/ks/keyrings/keys/keys", nil)
-}
-
-// pageAllQuery is pageAll with an extra query parameter.
-func pageAllQuery(t *testing.T, e *env, path, query string, limit int) []map[string]any {
-	t.Helper()
-	var all []map[string]any
-	cursor := ""
-	for range 100 {
-		p := path + "?" + query + "&limit=" + strconv.Itoa(limit)
-		if cursor != "" {
-			p += "&cursor=" + cursor
-		}
-		pg := decode[page[map[string]any]](t, e.do(t, "GET", p, e.root, nil).want(t, http.StatusOK))
-		all = append(all, pg.Data...)
-		next, _ := pg.Pagination["nextCursor"].(string)
-		if pg.Pagination["hasMore"] != true {
-			if next != "" {
-				t.Errorf("GET %s: last page has nextCursor", p)
-			}
-			return all
-		}
-		cursor = next
-	}
-	t.Fatalf("GET %s: more than 100 pages", path)
-	return nil
 }
 
 func TestGetKey(t *testing.T) {
@@ -493,22 +265,13 @@ func TestGetKey(t *testing.T) {
 			}
 		})
 	}
-	errs := []struct {
-		name, path string
-		status     int
-		code       string
-	}{
+	e.wantGetErrors(t, "", []getError{
 		{"unknown key", "/ks/keyrings/getkey/keys/0123456789abcdef0123456789abcdef", http.StatusNotFound, "not_found"},
 		{"malformed key ID", "/ks/keyrings/getkey/keys/not-an-id", http.StatusNotFound, "not_found"},
 		{"unknown ring", "/ks/keyrings/nope/keys/" + created.Key.ID, http.StatusNotFound, "not_found"},
 		{"bad ring name", "/ks/keyrings/bad%20name!/keys/" + created.Key.ID, http.StatusBadRequest, "invalid"},
 		{"malformed ring ID", "/ks/keyrings/getkey/keys/" + created.Key.ID + "?id=true", http.StatusNotFound, "not_found"},
-	}
-	for _, tc := range errs {
-		t.Run(tc.name, func(t *testing.T) {
-			e.do(t, "GET", tc.path, e.root, nil).wantError(t, tc.status, tc.code)
-		})
-	}
+	})
 	t.Run("key of another ring", func(t *testing.T) {
 		other := e.createRing(t, "getkey-other")
 		e.do(t, "GET", "/ks/keyrings/getkey/keys/"+other.Key.ID, e.root, nil).wantError(t, http.StatusNotFound, "not_found")
@@ -584,128 +347,6 @@ func TestRotate(t *testing.T) {
 	})
 }
 
-func TestConfig(t *testing.T) {
-	e := newEnv(t)
-	e.createRing(t, "cfg")
-
-	r := e.do(t, "GET", "/ks/config?ringname=cfg", e.root, nil).want(t, http.StatusOK)
-	got := decode[struct{ Config kms.KeyRingConfig }](t, r).Config
-	if got.Algos.AES256.MaxEncryptCount != 0 || got.Props == nil || got.Key.Props == nil {
-		t.Errorf("GET /ks/config = %s, want empty props and maxEncryptCount 0", r.body)
-	}
-
-	cfg := map[string]any{
-		"props": map[string]any{"team": "pay"},
-		"key":   map[string]any{"props": map[string]any{"purpose": "files"}},
-		"algos": map[string]any{"aes256": map[string]any{"maxEncryptCount": 1000}},
-	}
-	for _, tc := range []struct {
-		name string
-		body map[string]any
-	}{
-		{"ringname", map[string]any{"ringname": "cfg", "config": cfg}},
-		{"ringanme (the misspelt member)", map[string]any{"ringanme": "CFG", "config": cfg}},
-		{"ringname wins over ringanme", map[string]any{"ringname": "cfg", "ringanme": "nope", "config": cfg}},
-	} {
-		t.Run("PUT "+tc.name, func(t *testing.T) {
-			r := e.do(t, "PUT", "/ks/config", e.root, tc.body).want(t, http.StatusOK)
-			got := decode[struct{ Config kms.KeyRingConfig }](t, r).Config
-			if got.Props["team"] != "pay" || got.Key.Props["purpose"] != "files" || got.Algos.AES256.MaxEncryptCount != 1000 {
-				t.Errorf("PUT /ks/config = %s, want the config sent", r.body)
-			}
-			r = e.do(t, "GET", "/ks/config?ringname=cfg", e.root, nil).want(t, http.StatusOK)
-			if got2 := decode[struct{ Config kms.KeyRingConfig }](t, r).Config; got2.Algos.AES256.MaxEncryptCount != 1000 {
-				t.Errorf("GET /ks/config after PUT = %s, want maxEncryptCount 1000", r.body)
-			}
-		})
-	}
-	t.Run("new keys get key.props", func(t *testing.T) {
-		r := e.do(t, "POST", "/ks/rotate", e.root, map[string]any{"ringname": "cfg"}).want(t, http.StatusOK)
-		if k := decode[struct{ Key kms.Key }](t, r).Key; k.Props["purpose"] != "files" {
-			t.Errorf("rotated key props = %v, want purpose: files", k.Props)
-		}
-	})
-
-	getErrs := []struct {
-		name, path string
-		status     int
-		code       string
-	}{
-		{"missing ringname", "/ks/config", http.StatusBadRequest, "invalid"},
-		{"bad ringname", "/ks/config?ringname=bad%20name!", http.StatusBadRequest, "invalid"},
-		{"unknown ring", "/ks/config?ringname=nope", http.StatusNotFound, "not_found"},
-	}
-	for _, tc := range getErrs {
-		t.Run("GET "+tc.name, func(t *testing.T) {
-			e.do(t, "GET", tc.path, e.root, nil).wantError(t, tc.status, tc.code)
-		})
-	}
-	putErrs := []struct {
-		name   string
-		body   any
-		status int
-		code   string
-	}{
-		{"missing ringname", map[string]any{"config": cfg}, http.StatusBadRequest, "invalid"},
-		{"missing config", map[string]any{"ringname": "cfg"}, http.StatusBadRequest, "invalid"},
-		{"null config", map[string]any{"ringname": "cfg", "config": nil}, http.StatusBadRequest, "invalid"},
-		{"negative maxEncryptCount", map[string]any{"ringname": "cfg", "config": map[string]any{"algos": map[string]any{"aes256": map[string]any{"maxEncryptCount": -1}}}}, http.StatusBadRequest, "invalid"},
-		{"bad name", map[string]any{"ringname": "bad name!", "config": cfg}, http.StatusBadRequest, "invalid"},
-		{"unknown ring", map[string]any{"ringname": "nope", "config": cfg}, http.StatusNotFound, "not_found"},
-		{"invalid JSON", `{"ringname": "cfg", "config": {]}`, http.StatusBadRequest, "invalid"},
-	}
-	for _, tc := range putErrs {
-		t.Run("PUT "+tc.name, func(t *testing.T) {
-			e.do(t, "PUT", "/ks/config", e.root, tc.body).wantError(t, tc.status, tc.code)
-		})
-	}
-	t.Run("PUT maxEncryptCount of wrong type", func(t *testing.T) {
-		body := `{"ringname": "cfg", "config": {"algos": {"aes256": {"maxEncryptCount": "lots"}}}}`
-		msg := e.do(t, "PUT", "/ks/config", e.root, body).wantError(t, http.StatusBadRequest, "invalid")
-		if !strings.Contains(msg, "maxEncryptCount") {
-			t.Errorf("message %q does not name maxEncryptCount", msg)
-		}
-	})
-	t.Run("GET", func(t *testing.T) { e.checkAuth(t, "GET", "/ks/config?ringname=cfg", nil) })
-	t.Run("PUT", func(t *testing.T) {
-		e.checkAuth(t, "PUT", "/ks/config", map[string]any{"ringname": "cfg", "config": cfg})
-		reader, _ := e.apiKey(t, "keyring.cfg.read")
-		e.do(t, "PUT", "/ks/config", reader, map[string]any{"ringname": "cfg", "config": cfg}).wantError(t, http.StatusForbidden, "permission_denied")
-		e.do(t, "GET", "/ks/config?ringname=cfg", reader, nil).want(t, http.StatusOK)
-	})
-}
-
-func TestMaxEncryptCount(t *testing.T) {
-	e := newEnv(t)
-	created := e.createRing(t, "counted")
-	e.do(t, "PUT", "/ks/config", e.root, map[string]any{"ringname": "counted",
-		"config": map[string]any{"algos": map[string]any{"aes256": map[string]any{"maxEncryptCount": 3}}}}).want(t, http.StatusOK)
-
-	var keys []string
-	for i := range 7 {
-		res := e.encrypt(t, "counted")
-		keys = append(keys, res.Key.ID)
-		if i%3 == 0 {
-			ring := decode[struct{ Ring kms.KeyRing }](t, e.do(t, "GET", "/ks/keyrings/counted", e.root, nil).want(t, http.StatusOK)).Ring
-			if ring.ActiveKey != res.Key.ID {
-				t.Errorf("encrypt %d used key %s, but GET /ks/keyrings/counted shows activeKey %s", i+1, res.Key.ID, ring.ActiveKey)
-			}
-		}
-	}
-	if keys[0] != created.Key.ID {
-		t.Errorf("encrypt 1 used key %s, want the first key %s", keys[0], created.Key.ID)
-	}
-	for i := 1; i < 7; i++ {
-		same := keys[i] == keys[i-1]
-		if wantSame := i%3 != 0; same != wantSame {
-			t.Errorf("encrypt %d used key %s after %s: same key = %v, want %v (maxEncryptCount 3)", i+1, keys[i], keys[i-1], same, wantSame)
-		}
-	}
-	if keys[0] == keys[3] || keys[3] == keys[6] || keys[0] == keys[6] {
-		t.Errorf("keys %v: want three distinct keys", keys)
-	}
-}
-
 func TestDeleteKeyRing(t *testing.T) {
 	e := newEnv(t)
 	used := e.createRing(t, "in-use")
@@ -766,57 +407,4 @@ func TestDeleteKeyRing(t *testing.T) {
 	})
 	e.checkAuth(t, "DELETE", "/ks/keyrings/in-use", nil)
 	_ = used
-}
-
-// TestMaxEncryptCountCountsEarlierUses sets maxEncryptCount on rings whose
-// active key already served encrypt calls: those calls count. A limit
-// already reached rotates the ring on the next encrypt; one not reached
-// leaves the key the calls it has left.
-func TestMaxEncryptCountCountsEarlierUses(t *testing.T) {
-	e := newEnv(t)
-	setMax := func(t *testing.T, ring string, n int) {
-		t.Helper()
-		body := map[string]any{"ringname": ring, "config": map[string]any{"algos": map[string]any{"aes256": map[string]any{"maxEncryptCount": n}}}}
-		e.do(t, "PUT", "/ks/config", e.root, body).want(t, http.StatusOK)
-	}
-	keys := func(t *testing.T, ring string, n int) []string {
-		t.Helper()
-		var ids []string
-		for range n {
-			ids = append(ids, e.encrypt(t, ring).Key.ID)
-		}
-		return ids
-	}
-	for _, tc := range []struct {
-		name        string
-		before, max int
-		want        string // after the calls before: one letter per call, a new letter for a new key
-	}{
-		{"limit passed", 3, 2, "BBCCD"},
-		{"limit reached", 2, 2, "BBCC"},
-		{"limit not reached", 1, 3, "AABBB"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ring := strings.ReplaceAll(tc.name, " ", "-")
-			created := e.createRing(t, ring)
-			ids := keys(t, ring, tc.before)
-			setMax(t, ring, tc.max)
-			ids = append(ids, keys(t, ring, len(tc.want))...)
-			// Name the keys A, B, C... in the order of their first use.
-			names := map[string]byte{}
-			var got []byte
-			for _, id := range ids {
-				if _, ok := names[id]; !ok {
-					names[id] = byte('A' + len(names))
-				}
-				got = append(got, names[id])
-			}
-			if ids[0] != created.Key.ID {
-				t.Fatalf("the first encrypt used key %s, want the ring's first key %s", ids[0], created.Key.ID)
-			}
-			if want := strings.Repeat("A", tc.before) + tc.want; string(got) != want {
-				t.Fatalf("%d encrypts, maxEncryptCount %d, then %d more used keys %s, want %s", tc.before, tc.max, len(tc.want), got, want)
-			}
-		})
-	}
 }

@@ -13,9 +13,10 @@ type Clock struct {
 }
 
 // NewClock returns a Clock at 2026-03-04T05:06:07Z.
-func NewClock() *Clock {
-	return &Clock{t: time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)}
-}
+func NewClock() *Clock { return ClockAt(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)) }
+
+// ClockAt returns a Clock at t.
+func ClockAt(t time.Time) *Clock { return &Clock{t: t} }
 
 // Now returns the clock's time.
 func (c *Clock) Now() time.Time {
@@ -29,4 +30,11 @@ func (c *Clock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.t = c.t.Add(d)
+}
+
+// Set sets the clock to t, which may be before its time.
+func (c *Clock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = t
 }

@@ -97,3 +97,27 @@ func TestRateLimitBatchCalls(t *testing.T) {
 		})
 	}
 }
+
+// TestRateLimits: each item of a batch is a call of the credential's
+// limit; a batch past the burst is 400, a call past the rate 429.
+func TestRateLimits(t *testing.T) {
+	e := newEnv(t, kms.Options{RateLimits: kms.RateLimits{PerAPIKey: kms.Rate{PerSecond: 1, Burst: 3}}})
+	c := e.vault
+	mustWrite(t, c, "transit/keys/rl", nil)
+	many := []any{}
+	for range 4 {
+		many = append(many, map[string]any{"plaintext": b64("x")})
+	}
+	if _, err := c.Logical().Write("transit/encrypt/rl", map[string]any{"batch_input": many}); status(err) != 400 || !strings.Contains(errorsOf(err), "burst") {
+		t.Errorf("batch past the burst = %v", err)
+	}
+	var err error
+	for range 5 {
+		if _, err = c.Logical().Write("transit/encrypt/rl", map[string]any{"plaintext": b64("x")}); err != nil {
+			break
+		}
+	}
+	if status(err) != 429 {
+		t.Errorf("calls past the rate = %v, want 429", err)
+	}
+}

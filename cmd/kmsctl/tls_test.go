@@ -1,22 +1,15 @@
 package main
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
-	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/httpapi"
+	"github.com/ringkms/kms/internal/testcert"
 	"github.com/ringkms/kms/kmstest"
 )
 
@@ -75,7 +68,7 @@ func TestTLS(t *testing.T) {
 
 	t.Run("another CA", func(t *testing.T) {
 		otherCA := filepath.Join(t.TempDir(), "other.pem")
-		if err := os.WriteFile(otherCA, newCA(t), 0o644); err != nil {
+		if err := os.WriteFile(otherCA, testcert.NewCA(t).PEM(), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		r := kmsctl(t, e.with("KMS_CACERT", otherCA), "", "status").want(t, 1, "status with another CA")
@@ -96,21 +89,4 @@ func TestTLS(t *testing.T) {
 			t.Errorf("KMS_CACERT not PEM: stderr %q", r.stderr)
 		}
 	})
-}
-
-// newCA returns the certificate, PEM, of a new self-signed CA.
-func newCA(t testing.TB) []byte {
-	t.Helper()
-	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "another CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &priv.PublicKey, priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }

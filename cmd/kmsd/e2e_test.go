@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -90,34 +89,6 @@ func startKmsd(t *testing.T, data string, e env, args ...string) *proc {
 	return kmsdtest.Start(t, bin, childEnv(e), 60*time.Second, append([]string{"-data", data, "-addr", "127.0.0.1:0"}, args...)...)
 }
 
-// post sends one JSON request and returns the status and the raw body; a
-// transport error or an unreadable body is an error.
-func post(client *http.Client, method, url, key string, body any) (int, []byte, error) {
-	var r io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		r = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, url, r)
-	if err != nil {
-		return 0, nil, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return resp.StatusCode, raw, fmt.Errorf("read body: %w", err)
-	}
-	return resp.StatusCode, raw, nil
-}
-
 const e2eBootstrap = "e2e-bootstrap-api-key-0123456789abcdefghij"
 
 func e2eEnv() env {
@@ -179,13 +150,13 @@ func TestE2ECrashDurability(t *testing.T) {
 				switch i % 5 {
 				case 0:
 					a = ack{op: "ring", ring: fmt.Sprintf("crash-%d", i)}
-					status, raw, err = post(client, "POST", p.URL+"/ks/keyrings", e2eBootstrap, map[string]any{"name": a.ring})
+					status, raw, err = kmsdtest.Do(client, "POST", p.URL+"/ks/keyrings", e2eBootstrap, map[string]any{"name": a.ring})
 				case 1:
 					a = ack{op: "rotate"}
-					status, raw, err = post(client, "POST", p.URL+"/ks/rotate", e2eBootstrap, map[string]any{"ringname": "crash", "algo": "aes256"})
+					status, raw, err = kmsdtest.Do(client, "POST", p.URL+"/ks/rotate", e2eBootstrap, map[string]any{"ringname": "crash", "algo": "aes256"})
 				default:
 					a = ack{op: "encrypt"}
-					status, raw, err = post(client, "POST", p.URL+"/ks/encrypt", e2eBootstrap, map[string]any{"ringname": "crash"})
+					status, raw, err = kmsdtest.Do(client, "POST", p.URL+"/ks/encrypt", e2eBootstrap, map[string]any{"ringname": "crash"})
 				}
 				if err != nil {
 					if !killed.Load() {
@@ -366,29 +337,7 @@ func TestE2ESecretsAtRest(t *testing.T) {
 		"private key seed, first 16B": seed[:16],
 		"AES key, first 16B":          aesKey[:16],
 	}
-	files := 0
-	err = filepath.WalkDir(data, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		files++
-		for name, s := range secrets {
-			if bytes.Contains(b, s) {
-				t.Errorf("%s holds the %s", path, name)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if files == 0 {
-		t.Fatalf("no files under %s", data)
-	}
+	kmsdtest.NoSecretsIn(t, data, secrets)
 	logs := p.Stdout.String() + p.Stderr.String()
 	for _, name := range []string{"bootstrap API key", "master key, base64", "private key, base64", "AES key, base64", "AES key, hex"} {
 		if strings.Contains(logs, string(secrets[name])) {
@@ -435,7 +384,7 @@ func TestE2EGracefulShutdown(t *testing.T) {
 		wg.Go(func() {
 			client := &http.Client{Timeout: 30 * time.Second}
 			for {
-				status, raw, err := post(client, "POST", p.URL+"/ks/encrypt", e2eBootstrap, map[string]any{"ringname": "inflight"})
+				status, raw, err := kmsdtest.Do(client, "POST", p.URL+"/ks/encrypt", e2eBootstrap, map[string]any{"ringname": "inflight"})
 				if err != nil {
 					if !signalled.Load() {
 						t.Errorf("request before SIGTERM: %v", err)

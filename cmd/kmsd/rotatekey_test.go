@@ -11,17 +11,27 @@ import (
 	"testing"
 )
 
-// signingKeyIDs fetches GET /ks/signing-keys with no credential and
-// returns the key IDs, oldest first, and the active one.
-func signingKeyIDs(t *testing.T, url string) (ids []string, active string) {
+// signingKeys returns the keys GET /ks/signing-keys publishes.
+func signingKeys(t *testing.T, url string) []map[string]any {
 	t.Helper()
 	code, body := call(t, nil, "GET", url+"/ks/signing-keys", "", nil)
 	if code != 200 {
 		t.Fatalf("GET /ks/signing-keys = %d %v", code, body)
 	}
 	keys, _ := body["keys"].([]any)
+	var out []map[string]any
 	for _, k := range keys {
 		m, _ := k.(map[string]any)
+		out = append(out, m)
+	}
+	return out
+}
+
+// signingKeyIDs fetches GET /ks/signing-keys with no credential and
+// returns the key IDs, oldest first, and the active one.
+func signingKeyIDs(t *testing.T, url string) (ids []string, active string) {
+	t.Helper()
+	for _, m := range signingKeys(t, url) {
 		id, _ := m["id"].(string)
 		ids = append(ids, id)
 		if m["active"] == true {
@@ -29,6 +39,22 @@ func signingKeyIDs(t *testing.T, url string) (ids []string, active string) {
 		}
 	}
 	return ids, active
+}
+
+// encryptHeader makes an encrypt call and returns its header and the
+// signing key ID the header names.
+func encryptHeader(t *testing.T, url, key string) (header, id string) {
+	t.Helper()
+	code, body := call(t, nil, "POST", url+"/ks/encrypt", key, map[string]any{"ringname": "r"})
+	if code != 200 {
+		t.Fatalf("encrypt = %d %v", code, body)
+	}
+	header, _ = body["header"].(string)
+	raw, err := base64.RawURLEncoding.DecodeString(header)
+	if err != nil || len(raw) < 10 {
+		t.Fatalf("header %q: %v", header, err)
+	}
+	return header, hex.EncodeToString(raw[2:10])
 }
 
 // TestRotateSigningKeyCommand runs kmsd rotate-signing-key on a stopped
@@ -43,20 +69,7 @@ func TestRotateSigningKeyCommand(t *testing.T) {
 	if code, body := call(t, nil, "POST", s.url+"/ks/keyrings", boot, map[string]any{"name": "r"}); code != 200 {
 		t.Fatalf("create ring = %d %v", code, body)
 	}
-	headerKey := func(url string) (header, id string) {
-		t.Helper()
-		code, body := call(t, nil, "POST", url+"/ks/encrypt", boot, map[string]any{"ringname": "r"})
-		if code != 200 {
-			t.Fatalf("encrypt = %d %v", code, body)
-		}
-		header, _ = body["header"].(string)
-		raw, err := base64.RawURLEncoding.DecodeString(header)
-		if err != nil || len(raw) < 10 {
-			t.Fatalf("header %q: %v", header, err)
-		}
-		return header, hex.EncodeToString(raw[2:10])
-	}
-	oldHeader, oldID := headerKey(s.url)
+	oldHeader, oldID := encryptHeader(t, s.url, boot)
 	if ids, active := signingKeyIDs(t, s.url); len(ids) != 1 || active != oldID {
 		t.Fatalf("signing keys %v, active %s; want the one that signed, %s", ids, active, oldID)
 	}
@@ -87,7 +100,7 @@ func TestRotateSigningKeyCommand(t *testing.T) {
 	if ids, active := signingKeyIDs(t, s.url); len(ids) != 2 || ids[0] != oldID || ids[1] != newID || active != newID {
 		t.Fatalf("after the rotation: signing keys %v, active %s; want [%s %s], active %s", ids, active, oldID, newID, newID)
 	}
-	if _, id := headerKey(s.url); id != newID {
+	if _, id := encryptHeader(t, s.url, boot); id != newID {
 		t.Errorf("a header after the rotation names key %s, want %s", id, newID)
 	}
 	if code, body := call(t, nil, "GET", s.url+"/ks/header/"+oldHeader, boot, nil); code != 200 || body["valid"] != true {

@@ -5,9 +5,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"io"
 	"os"
@@ -16,66 +13,18 @@ import (
 	"testing"
 
 	"github.com/ringkms/kms"
-	"github.com/ringkms/kms/internal/headersign"
 	"github.com/ringkms/kms/internal/hsm"
 	"github.com/ringkms/kms/internal/hsmtest"
+	"github.com/ringkms/kms/internal/hsmtest/hsmkey"
 )
-
-// tokenKeyID opens the token of uri and returns the signing key ID of the
-// Ed25519 key pair it names, closing the token again (SoftHSM2 reads its
-// configuration when the module is first loaded in a process: every
-// token of a test is closed by its end).
-func tokenKeyID(t *testing.T, uri string) string {
-	t.Helper()
-	u, err := hsm.ParseURI(uri)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pin, err := u.ReadPIN("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := hsm.Open(u, pin)
-	if err != nil {
-		t.Fatalf("hsm.Open(%s) = %v", uri, err)
-	}
-	defer tok.Close()
-	k, err := tok.Ed25519Key(u)
-	if err != nil {
-		t.Fatalf("Ed25519Key(%s) = %v", uri, err)
-	}
-	id := headersign.KeyID(k.Public().(ed25519.PublicKey))
-	return hex.EncodeToString(id[:])
-}
-
-// encryptHeader makes an encrypt call and returns its header and the
-// signing key ID the header names.
-func encryptHeader(t *testing.T, url, key string) (header, id string) {
-	t.Helper()
-	code, body := call(t, nil, "POST", url+"/ks/encrypt", key, map[string]any{"ringname": "r"})
-	if code != 200 {
-		t.Fatalf("encrypt = %d %v", code, body)
-	}
-	header, _ = body["header"].(string)
-	raw, err := base64.RawURLEncoding.DecodeString(header)
-	if err != nil || len(raw) < 10 {
-		t.Fatalf("header %q: %v", header, err)
-	}
-	return header, hex.EncodeToString(raw[2:10])
-}
 
 // verifyOffline checks headers with the keys GET /ks/signing-keys
 // publishes, as a third party does (kms.SigningKeySet.VerifyHeader), and
 // with GET /ks/header.
 func verifyOffline(t *testing.T, url, key string, headers ...string) {
 	t.Helper()
-	code, body := call(t, nil, "GET", url+"/ks/signing-keys", "", nil)
-	if code != 200 {
-		t.Fatalf("GET /ks/signing-keys = %d %v", code, body)
-	}
 	var set kms.SigningKeySet
-	for _, k := range body["keys"].([]any) {
-		m := k.(map[string]any)
+	for _, m := range signingKeys(t, url) {
 		set.Keys = append(set.Keys, kms.SigningKey{ID: m["id"].(string), Algorithm: m["algorithm"].(string), PublicKey: m["publicKey"].(string)})
 	}
 	for _, h := range headers {
@@ -96,7 +45,7 @@ func TestSigningKeyPKCS11(t *testing.T) {
 	tok := hsmtest.New(t, "kms")
 	tok.GenerateEd25519(t, "kms-signing", []byte{0x10})
 	uri := tok.URI("kms-signing")
-	tokenID := tokenKeyID(t, uri)
+	tokenID := hsmkey.KeyID(t, uri)
 
 	data := filepath.Join(t.TempDir(), "data")
 	const boot = "pkcs11-bootstrap-secret-0123456789abcdef"
@@ -206,7 +155,7 @@ func TestRotateSigningKeyPKCS11(t *testing.T) {
 	tok := hsmtest.New(t, "kms")
 	tok.GenerateEd25519(t, "kms-signing", []byte{0x01, 0xff})
 	oldURI := strings.Replace(tok.URI("kms-signing"), "object=kms-signing?", "object=kms-signing;id=%01%FF?", 1)
-	oldID := tokenKeyID(t, oldURI)
+	oldID := hsmkey.KeyID(t, oldURI)
 
 	data := filepath.Join(t.TempDir(), "data")
 	const boot = "pkcs11-rotate-secret-0123456789abcdefgh"
@@ -233,7 +182,7 @@ func TestRotateSigningKeyPKCS11(t *testing.T) {
 	if !ok || !strings.Contains(newURI, "object=kms-signing-2;id=%02%00") || !strings.Contains(newURI, "pin-source=file:") || newID == oldID {
 		t.Fatalf("rotate-signing-key printed:\n%s\nwant a new key labelled kms-signing-2 with id 0200 and its URI", out.String())
 	}
-	if got := tokenKeyID(t, newURI); got != newID {
+	if got := hsmkey.KeyID(t, newURI); got != newID {
 		t.Fatalf("the key of the printed URI has ID %s, the printed ID is %s", got, newID)
 	}
 

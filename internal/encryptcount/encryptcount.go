@@ -80,22 +80,9 @@ func (cs *Counters) Count(ringID, keyID string, limit uint64) error {
 	return cs.count(cs.get(keyID), ringID, keyID, limit)
 }
 
-// Used is how many calls this process counted on the key keyID.
-func (cs *Counters) Used(keyID string) uint64 { return cs.get(keyID).used.Load() }
-
-// Limit puts the counter of the key keyID under limit, as the first call
-// under a new limit does (limitCounter).
-func (cs *Counters) Limit(keyID string, limit uint64) error {
-	return cs.limitCounter(cs.get(keyID), keyID, limit)
-}
-
 // SetFreeBlock sets the calls a reservation covers for a key without a
 // limit (UnlimitedBlock), so that a test crosses blocks in a few calls.
 func (cs *Counters) SetFreeBlock(n uint64) { cs.freeBlock = n }
-
-// SetLimitHook has limitCounter run f once it has read the counter, for
-// a test.
-func (cs *Counters) SetLimitHook(f func()) { cs.limitHook = f }
 
 // count counts one call on the key keyID of ring ringID, whose counter is
 // c, and returns once a reservation covers it, or ErrSpent when the key's

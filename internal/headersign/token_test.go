@@ -1,6 +1,6 @@
 //go:build cgo
 
-package headersign
+package headersign_test
 
 import (
 	"crypto/ed25519"
@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/ringkms/kms/internal/headersign"
 	"github.com/ringkms/kms/internal/hsm"
 	"github.com/ringkms/kms/internal/hsmtest"
+	"github.com/ringkms/kms/internal/hsmtest/hsmkey"
 )
 
 // TestSignInToken signs batches with a key pair in a SoftHSM2 token: the
@@ -18,42 +20,30 @@ import (
 func TestSignInToken(t *testing.T) {
 	tok := hsmtest.New(t, "kms")
 	tok.GenerateEd25519(t, "kms-signing", nil)
-	u, err := hsm.ParseURI(tok.URI("kms-signing"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk, err := hsm.Open(u, tok.PIN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tk.Close()
-	key, err := tk.Ed25519Key(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := New(key)
+	tk, key, _ := hsmkey.Open(t, tok.URI("kms-signing"))
+	g, err := headersign.New(key)
 	if err != nil {
 		t.Fatalf("New(token key) = %v", err)
 	}
 	pub := key.Public().(ed25519.PublicKey)
-	if g.ID != KeyID(pub) {
-		t.Fatalf("New(token key).ID = %x, want %x", g.ID, KeyID(pub))
+	if g.ID != headersign.KeyID(pub) {
+		t.Fatalf("New(token key).ID = %x, want %x", g.ID, headersign.KeyID(pub))
 	}
-	batch := func(n int) []*Req {
-		reqs := make([]*Req, n)
+	batch := func(n int) []*headersign.Req {
+		reqs := make([]*headersign.Req, n)
 		for i := range reqs {
-			reqs[i] = &Req{Body: fmt.Appendf(make([]byte, 10), "header body %d", i)}
+			reqs[i] = &headersign.Req{Body: fmt.Appendf(make([]byte, 10), "header body %d", i)}
 		}
 		return reqs
 	}
-	for _, n := range []int{1, 5, MaxBatch + 3} {
+	for _, n := range []int{1, 5, headersign.MaxBatch + 3} {
 		reqs := batch(n)
 		if err := g.Sign(reqs); err != nil {
 			t.Fatalf("Sign(%d headers) = %v", n, err)
 		}
 		for i, r := range reqs {
 			d := int(r.Proof[0])
-			if [8]byte(r.Body[2:10]) != g.ID || !Verify(pub, r.Body, int(r.Proof[1]), r.Proof[2:2+32*d], r.Proof[2+32*d:]) {
+			if [8]byte(r.Body[2:10]) != g.ID || !headersign.Verify(pub, r.Body, int(r.Proof[1]), r.Proof[2:2+32*d], r.Proof[2+32*d:]) {
 				t.Fatalf("header %d of %d signed in the token does not verify", i, n)
 			}
 		}
@@ -69,8 +59,8 @@ func TestSignInToken(t *testing.T) {
 			t.Errorf("header %d after a failed signature has the tail %x, want none", i, r.Proof)
 		}
 	}
-	var none *Signer
-	if err := none.Sign(reqs); !errors.Is(err, ErrNoKey) || reqs[0].Proof != nil {
+	var none *headersign.Signer
+	if err := none.Sign(reqs); !errors.Is(err, headersign.ErrNoKey) || reqs[0].Proof != nil {
 		t.Errorf("nil Signer: Sign() = %v, tail %x; want ErrNoKey and none", err, reqs[0].Proof)
 	}
 }

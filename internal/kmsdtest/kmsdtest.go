@@ -5,6 +5,10 @@ package kmsdtest
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -205,4 +209,72 @@ func TrackSources() {
 		}
 		return nil
 	})
+}
+
+// Do sends one request to url with body JSON-encoded (no body when nil)
+// and the bearer credential key ("" for none), through client
+// (http.DefaultClient when nil), and returns the status and the raw
+// answer. A transport error or an unreadable answer is an error.
+func Do(client *http.Client, method, url, key string, body any) (int, []byte, error) {
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, nil, err
+		}
+		r = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, url, r)
+	if err != nil {
+		return 0, nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	if client == nil {
+		client = http.DefaultClient
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%s %s: %w", method, url, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, raw, fmt.Errorf("%s %s: read body: %w", method, url, err)
+	}
+	return resp.StatusCode, raw, nil
+}
+
+// NoSecretsIn fails the test for each file under dir that holds one of
+// secrets (named by what each is), and when dir holds no file at all: a
+// scan of nothing would prove nothing.
+func NoSecretsIn(t testing.TB, dir string, secrets map[string][]byte) {
+	t.Helper()
+	files := 0
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		files++
+		for name, s := range secrets {
+			if bytes.Contains(b, s) {
+				t.Errorf("%s holds the %s", path, name)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files == 0 {
+		t.Fatalf("no files under %s", dir)
+	}
 }

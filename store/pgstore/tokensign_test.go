@@ -17,6 +17,7 @@ import (
 	"github.com/ringkms/kms/internal/headersign"
 	"github.com/ringkms/kms/internal/hsm"
 	"github.com/ringkms/kms/internal/hsmtest"
+	"github.com/ringkms/kms/internal/hsmtest/hsmkey"
 	"github.com/ringkms/kms/internal/pgtest"
 )
 
@@ -29,19 +30,7 @@ import (
 func TestClusterTokenSigningKey(t *testing.T) {
 	tok := hsmtest.New(t, "kms")
 	tok.GenerateEd25519(t, "kms-signing", nil)
-	u, err := hsm.ParseURI(tok.URI("kms-signing"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk, err := hsm.Open(u, tok.PIN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tk.Close()
-	keyA, err := tk.Ed25519Key(u)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tk, keyA, u := hsmkey.Open(t, tok.URI("kms-signing"))
 	u.PINFile = ""
 	uriA := u.String()
 	idOf := func(k crypto.Signer) string {
