@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/kmstest"
 )
 
 // from is a context whose client address is addr.
@@ -30,8 +31,8 @@ func TestClientAddrIPv6Prefix(t *testing.T) {
 		{128, []string{"2001:db8:1:2::1", "2001:db8:1:2:0:0:0:1"}, []string{"2001:db8:1:2::2", "2001:db8:1:2::3"}},
 	} {
 		t.Run(fmt.Sprintf("prefix %d, %s", c.prefix, c.share[0]), func(t *testing.T) {
-			clock := newFixedClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-			e := newEnvOn(t, newMemStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.now, IPv6Prefix: c.prefix,
+			clock := kmstest.ClockAt(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+			e := newEnvOn(t, newMemStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now, IPv6Prefix: c.prefix,
 				RateLimits: kms.RateLimits{PerAddr: kms.Rate{PerSecond: 1, Burst: 1}}})
 			if err := e.svc.Admit(from(c.share[0]), nil); err != nil {
 				t.Fatalf("Admit(%s) = %v", c.share[0], err)
