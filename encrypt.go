@@ -443,10 +443,12 @@ func (s *Service) activeKey(ctx context.Context, p *Principal, r *ringRecord) (*
 // a maxEncryptCount, rotating the ring first when the key is spent, and
 // returns the ring and key to use.
 func (s *Service) reserveEncrypt(ctx context.Context, p *Principal, r *ringRecord, max uint64) (*ringRecord, error) {
-	mu := s.ringLock(r.ID)
-	mu.Lock()
+	mu, err := s.lockRing(r.ID)
+	if err != nil {
+		return nil, err
+	}
 	defer mu.Unlock()
-	r, err := s.ringByID(ctx, r.Group, r.ID) // another call may have rotated it
+	r, err = s.ringByID(ctx, r.Group, r.ID) // another call may have rotated it
 	if err != nil {
 		return nil, err
 	}
