@@ -244,8 +244,10 @@ func (s *Service) changeKey(ctx context.Context, group string, ref RingRef, keyI
 	if _, ok := parseID(keyID); !ok {
 		return nil, s.recordFailure(p, action, lower, Errorf(KindNotFound, "key not found")) // no key has such an ID
 	}
-	mu := s.ringLock(r.ID)
-	mu.Lock()
+	mu, err := s.lockRing(r.ID)
+	if err != nil {
+		return nil, err
+	}
 	defer mu.Unlock()
 	if rotate {
 		if err := s.store.View(ctx, func(tx Txn) error {

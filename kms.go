@@ -84,6 +84,7 @@ func New(st Store, opts Options) (*Service, error) {
 	s.counts = encryptcount.New(encryptcount.Config{
 		Store:    st,
 		Submit:   func(mutate func(Txn) error) error { return s.submit(nil, mutate, nil) },
+		Lock:     func(l *journal.Lock) error { return s.journal.Lock(l) },
 		CountKey: func(keyID string) []byte { return join(pfxKeyCount, []byte(keyID)) },
 		KeyKey:   func(ringID, keyID string) []byte { return join(pfxKey, []byte(ringID), sep, []byte(keyID)) },
 	})

@@ -3,8 +3,9 @@ package kms
 import (
 	"context"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/ringkms/kms/internal/journal"
 )
 
 // Rotation. A ring gets a new active key when a caller rotates it
@@ -150,19 +151,32 @@ func (s *Service) rotateCmd(ctx context.Context, group string, in RotateInput, a
 	if err := checkAlgo(in.Algo); err != nil {
 		return nil, nil, s.recordFailure(p, action, strings.ToLower(r.Name), err)
 	}
-	mu := s.ringLock(r.ID)
-	mu.Lock()
+	mu, err := s.lockRing(r.ID)
+	if err != nil {
+		return nil, nil, err
+	}
 	defer mu.Unlock()
 	k, next, _, err := s.rotate(p, r, action, nil, nil)
 	return k, next, err
 }
 
-func (s *Service) ringLock(id string) *sync.Mutex {
-	if mu, ok := s.ringLocks.Load(id); ok {
-		return mu.(*sync.Mutex)
+// lockRing takes the lock of the ring with ID id, which the writes of a
+// ring that must not interleave take in turn (rotations, changes of a
+// key's state, the counting of a ring with a maxEncryptCount), and
+// returns it for the caller to Unlock. Its holder may wait for the
+// journal; a caller that finds it held gives up, with the journal's error,
+// once the journal's writer counts as stalled (journal.Lock), as a write
+// queued behind the stalled batch is answered.
+func (s *Service) lockRing(id string) (*journal.Lock, error) {
+	mu, ok := s.ringLocks.Load(id)
+	if !ok {
+		mu, _ = s.ringLocks.LoadOrStore(id, journal.NewLock())
 	}
-	mu, _ := s.ringLocks.LoadOrStore(id, new(sync.Mutex))
-	return mu.(*sync.Mutex)
+	l := mu.(*journal.Lock)
+	if err := s.journal.Lock(l); err != nil {
+		return nil, err
+	}
+	return l, nil
 }
 
 // rotate makes a new key for r and makes it the active key, recorded as
@@ -288,10 +302,12 @@ func periodProps(r *ringRecord, trigger string) map[string]any {
 // the ring with its new active key; or the ring as it is, when another
 // call or process rotated it first.
 func (s *Service) rotateOverdue(ctx context.Context, r *ringRecord) (*ringRecord, error) {
-	mu := s.ringLock(r.ID)
-	mu.Lock()
+	mu, err := s.lockRing(r.ID)
+	if err != nil {
+		return nil, err
+	}
 	defer mu.Unlock()
-	r, err := s.ringByID(ctx, r.Group, r.ID) // another call may have rotated it
+	r, err = s.ringByID(ctx, r.Group, r.ID) // another call may have rotated it
 	if err != nil {
 		return nil, err
 	}
@@ -363,8 +379,10 @@ func (s *Service) rotateScheduled(ctx context.Context, due []byte, now int64) er
 	case r.ActiveKey != keyID || r.RotateDue != at:
 		return drop() // rotated or rescheduled: its entry is another
 	}
-	mu := s.ringLock(r.ID)
-	mu.Lock()
+	mu, err := s.lockRing(r.ID)
+	if err != nil {
+		return err
+	}
 	defer mu.Unlock()
 	_, _, _, err = s.rotate(systemPrincipal, r, periodAction(r.Group), dueGuard(keyID, now), periodProps(r, "sweep"))
 	if isNotFound(err) {

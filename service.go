@@ -173,7 +173,7 @@ type Service struct {
 	principals *cache.Cache[string, *Principal]  // digest of a secret -> principal
 	users      *userState                        // sessions and login throttles
 	counts     *encryptcount.Counters            // the encrypt calls of each key, against reservations in the store
-	ringLocks  sync.Map                          // ring ID -> *sync.Mutex
+	ringLocks  sync.Map                          // ring ID -> *journal.Lock (lockRing)
 
 	// keyVersions maps ring ID "/" version to key ID (keyversion.go): a
 	// version, once given, never names another key. numbered says that

@@ -324,8 +324,10 @@ func (s *Service) RotateTransitKey(ctx context.Context, name string) (*TransitKe
 	if err != nil {
 		return nil, err
 	}
-	mu := s.ringLock(r.ID)
-	mu.Lock()
+	mu, err := s.lockRing(r.ID)
+	if err != nil {
+		return nil, err
+	}
 	_, next, _, err := s.rotate(p, r, transitRotateAction, nil, nil)
 	mu.Unlock()
 	if err != nil {

@@ -32,7 +32,10 @@
 //     (TestHASilentNode); a node on a hot standby answers 503 saying the
 //     database is read-only until the standby is promoted
 //     (TestHAHotStandby); a connection cut at a COMMIT gets the answer
-//     the database holds (TestHACommitCut).
+//     the database holds (TestHACommitCut); and with a node's connections
+//     cut at random moments under load, no encrypt answered an error
+//     left a record or an Asset, and every one acknowledged left exactly
+//     one record (TestHAConnectionCuts).
 //   - TestMasterKeyInHSM: kmsd with its master key in a PKCS#11 token
 //     (a real SoftHSM2 token, internal/hsmtest) serves, starts again on
 //     its store, refuses a plain master key, and verifies its trail;

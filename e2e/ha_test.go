@@ -21,7 +21,8 @@ import (
 // The high-availability tests: nodes of the real kmsd on a PostgreSQL
 // that fails as a real one does. A primary is killed and its synchronous
 // standby promoted, a node's connection goes silent, a node starts on a
-// hot standby, a connection is cut at a COMMIT. docs/OPERATIONS.md
+// hot standby, a connection is cut at a COMMIT, a node's connections are
+// cut at random moments under load (cuts_test.go). docs/OPERATIONS.md
 // (sections 13 and 14) says what the nodes must do.
 
 const (
@@ -59,6 +60,9 @@ type haCall struct {
 	node       int // from 0
 	op         haOp
 	ring       string // the ring a creation named
+	who        string // the API key that made the call; empty for the root key
+	hash       string // the hash an acknowledged encrypt answered
+	asset      string // the data "call" of the Asset an encrypt created
 	status     int    // HTTP status; 0 for no answer
 	err        error
 	start, end time.Time
@@ -98,16 +102,23 @@ func (l *haLoad) writes(t *testing.T, nodes []int, workers int, ops ...haOp) {
 	t.Helper()
 	for _, i := range nodes {
 		for w := range workers {
-			cl := l.c.root(t, i)
-			l.wg.Go(func() {
-				for n := w; !l.halted.Load(); n++ {
-					if c := l.do(cl, i, ops[n%len(ops)], fmt.Sprintf("ha-%d-%d-%d", i+1, w, n)); c.status != http.StatusOK {
-						time.Sleep(errorPause)
-					}
-				}
-			})
+			l.worker(l.c.root(t, i), i, "", fmt.Sprintf("ha-%d-%d", i+1, w), w, ops...)
 		}
 	}
+}
+
+// worker starts one worker that sends ops in turn through cl, a client of
+// node with the API key who (empty for the root key), from the place
+// first in the cycle; name and the call's number name what its calls
+// make (rings, Assets).
+func (l *haLoad) worker(cl *client.Client, node int, who, name string, first int, ops ...haOp) {
+	l.wg.Go(func() {
+		for n := first; !l.halted.Load(); n++ {
+			if c := l.do(cl, node, who, ops[n%len(ops)], fmt.Sprintf("%s-%d", name, n)); c.status != http.StatusOK {
+				time.Sleep(errorPause)
+			}
+		}
+	})
 }
 
 // probe asks /healthz of each of the nodes every healthEvery.
@@ -117,7 +128,7 @@ func (l *haLoad) probe(t *testing.T, nodes ...int) {
 		cl := l.c.client(t, i, "")
 		l.wg.Go(func() {
 			for !l.halted.Load() {
-				l.do(cl, i, opHealth, "")
+				l.do(cl, i, "", opHealth, "")
 				time.Sleep(healthEvery)
 			}
 		})
@@ -130,11 +141,12 @@ func (l *haLoad) halt() {
 	l.wg.Wait()
 }
 
-// do sends one call through cl, a client of node, and keeps it; name
-// names a ring it creates.
-func (l *haLoad) do(cl *client.Client, node int, op haOp, name string) haCall {
+// do sends one call through cl, a client of node with the API key who
+// (empty for the root key), and keeps it; name names a ring it creates,
+// or the Asset of an encrypt (its data "call").
+func (l *haLoad) do(cl *client.Client, node int, who string, op haOp, name string) haCall {
 	ctx, status := withStatus(bg)
-	c := haCall{node: node, op: op, start: time.Now()}
+	c := haCall{node: node, who: who, op: op, start: time.Now()}
 	var ack func() // keeps what the call made, once it is acknowledged
 	switch op {
 	case opHealth:
@@ -142,10 +154,12 @@ func (l *haLoad) do(cl *client.Client, node int, op haOp, name string) haCall {
 	case opEncrypt, opEncryptAsset:
 		in := kms.EncryptInput{RingName: l.ring}
 		if op == opEncryptAsset {
+			c.asset = name
 			in.Asset = &kms.AssetInput{Data: map[string]any{"call": name}}
 		}
 		e, err := cl.Encrypt(ctx, in)
 		if c.err = err; err == nil {
+			c.hash = e.Hash
 			a := clusterAck{node: node, keyID: e.Key.ID, hash: e.Hash, header: e.Header}
 			if e.Asset != nil {
 				a.assetID = e.Asset.ID
@@ -546,7 +560,7 @@ func TestHACommitCut(t *testing.T) {
 			t.Run(fmt.Sprintf("%s cut %s the COMMIT", op, side), func(t *testing.T) {
 				before, acked := records(nil), len(l.encrypts)
 				done := p.CutOn(pgtest.PreparedMessage(sqlCommit), where)
-				call := l.do(cut, 1, op, "cut-"+side)
+				call := l.do(cut, 1, "", op, "cut-"+side)
 				select {
 				case <-done:
 				case <-time.After(10 * time.Second):

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/ringkms/kms/internal/base"
+	"github.com/ringkms/kms/internal/journal"
 )
 
 const (
@@ -26,6 +27,12 @@ type Config struct {
 	// Submit commits mutate durably, as one write of the service (its
 	// journal), and returns mutate's error or the commit's.
 	Submit func(mutate func(tx base.Txn) error) error
+	// Lock takes a counter's lock, which its reservations take in turn,
+	// or returns why not: the journal's, which gives up while its writer
+	// is stalled (journal.Lock), so that a call waiting for a reservation
+	// held up in a stalled batch is answered as the calls queued behind
+	// it are.
+	Lock func(l *journal.Lock) error
 	// CountKey is the store key of a key's total; KeyKey that of the key's
 	// own record, which must exist when a block is reserved (no count
 	// outlives its key).
@@ -53,7 +60,7 @@ type counter struct {
 	used     atomic.Uint64 // calls counted
 	reserved atomic.Uint64 // calls the reservations cover
 	limited  atomic.Bool   // the reservations were made under a limit
-	mu       sync.Mutex    // serialises reservations
+	mu       *journal.Lock // serialises reservations (Config.Lock)
 }
 
 // get returns this process's counter of a key's encrypt calls. Its ledger
@@ -62,7 +69,7 @@ func (cs *Counters) get(keyID string) *counter {
 	if c, ok := cs.m.Load(keyID); ok {
 		return c.(*counter)
 	}
-	got, _ := cs.m.LoadOrStore(keyID, &counter{})
+	got, _ := cs.m.LoadOrStore(keyID, &counter{mu: journal.NewLock()})
 	return got.(*counter)
 }
 
@@ -133,7 +140,9 @@ func limitedBlock(limit, free uint64) uint64 {
 // block stops at limit (0: none); past it, reserve answers ErrSpent. A key
 // that was deleted meanwhile is NotFound.
 func (cs *Counters) reserve(c *counter, ringID, keyID string, need, block, limit uint64) error {
-	c.mu.Lock()
+	if err := cs.cfg.Lock(c.mu); err != nil {
+		return err
+	}
 	defer c.mu.Unlock()
 	if c.reserved.Load() >= need {
 		return nil // another call reserved it meanwhile
@@ -185,7 +194,9 @@ func (cs *Counters) reserve(c *counter, ringID, keyID string, need, block, limit
 // passed between the two reads: the total then fell short of the calls
 // made, and another process could hand the key out past the limit.)
 func (cs *Counters) limitCounter(c *counter, keyID string, limit uint64) error {
-	c.mu.Lock()
+	if err := cs.cfg.Lock(c.mu); err != nil {
+		return err
+	}
 	defer c.mu.Unlock()
 	if c.limited.Load() {
 		return nil

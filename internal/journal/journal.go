@@ -247,6 +247,9 @@ type Journal[R comparable] struct {
 	// busySince is when the batch being committed began (unix
 	// nanoseconds), or 0 (stall.go).
 	busySince atomic.Int64
+	// stalled is closed when the writer is seen stalled, and replaced
+	// (stall.go): the callers waiting in Lock wait on it.
+	stalled atomic.Pointer[chan struct{}]
 }
 
 // Start brings the trail and its index up to date after a crash (see
@@ -254,6 +257,8 @@ type Journal[R comparable] struct {
 func Start[R comparable](ctx context.Context, cfg Config[R]) (*Journal[R], error) {
 	j := &Journal[R]{cfg: cfg, store: cfg.Store, trail: cfg.Store.Trail(), index: cfg.Index,
 		jobs: make(chan *Job[R], 4*MaxBatch), pause: runtime.Gosched}
+	stalled := make(chan struct{})
+	j.stalled.Store(&stalled)
 	if j.trail == nil {
 		return nil, base.Errorf(base.KindInvalid, "the store has no activity trail")
 	}

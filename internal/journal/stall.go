@@ -24,6 +24,56 @@ const stallCheck = 10
 func (j *Journal[R]) busy() { j.busySince.Store(time.Now().UnixNano()) }
 func (j *Journal[R]) idle() { j.busySince.Store(0) }
 
+// A Lock is a mutex that the callers of writes take in turn before they
+// submit them (the rotations of one ring, the reservations of one
+// counter): its holder may wait in the journal, for as long as a batch
+// whose commit met a silent store waits for its outcome. Journal.Lock
+// takes it, or gives up with the stall's error once the writer counts as
+// stalled, so that a caller waiting for the lock is answered as one
+// waiting in the queue is, rather than held until the network is back.
+// NewLock makes one.
+type Lock struct{ ch chan struct{} }
+
+// NewLock returns a Lock that nobody holds.
+func NewLock() *Lock { return &Lock{ch: make(chan struct{}, 1)} }
+
+// Unlock lets go of l, which the caller holds.
+func (l *Lock) Unlock() { <-l.ch }
+
+// Lock takes l and returns nil (the caller then holds it, until Unlock),
+// or returns the error of a stalled writer, without l, when the writer
+// counts as stalled before l is free.
+func (j *Journal[R]) Lock(l *Lock) error {
+	select {
+	case l.ch <- struct{}{}:
+		return nil
+	default:
+	}
+	for {
+		// Loaded before the stall is looked at: a stall that begins
+		// after the look closes this very channel.
+		stalled := *j.stalled.Load()
+		if e := j.stall(); e != nil {
+			return e
+		}
+		select {
+		case l.ch <- struct{}{}:
+			return nil
+		case <-stalled:
+		}
+	}
+}
+
+// stallSeen wakes the callers waiting in Lock: the writer counts as
+// stalled. The next waiters wait on a new channel.
+func (j *Journal[R]) stallSeen() {
+	old := j.stalled.Load()
+	next := make(chan struct{})
+	if j.stalled.CompareAndSwap(old, &next) {
+		close(*old)
+	}
+}
+
 // stall returns the error of a stalled writer, or nil.
 func (j *Journal[R]) stall() *base.Error {
 	bound := j.cfg.StallAfter
@@ -52,6 +102,9 @@ func (j *Journal[R]) watchStalls(quit <-chan struct{}) {
 		case <-quit:
 			return
 		case <-tick.C:
+		}
+		if j.stall() != nil {
+			j.stallSeen()
 		}
 	drain:
 		for e := j.stall(); e != nil; e = j.stall() {

@@ -3,6 +3,7 @@ package journal_test
 import (
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -79,4 +80,60 @@ func TestStall(t *testing.T) {
 	if n := st.Trail().Len(); n != 2 {
 		t.Errorf("the trail holds %d records, want 2", n)
 	}
+}
+
+// TestLockStall: a caller waiting for a Lock whose holder waits in a
+// stalled batch gives up with the stall's error, as a job queued behind
+// that batch is answered, and one that comes while the writer is stalled
+// gives up at once; the holder keeps the lock, and once the batch ends
+// the lock is taken as a mutex is.
+func TestLockStall(t *testing.T) {
+	st := openStore(t)
+	j := start(t, bounded{st})
+	defer j.Close()
+	l := journal.NewLock()
+	if err := j.Lock(l); err != nil {
+		t.Fatalf("Lock of a free lock = %v", err)
+	}
+	running, release := make(chan struct{}), make(chan struct{})
+	let := sync.OnceFunc(func() { close(release) })
+	defer let() // before Close, which waits for the stalled job
+	stalled := make(chan error, 1)
+	go func() { // the holder's write meets a silent store
+		stalled <- j.Submit(&journal.Job[*rec]{Rec: &rec{Action: "stalled"}, Mutate: func(w base.Txn) error {
+			close(running)
+			<-release
+			return w.Set([]byte("stalled"), []byte("1"))
+		}})
+	}()
+	<-running
+	waiting := make(chan error, 1)
+	go func() { waiting <- j.Lock(l) }()
+	select {
+	case err := <-waiting:
+		if !errors.Is(err, base.ErrUnavailable) || !strings.Contains(base.ErrorMessage(err), "nothing of this call was written") {
+			t.Errorf("Lock held by a stalled write = %v, want Unavailable saying nothing was written", err)
+		}
+	case <-time.After(10 * stallBound):
+		t.Fatalf("Lock held by a stalled write still waits after %v", 10*stallBound)
+	}
+	if err := j.Lock(l); !errors.Is(err, base.ErrUnavailable) {
+		t.Errorf("Lock while the writer is stalled = %v, want Unavailable at once", err)
+	}
+	let()
+	if err := <-stalled; err != nil {
+		t.Fatalf("the stalled job once its batch ends = %v, want nil", err)
+	}
+	taken := make(chan error, 1)
+	go func() { taken <- j.Lock(l) }()
+	select {
+	case err := <-taken:
+		t.Fatalf("Lock held by another = %v before it was let go", err)
+	case <-time.After(2 * stallBound):
+	}
+	l.Unlock()
+	if err := <-taken; err != nil {
+		t.Fatalf("Lock once let go = %v, want nil", err)
+	}
+	l.Unlock()
 }

@@ -60,11 +60,22 @@ import (
 // (markerAge, well beyond settleWindow, so that no sweep deletes a marker
 // that a node may still look for).
 //
+// Both steps count only on a server that takes writes: a standby (in
+// recovery) lists none of the primary's sessions, and need not have
+// replayed the commit yet (a synchronous standby flushes the WAL before
+// the primary answers, and may replay it later), so a lookup there would
+// find the backend gone and the marker absent for a commit that took
+// place. A connection that reaches one (a URL that names a standby
+// without target_session_attrs=read-write, a name or a pooler that leads
+// elsewhere for a moment) is closed, so that the pool connects afresh,
+// and the try counts as one that could not reach the database.
+//
 // A failover to a standby (a multi-host URL) does not change the
 // argument: the old primary's backend is not on the new server, and a
 // commit that was not replicated before the promotion is not there (with
 // synchronous standbys, an acknowledged one always is; this one was not
-// acknowledged).
+// acknowledged). The new primary has left recovery before it answers as
+// one.
 //
 // Markers older than markerAge are deleted by a sweep, one DELETE in a
 // transaction of its own (READ COMMITTED, so concurrent sweeps of other
@@ -85,8 +96,10 @@ const (
 	// The old backend, if it is still there and is a session like ours.
 	sqlTerminate = `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
 		WHERE pid = $1 AND usename = current_user AND datname = current_database()`
-	sqlBackendAlive = "SELECT count(*) > 0 FROM pg_stat_activity WHERE pid = $1"
-	sqlMarkerFound  = "SELECT count(*) > 0 FROM kms_commits WHERE id = $1"
+	// Each answers too whether the server is a standby, on which neither
+	// counts.
+	sqlBackendAlive = "SELECT pg_is_in_recovery(), count(*) > 0 FROM pg_stat_activity WHERE pid = $1"
+	sqlMarkerFound  = "SELECT pg_is_in_recovery(), count(*) > 0 FROM kms_commits WHERE id = $1"
 	// A write whose commit waits for the synchronous standbys.
 	sqlMarkerReplicated = "UPDATE kms_commits SET at = at WHERE id = $1"
 	sqlSweep            = "DELETE FROM kms_commits WHERE at < clock_timestamp() - $1::INTERVAL"
@@ -125,6 +138,10 @@ func errNotCommitted(cause error) error {
 // errBackendAlive is the cause of a lookup that found the backend of the
 // transaction still there.
 var errBackendAlive = errors.New("the transaction's backend is still running")
+
+// errOnStandby is the cause of a lookup whose connection reached a
+// standby.
+var errOnStandby = errors.New("the connection reached a standby, which cannot tell whether the primary committed")
 
 // settle finds out whether the transaction whose marker is id, run by the
 // backend pid, committed (see above). It returns nil when it did, an
@@ -179,25 +196,43 @@ func (s *Store) settleWithin(ctx context.Context, id []byte, pid uint32, cause e
 			why, hex.EncodeToString(id), markerAge)}
 }
 
-// lookup is one try of settle, on one connection: with terminate, it
-// asks the old backend to go if it is there (settle does so once), and
-// when it is gone, whether the marker is there. It returns
-// errBackendAlive while the backend is there.
+// lookup is one try of settle, on one connection: on a server that takes
+// writes, it asks the old backend to go if it is there and terminate says
+// so (settle does so once), and when it is gone, whether the marker is
+// there. It returns errBackendAlive while the backend is there, and
+// errOnStandby, having closed the connection, when it reached a standby.
 func (s *Store) lookup(ctx context.Context, id []byte, pid uint32, terminate bool, terminated *bool) (bool, error) {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return false, err
 	}
 	defer c.Release()
+	// ask runs one of the lookup's queries, which answer whether the
+	// server is a standby first.
+	ask := func(sql string, arg any) (bool, error) {
+		var standby, yes bool
+		if err := c.QueryRow(ctx, sql, arg).Scan(&standby, &yes); err != nil {
+			return false, err
+		}
+		if standby {
+			// Not back to the pool: the next try connects afresh.
+			cctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
+			c.Conn().Close(cctx)
+			cancel()
+			return false, errOnStandby
+		}
+		return yes, nil
+	}
 	if c.Conn().PgConn().PID() != pid { // else the old pid is reused: ours
-		if terminate {
+		alive, err := ask(sqlBackendAlive, int32(pid))
+		if err == nil && alive && terminate {
 			if _, err := c.Exec(ctx, sqlTerminate, int32(pid)); err != nil {
 				return false, err
 			}
 			*terminated = true
+			alive, err = ask(sqlBackendAlive, int32(pid))
 		}
-		var alive bool
-		if err := c.QueryRow(ctx, sqlBackendAlive, int32(pid)).Scan(&alive); err != nil {
+		if err != nil {
 			return false, err
 		}
 		if alive {
@@ -206,8 +241,8 @@ func (s *Store) lookup(ctx context.Context, id []byte, pid uint32, terminate boo
 	}
 	// A statement of its own: its snapshot is taken after the backend
 	// was seen gone.
-	var found bool
-	if err := c.QueryRow(ctx, sqlMarkerFound, id).Scan(&found); err != nil {
+	found, err := ask(sqlMarkerFound, id)
+	if err != nil {
 		return false, err
 	}
 	if found {

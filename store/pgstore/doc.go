@@ -131,7 +131,10 @@
 // (pg_terminate_backend, for a session of the same user and database),
 // waits until pg_stat_activity no longer lists it (a backend leaves it
 // only once its transaction has committed or rolled back, so it can no
-// longer commit), and then looks the marker up. Found, the call returns
+// longer commit), and then looks the marker up. Both count only on a
+// server that takes writes: a connection that reaches a standby (which
+// lists none of the primary's sessions, and may not have replayed the
+// commit yet) is closed, and the call tries again. Found, the call returns
 // nil, once one more write has committed after it (its commit waits for
 // the synchronous standbys, so the transaction is on them too); not found,
 // an error of kind Unavailable saying nothing was written. While the

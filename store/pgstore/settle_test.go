@@ -150,3 +150,68 @@ func TestCommitSettledAfterStandby(t *testing.T) {
 		t.Fatal("the call answered nil, and the database does not hold its write")
 	}
 }
+
+// TestCommitSettledOnPrimary: a commit cut after its COMMIT was sent is
+// settled on a server that takes writes, never on a standby. A node whose
+// URL names a standby too (without target_session_attrs=read-write, or
+// behind a name or a pooler that may lead elsewhere for a moment) may
+// find itself on the standby when it reconnects to settle: the standby
+// lists none of the primary's sessions, and need not have replayed the
+// commit yet (a synchronous standby flushes a commit before the primary
+// answers; it may replay it later). Here the standby's replay is paused,
+// and the primary is out of reach until the settling has had every chance
+// to look on the standby: the call still waits, and then answers that its
+// write was made.
+func TestCommitSettledOnPrimary(t *testing.T) {
+	pair := pgtest.StartPair(t)
+	p, err := netproxy.New(pair.PrimaryAddr())
+	if err != nil {
+		t.Fatalf("netproxy.New: %v", err)
+	}
+	t.Cleanup(func() { p.Close() })
+	// The primary through the proxy, then the standby; no
+	// target_session_attrs: a new connection takes the first that
+	// answers.
+	through := strings.Replace(strings.Replace(pair.MultiURL(), pair.PrimaryAddr(), p.Addr(), 1), "&target_session_attrs=read-write", "", 1)
+	s, err := Open(t.Context(), through, Options{QueryTimeout: settleTimeout})
+	if err != nil {
+		t.Fatalf("Open = %v", err)
+	}
+	defer s.Close()
+	if err := s.Update(t.Context(), func(tx kms.Txn) error { return tx.Set([]byte("warm"), []byte("up")) }); err != nil {
+		t.Fatalf("Update = %v", err)
+	}
+	// The standby has the store's tables and the first write; from now
+	// on it replays nothing.
+	deadline := time.Now().Add(30 * time.Second)
+	for !hasKey(t, pair.StandbyURL(), []byte("warm")) {
+		if time.Now().After(deadline) {
+			t.Fatal("the standby has not replayed the first write in 30 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	exec(t, sqlConn(t, pair.StandbyURL()), "SELECT pg_wal_replay_pause()")
+
+	cut := p.CutOnThen(pgtest.PreparedMessage(sqlCommit), netproxy.CutAfter, netproxy.Refuse)
+	key := []byte("k")
+	done := updateAsync(s, key)
+	select {
+	case <-cut:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the proxy never saw the COMMIT")
+	}
+	time.Sleep(outage)
+	stillWaiting(t, done, "while the primary was out of reach and only the standby answered")
+	p.SetMode(netproxy.Pass)
+	err = answer(t, done)
+	found := hasKey(t, pair.PrimaryURL(), key)
+	t.Logf("answer %v; the key is on the primary: %v", err, found)
+	switch {
+	case err == nil && !found:
+		t.Fatal("the call answered nil, and the primary does not hold its write")
+	case err != nil && found:
+		t.Fatalf("the call answered %v, and the primary holds its write", err)
+	case !found:
+		t.Fatal("the primary does not hold a write whose COMMIT reached it; the test shows nothing")
+	}
+}
