@@ -469,7 +469,7 @@ func killUnderLoad(t *testing.T, c *cluster) {
 					t.Errorf("Encrypt on %s (killed: %v) = %s", c.nodes[i].name, killed.Load(), outcome(err))
 					return
 				}
-				a := clusterAck{node: i, keyID: e.Key.ID, hash: e.Hash, header: e.Header}
+				a := clusterAck{node: i, keyID: e.Key.ID, hash: e.Hash, header: e.Header, keyShare: e.KeyShare}
 				if e.Asset != nil {
 					a.assetID = e.Asset.ID
 				}
@@ -546,7 +546,7 @@ func killUnderLoad(t *testing.T, c *cluster) {
 	cl := c.root(t, victim)
 	e := must[*kms.EncryptResult](t, "Encrypt on the restarted node")(cl.Encrypt(bg, kms.EncryptInput{RingName: "cl-kill",
 		Asset: &kms.AssetInput{Data: map[string]any{"after": "restart"}}}))
-	checkDecrypts(t, []*client.Client{cl}, []clusterAck{{node: victim, keyID: e.Key.ID, hash: e.Hash, header: e.Header, assetID: e.Asset.ID}})
+	checkDecrypts(t, []*client.Client{cl}, []clusterAck{{node: victim, keyID: e.Key.ID, hash: e.Hash, header: e.Header, assetID: e.Asset.ID, keyShare: e.KeyShare}})
 	var own []clusterAck
 	for _, a := range acks {
 		if a.node == victim {

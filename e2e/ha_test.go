@@ -160,7 +160,7 @@ func (l *haLoad) do(cl *client.Client, node int, who string, op haOp, name strin
 		e, err := cl.Encrypt(ctx, in)
 		if c.err = err; err == nil {
 			c.hash = e.Hash
-			a := clusterAck{node: node, keyID: e.Key.ID, hash: e.Hash, header: e.Header}
+			a := clusterAck{node: node, keyID: e.Key.ID, hash: e.Hash, header: e.Header, keyShare: e.KeyShare}
 			if e.Asset != nil {
 				a.assetID = e.Asset.ID
 			}
@@ -527,7 +527,7 @@ func TestHAHotStandby(t *testing.T) {
 	c.sameProcesses(t, pids)
 	c.v.noServerErrors(t)
 	root := c.root(t, 0)
-	checkDecrypts(t, []*client.Client{root}, []clusterAck{{keyID: enc.Key.ID, hash: enc.Hash, header: enc.Header, assetID: enc.Asset.ID}})
+	checkDecrypts(t, []*client.Client{root}, []clusterAck{{keyID: enc.Key.ID, hash: enc.Hash, header: enc.Header, assetID: enc.Asset.ID, keyShare: enc.KeyShare}})
 	l.checkAcked(t, root)
 	l.checkRefused(t, root)
 }

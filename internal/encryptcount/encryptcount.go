@@ -31,7 +31,7 @@ type Config struct {
 	// or returns why not: the journal's, which gives up while its writer
 	// is stalled (journal.Lock), so that a call waiting for a reservation
 	// held up in a stalled batch is answered as the calls queued behind
-	// it are.
+	// it are. Nil takes the lock however long it waits.
 	Lock func(l *journal.Lock) error
 	// CountKey is the store key of a key's total; KeyKey that of the key's
 	// own record, which must exist when a block is reserved (no count
@@ -50,7 +50,12 @@ type Counters struct {
 }
 
 // New returns empty Counters.
-func New(cfg Config) *Counters { return &Counters{cfg: cfg, freeBlock: UnlimitedBlock} }
+func New(cfg Config) *Counters {
+	if cfg.Lock == nil {
+		cfg.Lock = func(l *journal.Lock) error { l.Take(); return nil }
+	}
+	return &Counters{cfg: cfg, freeBlock: UnlimitedBlock}
+}
 
 // counter counts the encrypt calls of one key in this process. Its
 // numbers are this process's own ledger: used counts the calls counted,

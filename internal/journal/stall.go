@@ -37,6 +37,10 @@ type Lock struct{ ch chan struct{} }
 // NewLock returns a Lock that nobody holds.
 func NewLock() *Lock { return &Lock{ch: make(chan struct{}, 1)} }
 
+// Take takes l, however long it waits: for a caller with no journal to
+// give up with (Journal.Lock is the one that gives up).
+func (l *Lock) Take() { l.ch <- struct{}{} }
+
 // Unlock lets go of l, which the caller holds.
 func (l *Lock) Unlock() { <-l.ch }
 
