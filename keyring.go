@@ -408,3 +408,39 @@ func (r *ringRecord) keysHeld() bool {
 	}
 	return r.Group == groupAsym && r.Transit != nil
 }
+
+func errKeyDestroyed(r *ringRecord, k *keyRecord) error {
+	return &Error{Kind: KindDestroyed, State: KeyDestroyed, Message: fmt.Sprintf("key %s of ring %s was destroyed: its key material is gone", k.ID, r.Name)}
+}
+
+// dataKeys is the ring's dataKeys; a ring stored with none (made before
+// the choice existed) has "ring": the default of new rings is for new
+// rings only, and a stored ring keeps the kind it was made with.
+func (r *ringRecord) dataKeys() string {
+	if r.DataKeys == "" {
+		return DataKeysRing
+	}
+	return r.DataKeys
+}
+
+// KeyData is a key wrapped for its ring's public key; docs/FORMAT.md
+// describes it bit for bit.
+type KeyData struct {
+	Version   int          `json:"version"`
+	Encrypted EncryptedKey `json:"encrypted"`
+	// IV is the HPKE encapsulated key (standard base64); empty for RSA.
+	IV string `json:"iv"`
+}
+
+// EncryptedKey holds the wrapped key.
+type EncryptedKey struct {
+	Key EncodedValue `json:"key"`
+}
+
+// EncodedValue is a wrapped value: Value is standard base64 of the
+// ciphertext; Encoding names the wrapping scheme (hpke-xwing, hpke-x25519
+// or rsa-oaep-sha256).
+type EncodedValue struct {
+	Value    string `json:"value"`
+	Encoding string `json:"encoding"`
+}

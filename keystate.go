@@ -3,7 +3,6 @@ package kms
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"time"
 )
@@ -45,10 +44,6 @@ func keyUsable(v []byte, found bool, r *ringRecord) (jobErr, err error) {
 		return nil, err
 	}
 	return k.usable(r), nil
-}
-
-func errKeyDestroyed(r *ringRecord, k *keyRecord) error {
-	return &Error{Kind: KindDestroyed, State: KeyDestroyed, Message: fmt.Sprintf("key %s of ring %s was destroyed: its key material is gone", k.ID, r.Name)}
 }
 
 // SetKeyState enables or disables a key of a /ks ring and returns it

@@ -43,16 +43,6 @@ func checkDataKeys(v string) (string, error) {
 	return "", Errorf(KindInvalid, "dataKeys %q is not supported: use %q or %q", v, DataKeysRing, DataKeysSplit)
 }
 
-// dataKeys is the ring's dataKeys; a ring stored with none (made before
-// the choice existed) has "ring": the default of new rings is for new
-// rings only, and a stored ring keeps the kind it was made with.
-func (r *ringRecord) dataKeys() string {
-	if r.DataKeys == "" {
-		return DataKeysRing
-	}
-	return r.DataKeys
-}
-
 // ringShareAAD binds a ring's sealed share secret to the ring.
 func ringShareAAD(ringID string) []byte { return []byte("ring/share/" + ringID) }
 
