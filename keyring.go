@@ -413,6 +413,12 @@ func errKeyDestroyed(r *ringRecord, k *keyRecord) error {
 	return &Error{Kind: KindDestroyed, State: KeyDestroyed, Message: fmt.Sprintf("key %s of ring %s was destroyed: its key material is gone", k.ID, r.Name)}
 }
 
+// The values of dataKeys (split.go).
+const (
+	DataKeysRing  = "ring"
+	DataKeysSplit = "split"
+)
+
 // dataKeys is the ring's dataKeys; a ring stored with none (made before
 // the choice existed) has "ring": the default of new rings is for new
 // rings only, and a stored ring keeps the kind it was made with.

@@ -24,12 +24,6 @@ import (
 // decrypt, authorised and recorded. No record, log line or stored value
 // holds a share: the store holds only the sealed secret.
 
-// The values of dataKeys.
-const (
-	DataKeysRing  = "ring"
-	DataKeysSplit = "split"
-)
-
 // checkDataKeys returns the dataKeys of a new ring: "split" when none was
 // asked for, so that a new ring's data is read only through a recorded
 // decrypt unless its maker chose otherwise by name.
