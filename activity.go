@@ -756,3 +756,15 @@ func ExportActivity(ctx context.Context, st Store, from uint64, fn func(*Activit
 
 // loadHead returns the last indexed record, the zero Head when none is.
 func loadHead(tx Txn) (journal.Head, error) { return journal.LoadHead(tx, keyActHead) }
+
+// recordFailure records a granted operation that failed (a missing ring,
+// say) and returns its error, or the journal's when recording failed.
+func (s *Service) recordFailure(p *Principal, action, ring string, opErr error) error {
+	if ErrorKind(opErr) == KindInternal {
+		return opErr
+	}
+	if err := s.record(p, action, ring, nil, opErr); err != nil {
+		return err
+	}
+	return opErr
+}

@@ -264,13 +264,6 @@ func (s *Service) Bootstrap(ctx context.Context, secret string) (BootstrapResult
 	return res, nil
 }
 
-func orEmpty(m map[string]any) map[string]any {
-	if m == nil {
-		return map[string]any{}
-	}
-	return m
-}
-
 // createRootAccount writes the root Account a and counts it.
 func createRootAccount(tx Txn, a *Account) error {
 	if err := putAccount(tx, a, ""); err != nil {

@@ -33,24 +33,6 @@ import (
 // reads as held from now on, though its first keys were handed out at its
 // creation (docs/TRANSIT.md says what to do about it).
 
-// The origins of an /asym ring (ringRecord.Origin).
-const (
-	originAsym    = "asym"    // CreateAsymKeyRing: its keys are handed out
-	originTransit = "transit" // transit: its keys are held
-)
-
-// keysHeld reports whether the service holds r's keys for its own use:
-// r is a transit key's ring.
-func (r *ringRecord) keysHeld() bool {
-	switch r.Origin {
-	case originTransit:
-		return true
-	case originAsym:
-		return false
-	}
-	return r.Group == groupAsym && r.Transit != nil
-}
-
 // errHandedOut is the answer of a transit call on r, an /asym ring made
 // by CreateAsymKeyRing.
 func errHandedOut(r *ringRecord) error {

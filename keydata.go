@@ -7,31 +7,9 @@ import (
 	"github.com/ringkms/kms/internal/wrap"
 )
 
-// The wrapped form of a ring's keys, keyData (docs/FORMAT.md section 2):
-// its types, the string that binds it to its ring and key, and the making
-// of a new key in that form.
-
-// KeyData is a key wrapped for its ring's public key; docs/FORMAT.md
-// describes it bit for bit.
-type KeyData struct {
-	Version   int          `json:"version"`
-	Encrypted EncryptedKey `json:"encrypted"`
-	// IV is the HPKE encapsulated key (standard base64); empty for RSA.
-	IV string `json:"iv"`
-}
-
-// EncryptedKey holds the wrapped key.
-type EncryptedKey struct {
-	Key EncodedValue `json:"key"`
-}
-
-// EncodedValue is a wrapped value: Value is standard base64 of the
-// ciphertext; Encoding names the wrapping scheme (hpke-xwing, hpke-x25519
-// or rsa-oaep-sha256).
-type EncodedValue struct {
-	Value    string `json:"value"`
-	Encoding string `json:"encoding"`
-}
+// The wrapped form of a ring's keys, keyData (docs/FORMAT.md section 2;
+// its types are keyring.go's, beside the key record): the string that
+// binds it to its ring and key, and the making of a new key in that form.
 
 // keyInfo binds a wrapped key to its ring and its ID; it is the HPKE info
 // string and the RSA-OAEP label.

@@ -3,29 +3,8 @@ package kms
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"time"
-)
-
-// Key lifecycle states. A key is made enabled. Disabling it, or
-// scheduling its destruction, takes it out of use (encrypt never hands it
-// out; decrypt and key reads refuse it) and can be undone; destruction
-// erases its wrapped key material from the store for good and cannot.
-// The key's metadata, its encrypt count and the activity about it stay.
-//
-//	enabled <-> disabled
-//	enabled, disabled -> destroy_scheduled (POST .../destroy)
-//	destroy_scheduled -> disabled (DELETE .../destroy, before destroyAt)
-//	destroy_scheduled -> destroyed (at destroyAt, by the Service)
-//
-// A ring's active key cannot leave enabled: the ring is rotated first
-// (or in the same call, with rotate).
-const (
-	KeyEnabled          = "enabled"
-	KeyDisabled         = "disabled"
-	KeyDestroyScheduled = "destroy_scheduled"
-	KeyDestroyed        = "destroyed"
 )
 
 // DefaultDestroyDelay is how long after a destroy call the key is
@@ -53,31 +32,6 @@ type DestroyKeyInput struct {
 	Rotate bool   `json:"rotate"`
 }
 
-// state returns the key's state; a key stored without one is enabled.
-func (k *keyRecord) state() string {
-	if k.State == "" {
-		return KeyEnabled
-	}
-	return k.State
-}
-
-// usable returns nil when k, a key of r, is enabled, and otherwise the
-// error that a use of it answers: Disabled (disabled, or scheduled for
-// destruction) or Destroyed. Error.State carries the key's state.
-func (k *keyRecord) usable(r *ringRecord) error {
-	switch st := k.state(); st {
-	case KeyEnabled:
-		return nil
-	case KeyDestroyed:
-		return errKeyDestroyed(r, k)
-	case KeyDestroyScheduled:
-		return &Error{Kind: KindDisabled, State: st, Message: fmt.Sprintf("key %s of ring %s is scheduled for destruction at %s and cannot be used: cancel the destruction and enable it to use it again",
-			k.ID, r.Name, k.DestroyAt.Format(time.RFC3339))}
-	default:
-		return &Error{Kind: KindDisabled, State: st, Message: fmt.Sprintf("key %s of ring %s is disabled: enable it to use it again", k.ID, r.Name)}
-	}
-}
-
 // keyUsable is the verdict on the record v of the key of ring r that an
 // encrypt job hands out: nil if the key is usable, why not otherwise; or
 // the error of a record that does not decode.
@@ -90,10 +44,6 @@ func keyUsable(v []byte, found bool, r *ringRecord) (jobErr, err error) {
 		return nil, err
 	}
 	return k.usable(r), nil
-}
-
-func errKeyDestroyed(r *ringRecord, k *keyRecord) error {
-	return &Error{Kind: KindDestroyed, State: KeyDestroyed, Message: fmt.Sprintf("key %s of ring %s was destroyed: its key material is gone", k.ID, r.Name)}
 }
 
 // SetKeyState enables or disables a key of a /ks ring and returns it

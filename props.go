@@ -24,3 +24,10 @@ func checkProps(field string, props map[string]any) error {
 	}
 	return nil
 }
+
+func orEmpty(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
+}

@@ -24,12 +24,6 @@ import (
 // decrypt, authorised and recorded. No record, log line or stored value
 // holds a share: the store holds only the sealed secret.
 
-// The values of dataKeys.
-const (
-	DataKeysRing  = "ring"
-	DataKeysSplit = "split"
-)
-
 // checkDataKeys returns the dataKeys of a new ring: "split" when none was
 // asked for, so that a new ring's data is read only through a recorded
 // decrypt unless its maker chose otherwise by name.
@@ -41,16 +35,6 @@ func checkDataKeys(v string) (string, error) {
 		return DataKeysRing, nil
 	}
 	return "", Errorf(KindInvalid, "dataKeys %q is not supported: use %q or %q", v, DataKeysRing, DataKeysSplit)
-}
-
-// dataKeys is the ring's dataKeys; a ring stored with none (made before
-// the choice existed) has "ring": the default of new rings is for new
-// rings only, and a stored ring keeps the kind it was made with.
-func (r *ringRecord) dataKeys() string {
-	if r.DataKeys == "" {
-		return DataKeysRing
-	}
-	return r.DataKeys
 }
 
 // ringShareAAD binds a ring's sealed share secret to the ring.

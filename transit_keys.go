@@ -48,26 +48,6 @@ const (
 	transitDataKeyAction = "transit.datakey"
 )
 
-// transitSettings are the settings of Vault's transit engine that a ring
-// keeps (ringRecord.Transit); the zero value is Vault's defaults.
-type transitSettings struct {
-	MinDecryptionVersion int  `json:"minDecryptionVersion,omitempty"` // 0 reads as 1
-	MinEncryptionVersion int  `json:"minEncryptionVersion,omitempty"` // 0: any version
-	DeletionAllowed      bool `json:"deletionAllowed,omitempty"`
-	// Exportable lets the key's versions be exported (heldkeys.go); once
-	// set, never unset.
-	Exportable bool `json:"exportable,omitempty"`
-}
-
-// transit returns the transit settings of r, Vault's defaults when it has
-// none.
-func (r *ringRecord) transit() transitSettings {
-	if r.Transit == nil {
-		return transitSettings{}
-	}
-	return *r.Transit
-}
-
 // TransitKey is an /asym ring as Vault's transit engine describes a key.
 type TransitKey struct {
 	Name string

@@ -1,6 +1,7 @@
 package kms
 
-// What a User's fields may hold: the checks of UserInput and UserUpdate.
+// What a User's fields may hold: UserInput, and the checks of UserInput
+// and UserUpdate.
 
 import (
 	"maps"
@@ -122,3 +123,19 @@ const (
 	maxEmailLen    = 254
 	maxNameLen     = 200
 )
+
+// UserInput creates a User (CreateUser) or invites one (Invite).
+type UserInput struct {
+	Username    string         `json:"username"`  // required
+	Email       string         `json:"email"`     // required
+	FirstName   string         `json:"firstName"` // required
+	LastName    string         `json:"lastName"`  // required
+	DisplayName string         `json:"displayName"`
+	Props       map[string]any `json:"props"`
+	// Flags are the User's permissions; the caller may grant only flags
+	// it holds itself.
+	Flags Flags `json:"flags"`
+	// AccountID is the Account of the User: empty means the caller's.
+	// Another Account needs accounts.all.
+	AccountID string `json:"accountId"`
+}

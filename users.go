@@ -63,22 +63,6 @@ type userRecord struct {
 	stored int // bytes as read by getUser, without Keys
 }
 
-// UserInput creates a User (CreateUser) or invites one (Invite).
-type UserInput struct {
-	Username    string         `json:"username"`  // required
-	Email       string         `json:"email"`     // required
-	FirstName   string         `json:"firstName"` // required
-	LastName    string         `json:"lastName"`  // required
-	DisplayName string         `json:"displayName"`
-	Props       map[string]any `json:"props"`
-	// Flags are the User's permissions; the caller may grant only flags
-	// it holds itself.
-	Flags Flags `json:"flags"`
-	// AccountID is the Account of the User: empty means the caller's.
-	// Another Account needs accounts.all.
-	AccountID string `json:"accountId"`
-}
-
 // UserRef names a User: by username (the default), by email address, or by
 // ID. Usernames and addresses match without regard to case.
 type UserRef struct {
