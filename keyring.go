@@ -129,7 +129,7 @@ type ringRecord struct {
 	// LatestVersion is the version of the newest key (keyversion.go);
 	// RotateDue (unix ms) when the active key's rotationPeriod ends,
 	// zero without one (rotation.go); Transit the settings of Vault's
-	// transit engine (transit.go), /asym rings only.
+	// transit engine (transit_keys.go), /asym rings only.
 	LatestVersion int              `json:"latestVersion,omitempty"`
 	RotateDue     int64            `json:"rotateDue,omitempty"`
 	Transit       *transitSettings `json:"transit,omitempty"`
