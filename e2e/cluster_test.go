@@ -366,7 +366,7 @@ func TestCluster(t *testing.T) {
 		}
 		// Nodes 2 and 3 have not seen the ring: each reads it, with its
 		// configuration, from the database. At the limit the ring rotates
-		// by itself (keyring.go, reserveEncrypt): every call succeeds.
+		// by itself (encrypt.go, reserveEncrypt): every call succeeds.
 		var (
 			mu    sync.Mutex
 			uses  = map[string]int{} // key ID -> successful encrypts
