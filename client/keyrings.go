@@ -80,37 +80,41 @@ func (c *Client) Rotate(ctx context.Context, in kms.RotateInput) (*kms.Key, erro
 
 // GetConfig returns the configuration of a ring (GET /ks/config).
 func (c *Client) GetConfig(ctx context.Context, ref kms.RingRef) (*kms.KeyRingConfig, error) {
-	b, err := call[configBody](c, ctx, req{method: http.MethodGet, path: "/ks/config", query: query("ringname", ref.Name, "id", yes(ref.ByID))})
-	if err != nil {
-		return nil, err
-	}
-	return b.Config, nil
+	return c.getConfig(ctx, "/ks", ref)
 }
 
 // SetConfig replaces the configuration of a ring and returns it (PUT
 // /ks/config).
 func (c *Client) SetConfig(ctx context.Context, ref kms.RingRef, cfg *kms.KeyRingConfig) (*kms.KeyRingConfig, error) {
-	b, err := call[configBody](c, ctx, req{method: http.MethodPut, path: "/ks/config", query: query("id", yes(ref.ByID)), body: setConfigRequest{RingName: ref.Name, Config: cfg}})
-	if err != nil {
-		return nil, err
-	}
-	return b.Config, nil
+	return c.setConfig(ctx, "/ks", ref, cfg)
 }
 
 // GetAsymConfig returns the configuration of an /asym ring (GET
 // /asym/config).
 func (c *Client) GetAsymConfig(ctx context.Context, ref kms.RingRef) (*kms.KeyRingConfig, error) {
-	b, err := call[configBody](c, ctx, req{method: http.MethodGet, path: "/asym/config", query: query("ringname", ref.Name, "id", yes(ref.ByID))})
+	return c.getConfig(ctx, "/asym", ref)
+}
+
+// SetAsymConfig replaces the configuration of an /asym ring and returns
+// it (PUT /asym/config).
+func (c *Client) SetAsymConfig(ctx context.Context, ref kms.RingRef, cfg *kms.KeyRingConfig) (*kms.KeyRingConfig, error) {
+	return c.setConfig(ctx, "/asym", ref, cfg)
+}
+
+// getConfig reads a ring's configuration from the service at prefix
+// (/ks or /asym).
+func (c *Client) getConfig(ctx context.Context, prefix string, ref kms.RingRef) (*kms.KeyRingConfig, error) {
+	b, err := call[configBody](c, ctx, req{method: http.MethodGet, path: prefix + "/config", query: query("ringname", ref.Name, "id", yes(ref.ByID))})
 	if err != nil {
 		return nil, err
 	}
 	return b.Config, nil
 }
 
-// SetAsymConfig replaces the configuration of an /asym ring and returns
-// it (PUT /asym/config).
-func (c *Client) SetAsymConfig(ctx context.Context, ref kms.RingRef, cfg *kms.KeyRingConfig) (*kms.KeyRingConfig, error) {
-	b, err := call[configBody](c, ctx, req{method: http.MethodPut, path: "/asym/config", query: query("id", yes(ref.ByID)), body: setConfigRequest{RingName: ref.Name, Config: cfg}})
+// setConfig replaces a ring's configuration at the service at prefix
+// (/ks or /asym).
+func (c *Client) setConfig(ctx context.Context, prefix string, ref kms.RingRef, cfg *kms.KeyRingConfig) (*kms.KeyRingConfig, error) {
+	b, err := call[configBody](c, ctx, req{method: http.MethodPut, path: prefix + "/config", query: query("id", yes(ref.ByID)), body: setConfigRequest{RingName: ref.Name, Config: cfg}})
 	if err != nil {
 		return nil, err
 	}
