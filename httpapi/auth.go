@@ -45,20 +45,12 @@ type tokenPasswordRequest struct {
 
 // POST /auth/validate
 func (a *api) validateAPIKey(r *http.Request, _ httprouter.Params) (any, error) {
-	var in kms.ValidateInput
-	if err := a.decode(r, &in); err != nil {
-		return nil, err
-	}
-	return result(a.svc.ValidateAPIKey(r.Context(), in))
+	return decoded(a, r, a.svc.ValidateAPIKey)
 }
 
 // POST /auth/user/invite, answered {"loginUrl": ...}.
 func (a *api) invite(r *http.Request, _ httprouter.Params) (any, error) {
-	var in kms.InviteInput
-	if err := a.decode(r, &in); err != nil {
-		return nil, err
-	}
-	return result(a.svc.Invite(r.Context(), in))
+	return decoded(a, r, a.svc.Invite)
 }
 
 // GET /auth/user/invite-validate?token=. A bad token is a 401 whose state
@@ -190,21 +182,13 @@ func (a *api) deleteUser(r *http.Request, ps httprouter.Params) (any, error) {
 
 // GET /auth/users
 func (a *api) listUsers(r *http.Request, _ httprouter.Params) (any, error) {
-	page, err := pageRequest(r)
-	if err != nil {
-		return nil, err
-	}
-	return result(a.svc.ListUsers(r.Context(), page))
+	return paged(r, a.svc.ListUsers)
 }
 
 // POST /auth/users, answered {"user", "password"}. A username or email
 // already taken is a 400 whose errors member names it.
 func (a *api) createUser(r *http.Request, _ httprouter.Params) (any, error) {
-	var in kms.UserInput
-	if err := a.decode(r, &in); err != nil {
-		return nil, err
-	}
-	return result(a.svc.CreateUser(r.Context(), in))
+	return decoded(a, r, a.svc.CreateUser)
 }
 
 // accountRef names the Account of the :id parameter: by UID with
@@ -215,20 +199,12 @@ func accountRef(r *http.Request, ps httprouter.Params) kms.AccountRef {
 
 // POST /auth/accounts
 func (a *api) createAccount(r *http.Request, _ httprouter.Params) (any, error) {
-	var in kms.AccountInput
-	if err := a.decode(r, &in); err != nil {
-		return nil, err
-	}
-	return result(a.svc.CreateAccount(r.Context(), in))
+	return decoded(a, r, a.svc.CreateAccount)
 }
 
 // GET /auth/accounts
 func (a *api) listAccounts(r *http.Request, _ httprouter.Params) (any, error) {
-	page, err := pageRequest(r)
-	if err != nil {
-		return nil, err
-	}
-	return result(a.svc.ListAccounts(r.Context(), page))
+	return paged(r, a.svc.ListAccounts)
 }
 
 // GET /auth/accounts/:id
@@ -261,11 +237,7 @@ func (a *api) listAccountAPIKeys(r *http.Request, ps httprouter.Params) (any, er
 
 // GET /auth/apikey
 func (a *api) listAPIKeys(r *http.Request, _ httprouter.Params) (any, error) {
-	page, err := pageRequest(r)
-	if err != nil {
-		return nil, err
-	}
-	return result(a.svc.ListAPIKeys(r.Context(), page))
+	return paged(r, a.svc.ListAPIKeys)
 }
 
 // createAPIKeyRequest is the body of POST /auth/apikey.

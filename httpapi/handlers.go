@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 	"strings"
 
@@ -21,6 +22,26 @@ func result[T any](v *T, err error) (any, error) {
 		return nil, err
 	}
 	return v, nil
+}
+
+// decoded answers a handler that decodes its body into the one argument,
+// after the context, of a Service method.
+func decoded[T, R any](a *api, r *http.Request, do func(context.Context, T) (*R, error)) (any, error) {
+	var in T
+	if err := a.decode(r, &in); err != nil {
+		return nil, err
+	}
+	return result(do(r.Context(), in))
+}
+
+// paged answers a handler that lists one page, named by the query's
+// cursor and limit, of a Service method.
+func paged[R any](r *http.Request, list func(context.Context, kms.PageRequest) (*R, error)) (any, error) {
+	page, err := pageRequest(r)
+	if err != nil {
+		return nil, err
+	}
+	return result(list(r.Context(), page))
 }
 
 // ringRef names the ring of the :ringname parameter: by ID with ?id=true.
@@ -91,11 +112,7 @@ func (a *api) decrypt(r *http.Request, _ httprouter.Params) (any, error) {
 
 // POST /ks/encrypt
 func (a *api) encrypt(r *http.Request, _ httprouter.Params) (any, error) {
-	var in kms.EncryptInput
-	if err := a.decode(r, &in); err != nil {
-		return nil, err
-	}
-	return result(a.svc.Encrypt(r.Context(), in))
+	return decoded(a, r, a.svc.Encrypt)
 }
 
 // POST /ks/encrypt/batch
@@ -154,20 +171,12 @@ func (a *api) rotate(r *http.Request, _ httprouter.Params) (any, error) {
 
 // POST /ks/keyrings
 func (a *api) createKeyRing(r *http.Request, _ httprouter.Params) (any, error) {
-	var in kms.CreateKeyRingInput
-	if err := a.decode(r, &in); err != nil {
-		return nil, err
-	}
-	return result(a.svc.CreateKeyRing(r.Context(), in))
+	return decoded(a, r, a.svc.CreateKeyRing)
 }
 
 // GET /ks/keyrings
 func (a *api) listKeyRings(r *http.Request, _ httprouter.Params) (any, error) {
-	page, err := pageRequest(r)
-	if err != nil {
-		return nil, err
-	}
-	return result(a.svc.ListKeyRings(r.Context(), page))
+	return paged(r, a.svc.ListKeyRings)
 }
 
 // GET /ks/keyrings/:ringname
@@ -255,11 +264,7 @@ func (a *api) getKey(r *http.Request, ps httprouter.Params) (any, error) {
 
 // POST /asym/keyrings
 func (a *api) createAsymKeyRing(r *http.Request, _ httprouter.Params) (any, error) {
-	var in kms.CreateAsymKeyRingInput
-	if err := a.decode(r, &in); err != nil {
-		return nil, err
-	}
-	return result(a.svc.CreateAsymKeyRing(r.Context(), in))
+	return decoded(a, r, a.svc.CreateAsymKeyRing)
 }
 
 // GET /asym/keyrings/:ringname/keys/:keyId
