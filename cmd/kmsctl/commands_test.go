@@ -39,6 +39,15 @@ func createRing(t testing.TB, s *server, name string) string {
 	return keyFile
 }
 
+// activeKey is the ID of the active key of a ring, as ring show -json
+// gives it.
+func activeKey(t testing.TB, s *server, ring string) string {
+	t.Helper()
+	var out struct{ Ring kms.KeyRing }
+	decodeJSON(t, kmsctl(t, s.env, "", "ring", "show", ring, "-json").want(t, 0, "ring show"), &out)
+	return out.Ring.ActiveKey
+}
+
 func TestRingOutput(t *testing.T) {
 	s := newServer(t, kms.Options{})
 	createRing(t, s, "payments")
@@ -122,9 +131,7 @@ func TestRingOutput(t *testing.T) {
 func TestKeyCommands(t *testing.T) {
 	s := newServer(t, kms.Options{})
 	createRing(t, s, "payments")
-	var ring struct{ Ring kms.KeyRing }
-	decodeJSON(t, kmsctl(t, s.env, "", "ring", "show", "payments", "-json").want(t, 0, "ring show"), &ring)
-	first := ring.Ring.ActiveKey
+	first := activeKey(t, s, "payments")
 
 	r := kmsctl(t, s.env, "", "key", "disable", first, "-ring", "payments").want(t, 1, "disable the active key")
 	if !strings.Contains(r.stderr, "rotate") || !strings.Contains(r.stderr, "(invalid)") {

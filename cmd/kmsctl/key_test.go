@@ -13,9 +13,7 @@ import (
 func TestErrorsNameFlags(t *testing.T) {
 	s := newServer(t, kms.Options{})
 	createRing(t, s, "payments")
-	var ring struct{ Ring kms.KeyRing }
-	decodeJSON(t, kmsctl(t, s.env, "", "ring", "show", "payments", "-json").want(t, 0, "ring show"), &ring)
-	active := ring.Ring.ActiveKey
+	active := activeKey(t, s, "payments")
 
 	tests := []struct {
 		name    string
