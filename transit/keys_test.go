@@ -97,58 +97,35 @@ func TestKeyErrors(t *testing.T) {
 	c := e.vault
 	mustWrite(t, c, "transit/keys/app", nil)
 	for _, tc := range []struct {
-		name   string
-		do     func() error
-		status int
-		want   string
+		name, op, path string // op: write, read or delete
+		data           map[string]any
+		status         int
+		want           string
 	}{
-		{"other type", func() error {
-			_, err := c.Logical().Write("transit/keys/rsa", map[string]any{"type": "rsa-2048"})
-			return err
-		}, 400, "aes256-gcm96"},
-		{"derived", func() error {
-			_, err := c.Logical().Write("transit/keys/d", map[string]any{"derived": true})
-			return err
-		}, 400, "derived is not supported"},
-		{"short period", func() error {
-			_, err := c.Logical().Write("transit/keys/p", map[string]any{"auto_rotate_period": "30m"})
-			return err
-		}, 400, "at least an hour"},
-		{"bad name", func() error {
-			_, err := c.Logical().Write("transit/keys/a.b", nil)
-			return err
-		}, 400, "invalid"},
-		{"deletion not allowed", func() error {
-			_, err := c.Logical().Delete("transit/keys/app")
-			return err
-		}, 400, "deletion is not allowed"},
-		{"rotate unknown", func() error {
-			_, err := c.Logical().Write("transit/keys/nope/rotate", nil)
-			return err
-		}, 400, "not found"},
-		{"config unknown", func() error {
-			_, err := c.Logical().Write("transit/keys/nope/config", map[string]any{"deletion_allowed": true})
-			return err
-		}, 400, "not found"},
-		{"min decryption past latest", func() error {
-			_, err := c.Logical().Write("transit/keys/app/config", map[string]any{"min_decryption_version": 5})
-			return err
-		}, 400, "latest key version is 1"},
-		{"plaintext backup", func() error {
-			_, err := c.Logical().Write("transit/keys/app/config", map[string]any{"allow_plaintext_backup": true})
-			return err
-		}, 400, "allow_plaintext_backup is not supported"},
-		{"unsupported path", func() error {
-			_, err := c.Logical().Write("transit/hmac/app", map[string]any{"input": b64("x")})
-			return err
-		}, 404, "unsupported path"},
-		{"unsupported operation", func() error {
-			_, err := c.Logical().Read("transit/keys")
-			return err
-		}, 405, "unsupported operation"},
+		{"other type", "write", "transit/keys/rsa", map[string]any{"type": "rsa-2048"}, 400, "aes256-gcm96"},
+		{"derived", "write", "transit/keys/d", map[string]any{"derived": true}, 400, "derived is not supported"},
+		{"short period", "write", "transit/keys/p", map[string]any{"auto_rotate_period": "30m"}, 400, "at least an hour"},
+		{"bad name", "write", "transit/keys/a.b", nil, 400, "invalid"},
+		{"deletion not allowed", "delete", "transit/keys/app", nil, 400, "deletion is not allowed"},
+		{"rotate unknown", "write", "transit/keys/nope/rotate", nil, 400, "not found"},
+		{"config unknown", "write", "transit/keys/nope/config", map[string]any{"deletion_allowed": true}, 400, "not found"},
+		{"min decryption past latest", "write", "transit/keys/app/config", map[string]any{"min_decryption_version": 5}, 400, "latest key version is 1"},
+		{"plaintext backup", "write", "transit/keys/app/config", map[string]any{"allow_plaintext_backup": true}, 400, "allow_plaintext_backup is not supported"},
+		{"unsupported path", "write", "transit/hmac/app", map[string]any{"input": b64("x")}, 404, "unsupported path"},
+		{"unsupported operation", "read", "transit/keys", nil, 405, "unsupported operation"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := tc.do()
+			var err error
+			switch tc.op {
+			case "write":
+				_, err = c.Logical().Write(tc.path, tc.data)
+			case "read":
+				_, err = c.Logical().Read(tc.path)
+			case "delete":
+				_, err = c.Logical().Delete(tc.path)
+			default:
+				t.Fatalf("op %q", tc.op)
+			}
 			if status(err) != tc.status || !strings.Contains(errorsOf(err), tc.want) {
 				t.Errorf("err = %v (status %d), want %d naming %q", err, status(err), tc.status, tc.want)
 			}
