@@ -22,15 +22,7 @@ func (a *api) deleteAsset(r *http.Request, ps httprouter.Params) (any, error) {
 // POST /assets/search?cursor=&limit= with the filters in the body (an
 // empty body means no filter).
 func (a *api) searchAssets(r *http.Request, _ httprouter.Params) (any, error) {
-	page, err := pageRequest(r)
-	if err != nil {
-		return nil, err
-	}
-	var f kms.AssetFilter
-	if err := a.decodeOptional(r, &f); err != nil {
-		return nil, err
-	}
-	return result(a.svc.SearchAssets(r.Context(), f, page))
+	return searched(a, r, a.svc.SearchAssets)
 }
 
 // GET /assets/:id/lineage?depth=

@@ -324,13 +324,5 @@ func (a *api) getActivity(r *http.Request, ps httprouter.Params) (any, error) {
 // POST /auth/search/activity?cursor=&limit= with the filters in the body
 // (an empty body means no filter).
 func (a *api) searchActivity(r *http.Request, _ httprouter.Params) (any, error) {
-	page, err := pageRequest(r)
-	if err != nil {
-		return nil, err
-	}
-	var f kms.ActivityFilter
-	if err := a.decodeOptional(r, &f); err != nil {
-		return nil, err
-	}
-	return result(a.svc.SearchActivity(r.Context(), f, page))
+	return searched(a, r, a.svc.SearchActivity)
 }

@@ -44,6 +44,20 @@ func paged[R any](r *http.Request, list func(context.Context, kms.PageRequest) (
 	return result(list(r.Context(), page))
 }
 
+// searched answers a search handler: one page, named by the query, of
+// what matches the filter of the body (an empty body, no filter).
+func searched[F, R any](a *api, r *http.Request, search func(context.Context, F, kms.PageRequest) (*R, error)) (any, error) {
+	page, err := pageRequest(r)
+	if err != nil {
+		return nil, err
+	}
+	var f F
+	if err := a.decodeOptional(r, &f); err != nil {
+		return nil, err
+	}
+	return result(search(r.Context(), f, page))
+}
+
 // ringRef names the ring of the :ringname parameter: by ID with ?id=true.
 func ringRef(r *http.Request, ps httprouter.Params) kms.RingRef {
 	return queryRingRef(r, ps.ByName("ringname"))
