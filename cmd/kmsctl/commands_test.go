@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"crypto/rand"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -172,10 +171,7 @@ func TestEncryptDecrypt(t *testing.T) {
 	s := newServer(t, kms.Options{})
 	keyFile := createRing(t, s, "files")
 	dir := t.TempDir()
-	plain := make([]byte, 3*envelope.ChunkSize+123)
-	rand.Read(plain)
-	in := writeFile(t, dir, "plain", plain)
-	sealed := filepath.Join(dir, "plain.rkms")
+	plain, in, sealed := plainFile(t, dir, 3*envelope.ChunkSize+123)
 
 	r := kmsctl(t, s.env, "", "encrypt", "-ring", "files", "-private-key", keyFile, "-ad", "plain", "-asset-data", `{"name":"plain"}`,
 		"-in", in, "-out", sealed).want(t, 0, "encrypt to a file")

@@ -29,10 +29,7 @@ func TestEncryptOnChunkBoundary(t *testing.T) {
 	e := s.env.with("KMS_PRIVATE_KEY_FILE", keyFile)
 	dir := t.TempDir()
 	for _, size := range []int{0, 1, envelope.ChunkSize - 1, envelope.ChunkSize, envelope.ChunkSize + 1, 2 * envelope.ChunkSize} {
-		plain := make([]byte, size)
-		rand.Read(plain)
-		in := writeFile(t, dir, "plain", plain)
-		sealed := filepath.Join(dir, "plain.rkms")
+		plain, in, sealed := plainFile(t, dir, size)
 		kmsctl(t, e, "", "encrypt", "-ring", "chunks", "-force", "-in", in, "-out", sealed).want(t, 0, "encrypt a file")
 		fromFile, _ := os.ReadFile(sealed)
 		fromStdin := []byte(kmsctl(t, e, string(plain), "encrypt", "-ring", "chunks").want(t, 0, "encrypt standard input").stdout)

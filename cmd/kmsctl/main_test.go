@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -314,6 +315,15 @@ func writeFile(t testing.TB, dir, name string, data []byte) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// plainFile writes size random bytes to dir/plain, and returns them, the
+// file's path and dir/plain.rkms, the path to seal it to.
+func plainFile(t testing.TB, dir string, size int) (plain []byte, in, sealed string) {
+	t.Helper()
+	plain = make([]byte, size)
+	rand.Read(plain)
+	return plain, writeFile(t, dir, "plain", plain), filepath.Join(dir, "plain.rkms")
 }
 
 func TestProgress(t *testing.T) {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"crypto/rand"
 	"os"
 	"path/filepath"
 	"slices"
@@ -63,10 +62,7 @@ func TestRewrap(t *testing.T) {
 			kmsctl(t, s.env, "", "ring", "create", "-data-keys", dataKeys, "-private-key-out", keyFile, ring).want(t, 0, "ring create")
 			e := s.env.with("KMS_PRIVATE_KEY_FILE", keyFile)
 			dir := t.TempDir()
-			plain := make([]byte, 5*envelope.ChunkSize+321)
-			rand.Read(plain)
-			in := writeFile(t, dir, "plain", plain)
-			sealed := filepath.Join(dir, "plain.rkms")
+			plain, in, sealed := plainFile(t, dir, 5*envelope.ChunkSize+321)
 			var enc kms.EncryptResult
 			decodeJSON(t, kmsctl(t, e, "", "-json", "encrypt", "-ring", ring, "-ad", "plain", "-asset-data", `{"name":"plain"}`,
 				"-in", in, "-out", sealed).want(t, 0, "encrypt"), &enc)
@@ -162,10 +158,7 @@ func TestRewrapAtomic(t *testing.T) {
 	keyFile := createRing(t, s, "files")
 	e := s.env.with("KMS_PRIVATE_KEY_FILE", keyFile)
 	dir := t.TempDir()
-	plain := make([]byte, 4*envelope.ChunkSize+7)
-	rand.Read(plain)
-	in := writeFile(t, dir, "plain", plain)
-	sealed := filepath.Join(dir, "plain.rkms")
+	_, in, sealed := plainFile(t, dir, 4*envelope.ChunkSize+7)
 	kmsctl(t, e, "", "encrypt", "-ring", "files", "-in", in, "-out", sealed).want(t, 0, "encrypt")
 	kmsctl(t, e, "", "ring", "rotate", "files").want(t, 0, "ring rotate")
 	old, _ := os.ReadFile(sealed)
