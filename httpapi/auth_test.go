@@ -313,9 +313,7 @@ func TestLoginOverHTTP(t *testing.T) {
 }
 
 func TestInviteOverHTTP(t *testing.T) {
-	clock := kmstest.NewClock()
-	mail := kmstest.NewMailbox()
-	e := newEnv(t, withClock(clock), withMailer(mail))
+	e, clock, mail := newMailEnv(t)
 	const linkPrefix = testBaseURL + "/auth/user/invite-validate?token="
 
 	invite := func(t *testing.T, name string) string {
@@ -424,9 +422,7 @@ func TestInviteOverHTTP(t *testing.T) {
 }
 
 func TestPasswordResetOverHTTP(t *testing.T) {
-	clock := kmstest.NewClock()
-	mail := kmstest.NewMailbox()
-	e := newEnv(t, withClock(clock), withMailer(mail))
+	e, clock, mail := newMailEnv(t)
 	_, old := e.createUser(t, "jill")
 	session := e.login(t, "jill", old)
 	const linkPrefix = testBaseURL + "/auth/basic/reset-password-complete?token="

@@ -64,6 +64,14 @@ func withRateLimits(l kms.RateLimits) func(*envOptions) {
 // built.
 const testBaseURL = "https://kms.example.com"
 
+// newMailEnv starts an env whose Service has a settable clock and a
+// Mailbox, and returns them with it.
+func newMailEnv(t testing.TB, opts ...func(*envOptions)) (*env, *kmstest.Clock, *kmstest.Mailbox) {
+	t.Helper()
+	clock, mail := kmstest.NewClock(), kmstest.NewMailbox()
+	return newEnv(t, append([]func(*envOptions){withClock(clock), withMailer(mail)}, opts...)...), clock, mail
+}
+
 // newEnv starts an env; everything stops at the end of the test.
 func newEnv(t testing.TB, opts ...func(*envOptions)) *env {
 	t.Helper()

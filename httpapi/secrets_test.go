@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/ringkms/kms"
-	"github.com/ringkms/kms/kmstest"
 )
 
 // TestAuthLogsHoldNoSecret runs the flows of the /auth group with the
@@ -16,9 +15,7 @@ import (
 // none of the secrets that went by: passwords, API key secrets, access
 // tokens, invitation and reset tokens.
 func TestAuthLogsHoldNoSecret(t *testing.T) {
-	clock := kmstest.NewClock()
-	mail := kmstest.NewMailbox()
-	e := newEnv(t, withClock(clock), withMailer(mail), withServiceLog)
+	e, clock, mail := newMailEnv(t, withServiceLog)
 	secrets := map[string]string{"root API key": e.root}
 	keep := func(what, s string) string {
 		t.Helper()

@@ -15,9 +15,7 @@ import (
 // new address, then a reset mailed there); with the current password it
 // does, and the address the User had hears of it.
 func TestStolenTokenCannotTakeOverAccount(t *testing.T) {
-	clock := kmstest.NewClock()
-	mail := kmstest.NewMailbox()
-	e := newEnv(t, withClock(clock), withMailer(mail))
+	e, clock, mail := newMailEnv(t)
 	_, pw := e.createUser(t, "nora")
 	token := e.login(t, "nora", pw)
 	patch := func(secret string, body map[string]any) reply {
