@@ -112,6 +112,16 @@ func startWithRing(t *testing.T, st kms.Store, key kms.MasterKey, secret *string
 	return svc, root
 }
 
+// startFaulty starts a Service with the key ring "r" on a new faultStore,
+// under a master key of its own.
+func startFaulty(t *testing.T) (*faultStore, *kms.Service, context.Context) {
+	t.Helper()
+	st := newFaultStore(t)
+	var secret string
+	svc, root := startWithRing(t, st, kms.GenerateMasterKey(), &secret)
+	return st, svc, root
+}
+
 func newFaultStore(t *testing.T) *faultStore {
 	inner, err := badgerstore.OpenInMemory()
 	if err != nil {
@@ -180,10 +190,7 @@ func TestFailedAppendUndoes(t *testing.T) {
 // every call, reads too (each writes its record), is answered NoSpace and
 // writes nothing; when it can again, calls succeed.
 func TestFullStoreWritesNothing(t *testing.T) {
-	st := newFaultStore(t)
-	key := kms.GenerateMasterKey()
-	var secret string
-	svc, root := startWithRing(t, st, key, &secret)
+	st, svc, root := startFaulty(t)
 	defer svc.Close()
 	enc, err := svc.Encrypt(root, kms.EncryptInput{RingName: "r"})
 	if err != nil {
@@ -218,10 +225,7 @@ func TestFullStoreWritesNothing(t *testing.T) {
 // Unavailable and says so in Ping; once the trail takes records, the call
 // succeeds and its Asset is there.
 func TestDoubtSettledByAppend(t *testing.T) {
-	st := newFaultStore(t)
-	key := kms.GenerateMasterKey()
-	var secret string
-	svc, root := startWithRing(t, st, key, &secret)
+	st, svc, root := startFaulty(t)
 	defer svc.Close()
 	done := doubtfulEncrypt(t, st, svc, root)
 	st.failAppend.Store(false)
@@ -242,10 +246,7 @@ func TestDoubtSettledByAppend(t *testing.T) {
 // TestDoubtSettledByUndo: as TestDoubtSettledByAppend, but the store takes
 // writes again first: the writes are undone and the call fails.
 func TestDoubtSettledByUndo(t *testing.T) {
-	st := newFaultStore(t)
-	key := kms.GenerateMasterKey()
-	var secret string
-	svc, root := startWithRing(t, st, key, &secret)
+	st, svc, root := startFaulty(t)
 	defer svc.Close()
 	done := doubtfulEncrypt(t, st, svc, root)
 	st.failUpdate.Store(false)
