@@ -253,20 +253,13 @@ func TestSearchAPIKeysByRing(t *testing.T) {
 	mk(kms.Flags{"keyring.pay.encrypt": false, "keyring.*.read": false, "*": false}) // grants nothing
 	for _, ref := range []kms.RingRef{{Name: "pay"}, {Name: "PAY"}} {
 		var got []string
-		req := kms.PageRequest{Limit: 1}
-		for {
-			page, err := e.svc.SearchAPIKeysByRing(e.root, ref, req)
-			if err != nil {
-				t.Fatal(err)
-			}
+		eachPage(t, 1, func(req kms.PageRequest) (*kms.List[*kms.APIKey], error) {
+			return e.svc.SearchAPIKeysByRing(e.root, ref, req)
+		}, func(page *kms.List[*kms.APIKey]) {
 			for _, k := range page.Data {
 				got = append(got, k.KeyID)
 			}
-			if !page.Pagination.HasMore {
-				break
-			}
-			req.Cursor = page.Pagination.NextCursor
-		}
+		})
 		sort.Strings(got)
 		w := append([]string{}, want...)
 		sort.Strings(w)

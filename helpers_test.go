@@ -210,3 +210,21 @@ func storedRing(t *testing.T, change func(tx kms.Txn, ringID string, rec map[str
 	})
 	return svc, app
 }
+
+// eachPage lists from the first page to the last, limit items a page,
+// and hands each page to page; an error of list fails the test.
+func eachPage[T any](t testing.TB, limit int, list func(kms.PageRequest) (*kms.List[T], error), page func(*kms.List[T])) {
+	t.Helper()
+	req := kms.PageRequest{Limit: limit}
+	for {
+		l, err := list(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		page(l)
+		if !l.Pagination.HasMore {
+			return
+		}
+		req.Cursor = l.Pagination.NextCursor
+	}
+}

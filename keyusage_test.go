@@ -207,21 +207,15 @@ func TestListKeyHashes(t *testing.T) {
 	list := func(ctx context.Context, keyID string, limit int) []*kms.KeyHash {
 		t.Helper()
 		var out []*kms.KeyHash
-		req := kms.PageRequest{Limit: limit}
-		for {
-			l, err := e.svc.ListKeyHashes(ctx, kms.RingRef{Name: "r"}, keyID, req)
-			if err != nil {
-				t.Fatalf("ListKeyHashes = %v", err)
-			}
+		eachPage(t, limit, func(req kms.PageRequest) (*kms.List[*kms.KeyHash], error) {
+			return e.svc.ListKeyHashes(ctx, kms.RingRef{Name: "r"}, keyID, req)
+		}, func(l *kms.List[*kms.KeyHash]) {
 			if len(l.Data) > limit {
 				t.Fatalf("page of %d, limit %d", len(l.Data), limit)
 			}
 			out = append(out, l.Data...)
-			if !l.Pagination.HasMore {
-				return out
-			}
-			req.Cursor = l.Pagination.NextCursor
-		}
+		})
+		return out
 	}
 	got := list(caller, first, 4)
 	if len(got) != len(mine) {

@@ -37,13 +37,10 @@ func TestListKeyRingsPages(t *testing.T) {
 		want[name] = true
 	}
 	seen := map[string]bool{}
-	req := kms.PageRequest{Limit: 5}
 	pages := 0
-	for {
-		page, err := e.svc.ListKeyRings(e.root, req)
-		if err != nil {
-			t.Fatal(err)
-		}
+	eachPage(t, 5, func(req kms.PageRequest) (*kms.List[*kms.KeyRing], error) {
+		return e.svc.ListKeyRings(e.root, req)
+	}, func(page *kms.List[*kms.KeyRing]) {
 		pages++
 		if page.Pagination.Count != len(page.Data) || page.Pagination.Limit != 5 {
 			t.Fatalf("page %d: pagination %+v with %d items", pages, page.Pagination, len(page.Data))
@@ -57,11 +54,7 @@ func TestListKeyRingsPages(t *testing.T) {
 			}
 			seen[r.Name] = true
 		}
-		if !page.Pagination.HasMore {
-			break
-		}
-		req.Cursor = page.Pagination.NextCursor
-	}
+	})
 	if len(seen) != len(want) || pages != 5 {
 		t.Fatalf("listed %d rings in %d pages, want %d in 5", len(seen), pages, len(want))
 	}
@@ -122,23 +115,16 @@ func TestPagingWhileWriting(t *testing.T) {
 		}
 	}()
 	seen := map[string]bool{}
-	req := kms.PageRequest{Limit: 4}
-	for {
-		page, err := e.svc.ListKeys(e.root, kms.RingRef{Name: "grow"}, req)
-		if err != nil {
-			t.Fatal(err)
-		}
+	eachPage(t, 4, func(req kms.PageRequest) (*kms.List[*kms.Key], error) {
+		return e.svc.ListKeys(e.root, kms.RingRef{Name: "grow"}, req)
+	}, func(page *kms.List[*kms.Key]) {
 		for _, k := range page.Data {
 			if seen[k.ID] {
 				t.Fatalf("key %s listed twice", k.ID)
 			}
 			seen[k.ID] = true
 		}
-		if !page.Pagination.HasMore {
-			break
-		}
-		req.Cursor = page.Pagination.NextCursor
-	}
+	})
 	wg.Wait()
 	for id := range before {
 		if !seen[id] {
