@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/internal/pgtest"
+	"github.com/ringkms/kms/kmstest"
 	"github.com/ringkms/kms/store/badgerstore"
 	"github.com/ringkms/kms/store/pgstore"
 )
@@ -30,6 +32,14 @@ func newEnv(tb testing.TB) *env {
 		tb.Fatal(err)
 	}
 	return newEnvOn(tb, st, kms.Options{MasterKey: kms.GenerateMasterKey()})
+}
+
+// newEnvAt starts an env on a new in-memory store whose Service's clock
+// starts at at and moves only when the test advances it.
+func newEnvAt(tb testing.TB, at time.Time) (*env, *kmstest.Clock) {
+	tb.Helper()
+	clock := kmstest.ClockAt(at)
+	return newEnvOn(tb, newMemStore(tb), kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now}), clock
 }
 
 func newEnvOn(tb testing.TB, st kms.Store, opts kms.Options) *env {

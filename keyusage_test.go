@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ringkms/kms"
-	"github.com/ringkms/kms/kmstest"
 )
 
 func wantUsage(tb testing.TB, svc *kms.Service, ctx context.Context, ring, keyID string, enc, dec uint64) *kms.KeyUsage {
@@ -29,8 +28,7 @@ func wantUsage(tb testing.TB, svc *kms.Service, ctx context.Context, ring, keyID
 // refused or failed; its times are those of the first and last; key reads
 // and lists carry the encrypt count.
 func TestKeyUsageCountsCalls(t *testing.T) {
-	clock := kmstest.ClockAt(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	e := newEnvOn(t, newMemStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now})
+	e, clock := newEnvAt(t, time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	created := e.ring(t, "r")
 	first := created.Key.ID
 	wantUsage(t, e.svc, e.root, "r", first, 0, 0)

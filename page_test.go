@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/ringkms/kms"
-	"github.com/ringkms/kms/kmstest"
 )
 
 func TestParseLimit(t *testing.T) {
@@ -136,8 +135,7 @@ func TestPagingWhileWriting(t *testing.T) {
 // TestKeysListInCreationOrder checks that keys made within one millisecond
 // still list in the order they were made.
 func TestKeysListInCreationOrder(t *testing.T) {
-	clock := kmstest.ClockAt(time.UnixMilli(1_800_000_000_000))
-	e := newEnvOn(t, newMemStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now})
+	e, _ := newEnvAt(t, time.UnixMilli(1_800_000_000_000))
 	first := e.ring(t, "still")
 	made := []string{first.Key.ID}
 	for i := 0; i < 40; i++ {

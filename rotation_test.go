@@ -82,8 +82,7 @@ func TestRotationPeriodConfig(t *testing.T) {
 // has been active for the period, once however often it passes, as the
 // service's own rotation; the next period runs from the new key.
 func TestRotationPeriodSweep(t *testing.T) {
-	clock := kmstest.ClockAt(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	e := newEnvOn(t, newMemStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now})
+	e, clock := newEnvAt(t, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	first := e.ring(t, "swept").Key.ID
 	setPeriod(t, e.svc, e.root, "swept", "2h", 0)
 
@@ -143,8 +142,7 @@ func TestRotationPeriodSweep(t *testing.T) {
 // its period before the sweep does rotates the ring first, and never
 // hands the old key out.
 func TestRotationPeriodEncryptFirst(t *testing.T) {
-	clock := kmstest.ClockAt(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	e := newEnvOn(t, newMemStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now})
+	e, clock := newEnvAt(t, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	first := e.ring(t, "enc").Key.ID
 	setPeriod(t, e.svc, e.root, "enc", "1h", 0)
 	res, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "enc"})
@@ -179,8 +177,7 @@ func TestRotationPeriodEncryptFirst(t *testing.T) {
 // TestRotationPeriodAndCount: maxEncryptCount and the period combine,
 // whichever comes first.
 func TestRotationPeriodAndCount(t *testing.T) {
-	clock := kmstest.ClockAt(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	e := newEnvOn(t, newMemStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now})
+	e, clock := newEnvAt(t, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	first := e.ring(t, "both").Key.ID
 	setPeriod(t, e.svc, e.root, "both", "1h", 3)
 	encrypt := func() string {

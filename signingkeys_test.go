@@ -53,8 +53,7 @@ func activeKey(t testing.TB, set *kms.SigningKeySet) kms.SigningKey {
 }
 
 func TestSigningKeys(t *testing.T) {
-	clock := kmstest.ClockAt(time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC))
-	e := newEnvOn(t, newMemStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now})
+	e, clock := newEnvAt(t, time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC))
 	set := signingKeys(t, e.svc)
 	if len(set.Keys) != 1 {
 		t.Fatalf("SigningKeys() = %+v, want one key", set.Keys)
