@@ -53,6 +53,52 @@ func answer(t *testing.T, done <-chan error) error {
 	}
 }
 
+// openWarm opens a Store on url with the tests' round-trip bound and makes
+// a first write, so that the store's tables exist before any cut.
+func openWarm(t *testing.T, url string) *Store {
+	t.Helper()
+	s, err := Open(t.Context(), url, Options{QueryTimeout: settleTimeout})
+	if err != nil {
+		t.Fatalf("Open = %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Update(t.Context(), func(tx kms.Txn) error { return tx.Set([]byte("warm"), []byte("up")) }); err != nil {
+		t.Fatalf("Update = %v", err)
+	}
+	return s
+}
+
+// updateCutAtCommit runs an Update that sets key, with the proxy cutting
+// the connection after its COMMIT and refusing new ones, keeps the
+// database out of reach for the outage, and checks that the call is still
+// waiting then; its error arrives on the channel.
+func updateCutAtCommit(t *testing.T, p *netproxy.Proxy, s *Store, key []byte, what string) <-chan error {
+	t.Helper()
+	cut := p.CutOnThen(pgtest.PreparedMessage(sqlCommit), netproxy.CutAfter, netproxy.Refuse)
+	done := updateAsync(s, key)
+	select {
+	case <-cut:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the proxy never saw the COMMIT")
+	}
+	time.Sleep(outage)
+	stillWaiting(t, done, what)
+	return done
+}
+
+// agrees fails the test if the call's answer err disagrees with whether
+// the database (named db in the messages) holds its write.
+func agrees(t *testing.T, err error, found bool, db string) {
+	t.Helper()
+	t.Logf("answer %v; the key is on %s: %v", err, db, found)
+	switch {
+	case err == nil && !found:
+		t.Fatalf("the call answered nil, and %s does not hold its write", db)
+	case err != nil && found:
+		t.Fatalf("the call answered %v, and %s holds its write", err, db)
+	}
+}
+
 // hasKey reports whether the database at url holds key.
 func hasKey(t *testing.T, url string, key []byte) bool {
 	t.Helper()
@@ -78,26 +124,11 @@ func TestCommitSettledAcrossOutage(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			p, through, direct := cutProxy(t)
-			s, err := Open(t.Context(), through, Options{QueryTimeout: settleTimeout})
-			if err != nil {
-				t.Fatalf("Open = %v", err)
-			}
-			defer s.Close()
-			if err := s.Update(t.Context(), func(tx kms.Txn) error { return tx.Set([]byte("warm"), []byte("up")) }); err != nil {
-				t.Fatalf("Update = %v", err)
-			}
+			s := openWarm(t, through)
 			// The database goes out of reach with the cut, before the
 			// settling can look anything up.
-			cut := p.CutOnThen(pgtest.PreparedMessage(sqlCommit), netproxy.CutAfter, netproxy.Refuse)
 			key := []byte("k")
-			done := updateAsync(s, key)
-			select {
-			case <-cut:
-			case <-time.After(30 * time.Second):
-				t.Fatal("the proxy never saw the COMMIT")
-			}
-			time.Sleep(outage)
-			stillWaiting(t, done, "while the database was out of reach")
+			done := updateCutAtCommit(t, p, s, key, "while the database was out of reach")
 			if closeIt {
 				s.Close()
 				err := answer(t, done)
@@ -107,15 +138,9 @@ func TestCommitSettledAcrossOutage(t *testing.T) {
 				return
 			}
 			p.SetMode(netproxy.Pass)
-			err = answer(t, done)
-			found := hasKey(t, direct, key)
-			t.Logf("answer %v; the key is there: %v", err, found)
-			switch {
-			case err == nil && !found:
-				t.Fatal("the call answered nil, and the database does not hold its write")
-			case err != nil && found:
-				t.Fatalf("the call answered %v, and the database holds its write", err)
-			case err != nil && !strings.Contains(kms.ErrorMessage(err), "nothing was written"):
+			err := answer(t, done)
+			agrees(t, err, hasKey(t, direct, key), "the database")
+			if err != nil && !strings.Contains(kms.ErrorMessage(err), "nothing was written") {
 				t.Fatalf("the call answered %v, want nil or an error saying nothing was written", err)
 			}
 		})
@@ -130,14 +155,7 @@ func TestCommitSettledAcrossOutage(t *testing.T) {
 // standby confirms a later commit, and then answers nil.
 func TestCommitSettledAfterStandby(t *testing.T) {
 	pair := pgtest.StartPair(t)
-	s, err := Open(t.Context(), pair.PrimaryURL(), Options{QueryTimeout: settleTimeout})
-	if err != nil {
-		t.Fatalf("Open = %v", err)
-	}
-	defer s.Close()
-	if err := s.Update(t.Context(), func(tx kms.Txn) error { return tx.Set([]byte("warm"), []byte("up")) }); err != nil {
-		t.Fatalf("Update = %v", err)
-	}
+	s := openWarm(t, pair.PrimaryURL())
 	pair.SyncStandbys("no_such_standby")
 	done := updateAsync(s, []byte("k"))
 	time.Sleep(outage)
@@ -173,14 +191,7 @@ func TestCommitSettledOnPrimary(t *testing.T) {
 	// target_session_attrs: a new connection takes the first that
 	// answers.
 	through := strings.Replace(strings.Replace(pair.MultiURL(), pair.PrimaryAddr(), p.Addr(), 1), "&target_session_attrs=read-write", "", 1)
-	s, err := Open(t.Context(), through, Options{QueryTimeout: settleTimeout})
-	if err != nil {
-		t.Fatalf("Open = %v", err)
-	}
-	defer s.Close()
-	if err := s.Update(t.Context(), func(tx kms.Txn) error { return tx.Set([]byte("warm"), []byte("up")) }); err != nil {
-		t.Fatalf("Update = %v", err)
-	}
+	s := openWarm(t, through)
 	// The standby has the store's tables and the first write; from now
 	// on it replays nothing.
 	deadline := time.Now().Add(30 * time.Second)
@@ -192,26 +203,13 @@ func TestCommitSettledOnPrimary(t *testing.T) {
 	}
 	exec(t, sqlConn(t, pair.StandbyURL()), "SELECT pg_wal_replay_pause()")
 
-	cut := p.CutOnThen(pgtest.PreparedMessage(sqlCommit), netproxy.CutAfter, netproxy.Refuse)
 	key := []byte("k")
-	done := updateAsync(s, key)
-	select {
-	case <-cut:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the proxy never saw the COMMIT")
-	}
-	time.Sleep(outage)
-	stillWaiting(t, done, "while the primary was out of reach and only the standby answered")
+	done := updateCutAtCommit(t, p, s, key, "while the primary was out of reach and only the standby answered")
 	p.SetMode(netproxy.Pass)
 	err = answer(t, done)
 	found := hasKey(t, pair.PrimaryURL(), key)
-	t.Logf("answer %v; the key is on the primary: %v", err, found)
-	switch {
-	case err == nil && !found:
-		t.Fatal("the call answered nil, and the primary does not hold its write")
-	case err != nil && found:
-		t.Fatalf("the call answered %v, and the primary holds its write", err)
-	case !found:
+	agrees(t, err, found, "the primary")
+	if !found {
 		t.Fatal("the primary does not hold a write whose COMMIT reached it; the test shows nothing")
 	}
 }
