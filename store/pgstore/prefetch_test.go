@@ -92,18 +92,8 @@ func TestPrefetchTakesAppendLock(t *testing.T) {
 						if err := tx.(kms.Prefetcher).Prefetch([][]byte{key}); err != nil {
 							return 0, nil, err
 						}
-						n := 0
-						v, err := tx.Get(key)
-						switch {
-						case err == nil:
-							if n, err = strconv.Atoi(string(v)); err != nil {
-								return 0, nil, err
-							}
-						case !errors.Is(err, kms.ErrNotFound):
-							return 0, nil, err
-						}
-						n++
-						if err := tx.Set(key, []byte(strconv.Itoa(n))); err != nil {
+						n, err := bumpCounter(tx, key, nil)
+						if err != nil {
 							return 0, nil, err
 						}
 						return uint64(n), [][]byte{[]byte("rec " + strconv.Itoa(n))}, nil
