@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"os/exec"
 	"testing"
 	"time"
 
@@ -29,11 +28,7 @@ func TestHeadersVerifyAcrossSigningKeyRotation(t *testing.T) {
 	}
 	p.Stop(t)
 
-	cmd := exec.Command(kmsdPath, "rotate-signing-key", "-data", in.data)
-	cmd.Env = in.env()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("kmsd rotate-signing-key: %v\n%s", err, out)
-	}
+	in.kmsdCmd(t, "rotate-signing-key", "-data", in.data)
 
 	p = in.start(t)
 	c = clientOf(p, t, v, in.bootstrap)
