@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/base64"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -105,9 +104,7 @@ func TestBackupRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	target := filepath.Join(dir, "from-damaged")
-	cmd := exec.Command(kmsdPath, "restore", "-i", damaged, "-data", target)
-	cmd.Env = in.env()
-	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "not an intact backup") {
+	if out, err := in.kmsdRun("restore", "-i", damaged, "-data", target); err == nil || !strings.Contains(out, "not an intact backup") {
 		t.Fatalf("kmsd restore of a damaged backup: %v\n%s", err, out)
 	}
 	if _, err := os.Stat(target); !os.IsNotExist(err) {

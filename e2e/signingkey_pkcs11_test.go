@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -47,13 +46,8 @@ func TestHeadersSignedInToken(t *testing.T) {
 	}
 	p.Stop(t)
 
-	cmd := exec.Command(kmsdPath, "rotate-signing-key", "-data", in.data, "-signing-key-pkcs11", uri)
-	cmd.Env = in.env()
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("kmsd rotate-signing-key -signing-key-pkcs11: %v\n%s", err, out)
-	}
-	_, newURI, ok := strings.Cut(string(out), "new key URI: ")
+	out := in.kmsdCmd(t, "rotate-signing-key", "-data", in.data, "-signing-key-pkcs11", uri)
+	_, newURI, ok := strings.Cut(out, "new key URI: ")
 	newURI, _, _ = strings.Cut(newURI, "\n")
 	if !ok || !strings.Contains(newURI, "object=kms-signing-2") {
 		t.Fatalf("kmsd rotate-signing-key printed:\n%s", out)

@@ -75,15 +75,7 @@ func TestTransit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs, err := kc.SearchActivity(context.Background(), client.ActivityFilter{Ring: "e2e"}, kms.PageRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var actions []string
-	for _, a := range recs.Data {
-		actions = append(actions, a.Action)
-	}
-	if got := strings.Join(actions, " "); got != "transit.key.create transit.encrypt transit.key.rotate transit.rewrap transit.decrypt" {
+	if got := trailActions(t, kc, client.ActivityFilter{Ring: "e2e"}); got != "transit.key.create transit.encrypt transit.key.rotate transit.rewrap transit.decrypt" {
 		t.Errorf("the trail of ring e2e = %s", got)
 	}
 	// And in the metrics, by route and by key operation.
@@ -196,19 +188,26 @@ func TestTransitHeldKeys(t *testing.T) {
 		t.Errorf("GET /asym/keyrings/app/keys/{v1}/export = %+v, %v; want the key Vault's export answered", ek, err)
 	}
 	refusedOnly := false
-	recs, err := root.SearchActivity(bg, client.ActivityFilter{Ring: "app", Valid: &refusedOnly}, kms.PageRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var refused []string
-	for _, a := range recs.Data {
-		refused = append(refused, a.Action)
-	}
-	if got := strings.Join(refused, " "); got != "asym.key.export transit.key.export" {
+	if got := trailActions(t, root, client.ActivityFilter{Ring: "app", Valid: &refusedOnly}); got != "asym.key.export transit.key.export" {
 		t.Errorf("refused calls on app = %s, want the two exports without the flag", got)
 	}
 	p.Stop(t)
 	in.verifyAudit(t)
+}
+
+// trailActions returns the actions of the first page of the activity
+// records that f selects, in the trail's order, separated by spaces.
+func trailActions(t *testing.T, c *client.Client, f client.ActivityFilter) string {
+	t.Helper()
+	recs, err := c.SearchActivity(bg, f, kms.PageRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var actions []string
+	for _, a := range recs.Data {
+		actions = append(actions, a.Action)
+	}
+	return strings.Join(actions, " ")
 }
 
 // readTransitKeyIDs returns the key IDs of the versions of the transit

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -17,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringkms/kms/internal/kmsdtest"
 	"github.com/ringkms/kms/internal/pgtest"
 )
 
@@ -180,7 +180,7 @@ func TestLoadTransportErrors(t *testing.T) {
 
 func TestLoadProgress(t *testing.T) {
 	f := newFakeServer(t, time.Millisecond)
-	var out syncBuffer
+	var out kmsdtest.Buffer
 	l := newTestLoad(f.URL, 2, 1300*time.Millisecond, 0)
 	l.progress, l.label = &out, "fake"
 	l.run(context.Background())
@@ -188,7 +188,7 @@ func TestLoadProgress(t *testing.T) {
 	if len(lines) != 1 || !strings.HasPrefix(lines[0], "fake ") || !strings.Contains(lines[0], "ops/s") || !strings.Contains(lines[0], "errors") {
 		t.Errorf("progress = %q, want one line: fake, elapsed, ops/s, errors", out.String())
 	}
-	out = syncBuffer{}
+	out = kmsdtest.Buffer{}
 	l.tty = true
 	l.run(context.Background())
 	if got := out.String(); !strings.HasPrefix(got, "\rfake ") || !strings.HasSuffix(got, "\n") {
@@ -265,24 +265,6 @@ func TestStartBaseline(t *testing.T) {
 	if _, err := http.Post(srv.url+"/ks/encrypt", "application/json", strings.NewReader(`{}`)); err == nil {
 		t.Errorf("the baseline server still answers after terminate")
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestMeasureTakesTurns checks that two targets are loaded in rounds that

@@ -58,6 +58,13 @@ func newEncrypt(ring string, asset bool, n int) request {
 // taken in turn (at least 8 different batches, each pair in at least one).
 func (w *workload) batched(ring string, asset bool, n int) {
 	w.encrypt = newEncrypt(ring, asset, n)
+	w.batchPool(n, "/ks/decrypt/batch", "items")
+}
+
+// batchPool turns the decrypt pool into batches of n of its pairs, taken
+// in turn (at least 8 different batches, each pair in at least one), each
+// a request to path with the pairs' bodies under field.
+func (w *workload) batchPool(n int, path, field string) {
 	if len(w.pool) == 0 {
 		return
 	}
@@ -67,8 +74,8 @@ func (w *workload) batched(ring string, asset bool, n int) {
 		for i := range items {
 			items[i] = w.pool[(b*n+i)%len(w.pool)].body
 		}
-		body, _ := json.Marshal(map[string]any{"items": items})
-		batches[b] = request{path: "/ks/decrypt/batch", body: body}
+		body, _ := json.Marshal(map[string]any{field: items})
+		batches[b] = request{path: path, body: body}
 	}
 	w.pool = batches
 }
@@ -246,19 +253,7 @@ func transitDecryptOf(ring string) func(json.RawMessage) (request, error) {
 // plaintexts, or of n ciphertexts of the pool.
 func (w *workload) batchedTransit(ring string, n int) {
 	w.encrypt = newTransitEncrypt(ring, n)
-	if len(w.pool) == 0 {
-		return
-	}
-	batches := make([]request, max(8, (len(w.pool)+n-1)/n))
-	for b := range batches {
-		items := make([]json.RawMessage, n)
-		for i := range items {
-			items[i] = w.pool[(b*n+i)%len(w.pool)].body
-		}
-		body, _ := json.Marshal(map[string]any{"batch_input": items})
-		batches[b] = request{path: "/v1/transit/decrypt/" + url.PathEscape(ring), body: body}
-	}
-	w.pool = batches
+	w.batchPool(n, "/v1/transit/decrypt/"+url.PathEscape(ring), "batch_input")
 }
 
 // ensureTransitKey creates the transit key ring unless it exists.

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -132,4 +133,101 @@ func TestStartWrongMasterKey(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "master key is not the one this store was created with") {
 		t.Errorf("kmsd with another master key = %v, want an error saying so", err)
 	}
+}
+
+// runCommand runs the built kmsd with args and the environment e (and no
+// other KMS_* variable) until it exits, and returns its exit status and
+// what it printed.
+func runCommand(t *testing.T, e env, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	cmd := exec.Command(kmsdBinary(t), args...)
+	cmd.Env = childEnv(e)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	default:
+		t.Fatalf("kmsd %s: %v", strings.Join(args, " "), err)
+	}
+	return code, out.String(), errOut.String()
+}
+
+// keyFile writes a master key file (mode 0600) holding key in dir.
+func keyFile(t *testing.T, dir, name, key string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestE2ERekeyGoesOneWay: kmsd rekey, through the admin socket of a
+// running kmsd and with kmsd stopped, moves the store to a new master key
+// once: run again, or asked to go back to a key the store has left, or to
+// the key it is under, it exits 1 saying why and changes nothing, so the
+// new key goes on opening the store. A key given that the path does not
+// use is refused (exit 2, naming it) before anything is done.
+func TestE2ERekeyGoesOneWay(t *testing.T) {
+	a, b, c := newKey(), newKey(), newKey()
+	keys := t.TempDir()
+	fileB, fileC := keyFile(t, keys, "b.key", b), keyFile(t, keys, "c.key", c)
+	data := t.TempDir()
+	p := startKmsd(t, data, env{"KMS_MASTER_KEY": a, "KMS_MASTER_KEY_NEXT": b, "KMS_BOOTSTRAP_API_KEY": e2eBootstrap})
+	call(t, nil, "POST", p.URL+"/ks/keyrings", e2eBootstrap, map[string]any{"name": "rk"})
+	code, enc := call(t, nil, "POST", p.URL+"/ks/encrypt", e2eBootstrap, map[string]any{"ringname": "rk"})
+	if code != 200 {
+		t.Fatalf("encrypt = %d %v", code, enc)
+	}
+	decrypts := func(url, when string) {
+		t.Helper()
+		if code, body := call(t, nil, "POST", url+"/ks/decrypt", e2eBootstrap, map[string]any{"hash": enc["hash"], "header": enc["header"]}); code != 200 {
+			t.Fatalf("decrypt %s = %d %v", when, code, body)
+		}
+	}
+	expect := func(wantCode int, want string, e env, args ...string) {
+		t.Helper()
+		code, stdout, stderr := runCommand(t, e, append([]string{"rekey", "-data", data}, args...)...)
+		if code != wantCode || !strings.Contains(stderr, want) {
+			t.Fatalf("kmsd rekey %s = exit %d, want %d saying %q; stdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, wantCode, want, stdout, stderr)
+		}
+	}
+
+	// Online: a new key named here is not the running kmsd's next key.
+	expect(2, "-new-master-key-file", env{}, "-new-master-key-file", fileC)
+	expect(2, "KMS_NEW_MASTER_KEY", env{"KMS_NEW_MASTER_KEY": c})
+	expect(2, "-master-key-file", env{}, "-master-key-file", fileB)
+	expect(0, "", env{})
+	decrypts(p.URL, "after the rekey")
+	// Run again, it would go back to the old key.
+	expect(1, "already under the new master key", env{})
+	decrypts(p.URL, "after the second rekey was refused")
+	p.Stop(t)
+
+	// Step 3: the new key alone.
+	p = startKmsd(t, data, env{"KMS_MASTER_KEY": b})
+	decrypts(p.URL, "under the new key alone")
+	p.Stop(t)
+
+	// Offline, the same rules.
+	expect(1, "already under the new master key", env{"KMS_MASTER_KEY": a, "KMS_NEW_MASTER_KEY": b})
+	expect(1, "rekeyed away from", env{"KMS_MASTER_KEY": b, "KMS_NEW_MASTER_KEY": a})
+	expect(1, "is the one the store is under", env{"KMS_MASTER_KEY": b}, "-new-master-key-file", fileB)
+	expect(2, "-master-key-next-file", env{"KMS_MASTER_KEY": b}, "-master-key-next-file", fileC)
+	expect(0, "", env{"KMS_MASTER_KEY": b}, "-new-master-key-file", fileC)
+	expect(1, "rekeyed away from", env{"KMS_MASTER_KEY": c, "KMS_NEW_MASTER_KEY": a})
+	expect(1, "rekeyed away from", env{"KMS_MASTER_KEY": c, "KMS_NEW_MASTER_KEY": b})
+
+	// Online again, with the store's old key as the running kmsd's next.
+	p = startKmsd(t, data, env{"KMS_MASTER_KEY": c, "KMS_MASTER_KEY_NEXT": b})
+	expect(1, "rekeyed away from", env{})
+	decrypts(p.URL, "after a rekey back was refused")
+	p.Stop(t)
+	p = startKmsd(t, data, env{"KMS_MASTER_KEY": c})
+	decrypts(p.URL, "under the last key alone")
+	p.Stop(t)
 }

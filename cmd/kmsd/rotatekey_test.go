@@ -41,6 +41,17 @@ func signingKeyIDs(t *testing.T, url string) (ids []string, active string) {
 	return ids, active
 }
 
+// startWithRing starts kmsd with args and e and creates the ring "r"
+// with the bootstrap key of e.
+func startWithRing(t *testing.T, args []string, e env) *server {
+	t.Helper()
+	s := startRun(t, args, e)
+	if code, body := call(t, nil, "POST", s.url+"/ks/keyrings", e["KMS_BOOTSTRAP_API_KEY"], map[string]any{"name": "r"}); code != 200 {
+		t.Fatalf("create ring = %d %v", code, body)
+	}
+	return s
+}
+
 // encryptHeader makes an encrypt call and returns its header and the
 // signing key ID the header names.
 func encryptHeader(t *testing.T, url, key string) (header, id string) {
@@ -65,10 +76,7 @@ func TestRotateSigningKeyCommand(t *testing.T) {
 	const boot = "rotate-bootstrap-secret-0123456789abcdef"
 	e := env{"KMS_MASTER_KEY": newKey(), "KMS_BOOTSTRAP_API_KEY": boot}
 	args := []string{"-data", data, "-addr", "127.0.0.1:0"}
-	s := startRun(t, args, e)
-	if code, body := call(t, nil, "POST", s.url+"/ks/keyrings", boot, map[string]any{"name": "r"}); code != 200 {
-		t.Fatalf("create ring = %d %v", code, body)
-	}
+	s := startWithRing(t, args, e)
 	oldHeader, oldID := encryptHeader(t, s.url, boot)
 	if ids, active := signingKeyIDs(t, s.url); len(ids) != 1 || active != oldID {
 		t.Fatalf("signing keys %v, active %s; want the one that signed, %s", ids, active, oldID)

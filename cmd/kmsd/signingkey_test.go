@@ -51,10 +51,7 @@ func TestSigningKeyPKCS11(t *testing.T) {
 	const boot = "pkcs11-bootstrap-secret-0123456789abcdef"
 	e := env{"KMS_MASTER_KEY": newKey(), "KMS_BOOTSTRAP_API_KEY": boot}
 	args := []string{"-data", data, "-addr", "127.0.0.1:0"}
-	s := startRun(t, args, e)
-	if code, body := call(t, nil, "POST", s.url+"/ks/keyrings", boot, map[string]any{"name": "r"}); code != 200 {
-		t.Fatalf("create ring = %d %v", code, body)
-	}
+	s := startWithRing(t, args, e)
 	ownHeader, ownID := encryptHeader(t, s.url, boot)
 	s.stop(t)
 
@@ -161,10 +158,7 @@ func TestRotateSigningKeyPKCS11(t *testing.T) {
 	const boot = "pkcs11-rotate-secret-0123456789abcdefgh"
 	e := env{"KMS_MASTER_KEY": newKey(), "KMS_BOOTSTRAP_API_KEY": boot, "KMS_SIGNING_KEY_PKCS11": oldURI}
 	args := []string{"-data", data, "-addr", "127.0.0.1:0"}
-	s := startRun(t, args, e)
-	if code, body := call(t, nil, "POST", s.url+"/ks/keyrings", boot, map[string]any{"name": "r"}); code != 200 {
-		t.Fatalf("create ring = %d %v", code, body)
-	}
+	s := startWithRing(t, args, e)
 	oldHeader, id := encryptHeader(t, s.url, boot)
 	if id != oldID {
 		t.Fatalf("header names key %s, want the token's %s", id, oldID)

@@ -37,27 +37,34 @@ func appendCounter(t *testing.T, s *Store, hold func()) (uint64, error) {
 	key := []byte("counter")
 	var got uint64
 	err := s.Trail().(kms.SharedTrail).AppendIn(t.Context(), func(tx kms.Txn) (uint64, [][]byte, error) {
-		n := 0
-		v, err := tx.Get(key)
-		switch {
-		case err == nil:
-			if n, err = strconv.Atoi(string(v)); err != nil {
-				return 0, nil, err
-			}
-		case !errors.Is(err, kms.ErrNotFound):
-			return 0, nil, err
-		}
-		if hold != nil {
-			hold()
-		}
-		n++
-		if err := tx.Set(key, []byte(strconv.Itoa(n))); err != nil {
+		n, err := bumpCounter(tx, key, hold)
+		if err != nil {
 			return 0, nil, err
 		}
 		got = uint64(n)
 		return got, [][]byte{[]byte("rec " + strconv.Itoa(n))}, nil
 	})
 	return got, err
+}
+
+// bumpCounter adds one to the counter at key in tx (0 when absent) and
+// returns its new value; hold, if not nil, runs after the read.
+func bumpCounter(tx kms.Txn, key []byte, hold func()) (int, error) {
+	n := 0
+	v, err := tx.Get(key)
+	switch {
+	case err == nil:
+		if n, err = strconv.Atoi(string(v)); err != nil {
+			return 0, err
+		}
+	case !errors.Is(err, kms.ErrNotFound):
+		return 0, err
+	}
+	if hold != nil {
+		hold()
+	}
+	n++
+	return n, tx.Set(key, []byte(strconv.Itoa(n)))
 }
 
 // TestSilentHolderLetsGo: a Store whose connection goes silent (its
