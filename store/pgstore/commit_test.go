@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/internal/netproxy"
@@ -257,8 +258,26 @@ func agrees(t *testing.T, err error, found bool, db string) {
 // hasKey reports whether the database at url holds key.
 func hasKey(t *testing.T, url string, key []byte) bool {
 	t.Helper()
+	return readKey(t, url, key, false)
+}
+
+// replayed reports whether the standby at url holds key: false too while
+// it has yet to replay the creation of the store's table.
+func replayed(t *testing.T, url string, key []byte) bool {
+	t.Helper()
+	return readKey(t, url, key, true)
+}
+
+// readKey reports whether the database at url holds key; with noTable, a
+// store's table that does not exist yet reads as no key.
+func readKey(t *testing.T, url string, key []byte, noTable bool) bool {
+	t.Helper()
 	var v []byte
 	err := sqlConn(t, url).QueryRow(context.Background(), "SELECT value FROM kms_kv WHERE key = $1", key).Scan(&v)
+	var pgErr *pgconn.PgError
+	if noTable && errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table
+		return false
+	}
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		t.Fatalf("read the key: %v", err)
 	}
@@ -350,7 +369,7 @@ func TestCommitSettledOnPrimary(t *testing.T) {
 	// The standby has the store's tables and the first write; from now
 	// on it replays nothing.
 	deadline := time.Now().Add(30 * time.Second)
-	for !hasKey(t, pair.StandbyURL(), []byte("warm")) {
+	for !replayed(t, pair.StandbyURL(), []byte("warm")) {
 		if time.Now().After(deadline) {
 			t.Fatal("the standby has not replayed the first write in 30 s")
 		}
