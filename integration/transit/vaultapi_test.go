@@ -1,4 +1,4 @@
-package e2e
+package transit_test
 
 import (
 	"context"
@@ -14,12 +14,14 @@ import (
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/client"
+	"github.com/ringkms/kms/integration/internal/harness"
+	"github.com/ringkms/kms/internal/kmsdtest"
 	"github.com/ringkms/kms/internal/vaultct"
 )
 
 // vaultClient is HashiCorp's Vault client of the kmsd p, acting with
 // secret, without retries or the environment's VAULT_ settings.
-func vaultClient(t *testing.T, p *proc, secret string) *vault.Client {
+func vaultClient(t *testing.T, p *kmsdtest.Proc, secret string) *vault.Client {
 	t.Helper()
 	cfg := vault.DefaultConfig()
 	cfg.Address, cfg.MaxRetries, cfg.Timeout = p.URL, 0, 30*time.Second
@@ -38,9 +40,9 @@ func vaultClient(t *testing.T, p *proc, secret string) *vault.Client {
 // transit's is Vault's (docs/TRANSIT.md), so its calls do not go through
 // the validating client.
 func TestTransit(t *testing.T) {
-	in := newInstance(t)
-	p := in.start(t, "-transit", "-metrics")
-	c := vaultClient(t, p, in.bootstrap)
+	in := harness.New(t)
+	p := in.Start(t, "-transit", "-metrics")
+	c := vaultClient(t, p, in.Bootstrap)
 
 	if _, err := c.Logical().Write("transit/keys/e2e", nil); err != nil {
 		t.Fatalf("create key = %v", err)
@@ -71,11 +73,8 @@ func TestTransit(t *testing.T) {
 	}
 
 	// The calls are in the activity trail, seen through kmsd's own API.
-	kc, err := client.New(p.URL, client.WithAPIKey(in.bootstrap))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := trailActions(t, kc, client.ActivityFilter{Ring: "e2e"}); got != "transit.key.create transit.encrypt transit.key.rotate transit.rewrap transit.decrypt" {
+	kc := harness.Client(t, p, in.Bootstrap)
+	if got := harness.Actions(t, kc, client.ActivityFilter{Ring: "e2e"}); got != "transit.key.create transit.encrypt transit.key.rotate transit.rewrap transit.decrypt" {
 		t.Errorf("the trail of ring e2e = %s", got)
 	}
 	// And in the metrics, by route and by key operation.
@@ -93,8 +92,8 @@ func TestTransit(t *testing.T) {
 	p.Stop(t)
 
 	// Without -transit, /v1/transit is a path kmsd does not serve.
-	p = in.start(t)
-	if _, err := vaultClient(t, p, in.bootstrap).Logical().Write("transit/encrypt/e2e", map[string]any{"plaintext": ""}); !errors.As(err, &re) || re.StatusCode != 404 {
+	p = in.Start(t)
+	if _, err := vaultClient(t, p, in.Bootstrap).Logical().Write("transit/encrypt/e2e", map[string]any{"plaintext": ""}); !errors.As(err, &re) || re.StatusCode != 404 {
 		t.Errorf("transit without -transit = %v, want 404", err)
 	}
 	p.Stop(t)
@@ -108,22 +107,11 @@ func TestTransit(t *testing.T) {
 // keyring.<name>.export, and its refusals are in the trail; a ring made
 // by POST /asym/keyrings is no transit key (400).
 func TestTransitHeldKeys(t *testing.T) {
-	in := newInstance(t)
-	p := in.start(t, "-transit")
-	v := newValidator(t)
-	root := clientOf(p, t, v, in.bootstrap)
-	apiKey := func(flags ...string) string {
-		t.Helper()
-		f := kms.Flags{}
-		for _, name := range flags {
-			f[name] = true
-		}
-		k, err := root.CreateAPIKey(context.Background(), kms.APIKeyInput{AccountID: kms.BootstrapAccountUID, AccountByUID: true, Flags: f})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k.Key
-	}
+	ctx := context.Background()
+	in := harness.New(t)
+	p := in.Start(t, "-transit")
+	root := harness.Client(t, p, in.Bootstrap)
+	apiKey := func(flags ...string) string { return in.APIKey(t, p, flags...) }
 	app := vaultClient(t, p, apiKey("keyring.app.encrypt", "keyring.app.create"))
 	if _, err := app.Logical().Write("transit/keys/app", nil); err != nil {
 		t.Fatal(err)
@@ -134,20 +122,24 @@ func TestTransitHeldKeys(t *testing.T) {
 	}
 	ct, _ := enc.Data["ciphertext"].(string)
 
-	snoop := clientOf(p, t, v, apiKey("keyring.app.read", "keyring.app.rotate", "keyring.app.create"))
-	tk := readTransitKeyIDs(t, p, in.bootstrap, "app")
-	ak, err := snoop.GetAsymKey(bg, kms.RingRef{Name: "app"}, tk[1])
+	snoop := harness.Client(t, p, apiKey("keyring.app.read", "keyring.app.rotate", "keyring.app.create"))
+	tk := readTransitKeyIDs(t, p, in.Bootstrap, "app")
+	ak, err := snoop.GetAsymKey(ctx, kms.RingRef{Name: "app"}, tk[1])
 	if err != nil || !ak.Held || ak.KeyData.Key != "" {
 		t.Fatalf("GET /asym/keyrings/app/keys/{v1} = %+v, %v; want its metadata without its key", ak, err)
 	}
-	rot, err := snoop.RotateAsym(bg, kms.RotateInput{RingName: "app"})
+	rot, err := snoop.RotateAsym(ctx, kms.RotateInput{RingName: "app"})
 	if err != nil || !rot.Held || rot.KeyData.Key != "" {
 		t.Fatalf("POST /asym/rotate = %+v, %v; want the new key's metadata without its key", rot, err)
 	}
-	_, err = snoop.CreateAsymKeyRing(bg, kms.CreateAsymKeyRingInput{Name: "app"})
-	wantKind(t, "POST /asym/keyrings over a transit key", err, kms.KindConflict)
-	_, err = snoop.ExportAsymKey(bg, kms.RingRef{Name: "app"}, tk[1])
-	wantKind(t, "export without keyring.app.export", err, kms.KindPermissionDenied)
+	_, err = snoop.CreateAsymKeyRing(ctx, kms.CreateAsymKeyRingInput{Name: "app"})
+	if kms.ErrorKind(err) != kms.KindConflict {
+		t.Errorf("POST /asym/keyrings over a transit key = %v, want a conflict", err)
+	}
+	_, err = snoop.ExportAsymKey(ctx, kms.RingRef{Name: "app"}, tk[1])
+	if kms.ErrorKind(err) != kms.KindPermissionDenied {
+		t.Errorf("export without keyring.app.export = %v, want permission denied", err)
+	}
 	for _, k := range []string{ak.KeyData.Key, rot.KeyData.Key} {
 		if b, err := base64.StdEncoding.DecodeString(k); err == nil && len(b) == 32 && opensVaultCiphertext(ct, b) {
 			t.Fatal("a key the /asym routes answered opens the transit ciphertext offline")
@@ -155,8 +147,8 @@ func TestTransitHeldKeys(t *testing.T) {
 	}
 
 	// A ring made ahead by POST /asym/keyrings is no transit key.
-	creator := clientOf(p, t, v, apiKey("keyring.pre.create"))
-	if _, err := creator.CreateAsymKeyRing(bg, kms.CreateAsymKeyRingInput{Name: "pre"}); err != nil {
+	creator := harness.Client(t, p, apiKey("keyring.pre.create"))
+	if _, err := creator.CreateAsymKeyRing(ctx, kms.CreateAsymKeyRingInput{Name: "pre"}); err != nil {
 		t.Fatal(err)
 	}
 	var re *vault.ResponseError
@@ -168,7 +160,7 @@ func TestTransitHeldKeys(t *testing.T) {
 
 	// An exportable key: the export needs the flag, and opens what the
 	// key sealed.
-	admin := vaultClient(t, p, in.bootstrap)
+	admin := vaultClient(t, p, in.Bootstrap)
 	if _, err := admin.Logical().Write("transit/keys/app/config", map[string]any{"exportable": true}); err != nil {
 		t.Fatal(err)
 	}
@@ -183,43 +175,24 @@ func TestTransitHeldKeys(t *testing.T) {
 	if b, err := base64.StdEncoding.DecodeString(k1); err != nil || !opensVaultCiphertext(ct, b) {
 		t.Errorf("the exported version 1 does not open its ciphertext")
 	}
-	ek, err := clientOf(p, t, v, apiKey("keyring.app.export")).ExportAsymKey(bg, kms.RingRef{Name: "app"}, tk[1])
+	ek, err := harness.Client(t, p, apiKey("keyring.app.export")).ExportAsymKey(ctx, kms.RingRef{Name: "app"}, tk[1])
 	if err != nil || ek.KeyData.Key != k1 {
 		t.Errorf("GET /asym/keyrings/app/keys/{v1}/export = %+v, %v; want the key Vault's export answered", ek, err)
 	}
 	refusedOnly := false
-	if got := trailActions(t, root, client.ActivityFilter{Ring: "app", Valid: &refusedOnly}); got != "asym.key.export transit.key.export" {
+	if got := harness.Actions(t, root, client.ActivityFilter{Ring: "app", Valid: &refusedOnly}); got != "asym.key.export transit.key.export" {
 		t.Errorf("refused calls on app = %s, want the two exports without the flag", got)
 	}
 	p.Stop(t)
-	in.verifyAudit(t)
-}
-
-// trailActions returns the actions of the first page of the activity
-// records that f selects, in the trail's order, separated by spaces.
-func trailActions(t *testing.T, c *client.Client, f client.ActivityFilter) string {
-	t.Helper()
-	recs, err := c.SearchActivity(bg, f, kms.PageRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var actions []string
-	for _, a := range recs.Data {
-		actions = append(actions, a.Action)
-	}
-	return strings.Join(actions, " ")
+	in.VerifyAudit(t)
 }
 
 // readTransitKeyIDs returns the key IDs of the versions of the transit
 // key name, from the trail's records of its versions: the create and
 // rotate records name each new key.
-func readTransitKeyIDs(t *testing.T, p *proc, secret, name string) map[int]string {
+func readTransitKeyIDs(t *testing.T, p *kmsdtest.Proc, secret, name string) map[int]string {
 	t.Helper()
-	c, err := client.New(p.URL, client.WithAPIKey(secret))
-	if err != nil {
-		t.Fatal(err)
-	}
-	recs, err := c.SearchActivity(bg, client.ActivityFilter{Ring: name}, kms.PageRequest{})
+	recs, err := harness.Client(t, p, secret).SearchActivity(context.Background(), client.ActivityFilter{Ring: name}, kms.PageRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}

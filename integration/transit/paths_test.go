@@ -1,4 +1,4 @@
-package e2e
+package transit_test
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	vault "github.com/hashicorp/vault/api"
+	"github.com/ringkms/kms/integration/internal/harness"
 )
 
 // TestTransitVaultPaths: kmsd -transit answers Vault's paths outside the
@@ -20,11 +21,11 @@ import (
 // ever; and a batch's partial_failure_response_code of 101 is refused
 // with 400 before any item is encrypted.
 func TestTransitVaultPaths(t *testing.T) {
-	in := newInstance(t)
-	p := in.start(t, "-transit")
+	in := harness.New(t)
+	p := in.Start(t, "-transit")
 	for _, path := range []string{"/v1/sys/health", "/v1/sys/mounts", "/v1/auth/token/lookup-self", "/v1/secret/data/app"} {
 		req, _ := http.NewRequest(http.MethodGet, p.URL+path, nil)
-		req.Header.Set("X-Vault-Token", in.bootstrap)
+		req.Header.Set("X-Vault-Token", in.Bootstrap)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -39,7 +40,7 @@ func TestTransitVaultPaths(t *testing.T) {
 			t.Errorf("GET %s = %d %+v (%v), want 404 in Vault's shape naming what is served", path, resp.StatusCode, body, err)
 		}
 	}
-	c := vaultClient(t, p, in.bootstrap)
+	c := vaultClient(t, p, in.Bootstrap)
 	var re *vault.ResponseError
 	if _, err := c.Sys().Health(); !errors.As(err, &re) || re.StatusCode != http.StatusNotFound || len(re.Errors) != 1 ||
 		!strings.Contains(re.Errors[0], "only Vault's transit engine") {

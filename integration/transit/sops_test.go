@@ -1,7 +1,8 @@
-package e2e
+package transit_test
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,7 +10,8 @@ import (
 	"testing"
 
 	"github.com/ringkms/kms"
-	"github.com/ringkms/kms/internal/sopstest"
+	"github.com/ringkms/kms/integration/internal/harness"
+	"github.com/ringkms/kms/integration/internal/sopstest"
 )
 
 // sopsRun runs the real sops command line with args, as the holder of
@@ -39,23 +41,13 @@ func sopsRun(t *testing.T, dir, token string, args ...string) (stdout, stderr st
 // trail.
 func TestSOPS(t *testing.T) {
 	sopstest.Binary(t) // built before kmsd starts, so that its first build does not count against kmsd's timeouts
-	in := newInstance(t)
-	p := in.start(t, "-transit")
-	if _, err := vaultClient(t, p, in.bootstrap).Logical().Write("transit/keys/sops", nil); err != nil {
+	in := harness.New(t)
+	p := in.Start(t, "-transit")
+	if _, err := vaultClient(t, p, in.Bootstrap).Logical().Write("transit/keys/sops", nil); err != nil {
 		t.Fatalf("create the transit key = %v", err)
 	}
-	root := clientOf(p, t, newValidator(t), in.bootstrap)
-	apiKey := func(flags ...string) string {
-		t.Helper()
-		f := kms.Flags{}
-		for _, x := range flags {
-			f[x] = true
-		}
-		k := must[*kms.APIKey](t, "CreateAPIKey")(root.CreateAPIKey(bg, kms.APIKeyInput{AccountID: kms.BootstrapAccountUID, AccountByUID: true, Flags: f}))
-		return k.Key
-	}
-	both := apiKey("keyring.sops.encrypt", "keyring.sops.decrypt")
-	encOnly := apiKey("keyring.sops.encrypt")
+	both := in.APIKey(t, p, "keyring.sops.encrypt", "keyring.sops.decrypt")
+	encOnly := in.APIKey(t, p, "keyring.sops.encrypt")
 
 	dir := t.TempDir()
 	const plain = "database:\n    user: app\n    password: hunter2-very-secret\n"
@@ -86,7 +78,10 @@ func TestSOPS(t *testing.T) {
 			}
 		})
 	}
-	l := must[*kms.List[*kms.Activity]](t, "SearchActivity")(root.SearchActivity(bg, kms.ActivityFilter{Action: "transit.decrypt"}, kms.PageRequest{}))
+	l, err := harness.Client(t, p, in.Bootstrap).SearchActivity(context.Background(), kms.ActivityFilter{Action: "transit.decrypt"}, kms.PageRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	refused := 0
 	for _, a := range l.Data {
 		if !a.Valid {

@@ -1,0 +1,151 @@
+// Package harness runs the real kmsd for the integration tests: it
+// builds kmsd once per test binary from the root module, starts it on a
+// fresh data directory with a random master key and bootstrap API key,
+// and gives the tests kmsd's own client and API keys with chosen flags.
+package harness
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/client"
+	"github.com/ringkms/kms/internal/kmsdtest"
+)
+
+// kmsdPath is the kmsd binary that Main builds.
+var kmsdPath string
+
+// Main builds kmsd from the root module and runs the tests: call it from
+// TestMain as os.Exit(harness.Main(m)).
+func Main(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "ringkms-integration-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	root, err := rootDir()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "integration:", err)
+		return 1
+	}
+	kmsdPath = filepath.Join(dir, "kmsd")
+	cmd := exec.Command(kmsdtest.GoTool(), "build", "-o", kmsdPath, "./cmd/kmsd")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "integration: go build kmsd: %v\n%s", err, out)
+		return 1
+	}
+	return m.Run()
+}
+
+// rootDir is the root module's folder, where the replace directive of
+// this module's go.mod points.
+func rootDir() (string, error) {
+	out, err := exec.Command(kmsdtest.GoTool(), "list", "-m", "-f", "{{.Dir}}", "github.com/ringkms/kms").Output()
+	if err != nil {
+		return "", fmt.Errorf("go list -m github.com/ringkms/kms: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// Instance is one kmsd data directory, with the keys kmsd starts with.
+type Instance struct {
+	Data      string // -data
+	MasterKey string // KMS_MASTER_KEY
+	Bootstrap string // KMS_BOOTSTRAP_API_KEY: the root API key
+}
+
+// New makes a fresh data directory, random master key and bootstrap API
+// key.
+func New(t testing.TB) *Instance {
+	t.Helper()
+	track.Do(kmsdtest.TrackSources)
+	mk := make([]byte, 32)
+	rand.Read(mk)
+	return &Instance{
+		Data:      filepath.Join(t.TempDir(), "data"),
+		MasterKey: base64.StdEncoding.EncodeToString(mk),
+		Bootstrap: "rk_it_" + rand.Text() + rand.Text(),
+	}
+}
+
+// track makes go test's cache run the tests again when the root
+// module's sources change, since kmsd is built from them.
+var track sync.Once
+
+func (in *Instance) env() []string {
+	return kmsdtest.Env("KMS_MASTER_KEY="+in.MasterKey, "KMS_BOOTSTRAP_API_KEY="+in.Bootstrap)
+}
+
+// Start runs kmsd on the instance on a loopback port with the flags
+// given, and waits until it listens; it is killed at the end of the test
+// if it still runs.
+func (in *Instance) Start(t testing.TB, flags ...string) *kmsdtest.Proc {
+	t.Helper()
+	args := append([]string{"-addr", "127.0.0.1:0", "-data", in.Data, "-log-level", "warn"}, flags...)
+	return kmsdtest.Start(t, kmsdPath, in.env(), 30*time.Second, args...)
+}
+
+// VerifyAudit runs kmsd verify-audit on the instance's store (kmsd must
+// be stopped) and fails the test unless the activity chain is intact.
+func (in *Instance) VerifyAudit(t testing.TB) {
+	t.Helper()
+	cmd := exec.Command(kmsdPath, "verify-audit", "-data", in.Data)
+	cmd.Env = in.env()
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "activity chain intact") {
+		t.Fatalf("kmsd verify-audit: %v\n%s", err, out)
+	}
+}
+
+// Client is kmsd's own client of p acting with secret.
+func Client(t testing.TB, p *kmsdtest.Proc, secret string) *client.Client {
+	t.Helper()
+	c, err := client.New(p.URL, client.WithAPIKey(secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// APIKey creates an API key of the bootstrap account holding flags and
+// returns its secret.
+func (in *Instance) APIKey(t testing.TB, p *kmsdtest.Proc, flags ...string) string {
+	t.Helper()
+	f := kms.Flags{}
+	for _, name := range flags {
+		f[name] = true
+	}
+	k, err := Client(t, p, in.Bootstrap).CreateAPIKey(context.Background(),
+		kms.APIKeyInput{AccountID: kms.BootstrapAccountUID, AccountByUID: true, Flags: f})
+	if err != nil {
+		t.Fatalf("create an API key with %v: %v", flags, err)
+	}
+	return k.Key
+}
+
+// Actions returns the actions of the first page of the activity records
+// that f selects, in the trail's order, separated by spaces.
+func Actions(t testing.TB, c *client.Client, f client.ActivityFilter) string {
+	t.Helper()
+	recs, err := c.SearchActivity(context.Background(), f, kms.PageRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var actions []string
+	for _, a := range recs.Data {
+		actions = append(actions, a.Action)
+	}
+	return strings.Join(actions, " ")
+}
