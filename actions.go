@@ -41,6 +41,7 @@ var actions = []string{
 	"apikey.create",
 	"apikey.delete",
 	"apikey.list",
+	"apikey.login",
 	"apikey.read",
 	"apikey.search",
 	"apikey.update",
