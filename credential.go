@@ -30,15 +30,9 @@ type Credential struct {
 	// ExpiresAt is when an access token stops being accepted; zero for an
 	// API key, which holds until it is deactivated or deleted.
 	ExpiresAt time.Time
-}
-
-// TTL is what is left of the credential's life at now: zero for one
-// that does not expire.
-func (c *Credential) TTL(now time.Time) time.Duration {
-	if c.ExpiresAt.IsZero() {
-		return 0
-	}
-	return max(c.ExpiresAt.Sub(now), 0)
+	// TTL is what was left of its life when it was described, by the
+	// service's clock: zero for an API key.
+	TTL time.Duration
 }
 
 // DescribeCredential authenticates secret, as Authenticate does, and
@@ -68,6 +62,7 @@ func (s *Service) DescribeCredential(ctx context.Context, secret string) (*Crede
 			return err
 		}
 		c.IssuedAt, c.ExpiresAt = sess.CreatedAt, sess.ExpiresAt
+		c.TTL = max(sess.ExpiresAt.Sub(s.now()), 0)
 		return nil
 	})
 	if isNotFound(err) {
