@@ -67,9 +67,10 @@ type RequestObserver = httpedge.RequestObserver
 
 // api holds what every handler needs.
 type api struct {
-	svc    *kms.Service
-	edge   *httpedge.Edge[*kms.Principal] // the request pipeline
-	prefix string                         // /v1/<mount>
+	svc        *kms.Service
+	edge       *httpedge.Edge[*kms.Principal] // the request pipeline
+	prefix     string                         // /v1/<mount>
+	credential func(r *http.Request) (string, error)
 }
 
 // answer is what a handler answers: its data (nil: no body, 204), its
@@ -77,6 +78,7 @@ type api struct {
 type answer struct {
 	status   int
 	data     any
+	auth     any // the auth block of an answer that carries a token
 	warnings []string
 }
 
@@ -94,6 +96,8 @@ type route struct {
 	// Flag is the flag the route needs, "<ring>" for the key it names
 	// (docs/PERMISSIONS.md, kept in step by a test).
 	flag string
+	// public routes need no credential (a login).
+	public bool
 }
 
 // routes is the route table: Vault's transit paths that ringkms serves.
@@ -123,7 +127,8 @@ func New(svc *kms.Service, opts Options) http.Handler {
 		panic("transit: New needs a *kms.Service")
 	}
 	a := newAPI(svc, opts)
-	return a.edge.Handler(a.edgeRoutes(a.routes()))
+	routes := a.edgeRoutes("/"+strings.TrimPrefix(a.prefix, PathPrefix), a.routes())
+	return a.edge.Handler(append(routes, a.edgeRoutes("/auth", a.authRoutes())...))
 }
 
 // newAPI returns the api of svc, over the request pipeline of
@@ -142,31 +147,32 @@ func newAPI(svc *kms.Service, opts Options) *api {
 	if strings.ContainsAny(mount, "/:*?#") {
 		panic("transit: Options.Mount is one path segment, such as \"transit\"")
 	}
-	a := &api{svc: svc, prefix: PathPrefix + mount}
+	// Vault's token, else a bearer's; any refused is "permission denied".
+	a := &api{svc: svc, prefix: PathPrefix + mount, credential: httpedge.TokenOrBearer("X-Vault-Token")}
 	a.edge = httpedge.New(httpedge.Config[*kms.Principal]{
 		Domain: httpedge.Domain[*kms.Principal]{WithClientAddr: kms.WithClientAddr, Admit: svc.Admit,
 			Authenticate: svc.Authenticate, WithPrincipal: kms.WithPrincipal,
 			PrincipalID: func(p *kms.Principal) string { return p.ID }, Secret: kms.LooksLikeSecret},
-		Prefix: a.prefix, Logger: opts.Logger, MaxBodyBytes: opts.MaxBodyBytes, DefaultMaxBodyBytes: DefaultMaxBodyBytes,
+		Prefix: strings.TrimSuffix(PathPrefix, "/"), Logger: opts.Logger, MaxBodyBytes: opts.MaxBodyBytes, DefaultMaxBodyBytes: DefaultMaxBodyBytes,
 		ClientIPHeader: opts.ClientIPHeader, ClientIPHops: opts.ClientIPHops, Requests: opts.Requests,
-		// Vault's token, else a bearer's; any refused is "permission denied".
-		Credential: httpedge.TokenOrBearer("X-Vault-Token"), Refusal: errPermissionDenied,
+		Credential: a.credential, Refusal: errPermissionDenied,
 		WriteError: func(w http.ResponseWriter, r *http.Request, err error) { a.writeError(w, r, err, false) },
 		NotFound:   a.notFound, MethodNotAllowed: a.methodNotAllowed,
 	})
 	return a
 }
 
-// edgeRoutes are routes as the pipeline serves them (httpedge.Route):
+// edgeRoutes are routes below /v1<below> as the pipeline serves them
+// (httpedge.Route):
 // once it has admitted and authenticated the caller and capped the body,
 // the handler runs and its answer or its error is written. A POST route
 // is served for PUT too, as Vault takes PUT for POST (its Go client
 // writes with PUT).
-func (a *api) edgeRoutes(routes []route) []httpedge.Route {
+func (a *api) edgeRoutes(below string, routes []route) []httpedge.Route {
 	var out []httpedge.Route
 	for _, rt := range routes {
 		fail := func(w http.ResponseWriter, r *http.Request, err error) { a.writeError(w, r, err, rt.read) }
-		er := httpedge.Route{Method: rt.method, Path: rt.path, Fail: fail,
+		er := httpedge.Route{Method: rt.method, Path: below + rt.path, Public: rt.public, Fail: fail,
 			Handle: func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 				ans, err := rt.handle(r, ps)
 				if err != nil {
@@ -220,11 +226,11 @@ func (a *api) writeAnswer(w http.ResponseWriter, r *http.Request, ans *answer) {
 	if status == 0 {
 		status = http.StatusOK
 	}
-	if ans.data == nil && status == http.StatusOK {
+	if ans.data == nil && ans.auth == nil && status == http.StatusOK {
 		a.write(w, r, http.StatusNoContent, nil)
 		return
 	}
-	a.write(w, r, status, envelope{RequestID: httpedge.RequestID(r), Data: ans.data, Warnings: ans.warnings, MountType: "transit"})
+	a.write(w, r, status, envelope{RequestID: httpedge.RequestID(r), Data: ans.data, Auth: ans.auth, Warnings: ans.warnings, MountType: "transit"})
 }
 
 // statusOf is the status of err, as Vault's transit engine answers its

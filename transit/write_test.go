@@ -72,7 +72,7 @@ func TestWriteFinalStatusOnly(t *testing.T) {
 func TestPanicAfterAnswer(t *testing.T) {
 	a, logs := testAPI()
 	h := a.edge.Handler([]httpedge.Route{
-		{Method: http.MethodPost, Path: "/encrypt/:name", Public: true, Unlimited: true, Handle: func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+		{Method: http.MethodPost, Path: "/transit/encrypt/:name", Public: true, Unlimited: true, Handle: func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 			if ps.ByName("name") == "after" {
 				a.writeAnswer(w, r, &answer{status: http.StatusMultiStatus, data: map[string]any{"batch_results": []any{"x"}}})
 			}

@@ -23,7 +23,7 @@ import (
 func TestTransitVaultPaths(t *testing.T) {
 	in := harness.New(t)
 	p := in.Start(t, "-transit")
-	for _, path := range []string{"/v1/sys/health", "/v1/sys/mounts", "/v1/auth/token/lookup-self", "/v1/secret/data/app"} {
+	for _, path := range []string{"/v1/sys/health", "/v1/sys/mounts", "/v1/auth/token/create", "/v1/secret/data/app"} {
 		req, _ := http.NewRequest(http.MethodGet, p.URL+path, nil)
 		req.Header.Set("X-Vault-Token", in.Bootstrap)
 		resp, err := http.DefaultClient.Do(req)
