@@ -13,28 +13,46 @@ import (
 	"github.com/ringkms/kms/store/badgerstore"
 )
 
-// Each example starts the same way: a Service on an in-memory store, with
-// a master key made for the run (in production the key comes from
-// KMS_MASTER_KEY or a key file: see the package documentation), and the
-// application acting as itself.
+// Each example starts the same way, with newApplication (or newRing, which
+// also makes a key ring): a Service on an in-memory store, with a master
+// key made for the run (in production the key comes from KMS_MASTER_KEY or
+// a key file: see the package documentation), and the application acting
+// as itself.
 
-func ExampleService_CreateKeyRing() {
-	ctx := context.Background()
+// newApplication starts a Service on an in-memory store and returns it
+// with a context in which the application app acts as itself. stop closes
+// the Service, then the store.
+func newApplication(app string) (ctx context.Context, svc *kms.Service, stop func()) {
 	st, err := badgerstore.OpenInMemory()
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer st.Close()
-	svc, err := kms.New(st, kms.Options{MasterKey: kms.GenerateMasterKey()})
+	svc, err = kms.New(st, kms.Options{MasterKey: kms.GenerateMasterKey()})
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer svc.Close()
-	app, err := svc.Application(ctx, "billing")
+	p, err := svc.Application(context.Background(), app)
 	if err != nil {
 		log.Fatal(err)
 	}
-	ctx = kms.WithPrincipal(ctx, app)
+	return kms.WithPrincipal(context.Background(), p), svc, func() { svc.Close(); st.Close() }
+}
+
+// newRing is newApplication with a key ring of the application's, made as
+// in ExampleService_CreateKeyRing: with no DataKeys, so its data keys are
+// split.
+func newRing(app, name string) (ctx context.Context, svc *kms.Service, ring *kms.CreateKeyRingResult, stop func()) {
+	ctx, svc, stop = newApplication(app)
+	ring, err := svc.CreateKeyRing(ctx, kms.CreateKeyRingInput{Name: name})
+	if err != nil {
+		log.Fatal(err)
+	}
+	return ctx, svc, ring, stop
+}
+
+func ExampleService_CreateKeyRing() {
+	ctx, svc, stop := newApplication("billing")
+	defer stop()
 
 	// The service makes the ring's key pair (X-Wing unless KEM says
 	// "x25519", or the caller brings PublicKey) and its first key. Its
@@ -65,26 +83,8 @@ func ExampleService_CreateKeyRing() {
 }
 
 func ExampleService_Encrypt() {
-	ctx := context.Background()
-	st, err := badgerstore.OpenInMemory()
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer st.Close()
-	svc, err := kms.New(st, kms.Options{MasterKey: kms.GenerateMasterKey()})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer svc.Close()
-	app, err := svc.Application(ctx, "billing")
-	if err != nil {
-		log.Fatal(err)
-	}
-	ctx = kms.WithPrincipal(ctx, app)
-	ring, err := svc.CreateKeyRing(ctx, kms.CreateKeyRingInput{Name: "payments"})
-	if err != nil {
-		log.Fatal(err)
-	}
+	ctx, svc, ring, stop := newRing("billing", "payments")
+	defer stop()
 
 	// Encrypt hands out the ring's active key, wrapped for the ring's
 	// public key, the call's share of its data key, a hash unique to this
@@ -109,25 +109,8 @@ func ExampleService_Encrypt() {
 }
 
 func ExampleService_Decrypt() {
-	ctx := context.Background()
-	st, err := badgerstore.OpenInMemory()
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer st.Close()
-	svc, err := kms.New(st, kms.Options{MasterKey: kms.GenerateMasterKey()})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer svc.Close()
-	app, err := svc.Application(ctx, "billing")
-	if err != nil {
-		log.Fatal(err)
-	}
-	ctx = kms.WithPrincipal(ctx, app)
-	if _, err := svc.CreateKeyRing(ctx, kms.CreateKeyRingInput{Name: "payments"}); err != nil {
-		log.Fatal(err)
-	}
+	ctx, svc, _, stop := newRing("billing", "payments")
+	defer stop()
 	// The Asset records what the key protects; the header signs it.
 	enc, err := svc.Encrypt(ctx, kms.EncryptInput{RingName: "payments",
 		Asset: &kms.AssetInput{Data: map[string]any{"file": "invoice-42.pdf"}}})
@@ -163,35 +146,48 @@ func ExampleService_Decrypt() {
 }
 
 func ExampleUnwrapKey() {
-	ctx := context.Background()
-	st, err := badgerstore.OpenInMemory()
+	ctx, svc, ring, stop := newRing("billing", "payments")
+	defer stop()
+
+	// The ring's private key opens the keys the service hands out wrapped
+	// for the ring (here its first key, as CreateKeyRing answered it; the
+	// key of an Encrypt or a Decrypt the same way): the ring's 32 bytes.
+	// With a call's share they make the call's data key: see DataKey.
+	ringKey, err := kms.UnwrapKey([]byte(ring.PrivateKey), ring.Ring.ID, ring.Key)
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer st.Close()
-	svc, err := kms.New(st, kms.Options{MasterKey: kms.GenerateMasterKey()})
+	defer clear(ringKey)
+	fmt.Println("key bytes:", len(ringKey))
+
+	// Another ring's private key opens nothing.
+	other, err := svc.CreateKeyRing(ctx, kms.CreateKeyRingInput{Name: "receipts"})
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer svc.Close()
-	app, err := svc.Application(ctx, "billing")
+	_, err = kms.UnwrapKey([]byte(other.PrivateKey), ring.Ring.ID, ring.Key)
+	fmt.Println("with another ring's key:", kms.ErrorKind(err))
+	// Output:
+	// key bytes: 32
+	// with another ring's key: unprocessable
+}
+
+func ExampleDataKey() {
+	ctx, svc, stop := newApplication("payroll")
+	defer stop()
+	// DataKeysSplit is the default: a ring made with no DataKeys has split
+	// data keys too.
+	ring, err := svc.CreateKeyRing(ctx, kms.CreateKeyRingInput{Name: "salaries", DataKeys: kms.DataKeysSplit})
 	if err != nil {
 		log.Fatal(err)
 	}
-	ctx = kms.WithPrincipal(ctx, app)
-	ring, err := svc.CreateKeyRing(ctx, kms.CreateKeyRingInput{Name: "payments"})
-	if err != nil {
-		log.Fatal(err)
-	}
-	enc, err := svc.Encrypt(ctx, kms.EncryptInput{RingName: "payments"})
+	enc, err := svc.Encrypt(ctx, kms.EncryptInput{RingName: "salaries"})
 	if err != nil {
 		log.Fatal(err)
 	}
 
-	// The ring's private key opens the wrapped key: the ring's 32 bytes.
-	// With the call's share (the ring's data keys are split) it makes the
-	// call's data key, an AES-256 key to encrypt with (here AES-256-GCM;
-	// package envelope does it all in chunks, for data of any size).
+	// On a ring with split data keys, the call's data key is made of the
+	// ring's key and the call's share; the ring's key alone is not it.
 	ringKey, err := kms.UnwrapKey([]byte(ring.PrivateKey), enc.RingID, enc.Key)
 	if err != nil {
 		log.Fatal(err)
@@ -202,7 +198,11 @@ func ExampleUnwrapKey() {
 		log.Fatal(err)
 	}
 	defer clear(key)
-	fmt.Println("key bytes:", len(key))
+	fmt.Println("data key bytes:", len(key), "- the ring's key:", string(key) == string(ringKey))
+
+	// It is an AES-256 key to encrypt with (here AES-256-GCM, bound to the
+	// call's hash; package envelope does it all in chunks, for data of any
+	// size). Keep the hash and the header beside the ciphertext.
 	block, err := aes.NewCipher(key)
 	if err != nil {
 		log.Fatal(err)
@@ -220,77 +220,15 @@ func ExampleUnwrapKey() {
 	}
 	fmt.Printf("opened: %s\n", opened)
 
-	// Another ring's private key opens nothing.
-	other, err := svc.CreateKeyRing(ctx, kms.CreateKeyRingInput{Name: "receipts"})
-	if err != nil {
-		log.Fatal(err)
-	}
-	_, err = kms.UnwrapKey([]byte(other.PrivateKey), enc.RingID, enc.Key)
-	fmt.Println("with another ring's key:", kms.ErrorKind(err))
-	// Output:
-	// key bytes: 32
-	// opened: card ending 4242
-	// with another ring's key: unprocessable
-}
-
-func ExampleDataKey() {
-	ctx := context.Background()
-	st, err := badgerstore.OpenInMemory()
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer st.Close()
-	svc, err := kms.New(st, kms.Options{MasterKey: kms.GenerateMasterKey()})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer svc.Close()
-	app, err := svc.Application(ctx, "payroll")
-	if err != nil {
-		log.Fatal(err)
-	}
-	ctx = kms.WithPrincipal(ctx, app)
-	// A ring made with no DataKeys has split data keys.
-	ring, err := svc.CreateKeyRing(ctx, kms.CreateKeyRingInput{Name: "salaries"})
-	if err != nil {
-		log.Fatal(err)
-	}
-	enc, err := svc.Encrypt(ctx, kms.EncryptInput{RingName: "salaries"})
-	if err != nil {
-		log.Fatal(err)
-	}
-
-	// On a ring with split data keys, the call's data key is made of the
-	// ring's key and the call's share; the ring's key alone is not it.
-	ringKey, err := kms.UnwrapKey([]byte(ring.PrivateKey), enc.RingID, enc.Key)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer clear(ringKey)
-	dataKey, err := kms.DataKey(ringKey, enc.KeyShare)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer clear(dataKey)
-	fmt.Println("data key bytes:", len(dataKey), "- the ring's key:", string(dataKey) == string(ringKey))
-
 	// Later, a decrypt of the call's hash and header (authorised, and
-	// recorded) answers the same share.
+	// recorded) answers the same key and the same share: the same data key.
 	dec, err := svc.Decrypt(ctx, kms.DecryptInput{Hash: enc.Hash, Header: enc.Header})
 	if err != nil {
 		log.Fatal(err)
 	}
-	again, err := kms.UnwrapKey([]byte(ring.PrivateKey), dec.RingID, dec.Key)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer clear(again)
-	same, err := kms.DataKey(again, dec.KeyShare)
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Println("decrypt gives the same data key:", string(same) == string(dataKey))
+	fmt.Println("decrypt gives the same key and share:", dec.Key.ID == enc.Key.ID && dec.KeyShare == enc.KeyShare)
 	// Output:
 	// data key bytes: 32 - the ring's key: false
-	// decrypt gives the same data key: true
+	// opened: card ending 4242
+	// decrypt gives the same key and share: true
 }

@@ -415,3 +415,21 @@ func call[T any](c *Client, ctx context.Context, r req) (*T, error) {
 	}
 	return out, nil
 }
+
+// wrapper is the answer B that wraps its value, a T, in one member
+// ({"ring": ...}, {"key": ...}, {"config": ...}, {"message": ...}).
+type wrapper[T, B any] interface {
+	*B
+	value() T
+}
+
+// callWrapped is call for an answer B that wraps its value: it returns
+// the value.
+func callWrapped[T, B any, W wrapper[T, B]](c *Client, ctx context.Context, r req) (T, error) {
+	b, err := call[B](c, ctx, r)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return W(b).value(), nil
+}

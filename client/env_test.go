@@ -3,7 +3,6 @@ package client_test
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/client"
+	"github.com/ringkms/kms/kmstest"
 )
 
 // setEnv sets the client variables of the environment for the test,
@@ -70,10 +70,9 @@ func TestFromEnvDefaults(t *testing.T) {
 	}
 
 	var got []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv, _ := kmstest.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got = append(got, r.Header.Get("Authorization"))
-	}))
-	defer srv.Close()
+	}), "")
 	for _, tt := range []struct {
 		name string
 		key  string

@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"sync/atomic"
 	"testing"
 
 	"github.com/ringkms/kms"
@@ -41,6 +43,27 @@ func newEnv(t testing.TB, mount string) *env {
 		t.Fatalf("client.New(%q) = %v", base, err)
 	}
 	return &env{store: k.Store, svc: k.Service, srv: srv, c: c, rootCtx: k.RootCtx, mail: mail}
+}
+
+// countingTransport counts the requests it sends.
+type countingTransport struct{ n atomic.Int32 }
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// newCountingEnv starts an env and returns it with a client without a
+// credential whose requests the countingTransport counts.
+func newCountingEnv(t testing.TB) (*env, *client.Client, *countingTransport) {
+	t.Helper()
+	e := newEnv(t, "")
+	counter := &countingTransport{}
+	anon, err := client.New(e.srv.URL, client.WithHTTPClient(&http.Client{Transport: counter}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, anon, counter
 }
 
 // keyClient creates an API key of the root Account with flags (granted)

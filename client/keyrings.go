@@ -23,6 +23,10 @@ type configBody struct {
 	Config *kms.KeyRingConfig `json:"config"`
 }
 
+func (b *ringBody) value() *kms.KeyRing         { return b.Ring }
+func (b *keyBody[K]) value() *K                 { return b.Key }
+func (b *configBody) value() *kms.KeyRingConfig { return b.Config }
+
 // setConfigRequest is the body of PUT /ks/config.
 type setConfigRequest struct {
 	RingName string             `json:"ringname"`
@@ -39,11 +43,7 @@ func (c *Client) CreateKeyRing(ctx context.Context, in kms.CreateKeyRingInput) (
 // GetKeyRing returns a /ks key ring, by name or by ID (GET
 // /ks/keyrings/{ring}).
 func (c *Client) GetKeyRing(ctx context.Context, ref kms.RingRef) (*kms.KeyRing, error) {
-	b, err := call[ringBody](c, ctx, req{method: http.MethodGet, path: endpoint("/ks/keyrings/%s", ref.Name), query: query("id", yes(ref.ByID))})
-	if err != nil {
-		return nil, err
-	}
-	return b.Ring, nil
+	return callWrapped[*kms.KeyRing, ringBody](c, ctx, req{method: http.MethodGet, path: endpoint("/ks/keyrings/%s", ref.Name), query: query("id", yes(ref.ByID))})
 }
 
 // ListKeyRings returns a page of the /ks key rings (GET /ks/keyrings).
@@ -71,11 +71,7 @@ func (c *Client) GetKey(ctx context.Context, ref kms.RingRef, keyID string) (*km
 
 // Rotate gives a /ks ring a new active key and returns it (POST /ks/rotate).
 func (c *Client) Rotate(ctx context.Context, in kms.RotateInput) (*kms.Key, error) {
-	b, err := call[keyBody[kms.Key]](c, ctx, req{method: http.MethodPost, path: "/ks/rotate", body: in})
-	if err != nil {
-		return nil, err
-	}
-	return b.Key, nil
+	return callWrapped[*kms.Key, keyBody[kms.Key]](c, ctx, req{method: http.MethodPost, path: "/ks/rotate", body: in})
 }
 
 // GetConfig returns the configuration of a ring (GET /ks/config).
@@ -104,21 +100,13 @@ func (c *Client) SetAsymConfig(ctx context.Context, ref kms.RingRef, cfg *kms.Ke
 // getConfig reads a ring's configuration from the service at prefix
 // (/ks or /asym).
 func (c *Client) getConfig(ctx context.Context, prefix string, ref kms.RingRef) (*kms.KeyRingConfig, error) {
-	b, err := call[configBody](c, ctx, req{method: http.MethodGet, path: prefix + "/config", query: query("ringname", ref.Name, "id", yes(ref.ByID))})
-	if err != nil {
-		return nil, err
-	}
-	return b.Config, nil
+	return callWrapped[*kms.KeyRingConfig, configBody](c, ctx, req{method: http.MethodGet, path: prefix + "/config", query: query("ringname", ref.Name, "id", yes(ref.ByID))})
 }
 
 // setConfig replaces a ring's configuration at the service at prefix
 // (/ks or /asym).
 func (c *Client) setConfig(ctx context.Context, prefix string, ref kms.RingRef, cfg *kms.KeyRingConfig) (*kms.KeyRingConfig, error) {
-	b, err := call[configBody](c, ctx, req{method: http.MethodPut, path: prefix + "/config", query: query("id", yes(ref.ByID)), body: setConfigRequest{RingName: ref.Name, Config: cfg}})
-	if err != nil {
-		return nil, err
-	}
-	return b.Config, nil
+	return callWrapped[*kms.KeyRingConfig, configBody](c, ctx, req{method: http.MethodPut, path: prefix + "/config", query: query("id", yes(ref.ByID)), body: setConfigRequest{RingName: ref.Name, Config: cfg}})
 }
 
 // Encrypt returns the active key of a ring, wrapped for the ring's public
@@ -181,11 +169,7 @@ func (c *Client) ExportAsymKey(ctx context.Context, ref kms.RingRef, keyID strin
 // RotateAsym gives an /asym ring a new active key and returns it (POST
 // /asym/rotate).
 func (c *Client) RotateAsym(ctx context.Context, in kms.RotateInput) (*kms.AsymKey, error) {
-	b, err := call[keyBody[kms.AsymKey]](c, ctx, req{method: http.MethodPost, path: "/asym/rotate", body: in})
-	if err != nil {
-		return nil, err
-	}
-	return b.Key, nil
+	return callWrapped[*kms.AsymKey, keyBody[kms.AsymKey]](c, ctx, req{method: http.MethodPost, path: "/asym/rotate", body: in})
 }
 
 // EncryptBatch makes many encrypt calls on one ring in one request (POST

@@ -20,11 +20,7 @@ func keyPath(asym bool, ref kms.RingRef, keyID, tail string) (string, string) {
 
 func (c *Client) keyState(ctx context.Context, method string, asym bool, ref kms.RingRef, keyID, tail string, body any) (*kms.Key, error) {
 	path, byID := keyPath(asym, ref, keyID, tail)
-	b, err := call[keyBody[kms.Key]](c, ctx, req{method: method, path: path, query: query("id", byID), body: body})
-	if err != nil {
-		return nil, err
-	}
-	return b.Key, nil
+	return callWrapped[*kms.Key, keyBody[kms.Key]](c, ctx, req{method: method, path: path, query: query("id", byID), body: body})
 }
 
 // SetKeyState enables or disables a key of a /ks ring (PATCH

@@ -2,36 +2,13 @@ package client_test
 
 import (
 	"encoding/base64"
-	"net/http"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/client"
 )
-
-// countingTransport counts the requests it sends.
-type countingTransport struct{ n atomic.Int32 }
-
-func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	c.n.Add(1)
-	return http.DefaultTransport.RoundTrip(r)
-}
-
-// newCountingEnv starts an env and returns it with a client without a
-// credential whose requests the countingTransport counts.
-func newCountingEnv(t *testing.T) (*env, *client.Client, *countingTransport) {
-	t.Helper()
-	e := newEnv(t, "")
-	counter := &countingTransport{}
-	anon, err := client.New(e.srv.URL, client.WithHTTPClient(&http.Client{Transport: counter}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return e, anon, counter
-}
 
 // TestVerifyHeaderOffline checks headers the service issued, before and
 // after a rotation of its signing key, with the keys of GET

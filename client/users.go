@@ -33,6 +33,8 @@ type messageBody struct {
 	Message string `json:"message"`
 }
 
+func (b *messageBody) value() string { return b.Message }
+
 // userQuery is the query that says how the path names a User: ?email=true
 // for an email address, ?id=true for an ID, nothing for a username.
 func userQuery(ref kms.UserRef) url.Values {
@@ -117,11 +119,7 @@ func (c *Client) Logout(ctx context.Context) error {
 // address is known (POST /auth/basic/reset-password-start). It needs no
 // credential.
 func (c *Client) StartPasswordReset(ctx context.Context, email string) (string, error) {
-	b, err := call[messageBody](c, ctx, req{method: http.MethodPost, path: "/auth/basic/reset-password-start", body: emailRequest{Email: email}})
-	if err != nil {
-		return "", err
-	}
-	return b.Message, nil
+	return callWrapped[string, messageBody](c, ctx, req{method: http.MethodPost, path: "/auth/basic/reset-password-start", body: emailRequest{Email: email}})
 }
 
 // CompletePasswordReset sets a new password with the token of a reset link
