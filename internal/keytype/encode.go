@@ -42,7 +42,7 @@ func (k *Key) PublicKey() (PublicKey, error) {
 
 // publicName is the name field of an asymmetric key.
 func (k *Key) publicName() string {
-	switch pub := k.signer.Public().(type) {
+	switch pub := k.pub.(type) {
 	case *ecdsa.PublicKey:
 		return pub.Curve.Params().Name
 	case *mldsa.PublicKey:
@@ -55,13 +55,13 @@ func (k *Key) publicName() string {
 // newline after the PEM of an ECDSA public key in an export, not in
 // keys[N]; trimECDSA says which it is.
 func (k *Key) publicKey(trimECDSA bool) (string, error) {
-	switch pub := k.signer.Public().(type) {
+	switch pub := k.pub.(type) {
 	case ed25519.PublicKey:
 		return base64.StdEncoding.EncodeToString(pub), nil
 	case *mldsa.PublicKey:
 		return base64.StdEncoding.EncodeToString(pub.Bytes()), nil
 	}
-	der, err := x509.MarshalPKIXPublicKey(k.signer.Public())
+	der, err := x509.MarshalPKIXPublicKey(k.pub)
 	if err != nil {
 		return "", err
 	}

@@ -73,6 +73,7 @@ type Key struct {
 	aead     cipher.AEAD   // AEAD types
 	hmacKey  []byte        // every type
 	signer   crypto.Signer // asymmetric types
+	pub      crypto.PublicKey
 }
 
 // Load parses material (as Generate made it) under spec. Material that
@@ -117,6 +118,9 @@ func Load(spec Spec, material []byte) (*Key, error) {
 			return nil, errorf(ErrMaterial, "this PKCS #8 private key is not a %s key", t)
 		}
 		k.signer = priv.(crypto.Signer)
+	}
+	if k.signer != nil {
+		k.pub = k.signer.Public() // made once: ML-DSA's copies its key
 	}
 	k.hmacKey = hmacKey(t, k.material)
 	return k, nil

@@ -226,7 +226,7 @@ func (k *Key) Verify(input, sig []byte, o SignOptions) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	switch pub := k.signer.Public().(type) {
+	switch pub := k.pub.(type) {
 	case ed25519.PublicKey:
 		return ed25519.Verify(pub, s.data, sig), nil
 	case *mldsa.PublicKey:
