@@ -8,7 +8,7 @@ import "github.com/ringkms/kms/internal/vaultct"
 // frames both types. Another type is ErrWrongType.
 func (k *Key) Encrypt(plaintext, associatedData []byte) ([]byte, error) {
 	if k.aead == nil {
-		return nil, errorf(ErrWrongType, "a %s key does not encrypt; the key types that do are %s, %s", k.spec.t, AES256GCM96, ChaCha20Poly1305)
+		return nil, errorf(ErrWrongType, "%s keys do not encrypt; the key types that do are %s, %s", k.spec.t, AES256GCM96, ChaCha20Poly1305)
 	}
 	return vaultct.SealAD(k.aead, plaintext, associatedData), nil
 }
@@ -20,7 +20,7 @@ func (k *Key) Encrypt(plaintext, associatedData []byte) ([]byte, error) {
 // ErrTooShort or ErrAuthFailed, whose wording is Vault's.
 func (k *Key) Decrypt(blob, associatedData []byte) ([]byte, error) {
 	if k.aead == nil {
-		return nil, errorf(ErrWrongType, "a %s key does not decrypt; the key types that do are %s, %s", k.spec.t, AES256GCM96, ChaCha20Poly1305)
+		return nil, errorf(ErrWrongType, "%s keys do not decrypt; the key types that do are %s, %s", k.spec.t, AES256GCM96, ChaCha20Poly1305)
 	}
 	out, err := vaultct.OpenAD(k.aead, blob, associatedData)
 	if err != nil {

@@ -31,7 +31,7 @@ type PublicKey struct {
 // ErrWrongType.
 func (k *Key) PublicKey() (PublicKey, error) {
 	if k.signer == nil {
-		return PublicKey{}, errorf(ErrWrongType, "a %s key has no public key", k.spec.t)
+		return PublicKey{}, errorf(ErrWrongType, "%s keys have no public key", k.spec.t)
 	}
 	key, err := k.publicKey(false)
 	if err != nil {
@@ -133,7 +133,7 @@ func (k *Key) Export(kind ExportKind) (string, error) {
 	case kind == ExportEncryptionKey && t.rsa(), kind == ExportSigningKey && k.signer != nil:
 		return k.privateKey()
 	}
-	return "", errorf(ErrWrongType, "a %s key has no %s to export", t, kind)
+	return "", errorf(ErrWrongType, "%s keys have no %s to export", t, kind)
 }
 
 // privateKey encodes an asymmetric key's private key for export.

@@ -88,7 +88,7 @@ func Load(spec Spec, material []byte) (*Key, error) {
 	switch {
 	case t.Encrypts():
 		if len(material) != aeadKeySize {
-			return nil, errorf(ErrMaterial, "a %s key has %d bytes, not %d", t, aeadKeySize, len(material))
+			return nil, errorf(ErrMaterial, "%s key material has %d bytes; it must have %d", t, len(material), aeadKeySize)
 		}
 		var err error
 		if t == AES256GCM96 {
@@ -101,21 +101,21 @@ func Load(spec Spec, material []byte) (*Key, error) {
 		}
 	case t == HMAC:
 		if len(material) != spec.params.KeySize {
-			return nil, errorf(ErrMaterial, "this hmac key has %d bytes, not %d", spec.params.KeySize, len(material))
+			return nil, errorf(ErrMaterial, "hmac key material has %d bytes; its key_size is %d", len(material), spec.params.KeySize)
 		}
 	case t == MLDSA:
 		priv, err := mldsa.NewPrivateKey(spec.params.ParameterSet.params(), k.material)
 		if err != nil {
-			return nil, errorf(ErrMaterial, "an ml-dsa seed has %d bytes, not %d", mldsa.PrivateKeySize, len(material))
+			return nil, errorf(ErrMaterial, "ml-dsa key material has %d bytes; a seed has %d", len(material), mldsa.PrivateKeySize)
 		}
 		k.signer = priv
 	default:
 		priv, err := x509.ParsePKCS8PrivateKey(k.material)
 		if err != nil {
-			return nil, errorf(ErrMaterial, "a %s key is a PKCS #8 private key, which this is not", t)
+			return nil, errorf(ErrMaterial, "%s key material is not a PKCS #8 private key", t)
 		}
 		if !matches(t, priv) {
-			return nil, errorf(ErrMaterial, "this PKCS #8 private key is not a %s key", t)
+			return nil, errorf(ErrMaterial, "%s key material is a PKCS #8 key of another algorithm, curve or size", t)
 		}
 		k.signer = priv.(crypto.Signer)
 	}

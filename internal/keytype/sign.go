@@ -96,7 +96,7 @@ type signing struct {
 func (k *Key) prepare(op string, o SignOptions, input []byte) (signing, error) {
 	t := k.spec.t
 	if k.signer == nil {
-		return signing{}, errorf(ErrWrongType, "a %s key does not %s; the key types that do are %s", t, op, names(slices.DeleteFunc(Types(), func(t Type) bool { return !t.Signs() })))
+		return signing{}, errorf(ErrWrongType, "%s keys do not %s; the key types that do are %s", t, op, names(slices.DeleteFunc(Types(), func(t Type) bool { return !t.Signs() })))
 	}
 	h, ch, err := o.Hash.resolve()
 	if err != nil {
@@ -124,7 +124,7 @@ func (k *Key) prepare(op string, o SignOptions, input []byte) (signing, error) {
 	switch {
 	case t == Ed25519 || t == MLDSA:
 		if o.Prehashed {
-			return signing{}, errorf(ErrParameter, "a %s key signs the message itself: prehashed input is not supported", t)
+			return signing{}, errorf(ErrParameter, "%s keys sign the message itself: prehashed input is not supported", t)
 		}
 		s.hash, s.data = 0, input
 	case o.Prehashed:
@@ -202,7 +202,7 @@ func (k *Key) Sign(input []byte, o SignOptions) ([]byte, error) {
 			sig, err = rsa.SignPKCS1v15(nil, priv, s.hash, s.data)
 		}
 		if errors.Is(err, rsa.ErrMessageTooLong) {
-			return nil, errorf(ErrInput, "prehashed input is too long for a %s key", k.spec.t)
+			return nil, errorf(ErrInput, "prehashed input is too long for %s keys", k.spec.t)
 		}
 		return sig, err
 	}
