@@ -3,6 +3,7 @@ module github.com/ringkms/kms
 go 1.26.0
 
 require (
+	filippo.io/mldsa v1.0.0
 	github.com/dgraph-io/badger/v4 v4.9.6
 	github.com/getkin/kin-openapi v0.152.0
 	github.com/jackc/pgx/v5 v5.12.0

@@ -7,7 +7,9 @@
 // N is the key version in decimal (1, 2, ...); the base64 is standard,
 // padded; the nonce is 12 random bytes and the tag 16, AES-256-GCM's, with
 // no associated data. A key exported from Vault opens these, and the
-// service opens what Vault sealed with the same key.
+// service opens what Vault sealed with the same key. SealAD and OpenAD
+// frame the same way with associated data, and for ChaCha20-Poly1305
+// (Vault's chacha20-poly1305 keys), whose nonce is 12 bytes too.
 //
 // The package knows nothing of key rings or versions as the service keeps
 // them: it frames bytes and parses text. Its errors carry the wording of
@@ -59,22 +61,43 @@ func NewAEAD(key []byte) (cipher.AEAD, error) {
 	return cipher.NewGCM(block)
 }
 
-// Seal encrypts plaintext under aead with a random nonce and returns
-// nonce | ciphertext | tag.
+// Seal encrypts plaintext under aead with a random nonce and no
+// associated data, and returns nonce | ciphertext | tag.
 func Seal(aead cipher.AEAD, plaintext []byte) []byte {
-	out := make([]byte, NonceSize, NonceSize+len(plaintext)+aead.Overhead())
-	rand.Read(out) // never fails (crypto/rand)
-	return aead.Seal(out, out, plaintext, nil)
+	return SealAD(aead, plaintext, nil)
 }
 
-// Open decrypts what Seal returned. A blob shorter than a nonce and a tag
-// is ErrTooShort; one that fails authentication (altered, or sealed under
-// another key) is ErrAuthFailed.
+// Open decrypts what Seal returned.
 func Open(aead cipher.AEAD, blob []byte) ([]byte, error) {
+	return OpenAD(aead, blob, nil)
+}
+
+// SealAD encrypts plaintext under aead with a random nonce, binding
+// associatedData (Vault's associated_data), and returns
+// nonce | ciphertext | tag. Vault frames its chacha20-poly1305
+// ciphertexts the same way, so aead may be AES-256-GCM or
+// ChaCha20-Poly1305: any AEAD with a NonceSize nonce (another panics).
+func SealAD(aead cipher.AEAD, plaintext, associatedData []byte) []byte {
+	if aead.NonceSize() != NonceSize {
+		panic("vaultct: the AEAD's nonce is not 12 bytes")
+	}
+	out := make([]byte, NonceSize, NonceSize+len(plaintext)+aead.Overhead())
+	rand.Read(out) // never fails (crypto/rand)
+	return aead.Seal(out, out, plaintext, associatedData)
+}
+
+// OpenAD decrypts what SealAD returned under the same associated data. A
+// blob shorter than a nonce and a tag is ErrTooShort; one that fails
+// authentication (altered, sealed under another key or with other
+// associated data) is ErrAuthFailed.
+func OpenAD(aead cipher.AEAD, blob, associatedData []byte) ([]byte, error) {
+	if aead.NonceSize() != NonceSize {
+		panic("vaultct: the AEAD's nonce is not 12 bytes")
+	}
 	if len(blob) < NonceSize+aead.Overhead() {
 		return nil, ErrTooShort
 	}
-	out, err := aead.Open(nil, blob[:NonceSize], blob[NonceSize:], nil)
+	out, err := aead.Open(nil, blob[:NonceSize], blob[NonceSize:], associatedData)
 	if err != nil {
 		return nil, ErrAuthFailed
 	}

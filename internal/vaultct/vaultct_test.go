@@ -9,6 +9,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"golang.org/x/crypto/chacha20poly1305"
 )
 
 func testAEAD(t testing.TB, fill byte) cipher.AEAD {
@@ -153,4 +155,39 @@ func FuzzParse(f *testing.F) {
 		}
 		Open(a, blob) // must not panic
 	})
+}
+
+// TestSealAD: associated data is bound (another opens nothing), the
+// framing serves ChaCha20-Poly1305 too, and an AEAD with another nonce
+// size is refused as a programming error.
+func TestSealAD(t *testing.T) {
+	key := bytes.Repeat([]byte{3}, KeySize)
+	chacha, err := chacha20poly1305.New(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, a := range map[string]cipher.AEAD{"aes-gcm": testAEAD(t, 3), "chacha20-poly1305": chacha} {
+		blob := SealAD(a, []byte("plain"), []byte("ad"))
+		if len(blob) != NonceSize+5+TagSize {
+			t.Errorf("%s: %d bytes", name, len(blob))
+		}
+		if got, err := OpenAD(a, blob, []byte("ad")); err != nil || string(got) != "plain" {
+			t.Errorf("%s: OpenAD = %q, %v", name, got, err)
+		}
+		for _, ad := range [][]byte{nil, []byte("ae")} {
+			if _, err := OpenAD(a, blob, ad); !errors.Is(err, ErrAuthFailed) {
+				t.Errorf("%s: OpenAD with associated data %q: err = %v", name, ad, err)
+			}
+		}
+		if _, err := Open(a, blob); !errors.Is(err, ErrAuthFailed) {
+			t.Errorf("%s: Open of a blob sealed with associated data: err = %v", name, err)
+		}
+	}
+	x, _ := chacha20poly1305.NewX(key)
+	defer func() {
+		if recover() == nil {
+			t.Error("SealAD with a 24-byte nonce AEAD did not panic")
+		}
+	}()
+	SealAD(x, nil, nil)
 }
