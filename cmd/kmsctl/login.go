@@ -345,16 +345,23 @@ func loginCommand() *command {
 				if err != nil {
 					return err
 				}
-				s := &session{Addr: addr, Username: res.User.Username, UserID: res.User.ID, AccountID: res.User.AccountID,
-					AccessToken: res.AccessToken, IssuedAt: time.Now().UTC(), RefreshAfter: refresh.String()}
-				if err := c.saveSession(s); err != nil {
-					return err
-				}
-				p, _ := c.sessionPath()
-				return c.show(res.User, fields("logged in as", res.User.Username, "account", res.User.AccountID, "service", addr, "token saved in", p))
+				return c.signedIn(addr, res.User, res.AccessToken, *refresh, "logged in as")
 			}
 		},
 	}
+}
+
+// signedIn saves the session of a User that signed in at addr with the
+// access token, to be refreshed once it is refresh old, and shows it,
+// the User named after what.
+func (c *cli) signedIn(addr string, u *kms.User, token string, refresh time.Duration, what string) error {
+	s := &session{Addr: addr, Username: u.Username, UserID: u.ID, AccountID: u.AccountID,
+		AccessToken: token, IssuedAt: time.Now().UTC(), RefreshAfter: refresh.String()}
+	if err := c.saveSession(s); err != nil {
+		return err
+	}
+	p, _ := c.sessionPath()
+	return c.show(u, fields(what, u.Username, "account", u.AccountID, "service", addr, "token saved in", p))
 }
 
 func logoutCommand() *command {

@@ -8,9 +8,9 @@ import (
 	"io"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/client"
 )
 
 // What the service mails a User, completed from the command line: an
@@ -29,19 +29,7 @@ const (
 
 func userAcceptInvite(c *cli, fs *flag.FlagSet) action {
 	return func(ctx context.Context, args []string) error {
-		if err := c.claimStdin("the invitation link and the password"); err != nil {
-			return err
-		}
-		addr := c.address()
-		kc, err := c.dial(addr, "")
-		if err != nil {
-			return err
-		}
-		link, err := c.readHiddenLine(ctx, "invitation link")
-		if err != nil {
-			return err
-		}
-		token, err := linkToken(link, inviteTokenPrefix)
+		kc, addr, token, err := c.readMailedLink(ctx, "the invitation link and the password", "invitation link", inviteTokenPrefix)
 		if err != nil {
 			return err
 		}
@@ -58,13 +46,7 @@ func userAcceptInvite(c *cli, fs *flag.FlagSet) action {
 		if err != nil {
 			return err
 		}
-		s := &session{Addr: addr, Username: res.User.Username, UserID: res.User.ID, AccountID: res.User.AccountID,
-			AccessToken: res.AccessToken, IssuedAt: time.Now().UTC(), RefreshAfter: defaultRefreshAfter.String()}
-		if err := c.saveSession(s); err != nil {
-			return err
-		}
-		p, _ := c.sessionPath()
-		return c.show(res.User, fields("invitation accepted by", res.User.Username, "account", res.User.AccountID, "service", addr, "token saved in", p))
+		return c.signedIn(addr, res.User, res.AccessToken, defaultRefreshAfter, "invitation accepted by")
 	}
 }
 
@@ -90,18 +72,7 @@ func userForgotPassword(c *cli, fs *flag.FlagSet) action {
 
 func userResetPassword(c *cli, fs *flag.FlagSet) action {
 	return func(ctx context.Context, args []string) error {
-		if err := c.claimStdin("the reset link and the password"); err != nil {
-			return err
-		}
-		kc, err := c.dial(c.address(), "")
-		if err != nil {
-			return err
-		}
-		link, err := c.readHiddenLine(ctx, "reset link")
-		if err != nil {
-			return err
-		}
-		token, err := linkToken(link, resetTokenPrefix)
+		kc, _, token, err := c.readMailedLink(ctx, "the reset link and the password", "reset link", resetTokenPrefix)
 		if err != nil {
 			return err
 		}
@@ -131,6 +102,28 @@ func badReset(err error) error {
 		return err
 	}
 	return &kms.Error{Kind: kms.KindInvalid, Message: "the reset link cannot be used (it was used already, a newer one replaced it, or it expired): ask for another with kmsctl user forgot-password", Err: err}
+}
+
+// readMailedLink claims standard input for claim, dials the service
+// without a credential and reads the link of a mail (or its token), what,
+// with readHiddenLine: the token, which must have the prefix want, and
+// the client and the address it answers at.
+func (c *cli) readMailedLink(ctx context.Context, claim, what, want string) (kc *client.Client, addr, token string, err error) {
+	if err := c.claimStdin(claim); err != nil {
+		return nil, "", "", err
+	}
+	addr = c.address()
+	if kc, err = c.dial(addr, ""); err != nil {
+		return nil, "", "", err
+	}
+	link, err := c.readHiddenLine(ctx, what)
+	if err != nil {
+		return nil, "", "", err
+	}
+	if token, err = linkToken(link, want); err != nil {
+		return nil, "", "", err
+	}
+	return kc, addr, token, nil
 }
 
 // linkToken returns the token of a link as mailed (or the token alone),

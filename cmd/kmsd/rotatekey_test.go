@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"io"
+	"maps"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -41,15 +42,22 @@ func signingKeyIDs(t *testing.T, url string) (ids []string, active string) {
 	return ids, active
 }
 
-// startWithRing starts kmsd with args and e and creates the ring "r"
-// with the bootstrap key of e.
-func startWithRing(t *testing.T, args []string, e env) *server {
+// startWithRing starts kmsd on a data directory of its own, under a new
+// master key, with the bootstrap API key boot and the variables of more,
+// and creates the ring "r" with boot. It returns the server and what
+// starts kmsd on its store again: the data directory, the environment
+// and the arguments.
+func startWithRing(t *testing.T, boot string, more env) (s *server, data string, e env, args []string) {
 	t.Helper()
-	s := startRun(t, args, e)
-	if code, body := call(t, nil, "POST", s.url+"/ks/keyrings", e["KMS_BOOTSTRAP_API_KEY"], map[string]any{"name": "r"}); code != 200 {
+	data = filepath.Join(t.TempDir(), "data")
+	e = env{"KMS_MASTER_KEY": newKey(), "KMS_BOOTSTRAP_API_KEY": boot}
+	maps.Copy(e, more)
+	args = []string{"-data", data, "-addr", "127.0.0.1:0"}
+	s = startRun(t, args, e)
+	if code, body := call(t, nil, "POST", s.url+"/ks/keyrings", boot, map[string]any{"name": "r"}); code != 200 {
 		t.Fatalf("create ring = %d %v", code, body)
 	}
-	return s
+	return s, data, e, args
 }
 
 // encryptHeader makes an encrypt call and returns its header and the
@@ -72,11 +80,8 @@ func encryptHeader(t *testing.T, url, key string) (header, id string) {
 // kmsd's store: after a restart, new headers name the new key, both keys
 // are published, and a header of the old key still verifies.
 func TestRotateSigningKeyCommand(t *testing.T) {
-	data := filepath.Join(t.TempDir(), "data")
 	const boot = "rotate-bootstrap-secret-0123456789abcdef"
-	e := env{"KMS_MASTER_KEY": newKey(), "KMS_BOOTSTRAP_API_KEY": boot}
-	args := []string{"-data", data, "-addr", "127.0.0.1:0"}
-	s := startWithRing(t, args, e)
+	s, data, e, args := startWithRing(t, boot, nil)
 	oldHeader, oldID := encryptHeader(t, s.url, boot)
 	if ids, active := signingKeyIDs(t, s.url); len(ids) != 1 || active != oldID {
 		t.Fatalf("signing keys %v, active %s; want the one that signed, %s", ids, active, oldID)

@@ -47,11 +47,8 @@ func TestSigningKeyPKCS11(t *testing.T) {
 	uri := tok.URI("kms-signing")
 	tokenID := hsmkey.KeyID(t, uri)
 
-	data := filepath.Join(t.TempDir(), "data")
 	const boot = "pkcs11-bootstrap-secret-0123456789abcdef"
-	e := env{"KMS_MASTER_KEY": newKey(), "KMS_BOOTSTRAP_API_KEY": boot}
-	args := []string{"-data", data, "-addr", "127.0.0.1:0"}
-	s := startWithRing(t, args, e)
+	s, _, e, args := startWithRing(t, boot, nil)
 	ownHeader, ownID := encryptHeader(t, s.url, boot)
 	s.stop(t)
 
@@ -154,11 +151,8 @@ func TestRotateSigningKeyPKCS11(t *testing.T) {
 	oldURI := strings.Replace(tok.URI("kms-signing"), "object=kms-signing?", "object=kms-signing;id=%01%FF?", 1)
 	oldID := hsmkey.KeyID(t, oldURI)
 
-	data := filepath.Join(t.TempDir(), "data")
 	const boot = "pkcs11-rotate-secret-0123456789abcdefgh"
-	e := env{"KMS_MASTER_KEY": newKey(), "KMS_BOOTSTRAP_API_KEY": boot, "KMS_SIGNING_KEY_PKCS11": oldURI}
-	args := []string{"-data", data, "-addr", "127.0.0.1:0"}
-	s := startWithRing(t, args, e)
+	s, data, e, args := startWithRing(t, boot, env{"KMS_SIGNING_KEY_PKCS11": oldURI})
 	oldHeader, id := encryptHeader(t, s.url, boot)
 	if id != oldID {
 		t.Fatalf("header names key %s, want the token's %s", id, oldID)
