@@ -27,13 +27,7 @@ type AESKey struct {
 // opens a probe with it, so that a token that cannot do AES-GCM says so
 // now rather than at the next rekey.
 func (t *Token) AESKey(u URI) (*AESKey, error) {
-	if u.Type != "" && u.Type != "secret-key" {
-		return nil, invalid("the URI names type=%s, but an AES key is a secret-key object", u.Type)
-	}
-	if err := t.holds(u); err != nil {
-		return nil, err
-	}
-	h, err := t.findOne(pkcs11.CKO_SECRET_KEY, u)
+	h, err := t.findKey(u, pkcs11.CKO_SECRET_KEY, "secret-key", "an AES key is a secret-key object")
 	if err != nil {
 		return nil, err
 	}

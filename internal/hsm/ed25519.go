@@ -39,13 +39,7 @@ var _ crypto.Signer = (*Ed25519Key)(nil)
 // the public key. The private key must be sensitive, not extractable and
 // allowed to sign; a probe signature must verify under the public key.
 func (t *Token) Ed25519Key(u URI) (*Ed25519Key, error) {
-	if u.Type != "" && u.Type != "private" {
-		return nil, invalid("the URI names type=%s, but a signing key is named by its private key (type=private, or no type)", u.Type)
-	}
-	if err := t.holds(u); err != nil {
-		return nil, err
-	}
-	priv, err := t.findOne(pkcs11.CKO_PRIVATE_KEY, u)
+	priv, err := t.findKey(u, pkcs11.CKO_PRIVATE_KEY, "private", "a signing key is named by its private key (type=private, or no type)")
 	if err != nil {
 		return nil, err
 	}
@@ -155,32 +149,18 @@ func (t *Token) GenerateEd25519(label string, id []byte) (*Ed25519Key, error) {
 	// PKCS#11 3.0 names the curve by its OID; tokens written against its
 	// drafts (and the tools for them) by the PrintableString.
 	for _, params := range [][]byte{ed25519OID, ed25519Printable} {
-		pubT := []*pkcs11.Attribute{
-			pkcs11.NewAttribute(pkcs11.CKA_CLASS, pkcs11.CKO_PUBLIC_KEY),
-			pkcs11.NewAttribute(pkcs11.CKA_KEY_TYPE, ckkECEdwards),
-			pkcs11.NewAttribute(pkcs11.CKA_TOKEN, true),
+		pubT := edwardsTemplate(pkcs11.CKO_PUBLIC_KEY, label, id,
 			pkcs11.NewAttribute(pkcs11.CKA_PRIVATE, false),
 			pkcs11.NewAttribute(pkcs11.CKA_VERIFY, true),
-			pkcs11.NewAttribute(pkcs11.CKA_EC_PARAMS, params),
-			pkcs11.NewAttribute(pkcs11.CKA_LABEL, label),
-		}
-		privT := []*pkcs11.Attribute{
-			pkcs11.NewAttribute(pkcs11.CKA_CLASS, pkcs11.CKO_PRIVATE_KEY),
-			pkcs11.NewAttribute(pkcs11.CKA_KEY_TYPE, ckkECEdwards),
-			pkcs11.NewAttribute(pkcs11.CKA_TOKEN, true),
+			pkcs11.NewAttribute(pkcs11.CKA_EC_PARAMS, params))
+		privT := edwardsTemplate(pkcs11.CKO_PRIVATE_KEY, label, id,
 			pkcs11.NewAttribute(pkcs11.CKA_PRIVATE, true),
 			pkcs11.NewAttribute(pkcs11.CKA_SENSITIVE, true),
 			pkcs11.NewAttribute(pkcs11.CKA_EXTRACTABLE, false),
 			pkcs11.NewAttribute(pkcs11.CKA_SIGN, true),
 			pkcs11.NewAttribute(pkcs11.CKA_DECRYPT, false),
 			pkcs11.NewAttribute(pkcs11.CKA_UNWRAP, false),
-			pkcs11.NewAttribute(pkcs11.CKA_DERIVE, false),
-			pkcs11.NewAttribute(pkcs11.CKA_LABEL, label),
-		}
-		if id != nil {
-			pubT = append(pubT, pkcs11.NewAttribute(pkcs11.CKA_ID, id))
-			privT = append(privT, pkcs11.NewAttribute(pkcs11.CKA_ID, id))
-		}
+			pkcs11.NewAttribute(pkcs11.CKA_DERIVE, false))
 		err = t.do(func(sh pkcs11.SessionHandle) (err error) {
 			pub, priv, err = t.mod.ctx.GenerateKeyPair(sh, []*pkcs11.Mechanism{pkcs11.NewMechanism(ckmECEdwardsKeyPairGen, nil)}, pubT, privT)
 			return err
@@ -196,6 +176,22 @@ func (t *Token) GenerateEd25519(label string, id []byte) (*Ed25519Key, error) {
 		return nil, t.fail(err, "generate an Ed25519 key pair %s on token %q", u.objectDesc(), t.label)
 	}
 	return t.ed25519Key(priv, pub, fmt.Sprintf("the key pair %s on token %q", u.objectDesc(), t.label))
+}
+
+// edwardsTemplate is the template of a new token object of class, of an
+// Ed25519 key pair labelled label (and with the CKA_ID id when it is not
+// nil): the attributes both halves have, with those of its half, attrs.
+func edwardsTemplate(class uint, label string, id []byte, attrs ...*pkcs11.Attribute) []*pkcs11.Attribute {
+	t := append([]*pkcs11.Attribute{
+		pkcs11.NewAttribute(pkcs11.CKA_CLASS, class),
+		pkcs11.NewAttribute(pkcs11.CKA_KEY_TYPE, ckkECEdwards),
+		pkcs11.NewAttribute(pkcs11.CKA_TOKEN, true),
+	}, attrs...)
+	t = append(t, pkcs11.NewAttribute(pkcs11.CKA_LABEL, label))
+	if id != nil {
+		t = append(t, pkcs11.NewAttribute(pkcs11.CKA_ID, id))
+	}
+	return t
 }
 
 // unused fails with ErrExists when an object of the token has attr.

@@ -62,6 +62,18 @@ func (t *Token) find(template []*pkcs11.Attribute, max int) ([]pkcs11.ObjectHand
 	return found, nil
 }
 
+// findKey returns the one object of class that u names, in this token:
+// a URI that gives a type must give typ, and why says what else is wrong.
+func (t *Token) findKey(u URI, class uint, typ, why string) (pkcs11.ObjectHandle, error) {
+	if u.Type != "" && u.Type != typ {
+		return 0, invalid("the URI names type=%s, but %s", u.Type, why)
+	}
+	if err := t.holds(u); err != nil {
+		return 0, err
+	}
+	return t.findOne(class, u)
+}
+
 // findOne returns the one object of class that u selects. When none is of
 // that class, it says what the URI names instead, if anything.
 func (t *Token) findOne(class uint, u URI) (pkcs11.ObjectHandle, error) {

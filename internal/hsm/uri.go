@@ -56,6 +56,20 @@ var pathAttrs = []string{
 
 var queryAttrs = []string{"module-name", "module-path", "pin-source"}
 
+// uriPart is a part of a URI: the path or the query.
+type uriPart struct {
+	name  string   // "path" or "query"
+	sep   string   // what separates its attributes
+	attrs []string // the attributes it holds
+	where string   // where it lies, for an attribute given in the other
+}
+
+// uriParts are a URI's path and query, in that order.
+var uriParts = [2]uriPart{
+	{name: "path", sep: ";", attrs: pathAttrs, where: "path, before '?'"},
+	{name: "query", sep: "&", attrs: queryAttrs, where: "query, after '?'"},
+}
+
 // ParseURI parses a PKCS#11 URI. Beyond RFC 7512 it requires module-path
 // and one of object and id, refuses pin-value (a PIN on the command line
 // or in a configuration file is readable by too many), and refuses
@@ -73,20 +87,14 @@ func ParseURI(s string) (URI, error) {
 	}
 	path, query, _ := strings.Cut(rest, "?")
 	seen := map[string]bool{}
-	if path != "" {
-		n := 0
-		for attr := range strings.SplitSeq(path, ";") {
-			n++
-			if err := u.setPath(attr, n, seen); err != nil {
-				return URI{}, err
-			}
+	for i, text := range []string{path, query} {
+		if text == "" {
+			continue
 		}
-	}
-	if query != "" {
 		n := 0
-		for attr := range strings.SplitSeq(query, "&") {
+		for attr := range strings.SplitSeq(text, uriParts[i].sep) {
 			n++
-			if err := u.setQuery(attr, n, seen); err != nil {
+			if err := u.set(uriParts[i], uriParts[1-i], attr, n, seen); err != nil {
 				return URI{}, err
 			}
 		}
@@ -124,14 +132,30 @@ func split(attr, part string, n int, seen map[string]bool) (name, value string, 
 	return name, value, nil
 }
 
-func (u *URI) setPath(attr string, n int, seen map[string]bool) error {
+// set sets attr, the n-th attribute of the URI's part p; other is the
+// other part, whose attributes are out of place in p.
+func (u *URI) set(p, other uriPart, attr string, n int, seen map[string]bool) error {
 	if name, _, _ := strings.Cut(attr, "="); name == "pin-value" {
-		return errPINValue()
+		return errPINValue() // before anything that could echo the value
 	}
-	name, v, err := split(attr, "path", n, seen)
+	name, v, err := split(attr, p.name, n, seen)
 	if err != nil {
 		return err
 	}
+	switch {
+	case slices.Contains(p.attrs, name):
+		return u.setAttr(name, v)
+	case strings.HasPrefix(name, "x-"):
+		return nil // a vendor's attribute: RFC 7512 lets consumers ignore it
+	case slices.Contains(other.attrs, name):
+		return invalid("%s belongs in the URI's %s", name, other.where)
+	}
+	return invalid("unknown %s attribute %q", p.name, name)
+}
+
+// setAttr sets the attribute name, of pathAttrs or queryAttrs, to its
+// decoded value v.
+func (u *URI) setAttr(name, v string) error {
 	switch name {
 	case "token":
 		u.Token = v
@@ -172,27 +196,6 @@ func (u *URI) setPath(attr string, n int, seen map[string]bool) error {
 		default:
 			return invalid("type %q is none of public, private, cert, secret-key, data", v)
 		}
-	default:
-		if strings.HasPrefix(name, "x-") {
-			return nil // a vendor's attribute: RFC 7512 lets consumers ignore it
-		}
-		if slices.Contains(queryAttrs, name) {
-			return invalid("%s belongs in the URI's query, after '?'", name)
-		}
-		return invalid("unknown path attribute %q", name)
-	}
-	return nil
-}
-
-func (u *URI) setQuery(attr string, n int, seen map[string]bool) error {
-	if name, _, _ := strings.Cut(attr, "="); name == "pin-value" {
-		return errPINValue() // before anything that could echo the value
-	}
-	name, v, err := split(attr, "query", n, seen)
-	if err != nil {
-		return err
-	}
-	switch name {
 	case "module-path":
 		u.ModulePath = v
 	case "module-name":
@@ -203,14 +206,6 @@ func (u *URI) setQuery(attr string, n int, seen map[string]bool) error {
 			return err
 		}
 		u.PINFile = p
-	default:
-		if strings.HasPrefix(name, "x-") {
-			return nil
-		}
-		if slices.Contains(pathAttrs, name) {
-			return invalid("%s belongs in the URI's path, before '?'", name)
-		}
-		return invalid("unknown query attribute %q", name)
 	}
 	return nil
 }
