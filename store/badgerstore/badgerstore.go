@@ -478,14 +478,10 @@ func (t *txn) Get(key []byte) ([]byte, error) {
 
 // Set stores value under key. Badger keeps both slices until commit.
 func (t *txn) Set(key, value []byte) error {
-	switch {
-	case t.ended:
-		return errTxnEnded
-	case !t.update:
-		return errReadOnly
-	case len(key) > maxKeySize:
-		return errKeyTooLarge
-	case int64(len(value)) > t.store.maxValueSize:
+	if err := t.writable(key); err != nil {
+		return err
+	}
+	if int64(len(value)) > t.store.maxValueSize {
 		return errValTooLarge
 	}
 	return translate("set key", t.btx.Set(key, value))
@@ -493,6 +489,14 @@ func (t *txn) Set(key, value []byte) error {
 
 // Delete removes key; a missing key is not an error.
 func (t *txn) Delete(key []byte) error {
+	if err := t.writable(key); err != nil {
+		return err
+	}
+	return translate("delete key", t.btx.Delete(key))
+}
+
+// writable returns why t cannot write key, or nil when it can.
+func (t *txn) writable(key []byte) error {
 	switch {
 	case t.ended:
 		return errTxnEnded
@@ -501,7 +505,7 @@ func (t *txn) Delete(key []byte) error {
 	case len(key) > maxKeySize:
 		return errKeyTooLarge
 	}
-	return translate("delete key", t.btx.Delete(key))
+	return nil
 }
 
 // Scan calls fn for each key in the range opts selects; see kms.Txn.

@@ -47,6 +47,22 @@ func openDir(t testing.TB) *Store {
 	return s
 }
 
+// reopen closes the on-disk Store s and opens its directory again: the
+// Store it returns is closed at the end of t.
+func reopen(t testing.TB, s *Store) *Store {
+	t.Helper()
+	dir := s.db.Opts().Dir
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close() = %v, want nil", err)
+	}
+	s, err := OpenDir(dir)
+	if err != nil {
+		t.Fatalf("OpenDir(%q) again = %v, want nil", dir, err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 func TestConformanceInMemory(t *testing.T) {
 	storetest.Run(t, func(t testing.TB) kms.Store { return openInMemory(t) })
 }
@@ -74,15 +90,8 @@ func TestReopen(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Update(Delete) = %v, want nil", err)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatalf("Close() = %v, want nil", err)
-	}
 
-	s, err = OpenDir(dir)
-	if err != nil {
-		t.Fatalf("OpenDir(%q) again = %v, want nil", dir, err)
-	}
-	defer s.Close()
+	s = reopen(t, s)
 	err = s.View(t.Context(), func(tx kms.Txn) error {
 		v, err := tx.Get([]byte("k"))
 		if err != nil || string(v) != "durable" {
@@ -121,14 +130,7 @@ func TestLargeValuesOnDisk(t *testing.T) {
 			t.Fatalf("Update(Set(%q, %d bytes)) = %v, want nil", name, size, err)
 		}
 	}
-	if err := s.Close(); err != nil {
-		t.Fatalf("Close() = %v, want nil", err)
-	}
-	s, err = OpenDir(dir)
-	if err != nil {
-		t.Fatalf("OpenDir(%q) again = %v, want nil", dir, err)
-	}
-	defer s.Close()
+	s = reopen(t, s)
 	err = s.View(t.Context(), func(tx kms.Txn) error {
 		for name, size := range sizes {
 			got, err := tx.Get([]byte(name))
