@@ -43,6 +43,18 @@ func closeTrail(t testing.TB, tr *Trail) {
 	}
 }
 
+// writtenTrail writes records 1 to n, in batches of 10, to a new trail
+// without preallocated space, as one segment, and closes it; it returns
+// the trail's directory and the segment's path.
+func writtenTrail(t testing.TB, n uint64) (dir, seg string) {
+	t.Helper()
+	dir = t.TempDir()
+	tr := openTrail(t, dir, Options{Preallocate: -1})
+	appendRecords(t, tr, 1, n, 10)
+	closeTrail(t, tr)
+	return dir, segments(t, dir)[0]
+}
+
 // record returns the content these tests append as record seq.
 func record(seq uint64) []byte {
 	return fmt.Appendf(nil, "record %d %s", seq, strings.Repeat("x", int(seq%50)))
@@ -447,17 +459,13 @@ func TestOpenFailsOnStrayName(t *testing.T) {
 // for come before it; past it, Check names the record, the segment and
 // the offset.
 func TestCheckTornTail(t *testing.T) {
-	dir := t.TempDir()
-	tr := openTrail(t, dir, Options{Preallocate: -1})
-	appendRecords(t, tr, 1, 10, 10)
-	closeTrail(t, tr)
-	path := segments(t, dir)[0]
+	dir, path := writtenTrail(t, 10)
 	fi, err := os.Stat(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	flipByte(t, path, fi.Size()-3) // in record 10's payload
-	tr = openTrail(t, dir, Options{Preallocate: -1})
+	tr := openTrail(t, dir, Options{Preallocate: -1})
 	wantRecords(t, tr, 9)
 	if err := tr.Check(9); err != nil {
 		t.Errorf("Check(9) before a torn tail = %v, want nil", err)

@@ -155,14 +155,10 @@ func TestZeroTailIsClean(t *testing.T) {
 // TestOpenDoesNotFill checks that a trail that is only read is not
 // written: verify-audit opens the trail of a stopped kmsd.
 func TestOpenDoesNotFill(t *testing.T) {
-	dir := t.TempDir()
-	tr := openTrail(t, dir, Options{Preallocate: -1})
-	appendRecords(t, tr, 1, 20, 10)
-	closeTrail(t, tr)
-	path := segments(t, dir)[0]
+	dir, path := writtenTrail(t, 20)
 	size := fileSize(t, path)
 
-	tr = openTrail(t, dir, Options{})
+	tr := openTrail(t, dir, Options{})
 	wantRecords(t, tr, 20)
 	time.Sleep(50 * time.Millisecond) // room for a filler that should not run
 	closeTrail(t, tr)
