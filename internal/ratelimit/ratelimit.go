@@ -219,15 +219,22 @@ func waitFor(tokens, need, perSecond, burst float64) time.Duration {
 }
 
 // Len returns how many buckets the Set holds.
-func (bs *Set) Len() int {
-	n := 0
-	for i := range bs.shards {
-		sh := &bs.shards[i]
-		sh.mu.Lock()
-		n += len(sh.buckets)
-		sh.mu.Unlock()
+func (bs *Set) Len() int { return sumShards(bs.shards[:], (*shard).len) }
+
+// len returns how many buckets the shard holds.
+func (sh *shard) len() int {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return len(sh.buckets)
+}
+
+// sumShards sums n, which locks its shard, over shards.
+func sumShards[S any](shards []S, n func(*S) int) int {
+	sum := 0
+	for i := range shards {
+		sum += n(&shards[i])
 	}
-	return n
+	return sum
 }
 
 // prune drops the buckets that have refilled (a new one is the same),

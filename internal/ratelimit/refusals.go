@@ -205,13 +205,11 @@ func (r *Refusals[V]) take(ended func(*interval[V]) bool, close bool) []Pending[
 }
 
 // Len returns how many keys the Refusals hold.
-func (r *Refusals[V]) Len() int {
-	n := 0
-	for i := range r.shards {
-		sh := &r.shards[i]
-		sh.mu.Lock()
-		n += len(sh.ivs)
-		sh.mu.Unlock()
-	}
-	return n
+func (r *Refusals[V]) Len() int { return sumShards(r.shards[:], (*refusalShard[V]).len) }
+
+// len returns how many keys the shard holds.
+func (sh *refusalShard[V]) len() int {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return len(sh.ivs)
 }
