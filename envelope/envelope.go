@@ -139,11 +139,7 @@ func (s *Sealer) Open(ctx context.Context, sealed, ad []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	_, key, err := s.decrypt(ctx, info)
-	if err != nil {
-		return nil, err
-	}
-	st, err := newState(key, sealed[:n], ad)
+	_, st, err := s.decrypt(ctx, info, sealed[:n], ad)
 	if err != nil {
 		return nil, err
 	}
@@ -183,9 +179,10 @@ func (s *Sealer) encrypt(ctx context.Context, in SealInput) (*kms.EncryptResult,
 	return res, key, nil
 }
 
-// decrypt hands the hash and header back to the service and returns the
-// call's data key from its answer.
-func (s *Sealer) decrypt(ctx context.Context, info *Info) (*kms.DecryptResult, []byte, error) {
+// decrypt hands the hash and header back to the service and returns its
+// answer and the state that opens the envelope of prelude, sealed with
+// the associated data ad, with the call's data key.
+func (s *Sealer) decrypt(ctx context.Context, info *Info, prelude, ad []byte) (*kms.DecryptResult, *state, error) {
 	res, err := s.keys.Decrypt(ctx, kms.DecryptInput{Hash: info.Hash, Header: info.Header})
 	if err != nil {
 		return nil, nil, err
@@ -194,7 +191,11 @@ func (s *Sealer) decrypt(ctx context.Context, info *Info) (*kms.DecryptResult, [
 	if err != nil {
 		return nil, nil, err
 	}
-	return res, key, nil
+	st, err := newState(key, prelude, ad)
+	if err != nil {
+		return nil, nil, err
+	}
+	return res, st, nil
 }
 
 // dataKey unwraps the ring's key k and returns the call's data key: on a

@@ -165,11 +165,7 @@ func (s *Sealer) NewReader(ctx context.Context, src io.Reader, ad []byte) (*Read
 	if err != nil {
 		return nil, err
 	}
-	res, key, err := s.decrypt(ctx, info)
-	if err != nil {
-		return nil, err
-	}
-	st, err := newState(key, prelude, ad)
+	res, st, err := s.decrypt(ctx, info, prelude, ad)
 	if err != nil {
 		return nil, err
 	}
