@@ -13,9 +13,7 @@ import (
 // is among the refused operations that activity search -valid false
 // finds, next to one refused for want of a flag.
 func TestRefusedDecryptFound(t *testing.T) {
-	s := newServer(t, kms.Options{})
-	keyFile := createRing(t, s, "files")
-	e := s.env.with("KMS_PRIVATE_KEY_FILE", keyFile)
+	s, e := newRingServer(t, "files")
 	envelope := kmsctl(t, e, "data", "encrypt", "-ring", "files").want(t, 0, "encrypt").stdout
 	var keys kms.List[*kms.Key]
 	decodeJSON(t, kmsctl(t, s.env, "", "key", "list", "-ring", "files", "-json").want(t, 0, "key list"), &keys)

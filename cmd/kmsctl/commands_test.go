@@ -22,6 +22,15 @@ func decodeJSON(t testing.TB, r result, v any) {
 	}
 }
 
+// newRingServer returns a new server with the ring name, made by
+// createRing, and the environment of its tests that names the ring's
+// private key file.
+func newRingServer(t testing.TB, name string) (*server, env) {
+	t.Helper()
+	s := newServer(t, kms.Options{})
+	return s, s.env.with("KMS_PRIVATE_KEY_FILE", createRing(t, s, name))
+}
+
 // createRing creates a ring with kmsctl and returns the file of its
 // private key.
 func createRing(t testing.TB, s *server, name string) string {
@@ -291,9 +300,7 @@ func TestAPIKeyAccountUser(t *testing.T) {
 }
 
 func TestAssets(t *testing.T) {
-	s := newServer(t, kms.Options{})
-	keyFile := createRing(t, s, "docs")
-	e := s.env.with("KMS_PRIVATE_KEY_FILE", keyFile)
+	_, e := newRingServer(t, "docs")
 	var parent, child kms.EncryptResult
 	r := kmsctl(t, e, "a", "-json", "encrypt", "-ring", "docs", "-asset-data", `{"name":"a"}`).want(t, 0, "encrypt with an Asset")
 	json.Unmarshal([]byte(r.stderr), &parent)

@@ -24,9 +24,7 @@ import (
 // the input ends on a boundary, never a full chunk and an empty last
 // one), and decrypt gives the input back.
 func TestEncryptOnChunkBoundary(t *testing.T) {
-	s := newServer(t, kms.Options{})
-	keyFile := createRing(t, s, "chunks")
-	e := s.env.with("KMS_PRIVATE_KEY_FILE", keyFile)
+	_, e := newRingServer(t, "chunks")
 	dir := t.TempDir()
 	for _, size := range []int{0, 1, envelope.ChunkSize - 1, envelope.ChunkSize, envelope.ChunkSize + 1, 2 * envelope.ChunkSize} {
 		plain, in, sealed := plainFile(t, dir, size)
@@ -200,9 +198,7 @@ func TestPrivateKeyFile(t *testing.T) {
 // say what is wrong with the path given, not with a temporary file. A
 // file at -out is replaced only with -force, by both commands.
 func TestCryptChecksFirst(t *testing.T) {
-	s := newServer(t, kms.Options{})
-	keyFile := createRing(t, s, "files")
-	e := s.env.with("KMS_PRIVATE_KEY_FILE", keyFile)
+	s, e := newRingServer(t, "files")
 	dir := t.TempDir()
 	plain := writeFile(t, dir, "plain", []byte("some plaintext"))
 	exists := writeFile(t, dir, "exists", []byte("keep"))

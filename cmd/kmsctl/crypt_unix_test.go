@@ -8,22 +8,19 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-
-	"github.com/ringkms/kms"
 )
 
 // TestOutputNotRegular: -out names a file that is not a regular one (a
 // FIFO here; /dev/null, say): it is refused, even with -force, as the
 // rename that writes -out would replace it.
 func TestOutputNotRegular(t *testing.T) {
-	s := newServer(t, kms.Options{})
-	keyFile := createRing(t, s, "files")
+	_, e := newRingServer(t, "files")
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "fifo")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Skipf("mkfifo: %v", err)
 	}
-	r := kmsctl(t, s.env.with("KMS_PRIVATE_KEY_FILE", keyFile), "data", "encrypt", "-ring", "files", "-out", fifo, "-force").want(t, 1, "encrypt onto a FIFO")
+	r := kmsctl(t, e, "data", "encrypt", "-ring", "files", "-out", fifo, "-force").want(t, 1, "encrypt onto a FIFO")
 	if !strings.Contains(r.stderr, "-out "+fifo+": not a regular file") {
 		t.Errorf("stderr = %q", r.stderr)
 	}

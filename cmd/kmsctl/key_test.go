@@ -51,9 +51,7 @@ func TestErrorsNameFlags(t *testing.T) {
 // key list does; a caller who may change keys but not read them gets the
 // change and a note instead of the count.
 func TestKeyChangesShowEncryptCount(t *testing.T) {
-	s := newServer(t, kms.Options{})
-	keyFile := createRing(t, s, "files")
-	e := s.env.with("KMS_PRIVATE_KEY_FILE", keyFile)
+	s, e := newRingServer(t, "files")
 	for range 2 {
 		kmsctl(t, e, "data", "encrypt", "-ring", "files").want(t, 0, "encrypt")
 	}

@@ -154,9 +154,7 @@ func TestRewrap(t *testing.T) {
 // leaves nothing at -out: no new file, an existing one untouched, the
 // input rewrapped in place untouched, no temporary file.
 func TestRewrapAtomic(t *testing.T) {
-	s := newServer(t, kms.Options{})
-	keyFile := createRing(t, s, "files")
-	e := s.env.with("KMS_PRIVATE_KEY_FILE", keyFile)
+	s, e := newRingServer(t, "files")
 	dir := t.TempDir()
 	_, in, sealed := plainFile(t, dir, 4*envelope.ChunkSize+7)
 	kmsctl(t, e, "", "encrypt", "-ring", "files", "-in", in, "-out", sealed).want(t, 0, "encrypt")
