@@ -52,6 +52,17 @@ func open(t testing.TB, u hsm.URI) *hsm.Token {
 }
 
 // noSecret fails t when err's message holds the token's PIN.
+// aesKey returns the AES key of a new token made by setup.
+func aesKey(t *testing.T) *hsm.AESKey {
+	t.Helper()
+	_, u := setup(t)
+	k, err := open(t, u).AESKey(u)
+	if err != nil {
+		t.Fatalf("AESKey() = %v", err)
+	}
+	return k
+}
+
 func noSecret(t testing.TB, tok *hsmtest.Token, err error) {
 	t.Helper()
 	if err != nil && (strings.Contains(err.Error(), tok.PIN) || strings.Contains(err.Error(), tok.SOPIN)) {
@@ -60,11 +71,7 @@ func noSecret(t testing.TB, tok *hsmtest.Token, err error) {
 }
 
 func TestSealOpen(t *testing.T) {
-	_, u := setup(t)
-	k, err := open(t, u).AESKey(u)
-	if err != nil {
-		t.Fatalf("AESKey() = %v", err)
-	}
+	k := aesKey(t)
 	root := bytes.Repeat([]byte{0x5a}, 32)
 	aad := []byte("ringkms root secret v1")
 	sealed, err := k.Seal(root, aad)
@@ -95,11 +102,7 @@ func TestSealOpen(t *testing.T) {
 // TestOpenTampered flips every bit of a sealed value and truncates it:
 // each must fail with ErrOpen, and the key must go on working.
 func TestOpenTampered(t *testing.T) {
-	_, u := setup(t)
-	k, err := open(t, u).AESKey(u)
-	if err != nil {
-		t.Fatalf("AESKey() = %v", err)
-	}
+	k := aesKey(t)
 	root := bytes.Repeat([]byte{0xa5}, 32)
 	sealed, err := k.Seal(root, []byte("aad"))
 	if err != nil {
