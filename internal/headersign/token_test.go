@@ -10,7 +10,6 @@ import (
 
 	"github.com/ringkms/kms/internal/headersign"
 	"github.com/ringkms/kms/internal/hsm"
-	"github.com/ringkms/kms/internal/hsmtest"
 	"github.com/ringkms/kms/internal/hsmtest/hsmkey"
 )
 
@@ -18,9 +17,7 @@ import (
 // tails verify as those of a key held here do; when the token fails,
 // every header of the batch is left unsigned, and Sign says why.
 func TestSignInToken(t *testing.T) {
-	tok := hsmtest.New(t, "kms")
-	tok.GenerateEd25519(t, "kms-signing", nil)
-	tk, key, _ := hsmkey.Open(t, tok.URI("kms-signing"))
+	_, tk, key := hsmkey.Signing(t)
 	g, err := headersign.New(key)
 	if err != nil {
 		t.Fatalf("New(token key) = %v", err)

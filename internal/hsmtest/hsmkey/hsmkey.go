@@ -1,6 +1,7 @@
 // Package hsmkey opens, for a test, the Ed25519 key pair that a PKCS#11
 // URI names in a token made by hsmtest, through internal/hsm as kmsd
-// does. It is apart from hsmtest, which loads no PKCS#11 module.
+// does, or makes such a token and key pair and opens them (Signing). It
+// is apart from hsmtest, which loads no PKCS#11 module.
 package hsmkey
 
 import (
@@ -10,6 +11,7 @@ import (
 
 	"github.com/ringkms/kms/internal/headersign"
 	"github.com/ringkms/kms/internal/hsm"
+	"github.com/ringkms/kms/internal/hsmtest"
 )
 
 // Open opens the token of uri with the PIN its pin-source gives, and
@@ -37,6 +39,17 @@ func Open(t testing.TB, uri string) (*hsm.Token, *hsm.Ed25519Key, hsm.URI) {
 		t.Fatalf("Ed25519Key(%s) = %v", uri, err)
 	}
 	return tok, k, u
+}
+
+// Signing makes a token with hsmtest.New, generates in it the Ed25519
+// key pair labelled "kms-signing", and opens that as Open does: it
+// returns the token made, the open token and the key pair.
+func Signing(t testing.TB) (*hsmtest.Token, *hsm.Token, *hsm.Ed25519Key) {
+	t.Helper()
+	tok := hsmtest.New(t, "kms")
+	tok.GenerateEd25519(t, "kms-signing", nil)
+	tk, k, _ := Open(t, tok.URI("kms-signing"))
+	return tok, tk, k
 }
 
 // KeyID returns the signing key ID (headersign.KeyID, in hex) of the
