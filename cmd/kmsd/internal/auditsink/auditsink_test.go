@@ -14,7 +14,7 @@ import (
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/cmd/kmsd/internal/auditsink"
-	"github.com/ringkms/kms/store/badgerstore"
+	"github.com/ringkms/kms/kmstest"
 )
 
 // flaky is a sink that fails its first failures writes, then keeps what
@@ -57,21 +57,9 @@ func (f *flaky) seqs(t *testing.T) []uint64 {
 // the records from where the Follower began reach it in order, once it
 // is back, and the calls of the service never waited for it.
 func TestFollowerRetries(t *testing.T) {
-	st, err := badgerstore.OpenInMemory()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	svc, err := kms.New(st, kms.Options{MasterKey: kms.GenerateMasterKey()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Close()
-	p, err := svc.Application(context.Background(), "sink-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := kms.WithPrincipal(context.Background(), p)
+	st := kmstest.MemoryStore(t)
+	env := kmstest.New(t, st, kms.Options{})
+	svc, ctx := env.Service, env.RootCtx
 	if _, err := svc.CreateKeyRing(ctx, kms.CreateKeyRingInput{Name: "r", KEM: "x25519"}); err != nil {
 		t.Fatal(err)
 	}
