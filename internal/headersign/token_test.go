@@ -17,7 +17,7 @@ import (
 // tails verify as those of a key held here do; when the token fails,
 // every header of the batch is left unsigned, and Sign says why.
 func TestSignInToken(t *testing.T) {
-	_, tk, key := hsmkey.Signing(t)
+	tk, key := hsmkey.Signing(t)
 	g, err := headersign.New(key)
 	if err != nil {
 		t.Fatalf("New(token key) = %v", err)

@@ -43,13 +43,13 @@ func Open(t testing.TB, uri string) (*hsm.Token, *hsm.Ed25519Key, hsm.URI) {
 
 // Signing makes a token with hsmtest.New, generates in it the Ed25519
 // key pair labelled "kms-signing", and opens that as Open does: it
-// returns the token made, the open token and the key pair.
-func Signing(t testing.TB) (*hsmtest.Token, *hsm.Token, *hsm.Ed25519Key) {
+// returns the open token and the key pair.
+func Signing(t testing.TB) (*hsm.Token, *hsm.Ed25519Key) {
 	t.Helper()
 	tok := hsmtest.New(t, "kms")
 	tok.GenerateEd25519(t, "kms-signing", nil)
 	tk, k, _ := Open(t, tok.URI("kms-signing"))
-	return tok, tk, k
+	return tk, k
 }
 
 // KeyID returns the signing key ID (headersign.KeyID, in hex) of the
