@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
-	"sync"
 	"testing"
 
 	"github.com/ringkms/kms/internal/barrier"
@@ -14,46 +13,6 @@ import (
 	"github.com/ringkms/kms/internal/base/basetest"
 	"github.com/ringkms/kms/internal/seal"
 )
-
-// memStore is a Store over a basetest.MemTxn: a transaction works on a
-// copy of the map, which replaces it when the transaction succeeds, so
-// that a failed one changes nothing.
-type memStore struct {
-	mu sync.Mutex
-	m  basetest.MemTxn
-}
-
-func newMemStore() *memStore { return &memStore{m: basetest.MemTxn{}} }
-
-func (s *memStore) View(_ context.Context, fn func(base.Txn) error) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return fn(maps.Clone(s.m))
-}
-
-func (s *memStore) Update(_ context.Context, fn func(base.Txn) error) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	tx := maps.Clone(s.m)
-	if err := fn(tx); err != nil {
-		return err
-	}
-	s.m = tx
-	return nil
-}
-
-func (s *memStore) UpdateNoSync(ctx context.Context, fn func(base.Txn) error) error {
-	return s.Update(ctx, fn)
-}
-func (s *memStore) Trail() base.Trail              { return nil }
-func (s *memStore) Writable(context.Context) error { return nil }
-func (s *memStore) Close() error                   { return nil }
-func (s *memStore) get(k string) []byte            { s.mu.Lock(); defer s.mu.Unlock(); return s.m[k] }
-func (s *memStore) snapshot() map[string][]byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return maps.Clone(s.m)
-}
 
 // tokenKey is a RootKey that is no MasterKey, as a token's key is: the
 // barrier never sees its bytes.
@@ -116,16 +75,16 @@ func seed(t *testing.T, st base.Store, b *barrier.Barrier) map[string]string {
 }
 
 // opens checks that every secret of plain opens through b.
-func opens(t *testing.T, st *memStore, b *barrier.Barrier, plain map[string]string) {
+func opens(t *testing.T, st *basetest.MemStore, b *barrier.Barrier, plain map[string]string) {
 	t.Helper()
 	for k, want := range plain {
 		var sealed, aad []byte
 		if k[0] == 's' {
-			sealed, aad = st.get(k), []byte(k)
+			sealed, aad = st.Get(k), []byte(k)
 		} else {
 			id, f := k[2:3], k[4:]
 			var rec map[string][]byte
-			json.Unmarshal(st.get("r/"+id), &rec)
+			json.Unmarshal(st.Get("r/"+id), &rec)
 			sealed, aad = rec[f], []byte(f+"/"+id)
 		}
 		got, err := b.Open(sealed, aad)
@@ -138,7 +97,7 @@ func opens(t *testing.T, st *memStore, b *barrier.Barrier, plain map[string]stri
 func TestSealOpenRoundTrip(t *testing.T) {
 	for name, rk := range map[string]barrier.RootKey{"master key": barrier.GenerateMasterKey(), "token": newTokenKey()} {
 		t.Run(name, func(t *testing.T) {
-			st := newMemStore()
+			st := basetest.NewMemStore()
 			b := barrier.New(config(st))
 			if _, err := b.Start(ctx, rk, nil); err != nil {
 				t.Fatal(err)
@@ -152,7 +111,7 @@ func TestSealOpenRoundTrip(t *testing.T) {
 			}
 			opens(t, st, b2, plain)
 			// Bound to its associated data.
-			if _, err := b2.Open(st.get("s/1"), []byte("s/2")); err == nil {
+			if _, err := b2.Open(st.Get("s/1"), []byte("s/2")); err == nil {
 				t.Error("Open with other associated data succeeded")
 			}
 		})
@@ -161,11 +120,11 @@ func TestSealOpenRoundTrip(t *testing.T) {
 
 func TestWrongKeyRefused(t *testing.T) {
 	// A token's key: the store's root secret does not open under another.
-	st := newMemStore()
+	st := basetest.NewMemStore()
 	if _, err := barrier.New(config(st)).Start(ctx, newTokenKey(), nil); err != nil {
 		t.Fatal(err)
 	}
-	if st.get("sys/root") == nil {
+	if st.Get("sys/root") == nil {
 		t.Fatal("no root secret written for a token's key")
 	}
 	if _, err := barrier.New(config(st)).Start(ctx, newTokenKey(), nil); base.ErrorKind(err) != base.KindUnauthenticated {
@@ -176,7 +135,7 @@ func TestWrongKeyRefused(t *testing.T) {
 	}
 
 	// A master key's own bytes: the domain's proof tells another key.
-	st = newMemStore()
+	st = basetest.NewMemStore()
 	mk := barrier.GenerateMasterKey()
 	b := barrier.New(config(st))
 	if _, err := b.Start(ctx, mk, nil); err != nil {
@@ -210,7 +169,7 @@ func TestWrongKeyRefused(t *testing.T) {
 }
 
 func TestRekeyTable(t *testing.T) {
-	st := newMemStore()
+	st := basetest.NewMemStore()
 	old, next := barrier.GenerateMasterKey(), newTokenKey()
 	b := barrier.New(config(st))
 	before, err := b.Start(ctx, old, nil)
@@ -238,7 +197,7 @@ func TestRekeyTable(t *testing.T) {
 	}
 	// The records keep what is not sealed.
 	var rec map[string]any
-	json.Unmarshal(st.get("r/y"), &rec)
+	json.Unmarshal(st.Get("r/y"), &rec)
 	if rec["name"] != "y" || rec["b"] != nil {
 		t.Errorf("record r/y after the rekey = %v", rec)
 	}
@@ -266,7 +225,7 @@ func TestRekeyTable(t *testing.T) {
 }
 
 func TestRekeyFollowed(t *testing.T) {
-	st := newMemStore()
+	st := basetest.NewMemStore()
 	old, next := newTokenKey(), newTokenKey()
 	adopted := 0
 	cfg := config(st)
@@ -306,7 +265,7 @@ func TestRekeyFollowed(t *testing.T) {
 }
 
 func TestRetiredKeyRefused(t *testing.T) {
-	st := newMemStore()
+	st := basetest.NewMemStore()
 	a, b, c := newTokenKey(), newTokenKey(), newTokenKey()
 	first := barrier.New(config(st))
 	if _, err := first.Start(ctx, a, nil); err != nil {
@@ -327,11 +286,11 @@ func TestRetiredKeyRefused(t *testing.T) {
 	if err := rekey(a, b); err != nil {
 		t.Fatal(err)
 	}
-	if st.get("sys/retired") == nil {
+	if st.Get("sys/retired") == nil {
 		t.Fatal("no record of the retired key")
 	}
 	// The same rekey again: refused, the store unchanged.
-	was := st.snapshot()
+	was := st.Snapshot()
 	if err := rekey(a, b); base.ErrorKind(err) != base.KindInvalid {
 		t.Errorf("rekey a->b again = %v, want invalid", err)
 	}
@@ -343,7 +302,7 @@ func TestRetiredKeyRefused(t *testing.T) {
 	if err := rekey(b, b); base.ErrorKind(err) != base.KindInvalid {
 		t.Errorf("rekey b->b = %v, want invalid", err)
 	}
-	if now := st.snapshot(); !mapsEqual(was, now) {
+	if now := st.Snapshot(); !mapsEqual(was, now) {
 		t.Error("a refused rekey changed the store")
 	}
 	// On to a key it never had, and then a and b are both retired.
@@ -365,7 +324,7 @@ func TestRetiredKeyRefused(t *testing.T) {
 func TestRekeyRefusesForeignSecret(t *testing.T) {
 	// A record that does not open under the old key fails the rekey,
 	// which changes nothing.
-	st := newMemStore()
+	st := basetest.NewMemStore()
 	old, next := barrier.GenerateMasterKey(), barrier.GenerateMasterKey()
 	b := barrier.New(config(st))
 	if _, err := b.Start(ctx, old, nil); err != nil {
@@ -373,7 +332,7 @@ func TestRekeyRefusesForeignSecret(t *testing.T) {
 	}
 	seed(t, st, b)
 	st.Update(ctx, func(tx base.Txn) error { return tx.Set([]byte("s/9"), []byte("not sealed under the store's key")) })
-	was := st.snapshot()
+	was := st.Snapshot()
 	r := barrier.New(config(st))
 	if _, err := r.Start(ctx, old, next); err != nil {
 		t.Fatal(err)
@@ -381,7 +340,7 @@ func TestRekeyRefusesForeignSecret(t *testing.T) {
 	if _, err := r.Rekey(ctx); base.ErrorKind(err) != base.KindUnauthenticated || !bytes.Contains([]byte(base.ErrorMessage(err)), []byte("secret 9")) {
 		t.Errorf("Rekey = %v, want unauthenticated naming secret 9", err)
 	}
-	if !mapsEqual(was, st.snapshot()) {
+	if !mapsEqual(was, st.Snapshot()) {
 		t.Error("a failed rekey changed the store")
 	}
 }

@@ -54,3 +54,17 @@ func (s *MemStore) Writable(context.Context) error { return nil }
 
 // Close does nothing.
 func (s *MemStore) Close() error { return nil }
+
+// Get returns the value of key, nil when it is missing.
+func (s *MemStore) Get(key string) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.data[key]
+}
+
+// Snapshot returns a copy of the store's contents.
+func (s *MemStore) Snapshot() MemTxn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.data)
+}
