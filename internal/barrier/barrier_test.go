@@ -98,17 +98,11 @@ func TestSealOpenRoundTrip(t *testing.T) {
 	for name, rk := range map[string]barrier.RootKey{"master key": barrier.GenerateMasterKey(), "token": newTokenKey()} {
 		t.Run(name, func(t *testing.T) {
 			st := basetest.NewMemStore()
-			b := barrier.New(config(st))
-			if _, err := b.Start(ctx, rk, nil); err != nil {
-				t.Fatal(err)
-			}
+			b := start(t, st, rk, nil)
 			plain := seed(t, st, b)
 			opens(t, st, b, plain)
 			// A restart under the same key opens them too.
-			b2 := barrier.New(config(st))
-			if _, err := b2.Start(ctx, rk, nil); err != nil {
-				t.Fatal(err)
-			}
+			b2 := start(t, st, rk, nil)
 			opens(t, st, b2, plain)
 			// Bound to its associated data.
 			if _, err := b2.Open(st.Get("s/1"), []byte("s/2")); err == nil {
@@ -137,10 +131,7 @@ func TestWrongKeyRefused(t *testing.T) {
 	// A master key's own bytes: the domain's proof tells another key.
 	st = basetest.NewMemStore()
 	mk := barrier.GenerateMasterKey()
-	b := barrier.New(config(st))
-	if _, err := b.Start(ctx, mk, nil); err != nil {
-		t.Fatal(err)
-	}
+	b := start(t, st, mk, nil)
 	seed(t, st, b)
 	cfg := config(st)
 	cfg.Proof = func(_ context.Context, st base.Store, s *seal.Sealer) error {
@@ -181,10 +172,7 @@ func TestRekeyTable(t *testing.T) {
 	adopted := 0
 	cfg := config(st)
 	cfg.Adopted = func() { adopted++ }
-	r := barrier.New(cfg)
-	if _, err := r.Start(ctx, old, next); err != nil {
-		t.Fatal(err)
-	}
+	r := startWith(t, cfg, old, next)
 	counts, err := r.Rekey(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -230,15 +218,9 @@ func TestRekeyFollowed(t *testing.T) {
 	adopted := 0
 	cfg := config(st)
 	cfg.Adopted = func() { adopted++ }
-	follower := barrier.New(cfg)
-	if _, err := follower.Start(ctx, old, next); err != nil {
-		t.Fatal(err)
-	}
+	follower := startWith(t, cfg, old, next)
 	plain := seed(t, st, follower)
-	r := barrier.New(config(st))
-	if _, err := r.Start(ctx, old, next); err != nil {
-		t.Fatal(err)
-	}
+	r := start(t, st, old, next)
 	if _, err := r.Rekey(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -257,20 +239,14 @@ func TestRekeyFollowed(t *testing.T) {
 		t.Fatal(err)
 	}
 	plain["s/3"] = "three"
-	nb := barrier.New(config(st))
-	if _, err := nb.Start(ctx, next, nil); err != nil {
-		t.Fatal(err)
-	}
+	nb := start(t, st, next, nil)
 	opens(t, st, nb, plain)
 }
 
 func TestRetiredKeyRefused(t *testing.T) {
 	st := basetest.NewMemStore()
 	a, b, c := newTokenKey(), newTokenKey(), newTokenKey()
-	first := barrier.New(config(st))
-	if _, err := first.Start(ctx, a, nil); err != nil {
-		t.Fatal(err)
-	}
+	first := start(t, st, a, nil)
 	plain := seed(t, st, first)
 	rekey := func(old, new barrier.RootKey) error {
 		r := barrier.New(config(st))
@@ -314,10 +290,7 @@ func TestRetiredKeyRefused(t *testing.T) {
 			t.Errorf("rekey c->%s = %v, want invalid", name, err)
 		}
 	}
-	nb := barrier.New(config(st))
-	if _, err := nb.Start(ctx, c, nil); err != nil {
-		t.Fatal(err)
-	}
+	nb := start(t, st, c, nil)
 	opens(t, st, nb, plain)
 }
 
@@ -326,23 +299,34 @@ func TestRekeyRefusesForeignSecret(t *testing.T) {
 	// which changes nothing.
 	st := basetest.NewMemStore()
 	old, next := barrier.GenerateMasterKey(), barrier.GenerateMasterKey()
-	b := barrier.New(config(st))
-	if _, err := b.Start(ctx, old, nil); err != nil {
-		t.Fatal(err)
-	}
+	b := start(t, st, old, nil)
 	seed(t, st, b)
 	st.Update(ctx, func(tx base.Txn) error { return tx.Set([]byte("s/9"), []byte("not sealed under the store's key")) })
 	was := st.Snapshot()
-	r := barrier.New(config(st))
-	if _, err := r.Start(ctx, old, next); err != nil {
-		t.Fatal(err)
-	}
+	r := start(t, st, old, next)
 	if _, err := r.Rekey(ctx); base.ErrorKind(err) != base.KindUnauthenticated || !bytes.Contains([]byte(base.ErrorMessage(err)), []byte("secret 9")) {
 		t.Errorf("Rekey = %v, want unauthenticated naming secret 9", err)
 	}
 	if !mapsEqual(was, st.Snapshot()) {
 		t.Error("a failed rekey changed the store")
 	}
+}
+
+// start starts a Barrier on st under key, with next (nil for none) as
+// the key to rekey to.
+func start(t *testing.T, st base.Store, key, next barrier.RootKey) *barrier.Barrier {
+	t.Helper()
+	return startWith(t, config(st), key, next)
+}
+
+// startWith is start with the Config cfg.
+func startWith(t *testing.T, cfg barrier.Config, key, next barrier.RootKey) *barrier.Barrier {
+	t.Helper()
+	b := barrier.New(cfg)
+	if _, err := b.Start(ctx, key, next); err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func mapsEqual(a, b map[string][]byte) bool {
