@@ -28,6 +28,16 @@ func newCounters(t *testing.T) (*Counters, *basetest.MemStore) {
 	return cs, st
 }
 
+// count makes n calls on the key "k" of the ring "r".
+func count(t *testing.T, cs *Counters, n int) {
+	t.Helper()
+	for range n {
+		if err := cs.Count("r", "k", 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func total(t *testing.T, st base.Store, keyID string) uint64 {
 	t.Helper()
 	var n uint64
@@ -76,11 +86,7 @@ func TestCountDeletedKey(t *testing.T) {
 func TestReleaseGivesBackUnused(t *testing.T) {
 	cs, st := newCounters(t)
 	cs.SetFreeBlock(64)
-	for range 3 {
-		if err := cs.Count("r", "k", 0); err != nil {
-			t.Fatal(err)
-		}
-	}
+	count(t, cs, 3)
 	if got := total(t, st, "k"); got != 64 {
 		t.Fatalf("store total after 3 calls = %d, want a block of 64", got)
 	}
@@ -109,11 +115,7 @@ func TestLoadTotalCorrupt(t *testing.T) {
 func TestLimitCounterCountsRacingCalls(t *testing.T) {
 	cs, st := newCounters(t)
 	cs.SetFreeBlock(64)
-	for range 10 {
-		if err := cs.Count("r", "k", 0); err != nil {
-			t.Fatal(err)
-		}
-	}
+	count(t, cs, 10)
 	c := cs.get("k")
 	stale := make(chan error, 1)
 	cs.limitHook = func() {
