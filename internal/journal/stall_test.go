@@ -18,6 +18,38 @@ const stallBound = 100 * time.Millisecond
 
 func (bounded) Bound() time.Duration { return stallBound }
 
+// stall submits to j the job "stalled", whose mutation waits, as a
+// commit waits for a silent database, until release is called, and
+// returns once the mutation runs: the job's outcome comes on stalled.
+func stall(j *journal.Journal[*rec]) (stalled <-chan error, release func()) {
+	running, released := make(chan struct{}), make(chan struct{})
+	out := make(chan error, 1)
+	go func() {
+		out <- j.Submit(&journal.Job[*rec]{Rec: &rec{Action: "stalled"}, Mutate: func(w base.Txn) error {
+			close(running)
+			<-released
+			return w.Set([]byte("stalled"), []byte("1"))
+		}})
+	}()
+	<-running
+	return out, sync.OnceFunc(func() { close(released) })
+}
+
+// wantUnwritten waits for the answer of the call what on ch, which must
+// come within 10 stallBounds, Unavailable, and say that nothing of the
+// call was written.
+func wantUnwritten(t *testing.T, ch <-chan error, what string) {
+	t.Helper()
+	select {
+	case err := <-ch:
+		if !errors.Is(err, base.ErrUnavailable) || !strings.Contains(base.ErrorMessage(err), "nothing of this call was written") {
+			t.Errorf("%s = %v, want Unavailable saying nothing was written", what, err)
+		}
+	case <-time.After(10 * stallBound):
+		t.Fatalf("%s still waits after %v", what, 10*stallBound)
+	}
+}
+
 // TestStall: while a batch takes longer than the store's bound (its
 // mutation waits here, as a commit waits for a silent database), the jobs
 // behind it are answered Unavailable, those queued before and those
@@ -27,29 +59,13 @@ func TestStall(t *testing.T) {
 	st := openStore(t)
 	j := start(t, bounded{st})
 	defer j.Close()
-	running, release := make(chan struct{}), make(chan struct{})
-	stalled := make(chan error, 1)
-	go func() {
-		stalled <- j.Submit(&journal.Job[*rec]{Rec: &rec{Action: "stalled"}, Mutate: func(w base.Txn) error {
-			close(running)
-			<-release
-			return w.Set([]byte("stalled"), []byte("1"))
-		}})
-	}()
-	<-running
+	stalled, release := stall(j)
 	// Queued before the stall shows: the watcher answers it.
 	queued := make(chan error, 1)
 	go func() {
 		queued <- j.Submit(&journal.Job[*rec]{Rec: &rec{Action: "queued"}, Mutate: func(w base.Txn) error { return w.Set([]byte("queued"), nil) }})
 	}()
-	select {
-	case err := <-queued:
-		if !errors.Is(err, base.ErrUnavailable) || !strings.Contains(base.ErrorMessage(err), "nothing of this call was written") {
-			t.Errorf("Submit queued behind a stalled batch = %v, want Unavailable saying nothing was written", err)
-		}
-	case <-time.After(10 * stallBound):
-		t.Fatalf("Submit queued behind a stalled batch still waits after %v", 10*stallBound)
-	}
+	wantUnwritten(t, queued, "Submit queued behind a stalled batch")
 	if err := j.Health(); !errors.Is(err, base.ErrUnavailable) {
 		t.Errorf("Health() while stalled = %v, want Unavailable", err)
 	}
@@ -62,7 +78,7 @@ func TestStall(t *testing.T) {
 	default:
 	}
 
-	close(release)
+	release()
 	if err := <-stalled; err != nil {
 		t.Fatalf("the stalled job once its batch ends = %v, want nil", err)
 	}
@@ -95,28 +111,11 @@ func TestLockStall(t *testing.T) {
 	if err := j.Lock(l); err != nil {
 		t.Fatalf("Lock of a free lock = %v", err)
 	}
-	running, release := make(chan struct{}), make(chan struct{})
-	let := sync.OnceFunc(func() { close(release) })
-	defer let() // before Close, which waits for the stalled job
-	stalled := make(chan error, 1)
-	go func() { // the holder's write meets a silent store
-		stalled <- j.Submit(&journal.Job[*rec]{Rec: &rec{Action: "stalled"}, Mutate: func(w base.Txn) error {
-			close(running)
-			<-release
-			return w.Set([]byte("stalled"), []byte("1"))
-		}})
-	}()
-	<-running
+	stalled, let := stall(j) // the holder's write meets a silent store
+	defer let()              // before Close, which waits for the stalled job
 	waiting := make(chan error, 1)
 	go func() { waiting <- j.Lock(l) }()
-	select {
-	case err := <-waiting:
-		if !errors.Is(err, base.ErrUnavailable) || !strings.Contains(base.ErrorMessage(err), "nothing of this call was written") {
-			t.Errorf("Lock held by a stalled write = %v, want Unavailable saying nothing was written", err)
-		}
-	case <-time.After(10 * stallBound):
-		t.Fatalf("Lock held by a stalled write still waits after %v", 10*stallBound)
-	}
+	wantUnwritten(t, waiting, "Lock held by a stalled write")
 	if err := j.Lock(l); !errors.Is(err, base.ErrUnavailable) {
 		t.Errorf("Lock while the writer is stalled = %v, want Unavailable at once", err)
 	}
