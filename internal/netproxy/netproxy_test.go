@@ -16,10 +16,13 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
-// proxied starts a proxy in front of a fresh database and returns it, the
+// proxied starts a proxy in front of a fresh database and returns a
+// context that ends after timeout (or with the test), the proxy, the
 // database's URL through the proxy, and its direct URL.
-func proxied(t *testing.T) (p *netproxy.Proxy, through, direct string) {
+func proxied(t *testing.T, timeout time.Duration) (ctx context.Context, p *netproxy.Proxy, through, direct string) {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
 	direct = pgtest.URL(t)
 	cfg, err := pgx.ParseConfig(direct)
 	if err != nil {
@@ -38,7 +41,7 @@ func proxied(t *testing.T) (p *netproxy.Proxy, through, direct string) {
 		t.Fatalf("url.Parse(%s): %v", direct, err)
 	}
 	u.Host = p.Addr()
-	return p, u.String(), direct
+	return ctx, p, u.String(), direct
 }
 
 func connect(t *testing.T, ctx context.Context, u string) *pgx.Conn {
@@ -56,10 +59,54 @@ func ping(ctx context.Context, c *pgx.Conn) error {
 	return c.QueryRow(ctx, "SELECT 1").Scan(&one)
 }
 
+// wantNoConnect fails t when a connection to u opens; when says when,
+// for the message.
+func wantNoConnect(t *testing.T, ctx context.Context, u, when string) {
+	t.Helper()
+	if c, err := pgx.Connect(ctx, u); err == nil {
+		c.Close(context.Background())
+		t.Errorf("connect %s: no error", when)
+	}
+}
+
+// refusedUntilPass checks that p, which refuses, breaks the connection c
+// open through it and refuses new ones, and that once set to Pass it
+// lets a new one through; when says when it refuses, for the messages.
+func refusedUntilPass(t *testing.T, ctx context.Context, p *netproxy.Proxy, c *pgx.Conn, through, when string) {
+	t.Helper()
+	if err := ping(ctx, c); err == nil {
+		t.Errorf("SELECT 1 on a connection open %s: no error", when)
+	}
+	wantNoConnect(t, ctx, through, when)
+	p.SetMode(netproxy.Pass)
+	if err := ping(ctx, connect(t, ctx, through)); err != nil {
+		t.Errorf("SELECT 1 on a new connection after Pass: %v", err)
+	}
+}
+
+// heldUntilPass checks that the answer of the call what, which comes on
+// done, is held while p holds (300ms of it), and that it comes, without
+// an error, once p is set to Pass.
+func heldUntilPass(t *testing.T, p *netproxy.Proxy, done <-chan error, what string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		t.Fatalf("%s returned %v while holding, want it held", what, err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	p.SetMode(netproxy.Pass)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("%s, held and released: %v", what, err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s: no answer 20s after Pass", what)
+	}
+}
+
 func TestPass(t *testing.T) {
-	_, through, _ := proxied(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx, _, through, _ := proxied(t, 30*time.Second)
 	c := connect(t, ctx, through)
 	for i := range 3 {
 		if err := ping(ctx, c); err != nil {
@@ -71,30 +118,16 @@ func TestPass(t *testing.T) {
 // TestRefuse: Refuse breaks open connections and new ones; Pass lets new
 // ones through again.
 func TestRefuse(t *testing.T) {
-	p, through, _ := proxied(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx, p, through, _ := proxied(t, 30*time.Second)
 	c := connect(t, ctx, through)
 	p.SetMode(netproxy.Refuse)
-	if err := ping(ctx, c); err == nil {
-		t.Errorf("SELECT 1 on a connection open when refusing: no error")
-	}
-	if c, err := pgx.Connect(ctx, through); err == nil {
-		c.Close(ctx)
-		t.Errorf("connect while refusing: no error")
-	}
-	p.SetMode(netproxy.Pass)
-	if err := ping(ctx, connect(t, ctx, through)); err != nil {
-		t.Errorf("SELECT 1 on a new connection after Pass: %v", err)
-	}
+	refusedUntilPass(t, ctx, p, c, through, "while refusing")
 }
 
 // TestHold: nothing passes while holding, neither on open connections nor
 // on new ones; what was held goes through once the proxy passes again.
 func TestHold(t *testing.T) {
-	p, through, _ := proxied(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx, p, through, _ := proxied(t, time.Minute)
 	timedOut := connect(t, ctx, through)
 	released := connect(t, ctx, through)
 	p.SetMode(netproxy.Hold)
@@ -110,28 +143,12 @@ func TestHold(t *testing.T) {
 		t.Errorf("SELECT 1 while holding with a 300ms deadline returned after %v", d)
 	}
 	short, cancelShort = context.WithTimeout(ctx, 300*time.Millisecond)
-	if c, err := pgx.Connect(short, through); err == nil {
-		c.Close(ctx)
-		t.Errorf("connect while holding: no error")
-	}
+	wantNoConnect(t, short, through, "while holding")
 	cancelShort()
 
 	done := make(chan error, 1)
 	go func() { done <- ping(ctx, released) }()
-	select {
-	case err := <-done:
-		t.Fatalf("SELECT 1 while holding returned %v, want it held", err)
-	case <-time.After(300 * time.Millisecond):
-	}
-	p.SetMode(netproxy.Pass)
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("SELECT 1 held and released: %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("SELECT 1 held and released: no answer after 20s")
-	}
+	heldUntilPass(t, p, done, "SELECT 1")
 	if err := ping(ctx, connect(t, ctx, through)); err != nil {
 		t.Errorf("SELECT 1 on a new connection after Pass: %v", err)
 	}
@@ -150,9 +167,7 @@ func TestCutCommit(t *testing.T) {
 		{"commit sent, answer lost", netproxy.CutAfter, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, through, direct := proxied(t)
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
+			ctx, p, through, direct := proxied(t, time.Minute)
 			d := connect(t, ctx, direct)
 			if _, err := d.Exec(ctx, "CREATE TABLE t (k int primary key)"); err != nil {
 				t.Fatalf("create table: %v", err)
@@ -198,9 +213,7 @@ func TestCutCommit(t *testing.T) {
 // TestCutThenRefuse: CutOnThen switches the proxy at the cut: the other
 // open connection and every new one are refused from then on, until Pass.
 func TestCutThenRefuse(t *testing.T) {
-	p, through, _ := proxied(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx, p, through, _ := proxied(t, time.Minute)
 	other := connect(t, ctx, through)
 	c := connect(t, ctx, through)
 	cut := p.CutOnThen(pgtest.QueryMessage("commit"), netproxy.CutAfter, netproxy.Refuse)
@@ -214,17 +227,7 @@ func TestCutThenRefuse(t *testing.T) {
 	if p.Mode() != netproxy.Refuse {
 		t.Errorf("mode after the cut = %v, want %v", p.Mode(), netproxy.Refuse)
 	}
-	if err := ping(ctx, other); err == nil {
-		t.Errorf("SELECT 1 on the other connection after the cut: no error")
-	}
-	if c, err := pgx.Connect(ctx, through); err == nil {
-		c.Close(ctx)
-		t.Errorf("connect after the cut: no error")
-	}
-	p.SetMode(netproxy.Pass)
-	if err := ping(ctx, connect(t, ctx, through)); err != nil {
-		t.Errorf("SELECT 1 on a new connection after Pass: %v", err)
-	}
+	refusedUntilPass(t, ctx, p, other, through, "after the cut")
 }
 
 // TestHoldOn: the hook holds every connection once a client has sent the
@@ -232,9 +235,7 @@ func TestCutThenRefuse(t *testing.T) {
 // advisory lock is held) while its answer waits in the proxy, and other
 // connections are held too. Pass releases the answer.
 func TestHoldOn(t *testing.T) {
-	p, through, direct := proxied(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx, p, through, direct := proxied(t, time.Minute)
 	c, other, d := connect(t, ctx, through), connect(t, ctx, through), connect(t, ctx, direct)
 	const lock = "SELECT pg_advisory_lock(4242)"
 	held := p.HoldOn([]byte(lock))
@@ -267,18 +268,5 @@ func TestHoldOn(t *testing.T) {
 		t.Errorf("SELECT 1 on another connection while holding: no error")
 	}
 	cancelShort()
-	select {
-	case err := <-done:
-		t.Fatalf("the statement that set off the hold returned %v while holding", err)
-	case <-time.After(300 * time.Millisecond):
-	}
-	p.SetMode(netproxy.Pass)
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("the statement that set off the hold, released: %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("the statement that set off the hold: no answer 20s after Pass")
-	}
+	heldUntilPass(t, p, done, "the statement that set off the hold")
 }
