@@ -16,6 +16,24 @@ import (
 )
 
 // scrape reads h's metrics with the Prometheus text parser.
+// series is a series of the metric name, with labels, and the value it
+// should have: -1 for no such series.
+type series struct {
+	name   string
+	labels []string
+	want   float64
+}
+
+// wantSeries checks the value of each series of want in f.
+func wantSeries(t *testing.T, f promtest.Families, want []series) {
+	t.Helper()
+	for _, c := range want {
+		if got := f.Value(c.name, c.labels...); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+}
+
 func scrape(t *testing.T, h http.Handler) promtest.Families {
 	t.Helper()
 	rec := httptest.NewRecorder()
@@ -128,11 +146,7 @@ func TestMetrics(t *testing.T) {
 	}
 
 	f := scrape(t, m.Handler())
-	for _, c := range []struct {
-		name   string
-		labels []string
-		want   float64
-	}{
+	wantSeries(t, f, []series{
 		{"kms_http_requests_total", []string{"method=POST", "route=/ks/encrypt", "code=200"}, 6},
 		{"kms_http_requests_total", []string{"method=POST", "route=/ks/encrypt", "code=403"}, 1},
 		{"kms_http_requests_total", []string{"method=GET", "route=unmatched", "code=404"}, 1},
@@ -143,11 +157,7 @@ func TestMetrics(t *testing.T) {
 		{"kms_activity_records_total", []string{"action=encrypt", "result=ok"}, 6},
 		{"kms_denied_total", []string{"action=encrypt", "reason=permission_denied"}, 1},
 		{"kms_denied_total", []string{"action=authenticate", "reason=unauthenticated"}, 1},
-	} {
-		if got := f.Value(c.name, c.labels...); got != c.want {
-			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
-		}
-	}
+	})
 	if got := f.Value("kms_key_operations_total", "ring=r3"); got != -1 {
 		t.Errorf("ring r3, past the cap, has a series of its own: %v", got)
 	}
@@ -245,11 +255,7 @@ func TestMadeUpActionsBounded(t *testing.T) {
 			}
 		}
 	}
-	for _, c := range []struct {
-		name   string
-		labels []string
-		want   float64
-	}{
+	wantSeries(t, f, []series{
 		// The service records every validation as action validate, the
 		// action reported being a claim in its props.
 		{"kms_activity_records_total", []string{"action=validate", "result=ok"}, 160},
@@ -258,11 +264,7 @@ func TestMadeUpActionsBounded(t *testing.T) {
 		{"kms_denied_total", []string{"action=validate", "reason=permission_denied"}, 80},
 		{"kms_denied_total", []string{"action=validate", "reason=unauthenticated"}, 80},
 		{"kms_key_operations_total", nil, -1}, // no series: no key was used
-	} {
-		if got := f.Value(c.name, c.labels...); got != c.want {
-			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
-		}
-	}
+	})
 }
 
 // TestActionsKeepTheirLabels: the service's own actions are labelled as
@@ -283,11 +285,7 @@ func TestActionsKeepTheirLabels(t *testing.T) {
 	fx.validate(t, reader, "decrypt", "r1")
 
 	f := scrape(t, fx.m.Handler())
-	for _, c := range []struct {
-		name   string
-		labels []string
-		want   float64
-	}{
+	wantSeries(t, f, []series{
 		{"kms_activity_records_total", []string{"action=keyring.create", "result=ok"}, 1},
 		{"kms_activity_records_total", []string{"action=apikey.create", "result=ok"}, 2},
 		{"kms_activity_records_total", []string{"action=encrypt", "result=ok"}, 1}, // the call
@@ -298,11 +296,7 @@ func TestActionsKeepTheirLabels(t *testing.T) {
 		{"kms_denied_total", []string{"action=decrypt"}, -1},
 		{"kms_key_operations_total", []string{"operation=encrypt", "ring=r1"}, 1}, // the call only
 		{"kms_activity_records_total", []string{"action=other"}, -1},
-	} {
-		if got := f.Value(c.name, c.labels...); got != c.want {
-			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
-		}
-	}
+	})
 }
 
 // TestRefusedCredentialsDenied: a request refused for its credential (no
@@ -321,20 +315,12 @@ func TestRefusedCredentialsDenied(t *testing.T) {
 	}
 
 	f := scrape(t, fx.m.Handler())
-	for _, c := range []struct {
-		name   string
-		labels []string
-		want   float64
-	}{
+	wantSeries(t, f, []series{
 		{"kms_denied_total", []string{"action=" + metrics.CredentialAction, "reason=unauthenticated"}, 3},
 		{"kms_denied_total", []string{"action=user.invite.validate", "reason=unauthenticated"}, 1},
 		{"kms_activity_records_total", []string{"action=" + metrics.CredentialAction}, -1},
 		{"kms_http_requests_total", []string{"route=/ks/keyrings", "code=401"}, 3},
-	} {
-		if got := f.Value(c.name, c.labels...); got != c.want {
-			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
-		}
-	}
+	})
 }
 
 func mustAuth(t *testing.T, svc *kms.Service, secret string) *kms.Principal {
@@ -362,18 +348,10 @@ func TestRateLimitCounts(t *testing.T) {
 		rec("invalid", map[string]any{"calls": 50, "burst": 5, "suppressed": 1}), // 2, not throttled
 	})
 	f := scrape(t, m.Handler())
-	for _, c := range []struct {
-		name   string
-		labels []string
-		want   float64
-	}{
+	wantSeries(t, f, []series{
 		{"kms_throttled_total", []string{"kind=ratelimit_apikey"}, 7},
 		{"kms_denied_total", []string{"action=ratelimit", "reason=rate_limited"}, 7},
 		{"kms_denied_total", []string{"action=ratelimit", "reason=invalid"}, 2},
 		{"kms_activity_records_total", []string{"action=ratelimit", "result=rate_limited"}, 3},
-	} {
-		if got := f.Value(c.name, c.labels...); got != c.want {
-			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
-		}
-	}
+	})
 }
