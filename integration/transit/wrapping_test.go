@@ -1,10 +1,8 @@
 package transit_test
 
 import (
-	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
@@ -12,25 +10,8 @@ import (
 	transitwrapper "github.com/hashicorp/go-kms-wrapping/wrappers/transit/v2"
 
 	"github.com/ringkms/kms/integration/internal/harness"
+	"github.com/ringkms/kms/internal/kmsdtest"
 )
-
-// lockedBuffer is a log destination safe for the wrapper's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestWrappingTransit: go-kms-wrapping's transit wrapper, the
 // auto-unseal client of Vault, OpenBao and Boundary, configures against
@@ -41,7 +22,7 @@ func TestWrappingTransit(t *testing.T) {
 	in := harness.New(t)
 	p := in.Start(t, "-transit")
 	ctx := context.Background()
-	newWrapper := func(t *testing.T, token string, logs *lockedBuffer) *transitwrapper.Wrapper {
+	newWrapper := func(t *testing.T, token string, logs *kmsdtest.Buffer) *transitwrapper.Wrapper {
 		t.Helper()
 		w := transitwrapper.NewWrapper()
 		logger := hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Trace})
@@ -53,7 +34,7 @@ func TestWrappingTransit(t *testing.T) {
 		t.Cleanup(func() { w.Finalize(ctx) })
 		return w
 	}
-	logs := &lockedBuffer{}
+	logs := &kmsdtest.Buffer{}
 	both := in.APIKey(t, p, "keyring.unseal.create", "keyring.unseal.encrypt", "keyring.unseal.decrypt")
 	w := newWrapper(t, both, logs)
 	if strings.Contains(logs.String(), "unable to renew token") {
@@ -80,7 +61,7 @@ func TestWrappingTransit(t *testing.T) {
 		t.Errorf("Decrypt of version 1's blob after rotation = %q, %v", got, err)
 	}
 
-	sealer := newWrapper(t, in.APIKey(t, p, "keyring.unseal.encrypt"), &lockedBuffer{})
+	sealer := newWrapper(t, in.APIKey(t, p, "keyring.unseal.encrypt"), &kmsdtest.Buffer{})
 	sealed, err := sealer.Encrypt(ctx, []byte("x"))
 	if err != nil {
 		t.Fatalf("Encrypt with an encrypt-only credential = %v", err)
