@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -302,26 +301,6 @@ func (l *haLoad) checkRefused(t *testing.T, cl *client.Client) {
 	t.Logf("no ring whose creation was answered an error exists (%d)", len(refused))
 }
 
-// proxyTo starts a netproxy in front of the database of dbURL, closed at
-// the end of the test, and returns it and the database's URL through it.
-func proxyTo(t *testing.T, dbURL string) (*netproxy.Proxy, string) {
-	t.Helper()
-	u, err := url.Parse(dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if u.Host == "" {
-		t.Fatalf("the database is on a Unix socket (%s): a TCP proxy needs one reached over TCP", pgtest.EnvURL)
-	}
-	p, err := netproxy.New(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	u.Host = p.Addr()
-	return p, u.String()
-}
-
 // TestHAFailoverUnderLoad: three nodes on the multi-host URL of a primary
 // and its synchronous standby (target_session_attrs=read-write), under a
 // load of every kind of write, across a SIGKILL of the primary at a
@@ -410,7 +389,7 @@ func TestHASilentNode(t *testing.T) {
 		workers = 2                   // per node
 	)
 	db := pgtest.URL(t)
-	p, through := proxyTo(t, db)
+	p, through := pgtest.Proxy(t, db)
 	c := startCluster(t, []string{db, db, through}, "-store-timeout", timeout.String())
 	pids := c.pids()
 	newRing(t, c.root(t, 0), "silent")
@@ -541,7 +520,7 @@ func TestHAHotStandby(t *testing.T) {
 func TestHACommitCut(t *testing.T) {
 	needKmsd(t)
 	db := pgtest.URL(t)
-	p, through := proxyTo(t, db)
+	p, through := pgtest.Proxy(t, db)
 	c := startCluster(t, []string{db, through})
 	direct, cut := c.root(t, 0), c.root(t, 1)
 	newRing(t, cut, "cut")
@@ -635,13 +614,9 @@ func TestHAConnectionCuts(t *testing.T) {
 		limit   = 64 // the ring's maxEncryptCount: blocks of 8
 	)
 	pair := pgtest.StartPair(t)
-	p, err := netproxy.New(pair.PrimaryAddr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
+	p, through := pair.ProxyPrimary()
 	multi := pair.MultiURL()
-	c := startCluster(t, []string{multi, multi, strings.Replace(multi, pair.PrimaryAddr(), p.Addr(), 1)})
+	c := startCluster(t, []string{multi, multi, through})
 	pids := c.pids()
 	root := c.root(t, 0)
 	newRing(t, root, "cuts")

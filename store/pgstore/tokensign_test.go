@@ -47,20 +47,11 @@ func TestClusterTokenSigningKey(t *testing.T) {
 	start := func(opts kms.Options) *kms.Service {
 		t.Helper()
 		opts.MasterKey = mk
-		svc, err := kms.New(openStore(t, dbURL, Options{}), opts)
-		if err != nil {
-			t.Fatalf("New(%s) = %v", opts.SigningKeyURI, err)
-		}
-		t.Cleanup(func() { svc.Close() })
-		return svc
+		return newService(t, openStore(t, dbURL, Options{}), opts)
 	}
 	join := func(svc *kms.Service) {
 		t.Helper()
-		p, err := svc.Authenticate(ctx, secret)
-		if err != nil {
-			t.Fatal(err)
-		}
-		svcs, roots = append(svcs, svc), append(roots, kms.WithPrincipal(ctx, p))
+		svcs, roots = append(svcs, svc), append(roots, rootOf(t, svc, secret))
 	}
 	var headers []string
 	// encrypt issues a header on node i, checks that every header so far

@@ -123,6 +123,20 @@ func (t *txn) fail(doing string, err error) error {
 	return t.failedErr
 }
 
+// acquire takes the transaction's connection from the pool, unless it
+// holds one already.
+func (t *txn) acquire(ctx context.Context) error {
+	if t.conn != nil {
+		return nil
+	}
+	c, err := t.s.pool.Acquire(ctx)
+	if err != nil {
+		return t.fail("connect to the database", err)
+	}
+	t.conn = c
+	return nil
+}
+
 // roundTrip sends the statements that queue adds, in one batch, preceded
 // by the transaction's BEGIN if it has not been sent, and reads their
 // results with read (nil for none); the results read leaves are read and
@@ -133,12 +147,8 @@ func (t *txn) roundTrip(queue func(*pgx.Batch), read func(pgx.BatchResults) erro
 	}
 	rctx, cancel := t.s.roundTripCtx(t.ctx)
 	defer cancel()
-	if t.conn == nil {
-		c, err := t.s.pool.Acquire(rctx)
-		if err != nil {
-			return t.fail("connect to the database", err)
-		}
-		t.conn = c
+	if err := t.acquire(rctx); err != nil {
+		return err
 	}
 	if t.appendLock && !t.locked {
 		// In a round trip of its own: in the batch of the BEGIN, it
@@ -335,12 +345,8 @@ func (t *txn) Prefetch(keys [][]byte) error {
 func (t *txn) lockAndRead(keys [][]byte, row func(key, value []byte)) error {
 	rctx, cancel := t.s.roundTripCtx(t.ctx)
 	defer cancel()
-	if t.conn == nil {
-		c, err := t.s.pool.Acquire(rctx)
-		if err != nil {
-			return t.fail("connect to the database", err)
-		}
-		t.conn = c
+	if err := t.acquire(rctx); err != nil {
+		return err
 	}
 	arg, err := t.conn.Conn().TypeMap().Encode(pgtype.ByteaArrayOID, pgtype.BinaryFormatCode, byteaArray(keys), nil)
 	if err != nil {
