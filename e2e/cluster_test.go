@@ -370,26 +370,18 @@ func TestCluster(t *testing.T) {
 		var (
 			mu    sync.Mutex
 			uses  = map[string]int{} // key ID -> successful encrypts
-			next  atomic.Int64
-			wg    sync.WaitGroup
 			nodes = []*client.Client{root1, root2, root3}
 		)
-		for w := range clusterNodes * workers {
-			cl := nodes[w%clusterNodes]
-			wg.Go(func() {
-				for next.Add(1) <= calls {
-					e, err := cl.Encrypt(bg, kms.EncryptInput{RingName: "cl-max"})
-					if err != nil {
-						t.Errorf("Encrypt on node %d = %s", w%clusterNodes+1, outcome(err))
-						return
-					}
-					mu.Lock()
-					uses[e.Key.ID]++
-					mu.Unlock()
-				}
-			})
-		}
-		wg.Wait()
+		eachBy(clusterNodes*workers, calls, func(w, _ int) {
+			e, err := nodes[w%clusterNodes].Encrypt(bg, kms.EncryptInput{RingName: "cl-max"})
+			if err != nil {
+				t.Errorf("Encrypt on node %d = %s", w%clusterNodes+1, outcome(err))
+				return
+			}
+			mu.Lock()
+			uses[e.Key.ID]++
+			mu.Unlock()
+		})
 		total := 0
 		for id, n := range uses {
 			total += n
@@ -580,13 +572,17 @@ func checkDecrypts(t *testing.T, clients []*client.Client, acks []clusterAck) {
 }
 
 // each runs fn(i) for every i in [0, n) with a few concurrent callers.
-func each(n int, fn func(i int)) {
+func each(n int, fn func(i int)) { eachBy(8, n, func(_, i int) { fn(i) }) }
+
+// eachBy runs fn(w, i) for every i in [0, n), spread over callers w in
+// [0, workers) that run concurrently.
+func eachBy(workers, n int, fn func(w, i int)) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range 8 {
+	for w := range workers {
 		wg.Go(func() {
 			for i := next.Add(1) - 1; i < int64(n); i = next.Add(1) - 1 {
-				fn(int(i))
+				fn(w, int(i))
 			}
 		})
 	}

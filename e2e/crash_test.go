@@ -324,18 +324,11 @@ func checkAcked(t *testing.T, c *client.Client, workers []*crashWorker) {
 			})
 		}
 	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for i := next.Add(1) - 1; i < int64(len(checks)); i = next.Add(1) - 1 {
-				if err := checks[i](); err != nil {
-					t.Error(err)
-				}
-			}
-		})
-	}
-	wg.Wait()
+	each(len(checks), func(i int) {
+		if err := checks[i](); err != nil {
+			t.Error(err)
+		}
+	})
 	if n := inflight.Load(); n > 0 {
 		counts["API key updates in flight, landed"] = int(landed.Load())
 		counts["API key updates in flight, lost"] = int(n - landed.Load())
