@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ringkms/kms"
-	"github.com/ringkms/kms/internal/hsmtest"
 	"github.com/ringkms/kms/internal/hsmtest/hsmkey"
 )
 
@@ -19,9 +18,7 @@ import (
 // /ks/signing-keys; after kmsd rotate-signing-key made the next key in
 // the token and kmsd runs with it, the headers of both keys verify.
 func TestHeadersSignedInToken(t *testing.T) {
-	tok := hsmtest.New(t, "kms")
-	tok.GenerateEd25519(t, "kms-signing", nil)
-	uri := tok.URI("kms-signing")
+	tok, uri := hsmkey.NewToken(t)
 	in := newInstance(t)
 	in.vars = append(in.vars, tok.Env)
 	v := newValidator(t)

@@ -1,6 +1,7 @@
-// Package hsmkey opens, for a test, the Ed25519 key pair that a PKCS#11
-// URI names in a token made by hsmtest, through internal/hsm as kmsd
-// does. It is apart from hsmtest, which loads no PKCS#11 module.
+// Package hsmkey makes, for a test, a token that holds a signing key
+// (hsmtest), and opens the Ed25519 key pair that a PKCS#11 URI names in
+// a token made by hsmtest, through internal/hsm as kmsd does. It is apart
+// from hsmtest, which loads no PKCS#11 module.
 package hsmkey
 
 import (
@@ -10,7 +11,19 @@ import (
 
 	"github.com/ringkms/kms/internal/headersign"
 	"github.com/ringkms/kms/internal/hsm"
+	"github.com/ringkms/kms/internal/hsmtest"
 )
+
+// NewToken makes a SoftHSM2 token labelled "kms" (hsmtest.New) with an
+// Ed25519 key pair labelled "kms-signing" on it, as an operator makes one
+// for kmsd's -signing-key-pkcs11, and returns the token and the key
+// pair's URI.
+func NewToken(t testing.TB) (*hsmtest.Token, string) {
+	t.Helper()
+	tok := hsmtest.New(t, "kms")
+	tok.GenerateEd25519(t, "kms-signing", nil)
+	return tok, tok.URI("kms-signing")
+}
 
 // Open opens the token of uri with the PIN its pin-source gives, and
 // returns it, the Ed25519 key pair uri names on it, and the parsed URI.
