@@ -183,7 +183,14 @@ func (t *txn) roundTrip(queue func(*pgx.Batch), read func(pgx.BatchResults) erro
 	if err == nil && read != nil {
 		err = read(br)
 	}
-	if cerr := br.Close(); err == nil {
+	return t.finish(br, err)
+}
+
+// finish closes what a round trip read its results from and ends the
+// round trip with err: an error of either fails the transaction, and
+// success says the database answers.
+func (t *txn) finish(results interface{ Close() error }, err error) error {
+	if cerr := results.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
@@ -394,14 +401,7 @@ func (t *txn) lockAndRead(keys [][]byte, row func(key, value []byte)) error {
 	if err == nil {
 		err = result(false) // the final sync
 	}
-	if cerr := p.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return t.fail("query the database", err)
-	}
-	t.s.health.ok()
-	return nil
+	return t.finish(p, err)
 }
 
 // Set stores value under key at commit. It keeps both slices until then.
