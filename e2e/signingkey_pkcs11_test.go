@@ -24,8 +24,7 @@ func TestHeadersSignedInToken(t *testing.T) {
 	v := newValidator(t)
 	bg := context.Background()
 
-	p := in.start(t, "-signing-key-pkcs11", uri)
-	c := clientOf(p, t, v, in.bootstrap)
+	p, c := in.serve(t, v, "-signing-key-pkcs11", uri)
 	must[*kms.CreateKeyRingResult](t, "CreateKeyRing")(c.CreateKeyRing(bg, kms.CreateKeyRingInput{Name: "token-signed"}))
 	first := must[*kms.EncryptResult](t, "Encrypt")(c.Encrypt(bg, kms.EncryptInput{RingName: "token-signed", Asset: &kms.AssetInput{Data: map[string]any{"doc": 1}}}))
 	anon := clientOf(p, t, v, "")
@@ -50,8 +49,7 @@ func TestHeadersSignedInToken(t *testing.T) {
 		t.Fatalf("kmsd rotate-signing-key printed:\n%s", out)
 	}
 
-	p = in.start(t, "-signing-key-pkcs11", newURI)
-	c = clientOf(p, t, v, in.bootstrap)
+	p, c = in.serve(t, v, "-signing-key-pkcs11", newURI)
 	second := must[*kms.EncryptResult](t, "Encrypt after the rotation")(c.Encrypt(bg, kms.EncryptInput{RingName: "token-signed"}))
 	newID := hsmkey.KeyID(t, newURI)
 	// A verifier that holds the keys of before fetches the new one once.
