@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -176,19 +175,16 @@ func TestCrashDurability(t *testing.T) {
 	p := in.start(t)
 	for round := 1; round <= crashRounds; round++ {
 		l := &crashLoad{c: clientOf(p, t, v, in.bootstrap), round: round}
-		var wg sync.WaitGroup
+		var load loop
 		for _, k := range workers {
-			wg.Go(func() {
-				for !l.killed.Load() && k.step(t, l) {
-				}
-			})
+			load.run(func(int) bool { return !l.killed.Load() && k.step(t, l) })
 		}
 		delay := time.Duration(100+rand.IntN(701)) * time.Millisecond
 		// Not an assertion: the random moment of the kill.
 		time.Sleep(delay)
 		l.killed.Store(true)
 		p.Kill(t)
-		wg.Wait()
+		load.halt()
 		if t.Failed() {
 			t.FailNow()
 		}

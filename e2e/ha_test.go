@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -82,10 +81,9 @@ func (c haCall) String() string {
 // haLoad sends calls to the nodes of a cluster from goroutines of its own
 // until halted, and keeps every call and what each write acknowledged.
 type haLoad struct {
-	c      *cluster
-	ring   string // the ring of encrypts and rotations
-	halted atomic.Bool
-	wg     sync.WaitGroup
+	c    *cluster
+	ring string // the ring of encrypts and rotations
+	loop
 
 	mu       sync.Mutex
 	calls    []haCall
@@ -111,12 +109,12 @@ func (l *haLoad) writes(t *testing.T, nodes []int, workers int, ops ...haOp) {
 // first in the cycle; name and the call's number name what its calls
 // make (rings, Assets).
 func (l *haLoad) worker(cl *client.Client, node int, who, name string, first int, ops ...haOp) {
-	l.wg.Go(func() {
-		for n := first; !l.halted.Load(); n++ {
-			if c := l.do(cl, node, who, ops[n%len(ops)], fmt.Sprintf("%s-%d", name, n)); c.status != http.StatusOK {
-				time.Sleep(errorPause)
-			}
+	l.run(func(n int) bool {
+		n += first
+		if c := l.do(cl, node, who, ops[n%len(ops)], fmt.Sprintf("%s-%d", name, n)); c.status != http.StatusOK {
+			time.Sleep(errorPause)
 		}
+		return true
 	})
 }
 
@@ -125,19 +123,12 @@ func (l *haLoad) probe(t *testing.T, nodes ...int) {
 	t.Helper()
 	for _, i := range nodes {
 		cl := l.c.client(t, i, "")
-		l.wg.Go(func() {
-			for !l.halted.Load() {
-				l.do(cl, i, "", opHealth, "")
-				time.Sleep(healthEvery)
-			}
+		l.run(func(int) bool {
+			l.do(cl, i, "", opHealth, "")
+			time.Sleep(healthEvery)
+			return true
 		})
 	}
-}
-
-// halt stops the load, once its calls under way are answered.
-func (l *haLoad) halt() {
-	l.halted.Store(true)
-	l.wg.Wait()
 }
 
 // do sends one call through cl, a client of node with the API key who
