@@ -34,9 +34,7 @@ func jsonLines(t *testing.T, text string) []kms.Activity {
 func TestAuditSinkAndExport(t *testing.T) {
 	in := newInstance(t)
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
-	p := in.start(t, "-audit-sink", "file:"+path)
-	v := newValidator(t)
-	root := clientOf(p, t, v, in.bootstrap)
+	p, root := in.serve(t, newValidator(t), "-audit-sink", "file:"+path)
 	must[*kms.CreateKeyRingResult](t, "CreateKeyRing")(root.CreateKeyRing(bg, kms.CreateKeyRingInput{Name: "siem"}))
 	for range 30 {
 		must[*kms.EncryptResult](t, "Encrypt")(root.Encrypt(bg, kms.EncryptInput{RingName: "siem"}))

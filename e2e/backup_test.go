@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -20,30 +19,23 @@ import (
 // the clear; with kmsd stopped, kmsd backup takes the store itself; a
 // damaged backup does not restore and leaves no directory.
 func TestBackupRestore(t *testing.T) {
-	in := newInstance(t)
-	p := in.start(t)
-	v := newValidator(t)
-	root := clientOf(p, t, v, in.bootstrap)
+	in, p, v, root := serve(t)
 	ring := must[*kms.CreateKeyRingResult](t, "CreateKeyRing")(root.CreateKeyRing(bg, kms.CreateKeyRingInput{Name: "docs"}))
 	before := must[*kms.EncryptResult](t, "Encrypt")(root.Encrypt(bg, kms.EncryptInput{RingName: "docs", Asset: &kms.AssetInput{Data: map[string]any{"f": "a"}}}))
 	key := unwrap(t, ring.PrivateKey, before.RingID, before.Key)
 
 	// Encrypt calls go on during the backup.
-	var stop atomic.Bool
+	var load loop
 	var calls atomic.Int64
-	var wg sync.WaitGroup
 	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for !stop.Load() {
-				if _, err := root.Encrypt(bg, kms.EncryptInput{RingName: "docs"}); err != nil {
-					t.Errorf("Encrypt during the backup: %v", err)
-					return
-				}
-				calls.Add(1)
+		load.run(func(int) bool {
+			if _, err := root.Encrypt(bg, kms.EncryptInput{RingName: "docs"}); err != nil {
+				t.Errorf("Encrypt during the backup: %v", err)
+				return false
 			}
-		}()
+			calls.Add(1)
+			return true
+		})
 	}
 	dir := t.TempDir()
 	file := filepath.Join(dir, "kms.backup")
@@ -52,8 +44,7 @@ func TestBackupRestore(t *testing.T) {
 	}
 	out := in.kmsdCmd(t, "backup", "-data", in.data, "-o", file)
 	during := calls.Load()
-	stop.Store(true)
-	wg.Wait()
+	load.halt()
 	if !strings.Contains(out, "backup (online)") {
 		t.Fatalf("kmsd backup of a running kmsd printed:\n%s", out)
 	}

@@ -370,26 +370,18 @@ func TestCluster(t *testing.T) {
 		var (
 			mu    sync.Mutex
 			uses  = map[string]int{} // key ID -> successful encrypts
-			next  atomic.Int64
-			wg    sync.WaitGroup
 			nodes = []*client.Client{root1, root2, root3}
 		)
-		for w := range clusterNodes * workers {
-			cl := nodes[w%clusterNodes]
-			wg.Go(func() {
-				for next.Add(1) <= calls {
-					e, err := cl.Encrypt(bg, kms.EncryptInput{RingName: "cl-max"})
-					if err != nil {
-						t.Errorf("Encrypt on node %d = %s", w%clusterNodes+1, outcome(err))
-						return
-					}
-					mu.Lock()
-					uses[e.Key.ID]++
-					mu.Unlock()
-				}
-			})
-		}
-		wg.Wait()
+		eachBy(clusterNodes*workers, calls, func(w, _ int) {
+			e, err := nodes[w%clusterNodes].Encrypt(bg, kms.EncryptInput{RingName: "cl-max"})
+			if err != nil {
+				t.Errorf("Encrypt on node %d = %s", w%clusterNodes+1, outcome(err))
+				return
+			}
+			mu.Lock()
+			uses[e.Key.ID]++
+			mu.Unlock()
+		})
 		total := 0
 		for id, n := range uses {
 			total += n
@@ -447,48 +439,43 @@ func killUnderLoad(t *testing.T, c *cluster) {
 		mu         sync.Mutex
 		acks       []clusterAck
 		killed     atomic.Bool  // set before the SIGKILL
-		stop       atomic.Bool  // the load ends
 		afterKill  atomic.Int64 // survivors' acks after the kill
 		beforeKill atomic.Int64 // the victim's acks
-		wg         sync.WaitGroup
+		load       loop
 	)
 	for w := range clusterNodes * workers {
 		i := w % clusterNodes
 		cl := c.root(t, i)
-		wg.Go(func() {
-			for n := 0; !stop.Load(); n++ {
-				in := kms.EncryptInput{RingName: "cl-kill"}
-				if n%3 == 0 {
-					in.Asset = &kms.AssetInput{Data: map[string]any{"w": w, "n": n}}
-				}
-				e, err := cl.Encrypt(bg, in)
-				if err != nil {
-					if i == victim && killed.Load() {
-						return // the node died: the call may or may not have landed
-					}
-					t.Errorf("Encrypt on %s (killed: %v) = %s", c.nodes[i].name, killed.Load(), outcome(err))
-					return
-				}
-				a := clusterAck{node: i, keyID: e.Key.ID, hash: e.Hash, header: e.Header, keyShare: e.KeyShare}
-				if e.Asset != nil {
-					a.assetID = e.Asset.ID
-				}
-				mu.Lock()
-				acks = append(acks, a)
-				mu.Unlock()
-				switch {
-				case i == victim:
-					beforeKill.Add(1)
-				case killed.Load():
-					afterKill.Add(1)
-				}
+		load.run(func(n int) bool {
+			in := kms.EncryptInput{RingName: "cl-kill"}
+			if n%3 == 0 {
+				in.Asset = &kms.AssetInput{Data: map[string]any{"w": w, "n": n}}
 			}
+			e, err := cl.Encrypt(bg, in)
+			if err != nil {
+				if i == victim && killed.Load() {
+					return false // the node died: the call may or may not have landed
+				}
+				t.Errorf("Encrypt on %s (killed: %v) = %s", c.nodes[i].name, killed.Load(), outcome(err))
+				return false
+			}
+			a := clusterAck{node: i, keyID: e.Key.ID, hash: e.Hash, header: e.Header, keyShare: e.KeyShare}
+			if e.Asset != nil {
+				a.assetID = e.Asset.ID
+			}
+			mu.Lock()
+			acks = append(acks, a)
+			mu.Unlock()
+			switch {
+			case i == victim:
+				beforeKill.Add(1)
+			case killed.Load():
+				afterKill.Add(1)
+			}
+			return true
 		})
 	}
-	defer func() { // also when a wait below fails the test
-		stop.Store(true)
-		wg.Wait()
-	}()
+	defer load.halt() // also when a wait below fails the test
 	// The victim is killed once it has answered some calls, at a random
 	// moment after that (not an assertion).
 	const first = 10
@@ -505,8 +492,7 @@ func killUnderLoad(t *testing.T, c *cluster) {
 	waitFor(t, 30*time.Second, fmt.Sprintf("%d encrypts on the surviving nodes after the kill", more), func() bool {
 		return afterKill.Load() >= more || t.Failed()
 	})
-	stop.Store(true)
-	wg.Wait()
+	load.halt()
 	if t.Failed() {
 		t.FailNow()
 	}
@@ -577,18 +563,4 @@ func checkDecrypts(t *testing.T, clients []*client.Client, acks []clusterAck) {
 			t.Errorf("Decrypt on %s of hash %s = a key share (%d characters) that is not the one the encrypt handed out", cl.BaseURL(), a.hash, len(d.KeyShare))
 		}
 	})
-}
-
-// each runs fn(i) for every i in [0, n) with a few concurrent callers.
-func each(n int, fn func(i int)) {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for i := next.Add(1) - 1; i < int64(n); i = next.Add(1) - 1 {
-				fn(int(i))
-			}
-		})
-	}
-	wg.Wait()
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -176,19 +175,16 @@ func TestCrashDurability(t *testing.T) {
 	p := in.start(t)
 	for round := 1; round <= crashRounds; round++ {
 		l := &crashLoad{c: clientOf(p, t, v, in.bootstrap), round: round}
-		var wg sync.WaitGroup
+		var load loop
 		for _, k := range workers {
-			wg.Go(func() {
-				for !l.killed.Load() && k.step(t, l) {
-				}
-			})
+			load.run(func(int) bool { return !l.killed.Load() && k.step(t, l) })
 		}
 		delay := time.Duration(100+rand.IntN(701)) * time.Millisecond
 		// Not an assertion: the random moment of the kill.
 		time.Sleep(delay)
 		l.killed.Store(true)
 		p.Kill(t)
-		wg.Wait()
+		load.halt()
 		if t.Failed() {
 			t.FailNow()
 		}
@@ -324,18 +320,11 @@ func checkAcked(t *testing.T, c *client.Client, workers []*crashWorker) {
 			})
 		}
 	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for i := next.Add(1) - 1; i < int64(len(checks)); i = next.Add(1) - 1 {
-				if err := checks[i](); err != nil {
-					t.Error(err)
-				}
-			}
-		})
-	}
-	wg.Wait()
+	each(len(checks), func(i int) {
+		if err := checks[i](); err != nil {
+			t.Error(err)
+		}
+	})
 	if n := inflight.Load(); n > 0 {
 		counts["API key updates in flight, landed"] = int(landed.Load())
 		counts["API key updates in flight, lost"] = int(n - landed.Load())

@@ -43,6 +43,16 @@ func smallFS(t *testing.T, dir string, size int64) {
 	})
 }
 
+// smallDisk returns a new instance with a tmpfs of size bytes mounted on
+// sub of its data directory (the data directory itself when empty), and
+// a validator for its calls.
+func smallDisk(t *testing.T, sub string, size int64) (*instance, *validator) {
+	t.Helper()
+	in := newInstance(t)
+	smallFS(t, filepath.Join(in.data, sub), size)
+	return in, newValidator(t)
+}
+
 // fill writes the file path until its file system has no byte left, and
 // returns how much it wrote.
 func fill(t *testing.T, path string) int64 {
@@ -97,10 +107,8 @@ func diskCall(t *testing.T, v *validator, p *proc, method, path, secret string, 
 // without a restart, every hash acknowledged before decrypts, and the
 // audit chain verifies.
 func TestDiskFull(t *testing.T) {
-	in := newInstance(t)
-	smallFS(t, in.data, 64<<20)
+	in, v := smallDisk(t, "", 64<<20)
 	const reserve = "16MiB"
-	v := newValidator(t)
 	p := in.start(t, "-disk-reserve", reserve)
 	root := in.bootstrap
 
@@ -188,11 +196,9 @@ func TestDiskFull(t *testing.T) {
 // directory whose disk is full, serves 503 and 507 until there is room,
 // then creates its store and bootstrap key and serves, without a restart.
 func TestFirstStartOnFullDisk(t *testing.T) {
-	in := newInstance(t)
-	smallFS(t, in.data, 32<<20)
+	in, v := smallDisk(t, "", 32<<20)
 	filler := filepath.Join(in.data, "filler")
 	fill(t, filler)
-	v := newValidator(t)
 	p := in.start(t, "-disk-reserve", "8MiB")
 	if code, msg := diskCall(t, v, p, "GET", "/healthz", "", nil); code != http.StatusServiceUnavailable || !strings.Contains(msg, "disk is full") {
 		t.Errorf("GET /healthz on a full disk before the first start = %d %q, want 503 saying the disk is full", code, msg)
@@ -219,9 +225,7 @@ func TestFirstStartOnFullDisk(t *testing.T) {
 // dies, the answers turn to 507, and every answer of 200 stays true (its
 // hash decrypts once space is back, and after a restart).
 func TestDiskFullUnderLoad(t *testing.T) {
-	in := newInstance(t)
-	smallFS(t, in.data, 64<<20)
-	v := newValidator(t)
+	in, v := smallDisk(t, "", 64<<20)
 	p := in.start(t, "-disk-reserve", "16MiB")
 	root := in.bootstrap
 	if code, msg := diskCall(t, v, p, "POST", "/ks/keyrings", root, map[string]any{"name": "pay"}); code != 200 {
@@ -298,10 +302,8 @@ func TestDiskFullUnderLoad(t *testing.T) {
 func TestTrailDiskFull(t *testing.T) {
 	for _, reserve := range []string{"4MiB", "0"} {
 		t.Run("reserve "+reserve, func(t *testing.T) {
-			in := newInstance(t)
+			in, v := smallDisk(t, "trail", 16<<20)
 			trail := filepath.Join(in.data, "trail")
-			smallFS(t, trail, 16<<20)
-			v := newValidator(t)
 			p := in.start(t, "-disk-reserve", reserve)
 			root := in.bootstrap
 			if code, msg := diskCall(t, v, p, "POST", "/ks/keyrings", root, map[string]any{"name": "pay"}); code != 200 {

@@ -20,10 +20,7 @@ import (
 // Service seals the client opens, as one format; and kmsd refuses to
 // open one whose header was altered.
 func TestEnvelopeOverHTTP(t *testing.T) {
-	in := newInstance(t)
-	p := in.start(t)
-	v := newValidator(t)
-	root := clientOf(p, t, v, in.bootstrap)
+	_, _, _, root := serve(t)
 
 	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {

@@ -127,10 +127,7 @@ func allPages[T any](t *testing.T, what string, size int, list func(kms.PageRequ
 }
 
 func TestFlows(t *testing.T) {
-	in := newInstance(t)
-	p := in.start(t, "-min-destroy-delay", "0s")
-	v := newValidator(t)
-	root := clientOf(p, t, v, in.bootstrap)
+	in, p, v, root := serve(t, "-min-destroy-delay", "0s")
 	anon := clientOf(p, t, v, "")
 	mails := map[string]bool{}
 

@@ -4,11 +4,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -83,10 +81,9 @@ func (c haCall) String() string {
 // haLoad sends calls to the nodes of a cluster from goroutines of its own
 // until halted, and keeps every call and what each write acknowledged.
 type haLoad struct {
-	c      *cluster
-	ring   string // the ring of encrypts and rotations
-	halted atomic.Bool
-	wg     sync.WaitGroup
+	c    *cluster
+	ring string // the ring of encrypts and rotations
+	loop
 
 	mu       sync.Mutex
 	calls    []haCall
@@ -112,12 +109,12 @@ func (l *haLoad) writes(t *testing.T, nodes []int, workers int, ops ...haOp) {
 // first in the cycle; name and the call's number name what its calls
 // make (rings, Assets).
 func (l *haLoad) worker(cl *client.Client, node int, who, name string, first int, ops ...haOp) {
-	l.wg.Go(func() {
-		for n := first; !l.halted.Load(); n++ {
-			if c := l.do(cl, node, who, ops[n%len(ops)], fmt.Sprintf("%s-%d", name, n)); c.status != http.StatusOK {
-				time.Sleep(errorPause)
-			}
+	l.run(func(n int) bool {
+		n += first
+		if c := l.do(cl, node, who, ops[n%len(ops)], fmt.Sprintf("%s-%d", name, n)); c.status != http.StatusOK {
+			time.Sleep(errorPause)
 		}
+		return true
 	})
 }
 
@@ -126,19 +123,12 @@ func (l *haLoad) probe(t *testing.T, nodes ...int) {
 	t.Helper()
 	for _, i := range nodes {
 		cl := l.c.client(t, i, "")
-		l.wg.Go(func() {
-			for !l.halted.Load() {
-				l.do(cl, i, "", opHealth, "")
-				time.Sleep(healthEvery)
-			}
+		l.run(func(int) bool {
+			l.do(cl, i, "", opHealth, "")
+			time.Sleep(healthEvery)
+			return true
 		})
 	}
-}
-
-// halt stops the load, once its calls under way are answered.
-func (l *haLoad) halt() {
-	l.halted.Store(true)
-	l.wg.Wait()
 }
 
 // do sends one call through cl, a client of node with the API key who
@@ -302,26 +292,6 @@ func (l *haLoad) checkRefused(t *testing.T, cl *client.Client) {
 	t.Logf("no ring whose creation was answered an error exists (%d)", len(refused))
 }
 
-// proxyTo starts a netproxy in front of the database of dbURL, closed at
-// the end of the test, and returns it and the database's URL through it.
-func proxyTo(t *testing.T, dbURL string) (*netproxy.Proxy, string) {
-	t.Helper()
-	u, err := url.Parse(dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if u.Host == "" {
-		t.Fatalf("the database is on a Unix socket (%s): a TCP proxy needs one reached over TCP", pgtest.EnvURL)
-	}
-	p, err := netproxy.New(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	u.Host = p.Addr()
-	return p, u.String()
-}
-
 // TestHAFailoverUnderLoad: three nodes on the multi-host URL of a primary
 // and its synchronous standby (target_session_attrs=read-write), under a
 // load of every kind of write, across a SIGKILL of the primary at a
@@ -410,7 +380,7 @@ func TestHASilentNode(t *testing.T) {
 		workers = 2                   // per node
 	)
 	db := pgtest.URL(t)
-	p, through := proxyTo(t, db)
+	p, through := pgtest.Proxy(t, db)
 	c := startCluster(t, []string{db, db, through}, "-store-timeout", timeout.String())
 	pids := c.pids()
 	newRing(t, c.root(t, 0), "silent")
@@ -541,7 +511,7 @@ func TestHAHotStandby(t *testing.T) {
 func TestHACommitCut(t *testing.T) {
 	needKmsd(t)
 	db := pgtest.URL(t)
-	p, through := proxyTo(t, db)
+	p, through := pgtest.Proxy(t, db)
 	c := startCluster(t, []string{db, through})
 	direct, cut := c.root(t, 0), c.root(t, 1)
 	newRing(t, cut, "cut")
@@ -635,13 +605,9 @@ func TestHAConnectionCuts(t *testing.T) {
 		limit   = 64 // the ring's maxEncryptCount: blocks of 8
 	)
 	pair := pgtest.StartPair(t)
-	p, err := netproxy.New(pair.PrimaryAddr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
+	p, through := pair.ProxyPrimary()
 	multi := pair.MultiURL()
-	c := startCluster(t, []string{multi, multi, strings.Replace(multi, pair.PrimaryAddr(), p.Addr(), 1)})
+	c := startCluster(t, []string{multi, multi, through})
 	pids := c.pids()
 	root := c.root(t, 0)
 	newRing(t, root, "cuts")

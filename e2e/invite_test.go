@@ -19,9 +19,7 @@ import (
 // passphrase of lower-case words) and makes it active; opened again, the
 // used link answers a page that says it cannot be used.
 func TestInviteLinkInBrowser(t *testing.T) {
-	in := newInstance(t)
-	p := in.start(t)
-	root := clientOf(p, t, newValidator(t), in.bootstrap)
+	in, _, _, root := serve(t)
 	must[*kms.InviteResult](t, "Invite")(root.Invite(bg, kms.InviteInput{Username: "kit", Email: "kit@example.com", FirstName: "Kit", LastName: "Marlowe"}))
 	link, token := in.waitMail(t, "kit@example.com", map[string]bool{}).link(t, "/auth/user/invite-validate")
 

@@ -102,10 +102,7 @@ func TestKmsctlUsage(t *testing.T) {
 }
 
 func TestKmsctl(t *testing.T) {
-	in := newInstance(t)
-	p := in.start(t)
-	v := newValidator(t)
-	root := clientOf(p, t, v, in.bootstrap)
+	in, p, _, root := serve(t)
 	env := kmsctlEnv(t, p, in.bootstrap)
 	dir := t.TempDir()
 	keyFile := filepath.Join(dir, "payments.key")

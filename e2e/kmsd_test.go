@@ -232,6 +232,25 @@ func clientOf(p *proc, t *testing.T, v *validator, secret string) *client.Client
 	return c
 }
 
+// serve starts kmsd on a new instance with the flags extra, and returns
+// the instance, kmsd, the validator of its calls and a client of its root
+// API key (clientOf gives others).
+func serve(t *testing.T, extra ...string) (*instance, *proc, *validator, *client.Client) {
+	t.Helper()
+	in := newInstance(t)
+	v := newValidator(t)
+	p, root := in.serve(t, v, extra...)
+	return in, p, v, root
+}
+
+// serve starts kmsd on the instance with the flags extra and returns it
+// with a client of its root API key whose calls v validates.
+func (in *instance) serve(t *testing.T, v *validator, extra ...string) (*proc, *client.Client) {
+	t.Helper()
+	p := in.start(t, extra...)
+	return p, clientOf(p, t, v, in.bootstrap)
+}
+
 // mail is one message of the outbox.
 type mail struct {
 	name, to, subject, body string

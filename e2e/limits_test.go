@@ -15,10 +15,7 @@ import (
 // TestPlanLimits starts kmsd with plan limits and checks that creating past
 // one answers 403 naming the maximum.
 func TestPlanLimits(t *testing.T) {
-	in := newInstance(t)
-	p := in.start(t, "-max-keyrings", "1", "-max-accounts", "2", "-max-apikeys-per-account", "2", "-max-users", "1")
-	v := newValidator(t)
-	root := clientOf(p, t, v, in.bootstrap)
+	_, p, _, root := serve(t, "-max-keyrings", "1", "-max-accounts", "2", "-max-apikeys-per-account", "2", "-max-users", "1")
 	bg := context.Background()
 	check := func(what string, err error, max string) {
 		t.Helper()
@@ -63,10 +60,7 @@ func TestPlanLimits(t *testing.T) {
 // same second as the first, is only counted in memory, and its count is
 // recorded (and measured) once the second has ended.
 func TestRateLimit(t *testing.T) {
-	in := newInstance(t)
-	p := in.start(t, "-rate-limit-apikey", "1:3", "-rate-limit-addr", "1000", "-metrics")
-	v := newValidator(t)
-	root := clientOf(p, t, v, in.bootstrap)
+	_, p, v, root := serve(t, "-rate-limit-apikey", "1:3", "-rate-limit-addr", "1000", "-metrics")
 	key := must[*kms.APIKey](t, "CreateAPIKey")(root.CreateAPIKey(bg, kms.APIKeyInput{AccountID: kms.BootstrapAccountUID, AccountByUID: true,
 		Flags: kms.Flags{"keyring.*.read": true}}))
 	limited := clientOf(p, t, v, key.Key)
@@ -125,10 +119,7 @@ func TestRateLimit(t *testing.T) {
 // it covers passes and uses its calls up. The rate is low (a call every
 // 20 s) so that the bucket does not refill while the test runs.
 func TestRateLimitBatch(t *testing.T) {
-	in := newInstance(t)
-	p := in.start(t, "-rate-limit-apikey", "0.05:5")
-	v := newValidator(t)
-	root := clientOf(p, t, v, in.bootstrap)
+	_, p, v, root := serve(t, "-rate-limit-apikey", "0.05:5")
 	must[*kms.CreateKeyRingResult](t, "CreateKeyRing")(root.CreateKeyRing(bg, kms.CreateKeyRingInput{Name: "bulk", KEM: "x25519"}))
 	key := must[*kms.APIKey](t, "CreateAPIKey")(root.CreateAPIKey(bg, kms.APIKeyInput{AccountID: kms.BootstrapAccountUID, AccountByUID: true,
 		Flags: kms.Flags{"keyring.bulk.encrypt": true}}))

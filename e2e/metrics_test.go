@@ -1,14 +1,12 @@
 package e2e
 
 import (
-	"context"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/ringkms/kms"
-	"github.com/ringkms/kms/internal/kmsdtest"
 	"github.com/ringkms/kms/internal/promtest"
 )
 
@@ -26,12 +24,7 @@ func TestMetrics(t *testing.T) {
 	}
 	metricsAddr := ln.Addr().String()
 	ln.Close()
-	args := []string{"-addr", "127.0.0.1:0", "-data", in.data, "-mail-outbox", in.outbox, "-log-level", "warn",
-		"-metrics", "-metrics-addr", metricsAddr}
-	p := kmsdtest.Launch(t, kmsdPath, append(in.env(), "KMS_METRICS_TOKEN="+token), args...)
-	p.Listen(t, startTimeout)
-	c := clientOf(p, t, v, in.bootstrap)
-	bg := context.Background()
+	p, c := in.with("KMS_METRICS_TOKEN="+token).serve(t, v, "-metrics", "-metrics-addr", metricsAddr)
 	must[*kms.CreateKeyRingResult](t, "CreateKeyRing")(c.CreateKeyRing(bg, kms.CreateKeyRingInput{Name: "metered"}))
 	for range 5 {
 		must[*kms.EncryptResult](t, "Encrypt")(c.Encrypt(bg, kms.EncryptInput{RingName: "metered"}))

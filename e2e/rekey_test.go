@@ -46,10 +46,7 @@ const notThisStore = "the master key is not this store's"
 // starts only with the new one, decrypts what was encrypted before, and
 // verify-audit passes with it.
 func TestRekey(t *testing.T) {
-	in := newInstance(t)
-	p := in.start(t)
-	v := newValidator(t)
-	root := clientOf(p, t, v, in.bootstrap)
+	in, p, v, root := serve(t)
 	ring := must[*kms.CreateKeyRingResult](t, "CreateKeyRing")(root.CreateKeyRing(bg, kms.CreateKeyRingInput{Name: "docs"}))
 	before := must[*kms.EncryptResult](t, "Encrypt")(root.Encrypt(bg, kms.EncryptInput{RingName: "docs"}))
 	p.Stop(t)
@@ -62,8 +59,7 @@ func TestRekey(t *testing.T) {
 	in.auditRefused(t)
 	in.masterKey = newKey
 	in.verifyAudit(t)
-	p = in.start(t)
-	root = clientOf(p, t, v, in.bootstrap)
+	p, root = in.serve(t, v)
 	dec := must[*kms.DecryptResult](t, "Decrypt after the rekey")(root.Decrypt(bg, kms.DecryptInput{Hash: before.Hash, Header: before.Header}))
 	if got, want := unwrap(t, ring.PrivateKey, dec.RingID, dec.Key), unwrap(t, ring.PrivateKey, before.RingID, before.Key); string(got) != string(want) {
 		t.Fatal("Decrypt after the rekey gave another key")
@@ -76,11 +72,8 @@ func TestRekey(t *testing.T) {
 // the headers issued before the rotation still verify after it, and new
 // ones name the new key.
 func TestHeadersVerifyAcrossSigningKeyRotation(t *testing.T) {
-	in := newInstance(t)
-	v := newValidator(t)
+	in, p, v, c := serve(t)
 	bg := context.Background()
-	p := in.start(t)
-	c := clientOf(p, t, v, in.bootstrap)
 	must[*kms.CreateKeyRingResult](t, "CreateKeyRing")(c.CreateKeyRing(bg, kms.CreateKeyRingInput{Name: "signed"}))
 	before := must[*kms.EncryptResult](t, "Encrypt")(c.Encrypt(bg, kms.EncryptInput{RingName: "signed", Asset: &kms.AssetInput{Data: map[string]any{"doc": 1}}}))
 	oldKeys := must[*kms.SigningKeySet](t, "SigningKeys")(clientOf(p, t, v, "").SigningKeys(bg))
@@ -92,8 +85,7 @@ func TestHeadersVerifyAcrossSigningKeyRotation(t *testing.T) {
 
 	in.kmsdCmd(t, "rotate-signing-key", "-data", in.data)
 
-	p = in.start(t)
-	c = clientOf(p, t, v, in.bootstrap)
+	p, c = in.serve(t, v)
 	after := must[*kms.EncryptResult](t, "Encrypt after the rotation")(c.Encrypt(bg, kms.EncryptInput{RingName: "signed"}))
 	keys := must[*kms.SigningKeySet](t, "SigningKeys after the rotation")(clientOf(p, t, v, "").SigningKeys(bg))
 	if len(keys.Keys) != len(oldKeys.Keys)+1 {

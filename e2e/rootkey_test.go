@@ -256,8 +256,7 @@ type loadStore struct {
 type rekeyLoad struct {
 	v      *validator
 	stores []*loadStore
-	stop   atomic.Bool
-	wg     sync.WaitGroup
+	loop
 	phase  atomic.Value // string: the step of the procedure, for failures
 	mu     sync.Mutex
 	failed []string
@@ -318,23 +317,23 @@ func (s *loadStore) call(nd *loadNode, w, n int) error {
 // start runs workers on s until the load stops.
 func (l *rekeyLoad) start(s *loadStore, workers int) {
 	for w := range workers {
-		l.wg.Go(func() {
-			for n := 0; !l.stop.Load(); {
-				nd := s.node()
-				if nd == nil {
-					time.Sleep(5 * time.Millisecond)
-					continue
-				}
-				err := s.call(nd, w, n)
-				nd.mu.RUnlock()
-				s.calls.Add(1)
-				n++
-				if err != nil {
-					l.mu.Lock()
-					l.failed = append(l.failed, fmt.Sprintf("%s, on %s of %s: %v", l.phase.Load(), nd.name, s.name, err))
-					l.mu.Unlock()
-				}
+		n := 0 // the calls made
+		l.loop.run(func(int) bool {
+			nd := s.node()
+			if nd == nil {
+				time.Sleep(5 * time.Millisecond)
+				return true
 			}
+			err := s.call(nd, w, n)
+			nd.mu.RUnlock()
+			s.calls.Add(1)
+			n++
+			if err != nil {
+				l.mu.Lock()
+				l.failed = append(l.failed, fmt.Sprintf("%s, on %s of %s: %v", l.phase.Load(), nd.name, s.name, err))
+				l.mu.Unlock()
+			}
+			return true
 		})
 	}
 }
@@ -353,8 +352,7 @@ func (l *rekeyLoad) run(t *testing.T, n int64) {
 // end stops the load and fails the test for every failed call.
 func (l *rekeyLoad) end(t *testing.T) {
 	t.Helper()
-	l.stop.Store(true)
-	l.wg.Wait()
+	l.halt()
 	for _, f := range l.failed[:min(len(l.failed), 20)] {
 		t.Error(f)
 	}
@@ -447,10 +445,7 @@ func TestRekeyUnderLoad(t *testing.T) {
 	}
 	l.start(pg, 3)
 	l.start(embedded, 2)
-	defer func() { // also when the test fails on the way
-		l.stop.Store(true)
-		l.wg.Wait()
-	}()
+	defer l.halt() // also when the test fails on the way
 	l.run(t, 40)
 	t.Logf("(a) %v: under load", time.Since(begin).Round(time.Millisecond))
 

@@ -200,9 +200,7 @@ func TestNoSecretAtRestOrInLogs(t *testing.T) {
 // request comes from an address of its own (X-Forwarded-For, which kmsd
 // trusts here), so the per-client throttle does not refuse the run.
 func TestResetStartTimingTellsNothing(t *testing.T) {
-	in := newInstance(t)
-	p := in.start(t, "-client-ip-header", "X-Forwarded-For")
-	root := clientOf(p, t, newValidator(t), in.bootstrap)
+	_, p, _, root := serve(t, "-client-ip-header", "X-Forwarded-For")
 	const n = 60
 	var wg sync.WaitGroup
 	errs := make(chan error, n)

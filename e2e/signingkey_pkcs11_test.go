@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ringkms/kms"
-	"github.com/ringkms/kms/internal/hsmtest"
 	"github.com/ringkms/kms/internal/hsmtest/hsmkey"
 )
 
@@ -19,16 +18,13 @@ import (
 // /ks/signing-keys; after kmsd rotate-signing-key made the next key in
 // the token and kmsd runs with it, the headers of both keys verify.
 func TestHeadersSignedInToken(t *testing.T) {
-	tok := hsmtest.New(t, "kms")
-	tok.GenerateEd25519(t, "kms-signing", nil)
-	uri := tok.URI("kms-signing")
+	tok, uri := hsmkey.NewToken(t)
 	in := newInstance(t)
 	in.vars = append(in.vars, tok.Env)
 	v := newValidator(t)
 	bg := context.Background()
 
-	p := in.start(t, "-signing-key-pkcs11", uri)
-	c := clientOf(p, t, v, in.bootstrap)
+	p, c := in.serve(t, v, "-signing-key-pkcs11", uri)
 	must[*kms.CreateKeyRingResult](t, "CreateKeyRing")(c.CreateKeyRing(bg, kms.CreateKeyRingInput{Name: "token-signed"}))
 	first := must[*kms.EncryptResult](t, "Encrypt")(c.Encrypt(bg, kms.EncryptInput{RingName: "token-signed", Asset: &kms.AssetInput{Data: map[string]any{"doc": 1}}}))
 	anon := clientOf(p, t, v, "")
@@ -53,8 +49,7 @@ func TestHeadersSignedInToken(t *testing.T) {
 		t.Fatalf("kmsd rotate-signing-key printed:\n%s", out)
 	}
 
-	p = in.start(t, "-signing-key-pkcs11", newURI)
-	c = clientOf(p, t, v, in.bootstrap)
+	p, c = in.serve(t, v, "-signing-key-pkcs11", newURI)
 	second := must[*kms.EncryptResult](t, "Encrypt after the rotation")(c.Encrypt(bg, kms.EncryptInput{RingName: "token-signed"}))
 	newID := hsmkey.KeyID(t, newURI)
 	// A verifier that holds the keys of before fetches the new one once.

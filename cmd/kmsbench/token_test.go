@@ -5,7 +5,7 @@ package main
 import (
 	"testing"
 
-	"github.com/ringkms/kms/internal/hsmtest"
+	"github.com/ringkms/kms/internal/hsmtest/hsmkey"
 )
 
 // TestRunSigningKeyPKCS11: with -signing-key-pkcs11, the kmsd kmsbench
@@ -14,9 +14,8 @@ import (
 // succeeds on both.
 func TestRunSigningKeyPKCS11(t *testing.T) {
 	bin := testKmsd(t)
-	tok := hsmtest.New(t, "kms")
-	tok.GenerateEd25519(t, "kms-signing", nil)
-	sum, stderr := runJSON(t, noEnv, "-start", "-kmsd", bin, "-against", bin, "-signing-key-pkcs11", tok.URI("kms-signing"),
+	_, uri := hsmkey.NewToken(t)
+	sum, stderr := runJSON(t, noEnv, "-start", "-kmsd", bin, "-against", bin, "-signing-key-pkcs11", uri,
 		"-kmsd-log-level", "warn", "-c", "4", "-d", "2s", "-rounds", "2", "-warmup", "100ms")
 	checkStopped(t, startedPIDs(t, stderr))
 	if len(sum.Rows) != 2 || sum.Rows[0].Target != "kmsd" || sum.Rows[1].Target != "against" {

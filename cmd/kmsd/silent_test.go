@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"net/http"
-	"net/url"
 	"sync"
 	"testing"
 	"time"
@@ -102,21 +101,12 @@ func TestSilentNode(t *testing.T) {
 		hold    = 4 * timeout
 	)
 	dbURL := pgtest.URL(t)
-	u, err := url.Parse(dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := netproxy.New(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() }) // after the nodes stop, which write as they do
-	u.Host = p.Addr()
+	p, heldURL := pgtest.Proxy(t, dbURL) // closed after the nodes stop, which write as they do
 	e := env{"KMS_MASTER_KEY": newKey(), "KMS_BOOTSTRAP_API_KEY": "silent-bootstrap-secret-0123456789", "KMS_STORE": dbURL}
 	root := e["KMS_BOOTSTRAP_API_KEY"]
 	args := []string{"-data", t.TempDir(), "-addr", "127.0.0.1:0", "-store-timeout", timeout.String()}
 	a := startRun(t, args, e)
-	eb := env{"KMS_MASTER_KEY": e["KMS_MASTER_KEY"], "KMS_BOOTSTRAP_API_KEY": root, "KMS_STORE": u.String()}
+	eb := env{"KMS_MASTER_KEY": e["KMS_MASTER_KEY"], "KMS_BOOTSTRAP_API_KEY": root, "KMS_STORE": heldURL}
 	b := startRun(t, []string{"-data", t.TempDir(), "-addr", "127.0.0.1:0", "-store-timeout", timeout.String()}, eb)
 
 	client := &http.Client{Timeout: 30 * time.Second}

@@ -17,8 +17,9 @@
 //
 // For failover tests, StartPair starts a primary with a synchronous
 // streaming standby for one test, which may kill the primary and promote
-// the standby. QueryMessage gives the bytes of a statement on the wire,
-// for a proxy (internal/netproxy) to cut a connection at.
+// the standby. Proxy puts a proxy (internal/netproxy) in front of a
+// database, and QueryMessage gives the bytes of a statement on the wire,
+// for such a proxy to cut a connection at.
 package pgtest
 
 import (

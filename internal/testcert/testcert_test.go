@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"os"
 	"testing"
+	"time"
 )
 
 // TestCerts: a self-signed server certificate verifies for 127.0.0.1 and
@@ -40,5 +41,22 @@ func TestCerts(t *testing.T) {
 	}
 	if c := self.TLS(); c.PrivateKey == nil || len(c.Certificate) != 1 {
 		t.Fatalf("TLS() = %+v", c)
+	}
+}
+
+// TestNew: a certificate of New is valid for as long as asked and
+// verifies for ::1 as well, against its own pool.
+func TestNew(t *testing.T) {
+	c, err := New(24 * time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := time.Until(c.Cert.NotAfter); left < 23*time.Hour || left > 24*time.Hour {
+		t.Errorf("New(24h) is valid for %v more, want 24h", left)
+	}
+	for _, host := range []string{"127.0.0.1", "::1", "localhost"} {
+		if _, err := c.Cert.Verify(x509.VerifyOptions{Roots: c.Pool(), DNSName: host}); err != nil {
+			t.Errorf("Verify for %s = %v", host, err)
+		}
 	}
 }

@@ -61,14 +61,7 @@ func TestCluster(t *testing.T) {
 	if err0 != nil || err1 != nil || len(k0.Keys) != 1 || len(k1.Keys) != 1 || k0.Keys[0] != k1.Keys[0] || !k0.Keys[0].Active {
 		t.Fatalf("signing keys = %+v (%v) and %+v (%v), want one, the same and active on both nodes", k0, err0, k1, err1)
 	}
-	var roots [2]context.Context
-	for i, svc := range svcs {
-		p, err := svc.Authenticate(ctx, secret)
-		if err != nil {
-			t.Fatalf("node %d: Authenticate = %v", i, err)
-		}
-		roots[i] = kms.WithPrincipal(ctx, p)
-	}
+	roots := [2]context.Context{rootOf(t, svcs[0], secret), rootOf(t, svcs[1], secret)}
 
 	const limit = 50
 	if _, err := svcs[0].CreateKeyRing(roots[0], kms.CreateKeyRingInput{Name: "shared"}); err != nil {
@@ -169,20 +162,12 @@ func TestRekeyedWhileCutOff(t *testing.T) {
 	p, viaProxy := newProxy(t, direct)
 	ctx := context.Background()
 	oldKey, newKey := kms.GenerateMasterKey(), kms.GenerateMasterKey()
-	svc, err := kms.New(openStore(t, viaProxy, Options{}), kms.Options{MasterKey: oldKey})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Close()
+	svc := newService(t, openStore(t, viaProxy, Options{}), kms.Options{MasterKey: oldKey})
 	b, err := svc.Bootstrap(ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	pr, err := svc.Authenticate(ctx, b.Secret)
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := kms.WithPrincipal(ctx, pr)
+	root := rootOf(t, svc, b.Secret)
 	if _, err := svc.CreateKeyRing(root, kms.CreateKeyRingInput{Name: "r"}); err != nil {
 		t.Fatal(err)
 	}
@@ -238,23 +223,14 @@ func TestClusterSigningKeyRotation(t *testing.T) {
 		roots [2]context.Context
 	)
 	for i := range svcs {
-		svc, err := kms.New(openStore(t, dbURL, Options{}), kms.Options{MasterKey: mk})
-		if err != nil {
-			t.Fatalf("node %d: New = %v", i, err)
-		}
-		defer svc.Close()
-		svcs[i] = svc
+		svcs[i] = newService(t, openStore(t, dbURL, Options{}), kms.Options{MasterKey: mk})
 	}
 	const secret = "cluster-bootstrap-secret-0123456789abcdef"
 	if _, err := svcs[0].Bootstrap(ctx, secret); err != nil {
 		t.Fatal(err)
 	}
 	for i, svc := range svcs {
-		p, err := svc.Authenticate(ctx, secret)
-		if err != nil {
-			t.Fatalf("node %d: Authenticate = %v", i, err)
-		}
-		roots[i] = kms.WithPrincipal(ctx, p)
+		roots[i] = rootOf(t, svc, secret)
 	}
 	if _, err := svcs[0].CreateKeyRing(roots[0], kms.CreateKeyRingInput{Name: "r"}); err != nil {
 		t.Fatal(err)

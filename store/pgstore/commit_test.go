@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,24 +22,8 @@ import (
 func cutProxy(t *testing.T) (*netproxy.Proxy, string, string) {
 	t.Helper()
 	direct := pgtest.URL(t)
-	cfg, err := pgx.ParseConfig(direct)
-	if err != nil {
-		t.Fatalf("ParseConfig: %v", err)
-	}
-	if strings.HasPrefix(cfg.Host, "/") {
-		t.Skipf("database on a Unix socket; a TCP proxy needs a TCP server")
-	}
-	p, err := netproxy.New(cfg.Host + ":" + strconv.Itoa(int(cfg.Port)))
-	if err != nil {
-		t.Fatalf("netproxy.New: %v", err)
-	}
-	t.Cleanup(func() { p.Close() })
-	u, err := url.Parse(direct)
-	if err != nil {
-		t.Fatalf("url.Parse: %v", err)
-	}
-	u.Host = p.Addr()
-	return p, u.String(), direct
+	p, through := pgtest.Proxy(t, direct)
+	return p, through, direct
 }
 
 // TestCommitCut: a connection cut just after the COMMIT of an Update or
@@ -356,15 +338,11 @@ func TestCommitSettledAfterStandby(t *testing.T) {
 // write was made.
 func TestCommitSettledOnPrimary(t *testing.T) {
 	pair := pgtest.StartPair(t)
-	p, err := netproxy.New(pair.PrimaryAddr())
-	if err != nil {
-		t.Fatalf("netproxy.New: %v", err)
-	}
-	t.Cleanup(func() { p.Close() })
+	p, multi := pair.ProxyPrimary()
 	// The primary through the proxy, then the standby; no
 	// target_session_attrs: a new connection takes the first that
 	// answers.
-	through := strings.Replace(strings.Replace(pair.MultiURL(), pair.PrimaryAddr(), p.Addr(), 1), "&target_session_attrs=read-write", "", 1)
+	through := strings.Replace(multi, "&target_session_attrs=read-write", "", 1)
 	s := openWarm(t, through)
 	// The standby has the store's tables and the first write; from now
 	// on it replays nothing.
@@ -380,7 +358,7 @@ func TestCommitSettledOnPrimary(t *testing.T) {
 	key := []byte("k")
 	done := updateCutAtCommit(t, p, s, key, "while the primary was out of reach and only the standby answered")
 	p.SetMode(netproxy.Pass)
-	err = answer(t, done)
+	err := answer(t, done)
 	found := hasKey(t, pair.PrimaryURL(), key)
 	agrees(t, err, found, "the primary")
 	if !found {

@@ -33,6 +33,29 @@ func openStore(t testing.TB, dbURL string, opts Options) *Store {
 	return s
 }
 
+// newService runs a Service on st with opts, as a kmsd node does, closed
+// at the end of t.
+func newService(t testing.TB, st *Store, opts kms.Options) *kms.Service {
+	t.Helper()
+	svc, err := kms.New(st, opts)
+	if err != nil {
+		t.Fatalf("kms.New = %v, want nil", err)
+	}
+	t.Cleanup(func() { svc.Close() })
+	return svc
+}
+
+// rootOf returns the context of a caller of svc with the root API key
+// secret.
+func rootOf(t testing.TB, svc *kms.Service, secret string) context.Context {
+	t.Helper()
+	p, err := svc.Authenticate(context.Background(), secret)
+	if err != nil {
+		t.Fatalf("Authenticate = %v, want nil", err)
+	}
+	return kms.WithPrincipal(context.Background(), p)
+}
+
 // sqlConn connects to dbURL directly, for a test to look at or change the
 // tables behind the Store's back.
 func sqlConn(t testing.TB, dbURL string) *pgx.Conn {
@@ -212,11 +235,7 @@ func TestService(t *testing.T) {
 	if err != nil || !b.Created {
 		t.Fatalf("Bootstrap = %+v, %v; want a created key", b, err)
 	}
-	p, err := svc.Authenticate(ctx, b.Secret)
-	if err != nil {
-		t.Fatalf("Authenticate = %v, want nil", err)
-	}
-	root := kms.WithPrincipal(ctx, p)
+	root := rootOf(t, svc, b.Secret)
 	if _, err := svc.CreateKeyRing(root, kms.CreateKeyRingInput{Name: "pg"}); err != nil {
 		t.Fatalf("CreateKeyRing = %v, want nil", err)
 	}
@@ -250,11 +269,7 @@ func TestService(t *testing.T) {
 	if b, err := svc.Bootstrap(ctx, ""); err != nil || b.Created {
 		t.Errorf("Bootstrap after a restart = %+v, %v; want nothing created", b, err)
 	}
-	p, err = svc.Authenticate(ctx, b.Secret)
-	if err != nil {
-		t.Fatalf("Authenticate after a restart = %v, want nil", err)
-	}
-	root = kms.WithPrincipal(ctx, p)
+	root = rootOf(t, svc, b.Secret)
 	dec2, err := svc.Decrypt(root, kms.DecryptInput{Hash: enc.Hash, Header: enc.Header})
 	if err != nil || dec2.Key.ID != enc.Key.ID || !reflect.DeepEqual(dec2.Key.KeyData, enc.Key.KeyData) {
 		t.Errorf("Decrypt after a restart = %v; want the key of the encrypt", err)
@@ -271,21 +286,12 @@ func TestService(t *testing.T) {
 // of pgtest (or KMS_TEST_POSTGRES_URL's).
 func BenchmarkEncrypt(b *testing.B) {
 	ctx := context.Background()
-	st := openStore(b, pgtest.URL(b), Options{})
-	svc, err := kms.New(st, kms.Options{MasterKey: kms.GenerateMasterKey()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { svc.Close() })
+	svc := newService(b, openStore(b, pgtest.URL(b), Options{}), kms.Options{MasterKey: kms.GenerateMasterKey()})
 	boot, err := svc.Bootstrap(ctx, "")
 	if err != nil {
 		b.Fatal(err)
 	}
-	p, err := svc.Authenticate(ctx, boot.Secret)
-	if err != nil {
-		b.Fatal(err)
-	}
-	root := kms.WithPrincipal(ctx, p)
+	root := rootOf(b, svc, boot.Secret)
 	if _, err := svc.CreateKeyRing(root, kms.CreateKeyRingInput{Name: "bench"}); err != nil {
 		b.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"errors"
-	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,23 +11,6 @@ import (
 	"github.com/ringkms/kms/internal/netproxy"
 	"github.com/ringkms/kms/internal/pgtest"
 )
-
-// heldProxy starts a netproxy to the server of dbURL and returns it with
-// the URL that goes through it.
-func heldProxy(t *testing.T, dbURL string) (*netproxy.Proxy, string) {
-	t.Helper()
-	u, err := url.Parse(dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := netproxy.New(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	u.Host = p.Addr()
-	return p, u.String()
-}
 
 // appendCounter appends one record numbered after the counter it keeps
 // in the store, as the kms journal numbers its records; hold, if not nil,
@@ -81,7 +63,7 @@ func TestSilentHolderLetsGo(t *testing.T) {
 	const timeout = DefaultQueryTimeout
 	dbURL := pgtest.URL(t)
 	a := openStore(t, dbURL, Options{})
-	p, heldURL := heldProxy(t, dbURL)
+	p, heldURL := pgtest.Proxy(t, dbURL)
 	b := openStore(t, heldURL, Options{})
 	if _, err := appendCounter(t, b, nil); err != nil {
 		t.Fatalf("AppendIn through the proxy = %v", err)
@@ -169,7 +151,7 @@ func TestSilentHolderLetsGo(t *testing.T) {
 // traffic passes again, they read again.
 func TestSilentReadsFailAtOnce(t *testing.T) {
 	const timeout = 2 * time.Second
-	p, heldURL := heldProxy(t, pgtest.URL(t))
+	p, heldURL := pgtest.Proxy(t, pgtest.URL(t))
 	s := openStore(t, heldURL, Options{QueryTimeout: timeout})
 	read := func() (time.Duration, error) {
 		start := time.Now()

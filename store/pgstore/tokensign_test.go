@@ -16,7 +16,6 @@ import (
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/internal/headersign"
 	"github.com/ringkms/kms/internal/hsm"
-	"github.com/ringkms/kms/internal/hsmtest"
 	"github.com/ringkms/kms/internal/hsmtest/hsmkey"
 	"github.com/ringkms/kms/internal/pgtest"
 )
@@ -28,9 +27,8 @@ import (
 // node not restarted yet signs with the key it has, which stays
 // published; and every node verifies every header throughout.
 func TestClusterTokenSigningKey(t *testing.T) {
-	tok := hsmtest.New(t, "kms")
-	tok.GenerateEd25519(t, "kms-signing", nil)
-	tk, keyA, u := hsmkey.Open(t, tok.URI("kms-signing"))
+	_, uri := hsmkey.NewToken(t)
+	tk, keyA, u := hsmkey.Open(t, uri)
 	u.PINFile = ""
 	uriA := u.String()
 	idOf := func(k crypto.Signer) string {
@@ -47,20 +45,11 @@ func TestClusterTokenSigningKey(t *testing.T) {
 	start := func(opts kms.Options) *kms.Service {
 		t.Helper()
 		opts.MasterKey = mk
-		svc, err := kms.New(openStore(t, dbURL, Options{}), opts)
-		if err != nil {
-			t.Fatalf("New(%s) = %v", opts.SigningKeyURI, err)
-		}
-		t.Cleanup(func() { svc.Close() })
-		return svc
+		return newService(t, openStore(t, dbURL, Options{}), opts)
 	}
 	join := func(svc *kms.Service) {
 		t.Helper()
-		p, err := svc.Authenticate(ctx, secret)
-		if err != nil {
-			t.Fatal(err)
-		}
-		svcs, roots = append(svcs, svc), append(roots, kms.WithPrincipal(ctx, p))
+		svcs, roots = append(svcs, svc), append(roots, rootOf(t, svc, secret))
 	}
 	var headers []string
 	// encrypt issues a header on node i, checks that every header so far

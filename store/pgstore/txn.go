@@ -123,6 +123,20 @@ func (t *txn) fail(doing string, err error) error {
 	return t.failedErr
 }
 
+// acquire takes the transaction's connection from the pool, unless it
+// holds one already.
+func (t *txn) acquire(ctx context.Context) error {
+	if t.conn != nil {
+		return nil
+	}
+	c, err := t.s.pool.Acquire(ctx)
+	if err != nil {
+		return t.fail("connect to the database", err)
+	}
+	t.conn = c
+	return nil
+}
+
 // roundTrip sends the statements that queue adds, in one batch, preceded
 // by the transaction's BEGIN if it has not been sent, and reads their
 // results with read (nil for none); the results read leaves are read and
@@ -133,12 +147,8 @@ func (t *txn) roundTrip(queue func(*pgx.Batch), read func(pgx.BatchResults) erro
 	}
 	rctx, cancel := t.s.roundTripCtx(t.ctx)
 	defer cancel()
-	if t.conn == nil {
-		c, err := t.s.pool.Acquire(rctx)
-		if err != nil {
-			return t.fail("connect to the database", err)
-		}
-		t.conn = c
+	if err := t.acquire(rctx); err != nil {
+		return err
 	}
 	if t.appendLock && !t.locked {
 		// In a round trip of its own: in the batch of the BEGIN, it
@@ -173,7 +183,14 @@ func (t *txn) roundTrip(queue func(*pgx.Batch), read func(pgx.BatchResults) erro
 	if err == nil && read != nil {
 		err = read(br)
 	}
-	if cerr := br.Close(); err == nil {
+	return t.finish(br, err)
+}
+
+// finish closes what a round trip read its results from and ends the
+// round trip with err: an error of either fails the transaction, and
+// success says the database answers.
+func (t *txn) finish(results interface{ Close() error }, err error) error {
+	if cerr := results.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
@@ -335,12 +352,8 @@ func (t *txn) Prefetch(keys [][]byte) error {
 func (t *txn) lockAndRead(keys [][]byte, row func(key, value []byte)) error {
 	rctx, cancel := t.s.roundTripCtx(t.ctx)
 	defer cancel()
-	if t.conn == nil {
-		c, err := t.s.pool.Acquire(rctx)
-		if err != nil {
-			return t.fail("connect to the database", err)
-		}
-		t.conn = c
+	if err := t.acquire(rctx); err != nil {
+		return err
 	}
 	arg, err := t.conn.Conn().TypeMap().Encode(pgtype.ByteaArrayOID, pgtype.BinaryFormatCode, byteaArray(keys), nil)
 	if err != nil {
@@ -388,14 +401,7 @@ func (t *txn) lockAndRead(keys [][]byte, row func(key, value []byte)) error {
 	if err == nil {
 		err = result(false) // the final sync
 	}
-	if cerr := p.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return t.fail("query the database", err)
-	}
-	t.s.health.ok()
-	return nil
+	return t.finish(p, err)
 }
 
 // Set stores value under key at commit. It keeps both slices until then.

@@ -1,7 +1,7 @@
-// Package hsmkey opens, for a test, the Ed25519 key pair that a PKCS#11
-// URI names in a token made by hsmtest, through internal/hsm as kmsd
-// does, or makes such a token and key pair and opens them (Signing). It
-// is apart from hsmtest, which loads no PKCS#11 module.
+// Package hsmkey makes, for a test, a token that holds a signing key
+// (hsmtest), and opens the Ed25519 key pair that a PKCS#11 URI names in
+// a token made by hsmtest, through internal/hsm as kmsd does (Signing
+// does both). It is apart from hsmtest, which loads no PKCS#11 module.
 package hsmkey
 
 import (
@@ -13,6 +13,17 @@ import (
 	"github.com/ringkms/kms/internal/hsm"
 	"github.com/ringkms/kms/internal/hsmtest"
 )
+
+// NewToken makes a SoftHSM2 token labelled "kms" (hsmtest.New) with an
+// Ed25519 key pair labelled "kms-signing" on it, as an operator makes one
+// for kmsd's -signing-key-pkcs11, and returns the token and the key
+// pair's URI.
+func NewToken(t testing.TB) (*hsmtest.Token, string) {
+	t.Helper()
+	tok := hsmtest.New(t, "kms")
+	tok.GenerateEd25519(t, "kms-signing", nil)
+	return tok, tok.URI("kms-signing")
+}
 
 // Open opens the token of uri with the PIN its pin-source gives, and
 // returns it, the Ed25519 key pair uri names on it, and the parsed URI.
@@ -41,14 +52,12 @@ func Open(t testing.TB, uri string) (*hsm.Token, *hsm.Ed25519Key, hsm.URI) {
 	return tok, k, u
 }
 
-// Signing makes a token with hsmtest.New, generates in it the Ed25519
-// key pair labelled "kms-signing", and opens that as Open does: it
-// returns the open token and the key pair.
+// Signing makes a token with its signing key (NewToken) and opens the
+// key as Open does: it returns the open token and the key pair.
 func Signing(t testing.TB) (*hsm.Token, *hsm.Ed25519Key) {
 	t.Helper()
-	tok := hsmtest.New(t, "kms")
-	tok.GenerateEd25519(t, "kms-signing", nil)
-	tk, k, _ := Open(t, tok.URI("kms-signing"))
+	_, uri := NewToken(t)
+	tk, k, _ := Open(t, uri)
 	return tk, k
 }
 
