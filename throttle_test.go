@@ -152,7 +152,7 @@ func (keepOpen) Close() error { return nil }
 func TestLoginThrottleSurvivesRestart(t *testing.T) {
 	st := newMemStore(t)
 	clock := kmstest.ClockAt(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
-	opts := kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now, Mailer: newFakeMailer(), BaseURL: testBaseURL}
+	opts := kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now, Mailer: kmstest.NewMailbox(), BaseURL: testBaseURL}
 	ctx := context.Background()
 	guesser := kms.WithClientAddr(ctx, "192.0.2.200")
 	login := func(svc *kms.Service, ctx context.Context, name, pw string) error {
