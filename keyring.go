@@ -1,6 +1,7 @@
 package kms
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -347,12 +348,7 @@ const (
 )
 
 // state returns the key's state; a key stored without one is enabled.
-func (k *keyRecord) state() string {
-	if k.State == "" {
-		return KeyEnabled
-	}
-	return k.State
-}
+func (k *keyRecord) state() string { return cmp.Or(k.State, KeyEnabled) }
 
 // usable returns nil when k, a key of r, is enabled, and otherwise the
 // error that a use of it answers: Disabled (disabled, or scheduled for
@@ -422,12 +418,7 @@ const (
 // dataKeys is the ring's dataKeys; a ring stored with none (made before
 // the choice existed) has "ring": the default of new rings is for new
 // rings only, and a stored ring keeps the kind it was made with.
-func (r *ringRecord) dataKeys() string {
-	if r.DataKeys == "" {
-		return DataKeysRing
-	}
-	return r.DataKeys
-}
+func (r *ringRecord) dataKeys() string { return cmp.Or(r.DataKeys, DataKeysRing) }
 
 // KeyData is a key wrapped for its ring's public key; docs/FORMAT.md
 // describes it bit for bit.
