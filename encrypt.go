@@ -445,15 +445,11 @@ func (s *Service) activeKey(ctx context.Context, p *Principal, r *ringRecord) (*
 // (recorded with the limit's reason), and returns the ring and key to
 // use.
 func (s *Service) reserveEncrypt(ctx context.Context, p *Principal, r *ringRecord, max uint64, reason string) (*ringRecord, error) {
-	mu, err := s.lockRing(r.ID)
+	r, mu, err := s.lockRingAfresh(ctx, r)
 	if err != nil {
 		return nil, err
 	}
 	defer mu.Unlock()
-	r, err = s.ringByID(ctx, r.Group, r.ID) // another call may have rotated it
-	if err != nil {
-		return nil, err
-	}
 	err = s.counts.Count(r.ID, r.ActiveKey, max)
 	if err != encryptcount.ErrSpent {
 		return r, err
