@@ -341,12 +341,7 @@ func (s *Service) ConfigureTransitKey(ctx context.Context, name string, cfg Tran
 		return nil, s.recordFailure(p, transitConfigAction, lower, err)
 	}
 	act := s.newActivity(p, transitConfigAction, lower, true, map[string]any{"ringId": r.ID})
-	var next *ringRecord
-	err = s.submit(act, func(tx Txn) error {
-		cur, err := loadRing(tx, r.ID)
-		if err != nil {
-			return err
-		}
+	next, err := s.changeRing(act, r.ID, func(tx Txn, cur *ringRecord) error {
 		t := cur.transit()
 		if err := t.apply(cfg, cur.Name, cur.LatestVersion); err != nil {
 			return err
@@ -361,15 +356,10 @@ func (s *Service) ConfigureTransitKey(ctx context.Context, name string, cfg Tran
 			}
 		}
 		act.Props["rotationPeriod"] = cur.Algos.AES256.RotationPeriod
-		cur.UpdatedAt = s.now().UTC()
-		next = cur
-		return putRing(tx, cur)
-	}, func() { s.rings.Set(next.ID, next) })
+		return nil
+	})
 	if err != nil {
 		return nil, err
-	}
-	if next.RotateDue != 0 {
-		s.rotator.Wake()
 	}
 	return s.transitKey(ctx, next, false)
 }
