@@ -34,6 +34,16 @@ func decoded[T, R any](a *api, r *http.Request, do func(context.Context, T) (*R,
 	return result(do(r.Context(), in))
 }
 
+// decodedFor is decoded for a Service method that takes what the path
+// names, ref, before the decoded argument.
+func decodedFor[Ref, T, R any](a *api, r *http.Request, ref Ref, do func(context.Context, Ref, T) (*R, error)) (any, error) {
+	var in T
+	if err := a.decode(r, &in); err != nil {
+		return nil, err
+	}
+	return result(do(r.Context(), ref, in))
+}
+
 // paged answers a handler that lists one page, named by the query's
 // cursor and limit, of a Service method.
 func paged[R any](r *http.Request, list func(context.Context, kms.PageRequest) (*R, error)) (any, error) {
@@ -42,6 +52,16 @@ func paged[R any](r *http.Request, list func(context.Context, kms.PageRequest) (
 		return nil, err
 	}
 	return result(list(r.Context(), page))
+}
+
+// pagedFor is paged for a Service method that lists what the path
+// names, ref.
+func pagedFor[Ref, R any](r *http.Request, ref Ref, list func(context.Context, Ref, kms.PageRequest) (*R, error)) (any, error) {
+	page, err := pageRequest(r)
+	if err != nil {
+		return nil, err
+	}
+	return result(list(r.Context(), ref, page))
 }
 
 // searched answers a search handler: one page, named by the query, of
@@ -264,11 +284,7 @@ func (a *api) deleteKeyRing(r *http.Request, ps httprouter.Params) (any, error) 
 
 // GET /ks/keyrings/:ringname/keys
 func (a *api) listKeys(r *http.Request, ps httprouter.Params) (any, error) {
-	page, err := pageRequest(r)
-	if err != nil {
-		return nil, err
-	}
-	return result(a.svc.ListKeys(r.Context(), ringRef(r, ps), page))
+	return pagedFor(r, ringRef(r, ps), a.svc.ListKeys)
 }
 
 // GET /ks/keyrings/:ringname/keys/:keyId

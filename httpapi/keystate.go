@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/julienschmidt/httprouter"
@@ -15,32 +16,29 @@ import (
 
 // PATCH /{ks,asym}/keyrings/:ringname/keys/:keyId
 func (a *api) setKeyState(asym bool) handler {
-	return func(r *http.Request, ps httprouter.Params) (any, error) {
-		var in kms.KeyStateInput
-		if err := a.decode(r, &in); err != nil {
-			return nil, err
-		}
-		set := a.svc.SetKeyState
-		if asym {
-			set = a.svc.SetAsymKeyState
-		}
-		return keyAnswer(set(r.Context(), ringRef(r, ps), ps.ByName("keyId"), in))
-	}
+	return keyChange(asym, a.decode, a.svc.SetKeyState, a.svc.SetAsymKeyState)
 }
 
 // POST /{ks,asym}/keyrings/:ringname/keys/:keyId/destroy; the body is
 // optional.
 func (a *api) destroyKey(asym bool) handler {
+	return keyChange(asym, a.decodeOptional, a.svc.DestroyKey, a.svc.DestroyAsymKey)
+}
+
+// keyChange is the handler of a change of a key that takes a body: it
+// decodes the body with decode and calls change, or asymChange for an
+// /asym ring.
+func keyChange[T any](asym bool, decode func(*http.Request, any) error,
+	change, asymChange func(context.Context, kms.RingRef, string, T) (*kms.Key, error)) handler {
+	if asym {
+		change = asymChange
+	}
 	return func(r *http.Request, ps httprouter.Params) (any, error) {
-		var in kms.DestroyKeyInput
-		if err := a.decodeOptional(r, &in); err != nil {
+		var in T
+		if err := decode(r, &in); err != nil {
 			return nil, err
 		}
-		destroy := a.svc.DestroyKey
-		if asym {
-			destroy = a.svc.DestroyAsymKey
-		}
-		return keyAnswer(destroy(r.Context(), ringRef(r, ps), ps.ByName("keyId"), in))
+		return keyAnswer(change(r.Context(), ringRef(r, ps), ps.ByName("keyId"), in))
 	}
 }
 
