@@ -232,17 +232,26 @@ type configBody struct {
 // GET /ks/config?ringname=...[&id=true], and /asym/config for an /asym
 // ring.
 func (a *api) getConfig(asym bool) handler {
-	get := a.svc.GetConfig
-	if asym {
-		get = a.svc.GetAsymConfig
-	}
+	get := forGroup(asym, a.svc.GetConfig, a.svc.GetAsymConfig)
 	return func(r *http.Request, _ httprouter.Params) (any, error) {
-		cfg, err := get(r.Context(), queryRingRef(r, r.URL.Query().Get("ringname")))
-		if err != nil {
-			return nil, err
-		}
-		return configBody{cfg}, nil
+		return configAnswer(get(r.Context(), queryRingRef(r, r.URL.Query().Get("ringname"))))
 	}
+}
+
+func configAnswer(cfg *kms.KeyRingConfig, err error) (any, error) {
+	if err != nil {
+		return nil, err
+	}
+	return configBody{cfg}, nil
+}
+
+// forGroup returns ks, the function of a /ks route, or asym for the
+// route's /asym twin.
+func forGroup[F any](isAsym bool, ks, asym F) F {
+	if isAsym {
+		return asym
+	}
+	return ks
 }
 
 // setConfigRequest is the body of PUT /ks/config. The ring's name is
@@ -256,10 +265,7 @@ type setConfigRequest struct {
 
 // PUT /ks/config, and /asym/config for an /asym ring.
 func (a *api) setConfig(asym bool) handler {
-	set := a.svc.SetConfig
-	if asym {
-		set = a.svc.SetAsymConfig
-	}
+	set := forGroup(asym, a.svc.SetConfig, a.svc.SetAsymConfig)
 	return func(r *http.Request, _ httprouter.Params) (any, error) {
 		var in setConfigRequest
 		if err := a.decode(r, &in); err != nil {
@@ -269,11 +275,7 @@ func (a *api) setConfig(asym bool) handler {
 		if in.RingName != nil {
 			name = *in.RingName
 		}
-		cfg, err := set(r.Context(), queryRingRef(r, name), in.Config)
-		if err != nil {
-			return nil, err
-		}
-		return configBody{cfg}, nil
+		return configAnswer(set(r.Context(), queryRingRef(r, name), in.Config))
 	}
 }
 

@@ -16,23 +16,18 @@ import (
 
 // PATCH /{ks,asym}/keyrings/:ringname/keys/:keyId
 func (a *api) setKeyState(asym bool) handler {
-	return keyChange(asym, a.decode, a.svc.SetKeyState, a.svc.SetAsymKeyState)
+	return keyChange(a.decode, forGroup(asym, a.svc.SetKeyState, a.svc.SetAsymKeyState))
 }
 
 // POST /{ks,asym}/keyrings/:ringname/keys/:keyId/destroy; the body is
 // optional.
 func (a *api) destroyKey(asym bool) handler {
-	return keyChange(asym, a.decodeOptional, a.svc.DestroyKey, a.svc.DestroyAsymKey)
+	return keyChange(a.decodeOptional, forGroup(asym, a.svc.DestroyKey, a.svc.DestroyAsymKey))
 }
 
 // keyChange is the handler of a change of a key that takes a body: it
-// decodes the body with decode and calls change, or asymChange for an
-// /asym ring.
-func keyChange[T any](asym bool, decode func(*http.Request, any) error,
-	change, asymChange func(context.Context, kms.RingRef, string, T) (*kms.Key, error)) handler {
-	if asym {
-		change = asymChange
-	}
+// decodes the body with decode and calls change.
+func keyChange[T any](decode func(*http.Request, any) error, change func(context.Context, kms.RingRef, string, T) (*kms.Key, error)) handler {
 	return func(r *http.Request, ps httprouter.Params) (any, error) {
 		var in T
 		if err := decode(r, &in); err != nil {
@@ -44,11 +39,8 @@ func keyChange[T any](asym bool, decode func(*http.Request, any) error,
 
 // DELETE /{ks,asym}/keyrings/:ringname/keys/:keyId/destroy
 func (a *api) cancelDestroyKey(asym bool) handler {
+	cancel := forGroup(asym, a.svc.CancelDestroyKey, a.svc.CancelDestroyAsymKey)
 	return func(r *http.Request, ps httprouter.Params) (any, error) {
-		cancel := a.svc.CancelDestroyKey
-		if asym {
-			cancel = a.svc.CancelDestroyAsymKey
-		}
 		return keyAnswer(cancel(r.Context(), ringRef(r, ps), ps.ByName("keyId")))
 	}
 }
