@@ -162,6 +162,18 @@ func bootstrapRoot(tb testing.TB, svc *kms.Service) context.Context {
 	return kms.WithPrincipal(ctx, p)
 }
 
+// asApplication returns a context acting as the application name of svc
+// (Service.Application).
+func asApplication(tb testing.TB, svc *kms.Service, name string) context.Context {
+	tb.Helper()
+	ctx := context.Background()
+	p, err := svc.Application(ctx, name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return kms.WithPrincipal(ctx, p)
+}
+
 // storedRing puts a ring in a new store as another release wrote it: a
 // Service over the store, acting as an application, makes the ring "old"
 // (X25519), and is closed; change then rewrites the ring's record, given
@@ -177,11 +189,7 @@ func storedRing(t *testing.T, change func(tx kms.Txn, ringID string, rec map[str
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := svc.Application(ctx, "before")
-	if err != nil {
-		t.Fatal(err)
-	}
-	app := kms.WithPrincipal(ctx, p)
+	app := asApplication(t, svc, "before")
 	ring, err := svc.CreateKeyRing(app, kms.CreateKeyRingInput{Name: "old", KEM: "x25519"})
 	if err != nil {
 		t.Fatal(err)

@@ -36,11 +36,7 @@ func testRekey(t *testing.T, mk1, mk2, mk3 kms.RootKey) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := svc.Application(ctx, "rekey-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	app := kms.WithPrincipal(ctx, p)
+	app := asApplication(t, svc, "rekey-test")
 	ring, err := svc.CreateKeyRing(app, kms.CreateKeyRingInput{Name: "docs", KEM: "x25519", DataKeys: kms.DataKeysRing})
 	if err != nil {
 		t.Fatal(err)

@@ -60,11 +60,7 @@ func TestRootKeyOfItsOwn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := first.Application(ctx, "rootkey-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	app := kms.WithPrincipal(ctx, p)
+	app := asApplication(t, first, "rootkey-test")
 	ring, err := first.CreateKeyRing(app, kms.CreateKeyRingInput{Name: "docs", KEM: "x25519"})
 	if err != nil {
 		t.Fatal(err)
