@@ -112,7 +112,7 @@ type activityTrail struct {
 
 func newActivityTrail(t *testing.T) *activityTrail {
 	t.Helper()
-	st := newMemStore(t)
+	st := kmstest.MemoryStore(t)
 	e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey()})
 	tr := &activityTrail{env: e, st: st}
 	alpha := e.ring(t, "alpha")
@@ -304,7 +304,7 @@ func TestSearchActivityIndexChoice(t *testing.T) {
 func TestSearchActivityTimeRange(t *testing.T) {
 	const t0 = int64(1_700_000_000_000)
 	clock := kmstest.ClockAt(time.UnixMilli(t0))
-	st := newMemStore(t)
+	st := kmstest.MemoryStore(t)
 	e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now})
 	e.ring(t, "timed")
 	searcher := e.as(t, kms.Flags{kms.FlagActivityRead: true, kms.FlagAllAccounts: true})
@@ -500,7 +500,7 @@ func lastSeq(t *testing.T, st kms.Store) uint64 {
 // record that existed when paging began is seen exactly once, none twice,
 // in chain order, and nothing appended after the first page is returned.
 func TestSearchActivityPagingWhileWriting(t *testing.T) {
-	st := newMemStore(t)
+	st := kmstest.MemoryStore(t)
 	e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey()})
 	e.ring(t, "load")
 	writer := e.as(t, kms.Flags{"keyring.load.read": true})
@@ -628,7 +628,7 @@ func TestSearchActivityPagingWhileWriting(t *testing.T) {
 // page costs the same whatever the length of the trail.
 func BenchmarkSearchActivity(b *testing.B) {
 	for _, n := range []int{1_000, 100_000} {
-		e := newEnvOn(b, newMemStore(b), kms.Options{MasterKey: kms.GenerateMasterKey()})
+		e := newEnvOn(b, kmstest.MemoryStore(b), kms.Options{MasterKey: kms.GenerateMasterKey()})
 		e.ring(b, "other")
 		target := e.ring(b, "target")
 		writer := e.as(b, kms.Flags{"keyring.other.read": true})

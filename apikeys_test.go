@@ -7,10 +7,11 @@ import (
 	"testing"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/kmstest"
 )
 
 func TestAccounts(t *testing.T) {
-	e := newEnvOn(t, newMemStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), Limits: kms.Limits{MaxAccounts: 3}})
+	e := newEnvOn(t, kmstest.MemoryStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), Limits: kms.Limits{MaxAccounts: 3}})
 	a, err := e.svc.CreateAccount(e.root, kms.AccountInput{UID: "acme", Notes: "n", Props: map[string]any{"tier": "gold"}})
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +95,7 @@ func TestAccounts(t *testing.T) {
 }
 
 func TestAPIKeyLifecycle(t *testing.T) {
-	e := newEnvOn(t, newMemStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), Limits: kms.Limits{MaxAPIKeysPerAccount: 4}})
+	e := newEnvOn(t, kmstest.MemoryStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), Limits: kms.Limits{MaxAPIKeysPerAccount: 4}})
 	e.ring(t, "pay")
 	acct, _ := e.svc.CreateAccount(e.root, kms.AccountInput{UID: "tenant"})
 	k, err := e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: "tenant", AccountByUID: true,
@@ -272,7 +273,7 @@ func TestSearchAPIKeysByRing(t *testing.T) {
 }
 
 func TestValidateAPIKey(t *testing.T) {
-	st := newMemStore(t)
+	st := kmstest.MemoryStore(t)
 	e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey()})
 	e.ring(t, "pay")
 	target, _ := e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: e.acct, Flags: kms.Flags{"keyring.pay.encrypt": true}})

@@ -155,7 +155,7 @@ func TestAssetTenancy(t *testing.T) {
 
 func TestSearchAssets(t *testing.T) {
 	clock := kmstest.ClockAt(time.UnixMilli(1_800_000_000_000).UTC())
-	st := newMemStore(t)
+	st := kmstest.MemoryStore(t)
 	e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now})
 	r1 := e.ring(t, "r1")
 	r2 := e.ring(t, "r2")

@@ -10,7 +10,6 @@ import (
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/internal/pgtest"
 	"github.com/ringkms/kms/kmstest"
-	"github.com/ringkms/kms/store/badgerstore"
 	"github.com/ringkms/kms/store/pgstore"
 )
 
@@ -27,11 +26,7 @@ type env struct {
 
 func newEnv(tb testing.TB) *env {
 	tb.Helper()
-	st, err := badgerstore.OpenInMemory()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return newEnvOn(tb, st, kms.Options{MasterKey: kms.GenerateMasterKey()})
+	return newEnvOn(tb, kmstest.MemoryStore(tb), kms.Options{MasterKey: kms.GenerateMasterKey()})
 }
 
 // newEnvAt starts an env on a new in-memory store whose Service's clock
@@ -39,7 +34,7 @@ func newEnv(tb testing.TB) *env {
 func newEnvAt(tb testing.TB, at time.Time) (*env, *kmstest.Clock) {
 	tb.Helper()
 	clock := kmstest.ClockAt(at)
-	return newEnvOn(tb, newMemStore(tb), kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now}), clock
+	return newEnvOn(tb, kmstest.MemoryStore(tb), kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now}), clock
 }
 
 func newEnvOn(tb testing.TB, st kms.Store, opts kms.Options) *env {
@@ -105,15 +100,6 @@ func wantKind(tb testing.TB, what string, err error, kind kms.Kind) {
 	if got := kms.ErrorKind(err); got != kind {
 		tb.Fatalf("%s = %v (kind %s), want kind %s", what, err, got, kind)
 	}
-}
-
-func newMemStore(tb testing.TB) kms.Store {
-	tb.Helper()
-	st, err := badgerstore.OpenInMemory()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return st
 }
 
 // pgNodes starts n Services with opts over one new PostgreSQL database,
@@ -183,7 +169,7 @@ func asApplication(tb testing.TB, svc *kms.Service, name string) context.Context
 func storedRing(t *testing.T, change func(tx kms.Txn, ringID string, rec map[string]json.RawMessage) error) (*kms.Service, context.Context) {
 	t.Helper()
 	ctx := context.Background()
-	st := newMemStore(t)
+	st := kmstest.MemoryStore(t)
 	mk := kms.GenerateMasterKey()
 	svc, err := kms.New(st, kms.Options{MasterKey: mk})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/kmstest"
 )
 
 func TestValidateRingName(t *testing.T) {
@@ -328,7 +329,7 @@ func TestBootstrapOnce(t *testing.T) {
 }
 
 func TestKeyRingPlanLimit(t *testing.T) {
-	e := newEnvOn(t, newMemStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), Limits: kms.Limits{MaxKeyRings: 2}})
+	e := newEnvOn(t, kmstest.MemoryStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), Limits: kms.Limits{MaxKeyRings: 2}})
 	e.ring(t, "one")
 	if _, err := e.svc.CreateAsymKeyRing(e.root, kms.CreateAsymKeyRingInput{Name: "two"}); err != nil {
 		t.Fatal(err)
@@ -360,7 +361,7 @@ func TestEncryptCountSurvivesRestart(t *testing.T) {
 		{"close, limit reached", true, 3, "BBBC"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st := newMemStore(t)
+			st := kmstest.MemoryStore(t)
 			key, secret := kms.GenerateMasterKey(), ""
 			first, root := startWithRing(t, st, key, &secret)
 			var ids []string

@@ -141,7 +141,7 @@ func TestKeyDisable(t *testing.T) {
 // and lets it fall due.
 func TestKeyDestroy(t *testing.T) {
 	clock := kmstest.ClockAt(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	st := newMemStore(t)
+	st := kmstest.MemoryStore(t)
 	e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now})
 	first := e.ring(t, "r").Key.ID
 	old, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "r"})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/kmstest"
 )
 
 func wantUsage(tb testing.TB, svc *kms.Service, ctx context.Context, ring, keyID string, enc, dec uint64) *kms.KeyUsage {
@@ -385,7 +386,7 @@ func TestKeyUsageAcrossNodes(t *testing.T) {
 // about a key whose flags allow the action reported, so that the record
 // is granted with result ok.
 func TestValidationDoesNotCountAsUse(t *testing.T) {
-	st := newMemStore(t)
+	st := kmstest.MemoryStore(t)
 	e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey()})
 	created := e.ring(t, "r")
 	keyID := created.Key.ID

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/ringkms/kms"
-	"github.com/ringkms/kms/store/badgerstore"
+	"github.com/ringkms/kms/kmstest"
 )
 
 // TestRekey: after Rekey, the old master key opens nothing (no Service
@@ -27,11 +27,7 @@ func TestRekey(t *testing.T) {
 
 func testRekey(t *testing.T, mk1, mk2, mk3 kms.RootKey) {
 	ctx := context.Background()
-	st, err := badgerstore.OpenInMemory()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := kmstest.MemoryStore(t)
 	svc, err := kms.New(st, kms.Options{MasterKey: mk1})
 	if err != nil {
 		t.Fatal(err)

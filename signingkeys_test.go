@@ -229,7 +229,7 @@ func TestRotateStoreSigningKey(t *testing.T) {
 // one, and a rotation works.
 func TestSigningKeysOldStore(t *testing.T) {
 	mk := kms.GenerateMasterKey()
-	st := newMemStore(t)
+	st := kmstest.MemoryStore(t)
 	e := newEnvOn(t, st, kms.Options{MasterKey: mk})
 	old := activeKey(t, signingKeys(t, e.svc))
 	e.svc.Close()

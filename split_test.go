@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/ringkms/kms"
-	"github.com/ringkms/kms/store/badgerstore"
+	"github.com/ringkms/kms/kmstest"
 )
 
 // splitRing creates a ring with split data keys and an X25519 key pair,
@@ -252,10 +252,7 @@ func TestSplitByDefault(t *testing.T) {
 // only, as docs/FORMAT.md section 2.1 says.
 func TestSplitShareFollowsFormat(t *testing.T) {
 	ctx := context.Background()
-	st, err := badgerstore.OpenInMemory()
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := kmstest.MemoryStore(t)
 	mk := kms.GenerateMasterKey()
 	e := newEnvOn(t, st, kms.Options{MasterKey: mk})
 	ring, pk := e.splitRing(t, "docs")

@@ -122,7 +122,7 @@ func testThrottlesShared(t *testing.T, newStores func(t *testing.T) (kms.Store, 
 
 func TestThrottlesSharedBadger(t *testing.T) {
 	testThrottlesShared(t, func(t *testing.T) (kms.Store, kms.Store) {
-		st := newMemStore(t)
+		st := kmstest.MemoryStore(t)
 		t.Cleanup(func() { st.Close() })
 		return st, st
 	})
@@ -150,7 +150,7 @@ type keepOpen struct{ kms.Store }
 func (keepOpen) Close() error { return nil }
 
 func TestLoginThrottleSurvivesRestart(t *testing.T) {
-	st := newMemStore(t)
+	st := kmstest.MemoryStore(t)
 	clock := kmstest.ClockAt(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
 	opts := kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now, Mailer: kmstest.NewMailbox(), BaseURL: testBaseURL}
 	ctx := context.Background()
@@ -280,7 +280,7 @@ func (s *throttleOps) Update(ctx context.Context, fn func(kms.Txn) error) error 
 // transactions: one read, and a write only for a failure or for a success
 // that clears a count.
 func TestThrottleStoreCost(t *testing.T) {
-	st := &throttleOps{Store: newMemStore(t)}
+	st := &throttleOps{Store: kmstest.MemoryStore(t)}
 	clock := kmstest.ClockAt(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
 	e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now})
 	res, err := e.svc.CreateUser(e.root, userInput("ada", nil))

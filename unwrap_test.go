@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/ringkms/kms"
-	"github.com/ringkms/kms/store/badgerstore"
+	"github.com/ringkms/kms/kmstest"
 )
 
 // ringKeys is every way a ring's keys are wrapped, with the private key
@@ -177,10 +177,7 @@ func TestErrorKindNil(t *testing.T) {
 // API key in the same Account.
 func TestApplication(t *testing.T) {
 	ctx := context.Background()
-	st, err := badgerstore.OpenInMemory()
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := kmstest.MemoryStore(t)
 	svc, err := kms.New(st, kms.Options{MasterKey: kms.GenerateMasterKey()})
 	if err != nil {
 		t.Fatal(err)

@@ -28,7 +28,7 @@ func newUserEnv(tb testing.TB, change ...func(*kms.Options)) *userEnv {
 	for _, c := range change {
 		c(&opts)
 	}
-	st := newMemStore(tb)
+	st := kmstest.MemoryStore(tb)
 	return &userEnv{env: newEnvOn(tb, st, opts), st: st, clock: clock, mail: mail}
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/kmstest"
 )
 
 func TestCreateUser(t *testing.T) {
@@ -435,7 +436,7 @@ func TestUserActivity(t *testing.T) {
 
 // A bootstrap secret chosen by the operator may look like an access token.
 func TestAuthenticateAPIKeyShapedLikeToken(t *testing.T) {
-	st := newMemStore(t)
+	st := kmstest.MemoryStore(t)
 	svc, err := kms.New(st, kms.Options{MasterKey: kms.GenerateMasterKey()})
 	if err != nil {
 		t.Fatal(err)
