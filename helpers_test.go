@@ -107,29 +107,39 @@ func wantKind(tb testing.TB, what string, err error, kind kms.Kind) {
 // set, gives the store node i runs on, over its own.
 func pgNodes(t *testing.T, n int, opts kms.Options, wrap func(i int, st kms.Store) kms.Store) []*kms.Service {
 	t.Helper()
-	url := pgtest.URL(t)
+	open := pgOpener(t)
 	nodes := make([]*kms.Service, n)
 	for i := range nodes {
-		pst, err := pgstore.Open(context.Background(), url, pgstore.Options{})
-		if err != nil {
-			t.Fatalf("pgstore.Open = %v", err)
-		}
+		pst := open()
 		var st kms.Store = pst
 		if wrap != nil {
 			st = wrap(i, pst)
 		}
 		svc, err := kms.New(st, opts)
 		if err != nil {
-			pst.Close()
 			t.Fatal(err)
 		}
-		t.Cleanup(func() {
-			svc.Close()
-			pst.Close()
-		})
+		t.Cleanup(func() { svc.Close() })
 		nodes[i] = svc
 	}
 	return nodes
+}
+
+// pgOpener makes a new PostgreSQL database and returns a function that
+// opens a store on it, a pool of its own (a node's), closed at the end of
+// the test.
+func pgOpener(t *testing.T) func() *pgstore.Store {
+	t.Helper()
+	url := pgtest.URL(t)
+	return func() *pgstore.Store {
+		t.Helper()
+		st, err := pgstore.Open(context.Background(), url, pgstore.Options{})
+		if err != nil {
+			t.Fatalf("pgstore.Open = %v", err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	}
 }
 
 // bootstrapRoot bootstraps svc with a generated secret and returns a

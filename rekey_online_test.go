@@ -279,16 +279,8 @@ type unheard struct{ kms.Store }
 // so a Service that never knew the old root secret opens it.
 func TestSealedWriteFollowsAnUnheardRekey(t *testing.T) {
 	ctx := context.Background()
-	dbURL := pgtest.URL(t)
 	old, next := kms.GenerateMasterKey(), kms.GenerateMasterKey()
-	open := func() kms.Store {
-		st, err := pgstore.Open(ctx, dbURL, pgstore.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		return st
-	}
+	open := pgOpener(t)
 	a, err := kms.New(unheard{open()}, kms.Options{MasterKey: old, NextMasterKey: next})
 	if err != nil {
 		t.Fatal(err)

@@ -12,9 +12,7 @@ import (
 	"time"
 
 	"github.com/ringkms/kms"
-	"github.com/ringkms/kms/internal/pgtest"
 	"github.com/ringkms/kms/kmstest"
-	"github.com/ringkms/kms/store/pgstore"
 )
 
 // nodeThrottles returns the login throttles of two nodes, over one store
@@ -123,22 +121,13 @@ func testThrottlesShared(t *testing.T, newStores func(t *testing.T) (kms.Store, 
 func TestThrottlesSharedBadger(t *testing.T) {
 	testThrottlesShared(t, func(t *testing.T) (kms.Store, kms.Store) {
 		st := kmstest.MemoryStore(t)
-		t.Cleanup(func() { st.Close() })
 		return st, st
 	})
 }
 
 func TestThrottlesSharedPostgres(t *testing.T) {
 	testThrottlesShared(t, func(t *testing.T) (kms.Store, kms.Store) {
-		url := pgtest.URL(t)
-		open := func() kms.Store {
-			st, err := pgstore.Open(context.Background(), url, pgstore.Options{})
-			if err != nil {
-				t.Fatalf("pgstore.Open = %v", err)
-			}
-			t.Cleanup(func() { st.Close() })
-			return st
-		}
+		open := pgOpener(t)
 		return open(), open() // two nodes: two pools on one database
 	})
 }
