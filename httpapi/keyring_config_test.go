@@ -55,12 +55,7 @@ func TestConfig(t *testing.T) {
 		{"bad ringname", "/ks/config?ringname=bad%20name!", http.StatusBadRequest, "invalid"},
 		{"unknown ring", "/ks/config?ringname=nope", http.StatusNotFound, "not_found"},
 	})
-	putErrs := []struct {
-		name   string
-		body   any
-		status int
-		code   string
-	}{
+	e.wantBodyErrors(t, "PUT", "/ks/config", "PUT ", []bodyError{
 		{"missing ringname", map[string]any{"config": cfg}, http.StatusBadRequest, "invalid"},
 		{"missing config", map[string]any{"ringname": "cfg"}, http.StatusBadRequest, "invalid"},
 		{"null config", map[string]any{"ringname": "cfg", "config": nil}, http.StatusBadRequest, "invalid"},
@@ -68,12 +63,7 @@ func TestConfig(t *testing.T) {
 		{"bad name", map[string]any{"ringname": "bad name!", "config": cfg}, http.StatusBadRequest, "invalid"},
 		{"unknown ring", map[string]any{"ringname": "nope", "config": cfg}, http.StatusNotFound, "not_found"},
 		{"invalid JSON", `{"ringname": "cfg", "config": {]}`, http.StatusBadRequest, "invalid"},
-	}
-	for _, tc := range putErrs {
-		t.Run("PUT "+tc.name, func(t *testing.T) {
-			e.do(t, "PUT", "/ks/config", e.root, tc.body).wantError(t, tc.status, tc.code)
-		})
-	}
+	})
 	t.Run("PUT maxEncryptCount of wrong type", func(t *testing.T) {
 		body := `{"ringname": "cfg", "config": {"algos": {"aes256": {"maxEncryptCount": "lots"}}}}`
 		msg := e.do(t, "PUT", "/ks/config", e.root, body).wantError(t, http.StatusBadRequest, "invalid")
