@@ -3,7 +3,6 @@ package httpapi_test
 import (
 	"encoding/base64"
 	"net/http"
-	"strings"
 	"testing"
 )
 
@@ -91,16 +90,12 @@ func TestAsym(t *testing.T) {
 	})
 
 	ks := e.createRing(t, "plain")
-	e.wantBodyErrors(t, "POST", "/asym/keyrings", "create 400 ", []bodyError{
-		{"missing name", map[string]any{"algo": "aes256"}, http.StatusBadRequest, "invalid"},
-		{"bad name", map[string]any{"name": "bad name!"}, http.StatusBadRequest, "invalid"},
-		{"65 characters", map[string]any{"name": strings.Repeat("z", 65)}, http.StatusBadRequest, "invalid"},
-		{"duplicate", map[string]any{"name": "vault"}, http.StatusBadRequest, "conflict"},
-		{"name of a /ks ring", map[string]any{"name": "PLAIN"}, http.StatusBadRequest, "conflict"},
-		{"bad algo", map[string]any{"name": "algo", "algo": "rsa"}, http.StatusBadRequest, "invalid"},
-		{"props of wrong type", map[string]any{"name": "props", "props": "x"}, http.StatusBadRequest, "invalid"},
-		{"invalid JSON", `{"name": }`, http.StatusBadRequest, "invalid"},
-	})
+	e.wantBodyErrors(t, "POST", "/asym/keyrings", "create 400 ", append(ringCreateErrors("vault"),
+		bodyError{"name of a /ks ring", map[string]any{"name": "PLAIN"}, http.StatusBadRequest, "conflict"},
+		bodyError{"bad algo", map[string]any{"name": "algo", "algo": "rsa"}, http.StatusBadRequest, "invalid"},
+		bodyError{"props of wrong type", map[string]any{"name": "props", "props": "x"}, http.StatusBadRequest, "invalid"},
+		bodyError{"invalid JSON", `{"name": }`, http.StatusBadRequest, "invalid"},
+	))
 	e.wantGetErrors(t, "read key ", []getError{
 		{"unknown ring", "/asym/keyrings/nope/keys/" + firstID, http.StatusNotFound, "not_found"},
 		{"unknown key", "/asym/keyrings/vault/keys/0123456789abcdef0123456789abcdef", http.StatusNotFound, "not_found"},

@@ -151,21 +151,17 @@ func TestCreateKeyRing(t *testing.T) {
 	}
 
 	e.createRing(t, "pay")
-	e.wantBodyErrors(t, "POST", "/ks/keyrings", "400 ", []bodyError{
-		{"missing name", map[string]any{"algo": "aes256"}, http.StatusBadRequest, "invalid"},
-		{"empty name", map[string]any{"name": ""}, http.StatusBadRequest, "invalid"},
-		{"bad name", map[string]any{"name": "bad name!"}, http.StatusBadRequest, "invalid"},
-		{"65 characters", map[string]any{"name": strings.Repeat("a", 65)}, http.StatusBadRequest, "invalid"},
-		{"duplicate", map[string]any{"name": "pay"}, http.StatusBadRequest, "conflict"},
-		{"duplicate other case", map[string]any{"name": "Pay"}, http.StatusBadRequest, "conflict"},
-		{"bad algo", map[string]any{"name": "algo", "algo": "aes128"}, http.StatusBadRequest, "invalid"},
-		{"bad publicKey", map[string]any{"name": "pk", "publicKey": "bm90IGEga2V5"}, http.StatusBadRequest, "invalid"},
-		{"bad publicKey PEM", map[string]any{"name": "pk", "publicKey": "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n"}, http.StatusBadRequest, "invalid"},
-		{"bad kem", map[string]any{"name": "kem", "kem": "p256"}, http.StatusBadRequest, "invalid"},
-		{"bad dataKeys", map[string]any{"name": "dk", "dataKeys": "both"}, http.StatusBadRequest, "invalid"},
-		{"name of wrong type", map[string]any{"name": 5}, http.StatusBadRequest, "invalid"},
-		{"invalid JSON", `{"name": "x"`, http.StatusBadRequest, "invalid"},
-	})
+	e.wantBodyErrors(t, "POST", "/ks/keyrings", "400 ", append(ringCreateErrors("pay"),
+		bodyError{"empty name", map[string]any{"name": ""}, http.StatusBadRequest, "invalid"},
+		bodyError{"duplicate other case", map[string]any{"name": "Pay"}, http.StatusBadRequest, "conflict"},
+		bodyError{"bad algo", map[string]any{"name": "algo", "algo": "aes128"}, http.StatusBadRequest, "invalid"},
+		bodyError{"bad publicKey", map[string]any{"name": "pk", "publicKey": "bm90IGEga2V5"}, http.StatusBadRequest, "invalid"},
+		bodyError{"bad publicKey PEM", map[string]any{"name": "pk", "publicKey": "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n"}, http.StatusBadRequest, "invalid"},
+		bodyError{"bad kem", map[string]any{"name": "kem", "kem": "p256"}, http.StatusBadRequest, "invalid"},
+		bodyError{"bad dataKeys", map[string]any{"name": "dk", "dataKeys": "both"}, http.StatusBadRequest, "invalid"},
+		bodyError{"name of wrong type", map[string]any{"name": 5}, http.StatusBadRequest, "invalid"},
+		bodyError{"invalid JSON", `{"name": "x"`, http.StatusBadRequest, "invalid"},
+	))
 	t.Run("31 characters (32 or more: shaped like a credential)", func(t *testing.T) {
 		e.createRing(t, strings.Repeat("b", 31))
 	})
@@ -214,6 +210,17 @@ func (e *env) wantBodyErrors(t *testing.T, method, path, prefix string, cases []
 		t.Run(prefix+tc.name, func(t *testing.T) {
 			e.do(t, method, path, e.root, tc.body).wantError(t, tc.status, tc.code)
 		})
+	}
+}
+
+// ringCreateErrors are bodies that the routes that create a ring, /ks and
+// /asym alike, refuse; dup is the name of a ring that exists.
+func ringCreateErrors(dup string) []bodyError {
+	return []bodyError{
+		{"missing name", map[string]any{"algo": "aes256"}, http.StatusBadRequest, "invalid"},
+		{"bad name", map[string]any{"name": "bad name!"}, http.StatusBadRequest, "invalid"},
+		{"65 characters", map[string]any{"name": strings.Repeat("a", 65)}, http.StatusBadRequest, "invalid"},
+		{"duplicate", map[string]any{"name": dup}, http.StatusBadRequest, "conflict"},
 	}
 }
 
