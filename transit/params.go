@@ -93,6 +93,29 @@ func (p params) boolean(name string) (bool, error) {
 	return b, nil
 }
 
+// setting is a parameter that a call leaves as it is unless given: its
+// name, and where its value goes.
+type setting[T any] struct {
+	name string
+	dst  **T
+}
+
+// readGiven reads with get each setting that p gives into its dst, and
+// leaves the others nil.
+func readGiven[T any](p params, get func(name string) (T, error), settings ...setting[T]) error {
+	for _, s := range settings {
+		if !p.has(s.name) {
+			continue
+		}
+		v, err := get(s.name)
+		if err != nil {
+			return err
+		}
+		*s.dst = &v
+	}
+	return nil
+}
+
 // seconds returns the duration name, given as whole seconds (a number or
 // a string of digits) or as a duration string ("720h", "90m", "30d"), as
 // Vault's duration fields take it; ok is false when absent.
