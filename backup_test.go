@@ -47,10 +47,7 @@ func TestBackupRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	split, _ := e.splitRing(t, "split")
-	splitBefore, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "split"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	splitBefore := e.encrypt(t, "split")
 	shareSecret, err := kms.ShareSecret(ctx, st, mk, split.Ring.ID)
 	if err != nil {
 		t.Fatal(err)

@@ -100,10 +100,7 @@ func TestDecryptBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	encB, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "b"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	encB := e.encrypt(t, "b")
 	in := kms.DecryptBatchInput{}
 	for _, it := range enc.Items {
 		in.Items = append(in.Items, kms.DecryptInput{Hash: it.Hash, Header: it.Header})

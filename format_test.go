@@ -203,10 +203,7 @@ func TestUnwrapPerFormat(t *testing.T) {
 func TestHashAndHeaderLayout(t *testing.T) {
 	e := newEnv(t)
 	created := e.ring(t, "layout")
-	res, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "layout"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := e.encrypt(t, "layout")
 	hash, err := base64.RawURLEncoding.DecodeString(res.Hash)
 	if err != nil || len(hash) != 65 || len(res.Hash) != 87 {
 		t.Fatalf("hash = %d bytes (%d chars), %v; want 65 (87)", len(hash), len(res.Hash), err)

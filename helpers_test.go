@@ -81,6 +81,16 @@ func (e *env) ring(tb testing.TB, name string) *kms.CreateKeyRingResult {
 	return r
 }
 
+// encrypt encrypts on ring as root and returns the answer.
+func (e *env) encrypt(tb testing.TB, ring string) *kms.EncryptResult {
+	tb.Helper()
+	res, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: ring})
+	if err != nil {
+		tb.Fatalf("Encrypt(%s) = %v", ring, err)
+	}
+	return res
+}
+
 // ringOfRingKeys is ring with dataKeys "ring", named: the ring's key is
 // every call's data key.
 func (e *env) ringOfRingKeys(tb testing.TB, name string) *kms.CreateKeyRingResult {

@@ -182,10 +182,7 @@ func TestConfigAndMaxEncryptCount(t *testing.T) {
 	}
 	var keys []string
 	for i := 0; i < 7; i++ {
-		res, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "counted"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := e.encrypt(t, "counted")
 		keys = append(keys, res.Key.ID)
 		if i >= 3 && res.Key.Props["team"] != "blue" {
 			t.Errorf("encrypt %d: key props = %v, want the configured key props", i, res.Key.Props)
@@ -438,10 +435,7 @@ func TestEncryptCountConcurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, want := range []bool{true, true, false} {
-		res, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "busy"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := e.encrypt(t, "busy")
 		if same := res.Key.ID == created.Key.ID; same != want {
 			t.Fatalf("encrypt %d after %d calls with maxEncryptCount %d: same key %v, want %v", i+1, callers*calls, callers*calls+2, same, want)
 		}

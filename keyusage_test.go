@@ -104,10 +104,7 @@ func TestKeyUsageCountsCalls(t *testing.T) {
 		t.Fatalf("ListKeys encryptCount = %v, want %s:7 %s:1", counts, first, rot.ID)
 	}
 	// The answer of an encrypt call carries no count.
-	res, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "r"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := e.encrypt(t, "r")
 	if res.Key.EncryptCount != nil {
 		t.Fatalf("Encrypt answer has encryptCount %d", *res.Key.EncryptCount)
 	}

@@ -39,10 +39,7 @@ func TestSigningKeyGiven(t *testing.T) {
 
 	e := newEnvOn(t, st, given)
 	e.ring(t, "r")
-	enc, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "r"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	enc := e.encrypt(t, "r")
 	if got := headerKeyID(t, enc.Header); got != id {
 		t.Fatalf("header names key %s, want the given key %s", got, id)
 	}

@@ -79,10 +79,7 @@ func TestSplitRing(t *testing.T) {
 	var encs []*kms.EncryptResult
 	seen := map[string]bool{}
 	for range 3 {
-		res, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "docs"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := e.encrypt(t, "docs")
 		shareBytes(t, res.KeyShare)
 		if seen[res.KeyShare] {
 			t.Fatalf("two encrypt calls answered the share %s", res.KeyShare)
@@ -256,10 +253,7 @@ func TestSplitShareFollowsFormat(t *testing.T) {
 	mk := kms.GenerateMasterKey()
 	e := newEnvOn(t, st, kms.Options{MasterKey: mk})
 	ring, pk := e.splitRing(t, "docs")
-	res, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "docs"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := e.encrypt(t, "docs")
 	secret, err := kms.ShareSecret(ctx, st, mk, ring.Ring.ID)
 	if err != nil || len(secret) != 32 {
 		t.Fatalf("the ring's share secret = %d bytes, %v", len(secret), err)
@@ -289,10 +283,7 @@ func TestSplitBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "plain"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	plain := e.encrypt(t, "plain")
 	seen := map[string]bool{}
 	items := make([]kms.DecryptInput, 0, len(enc.Items)+1)
 	for i, it := range enc.Items {

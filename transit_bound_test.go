@@ -108,10 +108,7 @@ func TestTransitEncryptionBound(t *testing.T) {
 	e.ring(t, "ks")
 	var keys []string
 	for range 5 {
-		r, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "ks"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := e.encrypt(t, "ks")
 		keys = append(keys, r.Key.ID)
 	}
 	if keys[0] != keys[4] {

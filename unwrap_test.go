@@ -117,10 +117,7 @@ func TestUnwrapKey(t *testing.T) {
 func TestParsePrivateKeyTakesTheAnswer(t *testing.T) {
 	e := newEnv(t)
 	ring := e.ring(t, "answer")
-	enc, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "answer"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	enc := e.encrypt(t, "answer")
 	pk, err := kms.ParsePrivateKey(ring.PrivateKey)
 	if err != nil {
 		t.Fatalf("ParsePrivateKey(CreateKeyRing's PrivateKey) = %v", err)
