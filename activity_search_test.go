@@ -126,15 +126,8 @@ func newActivityTrail(t *testing.T) *activityTrail {
 	tr.uids = map[string]string{"root": e.acct, "tenant-b": b.ID}
 	keyOf := func(acct string, flags kms.Flags) (context.Context, string) {
 		t.Helper()
-		k, err := e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: acct, Flags: flags})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := e.svc.Authenticate(t.Context(), k.Key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return kms.WithPrincipal(t.Context(), p), p.ID
+		ctx := e.asIn(t, acct, flags)
+		return ctx, kms.PrincipalFrom(ctx).ID
 	}
 	encA, encAID := keyOf(e.acct, kms.Flags{"keyring.alpha.encrypt": true, "keyring.alpha.decrypt": true})
 	encB, encBID := keyOf(b.ID, kms.Flags{"keyring.beta.encrypt": true, "keyring.*.read": true})

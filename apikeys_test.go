@@ -60,12 +60,7 @@ func TestAccounts(t *testing.T) {
 	}
 
 	// An API key of acme-2 sees its own Account only.
-	k, err := e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: a.ID, Flags: kms.Flags{"accounts.read": true, "accounts.write": true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, _ := e.svc.Authenticate(t.Context(), k.Key)
-	tenant := kms.WithPrincipal(t.Context(), p)
+	tenant := e.asIn(t, a.ID, kms.Flags{"accounts.read": true, "accounts.write": true})
 	own, err := e.svc.ListAccounts(tenant, kms.PageRequest{})
 	if err != nil || len(own.Data) != 1 || own.Data[0].ID != a.ID {
 		t.Fatalf("ListAccounts(tenant) = %+v, %v; want its own account only", own, err)
@@ -83,7 +78,7 @@ func TestAccounts(t *testing.T) {
 	wantKind(t, "DeleteAccount(own)", err, kms.KindConflict)
 	_, err = e.svc.DeleteAccount(e.root, kms.AccountRef{Value: "acme-2", ByUID: true})
 	wantKind(t, "DeleteAccount(with an API key)", err, kms.KindConflict)
-	if _, err := e.svc.DeleteAPIKey(e.root, kms.APIKeyRef{Value: k.KeyID}); err != nil {
+	if _, err := e.svc.DeleteAPIKey(e.root, kms.APIKeyRef{Value: kms.PrincipalFrom(tenant).ID}); err != nil {
 		t.Fatal(err)
 	}
 	del, err := e.svc.DeleteAccount(e.root, kms.AccountRef{Value: "acme-2", ByUID: true})

@@ -123,12 +123,7 @@ func TestAssetTenancy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: acct.ID, Flags: kms.Flags{"keyring.shared.encrypt": true, "assets.read": true, "assets.delete": true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, _ := e.svc.Authenticate(t.Context(), k.Key)
-	b := kms.WithPrincipal(t.Context(), p)
+	b := e.asIn(t, acct.ID, kms.Flags{"keyring.shared.encrypt": true, "assets.read": true, "assets.delete": true})
 	_, err = e.svc.GetAsset(b, mine.Asset.ID)
 	wantKind(t, "GetAsset(other account)", err, kms.KindNotFound)
 	_, err = e.svc.DeleteAsset(b, mine.Asset.ID)
