@@ -208,19 +208,26 @@ func TestRestoreNeedsTheMasterKey(t *testing.T) {
 	if _, err := kms.Restore(ctx, st, bytes.NewReader(buf.Bytes()), kms.MasterKey{}); kms.ErrorKind(err) != kms.KindInvalid {
 		t.Errorf("Restore(no master key) = %v, want invalid", err)
 	}
-	_, err := kms.Restore(ctx, st, bytes.NewReader(buf.Bytes()), kms.GenerateMasterKey())
-	if kms.ErrorKind(err) != kms.KindUnprocessable || !strings.Contains(kms.ErrorMessage(err), "another master key") {
-		t.Errorf("Restore(another master key) = %v, want unprocessable, naming another master key", err)
+	wantRestoreRefused(t, st, buf.Bytes(), kms.GenerateMasterKey(), "another master key")
+}
+
+// wantRestoreRefused checks that a Restore of backup into st, under mk, is
+// refused as unprocessable with a message naming what it is refused for,
+// and that st holds nothing after it.
+func wantRestoreRefused(t *testing.T, st kms.Store, backup []byte, mk kms.MasterKey, naming string) {
+	t.Helper()
+	_, err := kms.Restore(context.Background(), st, bytes.NewReader(backup), mk)
+	if kms.ErrorKind(err) != kms.KindUnprocessable || !strings.Contains(kms.ErrorMessage(err), naming) {
+		t.Errorf("Restore(%s) = %v, want unprocessable, naming %s", naming, err, naming)
 	}
 	if got, recs := storeContents(t, st); len(got) != 0 || len(recs) != 0 {
-		t.Errorf("Restore(another master key) wrote %d entries and %d records, want none", len(got), len(recs))
+		t.Errorf("Restore(%s) wrote %d entries and %d records, want none", naming, len(got), len(recs))
 	}
 }
 
 // TestRestoreRefusesVersion1: a backup of version 1, whose plain SHA-256
 // anyone can recompute, is refused, saying so, and nothing is written.
 func TestRestoreRefusesVersion1(t *testing.T) {
-	ctx := context.Background()
 	b := []byte("rkmsbak\x01")
 	frame := func(kind byte, body []byte) {
 		b = append(b, kind)
@@ -231,14 +238,7 @@ func TestRestoreRefusesVersion1(t *testing.T) {
 	frame('K', append([]byte{3}, "keyvalue"...))
 	sum := sha256.Sum256(b) // version 1: of every byte before the end frame
 	frame('E', append([]byte{1, 0}, sum[:]...))
-	st := kmstest.MemoryStore(t)
-	_, err := kms.Restore(ctx, st, bytes.NewReader(b), kms.GenerateMasterKey())
-	if kms.ErrorKind(err) != kms.KindUnprocessable || !strings.Contains(kms.ErrorMessage(err), "version 1") {
-		t.Errorf("Restore(version 1) = %v, want unprocessable, naming version 1", err)
-	}
-	if got, recs := storeContents(t, st); len(got) != 0 || len(recs) != 0 {
-		t.Errorf("Restore(version 1) wrote %d entries and %d records, want none", len(got), len(recs))
-	}
+	wantRestoreRefused(t, kmstest.MemoryStore(t), b, kms.GenerateMasterKey(), "version 1")
 }
 
 // TestBackupAcrossRekey: a backup restores with the master key its
