@@ -287,17 +287,21 @@ func putKey(tx Txn, k *keyRecord) error {
 	return tx.Set(join(pfxKey, []byte(k.RingID), sep, []byte(k.ID)), v)
 }
 
+// The errors of a ring, a key, an Account or an API key not found.
+var (
+	errRingNotFound    = Errorf(KindNotFound, "key ring not found")
+	errKeyNotFound     = Errorf(KindNotFound, "key not found")
+	errAccountNotFound = Errorf(KindNotFound, "account not found")
+	errAPIKeyNotFound  = Errorf(KindNotFound, "API key not found")
+)
+
 func loadRing(tx Txn, id string) (*ringRecord, error) {
-	v, err := tx.Get(join(pfxRing, []byte(id)))
-	if isNotFound(err) {
-		return nil, Errorf(KindNotFound, "key ring not found")
-	} else if err != nil {
+	var r ringRecord
+	n, err := getJSON(tx, join(pfxRing, []byte(id)), &r, errRingNotFound)
+	if err != nil {
 		return nil, err
 	}
-	r := ringRecord{stored: len(v)}
-	if err := json.Unmarshal(v, &r); err != nil {
-		return nil, err
-	}
+	r.stored = n
 	if r.pub, err = wrap.ParsePublicKey(r.PublicKey); err != nil {
 		return nil, Errorf(KindInternal, "key ring %s has a corrupt public key", r.ID)
 	}
@@ -305,14 +309,8 @@ func loadRing(tx Txn, id string) (*ringRecord, error) {
 }
 
 func loadKey(tx Txn, ringID, keyID string) (*keyRecord, error) {
-	v, err := tx.Get(join(pfxKey, []byte(ringID), sep, []byte(keyID)))
-	if isNotFound(err) {
-		return nil, Errorf(KindNotFound, "key not found")
-	} else if err != nil {
-		return nil, err
-	}
 	var k keyRecord
-	if err := json.Unmarshal(v, &k); err != nil {
+	if _, err := getJSON(tx, join(pfxKey, []byte(ringID), sep, []byte(keyID)), &k, errKeyNotFound); err != nil {
 		return nil, err
 	}
 	return &k, nil
