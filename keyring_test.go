@@ -388,15 +388,7 @@ func TestEncryptCountSurvivesRestart(t *testing.T) {
 			for range len(tc.want) {
 				encrypt(second, root)
 			}
-			names := map[string]byte{}
-			var got []byte
-			for _, id := range ids {
-				if _, ok := names[id]; !ok {
-					names[id] = byte('A' + len(names))
-				}
-				got = append(got, names[id])
-			}
-			if want := "AAA" + tc.want; string(got) != want {
+			if got, want := kmstest.UseOrder(ids), "AAA"+tc.want; got != want {
 				t.Fatalf("3 encrypts, restart, maxEncryptCount %d, %d encrypts used keys %s, want %s", tc.max, len(tc.want), got, want)
 			}
 		})

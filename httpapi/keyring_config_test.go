@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/kmstest"
 )
 
 func TestConfig(t *testing.T) {
@@ -145,19 +146,11 @@ func TestMaxEncryptCountCountsEarlierUses(t *testing.T) {
 			ids := keys(t, ring, tc.before)
 			setMax(t, ring, tc.max)
 			ids = append(ids, keys(t, ring, len(tc.want))...)
-			// Name the keys A, B, C... in the order of their first use.
-			names := map[string]byte{}
-			var got []byte
-			for _, id := range ids {
-				if _, ok := names[id]; !ok {
-					names[id] = byte('A' + len(names))
-				}
-				got = append(got, names[id])
-			}
+			got := kmstest.UseOrder(ids)
 			if ids[0] != created.Key.ID {
 				t.Fatalf("the first encrypt used key %s, want the ring's first key %s", ids[0], created.Key.ID)
 			}
-			if want := strings.Repeat("A", tc.before) + tc.want; string(got) != want {
+			if want := strings.Repeat("A", tc.before) + tc.want; got != want {
 				t.Fatalf("%d encrypts, maxEncryptCount %d, then %d more used keys %s, want %s", tc.before, tc.max, len(tc.want), got, want)
 			}
 		})
