@@ -196,11 +196,7 @@ func (a *api) rotate(r *http.Request, _ httprouter.Params) (any, error) {
 	if err := a.decode(r, &in); err != nil {
 		return nil, err
 	}
-	k, err := a.svc.Rotate(r.Context(), in)
-	if err != nil {
-		return nil, err
-	}
-	return keyBody[kms.Key]{Key: k}, nil
+	return keyAnswer(a.svc.Rotate(r.Context(), in))
 }
 
 // POST /ks/keyrings
@@ -315,9 +311,5 @@ func (a *api) rotateAsym(r *http.Request, _ httprouter.Params) (any, error) {
 	if err := a.decode(r, &in); err != nil {
 		return nil, err
 	}
-	k, err := a.svc.RotateAsym(r.Context(), in)
-	if err != nil {
-		return nil, err
-	}
-	return keyBody[kms.AsymKey]{Key: k}, nil
+	return keyAnswer(a.svc.RotateAsym(r.Context(), in))
 }

@@ -45,11 +45,12 @@ func (a *api) cancelDestroyKey(asym bool) handler {
 	}
 }
 
-func keyAnswer(k *kms.Key, err error) (any, error) {
+// keyAnswer answers k in {"key": ...}, or err.
+func keyAnswer[K any](k *K, err error) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return keyBody[kms.Key]{Key: k}, nil
+	return keyBody[K]{Key: k}, nil
 }
 
 // GET /ks/keyrings/:ringname/keys/:keyId/usage
