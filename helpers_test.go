@@ -180,6 +180,18 @@ func asApplication(tb testing.TB, svc *kms.Service, name string) context.Context
 	return kms.WithPrincipal(ctx, p)
 }
 
+// startApplication starts a Service over st under the root key rk and
+// returns it and a context acting as its application name; the caller
+// closes the Service.
+func startApplication(tb testing.TB, st kms.Store, rk kms.RootKey, name string) (*kms.Service, context.Context) {
+	tb.Helper()
+	svc, err := kms.New(st, kms.Options{MasterKey: rk})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return svc, asApplication(tb, svc, name)
+}
+
 // storedRing puts a ring in a new store as another release wrote it: a
 // Service over the store, acting as an application, makes the ring "old"
 // (X25519), and is closed; change then rewrites the ring's record, given
@@ -191,11 +203,7 @@ func storedRing(t *testing.T, change func(tx kms.Txn, ringID string, rec map[str
 	ctx := context.Background()
 	st := kmstest.MemoryStore(t)
 	mk := kms.GenerateMasterKey()
-	svc, err := kms.New(st, kms.Options{MasterKey: mk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	app := asApplication(t, svc, "before")
+	svc, app := startApplication(t, st, mk, "before")
 	ring, err := svc.CreateKeyRing(app, kms.CreateKeyRingInput{Name: "old", KEM: "x25519"})
 	if err != nil {
 		t.Fatal(err)

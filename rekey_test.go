@@ -28,11 +28,7 @@ func TestRekey(t *testing.T) {
 func testRekey(t *testing.T, mk1, mk2, mk3 kms.RootKey) {
 	ctx := context.Background()
 	st := kmstest.MemoryStore(t)
-	svc, err := kms.New(st, kms.Options{MasterKey: mk1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	app := asApplication(t, svc, "rekey-test")
+	svc, app := startApplication(t, st, mk1, "rekey-test")
 	ring, err := svc.CreateKeyRing(app, kms.CreateKeyRingInput{Name: "docs", KEM: "x25519", DataKeys: kms.DataKeysRing})
 	if err != nil {
 		t.Fatal(err)
