@@ -118,10 +118,7 @@ func newActivityTrail(t *testing.T) *activityTrail {
 	alpha := e.ring(t, "alpha")
 	e.ring(t, "beta")
 	tr.alphaID = alpha.Ring.ID
-	b, err := e.svc.CreateAccount(e.root, kms.AccountInput{UID: "tenant-b"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := e.account(t, "tenant-b")
 	tr.acctB = b.ID
 	tr.uids = map[string]string{"root": e.acct, "tenant-b": b.ID}
 	keyOf := func(acct string, flags kms.Flags) (context.Context, string) {

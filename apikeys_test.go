@@ -373,10 +373,7 @@ func TestAPIKeyReach(t *testing.T) {
 // flag that the Account's API keys and Users grant.
 func TestAccountReach(t *testing.T) {
 	e := newEnv(t)
-	acct, err := e.svc.CreateAccount(e.root, kms.AccountInput{UID: "acme"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	acct := e.account(t, "acme")
 	in := func(flags kms.Flags) context.Context { return e.asIn(t, acct.ID, flags) }
 	if _, err := e.svc.CreateUser(e.root, kms.UserInput{Username: "ann", Email: "ann@example.com", FirstName: "A", LastName: "N",
 		AccountID: acct.ID, Flags: kms.Flags{"keyring.y.read": true}}); err != nil {
@@ -387,7 +384,7 @@ func TestAccountReach(t *testing.T) {
 	ref := kms.AccountRef{Value: acct.ID}
 
 	writer := in(kms.Flags{kms.FlagAccountsWrite: true, "keyring.x.read": true, "keyring.z.read": false})
-	_, err = e.svc.UpdateAccount(writer, ref, update)
+	_, err := e.svc.UpdateAccount(writer, ref, update)
 	wantKind(t, "UpdateAccount(a user holds keyring.y.read)", err, kms.KindPermissionDenied)
 	if err != nil && !strings.Contains(err.Error(), "user ann") {
 		t.Errorf("UpdateAccount error %q does not name the user out of reach", err)

@@ -119,12 +119,9 @@ func TestAssetTenancy(t *testing.T) {
 	e := newEnv(t)
 	e.ring(t, "shared")
 	mine := e.encryptAsset(t, "shared", kms.AssetInput{Data: map[string]any{"owner": "root"}})
-	acct, err := e.svc.CreateAccount(e.root, kms.AccountInput{UID: "tenant-b"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	acct := e.account(t, "tenant-b")
 	b := e.asIn(t, acct.ID, kms.Flags{"keyring.shared.encrypt": true, "assets.read": true, "assets.delete": true})
-	_, err = e.svc.GetAsset(b, mine.Asset.ID)
+	_, err := e.svc.GetAsset(b, mine.Asset.ID)
 	wantKind(t, "GetAsset(other account)", err, kms.KindNotFound)
 	_, err = e.svc.DeleteAsset(b, mine.Asset.ID)
 	wantKind(t, "DeleteAsset(other account)", err, kms.KindNotFound)

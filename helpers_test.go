@@ -91,6 +91,27 @@ func (e *env) encrypt(tb testing.TB, ring string) *kms.EncryptResult {
 	return res
 }
 
+// encryptBatch encrypts count items on ring in one batch as root and
+// returns the answer.
+func (e *env) encryptBatch(tb testing.TB, ring string, count int) *kms.EncryptBatchResult {
+	tb.Helper()
+	res, err := e.svc.EncryptBatch(e.root, kms.EncryptBatchInput{RingName: ring, Count: count})
+	if err != nil {
+		tb.Fatalf("EncryptBatch(%s, %d) = %v", ring, count, err)
+	}
+	return res
+}
+
+// account creates an Account with the UID uid as root and returns it.
+func (e *env) account(tb testing.TB, uid string) *kms.Account {
+	tb.Helper()
+	a, err := e.svc.CreateAccount(e.root, kms.AccountInput{UID: uid})
+	if err != nil {
+		tb.Fatalf("CreateAccount(%q) = %v", uid, err)
+	}
+	return a
+}
+
 // ringOfRingKeys is ring with dataKeys "ring", named: the ring's key is
 // every call's data key.
 func (e *env) ringOfRingKeys(tb testing.TB, name string) *kms.CreateKeyRingResult {

@@ -164,10 +164,7 @@ func TestListKeyHashes(t *testing.T) {
 	e.ring(t, "other")
 	first := created.Key.ID
 	caller := e.as(t, kms.Flags{"keyring.*.encrypt": true, "keyring.r.read": true, "activity.read": true})
-	acct, err := e.svc.CreateAccount(e.root, kms.AccountInput{UID: "tenant"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	acct := e.account(t, "tenant")
 	tenant := e.asIn(t, acct.ID, kms.Flags{"keyring.r.encrypt": true, "keyring.r.read": true, "activity.read": true})
 
 	type issued struct{ hash, asset string }

@@ -64,10 +64,7 @@ func TestRateLimits(t *testing.T) {
 	admit("no address", nil, ctx, kms.KindNone)
 
 	// An Account: all its keys together.
-	acctRes, err := e.svc.CreateAccount(e.root, kms.AccountInput{UID: "limited"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	acctRes := e.account(t, "limited")
 	acct = acctRes.ID
 	clock.Advance(time.Hour)
 	c1 := kms.PrincipalFrom(e.asIn(t, acct, kms.Flags{"keyring.*.read": true}))

@@ -279,10 +279,7 @@ func TestSplitBatch(t *testing.T) {
 	e := newEnv(t)
 	e.splitRing(t, "docs")
 	e.ringOfRingKeys(t, "plain")
-	enc, err := e.svc.EncryptBatch(e.root, kms.EncryptBatchInput{RingName: "docs", Count: 20})
-	if err != nil {
-		t.Fatal(err)
-	}
+	enc := e.encryptBatch(t, "docs", 20)
 	plain := e.encrypt(t, "plain")
 	seen := map[string]bool{}
 	items := make([]kms.DecryptInput, 0, len(enc.Items)+1)
