@@ -151,20 +151,28 @@ func (a *api) encrypt(r *http.Request, _ httprouter.Params) (any, error) {
 
 // POST /ks/encrypt/batch
 func (a *api) encryptBatch(r *http.Request, _ httprouter.Params) (any, error) {
-	var in kms.EncryptBatchInput
-	if err := a.decodeBatch(r, &in); err != nil {
-		return nil, err
-	}
-	return result(a.svc.EncryptBatch(r.Context(), in))
+	return batched(a, r, a.svc.EncryptBatch)
 }
 
 // POST /ks/decrypt/batch
 func (a *api) decryptBatch(r *http.Request, _ httprouter.Params) (any, error) {
-	var in kms.DecryptBatchInput
-	if err := a.decodeBatch(r, &in); err != nil {
+	return batched(a, r, a.svc.DecryptBatch)
+}
+
+// batchInput is a pointer to the input of a batch, which counts its calls.
+type batchInput[T any] interface {
+	*T
+	Calls() int
+}
+
+// batched is decoded for a batch route: its body is decoded by
+// decodeBatch.
+func batched[T any, PT batchInput[T], R any](a *api, r *http.Request, do func(context.Context, T) (*R, error)) (any, error) {
+	var in T
+	if err := a.decodeBatch(r, PT(&in)); err != nil {
 		return nil, err
 	}
-	return result(a.svc.DecryptBatch(r.Context(), in))
+	return result(do(r.Context(), in))
 }
 
 // decodeBatch decodes the body of a batch route into in and admits the
