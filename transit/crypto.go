@@ -124,11 +124,8 @@ func failed(results []result, errs []error, i int, err error) {
 // A key that does not exist is made, for a caller that may create it
 // (keyring.<name>.create), as Vault's encrypt makes it.
 func (a *api) encrypt(r *http.Request, ps httprouter.Params) (*answer, error) {
-	p, err := a.readParams(r)
+	p, err := a.readKeyParams(r)
 	if err != nil {
-		return nil, err
-	}
-	if err := p.checkType(); err != nil {
 		return nil, err
 	}
 	items, batched, partial, err := itemsOf(p)

@@ -45,11 +45,8 @@ func keyData(k *kms.TransitKey) map[string]any {
 // POST keys/:name: make the key (an /asym ring), or answer the one that
 // exists with a warning, as Vault does.
 func (a *api) createKey(r *http.Request, ps httprouter.Params) (*answer, error) {
-	p, err := a.readParams(r)
+	p, err := a.readKeyParams(r)
 	if err != nil {
-		return nil, err
-	}
-	if err := p.checkType(); err != nil {
 		return nil, err
 	}
 	if err := p.unsupported("derived", "convergent_encryption", "allow_plaintext_backup", "key_size", "managed_key_name", "managed_key_id"); err != nil {

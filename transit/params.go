@@ -189,6 +189,19 @@ func (p params) unsupported(names ...string) error {
 	return nil
 }
 
+// readKeyParams is readParams for a call that may make a key: a key type
+// other than the one served is refused (checkType).
+func (a *api) readKeyParams(r *http.Request) (params, error) {
+	p, err := a.readParams(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.checkType(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
 // checkType refuses a key type other than aes256-gcm96 (the default when
 // absent), naming what is served.
 func (p params) checkType() error {
