@@ -59,6 +59,15 @@ func (p params) str(name string) (string, error) {
 	return s, nil
 }
 
+// required returns the string name of an item, which a call to what
+// (encrypt, decrypt) needs: missing, it is an error.
+func (p params) required(name, what string) (string, error) {
+	if !p.has(name) {
+		return "", kms.Errorf(kms.KindInvalid, "missing %s to %s", name, what)
+	}
+	return p.str(name)
+}
+
 // integer returns the integer name (0 when absent).
 func (p params) integer(name string) (int, error) {
 	if !p.has(name) {
