@@ -132,14 +132,8 @@ func getAccount(tx Txn, id string, byUID bool) (*Account, error) {
 		}
 		id = string(v)
 	}
-	v, err := tx.Get(join(pfxAccount, []byte(id)))
-	if isNotFound(err) {
-		return nil, Errorf(KindNotFound, "account not found")
-	} else if err != nil {
-		return nil, err
-	}
 	var a Account
-	if err := json.Unmarshal(v, &a); err != nil {
+	if _, err := getJSON(tx, join(pfxAccount, []byte(id)), &a, errAccountNotFound); err != nil {
 		return nil, err
 	}
 	return &a, nil

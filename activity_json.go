@@ -13,22 +13,13 @@ import (
 // writes, without reflection: the journal encodes every record on its one
 // goroutine, so the encoding is on the path of every call.
 func (a *Activity) appendJSON(b []byte) ([]byte, error) {
-	b = append(b, `{"id":`...)
-	b = jsonenc.AppendString(b, a.ID)
-	b = append(b, `,"keyid":`...)
-	b = jsonenc.AppendString(b, a.KeyID)
-	if a.AccountID != "" {
-		b = append(b, `,"accountId":`...)
-		b = jsonenc.AppendString(b, a.AccountID)
-	}
+	b = appendString(b, `{"id":`, a.ID)
+	b = appendString(b, `,"keyid":`, a.KeyID)
+	b = appendNonEmpty(b, `,"accountId":`, a.AccountID)
 	b = append(b, `,"createdAt":`...)
 	b = strconv.AppendInt(b, a.CreatedAt, 10)
-	b = append(b, `,"action":`...)
-	b = jsonenc.AppendString(b, a.Action)
-	if a.Ring != "" {
-		b = append(b, `,"ring":`...)
-		b = jsonenc.AppendString(b, a.Ring)
-	}
+	b = appendString(b, `,"action":`, a.Action)
+	b = appendNonEmpty(b, `,"ring":`, a.Ring)
 	b = append(b, `,"valid":`...)
 	b = strconv.AppendBool(b, a.Valid)
 	b = append(b, `,"props":`...)
@@ -38,12 +29,8 @@ func (a *Activity) appendJSON(b []byte) ([]byte, error) {
 	}
 	b = append(b, `,"seq":`...)
 	b = strconv.AppendUint(b, a.Seq, 10)
-	b = append(b, `,"prev":`...)
-	b = jsonenc.AppendString(b, a.Prev)
-	if a.Digest != "" {
-		b = append(b, `,"digest":`...)
-		b = jsonenc.AppendString(b, a.Digest)
-	}
+	b = appendString(b, `,"prev":`, a.Prev)
+	b = appendNonEmpty(b, `,"digest":`, a.Digest)
 	return append(b, '}'), nil
 }
 

@@ -112,29 +112,19 @@ type activityTrail struct {
 
 func newActivityTrail(t *testing.T) *activityTrail {
 	t.Helper()
-	st := newMemStore(t)
+	st := kmstest.MemoryStore(t)
 	e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey()})
 	tr := &activityTrail{env: e, st: st}
 	alpha := e.ring(t, "alpha")
 	e.ring(t, "beta")
 	tr.alphaID = alpha.Ring.ID
-	b, err := e.svc.CreateAccount(e.root, kms.AccountInput{UID: "tenant-b"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := e.account(t, "tenant-b")
 	tr.acctB = b.ID
 	tr.uids = map[string]string{"root": e.acct, "tenant-b": b.ID}
 	keyOf := func(acct string, flags kms.Flags) (context.Context, string) {
 		t.Helper()
-		k, err := e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: acct, Flags: flags})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := e.svc.Authenticate(t.Context(), k.Key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return kms.WithPrincipal(t.Context(), p), p.ID
+		ctx := e.asIn(t, acct, flags)
+		return ctx, kms.PrincipalFrom(ctx).ID
 	}
 	encA, encAID := keyOf(e.acct, kms.Flags{"keyring.alpha.encrypt": true, "keyring.alpha.decrypt": true})
 	encB, encBID := keyOf(b.ID, kms.Flags{"keyring.beta.encrypt": true, "keyring.*.read": true})
@@ -304,7 +294,7 @@ func TestSearchActivityIndexChoice(t *testing.T) {
 func TestSearchActivityTimeRange(t *testing.T) {
 	const t0 = int64(1_700_000_000_000)
 	clock := kmstest.ClockAt(time.UnixMilli(t0))
-	st := newMemStore(t)
+	st := kmstest.MemoryStore(t)
 	e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now})
 	e.ring(t, "timed")
 	searcher := e.as(t, kms.Flags{kms.FlagActivityRead: true, kms.FlagAllAccounts: true})
@@ -500,7 +490,7 @@ func lastSeq(t *testing.T, st kms.Store) uint64 {
 // record that existed when paging began is seen exactly once, none twice,
 // in chain order, and nothing appended after the first page is returned.
 func TestSearchActivityPagingWhileWriting(t *testing.T) {
-	st := newMemStore(t)
+	st := kmstest.MemoryStore(t)
 	e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey()})
 	e.ring(t, "load")
 	writer := e.as(t, kms.Flags{"keyring.load.read": true})
@@ -628,7 +618,7 @@ func TestSearchActivityPagingWhileWriting(t *testing.T) {
 // page costs the same whatever the length of the trail.
 func BenchmarkSearchActivity(b *testing.B) {
 	for _, n := range []int{1_000, 100_000} {
-		e := newEnvOn(b, newMemStore(b), kms.Options{MasterKey: kms.GenerateMasterKey()})
+		e := newEnvOn(b, kmstest.MemoryStore(b), kms.Options{MasterKey: kms.GenerateMasterKey()})
 		e.ring(b, "other")
 		target := e.ring(b, "target")
 		writer := e.as(b, kms.Flags{"keyring.other.read": true})

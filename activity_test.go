@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/kmstest"
 	"github.com/ringkms/kms/store/badgerstore"
 )
 
@@ -33,17 +34,14 @@ func records(t *testing.T, st kms.Store) []kms.Activity {
 }
 
 func TestActivityRecordsGrantsAndDenials(t *testing.T) {
-	st, err := badgerstore.OpenInMemory()
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := kmstest.MemoryStore(t)
 	e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey()})
 	e.ring(t, "audited")
 	weak := e.as(t, kms.Flags{"keyring.audited.encrypt": true})
 	if _, err := e.svc.Encrypt(weak, kms.EncryptInput{RingName: "audited"}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.svc.Rotate(weak, kms.RotateInput{RingName: "audited"})
+	_, err := e.svc.Rotate(weak, kms.RotateInput{RingName: "audited"})
 	wantKind(t, "Rotate without flag", err, kms.KindPermissionDenied)
 
 	weakID := kms.PrincipalFrom(weak).ID

@@ -20,13 +20,10 @@ func (r *EncryptResult) AppendJSON(b []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	b = appendKeyShare(b, r.KeyShare)
-	b = append(b, `,"ringId":`...)
-	b = jsonenc.AppendString(b, r.RingID)
-	b = append(b, `,"hash":`...)
-	b = jsonenc.AppendString(b, r.Hash)
-	b = append(b, `,"header":`...)
-	b = jsonenc.AppendString(b, r.Header)
+	b = appendNonEmpty(b, `,"keyShare":`, r.KeyShare)
+	b = appendString(b, `,"ringId":`, r.RingID)
+	b = appendString(b, `,"hash":`, r.Hash)
+	b = appendString(b, `,"header":`, r.Header)
 	if r.Asset != nil {
 		b = append(b, `,"asset":`...)
 		if b, err = jsonenc.AppendValue(b, r.Asset); err != nil {
@@ -40,22 +37,18 @@ func (r *EncryptResult) AppendJSON(b []byte) ([]byte, error) {
 // it, and returns the extended buffer. The error is json.Marshal's for
 // Asset data or a prop that does not encode.
 func (r *DecryptResult) AppendJSON(b []byte) ([]byte, error) {
-	b = append(b, `{"ringId":`...)
-	b = jsonenc.AppendString(b, r.RingID)
-	b = append(b, `,"ringname":`...)
-	b = jsonenc.AppendString(b, r.RingName)
+	b = appendString(b, `{"ringId":`, r.RingID)
+	b = appendString(b, `,"ringname":`, r.RingName)
 	b = append(b, `,"key":`...)
 	b, err := r.Key.appendJSON(b)
 	if err != nil {
 		return nil, err
 	}
-	b = appendKeyShare(b, r.KeyShare)
+	b = appendNonEmpty(b, `,"keyShare":`, r.KeyShare)
 	b = append(b, `,"asset":{"valid":`...)
 	b = strconv.AppendBool(b, r.Asset.Valid)
-	b = append(b, `,"id":`...)
-	b = jsonenc.AppendString(b, r.Asset.ID)
-	b = append(b, `,"message":`...)
-	b = jsonenc.AppendString(b, r.Asset.Message)
+	b = appendString(b, `,"id":`, r.Asset.ID)
+	b = appendString(b, `,"message":`, r.Asset.Message)
 	b = append(b, `,"data":`...)
 	if b, err = jsonenc.AppendObject(b, r.Asset.Data); err != nil {
 		return nil, err
@@ -65,13 +58,20 @@ func (r *DecryptResult) AppendJSON(b []byte) ([]byte, error) {
 	return append(b, "}}"...), nil
 }
 
-// appendKeyShare appends the member keyShare, omitted when empty.
-func appendKeyShare(b []byte, share string) []byte {
-	if share == "" {
+// appendString appends a member whose value is the string s; head is
+// what comes before the value: the comma or the brace, and the quoted
+// name (`,"id":`).
+func appendString(b []byte, head, s string) []byte {
+	return jsonenc.AppendString(append(b, head...), s)
+}
+
+// appendNonEmpty is appendString for a member omitted when s is empty
+// (omitempty).
+func appendNonEmpty(b []byte, head, s string) []byte {
+	if s == "" {
 		return b
 	}
-	b = append(b, `,"keyShare":`...)
-	return jsonenc.AppendString(b, share)
+	return appendString(b, head, s)
 }
 
 // appendStrings appends ss as json.Marshal writes a []string: null for
@@ -95,10 +95,8 @@ func (k *Key) appendJSON(b []byte) ([]byte, error) {
 	if k == nil {
 		return append(b, "null"...), nil
 	}
-	b = append(b, `{"type":`...)
-	b = jsonenc.AppendString(b, k.Type)
-	b = append(b, `,"id":`...)
-	b = jsonenc.AppendString(b, k.ID)
+	b = appendString(b, `{"type":`, k.Type)
+	b = appendString(b, `,"id":`, k.ID)
 	b = append(b, `,"props":`...)
 	b, err := jsonenc.AppendObject(b, k.Props)
 	if err != nil {
@@ -107,16 +105,12 @@ func (k *Key) appendJSON(b []byte) ([]byte, error) {
 	if d := k.KeyData; d != nil {
 		b = append(b, `,"keyData":{"version":`...)
 		b = strconv.AppendInt(b, int64(d.Version), 10)
-		b = append(b, `,"encrypted":{"key":{"value":`...)
-		b = jsonenc.AppendString(b, d.Encrypted.Key.Value)
-		b = append(b, `,"encoding":`...)
-		b = jsonenc.AppendString(b, d.Encrypted.Key.Encoding)
-		b = append(b, `}},"iv":`...)
-		b = jsonenc.AppendString(b, d.IV)
+		b = appendString(b, `,"encrypted":{"key":{"value":`, d.Encrypted.Key.Value)
+		b = appendString(b, `,"encoding":`, d.Encrypted.Key.Encoding)
+		b = appendString(b, `}},"iv":`, d.IV)
 		b = append(b, '}')
 	}
-	b = append(b, `,"state":`...)
-	b = jsonenc.AppendString(b, k.State)
+	b = appendString(b, `,"state":`, k.State)
 	if k.DestroyAt != nil {
 		b = append(b, `,"destroyAt":`...)
 		if b, err = jsonenc.AppendValue(b, *k.DestroyAt); err != nil {

@@ -202,16 +202,12 @@ func putAPIKey(tx Txn, k *apiKeyRecord, old ...*apiKeyRecord) error {
 }
 
 func getAPIKey(tx Txn, id string) (*apiKeyRecord, error) {
-	v, err := tx.Get(join(pfxAPIKey, []byte(id)))
-	if isNotFound(err) {
-		return nil, Errorf(KindNotFound, "API key not found")
-	} else if err != nil {
+	var k apiKeyRecord
+	n, err := getJSON(tx, join(pfxAPIKey, []byte(id)), &k, errAPIKeyNotFound)
+	if err != nil {
 		return nil, err
 	}
-	k := apiKeyRecord{stored: len(v)}
-	if err := json.Unmarshal(v, &k); err != nil {
-		return nil, err
-	}
+	k.stored = n
 	return &k, nil
 }
 

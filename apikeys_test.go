@@ -7,10 +7,11 @@ import (
 	"testing"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/kmstest"
 )
 
 func TestAccounts(t *testing.T) {
-	e := newEnvOn(t, newMemStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), Limits: kms.Limits{MaxAccounts: 3}})
+	e := newEnvOn(t, kmstest.MemoryStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), Limits: kms.Limits{MaxAccounts: 3}})
 	a, err := e.svc.CreateAccount(e.root, kms.AccountInput{UID: "acme", Notes: "n", Props: map[string]any{"tier": "gold"}})
 	if err != nil {
 		t.Fatal(err)
@@ -59,12 +60,7 @@ func TestAccounts(t *testing.T) {
 	}
 
 	// An API key of acme-2 sees its own Account only.
-	k, err := e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: a.ID, Flags: kms.Flags{"accounts.read": true, "accounts.write": true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, _ := e.svc.Authenticate(t.Context(), k.Key)
-	tenant := kms.WithPrincipal(t.Context(), p)
+	tenant := e.asIn(t, a.ID, kms.Flags{"accounts.read": true, "accounts.write": true})
 	own, err := e.svc.ListAccounts(tenant, kms.PageRequest{})
 	if err != nil || len(own.Data) != 1 || own.Data[0].ID != a.ID {
 		t.Fatalf("ListAccounts(tenant) = %+v, %v; want its own account only", own, err)
@@ -82,7 +78,7 @@ func TestAccounts(t *testing.T) {
 	wantKind(t, "DeleteAccount(own)", err, kms.KindConflict)
 	_, err = e.svc.DeleteAccount(e.root, kms.AccountRef{Value: "acme-2", ByUID: true})
 	wantKind(t, "DeleteAccount(with an API key)", err, kms.KindConflict)
-	if _, err := e.svc.DeleteAPIKey(e.root, kms.APIKeyRef{Value: k.KeyID}); err != nil {
+	if _, err := e.svc.DeleteAPIKey(e.root, kms.APIKeyRef{Value: kms.PrincipalFrom(tenant).ID}); err != nil {
 		t.Fatal(err)
 	}
 	del, err := e.svc.DeleteAccount(e.root, kms.AccountRef{Value: "acme-2", ByUID: true})
@@ -94,7 +90,7 @@ func TestAccounts(t *testing.T) {
 }
 
 func TestAPIKeyLifecycle(t *testing.T) {
-	e := newEnvOn(t, newMemStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), Limits: kms.Limits{MaxAPIKeysPerAccount: 4}})
+	e := newEnvOn(t, kmstest.MemoryStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), Limits: kms.Limits{MaxAPIKeysPerAccount: 4}})
 	e.ring(t, "pay")
 	acct, _ := e.svc.CreateAccount(e.root, kms.AccountInput{UID: "tenant"})
 	k, err := e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: "tenant", AccountByUID: true,
@@ -272,7 +268,7 @@ func TestSearchAPIKeysByRing(t *testing.T) {
 }
 
 func TestValidateAPIKey(t *testing.T) {
-	st := newMemStore(t)
+	st := kmstest.MemoryStore(t)
 	e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey()})
 	e.ring(t, "pay")
 	target, _ := e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: e.acct, Flags: kms.Flags{"keyring.pay.encrypt": true}})
@@ -377,10 +373,7 @@ func TestAPIKeyReach(t *testing.T) {
 // flag that the Account's API keys and Users grant.
 func TestAccountReach(t *testing.T) {
 	e := newEnv(t)
-	acct, err := e.svc.CreateAccount(e.root, kms.AccountInput{UID: "acme"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	acct := e.account(t, "acme")
 	in := func(flags kms.Flags) context.Context { return e.asIn(t, acct.ID, flags) }
 	if _, err := e.svc.CreateUser(e.root, kms.UserInput{Username: "ann", Email: "ann@example.com", FirstName: "A", LastName: "N",
 		AccountID: acct.ID, Flags: kms.Flags{"keyring.y.read": true}}); err != nil {
@@ -391,7 +384,7 @@ func TestAccountReach(t *testing.T) {
 	ref := kms.AccountRef{Value: acct.ID}
 
 	writer := in(kms.Flags{kms.FlagAccountsWrite: true, "keyring.x.read": true, "keyring.z.read": false})
-	_, err = e.svc.UpdateAccount(writer, ref, update)
+	_, err := e.svc.UpdateAccount(writer, ref, update)
 	wantKind(t, "UpdateAccount(a user holds keyring.y.read)", err, kms.KindPermissionDenied)
 	if err != nil && !strings.Contains(err.Error(), "user ann") {
 		t.Errorf("UpdateAccount error %q does not name the user out of reach", err)

@@ -137,16 +137,12 @@ func cleanParents(parents []string) ([]string, error) {
 }
 
 func loadAsset(tx Txn, id string) (*assetRecord, error) {
-	v, err := tx.Get(join(pfxAsset, []byte(id)))
-	if isNotFound(err) {
-		return nil, Errorf(KindNotFound, "asset %s not found", id)
-	} else if err != nil {
+	var r assetRecord
+	n, err := getJSON(tx, join(pfxAsset, []byte(id)), &r, Errorf(KindNotFound, "asset %s not found", id))
+	if err != nil {
 		return nil, err
 	}
-	r := assetRecord{stored: len(v)}
-	if err := json.Unmarshal(v, &r); err != nil {
-		return nil, err
-	}
+	r.stored = n
 	return &r, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/kmstest"
 )
 
 // BenchmarkSearchAssets measures one page (limit 100) of a search by parent
@@ -13,7 +14,7 @@ import (
 // from an index costs the same whatever the size of the store.
 func BenchmarkSearchAssets(b *testing.B) {
 	for _, n := range []int{1_000, 100_000} {
-		e := newEnvOn(b, newMemStore(b), kms.Options{MasterKey: kms.GenerateMasterKey()})
+		e := newEnvOn(b, kmstest.MemoryStore(b), kms.Options{MasterKey: kms.GenerateMasterKey()})
 		e.ring(b, "other")
 		target := e.ring(b, "target")
 		parent := e.encryptAsset(b, "target", kms.AssetInput{}).Asset.ID

@@ -119,17 +119,9 @@ func TestAssetTenancy(t *testing.T) {
 	e := newEnv(t)
 	e.ring(t, "shared")
 	mine := e.encryptAsset(t, "shared", kms.AssetInput{Data: map[string]any{"owner": "root"}})
-	acct, err := e.svc.CreateAccount(e.root, kms.AccountInput{UID: "tenant-b"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := e.svc.CreateAPIKey(e.root, kms.APIKeyInput{AccountID: acct.ID, Flags: kms.Flags{"keyring.shared.encrypt": true, "assets.read": true, "assets.delete": true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, _ := e.svc.Authenticate(t.Context(), k.Key)
-	b := kms.WithPrincipal(t.Context(), p)
-	_, err = e.svc.GetAsset(b, mine.Asset.ID)
+	acct := e.account(t, "tenant-b")
+	b := e.asIn(t, acct.ID, kms.Flags{"keyring.shared.encrypt": true, "assets.read": true, "assets.delete": true})
+	_, err := e.svc.GetAsset(b, mine.Asset.ID)
 	wantKind(t, "GetAsset(other account)", err, kms.KindNotFound)
 	_, err = e.svc.DeleteAsset(b, mine.Asset.ID)
 	wantKind(t, "DeleteAsset(other account)", err, kms.KindNotFound)
@@ -155,7 +147,7 @@ func TestAssetTenancy(t *testing.T) {
 
 func TestSearchAssets(t *testing.T) {
 	clock := kmstest.ClockAt(time.UnixMilli(1_800_000_000_000).UTC())
-	st := newMemStore(t)
+	st := kmstest.MemoryStore(t)
 	e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now})
 	r1 := e.ring(t, "r1")
 	r2 := e.ring(t, "r2")

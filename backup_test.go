@@ -17,7 +17,7 @@ import (
 	"testing"
 
 	"github.com/ringkms/kms"
-	"github.com/ringkms/kms/store/badgerstore"
+	"github.com/ringkms/kms/kmstest"
 )
 
 // TestBackupRestore: a backup taken while encrypt calls go on restores
@@ -28,10 +28,7 @@ import (
 func TestBackupRestore(t *testing.T) {
 	ctx := context.Background()
 	mk := kms.GenerateMasterKey()
-	st, err := badgerstore.OpenInMemory()
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := kmstest.MemoryStore(t)
 	e := newEnvOn(t, st, kms.Options{MasterKey: mk})
 	ring, err := e.svc.CreateKeyRing(e.root, kms.CreateKeyRingInput{Name: "docs", KEM: "x25519"})
 	if err != nil {
@@ -50,10 +47,7 @@ func TestBackupRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	split, _ := e.splitRing(t, "split")
-	splitBefore, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "split"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	splitBefore := e.encrypt(t, "split")
 	shareSecret, err := kms.ShareSecret(ctx, st, mk, split.Ring.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -98,11 +92,7 @@ func TestBackupRestore(t *testing.T) {
 		}
 	}
 
-	st2, err := badgerstore.OpenInMemory()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st2.Close()
+	st2 := kmstest.MemoryStore(t)
 	got, err := kms.Restore(ctx, st2, bytes.NewReader(backup), mk)
 	if err != nil {
 		t.Fatalf("Restore = %v", err)
@@ -160,7 +150,7 @@ func TestBackupRestore(t *testing.T) {
 func TestRestoreRefusesDamage(t *testing.T) {
 	ctx := context.Background()
 	mk := kms.GenerateMasterKey()
-	e := newEnvOn(t, newStore(t), kms.Options{MasterKey: mk})
+	e := newEnvOn(t, kmstest.MemoryStore(t), kms.Options{MasterKey: mk})
 	e.ring(t, "r")
 	if _, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "r"}); err != nil {
 		t.Fatal(err)
@@ -170,14 +160,14 @@ func TestRestoreRefusesDamage(t *testing.T) {
 		t.Fatal(err)
 	}
 	backup := buf.Bytes()
-	ref := newStore(t)
+	ref := kmstest.MemoryStore(t)
 	if _, err := kms.Restore(ctx, ref, bytes.NewReader(backup), mk); err != nil {
 		t.Fatalf("Restore(intact) = %v", err)
 	}
 	want, wantRecs := storeContents(t, ref)
 	try := func(name string, b []byte) {
 		t.Helper()
-		st := newStore(t)
+		st := kmstest.MemoryStore(t)
 		if _, err := kms.Restore(ctx, st, bytes.NewReader(b), mk); kms.ErrorKind(err) != kms.KindUnprocessable {
 			t.Errorf("Restore(%s) = %v, want unprocessable", name, err)
 		}
@@ -214,23 +204,30 @@ func TestRestoreNeedsTheMasterKey(t *testing.T) {
 	if _, err := e.svc.Backup(ctx, &buf); err != nil {
 		t.Fatal(err)
 	}
-	st := newStore(t)
+	st := kmstest.MemoryStore(t)
 	if _, err := kms.Restore(ctx, st, bytes.NewReader(buf.Bytes()), kms.MasterKey{}); kms.ErrorKind(err) != kms.KindInvalid {
 		t.Errorf("Restore(no master key) = %v, want invalid", err)
 	}
-	_, err := kms.Restore(ctx, st, bytes.NewReader(buf.Bytes()), kms.GenerateMasterKey())
-	if kms.ErrorKind(err) != kms.KindUnprocessable || !strings.Contains(kms.ErrorMessage(err), "another master key") {
-		t.Errorf("Restore(another master key) = %v, want unprocessable, naming another master key", err)
+	wantRestoreRefused(t, st, buf.Bytes(), kms.GenerateMasterKey(), "another master key")
+}
+
+// wantRestoreRefused checks that a Restore of backup into st, under mk, is
+// refused as unprocessable with a message naming what it is refused for,
+// and that st holds nothing after it.
+func wantRestoreRefused(t *testing.T, st kms.Store, backup []byte, mk kms.MasterKey, naming string) {
+	t.Helper()
+	_, err := kms.Restore(context.Background(), st, bytes.NewReader(backup), mk)
+	if kms.ErrorKind(err) != kms.KindUnprocessable || !strings.Contains(kms.ErrorMessage(err), naming) {
+		t.Errorf("Restore(%s) = %v, want unprocessable, naming %s", naming, err, naming)
 	}
 	if got, recs := storeContents(t, st); len(got) != 0 || len(recs) != 0 {
-		t.Errorf("Restore(another master key) wrote %d entries and %d records, want none", len(got), len(recs))
+		t.Errorf("Restore(%s) wrote %d entries and %d records, want none", naming, len(got), len(recs))
 	}
 }
 
 // TestRestoreRefusesVersion1: a backup of version 1, whose plain SHA-256
 // anyone can recompute, is refused, saying so, and nothing is written.
 func TestRestoreRefusesVersion1(t *testing.T) {
-	ctx := context.Background()
 	b := []byte("rkmsbak\x01")
 	frame := func(kind byte, body []byte) {
 		b = append(b, kind)
@@ -241,14 +238,7 @@ func TestRestoreRefusesVersion1(t *testing.T) {
 	frame('K', append([]byte{3}, "keyvalue"...))
 	sum := sha256.Sum256(b) // version 1: of every byte before the end frame
 	frame('E', append([]byte{1, 0}, sum[:]...))
-	st := newStore(t)
-	_, err := kms.Restore(ctx, st, bytes.NewReader(b), kms.GenerateMasterKey())
-	if kms.ErrorKind(err) != kms.KindUnprocessable || !strings.Contains(kms.ErrorMessage(err), "version 1") {
-		t.Errorf("Restore(version 1) = %v, want unprocessable, naming version 1", err)
-	}
-	if got, recs := storeContents(t, st); len(got) != 0 || len(recs) != 0 {
-		t.Errorf("Restore(version 1) wrote %d entries and %d records, want none", len(got), len(recs))
-	}
+	wantRestoreRefused(t, kmstest.MemoryStore(t), b, kms.GenerateMasterKey(), "version 1")
 }
 
 // TestBackupAcrossRekey: a backup restores with the master key its
@@ -258,7 +248,7 @@ func TestRestoreRefusesVersion1(t *testing.T) {
 func TestBackupAcrossRekey(t *testing.T) {
 	ctx := context.Background()
 	mk1, mk2 := kms.GenerateMasterKey(), kms.GenerateMasterKey()
-	st := newStore(t)
+	st := kmstest.MemoryStore(t)
 	backupUnder := func(mk kms.MasterKey) []byte {
 		t.Helper()
 		svc, err := kms.New(st, kms.Options{MasterKey: mk})
@@ -289,7 +279,7 @@ func TestBackupAcrossRekey(t *testing.T) {
 		{"after the rekey, old key", after, mk1, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			st := newStore(t)
+			st := kmstest.MemoryStore(t)
 			_, err := kms.Restore(ctx, st, bytes.NewReader(c.backup), c.mk)
 			if !c.ok {
 				if kms.ErrorKind(err) != kms.KindUnprocessable {
@@ -317,7 +307,7 @@ func TestBackupAcrossRekey(t *testing.T) {
 // ours: the document and the code cannot drift apart.
 func TestBackupFormat(t *testing.T) {
 	mk := kms.GenerateMasterKey()
-	e := newEnvOn(t, newStore(t), kms.Options{MasterKey: mk})
+	e := newEnvOn(t, kmstest.MemoryStore(t), kms.Options{MasterKey: mk})
 	var buf bytes.Buffer
 	info, err := e.svc.Backup(context.Background(), &buf)
 	if err != nil {
@@ -374,17 +364,6 @@ func TestBackupFormat(t *testing.T) {
 	if len(kinds) < 4 || string(kinds[:2]) != "MA" || kinds[len(kinds)-1] != 'E' || entries != info.Entries || records != info.Records {
 		t.Errorf("frames %q with %d entries and %d records; want M, A, ..., E with %d and %d", kinds, entries, records, info.Entries, info.Records)
 	}
-}
-
-// newStore returns a new in-memory store, closed at the end of the test.
-func newStore(t *testing.T) kms.Store {
-	t.Helper()
-	st, err := badgerstore.OpenInMemory()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
 }
 
 // storeContents returns the entries and trail records st holds.

@@ -15,10 +15,7 @@ func TestEncryptBatch(t *testing.T) {
 	if _, err := e.svc.SetConfig(e.root, kms.RingRef{Name: "bulk"}, &kms.KeyRingConfig{Algos: kms.ConfigAlgos{AES256: kms.AlgoConfig{MaxEncryptCount: 3}}}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := e.svc.EncryptBatch(e.root, kms.EncryptBatchInput{RingName: "bulk", Count: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := e.encryptBatch(t, "bulk", 10)
 	if len(res.Items) != 10 {
 		t.Fatalf("%d items, want 10", len(res.Items))
 	}
@@ -96,14 +93,8 @@ func TestDecryptBatch(t *testing.T) {
 	e := newEnv(t)
 	e.ring(t, "a")
 	e.ring(t, "b")
-	enc, err := e.svc.EncryptBatch(e.root, kms.EncryptBatchInput{RingName: "a", Count: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	encB, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "b"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	enc := e.encryptBatch(t, "a", 3)
+	encB := e.encrypt(t, "b")
 	in := kms.DecryptBatchInput{}
 	for _, it := range enc.Items {
 		in.Items = append(in.Items, kms.DecryptInput{Hash: it.Hash, Header: it.Header})

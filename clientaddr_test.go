@@ -32,7 +32,7 @@ func TestClientAddrIPv6Prefix(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("prefix %d, %s", c.prefix, c.share[0]), func(t *testing.T) {
 			clock := kmstest.ClockAt(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-			e := newEnvOn(t, newMemStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now, IPv6Prefix: c.prefix,
+			e := newEnvOn(t, kmstest.MemoryStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now, IPv6Prefix: c.prefix,
 				RateLimits: kms.RateLimits{PerAddr: kms.Rate{PerSecond: 1, Burst: 1}}})
 			if err := e.svc.Admit(from(c.share[0]), nil); err != nil {
 				t.Fatalf("Admit(%s) = %v", c.share[0], err)
@@ -54,7 +54,7 @@ func TestClientAddrIPv6Prefix(t *testing.T) {
 // or 1 to 128.
 func TestClientAddrIPv6PrefixInvalid(t *testing.T) {
 	for _, p := range []int{-1, 129, 256} {
-		_, err := kms.New(newMemStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), IPv6Prefix: p})
+		_, err := kms.New(kmstest.MemoryStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), IPv6Prefix: p})
 		wantKind(t, fmt.Sprintf("New(IPv6Prefix %d)", p), err, kms.KindInvalid)
 	}
 }

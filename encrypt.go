@@ -319,21 +319,34 @@ func (s *Service) LookupHash(ctx context.Context, hash string) (*HashInfo, error
 	if err != nil {
 		return nil, s.refuse(p, "hash.lookup", "", nil, err)
 	}
-	r, err := s.ringByID(ctx, groupKS, ref.ringID)
+	r, err := s.lookupRef(ctx, p, "hash.lookup", ref, map[string]any{"keyId": ref.keyID})
 	if err != nil {
-		return nil, s.recordFailure(p, "hash.lookup", "", err)
-	}
-	lower := strings.ToLower(r.Name)
-	if _, err := s.authorize(ctx, "hash.lookup", lower, RingFlag(r.Name, OpRead)); err != nil {
-		return nil, err
-	}
-	if _, err := s.keyByID(ctx, r.ID, ref.keyID); err != nil {
-		return nil, s.recordFailure(p, "hash.lookup", lower, err)
-	}
-	if err := s.record(p, "hash.lookup", lower, map[string]any{"ringId": r.ID, "keyId": ref.keyID}, nil); err != nil {
 		return nil, err
 	}
 	return &HashInfo{RingID: r.ID, KeyID: ref.keyID}, nil
+}
+
+// lookupRef checks, for a lookup recorded as action, that the ring and
+// the key that ref names exist and that the caller may read the ring
+// (keyring.<name>.read), records the lookup with props and the ring's ID,
+// and returns the ring. A failure is recorded too.
+func (s *Service) lookupRef(ctx context.Context, p *Principal, action string, ref hashRef, props map[string]any) (*ringRecord, error) {
+	r, err := s.ringByID(ctx, groupKS, ref.ringID)
+	if err != nil {
+		return nil, s.recordFailure(p, action, "", err)
+	}
+	lower := strings.ToLower(r.Name)
+	if _, err := s.authorize(ctx, action, lower, RingFlag(r.Name, OpRead)); err != nil {
+		return nil, err
+	}
+	if _, err := s.keyByID(ctx, r.ID, ref.keyID); err != nil {
+		return nil, s.recordFailure(p, action, lower, err)
+	}
+	props["ringId"] = r.ID
+	if err := s.record(p, action, lower, props, nil); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // LookupHeader parses a header and verifies its MAC and its Ed25519
@@ -359,18 +372,7 @@ func (s *Service) LookupHeader(ctx context.Context, header string) (*HeaderInfo,
 		}
 		return info, nil
 	}
-	r, err := s.ringByID(ctx, groupKS, ref.ringID)
-	if err != nil {
-		return nil, s.recordFailure(p, "header.lookup", "", err)
-	}
-	lower := strings.ToLower(r.Name)
-	if _, err := s.authorize(ctx, "header.lookup", lower, RingFlag(r.Name, OpRead)); err != nil {
-		return nil, err
-	}
-	if _, err := s.keyByID(ctx, r.ID, ref.keyID); err != nil {
-		return nil, s.recordFailure(p, "header.lookup", lower, err)
-	}
-	if err := s.record(p, "header.lookup", lower, map[string]any{"ringId": r.ID, "valid": true}, nil); err != nil {
+	if _, err := s.lookupRef(ctx, p, "header.lookup", ref, map[string]any{"valid": true}); err != nil {
 		return nil, err
 	}
 	info.Valid = true
@@ -445,15 +447,11 @@ func (s *Service) activeKey(ctx context.Context, p *Principal, r *ringRecord) (*
 // (recorded with the limit's reason), and returns the ring and key to
 // use.
 func (s *Service) reserveEncrypt(ctx context.Context, p *Principal, r *ringRecord, max uint64, reason string) (*ringRecord, error) {
-	mu, err := s.lockRing(r.ID)
+	r, mu, err := s.lockRingAfresh(ctx, r)
 	if err != nil {
 		return nil, err
 	}
 	defer mu.Unlock()
-	r, err = s.ringByID(ctx, r.Group, r.ID) // another call may have rotated it
-	if err != nil {
-		return nil, err
-	}
 	err = s.counts.Count(r.ID, r.ActiveKey, max)
 	if err != encryptcount.ErrSpent {
 		return r, err

@@ -12,10 +12,7 @@ import (
 func TestEncryptDecrypt(t *testing.T) {
 	e := newEnv(t)
 	ring := e.ring(t, "data")
-	res, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "DATA"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := e.encrypt(t, "DATA")
 	if res.RingID != ring.Ring.ID || res.Key.ID != ring.Key.ID || res.Key.KeyData == nil {
 		t.Fatalf("Encrypt = %+v", res)
 	}
@@ -73,10 +70,7 @@ func flip(text string, i, bit int) string {
 func TestDecryptDetectsEveryAlteration(t *testing.T) {
 	e := newEnv(t)
 	e.ring(t, "tamper")
-	res, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "tamper"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := e.encrypt(t, "tamper")
 	rawHash, _ := base64.RawURLEncoding.DecodeString(res.Hash)
 	rawHeader, _ := base64.RawURLEncoding.DecodeString(res.Header)
 	check := func(what string, in kms.DecryptInput) {

@@ -203,10 +203,7 @@ func TestUnwrapPerFormat(t *testing.T) {
 func TestHashAndHeaderLayout(t *testing.T) {
 	e := newEnv(t)
 	created := e.ring(t, "layout")
-	res, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "layout"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := e.encrypt(t, "layout")
 	hash, err := base64.RawURLEncoding.DecodeString(res.Hash)
 	if err != nil || len(hash) != 65 || len(res.Hash) != 87 {
 		t.Fatalf("hash = %d bytes (%d chars), %v; want 65 (87)", len(hash), len(res.Hash), err)
@@ -494,27 +491,28 @@ func writeCanonical(b *strings.Builder, v any) {
 		}
 		b.WriteByte('"')
 	case []any:
-		b.WriteByte('[')
-		for i, e := range v {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			writeCanonical(b, e)
-		}
-		b.WriteByte(']')
+		writeList(b, '[', ']', len(v), func(i int) { writeCanonical(b, v[i]) })
 	case map[string]any:
 		names := slices.Sorted(maps.Keys(v)) // byte order of the UTF-8 names
-		b.WriteByte('{')
-		for i, n := range names {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			writeCanonical(b, n)
+		writeList(b, '{', '}', len(names), func(i int) {
+			writeCanonical(b, names[i])
 			b.WriteByte(':')
-			writeCanonical(b, v[n])
-		}
-		b.WriteByte('}')
+			writeCanonical(b, v[names[i]])
+		})
 	}
+}
+
+// writeList writes n items, each by item, between open and close and
+// separated by commas.
+func writeList(b *strings.Builder, open, close byte, n int, item func(i int)) {
+	b.WriteByte(open)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		item(i)
+	}
+	b.WriteByte(close)
 }
 
 // TestCanonicalDataPerFormat checks the canonical JSON rules of

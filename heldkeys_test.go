@@ -9,6 +9,7 @@ import (
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/internal/vaultct"
+	"github.com/ringkms/kms/kmstest"
 )
 
 // openOffline opens the transit ciphertext ct with key, as anyone
@@ -406,7 +407,7 @@ func editRingRecord(t *testing.T, st kms.Store, name string, edit func(m map[str
 // settings, as every ring made by transit then had, and as handed out
 // otherwise.
 func TestHeldRingsOfEarlierRelease(t *testing.T) {
-	st := newMemStore(t)
+	st := kmstest.MemoryStore(t)
 	opts := kms.Options{MasterKey: kms.GenerateMasterKey()}
 	svc, err := kms.New(st, opts)
 	if err != nil {

@@ -10,7 +10,6 @@ import (
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/internal/pgtest"
 	"github.com/ringkms/kms/kmstest"
-	"github.com/ringkms/kms/store/badgerstore"
 	"github.com/ringkms/kms/store/pgstore"
 )
 
@@ -27,11 +26,7 @@ type env struct {
 
 func newEnv(tb testing.TB) *env {
 	tb.Helper()
-	st, err := badgerstore.OpenInMemory()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return newEnvOn(tb, st, kms.Options{MasterKey: kms.GenerateMasterKey()})
+	return newEnvOn(tb, kmstest.MemoryStore(tb), kms.Options{MasterKey: kms.GenerateMasterKey()})
 }
 
 // newEnvAt starts an env on a new in-memory store whose Service's clock
@@ -39,7 +34,7 @@ func newEnv(tb testing.TB) *env {
 func newEnvAt(tb testing.TB, at time.Time) (*env, *kmstest.Clock) {
 	tb.Helper()
 	clock := kmstest.ClockAt(at)
-	return newEnvOn(tb, newMemStore(tb), kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now}), clock
+	return newEnvOn(tb, kmstest.MemoryStore(tb), kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now}), clock
 }
 
 func newEnvOn(tb testing.TB, st kms.Store, opts kms.Options) *env {
@@ -86,6 +81,37 @@ func (e *env) ring(tb testing.TB, name string) *kms.CreateKeyRingResult {
 	return r
 }
 
+// encrypt encrypts on ring as root and returns the answer.
+func (e *env) encrypt(tb testing.TB, ring string) *kms.EncryptResult {
+	tb.Helper()
+	res, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: ring})
+	if err != nil {
+		tb.Fatalf("Encrypt(%s) = %v", ring, err)
+	}
+	return res
+}
+
+// encryptBatch encrypts count items on ring in one batch as root and
+// returns the answer.
+func (e *env) encryptBatch(tb testing.TB, ring string, count int) *kms.EncryptBatchResult {
+	tb.Helper()
+	res, err := e.svc.EncryptBatch(e.root, kms.EncryptBatchInput{RingName: ring, Count: count})
+	if err != nil {
+		tb.Fatalf("EncryptBatch(%s, %d) = %v", ring, count, err)
+	}
+	return res
+}
+
+// account creates an Account with the UID uid as root and returns it.
+func (e *env) account(tb testing.TB, uid string) *kms.Account {
+	tb.Helper()
+	a, err := e.svc.CreateAccount(e.root, kms.AccountInput{UID: uid})
+	if err != nil {
+		tb.Fatalf("CreateAccount(%q) = %v", uid, err)
+	}
+	return a
+}
+
 // ringOfRingKeys is ring with dataKeys "ring", named: the ring's key is
 // every call's data key.
 func (e *env) ringOfRingKeys(tb testing.TB, name string) *kms.CreateKeyRingResult {
@@ -107,43 +133,44 @@ func wantKind(tb testing.TB, what string, err error, kind kms.Kind) {
 	}
 }
 
-func newMemStore(tb testing.TB) kms.Store {
-	tb.Helper()
-	st, err := badgerstore.OpenInMemory()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return st
-}
-
 // pgNodes starts n Services with opts over one new PostgreSQL database,
 // as the nodes of a cluster, closed at the end of the test. wrap, when
 // set, gives the store node i runs on, over its own.
 func pgNodes(t *testing.T, n int, opts kms.Options, wrap func(i int, st kms.Store) kms.Store) []*kms.Service {
 	t.Helper()
-	url := pgtest.URL(t)
+	open := pgOpener(t)
 	nodes := make([]*kms.Service, n)
 	for i := range nodes {
-		pst, err := pgstore.Open(context.Background(), url, pgstore.Options{})
-		if err != nil {
-			t.Fatalf("pgstore.Open = %v", err)
-		}
+		pst := open()
 		var st kms.Store = pst
 		if wrap != nil {
 			st = wrap(i, pst)
 		}
 		svc, err := kms.New(st, opts)
 		if err != nil {
-			pst.Close()
 			t.Fatal(err)
 		}
-		t.Cleanup(func() {
-			svc.Close()
-			pst.Close()
-		})
+		t.Cleanup(func() { svc.Close() })
 		nodes[i] = svc
 	}
 	return nodes
+}
+
+// pgOpener makes a new PostgreSQL database and returns a function that
+// opens a store on it, a pool of its own (a node's), closed at the end of
+// the test.
+func pgOpener(t *testing.T) func() *pgstore.Store {
+	t.Helper()
+	url := pgtest.URL(t)
+	return func() *pgstore.Store {
+		t.Helper()
+		st, err := pgstore.Open(context.Background(), url, pgstore.Options{})
+		if err != nil {
+			t.Fatalf("pgstore.Open = %v", err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	}
 }
 
 // bootstrapRoot bootstraps svc with a generated secret and returns a
@@ -162,6 +189,30 @@ func bootstrapRoot(tb testing.TB, svc *kms.Service) context.Context {
 	return kms.WithPrincipal(ctx, p)
 }
 
+// asApplication returns a context acting as the application name of svc
+// (Service.Application).
+func asApplication(tb testing.TB, svc *kms.Service, name string) context.Context {
+	tb.Helper()
+	ctx := context.Background()
+	p, err := svc.Application(ctx, name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return kms.WithPrincipal(ctx, p)
+}
+
+// startApplication starts a Service over st under the root key rk and
+// returns it and a context acting as its application name; the caller
+// closes the Service.
+func startApplication(tb testing.TB, st kms.Store, rk kms.RootKey, name string) (*kms.Service, context.Context) {
+	tb.Helper()
+	svc, err := kms.New(st, kms.Options{MasterKey: rk})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return svc, asApplication(tb, svc, name)
+}
+
 // storedRing puts a ring in a new store as another release wrote it: a
 // Service over the store, acting as an application, makes the ring "old"
 // (X25519), and is closed; change then rewrites the ring's record, given
@@ -171,17 +222,9 @@ func bootstrapRoot(tb testing.TB, svc *kms.Service) context.Context {
 func storedRing(t *testing.T, change func(tx kms.Txn, ringID string, rec map[string]json.RawMessage) error) (*kms.Service, context.Context) {
 	t.Helper()
 	ctx := context.Background()
-	st := newMemStore(t)
+	st := kmstest.MemoryStore(t)
 	mk := kms.GenerateMasterKey()
-	svc, err := kms.New(st, kms.Options{MasterKey: mk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := svc.Application(ctx, "before")
-	if err != nil {
-		t.Fatal(err)
-	}
-	app := kms.WithPrincipal(ctx, p)
+	svc, app := startApplication(t, st, mk, "before")
 	ring, err := svc.CreateKeyRing(app, kms.CreateKeyRingInput{Name: "old", KEM: "x25519"})
 	if err != nil {
 		t.Fatal(err)

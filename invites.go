@@ -122,6 +122,22 @@ func putToken(tx Txn, prefix []byte, digest string, t *tokenRecord) error {
 	return tx.Set(join(prefix, []byte(digest)), v)
 }
 
+// lookupToken is findToken in a transaction of its own; a failure of the
+// store is an internal error, naming what the caller was doing.
+func (s *Service) lookupToken(ctx context.Context, prefix []byte, tokenPrefix, token string, now time.Time, doing string) (*userRecord, string, error) {
+	var u *userRecord
+	var state string
+	err := s.store.View(ctx, func(tx Txn) error {
+		var err error
+		u, state, err = findToken(tx, prefix, tokenPrefix, token, now)
+		return err
+	})
+	if err != nil {
+		return nil, "", internalError(doing, err)
+	}
+	return u, state, nil
+}
+
 // findToken looks up an invitation or reset token and its User, and says
 // whether it is usable: InviteSuccess, InviteExpired or InviteInvalid. The
 // User is nil when unknown. A token of the wrong shape, one already used,
@@ -212,15 +228,9 @@ func (s *Service) ValidateInvite(ctx context.Context, token string) (*InviteVali
 func (s *Service) CompleteInvite(ctx context.Context, token, password string) (*InviteCompletion, error) {
 	const action = "user.invite.complete"
 	now := s.now()
-	var u *userRecord
-	var state string
-	err := s.store.View(ctx, func(tx Txn) error {
-		var err error
-		u, state, err = findToken(tx, pfxInvite, inviteTokenPrefix, token, now)
-		return err
-	})
+	u, state, err := s.lookupToken(ctx, pfxInvite, inviteTokenPrefix, token, now, "complete invitation")
 	if err != nil {
-		return nil, internalError("complete invitation", err)
+		return nil, err
 	}
 	if check := CheckPassword(password); !check.IsValid {
 		return nil, s.recordPublic(u, action, map[string]any{"reason": "malformed password"}, errMalformedPassword(check))
@@ -460,15 +470,9 @@ func (s *Service) sendMail(ctx context.Context, mailer Mailer, msg Message, u *u
 func (s *Service) CompletePasswordReset(ctx context.Context, token, password string) error {
 	const action = "user.reset.complete"
 	now := s.now()
-	var u *userRecord
-	var state string
-	err := s.store.View(ctx, func(tx Txn) error {
-		var err error
-		u, state, err = findToken(tx, pfxReset, resetTokenPrefix, token, now)
-		return err
-	})
+	u, state, err := s.lookupToken(ctx, pfxReset, resetTokenPrefix, token, now, "complete password reset")
 	if err != nil {
-		return internalError("complete password reset", err)
+		return err
 	}
 	if check := CheckPassword(password); !check.IsValid {
 		return s.recordPublic(u, action, map[string]any{"reason": "malformed password"}, errMalformedPassword(check))
@@ -517,15 +521,9 @@ func (s *Service) CompletePasswordReset(ctx context.Context, token, password str
 // new password: nil when the token can complete a reset, else the same
 // Invalid error CompletePasswordReset gives. Public: no principal needed.
 func (s *Service) ValidatePasswordReset(ctx context.Context, token string) error {
-	var u *userRecord
-	var state string
-	err := s.store.View(ctx, func(tx Txn) error {
-		var err error
-		u, state, err = findToken(tx, pfxReset, resetTokenPrefix, token, s.now())
-		return err
-	})
+	u, state, err := s.lookupToken(ctx, pfxReset, resetTokenPrefix, token, s.now(), "validate password reset")
 	if err != nil {
-		return internalError("validate password reset", err)
+		return err
 	}
 	if state != InviteSuccess {
 		return s.recordPublic(u, "user.reset.validate", map[string]any{"state": state}, errBadReset)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/kmstest"
 	"github.com/ringkms/kms/store/badgerstore"
 )
 
@@ -123,11 +124,7 @@ func startFaulty(t *testing.T) (*faultStore, *kms.Service, context.Context) {
 }
 
 func newFaultStore(t *testing.T) *faultStore {
-	inner, err := badgerstore.OpenInMemory()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { inner.Close() })
+	inner := kmstest.MemoryStore(t)
 	return &faultStore{Store: inner, trail: inner.Trail()}
 }
 

@@ -9,7 +9,6 @@ import (
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/internal/kmsdtest"
-	"github.com/ringkms/kms/internal/pgtest"
 	"github.com/ringkms/kms/store/pgstore"
 )
 
@@ -37,15 +36,8 @@ func (t *countingTrail) AppendIn(ctx context.Context, fn func(kms.Txn) (uint64, 
 // queue meanwhile join that batch once the lock is held, rather than
 // wait for a turn of their own.
 func TestSharedBatchTakesJobsQueuedForTheLock(t *testing.T) {
-	url := pgtest.URL(t)
 	ctx := context.Background()
-	open := func() *pgstore.Store {
-		st, err := pgstore.Open(ctx, url, pgstore.Options{})
-		if err != nil {
-			t.Fatalf("pgstore.Open = %v", err)
-		}
-		return st
-	}
+	open := pgOpener(t)
 	pst := open()
 	st := &countingStore{Store: pst, trail: &countingTrail{SharedTrail: pst.Trail().(kms.SharedTrail)}}
 	e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey()})
@@ -58,7 +50,6 @@ func TestSharedBatchTakesJobsQueuedForTheLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := open()
-	t.Cleanup(func() { other.Close() })
 
 	holding, release := make(chan struct{}), make(chan struct{})
 	var once, released sync.Once

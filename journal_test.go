@@ -9,7 +9,7 @@ import (
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/internal/kmsdtest"
-	"github.com/ringkms/kms/store/badgerstore"
+	"github.com/ringkms/kms/kmstest"
 )
 
 // smallTxnStore refuses transactions of more than max writes, as a backend
@@ -44,10 +44,7 @@ func (s *smallTxnStore) UpdateNoSync(ctx context.Context, fn func(kms.Txn) error
 // entries), every job succeeds, the chain holds and the index names every
 // record.
 func TestJournalSplitsLargeBatches(t *testing.T) {
-	inner, err := badgerstore.OpenInMemory()
-	if err != nil {
-		t.Fatal(err)
-	}
+	inner := kmstest.MemoryStore(t)
 	st := &smallTxnStore{Store: inner, max: 40}
 	e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey()})
 	e.ring(t, "split")
@@ -136,7 +133,7 @@ func (s *gateTrailStore) Trail() kms.Trail { return s.trail }
 // batch of several jobs, a small batch yields, and the jobs that arrive
 // meanwhile join it; after a batch of one, a job does not yield.
 func TestJournalGathersUnderLoad(t *testing.T) {
-	inner := newMemStore(t)
+	inner := kmstest.MemoryStore(t)
 	tr := &gateTrail{Trail: inner.Trail(), entered: make(chan struct{}, 1)}
 	e := newEnvOn(t, &gateTrailStore{Store: inner, trail: tr}, kms.Options{MasterKey: kms.GenerateMasterKey()})
 	e.ring(t, "r")

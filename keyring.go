@@ -1,6 +1,7 @@
 package kms
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -286,17 +287,21 @@ func putKey(tx Txn, k *keyRecord) error {
 	return tx.Set(join(pfxKey, []byte(k.RingID), sep, []byte(k.ID)), v)
 }
 
+// The errors of a ring, a key, an Account or an API key not found.
+var (
+	errRingNotFound    = Errorf(KindNotFound, "key ring not found")
+	errKeyNotFound     = Errorf(KindNotFound, "key not found")
+	errAccountNotFound = Errorf(KindNotFound, "account not found")
+	errAPIKeyNotFound  = Errorf(KindNotFound, "API key not found")
+)
+
 func loadRing(tx Txn, id string) (*ringRecord, error) {
-	v, err := tx.Get(join(pfxRing, []byte(id)))
-	if isNotFound(err) {
-		return nil, Errorf(KindNotFound, "key ring not found")
-	} else if err != nil {
+	var r ringRecord
+	n, err := getJSON(tx, join(pfxRing, []byte(id)), &r, errRingNotFound)
+	if err != nil {
 		return nil, err
 	}
-	r := ringRecord{stored: len(v)}
-	if err := json.Unmarshal(v, &r); err != nil {
-		return nil, err
-	}
+	r.stored = n
 	if r.pub, err = wrap.ParsePublicKey(r.PublicKey); err != nil {
 		return nil, Errorf(KindInternal, "key ring %s has a corrupt public key", r.ID)
 	}
@@ -304,14 +309,8 @@ func loadRing(tx Txn, id string) (*ringRecord, error) {
 }
 
 func loadKey(tx Txn, ringID, keyID string) (*keyRecord, error) {
-	v, err := tx.Get(join(pfxKey, []byte(ringID), sep, []byte(keyID)))
-	if isNotFound(err) {
-		return nil, Errorf(KindNotFound, "key not found")
-	} else if err != nil {
-		return nil, err
-	}
 	var k keyRecord
-	if err := json.Unmarshal(v, &k); err != nil {
+	if _, err := getJSON(tx, join(pfxKey, []byte(ringID), sep, []byte(keyID)), &k, errKeyNotFound); err != nil {
 		return nil, err
 	}
 	return &k, nil
@@ -347,12 +346,7 @@ const (
 )
 
 // state returns the key's state; a key stored without one is enabled.
-func (k *keyRecord) state() string {
-	if k.State == "" {
-		return KeyEnabled
-	}
-	return k.State
-}
+func (k *keyRecord) state() string { return cmp.Or(k.State, KeyEnabled) }
 
 // usable returns nil when k, a key of r, is enabled, and otherwise the
 // error that a use of it answers: Disabled (disabled, or scheduled for
@@ -422,12 +416,7 @@ const (
 // dataKeys is the ring's dataKeys; a ring stored with none (made before
 // the choice existed) has "ring": the default of new rings is for new
 // rings only, and a stored ring keeps the kind it was made with.
-func (r *ringRecord) dataKeys() string {
-	if r.DataKeys == "" {
-		return DataKeysRing
-	}
-	return r.DataKeys
-}
+func (r *ringRecord) dataKeys() string { return cmp.Or(r.DataKeys, DataKeysRing) }
 
 // KeyData is a key wrapped for its ring's public key; docs/FORMAT.md
 // describes it bit for bit.

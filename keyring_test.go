@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/kmstest"
 )
 
 func TestValidateRingName(t *testing.T) {
@@ -181,10 +182,7 @@ func TestConfigAndMaxEncryptCount(t *testing.T) {
 	}
 	var keys []string
 	for i := 0; i < 7; i++ {
-		res, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "counted"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := e.encrypt(t, "counted")
 		keys = append(keys, res.Key.ID)
 		if i >= 3 && res.Key.Props["team"] != "blue" {
 			t.Errorf("encrypt %d: key props = %v, want the configured key props", i, res.Key.Props)
@@ -328,7 +326,7 @@ func TestBootstrapOnce(t *testing.T) {
 }
 
 func TestKeyRingPlanLimit(t *testing.T) {
-	e := newEnvOn(t, newMemStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), Limits: kms.Limits{MaxKeyRings: 2}})
+	e := newEnvOn(t, kmstest.MemoryStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), Limits: kms.Limits{MaxKeyRings: 2}})
 	e.ring(t, "one")
 	if _, err := e.svc.CreateAsymKeyRing(e.root, kms.CreateAsymKeyRingInput{Name: "two"}); err != nil {
 		t.Fatal(err)
@@ -360,7 +358,7 @@ func TestEncryptCountSurvivesRestart(t *testing.T) {
 		{"close, limit reached", true, 3, "BBBC"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st := newMemStore(t)
+			st := kmstest.MemoryStore(t)
 			key, secret := kms.GenerateMasterKey(), ""
 			first, root := startWithRing(t, st, key, &secret)
 			var ids []string
@@ -390,15 +388,7 @@ func TestEncryptCountSurvivesRestart(t *testing.T) {
 			for range len(tc.want) {
 				encrypt(second, root)
 			}
-			names := map[string]byte{}
-			var got []byte
-			for _, id := range ids {
-				if _, ok := names[id]; !ok {
-					names[id] = byte('A' + len(names))
-				}
-				got = append(got, names[id])
-			}
-			if want := "AAA" + tc.want; string(got) != want {
+			if got, want := kmstest.UseOrder(ids), "AAA"+tc.want; got != want {
 				t.Fatalf("3 encrypts, restart, maxEncryptCount %d, %d encrypts used keys %s, want %s", tc.max, len(tc.want), got, want)
 			}
 		})
@@ -437,10 +427,7 @@ func TestEncryptCountConcurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, want := range []bool{true, true, false} {
-		res, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "busy"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := e.encrypt(t, "busy")
 		if same := res.Key.ID == created.Key.ID; same != want {
 			t.Fatalf("encrypt %d after %d calls with maxEncryptCount %d: same key %v, want %v", i+1, callers*calls, callers*calls+2, same, want)
 		}

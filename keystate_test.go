@@ -45,13 +45,10 @@ func keyState(tb testing.TB, e *env, id string) *kms.Key {
 func TestKeyDisable(t *testing.T) {
 	e := newEnv(t)
 	first := e.ring(t, "r").Key.ID
-	old, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "r"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	old := e.encrypt(t, "r")
 	ref := kms.RingRef{Name: "r"}
 
-	_, err = e.svc.SetKeyState(e.root, ref, first, kms.KeyStateInput{State: "disabled"})
+	_, err := e.svc.SetKeyState(e.root, ref, first, kms.KeyStateInput{State: "disabled"})
 	wantKind(t, "SetKeyState(active key, disabled)", err, kms.KindInvalid)
 	_, err = e.svc.DestroyKey(e.root, ref, first, kms.DestroyKeyInput{})
 	wantKind(t, "DestroyKey(active key)", err, kms.KindInvalid)
@@ -80,10 +77,7 @@ func TestKeyDisable(t *testing.T) {
 		t.Fatalf("the ring's active key is still %s after disabling it with rotate", first)
 	}
 	for range 5 {
-		res, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "r"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := e.encrypt(t, "r")
 		if res.Key.ID == first {
 			t.Fatalf("Encrypt handed out the disabled key %s", first)
 		}
@@ -141,15 +135,12 @@ func TestKeyDisable(t *testing.T) {
 // and lets it fall due.
 func TestKeyDestroy(t *testing.T) {
 	clock := kmstest.ClockAt(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	st := newMemStore(t)
+	st := kmstest.MemoryStore(t)
 	e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now})
 	first := e.ring(t, "r").Key.ID
-	old, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "r"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	old := e.encrypt(t, "r")
 	ref := kms.RingRef{Name: "r"}
-	_, err = e.svc.DestroyKey(e.root, ref, first, kms.DestroyKeyInput{After: "59m", Rotate: true})
+	_, err := e.svc.DestroyKey(e.root, ref, first, kms.DestroyKeyInput{After: "59m", Rotate: true})
 	wantKind(t, "DestroyKey(59m, default minimum 1h)", err, kms.KindInvalid)
 	_, err = e.svc.DestroyKey(e.root, ref, first, kms.DestroyKeyInput{After: "soon", Rotate: true})
 	wantKind(t, "DestroyKey(soon)", err, kms.KindInvalid)

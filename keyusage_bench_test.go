@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/kmstest"
 )
 
 // BenchmarkListKeyHashes measures one page (limit 100) of a key's hashes,
@@ -14,7 +15,7 @@ import (
 // interleaved. A page costs the same however many hashes the key has.
 func BenchmarkListKeyHashes(b *testing.B) {
 	for _, n := range []int{1_000, 100_000, 1_000_000} {
-		e := newEnvOn(b, newMemStore(b), kms.Options{MasterKey: kms.GenerateMasterKey()})
+		e := newEnvOn(b, kmstest.MemoryStore(b), kms.Options{MasterKey: kms.GenerateMasterKey()})
 		target := e.ring(b, "target")
 		e.ring(b, "other")
 		var wg sync.WaitGroup

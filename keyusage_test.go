@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/kmstest"
 )
 
 func wantUsage(tb testing.TB, svc *kms.Service, ctx context.Context, ring, keyID string, enc, dec uint64) *kms.KeyUsage {
@@ -103,10 +104,7 @@ func TestKeyUsageCountsCalls(t *testing.T) {
 		t.Fatalf("ListKeys encryptCount = %v, want %s:7 %s:1", counts, first, rot.ID)
 	}
 	// The answer of an encrypt call carries no count.
-	res, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "r"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := e.encrypt(t, "r")
 	if res.Key.EncryptCount != nil {
 		t.Fatalf("Encrypt answer has encryptCount %d", *res.Key.EncryptCount)
 	}
@@ -166,10 +164,7 @@ func TestListKeyHashes(t *testing.T) {
 	e.ring(t, "other")
 	first := created.Key.ID
 	caller := e.as(t, kms.Flags{"keyring.*.encrypt": true, "keyring.r.read": true, "activity.read": true})
-	acct, err := e.svc.CreateAccount(e.root, kms.AccountInput{UID: "tenant"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	acct := e.account(t, "tenant")
 	tenant := e.asIn(t, acct.ID, kms.Flags{"keyring.r.encrypt": true, "keyring.r.read": true, "activity.read": true})
 
 	type issued struct{ hash, asset string }
@@ -385,7 +380,7 @@ func TestKeyUsageAcrossNodes(t *testing.T) {
 // about a key whose flags allow the action reported, so that the record
 // is granted with result ok.
 func TestValidationDoesNotCountAsUse(t *testing.T) {
-	st := newMemStore(t)
+	st := kmstest.MemoryStore(t)
 	e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey()})
 	created := e.ring(t, "r")
 	keyID := created.Key.ID

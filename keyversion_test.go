@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/kmstest"
 )
 
 // keyVersions returns the versions of the keys of a /ks ring, in the
@@ -73,7 +74,7 @@ func TestKeyVersions(t *testing.T) {
 // a rotation, or at the first transit call; the versions given are the
 // same whichever comes first.
 func TestKeyVersionsUpgrade(t *testing.T) {
-	st := newMemStore(t)
+	st := kmstest.MemoryStore(t)
 	t.Cleanup(func() { st.Close() })
 	opts := kms.Options{MasterKey: kms.GenerateMasterKey()}
 	svc, err := kms.New(st, opts)

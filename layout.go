@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -133,6 +134,18 @@ func join(parts ...[]byte) []byte {
 }
 
 func isNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
+
+// getJSON decodes the JSON record at key into rec and returns the size of
+// the stored value; a missing record is the error notFound.
+func getJSON(tx Txn, key []byte, rec any, notFound error) (int, error) {
+	v, err := tx.Get(key)
+	if isNotFound(err) {
+		return 0, notFound
+	} else if err != nil {
+		return 0, err
+	}
+	return len(v), json.Unmarshal(v, rec)
+}
 
 // newID returns a new identifier (internal/ids): creation time and
 // randomness, strictly increasing within one process, so lists in ID order

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/kmstest"
 )
 
 // recordingObserver keeps what a Service reports.
@@ -42,7 +43,7 @@ func (o *recordingObserver) ObserveRecords(recs []*kms.Activity) {
 // committed, with its result.
 func TestObserver(t *testing.T) {
 	obs := &recordingObserver{actions: map[string]int{}}
-	e := newEnvOn(t, newMemStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), Observer: obs})
+	e := newEnvOn(t, kmstest.MemoryStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), Observer: obs})
 	e.ring(t, "r")
 	for range 3 {
 		if _, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "r"}); err != nil {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/kmstest"
 	"github.com/ringkms/kms/store/badgerstore"
 )
 
@@ -16,11 +17,7 @@ import (
 // store any more.
 func TestRekeyCarriesTheFirstKeysPurposeKeys(t *testing.T) {
 	ctx := context.Background()
-	st, err := badgerstore.OpenInMemory()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := kmstest.MemoryStore(t)
 	first, second, third := kms.GenerateMasterKey(), kms.GenerateMasterKey(), kms.GenerateMasterKey()
 	svc, err := kms.New(st, kms.Options{MasterKey: first})
 	if err != nil {

@@ -30,6 +30,29 @@ type rekeyLoad struct {
 	asym   map[string]string // /asym ring name -> its key's ID, of rings made
 }
 
+// newRekeyLoad makes the ring the load encrypts under, "docs", on svc as
+// app, and returns the load, not started.
+func newRekeyLoad(t *testing.T, svc *kms.Service, app context.Context) *rekeyLoad {
+	t.Helper()
+	if _, err := svc.CreateKeyRing(app, kms.CreateKeyRingInput{Name: "docs", KEM: "x25519"}); err != nil {
+		t.Fatal(err)
+	}
+	return &rekeyLoad{t: t, users: map[string]string{}, asym: map[string]string{}}
+}
+
+// newRekeying returns a Service over a new store in memory, given a
+// master key and a next one to rekey to, with the store and both keys.
+func newRekeying(t *testing.T) (svc *kms.Service, st kms.Store, old, next kms.MasterKey) {
+	t.Helper()
+	old, next = kms.GenerateMasterKey(), kms.GenerateMasterKey()
+	st = kmstest.MemoryStore(t)
+	svc, err := kms.New(st, kms.Options{MasterKey: old, NextMasterKey: next})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc, st, old, next
+}
+
 func (l *rekeyLoad) fail(format string, args ...any) {
 	l.mu.Lock()
 	l.failed = append(l.failed, fmt.Sprintf(format, args...))
@@ -123,21 +146,9 @@ func (l *rekeyLoad) checkAfter(svc *kms.Service, ctx context.Context) {
 // old key opens nothing.
 func TestServiceRekey(t *testing.T) {
 	ctx := context.Background()
-	old, next := kms.GenerateMasterKey(), kms.GenerateMasterKey()
-	st := kmstest.MemoryStore(t)
-	svc, err := kms.New(st, kms.Options{MasterKey: old, NextMasterKey: next})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := svc.Application(ctx, "rekey-online")
-	if err != nil {
-		t.Fatal(err)
-	}
-	app := kms.WithPrincipal(ctx, p)
-	if _, err := svc.CreateKeyRing(app, kms.CreateKeyRingInput{Name: "docs", KEM: "x25519"}); err != nil {
-		t.Fatal(err)
-	}
-	l := &rekeyLoad{t: t, users: map[string]string{}, asym: map[string]string{}}
+	svc, st, old, next := newRekeying(t)
+	app := asApplication(t, svc, "rekey-online")
+	l := newRekeyLoad(t, svc, app)
 	for w := range 4 {
 		l.run(svc, app, fmt.Sprint("w", w))
 	}
@@ -206,15 +217,8 @@ func TestRekeyBesideNodes(t *testing.T) {
 	defer b.Close()
 	stale := open(kms.Options{MasterKey: old})
 	defer stale.Close()
-	p, err := a.Application(ctx, "rekey-beside")
-	if err != nil {
-		t.Fatal(err)
-	}
-	app := kms.WithPrincipal(ctx, p)
-	if _, err := a.CreateKeyRing(app, kms.CreateKeyRingInput{Name: "docs", KEM: "x25519"}); err != nil {
-		t.Fatal(err)
-	}
-	l := &rekeyLoad{t: t, users: map[string]string{}, asym: map[string]string{}}
+	app := asApplication(t, a, "rekey-beside")
+	l := newRekeyLoad(t, a, app)
 	for w := range 3 {
 		l.run(a, app, fmt.Sprint("a", w))
 		l.run(b, app, fmt.Sprint("b", w))
@@ -275,16 +279,8 @@ type unheard struct{ kms.Store }
 // so a Service that never knew the old root secret opens it.
 func TestSealedWriteFollowsAnUnheardRekey(t *testing.T) {
 	ctx := context.Background()
-	dbURL := pgtest.URL(t)
 	old, next := kms.GenerateMasterKey(), kms.GenerateMasterKey()
-	open := func() kms.Store {
-		st, err := pgstore.Open(ctx, dbURL, pgstore.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		return st
-	}
+	open := pgOpener(t)
 	a, err := kms.New(unheard{open()}, kms.Options{MasterKey: old, NextMasterKey: next})
 	if err != nil {
 		t.Fatal(err)
@@ -295,11 +291,7 @@ func TestSealedWriteFollowsAnUnheardRekey(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	p, err := a.Application(ctx, "unheard")
-	if err != nil {
-		t.Fatal(err)
-	}
-	app := kms.WithPrincipal(ctx, p)
+	app := asApplication(t, a, "unheard")
 	if _, err := b.Rekey(ctx); err != nil {
 		t.Fatalf("Rekey on the other node = %v", err)
 	}

@@ -103,12 +103,7 @@ func TestRekeyNeverGoesBack(t *testing.T) {
 // to rekey to it.
 func TestServiceRekeyOnce(t *testing.T) {
 	ctx := context.Background()
-	old, next := kms.GenerateMasterKey(), kms.GenerateMasterKey()
-	st := kmstest.MemoryStore(t)
-	svc, err := kms.New(st, kms.Options{MasterKey: old, NextMasterKey: next})
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc, st, old, next := newRekeying(t)
 	if _, err := svc.Rekey(ctx); err != nil {
 		t.Fatalf("Rekey = %v", err)
 	}

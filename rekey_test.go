@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/ringkms/kms"
-	"github.com/ringkms/kms/store/badgerstore"
+	"github.com/ringkms/kms/kmstest"
 )
 
 // TestRekey: after Rekey, the old master key opens nothing (no Service
@@ -27,20 +27,8 @@ func TestRekey(t *testing.T) {
 
 func testRekey(t *testing.T, mk1, mk2, mk3 kms.RootKey) {
 	ctx := context.Background()
-	st, err := badgerstore.OpenInMemory()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	svc, err := kms.New(st, kms.Options{MasterKey: mk1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := svc.Application(ctx, "rekey-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	app := kms.WithPrincipal(ctx, p)
+	st := kmstest.MemoryStore(t)
+	svc, app := startApplication(t, st, mk1, "rekey-test")
 	ring, err := svc.CreateKeyRing(app, kms.CreateKeyRingInput{Name: "docs", KEM: "x25519", DataKeys: kms.DataKeysRing})
 	if err != nil {
 		t.Fatal(err)

@@ -75,26 +75,42 @@ func (s *Service) setConfig(ctx context.Context, group string, ref RingRef, cfg 
 	if err := checkProps("config.key.props", cfg.Key.Props); err != nil {
 		return nil, s.recordFailure(p, action, lower, err)
 	}
-	var next *ringRecord
 	act := s.newActivity(p, action, lower, true, map[string]any{"ringId": r.ID, "maxEncryptCount": algos.AES256.MaxEncryptCount})
 	if period != "" {
 		act.Props["rotationPeriod"] = period
 	}
-	err = s.submit(act, func(tx Txn) error {
-		cur, err := loadRing(tx, r.ID)
-		if err != nil {
-			return err
-		}
+	next, err := s.changeRing(act, r.ID, func(tx Txn, cur *ringRecord) error {
 		cur.Props = cloneMap(cfg.Props)
 		cur.KeyProps = cloneMap(cfg.Key.Props)
 		changed := cur.Algos.AES256.RotationPeriod != period
 		cur.Algos = algos
-		cur.UpdatedAt = s.now().UTC()
 		if changed {
-			if err := reschedule(tx, cur); err != nil {
-				return err
-			}
+			return reschedule(tx, cur)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return next.config(), nil
+}
+
+// changeRing records act and writes the ring id as change leaves it, in
+// one transaction: change gets the ring as that transaction reads it, and
+// the ring's UpdatedAt is then set. It returns the ring written, which
+// the cache of rings gets too, and wakes the rotation sweep when the ring
+// is due a rotation by period.
+func (s *Service) changeRing(act *Activity, id string, change func(tx Txn, cur *ringRecord) error) (*ringRecord, error) {
+	var next *ringRecord
+	err := s.submit(act, func(tx Txn) error {
+		cur, err := loadRing(tx, id)
+		if err != nil {
+			return err
+		}
+		if err := change(tx, cur); err != nil {
+			return err
+		}
+		cur.UpdatedAt = s.now().UTC()
 		next = cur
 		return putRing(tx, cur)
 	}, func() { s.rings.Set(next.ID, next) })
@@ -104,5 +120,5 @@ func (s *Service) setConfig(ctx context.Context, group string, ref RingRef, cfg 
 	if next.RotateDue != 0 {
 		s.rotator.Wake()
 	}
-	return next.config(), nil
+	return next, nil
 }

@@ -56,15 +56,7 @@ func TestRootKeyOfItsOwn(t *testing.T) {
 	ctx := context.Background()
 	rk := newTestRootKey(t)
 	st := kmstest.MemoryStore(t)
-	first, err := kms.New(st, kms.Options{MasterKey: rk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := first.Application(ctx, "rootkey-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	app := kms.WithPrincipal(ctx, p)
+	first, app := startApplication(t, st, rk, "rootkey-test")
 	ring, err := first.CreateKeyRing(app, kms.CreateKeyRingInput{Name: "docs", KEM: "x25519"})
 	if err != nil {
 		t.Fatal(err)

@@ -179,6 +179,22 @@ func (s *Service) lockRing(id string) (*journal.Lock, error) {
 	return l, nil
 }
 
+// lockRingAfresh takes the lock of r's ring (lockRing) and reads the ring
+// again under it, since another call may have rotated it meanwhile. The
+// caller Unlocks the lock when the error is nil.
+func (s *Service) lockRingAfresh(ctx context.Context, r *ringRecord) (*ringRecord, *journal.Lock, error) {
+	mu, err := s.lockRing(r.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	fresh, err := s.ringByID(ctx, r.Group, r.ID)
+	if err != nil {
+		mu.Unlock()
+		return nil, nil, err
+	}
+	return fresh, mu, nil
+}
+
 // rotate makes a new key for r and makes it the active key, recorded as
 // action by p, with props (the ring, the keys and the new version are
 // added). A rotation with a guard rotates only if the guard holds on the
@@ -302,15 +318,11 @@ func periodProps(r *ringRecord, trigger string) map[string]any {
 // the ring with its new active key; or the ring as it is, when another
 // call or process rotated it first.
 func (s *Service) rotateOverdue(ctx context.Context, r *ringRecord) (*ringRecord, error) {
-	mu, err := s.lockRing(r.ID)
+	r, mu, err := s.lockRingAfresh(ctx, r)
 	if err != nil {
 		return nil, err
 	}
 	defer mu.Unlock()
-	r, err = s.ringByID(ctx, r.Group, r.ID) // another call may have rotated it
-	if err != nil {
-		return nil, err
-	}
 	now := s.now().UnixMilli()
 	if r.RotateDue == 0 || now < r.RotateDue {
 		return r, nil

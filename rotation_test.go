@@ -182,10 +182,7 @@ func TestRotationPeriodAndCount(t *testing.T) {
 	setPeriod(t, e.svc, e.root, "both", "1h", 3)
 	encrypt := func() string {
 		t.Helper()
-		res, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "both"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := e.encrypt(t, "both")
 		return res.Key.ID
 	}
 	for range 3 {

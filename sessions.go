@@ -143,14 +143,8 @@ func (s *Service) authenticateToken(ctx context.Context, digest string) (*Princi
 	gen, pgen := st.sessions.Generation(), s.principals.Generation()
 	var e *sessionEntry
 	err := s.store.View(ctx, func(tx Txn) error {
-		v, err := tx.Get(join(pfxSession, []byte(digest)))
-		if isNotFound(err) {
-			return errNoSession
-		} else if err != nil {
-			return err
-		}
 		var sess session
-		if err := json.Unmarshal(v, &sess); err != nil {
+		if _, err := getJSON(tx, join(pfxSession, []byte(digest)), &sess, errNoSession); err != nil {
 			return err
 		}
 		e = &sessionEntry{userID: sess.UserID, expiresAt: sess.ExpiresAt}
@@ -423,14 +417,8 @@ func userSession(tx Txn, p *Principal, token string, now time.Time) (string, *se
 		return "", nil, errBadCredential
 	}
 	digest := secretDigest(token)
-	v, err := tx.Get(join(pfxSession, []byte(digest)))
-	if isNotFound(err) {
-		return "", nil, errBadCredential
-	} else if err != nil {
-		return "", nil, err
-	}
 	var sess session
-	if err := json.Unmarshal(v, &sess); err != nil {
+	if _, err := getJSON(tx, join(pfxSession, []byte(digest)), &sess, errBadCredential); err != nil {
 		return "", nil, err
 	}
 	if sess.UserID != p.ID || !now.Before(sess.ExpiresAt) {

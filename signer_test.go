@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/kmstest"
 )
 
 // TestSigningKeyGiven runs Services given their signing key
@@ -29,7 +30,7 @@ func TestSigningKeyGiven(t *testing.T) {
 	id := hex.EncodeToString(sum[:8])
 	const uri = "pkcs11:token=kms;object=kms-signing?module-path=/usr/lib/softhsm/libsofthsm2.so"
 	mk := kms.GenerateMasterKey()
-	st := newMemStore(t)
+	st := kmstest.MemoryStore(t)
 	given := kms.Options{MasterKey: mk, SigningKey: priv, SigningKeyURI: uri}
 
 	ec, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -38,10 +39,7 @@ func TestSigningKeyGiven(t *testing.T) {
 
 	e := newEnvOn(t, st, given)
 	e.ring(t, "r")
-	enc, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "r"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	enc := e.encrypt(t, "r")
 	if got := headerKeyID(t, enc.Header); got != id {
 		t.Fatalf("header names key %s, want the given key %s", got, id)
 	}

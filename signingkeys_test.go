@@ -68,10 +68,7 @@ func TestSigningKeys(t *testing.T) {
 		t.Fatalf("signing key %+v: want ID %x, Ed25519, active, created %v", k, sum[:8], clock.Now())
 	}
 	e.ring(t, "r")
-	enc, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "r"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	enc := e.encrypt(t, "r")
 	if got := headerKeyID(t, enc.Header); got != k.ID {
 		t.Fatalf("header names signing key %s, want the published %s", got, k.ID)
 	}
@@ -116,10 +113,7 @@ func TestRotateSigningKey(t *testing.T) {
 	if len(set.Keys) != 2 || set.Keys[0].ID != old.ID || set.Keys[0].Active || set.Keys[1] != *k || !k.Active || k.ID == old.ID || !k.CreatedAt.Equal(clock.Now()) {
 		t.Fatalf("after rotation SigningKeys() = %+v, rotation answered %+v; want the old key inactive, then the new one active", set.Keys, k)
 	}
-	after, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "r"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	after := e.encrypt(t, "r")
 	if got := headerKeyID(t, after.Header); got != k.ID {
 		t.Fatalf("header after rotation names key %s, want the new %s", got, k.ID)
 	}
@@ -191,10 +185,7 @@ func TestRotateStoreSigningKey(t *testing.T) {
 	}
 	e := newEnvOn(t, st, kms.Options{MasterKey: mk})
 	e.ring(t, "r")
-	before, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "r"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := e.encrypt(t, "r")
 	e.svc.Close()
 	if _, err := kms.RotateStoreSigningKey(context.Background(), st, kms.GenerateMasterKey()); kms.ErrorKind(err) != kms.KindUnauthenticated {
 		t.Fatalf("RotateStoreSigningKey with another master key = %v, want Unauthenticated", err)
@@ -229,7 +220,7 @@ func TestRotateStoreSigningKey(t *testing.T) {
 // one, and a rotation works.
 func TestSigningKeysOldStore(t *testing.T) {
 	mk := kms.GenerateMasterKey()
-	st := newMemStore(t)
+	st := kmstest.MemoryStore(t)
 	e := newEnvOn(t, st, kms.Options{MasterKey: mk})
 	old := activeKey(t, signingKeys(t, e.svc))
 	e.svc.Close()
@@ -280,10 +271,7 @@ func TestVerifyHeaderOffline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "r"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	plain := e.encrypt(t, "r")
 	keys := viaJSON[*kms.SigningKeySet](t, signingKeys(t, e.svc))
 	// The Asset as a client reads it: from JSON, numbers as float64.
 	asset := viaJSON[*kms.Asset](t, enc.Asset)

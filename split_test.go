@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/ringkms/kms"
-	"github.com/ringkms/kms/store/badgerstore"
+	"github.com/ringkms/kms/kmstest"
 )
 
 // splitRing creates a ring with split data keys and an X25519 key pair,
@@ -79,10 +79,7 @@ func TestSplitRing(t *testing.T) {
 	var encs []*kms.EncryptResult
 	seen := map[string]bool{}
 	for range 3 {
-		res, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "docs"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := e.encrypt(t, "docs")
 		shareBytes(t, res.KeyShare)
 		if seen[res.KeyShare] {
 			t.Fatalf("two encrypt calls answered the share %s", res.KeyShare)
@@ -252,17 +249,11 @@ func TestSplitByDefault(t *testing.T) {
 // only, as docs/FORMAT.md section 2.1 says.
 func TestSplitShareFollowsFormat(t *testing.T) {
 	ctx := context.Background()
-	st, err := badgerstore.OpenInMemory()
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := kmstest.MemoryStore(t)
 	mk := kms.GenerateMasterKey()
 	e := newEnvOn(t, st, kms.Options{MasterKey: mk})
 	ring, pk := e.splitRing(t, "docs")
-	res, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "docs"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := e.encrypt(t, "docs")
 	secret, err := kms.ShareSecret(ctx, st, mk, ring.Ring.ID)
 	if err != nil || len(secret) != 32 {
 		t.Fatalf("the ring's share secret = %d bytes, %v", len(secret), err)
@@ -288,14 +279,8 @@ func TestSplitBatch(t *testing.T) {
 	e := newEnv(t)
 	e.splitRing(t, "docs")
 	e.ringOfRingKeys(t, "plain")
-	enc, err := e.svc.EncryptBatch(e.root, kms.EncryptBatchInput{RingName: "docs", Count: 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	plain, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "plain"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	enc := e.encryptBatch(t, "docs", 20)
+	plain := e.encrypt(t, "plain")
 	seen := map[string]bool{}
 	items := make([]kms.DecryptInput, 0, len(enc.Items)+1)
 	for i, it := range enc.Items {

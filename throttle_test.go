@@ -12,9 +12,7 @@ import (
 	"time"
 
 	"github.com/ringkms/kms"
-	"github.com/ringkms/kms/internal/pgtest"
 	"github.com/ringkms/kms/kmstest"
-	"github.com/ringkms/kms/store/pgstore"
 )
 
 // nodeThrottles returns the login throttles of two nodes, over one store
@@ -122,23 +120,14 @@ func testThrottlesShared(t *testing.T, newStores func(t *testing.T) (kms.Store, 
 
 func TestThrottlesSharedBadger(t *testing.T) {
 	testThrottlesShared(t, func(t *testing.T) (kms.Store, kms.Store) {
-		st := newMemStore(t)
-		t.Cleanup(func() { st.Close() })
+		st := kmstest.MemoryStore(t)
 		return st, st
 	})
 }
 
 func TestThrottlesSharedPostgres(t *testing.T) {
 	testThrottlesShared(t, func(t *testing.T) (kms.Store, kms.Store) {
-		url := pgtest.URL(t)
-		open := func() kms.Store {
-			st, err := pgstore.Open(context.Background(), url, pgstore.Options{})
-			if err != nil {
-				t.Fatalf("pgstore.Open = %v", err)
-			}
-			t.Cleanup(func() { st.Close() })
-			return st
-		}
+		open := pgOpener(t)
 		return open(), open() // two nodes: two pools on one database
 	})
 }
@@ -150,9 +139,9 @@ type keepOpen struct{ kms.Store }
 func (keepOpen) Close() error { return nil }
 
 func TestLoginThrottleSurvivesRestart(t *testing.T) {
-	st := newMemStore(t)
+	st := kmstest.MemoryStore(t)
 	clock := kmstest.ClockAt(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
-	opts := kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now, Mailer: newFakeMailer(), BaseURL: testBaseURL}
+	opts := kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now, Mailer: kmstest.NewMailbox(), BaseURL: testBaseURL}
 	ctx := context.Background()
 	guesser := kms.WithClientAddr(ctx, "192.0.2.200")
 	login := func(svc *kms.Service, ctx context.Context, name, pw string) error {
@@ -280,7 +269,7 @@ func (s *throttleOps) Update(ctx context.Context, fn func(kms.Txn) error) error 
 // transactions: one read, and a write only for a failure or for a success
 // that clears a count.
 func TestThrottleStoreCost(t *testing.T) {
-	st := &throttleOps{Store: newMemStore(t)}
+	st := &throttleOps{Store: kmstest.MemoryStore(t)}
 	clock := kmstest.ClockAt(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
 	e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now})
 	res, err := e.svc.CreateUser(e.root, userInput("ada", nil))

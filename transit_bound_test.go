@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/kmstest"
 )
 
 // encryptItems encrypts n plaintexts in one call of the transit key name
@@ -43,7 +44,7 @@ func encryptItems(t *testing.T, e *env, name string, n int) []int {
 // each rewrap and each data key counts; an explicit older version past
 // it is refused; a /ks ring is not bound.
 func TestTransitEncryptionBound(t *testing.T) {
-	e := newEnvOn(t, newMemStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), MaxTransitEncryptions: 3})
+	e := newEnvOn(t, kmstest.MemoryStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), MaxTransitEncryptions: 3})
 	if _, err := e.svc.CreateTransitKey(e.root, kms.CreateTransitKeyInput{Name: "b"}); err != nil {
 		t.Fatal(err)
 	}
@@ -107,10 +108,7 @@ func TestTransitEncryptionBound(t *testing.T) {
 	e.ring(t, "ks")
 	var keys []string
 	for range 5 {
-		r, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "ks"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := e.encrypt(t, "ks")
 		keys = append(keys, r.Key.ID)
 	}
 	if keys[0] != keys[4] {
@@ -123,7 +121,7 @@ func TestTransitEncryptionBound(t *testing.T) {
 // reserves blocks as large as those of a key without a limit, not the
 // small ones of a small maxEncryptCount.
 func TestTransitEncryptionBoundDefault(t *testing.T) {
-	if _, err := kms.New(newMemStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), MaxTransitEncryptions: 1<<32 + 1}); kms.ErrorKind(err) != kms.KindInvalid {
+	if _, err := kms.New(kmstest.MemoryStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), MaxTransitEncryptions: 1<<32 + 1}); kms.ErrorKind(err) != kms.KindInvalid {
 		t.Errorf("New(MaxTransitEncryptions 2^32+1) = %v, want Invalid", err)
 	}
 	e := newEnv(t)

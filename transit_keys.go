@@ -341,12 +341,7 @@ func (s *Service) ConfigureTransitKey(ctx context.Context, name string, cfg Tran
 		return nil, s.recordFailure(p, transitConfigAction, lower, err)
 	}
 	act := s.newActivity(p, transitConfigAction, lower, true, map[string]any{"ringId": r.ID})
-	var next *ringRecord
-	err = s.submit(act, func(tx Txn) error {
-		cur, err := loadRing(tx, r.ID)
-		if err != nil {
-			return err
-		}
+	next, err := s.changeRing(act, r.ID, func(tx Txn, cur *ringRecord) error {
 		t := cur.transit()
 		if err := t.apply(cfg, cur.Name, cur.LatestVersion); err != nil {
 			return err
@@ -361,37 +356,38 @@ func (s *Service) ConfigureTransitKey(ctx context.Context, name string, cfg Tran
 			}
 		}
 		act.Props["rotationPeriod"] = cur.Algos.AES256.RotationPeriod
-		cur.UpdatedAt = s.now().UTC()
-		next = cur
-		return putRing(tx, cur)
-	}, func() { s.rings.Set(next.ID, next) })
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	if next.RotateDue != 0 {
-		s.rotator.Wake()
-	}
 	return s.transitKey(ctx, next, false)
+}
+
+// checkMinVersion checks v, a minimum version for use (decryption or
+// encryption), against the key's latest version, with Vault's wording.
+func checkMinVersion(use string, v, latest int) error {
+	switch {
+	case v < 0:
+		return Errorf(KindInvalid, "min %s version cannot be negative", use)
+	case v > latest:
+		return Errorf(KindInvalid, "cannot set min %s version of %d, latest key version is %d", use, v, latest)
+	}
+	return nil
 }
 
 // apply changes t by cfg, for the key name whose latest version is
 // latest, with Vault's rules and wording.
 func (t *transitSettings) apply(cfg TransitKeyConfig, name string, latest int) error {
 	if v := cfg.MinDecryptionVersion; v != nil {
-		switch {
-		case *v < 0:
-			return Errorf(KindInvalid, "min decryption version cannot be negative")
-		case *v > latest:
-			return Errorf(KindInvalid, "cannot set min decryption version of %d, latest key version is %d", *v, latest)
+		if err := checkMinVersion("decryption", *v, latest); err != nil {
+			return err
 		}
 		t.MinDecryptionVersion = max(*v, 1)
 	}
 	if v := cfg.MinEncryptionVersion; v != nil {
-		switch {
-		case *v < 0:
-			return Errorf(KindInvalid, "min encryption version cannot be negative")
-		case *v > latest:
-			return Errorf(KindInvalid, "cannot set min encryption version of %d, latest key version is %d", *v, latest)
+		if err := checkMinVersion("encryption", *v, latest); err != nil {
+			return err
 		}
 		t.MinEncryptionVersion = *v
 	}

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/ringkms/kms"
-	"github.com/ringkms/kms/store/badgerstore"
+	"github.com/ringkms/kms/kmstest"
 )
 
 // ringKeys is every way a ring's keys are wrapped, with the private key
@@ -117,10 +117,7 @@ func TestUnwrapKey(t *testing.T) {
 func TestParsePrivateKeyTakesTheAnswer(t *testing.T) {
 	e := newEnv(t)
 	ring := e.ring(t, "answer")
-	enc, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "answer"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	enc := e.encrypt(t, "answer")
 	pk, err := kms.ParsePrivateKey(ring.PrivateKey)
 	if err != nil {
 		t.Fatalf("ParsePrivateKey(CreateKeyRing's PrivateKey) = %v", err)
@@ -177,10 +174,7 @@ func TestErrorKindNil(t *testing.T) {
 // API key in the same Account.
 func TestApplication(t *testing.T) {
 	ctx := context.Background()
-	st, err := badgerstore.OpenInMemory()
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := kmstest.MemoryStore(t)
 	svc, err := kms.New(st, kms.Options{MasterKey: kms.GenerateMasterKey()})
 	if err != nil {
 		t.Fatal(err)

@@ -147,16 +147,12 @@ func findUser(tx Txn, ref UserRef) (*userRecord, error) {
 }
 
 func getUser(tx Txn, id string) (*userRecord, error) {
-	v, err := tx.Get(join(pfxUser, []byte(id)))
-	if isNotFound(err) {
-		return nil, errUserNotFound
-	} else if err != nil {
+	var u userRecord
+	n, err := getJSON(tx, join(pfxUser, []byte(id)), &u, errUserNotFound)
+	if err != nil {
 		return nil, err
 	}
-	u := userRecord{stored: len(v)}
-	if err := json.Unmarshal(v, &u); err != nil {
-		return nil, err
-	}
+	u.stored = n
 	return &u, nil
 }
 

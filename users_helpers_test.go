@@ -3,8 +3,6 @@ package kms_test
 import (
 	"bytes"
 	"context"
-	"net/url"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,48 +10,12 @@ import (
 	"github.com/ringkms/kms/kmstest"
 )
 
-// fakeMailer captures the messages it is asked to send.
-type fakeMailer struct {
-	mu   sync.Mutex
-	msgs []kms.Message
-	sent chan kms.Message // every message, also; buffered
-}
-
-func newFakeMailer() *fakeMailer { return &fakeMailer{sent: make(chan kms.Message, 100)} }
-
-func (m *fakeMailer) Send(_ context.Context, msg kms.Message) error {
-	m.mu.Lock()
-	m.msgs = append(m.msgs, msg)
-	m.mu.Unlock()
-	m.sent <- msg
-	return nil
-}
-
-func (m *fakeMailer) count() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.msgs)
-}
-
-// wait returns the next message, failing the test when none comes (the
-// reset mail is sent in the background).
-func (m *fakeMailer) wait(tb testing.TB) kms.Message {
-	tb.Helper()
-	select {
-	case msg := <-m.sent:
-		return msg
-	case <-time.After(30 * time.Second):
-		tb.Fatal("no mail was sent")
-		return kms.Message{}
-	}
-}
-
 // userEnv is an env with a settable clock, a fake mailer and its store.
 type userEnv struct {
 	*env
 	st    kms.Store
 	clock *kmstest.Clock
-	mail  *fakeMailer
+	mail  *kmstest.Mailbox
 }
 
 const testBaseURL = "https://kms.example.com/"
@@ -61,12 +23,12 @@ const testBaseURL = "https://kms.example.com/"
 func newUserEnv(tb testing.TB, change ...func(*kms.Options)) *userEnv {
 	tb.Helper()
 	clock := kmstest.ClockAt(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
-	mail := newFakeMailer()
+	mail := kmstest.NewMailbox()
 	opts := kms.Options{MasterKey: kms.GenerateMasterKey(), Now: clock.Now, Mailer: mail, BaseURL: testBaseURL}
 	for _, c := range change {
 		c(&opts)
 	}
-	st := newMemStore(tb)
+	st := kmstest.MemoryStore(tb)
 	return &userEnv{env: newEnvOn(tb, st, opts), st: st, clock: clock, mail: mail}
 }
 
@@ -108,20 +70,6 @@ func (e *userEnv) actingWith(tb testing.TB, secret string) context.Context {
 		tb.Fatalf("Authenticate(token) = %v", err)
 	}
 	return kms.WithPrincipal(context.Background(), p)
-}
-
-// tokenOf returns the token query parameter of a link.
-func tokenOf(tb testing.TB, link string) string {
-	tb.Helper()
-	u, err := url.Parse(link)
-	if err != nil {
-		tb.Fatalf("link %q: %v", link, err)
-	}
-	tok := u.Query().Get("token")
-	if tok == "" {
-		tb.Fatalf("link %q has no token", link)
-	}
-	return tok
 }
 
 // storeHolds reports whether any key or value of the store contains s.

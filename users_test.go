@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/kmstest"
 )
 
 func TestCreateUser(t *testing.T) {
@@ -96,10 +97,7 @@ func TestCreateUser(t *testing.T) {
 		writer := e.as(t, kms.Flags{kms.FlagUsersWrite: true})
 		_, err = e.svc.CreateUser(writer, userInput("carol", kms.Flags{"keyring.x.rotate": true}))
 		wantKind(t, "CreateUser granting a flag the caller lacks", err, kms.KindPermissionDenied)
-		other, err := e.svc.CreateAccount(e.root, kms.AccountInput{UID: "other"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		other := e.account(t, "other")
 		in := userInput("carol", nil)
 		in.AccountID = other.ID
 		_, err = e.svc.CreateUser(writer, in)
@@ -290,10 +288,7 @@ func TestListUsers(t *testing.T) {
 	for _, n := range names {
 		e.createUser(t, n, nil)
 	}
-	other, err := e.svc.CreateAccount(e.root, kms.AccountInput{UID: "other"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	other := e.account(t, "other")
 	for _, n := range []string{"zed", "amy"} {
 		in := userInput(n, nil)
 		in.AccountID = other.ID
@@ -435,7 +430,7 @@ func TestUserActivity(t *testing.T) {
 
 // A bootstrap secret chosen by the operator may look like an access token.
 func TestAuthenticateAPIKeyShapedLikeToken(t *testing.T) {
-	st := newMemStore(t)
+	st := kmstest.MemoryStore(t)
 	svc, err := kms.New(st, kms.Options{MasterKey: kms.GenerateMasterKey()})
 	if err != nil {
 		t.Fatal(err)
@@ -461,10 +456,7 @@ func TestAuthenticateAPIKeyShapedLikeToken(t *testing.T) {
 // and their tokens and logins stay dead.
 func TestUsersOfDeletedAccount(t *testing.T) {
 	e := newUserEnv(t)
-	other, err := e.svc.CreateAccount(e.root, kms.AccountInput{UID: "doomed"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	other := e.account(t, "doomed")
 	in := userInput("uma", nil)
 	in.AccountID = other.ID
 	res, err := e.svc.CreateUser(e.root, in)

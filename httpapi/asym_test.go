@@ -3,7 +3,6 @@ package httpapi_test
 import (
 	"encoding/base64"
 	"net/http"
-	"strings"
 	"testing"
 )
 
@@ -91,25 +90,12 @@ func TestAsym(t *testing.T) {
 	})
 
 	ks := e.createRing(t, "plain")
-	createErrs := []struct {
-		name string
-		body any
-		code string
-	}{
-		{"missing name", map[string]any{"algo": "aes256"}, "invalid"},
-		{"bad name", map[string]any{"name": "bad name!"}, "invalid"},
-		{"65 characters", map[string]any{"name": strings.Repeat("z", 65)}, "invalid"},
-		{"duplicate", map[string]any{"name": "vault"}, "conflict"},
-		{"name of a /ks ring", map[string]any{"name": "PLAIN"}, "conflict"},
-		{"bad algo", map[string]any{"name": "algo", "algo": "rsa"}, "invalid"},
-		{"props of wrong type", map[string]any{"name": "props", "props": "x"}, "invalid"},
-		{"invalid JSON", `{"name": }`, "invalid"},
-	}
-	for _, tc := range createErrs {
-		t.Run("create 400 "+tc.name, func(t *testing.T) {
-			e.do(t, "POST", "/asym/keyrings", e.root, tc.body).wantError(t, http.StatusBadRequest, tc.code)
-		})
-	}
+	e.wantBodyErrors(t, "POST", "/asym/keyrings", "create 400 ", append(ringCreateErrors("vault"),
+		bodyError{"name of a /ks ring", map[string]any{"name": "PLAIN"}, http.StatusBadRequest, "conflict"},
+		bodyError{"bad algo", map[string]any{"name": "algo", "algo": "rsa"}, http.StatusBadRequest, "invalid"},
+		bodyError{"props of wrong type", map[string]any{"name": "props", "props": "x"}, http.StatusBadRequest, "invalid"},
+		bodyError{"invalid JSON", `{"name": }`, http.StatusBadRequest, "invalid"},
+	))
 	e.wantGetErrors(t, "read key ", []getError{
 		{"unknown ring", "/asym/keyrings/nope/keys/" + firstID, http.StatusNotFound, "not_found"},
 		{"unknown key", "/asym/keyrings/vault/keys/0123456789abcdef0123456789abcdef", http.StatusNotFound, "not_found"},
@@ -123,22 +109,12 @@ func TestAsym(t *testing.T) {
 		e.do(t, "POST", "/ks/rotate", e.root, map[string]any{"ringname": "vault"}).wantError(t, http.StatusNotFound, "not_found")
 		e.do(t, "POST", "/ks/encrypt", e.root, map[string]any{"ringname": "vault"}).wantError(t, http.StatusNotFound, "not_found")
 	})
-	rotateErrs := []struct {
-		name   string
-		body   any
-		status int
-		code   string
-	}{
+	e.wantBodyErrors(t, "POST", "/asym/rotate", "rotate ", []bodyError{
 		{"missing ringname", map[string]any{}, http.StatusBadRequest, "invalid"},
 		{"bad algo", map[string]any{"ringname": "vault", "algo": "x"}, http.StatusBadRequest, "invalid"},
 		{"unknown ring", map[string]any{"ringname": "nope"}, http.StatusNotFound, "not_found"},
 		{"a /ks ring", map[string]any{"ringname": "plain"}, http.StatusNotFound, "not_found"},
-	}
-	for _, tc := range rotateErrs {
-		t.Run("rotate "+tc.name, func(t *testing.T) {
-			e.do(t, "POST", "/asym/rotate", e.root, tc.body).wantError(t, tc.status, tc.code)
-		})
-	}
+	})
 	t.Run("create", func(t *testing.T) { e.checkAuth(t, "POST", "/asym/keyrings", map[string]any{"name": "denied"}) })
 	t.Run("read key", func(t *testing.T) { e.checkAuth(t, "GET", "/asym/keyrings/vault/keys/"+firstID, nil) })
 	t.Run("rotate", func(t *testing.T) { e.checkAuth(t, "POST", "/asym/rotate", map[string]any{"ringname": "vault"}) })

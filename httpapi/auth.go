@@ -168,11 +168,7 @@ func (a *api) getUser(r *http.Request, ps httprouter.Params) (any, error) {
 
 // PATCH /auth/users/:username
 func (a *api) updateUser(r *http.Request, ps httprouter.Params) (any, error) {
-	var in kms.UserUpdate
-	if err := a.decode(r, &in); err != nil {
-		return nil, err
-	}
-	return result(a.svc.UpdateUser(r.Context(), userRef(r, ps), in))
+	return decodedFor(a, r, userRef(r, ps), a.svc.UpdateUser)
 }
 
 // DELETE /auth/users/:username, answered {"message"}.
@@ -214,11 +210,7 @@ func (a *api) getAccount(r *http.Request, ps httprouter.Params) (any, error) {
 
 // PATCH /auth/accounts/:id
 func (a *api) updateAccount(r *http.Request, ps httprouter.Params) (any, error) {
-	var in kms.AccountUpdate
-	if err := a.decode(r, &in); err != nil {
-		return nil, err
-	}
-	return result(a.svc.UpdateAccount(r.Context(), accountRef(r, ps), in))
+	return decodedFor(a, r, accountRef(r, ps), a.svc.UpdateAccount)
 }
 
 // DELETE /auth/accounts/:id, answered with the Account as it was.
@@ -228,11 +220,7 @@ func (a *api) deleteAccount(r *http.Request, ps httprouter.Params) (any, error) 
 
 // GET /auth/accounts/:id/apikeys
 func (a *api) listAccountAPIKeys(r *http.Request, ps httprouter.Params) (any, error) {
-	page, err := pageRequest(r)
-	if err != nil {
-		return nil, err
-	}
-	return result(a.svc.ListAccountAPIKeys(r.Context(), accountRef(r, ps), page))
+	return pagedFor(r, accountRef(r, ps), a.svc.ListAccountAPIKeys)
 }
 
 // GET /auth/apikey
@@ -308,12 +296,8 @@ func (a *api) deleteAPIKey(r *http.Request, ps httprouter.Params) (any, error) {
 
 // GET /auth/search/keyring/:keyringname/apikey(?id=true)
 func (a *api) searchAPIKeysByRing(r *http.Request, ps httprouter.Params) (any, error) {
-	page, err := pageRequest(r)
-	if err != nil {
-		return nil, err
-	}
 	ref := kms.RingRef{Name: ps.ByName("keyringname"), ByID: queryTrue(r, "id")}
-	return result(a.svc.SearchAPIKeysByRing(r.Context(), ref, page))
+	return pagedFor(r, ref, a.svc.SearchAPIKeysByRing)
 }
 
 // GET /auth/activity/:id

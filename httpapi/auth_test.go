@@ -64,15 +64,7 @@ func linkToken(t testing.TB, link, prefix string) string {
 	if !strings.HasPrefix(link, prefix) {
 		t.Fatalf("link %q does not start with %q", link, prefix)
 	}
-	u, err := url.Parse(link)
-	if err != nil {
-		t.Fatalf("link %q: %v", link, err)
-	}
-	tok := u.Query().Get("token")
-	if tok == "" {
-		t.Fatalf("link %q has no token", link)
-	}
-	return tok
+	return kmstest.LinkToken(t, link)
 }
 
 // mailedLink returns the line of a mail body that starts with prefix.

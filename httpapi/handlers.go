@@ -34,6 +34,16 @@ func decoded[T, R any](a *api, r *http.Request, do func(context.Context, T) (*R,
 	return result(do(r.Context(), in))
 }
 
+// decodedFor is decoded for a Service method that takes what the path
+// names, ref, before the decoded argument.
+func decodedFor[Ref, T, R any](a *api, r *http.Request, ref Ref, do func(context.Context, Ref, T) (*R, error)) (any, error) {
+	var in T
+	if err := a.decode(r, &in); err != nil {
+		return nil, err
+	}
+	return result(do(r.Context(), ref, in))
+}
+
 // paged answers a handler that lists one page, named by the query's
 // cursor and limit, of a Service method.
 func paged[R any](r *http.Request, list func(context.Context, kms.PageRequest) (*R, error)) (any, error) {
@@ -42,6 +52,16 @@ func paged[R any](r *http.Request, list func(context.Context, kms.PageRequest) (
 		return nil, err
 	}
 	return result(list(r.Context(), page))
+}
+
+// pagedFor is paged for a Service method that lists what the path
+// names, ref.
+func pagedFor[Ref, R any](r *http.Request, ref Ref, list func(context.Context, Ref, kms.PageRequest) (*R, error)) (any, error) {
+	page, err := pageRequest(r)
+	if err != nil {
+		return nil, err
+	}
+	return result(list(r.Context(), ref, page))
 }
 
 // searched answers a search handler: one page, named by the query, of
@@ -131,20 +151,28 @@ func (a *api) encrypt(r *http.Request, _ httprouter.Params) (any, error) {
 
 // POST /ks/encrypt/batch
 func (a *api) encryptBatch(r *http.Request, _ httprouter.Params) (any, error) {
-	var in kms.EncryptBatchInput
-	if err := a.decodeBatch(r, &in); err != nil {
-		return nil, err
-	}
-	return result(a.svc.EncryptBatch(r.Context(), in))
+	return batched(a, r, a.svc.EncryptBatch)
 }
 
 // POST /ks/decrypt/batch
 func (a *api) decryptBatch(r *http.Request, _ httprouter.Params) (any, error) {
-	var in kms.DecryptBatchInput
-	if err := a.decodeBatch(r, &in); err != nil {
+	return batched(a, r, a.svc.DecryptBatch)
+}
+
+// batchInput is a pointer to the input of a batch, which counts its calls.
+type batchInput[T any] interface {
+	*T
+	Calls() int
+}
+
+// batched is decoded for a batch route: its body is decoded by
+// decodeBatch.
+func batched[T any, PT batchInput[T], R any](a *api, r *http.Request, do func(context.Context, T) (*R, error)) (any, error) {
+	var in T
+	if err := a.decodeBatch(r, PT(&in)); err != nil {
 		return nil, err
 	}
-	return result(a.svc.DecryptBatch(r.Context(), in))
+	return result(do(r.Context(), in))
 }
 
 // decodeBatch decodes the body of a batch route into in and admits the
@@ -176,11 +204,7 @@ func (a *api) rotate(r *http.Request, _ httprouter.Params) (any, error) {
 	if err := a.decode(r, &in); err != nil {
 		return nil, err
 	}
-	k, err := a.svc.Rotate(r.Context(), in)
-	if err != nil {
-		return nil, err
-	}
-	return keyBody[kms.Key]{Key: k}, nil
+	return keyAnswer(a.svc.Rotate(r.Context(), in))
 }
 
 // POST /ks/keyrings
@@ -212,17 +236,26 @@ type configBody struct {
 // GET /ks/config?ringname=...[&id=true], and /asym/config for an /asym
 // ring.
 func (a *api) getConfig(asym bool) handler {
-	get := a.svc.GetConfig
-	if asym {
-		get = a.svc.GetAsymConfig
-	}
+	get := forGroup(asym, a.svc.GetConfig, a.svc.GetAsymConfig)
 	return func(r *http.Request, _ httprouter.Params) (any, error) {
-		cfg, err := get(r.Context(), queryRingRef(r, r.URL.Query().Get("ringname")))
-		if err != nil {
-			return nil, err
-		}
-		return configBody{cfg}, nil
+		return configAnswer(get(r.Context(), queryRingRef(r, r.URL.Query().Get("ringname"))))
 	}
+}
+
+func configAnswer(cfg *kms.KeyRingConfig, err error) (any, error) {
+	if err != nil {
+		return nil, err
+	}
+	return configBody{cfg}, nil
+}
+
+// forGroup returns ks, the function of a /ks route, or asym for the
+// route's /asym twin.
+func forGroup[F any](isAsym bool, ks, asym F) F {
+	if isAsym {
+		return asym
+	}
+	return ks
 }
 
 // setConfigRequest is the body of PUT /ks/config. The ring's name is
@@ -236,10 +269,7 @@ type setConfigRequest struct {
 
 // PUT /ks/config, and /asym/config for an /asym ring.
 func (a *api) setConfig(asym bool) handler {
-	set := a.svc.SetConfig
-	if asym {
-		set = a.svc.SetAsymConfig
-	}
+	set := forGroup(asym, a.svc.SetConfig, a.svc.SetAsymConfig)
 	return func(r *http.Request, _ httprouter.Params) (any, error) {
 		var in setConfigRequest
 		if err := a.decode(r, &in); err != nil {
@@ -249,11 +279,7 @@ func (a *api) setConfig(asym bool) handler {
 		if in.RingName != nil {
 			name = *in.RingName
 		}
-		cfg, err := set(r.Context(), queryRingRef(r, name), in.Config)
-		if err != nil {
-			return nil, err
-		}
-		return configBody{cfg}, nil
+		return configAnswer(set(r.Context(), queryRingRef(r, name), in.Config))
 	}
 }
 
@@ -264,11 +290,7 @@ func (a *api) deleteKeyRing(r *http.Request, ps httprouter.Params) (any, error) 
 
 // GET /ks/keyrings/:ringname/keys
 func (a *api) listKeys(r *http.Request, ps httprouter.Params) (any, error) {
-	page, err := pageRequest(r)
-	if err != nil {
-		return nil, err
-	}
-	return result(a.svc.ListKeys(r.Context(), ringRef(r, ps), page))
+	return pagedFor(r, ringRef(r, ps), a.svc.ListKeys)
 }
 
 // GET /ks/keyrings/:ringname/keys/:keyId
@@ -297,9 +319,5 @@ func (a *api) rotateAsym(r *http.Request, _ httprouter.Params) (any, error) {
 	if err := a.decode(r, &in); err != nil {
 		return nil, err
 	}
-	k, err := a.svc.RotateAsym(r.Context(), in)
-	if err != nil {
-		return nil, err
-	}
-	return keyBody[kms.AsymKey]{Key: k}, nil
+	return keyAnswer(a.svc.RotateAsym(r.Context(), in))
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/kmstest"
 )
 
 func TestConfig(t *testing.T) {
@@ -55,12 +56,7 @@ func TestConfig(t *testing.T) {
 		{"bad ringname", "/ks/config?ringname=bad%20name!", http.StatusBadRequest, "invalid"},
 		{"unknown ring", "/ks/config?ringname=nope", http.StatusNotFound, "not_found"},
 	})
-	putErrs := []struct {
-		name   string
-		body   any
-		status int
-		code   string
-	}{
+	e.wantBodyErrors(t, "PUT", "/ks/config", "PUT ", []bodyError{
 		{"missing ringname", map[string]any{"config": cfg}, http.StatusBadRequest, "invalid"},
 		{"missing config", map[string]any{"ringname": "cfg"}, http.StatusBadRequest, "invalid"},
 		{"null config", map[string]any{"ringname": "cfg", "config": nil}, http.StatusBadRequest, "invalid"},
@@ -68,12 +64,7 @@ func TestConfig(t *testing.T) {
 		{"bad name", map[string]any{"ringname": "bad name!", "config": cfg}, http.StatusBadRequest, "invalid"},
 		{"unknown ring", map[string]any{"ringname": "nope", "config": cfg}, http.StatusNotFound, "not_found"},
 		{"invalid JSON", `{"ringname": "cfg", "config": {]}`, http.StatusBadRequest, "invalid"},
-	}
-	for _, tc := range putErrs {
-		t.Run("PUT "+tc.name, func(t *testing.T) {
-			e.do(t, "PUT", "/ks/config", e.root, tc.body).wantError(t, tc.status, tc.code)
-		})
-	}
+	})
 	t.Run("PUT maxEncryptCount of wrong type", func(t *testing.T) {
 		body := `{"ringname": "cfg", "config": {"algos": {"aes256": {"maxEncryptCount": "lots"}}}}`
 		msg := e.do(t, "PUT", "/ks/config", e.root, body).wantError(t, http.StatusBadRequest, "invalid")
@@ -155,19 +146,11 @@ func TestMaxEncryptCountCountsEarlierUses(t *testing.T) {
 			ids := keys(t, ring, tc.before)
 			setMax(t, ring, tc.max)
 			ids = append(ids, keys(t, ring, len(tc.want))...)
-			// Name the keys A, B, C... in the order of their first use.
-			names := map[string]byte{}
-			var got []byte
-			for _, id := range ids {
-				if _, ok := names[id]; !ok {
-					names[id] = byte('A' + len(names))
-				}
-				got = append(got, names[id])
-			}
+			got := kmstest.UseOrder(ids)
 			if ids[0] != created.Key.ID {
 				t.Fatalf("the first encrypt used key %s, want the ring's first key %s", ids[0], created.Key.ID)
 			}
-			if want := strings.Repeat("A", tc.before) + tc.want; string(got) != want {
+			if want := strings.Repeat("A", tc.before) + tc.want; got != want {
 				t.Fatalf("%d encrypts, maxEncryptCount %d, then %d more used keys %s, want %s", tc.before, tc.max, len(tc.want), got, want)
 			}
 		})

@@ -151,30 +151,17 @@ func TestCreateKeyRing(t *testing.T) {
 	}
 
 	e.createRing(t, "pay")
-	errs := []struct {
-		name string
-		body any
-		code string
-	}{
-		{"missing name", map[string]any{"algo": "aes256"}, "invalid"},
-		{"empty name", map[string]any{"name": ""}, "invalid"},
-		{"bad name", map[string]any{"name": "bad name!"}, "invalid"},
-		{"65 characters", map[string]any{"name": strings.Repeat("a", 65)}, "invalid"},
-		{"duplicate", map[string]any{"name": "pay"}, "conflict"},
-		{"duplicate other case", map[string]any{"name": "Pay"}, "conflict"},
-		{"bad algo", map[string]any{"name": "algo", "algo": "aes128"}, "invalid"},
-		{"bad publicKey", map[string]any{"name": "pk", "publicKey": "bm90IGEga2V5"}, "invalid"},
-		{"bad publicKey PEM", map[string]any{"name": "pk", "publicKey": "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n"}, "invalid"},
-		{"bad kem", map[string]any{"name": "kem", "kem": "p256"}, "invalid"},
-		{"bad dataKeys", map[string]any{"name": "dk", "dataKeys": "both"}, "invalid"},
-		{"name of wrong type", map[string]any{"name": 5}, "invalid"},
-		{"invalid JSON", `{"name": "x"`, "invalid"},
-	}
-	for _, tc := range errs {
-		t.Run("400 "+tc.name, func(t *testing.T) {
-			e.do(t, "POST", "/ks/keyrings", e.root, tc.body).wantError(t, http.StatusBadRequest, tc.code)
-		})
-	}
+	e.wantBodyErrors(t, "POST", "/ks/keyrings", "400 ", append(ringCreateErrors("pay"),
+		bodyError{"empty name", map[string]any{"name": ""}, http.StatusBadRequest, "invalid"},
+		bodyError{"duplicate other case", map[string]any{"name": "Pay"}, http.StatusBadRequest, "conflict"},
+		bodyError{"bad algo", map[string]any{"name": "algo", "algo": "aes128"}, http.StatusBadRequest, "invalid"},
+		bodyError{"bad publicKey", map[string]any{"name": "pk", "publicKey": "bm90IGEga2V5"}, http.StatusBadRequest, "invalid"},
+		bodyError{"bad publicKey PEM", map[string]any{"name": "pk", "publicKey": "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n"}, http.StatusBadRequest, "invalid"},
+		bodyError{"bad kem", map[string]any{"name": "kem", "kem": "p256"}, http.StatusBadRequest, "invalid"},
+		bodyError{"bad dataKeys", map[string]any{"name": "dk", "dataKeys": "both"}, http.StatusBadRequest, "invalid"},
+		bodyError{"name of wrong type", map[string]any{"name": 5}, http.StatusBadRequest, "invalid"},
+		bodyError{"invalid JSON", `{"name": "x"`, http.StatusBadRequest, "invalid"},
+	))
 	t.Run("31 characters (32 or more: shaped like a credential)", func(t *testing.T) {
 		e.createRing(t, strings.Repeat("b", 31))
 	})
@@ -202,6 +189,38 @@ func (e *env) wantGetErrors(t *testing.T, prefix string, cases []getError) {
 		t.Run(prefix+tc.name, func(t *testing.T) {
 			e.do(t, "GET", tc.path, e.root, nil).wantError(t, tc.status, tc.code)
 		})
+	}
+}
+
+// bodyError is a request with a body that fails: its body, and the
+// status and code of its error.
+type bodyError struct {
+	name   string
+	body   any
+	status int
+	code   string
+}
+
+// wantBodyErrors runs each case as a subtest, named prefix and the case's
+// name: a request of method to path with its body and the root key
+// answers its error.
+func (e *env) wantBodyErrors(t *testing.T, method, path, prefix string, cases []bodyError) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(prefix+tc.name, func(t *testing.T) {
+			e.do(t, method, path, e.root, tc.body).wantError(t, tc.status, tc.code)
+		})
+	}
+}
+
+// ringCreateErrors are bodies that the routes that create a ring, /ks and
+// /asym alike, refuse; dup is the name of a ring that exists.
+func ringCreateErrors(dup string) []bodyError {
+	return []bodyError{
+		{"missing name", map[string]any{"algo": "aes256"}, http.StatusBadRequest, "invalid"},
+		{"bad name", map[string]any{"name": "bad name!"}, http.StatusBadRequest, "invalid"},
+		{"65 characters", map[string]any{"name": strings.Repeat("a", 65)}, http.StatusBadRequest, "invalid"},
+		{"duplicate", map[string]any{"name": dup}, http.StatusBadRequest, "conflict"},
 	}
 }
 
@@ -297,23 +316,13 @@ func TestRotate(t *testing.T) {
 		t.Errorf("after rotation, activeKey = %s, want %s", ring.ActiveKey, key.ID)
 	}
 
-	errs := []struct {
-		name   string
-		body   any
-		status int
-		code   string
-	}{
+	e.wantBodyErrors(t, "POST", "/ks/rotate", "", []bodyError{
 		{"missing ringname", map[string]any{"algo": "aes256"}, http.StatusBadRequest, "invalid"},
 		{"bad algo", map[string]any{"ringname": "rot", "algo": "des"}, http.StatusBadRequest, "invalid"},
 		{"bad name", map[string]any{"ringname": "bad name!"}, http.StatusBadRequest, "invalid"},
 		{"ringname of wrong type", map[string]any{"ringname": []string{"rot"}}, http.StatusBadRequest, "invalid"},
 		{"unknown ring", map[string]any{"ringname": "nope"}, http.StatusNotFound, "not_found"},
-	}
-	for _, tc := range errs {
-		t.Run(tc.name, func(t *testing.T) {
-			e.do(t, "POST", "/ks/rotate", e.root, tc.body).wantError(t, tc.status, tc.code)
-		})
-	}
+	})
 	e.checkAuth(t, "POST", "/ks/rotate", map[string]any{"ringname": "rot"})
 
 	t.Run("403 is in the activity trail", func(t *testing.T) {

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/julienschmidt/httprouter"
@@ -15,51 +16,41 @@ import (
 
 // PATCH /{ks,asym}/keyrings/:ringname/keys/:keyId
 func (a *api) setKeyState(asym bool) handler {
-	return func(r *http.Request, ps httprouter.Params) (any, error) {
-		var in kms.KeyStateInput
-		if err := a.decode(r, &in); err != nil {
-			return nil, err
-		}
-		set := a.svc.SetKeyState
-		if asym {
-			set = a.svc.SetAsymKeyState
-		}
-		return keyAnswer(set(r.Context(), ringRef(r, ps), ps.ByName("keyId"), in))
-	}
+	return keyChange(a.decode, forGroup(asym, a.svc.SetKeyState, a.svc.SetAsymKeyState))
 }
 
 // POST /{ks,asym}/keyrings/:ringname/keys/:keyId/destroy; the body is
 // optional.
 func (a *api) destroyKey(asym bool) handler {
+	return keyChange(a.decodeOptional, forGroup(asym, a.svc.DestroyKey, a.svc.DestroyAsymKey))
+}
+
+// keyChange is the handler of a change of a key that takes a body: it
+// decodes the body with decode and calls change.
+func keyChange[T any](decode func(*http.Request, any) error, change func(context.Context, kms.RingRef, string, T) (*kms.Key, error)) handler {
 	return func(r *http.Request, ps httprouter.Params) (any, error) {
-		var in kms.DestroyKeyInput
-		if err := a.decodeOptional(r, &in); err != nil {
+		var in T
+		if err := decode(r, &in); err != nil {
 			return nil, err
 		}
-		destroy := a.svc.DestroyKey
-		if asym {
-			destroy = a.svc.DestroyAsymKey
-		}
-		return keyAnswer(destroy(r.Context(), ringRef(r, ps), ps.ByName("keyId"), in))
+		return keyAnswer(change(r.Context(), ringRef(r, ps), ps.ByName("keyId"), in))
 	}
 }
 
 // DELETE /{ks,asym}/keyrings/:ringname/keys/:keyId/destroy
 func (a *api) cancelDestroyKey(asym bool) handler {
+	cancel := forGroup(asym, a.svc.CancelDestroyKey, a.svc.CancelDestroyAsymKey)
 	return func(r *http.Request, ps httprouter.Params) (any, error) {
-		cancel := a.svc.CancelDestroyKey
-		if asym {
-			cancel = a.svc.CancelDestroyAsymKey
-		}
 		return keyAnswer(cancel(r.Context(), ringRef(r, ps), ps.ByName("keyId")))
 	}
 }
 
-func keyAnswer(k *kms.Key, err error) (any, error) {
+// keyAnswer answers k in {"key": ...}, or err.
+func keyAnswer[K any](k *K, err error) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return keyBody[kms.Key]{Key: k}, nil
+	return keyBody[K]{Key: k}, nil
 }
 
 // GET /ks/keyrings/:ringname/keys/:keyId/usage

@@ -22,7 +22,8 @@
 //
 // Mailbox is a kms.Mailer that keeps what it is asked to send, Clock a
 // settable kms.Options.Now, and LogBuffer a sink for a zerolog.Logger that
-// the test reads back.
+// the test reads back. UseOrder names the keys a series of calls used by
+// the order of their first use, for a test to compare with a string.
 //
 // It is not internal/kmsdtest, which runs the real kmsd binary.
 package kmstest

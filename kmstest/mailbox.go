@@ -2,6 +2,7 @@ package kmstest
 
 import (
 	"context"
+	"net/url"
 	"testing"
 	"time"
 
@@ -57,4 +58,20 @@ func (m *Mailbox) None(t testing.TB) {
 		t.Fatalf("mail sent to %s, want none", msg.To)
 	default:
 	}
+}
+
+// LinkToken returns the token query parameter of a link, such as the
+// invitation and password reset links the Service mails, and fails the
+// test when the link has none.
+func LinkToken(t testing.TB, link string) string {
+	t.Helper()
+	u, err := url.Parse(link)
+	if err != nil {
+		t.Fatalf("link %q: %v", link, err)
+	}
+	tok := u.Query().Get("token")
+	if tok == "" {
+		t.Fatalf("link %q has no token", link)
+	}
+	return tok
 }

@@ -124,11 +124,8 @@ func failed(results []result, errs []error, i int, err error) {
 // A key that does not exist is made, for a caller that may create it
 // (keyring.<name>.create), as Vault's encrypt makes it.
 func (a *api) encrypt(r *http.Request, ps httprouter.Params) (*answer, error) {
-	p, err := a.readParams(r)
+	p, err := a.readKeyParams(r)
 	if err != nil {
-		return nil, err
-	}
-	if err := p.checkType(); err != nil {
 		return nil, err
 	}
 	items, batched, partial, err := itemsOf(p)
@@ -143,11 +140,7 @@ func (a *api) encrypt(r *http.Request, ps httprouter.Params) (*answer, error) {
 	var at []int // the item of each entry of in
 	for i, it := range items {
 		results[i].Reference = it.ref
-		if !it.p.has("plaintext") {
-			failed(results, errs, i, kms.Errorf(kms.KindInvalid, "missing plaintext to encrypt"))
-			continue
-		}
-		text, err := it.p.str("plaintext")
+		text, err := it.p.required("plaintext", "encrypt")
 		if err != nil {
 			failed(results, errs, i, err)
 			continue
@@ -208,11 +201,7 @@ func ciphertextAnswer(partial int, batched bool, results []result, errs []error)
 func ciphertexts(items []item, results []result, errs []error, what string) (cts []string, at []int) {
 	for i, it := range items {
 		results[i].Reference = it.ref
-		if !it.p.has("ciphertext") {
-			failed(results, errs, i, kms.Errorf(kms.KindInvalid, "missing ciphertext to %s", what))
-			continue
-		}
-		ct, err := it.p.str("ciphertext")
+		ct, err := it.p.required("ciphertext", what)
 		if err != nil {
 			failed(results, errs, i, err)
 			continue

@@ -45,11 +45,8 @@ func keyData(k *kms.TransitKey) map[string]any {
 // POST keys/:name: make the key (an /asym ring), or answer the one that
 // exists with a warning, as Vault does.
 func (a *api) createKey(r *http.Request, ps httprouter.Params) (*answer, error) {
-	p, err := a.readParams(r)
+	p, err := a.readKeyParams(r)
 	if err != nil {
-		return nil, err
-	}
-	if err := p.checkType(); err != nil {
 		return nil, err
 	}
 	if err := p.unsupported("derived", "convergent_encryption", "allow_plaintext_backup", "key_size", "managed_key_name", "managed_key_id"); err != nil {
@@ -141,34 +138,16 @@ func (a *api) configKey(r *http.Request, ps httprouter.Params) (*answer, error) 
 	}
 	var cfg kms.TransitKeyConfig
 	var warnings []string
-	for _, f := range []struct {
-		name string
-		dst  **int
-	}{{"min_decryption_version", &cfg.MinDecryptionVersion}, {"min_encryption_version", &cfg.MinEncryptionVersion}} {
-		if !p.has(f.name) {
-			continue
-		}
-		v, err := p.integer(f.name)
-		if err != nil {
-			return nil, err
-		}
-		*f.dst = &v
+	if err := readGiven(p, p.integer, setting[int]{"min_decryption_version", &cfg.MinDecryptionVersion},
+		setting[int]{"min_encryption_version", &cfg.MinEncryptionVersion}); err != nil {
+		return nil, err
 	}
 	if v := cfg.MinDecryptionVersion; v != nil && *v == 0 {
 		warnings = append(warnings, "since Vault 0.3, transit key numbering starts at 1; forcing minimum to 1")
 	}
-	for _, f := range []struct {
-		name string
-		dst  **bool
-	}{{"deletion_allowed", &cfg.DeletionAllowed}, {"exportable", &cfg.Exportable}} {
-		if !p.has(f.name) {
-			continue
-		}
-		b, err := p.boolean(f.name)
-		if err != nil {
-			return nil, err
-		}
-		*f.dst = &b
+	if err := readGiven(p, p.boolean, setting[bool]{"deletion_allowed", &cfg.DeletionAllowed},
+		setting[bool]{"exportable", &cfg.Exportable}); err != nil {
+		return nil, err
 	}
 	if d, ok, err := p.seconds("auto_rotate_period"); err != nil {
 		return nil, err

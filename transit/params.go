@@ -59,6 +59,15 @@ func (p params) str(name string) (string, error) {
 	return s, nil
 }
 
+// required returns the string name of an item, which a call to what
+// (encrypt, decrypt) needs: missing, it is an error.
+func (p params) required(name, what string) (string, error) {
+	if !p.has(name) {
+		return "", kms.Errorf(kms.KindInvalid, "missing %s to %s", name, what)
+	}
+	return p.str(name)
+}
+
 // integer returns the integer name (0 when absent).
 func (p params) integer(name string) (int, error) {
 	if !p.has(name) {
@@ -91,6 +100,29 @@ func (p params) boolean(name string) (bool, error) {
 		return false, kms.Errorf(kms.KindInvalid, "parameter %q: want a boolean", name)
 	}
 	return b, nil
+}
+
+// setting is a parameter that a call leaves as it is unless given: its
+// name, and where its value goes.
+type setting[T any] struct {
+	name string
+	dst  **T
+}
+
+// readGiven reads with get each setting that p gives into its dst, and
+// leaves the others nil.
+func readGiven[T any](p params, get func(name string) (T, error), settings ...setting[T]) error {
+	for _, s := range settings {
+		if !p.has(s.name) {
+			continue
+		}
+		v, err := get(s.name)
+		if err != nil {
+			return err
+		}
+		*s.dst = &v
+	}
+	return nil
 }
 
 // seconds returns the duration name, given as whole seconds (a number or
@@ -164,6 +196,19 @@ func (p params) unsupported(names ...string) error {
 		return kms.Errorf(kms.KindInvalid, "%s is not supported: ringkms's transit keys are aes256-gcm96 keys without key derivation, convergent encryption, associated data or plaintext backup (docs/TRANSIT.md)", name)
 	}
 	return nil
+}
+
+// readKeyParams is readParams for a call that may make a key: a key type
+// other than the one served is refused (checkType).
+func (a *api) readKeyParams(r *http.Request) (params, error) {
+	p, err := a.readParams(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.checkType(); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // checkType refuses a key type other than aes256-gcm96 (the default when
