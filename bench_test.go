@@ -142,12 +142,12 @@ func BenchmarkAuthenticate(b *testing.B) {
 // BenchmarkDecryptTransit decrypts such ciphertexts.
 func BenchmarkEncryptTransit(b *testing.B) {
 	e, _ := benchEnv(b)
-	in := kms.TransitEncryptInput{Name: "bench-transit", Create: true, Items: []kms.TransitPlaintext{{Plaintext: make([]byte, 32)}}}
-	if _, err := e.svc.EncryptTransit(e.root, in); err != nil {
+	in := kms.HeldEncryptInput{Name: "bench-transit", Create: true, Items: []kms.HeldPlaintext{{Plaintext: make([]byte, 32)}}}
+	if _, err := e.svc.EncryptWithHeldKey(e.root, in); err != nil {
 		b.Fatal(err)
 	}
 	parallel(b, func() error {
-		out, err := e.svc.EncryptTransit(e.root, in)
+		out, err := e.svc.EncryptWithHeldKey(e.root, in)
 		if err == nil {
 			err = out[0].Err
 		}
@@ -157,14 +157,14 @@ func BenchmarkEncryptTransit(b *testing.B) {
 
 func BenchmarkDecryptTransit(b *testing.B) {
 	e, _ := benchEnv(b)
-	out, err := e.svc.EncryptTransit(e.root, kms.TransitEncryptInput{Name: "bench-transit", Create: true,
-		Items: []kms.TransitPlaintext{{Plaintext: make([]byte, 32)}}})
+	out, err := e.svc.EncryptWithHeldKey(e.root, kms.HeldEncryptInput{Name: "bench-transit", Create: true,
+		Items: []kms.HeldPlaintext{{Plaintext: make([]byte, 32)}}})
 	if err != nil || out[0].Err != nil {
 		b.Fatal(err, out)
 	}
-	in := kms.TransitDecryptInput{Name: "bench-transit", Ciphertexts: []string{out[0].Ciphertext}}
+	in := kms.HeldDecryptInput{Name: "bench-transit", Ciphertexts: []string{out[0].Ciphertext}}
 	parallel(b, func() error {
-		res, err := e.svc.DecryptTransit(e.root, in)
+		res, err := e.svc.DecryptWithHeldKey(e.root, in)
 		if err == nil {
 			err = res[0].Err
 		}

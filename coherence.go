@@ -112,7 +112,7 @@ func (s *Service) forgetKeys(keys [][]byte) {
 	}
 	if ringKeys {
 		s.keys.Reset()
-		s.transitKeys.Reset()
+		s.heldKeys.Reset()
 	}
 	if principals {
 		s.principals.Reset()
@@ -126,7 +126,7 @@ func (s *Service) forgetCaches() {
 	s.rings.Reset()
 	s.ringNames.Reset()
 	s.keys.Reset()
-	s.transitKeys.Reset()
+	s.heldKeys.Reset()
 	s.principals.Reset()
 	s.forgetSessions()
 }

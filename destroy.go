@@ -115,7 +115,7 @@ func (s *Service) destroyNow(due []byte) error {
 	jb.After = func() {
 		if next != nil {
 			s.keys.Set(next.ID, next)
-			s.transitKeys.Remove(next.ID)
+			s.heldKeys.Remove(next.ID)
 		}
 	}
 	return s.journal.Submit(jb)

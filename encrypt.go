@@ -500,7 +500,7 @@ const (
 // does.
 func (s *Service) encryptLimit(r *ringRecord) (uint64, string) {
 	limit := uint64(max(r.Algos.AES256.MaxEncryptCount, 0))
-	if bound := s.opts.MaxTransitEncryptions; r.keysHeld() && (limit == 0 || bound < limit) {
+	if bound := s.opts.MaxHeldKeyEncryptions; r.keysHeld() && (limit == 0 || bound < limit) {
 		return bound, reasonNonceBound
 	}
 	return limit, reasonMaxEncryptCount

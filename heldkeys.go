@@ -39,9 +39,9 @@ func errHandedOut(r *ringRecord) error {
 	return Errorf(KindInvalid, "key ring %q was made by POST /asym/keyrings, whose answer handed out its keys: transit uses only keys that the service holds and never hands out; make a transit key under another name", r.Name)
 }
 
-// resolveTransit is resolveRing for a transit call of op on the key name:
+// resolveHeld is resolveRing for a transit call of op on the key name:
 // the ring must be a transit key's (Invalid, recorded, otherwise).
-func (s *Service) resolveTransit(ctx context.Context, name, action, op string) (*Principal, *ringRecord, error) {
+func (s *Service) resolveHeld(ctx context.Context, name, action, op string) (*Principal, *ringRecord, error) {
 	p, r, err := s.resolveRing(ctx, groupAsym, RingRef{Name: name}, action, op)
 	if err != nil {
 		return nil, nil, err
@@ -71,8 +71,8 @@ type ExportedKey struct {
 	Key     []byte
 }
 
-// ExportTransitKeyInput names versions of a transit key to export.
-type ExportTransitKeyInput struct {
+// ExportHeldKeyInput names versions of a transit key to export.
+type ExportHeldKeyInput struct {
 	Name string
 	// Version is the version to export; 0 for every version from the
 	// key's minimum decryption version on that is enabled.
@@ -81,19 +81,19 @@ type ExportTransitKeyInput struct {
 	Latest bool
 }
 
-// ExportTransitKey answers versions of the transit key in.Name, which
+// ExportHeldKey answers versions of the transit key in.Name, which
 // must be exportable (see ExportTransitKeyInput). A version below the
 // key's minimum decryption version is Invalid; a disabled or destroyed
 // one fails as it does elsewhere. It needs keyring.<name>.export, which
 // no other ring flag implies (Flags.Allows); the export is recorded as
 // transit.key.export, granted or refused, with the versions it answered.
 // The caller clears the keys once answered (ExportedKeys.Clear).
-func (s *Service) ExportTransitKey(ctx context.Context, in ExportTransitKeyInput) (*ExportedKeys, error) {
+func (s *Service) ExportHeldKey(ctx context.Context, in ExportHeldKeyInput) (*ExportedKeys, error) {
 	if in.Version < 0 || in.Latest && in.Version != 0 {
 		return nil, Errorf(KindInvalid, "invalid key version: want a version of the key, the latest, or none for all")
 	}
 	return s.exportKeys(ctx, RingRef{Name: in.Name}, transitExportAction, func(r *ringRecord) ([]*keyRecord, error) {
-		lowest := max(r.transit().MinDecryptionVersion, 1)
+		lowest := max(r.held().MinDecryptionVersion, 1)
 		version := in.Version
 		switch {
 		case in.Latest:
@@ -126,7 +126,7 @@ func (s *Service) ExportAsymKey(ctx context.Context, ref RingRef, keyID string) 
 		if k, err = s.keyByID(ctx, r.ID, keyID); err != nil {
 			return nil, err
 		}
-		if k.Version < max(r.transit().MinDecryptionVersion, 1) {
+		if k.Version < max(r.held().MinDecryptionVersion, 1) {
 			return nil, Errorf(KindInvalid, "version for export is below minimum decryption version")
 		}
 		return []*keyRecord{k}, k.usable(r)
@@ -154,7 +154,7 @@ func (s *Service) exportKeys(ctx context.Context, ref RingRef, action string, pi
 		return nil, s.recordFailure(p, action, lower, errHandedOut(r))
 	case !r.keysHeld():
 		return nil, s.recordFailure(p, action, lower, Errorf(KindInvalid, "key ring %q was made by POST /asym/keyrings, whose reads answer its keys: export is for the keys the service holds (transit keys)", r.Name))
-	case !r.transit().Exportable:
+	case !r.held().Exportable:
 		return nil, s.refuse(p, action, lower, map[string]any{"ringId": r.ID, "reason": "not exportable"}, Errorf(KindInvalid, "key is not exportable"))
 	}
 	if r, err = s.ensureVersions(r); err != nil {

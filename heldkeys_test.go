@@ -68,7 +68,7 @@ func keysIn(t *testing.T, answers ...any) [][]byte {
 // returns its ciphertext.
 func transitEncrypt(t *testing.T, svc *kms.Service, ctx context.Context, name, plain string) string {
 	t.Helper()
-	out, err := svc.EncryptTransit(ctx, kms.TransitEncryptInput{Name: name, Items: []kms.TransitPlaintext{{Plaintext: []byte(plain)}}})
+	out, err := svc.EncryptWithHeldKey(ctx, kms.HeldEncryptInput{Name: name, Items: []kms.HeldPlaintext{{Plaintext: []byte(plain)}}})
 	if err != nil || out[0].Err != nil {
 		t.Fatalf("EncryptTransit(%s) = %+v, %v", name, out, err)
 	}
@@ -92,12 +92,12 @@ func ringRecords(t *testing.T, e *env, ring, action string) []*kms.Activity {
 // another caller made with the key.
 func TestHeldKeysNotHandedOut(t *testing.T) {
 	e := newEnv(t)
-	if _, err := e.svc.CreateTransitKey(e.root, kms.CreateTransitKeyInput{Name: "app"}); err != nil {
+	if _, err := e.svc.CreateHeldKey(e.root, kms.CreateHeldKeyInput{Name: "app"}); err != nil {
 		t.Fatal(err)
 	}
 	app := e.as(t, kms.Flags{"keyring.app.encrypt": true})
 	ct := transitEncrypt(t, e.svc, app, "app", "the application's secret")
-	tk, err := e.svc.GetTransitKey(e.root, "app")
+	tk, err := e.svc.GetHeldKey(e.root, "app")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,18 +124,18 @@ func TestHeldKeysNotHandedOut(t *testing.T) {
 		}
 		_, err = e.svc.CreateAsymKeyRing(who, kms.CreateAsymKeyRingInput{Name: "app"})
 		wantKind(t, "CreateAsymKeyRing over a transit key", err, kms.KindConflict)
-		ring, err := e.svc.GetTransitKey(who, "app")
+		ring, err := e.svc.GetHeldKey(who, "app")
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := e.svc.ConfigureTransitKey(who, "app", kms.TransitKeyConfig{})
+		cfg, err := e.svc.ConfigureHeldKey(who, "app", kms.HeldKeyConfig{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		answers = append(answers, ring, cfg)
 		_, err = e.svc.ExportAsymKey(who, kms.RingRef{Name: "app"}, tk.KeyIDs[1])
 		wantKind(t, "ExportAsymKey without the export flag", err, kms.KindPermissionDenied)
-		_, err = e.svc.ExportTransitKey(who, kms.ExportTransitKeyInput{Name: "app"})
+		_, err = e.svc.ExportHeldKey(who, kms.ExportHeldKeyInput{Name: "app"})
 		wantKind(t, "ExportTransitKey without the export flag", err, kms.KindPermissionDenied)
 	}
 	// What the ring's own ciphertexts need: a key among the answers.
@@ -150,7 +150,7 @@ func TestHeldKeysNotHandedOut(t *testing.T) {
 	}
 	// The ciphertext still decrypts through the service.
 	dec := e.as(t, kms.Flags{"keyring.app.decrypt": true})
-	if out, err := e.svc.DecryptTransit(dec, kms.TransitDecryptInput{Name: "app", Ciphertexts: []string{ct}}); err != nil || string(out[0].Plaintext) != "the application's secret" {
+	if out, err := e.svc.DecryptWithHeldKey(dec, kms.HeldDecryptInput{Name: "app", Ciphertexts: []string{ct}}); err != nil || string(out[0].Plaintext) != "the application's secret" {
 		t.Fatalf("DecryptTransit = %+v, %v", out, err)
 	}
 	// Every refused export is recorded.
@@ -172,7 +172,7 @@ func TestTransitRefusesHandedOutRing(t *testing.T) {
 	if err != nil || made.Key.KeyData.Key == "" || made.Key.Held {
 		t.Fatalf("CreateAsymKeyRing = %+v, %v; want its key in the clear", made, err)
 	}
-	if _, err := e.svc.CreateTransitKey(e.root, kms.CreateTransitKeyInput{Name: "real"}); err != nil {
+	if _, err := e.svc.CreateHeldKey(e.root, kms.CreateHeldKeyInput{Name: "real"}); err != nil {
 		t.Fatal(err)
 	}
 	app := e.as(t, kms.Flags{"keyring.pre.encrypt": true, "keyring.pre.create": true})
@@ -183,32 +183,32 @@ func TestTransitRefusesHandedOutRing(t *testing.T) {
 			t.Errorf("%s = %v; want it to say why (made by POST /asym/keyrings) and what to do (another name)", what, err)
 		}
 	}
-	out, err := e.svc.EncryptTransit(app, kms.TransitEncryptInput{Name: "pre", Create: true, Items: []kms.TransitPlaintext{{Plaintext: []byte("x")}}})
+	out, err := e.svc.EncryptWithHeldKey(app, kms.HeldEncryptInput{Name: "pre", Create: true, Items: []kms.HeldPlaintext{{Plaintext: []byte("x")}}})
 	if err == nil {
 		t.Fatalf("EncryptTransit on a ring made by CreateAsymKeyRing = %+v", out)
 	}
 	wantHandedOut("EncryptTransit", err)
-	_, err = e.svc.CreateTransitKey(e.root, kms.CreateTransitKeyInput{Name: "pre"})
+	_, err = e.svc.CreateHeldKey(e.root, kms.CreateHeldKeyInput{Name: "pre"})
 	wantHandedOut("CreateTransitKey", err)
-	_, err = e.svc.GetTransitKey(e.root, "pre")
+	_, err = e.svc.GetHeldKey(e.root, "pre")
 	wantHandedOut("GetTransitKey", err)
-	_, err = e.svc.DecryptTransit(e.root, kms.TransitDecryptInput{Name: "pre", Ciphertexts: []string{"vault:v1:AAAA"}})
+	_, err = e.svc.DecryptWithHeldKey(e.root, kms.HeldDecryptInput{Name: "pre", Ciphertexts: []string{"vault:v1:AAAA"}})
 	wantHandedOut("DecryptTransit", err)
-	_, err = e.svc.RewrapTransit(e.root, kms.TransitRewrapInput{Name: "pre", Items: []kms.TransitRewrapItem{{Ciphertext: "vault:v1:AAAA"}}})
+	_, err = e.svc.RewrapWithHeldKey(e.root, kms.HeldRewrapInput{Name: "pre", Items: []kms.HeldRewrapItem{{Ciphertext: "vault:v1:AAAA"}}})
 	wantHandedOut("RewrapTransit", err)
-	_, err = e.svc.GenerateTransitDataKey(e.root, kms.TransitDataKeyInput{Name: "pre"})
+	_, err = e.svc.GenerateHeldDataKey(e.root, kms.HeldDataKeyInput{Name: "pre"})
 	wantHandedOut("GenerateTransitDataKey", err)
-	_, err = e.svc.RotateTransitKey(e.root, "pre")
+	_, err = e.svc.RotateHeldKey(e.root, "pre")
 	wantHandedOut("RotateTransitKey", err)
 	yes := true
-	_, err = e.svc.ConfigureTransitKey(e.root, "pre", kms.TransitKeyConfig{DeletionAllowed: &yes})
+	_, err = e.svc.ConfigureHeldKey(e.root, "pre", kms.HeldKeyConfig{DeletionAllowed: &yes})
 	wantHandedOut("ConfigureTransitKey", err)
-	wantHandedOut("DeleteTransitKey", e.svc.DeleteTransitKey(e.root, "pre"))
-	_, err = e.svc.ExportTransitKey(e.root, kms.ExportTransitKeyInput{Name: "pre"})
+	wantHandedOut("DeleteTransitKey", e.svc.DeleteHeldKey(e.root, "pre"))
+	_, err = e.svc.ExportHeldKey(e.root, kms.ExportHeldKeyInput{Name: "pre"})
 	wantHandedOut("ExportTransitKey", err)
 	_, err = e.svc.ExportAsymKey(e.root, kms.RingRef{Name: "pre"}, made.Key.ID)
 	wantKind(t, "ExportAsymKey of a ring made by CreateAsymKeyRing", err, kms.KindInvalid)
-	if names, err := e.svc.ListTransitKeys(e.root); err != nil || strings.Join(names, ",") != "real" {
+	if names, err := e.svc.ListHeldKeys(e.root); err != nil || strings.Join(names, ",") != "real" {
 		t.Errorf("ListTransitKeys = %v, %v; want [real]", names, err)
 	}
 	recs := ringRecords(t, e, "pre", "transit.encrypt")
@@ -227,10 +227,10 @@ func TestTransitRefusesHandedOutRing(t *testing.T) {
 // it answers opens the key's ciphertexts offline.
 func TestExportNeedsExportableAndFlag(t *testing.T) {
 	e := newEnv(t)
-	if _, err := e.svc.CreateTransitKey(e.root, kms.CreateTransitKeyInput{Name: "closed"}); err != nil {
+	if _, err := e.svc.CreateHeldKey(e.root, kms.CreateHeldKeyInput{Name: "closed"}); err != nil {
 		t.Fatal(err)
 	}
-	k, err := e.svc.CreateTransitKey(e.root, kms.CreateTransitKeyInput{Name: "open", Exportable: true})
+	k, err := e.svc.CreateHeldKey(e.root, kms.CreateHeldKeyInput{Name: "open", Exportable: true})
 	if err != nil || !k.Exportable {
 		t.Fatalf("CreateTransitKey(exportable) = %+v, %v", k, err)
 	}
@@ -239,14 +239,14 @@ func TestExportNeedsExportableAndFlag(t *testing.T) {
 	}
 	ct := transitEncrypt(t, e.svc, e.root, "open", "exported")
 
-	closed, err := e.svc.GetTransitKey(e.root, "closed")
+	closed, err := e.svc.GetHeldKey(e.root, "closed")
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	// The flag, without exportable: refused, recorded.
 	exporter := e.as(t, kms.Flags{"keyring.closed.export": true, "keyring.open.export": true})
-	_, err = e.svc.ExportTransitKey(exporter, kms.ExportTransitKeyInput{Name: "closed"})
+	_, err = e.svc.ExportHeldKey(exporter, kms.ExportHeldKeyInput{Name: "closed"})
 	wantKind(t, "ExportTransitKey of a key that is not exportable", err, kms.KindInvalid)
 	if kms.ErrorMessage(err) != "key is not exportable" {
 		t.Errorf("ExportTransitKey of a key that is not exportable = %q", kms.ErrorMessage(err))
@@ -276,7 +276,7 @@ func TestExportNeedsExportableAndFlag(t *testing.T) {
 		{"keyring.closed.export": true},
 	} {
 		who := e.as(t, flags)
-		_, err := e.svc.ExportTransitKey(who, kms.ExportTransitKeyInput{Name: "open"})
+		_, err := e.svc.ExportHeldKey(who, kms.ExportHeldKeyInput{Name: "open"})
 		wantKind(t, "ExportTransitKey without the flag", err, kms.KindPermissionDenied)
 		_, err = e.svc.ExportAsymKey(who, kms.RingRef{Name: "open"}, k.KeyIDs[1])
 		wantKind(t, "ExportAsymKey without the flag", err, kms.KindPermissionDenied)
@@ -286,7 +286,7 @@ func TestExportNeedsExportableAndFlag(t *testing.T) {
 
 	// Both: the keys, which open the key's ciphertexts offline.
 	for _, who := range []context.Context{exporter, e.as(t, kms.Flags{"keyring.*.export": true}), e.root} {
-		out, err := e.svc.ExportTransitKey(who, kms.ExportTransitKeyInput{Name: "open"})
+		out, err := e.svc.ExportHeldKey(who, kms.ExportHeldKeyInput{Name: "open"})
 		if err != nil || len(out.Keys) != 1 || out.Keys[0].Version != 1 || out.Keys[0].KeyID != k.KeyIDs[1] {
 			t.Fatalf("ExportTransitKey = %+v, %v", out, err)
 		}
@@ -314,32 +314,32 @@ func TestExportNeedsExportableAndFlag(t *testing.T) {
 	// Versions: every enabled one from the minimum decryption version on,
 	// or one; below the minimum, none.
 	for range 2 {
-		if _, err := e.svc.RotateTransitKey(e.root, "open"); err != nil {
+		if _, err := e.svc.RotateHeldKey(e.root, "open"); err != nil {
 			t.Fatal(err)
 		}
 	}
 	two := 2
-	if _, err := e.svc.ConfigureTransitKey(e.root, "open", kms.TransitKeyConfig{MinDecryptionVersion: &two}); err != nil {
+	if _, err := e.svc.ConfigureHeldKey(e.root, "open", kms.HeldKeyConfig{MinDecryptionVersion: &two}); err != nil {
 		t.Fatal(err)
 	}
-	all, err := e.svc.ExportTransitKey(exporter, kms.ExportTransitKeyInput{Name: "open"})
+	all, err := e.svc.ExportHeldKey(exporter, kms.ExportHeldKeyInput{Name: "open"})
 	if err != nil || len(all.Keys) != 2 || all.Keys[0].Version != 2 || all.Keys[1].Version != 3 || all.Name != "open" {
 		t.Fatalf("ExportTransitKey of every version = %+v, %v; want versions 2 and 3", all, err)
 	}
-	latest, err := e.svc.ExportTransitKey(exporter, kms.ExportTransitKeyInput{Name: "open", Latest: true})
+	latest, err := e.svc.ExportHeldKey(exporter, kms.ExportHeldKeyInput{Name: "open", Latest: true})
 	if err != nil || len(latest.Keys) != 1 || latest.Keys[0].Version != 3 {
 		t.Fatalf("ExportTransitKey(latest) = %+v, %v", latest, err)
 	}
-	_, err = e.svc.ExportTransitKey(exporter, kms.ExportTransitKeyInput{Name: "open", Version: 1})
+	_, err = e.svc.ExportHeldKey(exporter, kms.ExportHeldKeyInput{Name: "open", Version: 1})
 	wantKind(t, "ExportTransitKey below the minimum decryption version", err, kms.KindInvalid)
 	_, err = e.svc.ExportAsymKey(exporter, kms.RingRef{Name: "open"}, k.KeyIDs[1])
 	wantKind(t, "ExportAsymKey below the minimum decryption version", err, kms.KindInvalid)
 	if _, err := e.svc.SetAsymKeyState(e.root, kms.RingRef{Name: "open"}, all.Keys[0].KeyID, kms.KeyStateInput{State: kms.KeyDisabled}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.svc.ExportTransitKey(exporter, kms.ExportTransitKeyInput{Name: "open", Version: 2})
+	_, err = e.svc.ExportHeldKey(exporter, kms.ExportHeldKeyInput{Name: "open", Version: 2})
 	wantKind(t, "ExportTransitKey of a disabled version", err, kms.KindDisabled)
-	if all, err := e.svc.ExportTransitKey(exporter, kms.ExportTransitKeyInput{Name: "open"}); err != nil || len(all.Keys) != 1 || all.Keys[0].Version != 3 {
+	if all, err := e.svc.ExportHeldKey(exporter, kms.ExportHeldKeyInput{Name: "open"}); err != nil || len(all.Keys) != 1 || all.Keys[0].Version != 3 {
 		t.Errorf("ExportTransitKey of every version, one disabled = %+v, %v; want version 3", all, err)
 	}
 }
@@ -349,26 +349,26 @@ func TestExportNeedsExportableAndFlag(t *testing.T) {
 // changes nothing.
 func TestExportableCannotBeUnset(t *testing.T) {
 	e := newEnv(t)
-	if _, err := e.svc.CreateTransitKey(e.root, kms.CreateTransitKeyInput{Name: "k"}); err != nil {
+	if _, err := e.svc.CreateHeldKey(e.root, kms.CreateHeldKeyInput{Name: "k"}); err != nil {
 		t.Fatal(err)
 	}
 	yes, no := true, false
-	if k, err := e.svc.ConfigureTransitKey(e.root, "k", kms.TransitKeyConfig{Exportable: &no}); err != nil || k.Exportable {
+	if k, err := e.svc.ConfigureHeldKey(e.root, "k", kms.HeldKeyConfig{Exportable: &no}); err != nil || k.Exportable {
 		t.Fatalf("ConfigureTransitKey(exportable false) of a key that is not = %+v, %v", k, err)
 	}
-	if k, err := e.svc.ConfigureTransitKey(e.root, "k", kms.TransitKeyConfig{Exportable: &yes}); err != nil || !k.Exportable {
+	if k, err := e.svc.ConfigureHeldKey(e.root, "k", kms.HeldKeyConfig{Exportable: &yes}); err != nil || !k.Exportable {
 		t.Fatalf("ConfigureTransitKey(exportable) = %+v, %v", k, err)
 	}
 	recs := ringRecords(t, e, "k", "transit.key.config")
 	if len(recs) != 2 || recs[0].Props["exportable"] != false || recs[1].Props["exportable"] != true {
 		t.Errorf("config records = %+v, want exportable false then true in their props", recs)
 	}
-	_, err := e.svc.ConfigureTransitKey(e.root, "k", kms.TransitKeyConfig{Exportable: &no, DeletionAllowed: &yes})
+	_, err := e.svc.ConfigureHeldKey(e.root, "k", kms.HeldKeyConfig{Exportable: &no, DeletionAllowed: &yes})
 	wantKind(t, "ConfigureTransitKey(exportable false) of an exportable key", err, kms.KindInvalid)
 	if !strings.Contains(err.Error(), "cannot be unset") || !strings.Contains(err.Error(), "keyring.k.export") {
 		t.Errorf("unset refused with %q; want it to say it cannot be unset, and to name the flag to take away", err)
 	}
-	if k, err := e.svc.GetTransitKey(e.root, "k"); err != nil || !k.Exportable || k.DeletionAllowed {
+	if k, err := e.svc.GetHeldKey(e.root, "k"); err != nil || !k.Exportable || k.DeletionAllowed {
 		t.Errorf("GetTransitKey after the refusal = %+v, %v; want it exportable, and nothing changed", k, err)
 	}
 	if recs := ringRecords(t, e, "k", "transit.key.config"); len(recs) != 3 || recs[2].Props["result"] != "invalid" {
@@ -414,7 +414,7 @@ func TestHeldRingsOfEarlierRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := bootstrapRoot(t, svc)
-	if _, err := svc.CreateTransitKey(root, kms.CreateTransitKeyInput{Name: "was-transit"}); err != nil {
+	if _, err := svc.CreateHeldKey(root, kms.CreateHeldKeyInput{Name: "was-transit"}); err != nil {
 		t.Fatal(err)
 	}
 	asym, err := svc.CreateAsymKeyRing(root, kms.CreateAsymKeyRingInput{Name: "was-asym"})
@@ -438,14 +438,14 @@ func TestHeldRingsOfEarlierRelease(t *testing.T) {
 		svc.Close()
 		st.Close()
 	})
-	tk, err := svc.GetTransitKey(root, "was-transit")
+	tk, err := svc.GetHeldKey(root, "was-transit")
 	if err != nil {
 		t.Fatalf("GetTransitKey of a transit key without origin = %v", err)
 	}
 	if k, err := svc.GetAsymKey(root, kms.RingRef{Name: "was-transit"}, tk.KeyIDs[1]); err != nil || !k.Held || k.KeyData.Key != "" {
 		t.Errorf("GetAsymKey of a transit key without origin = %+v, %v; want it held, without its key", k, err)
 	}
-	_, err = svc.EncryptTransit(root, kms.TransitEncryptInput{Name: "was-asym", Items: []kms.TransitPlaintext{{Plaintext: []byte("x")}}})
+	_, err = svc.EncryptWithHeldKey(root, kms.HeldEncryptInput{Name: "was-asym", Items: []kms.HeldPlaintext{{Plaintext: []byte("x")}}})
 	wantKind(t, "EncryptTransit of an /asym ring without origin", err, kms.KindInvalid)
 	if k, err := svc.GetAsymKey(root, kms.RingRef{Name: "was-asym"}, asym.Key.ID); err != nil || k.Held || k.KeyData.Key != asym.Key.KeyData.Key {
 		t.Errorf("GetAsymKey of an /asym ring without origin = %+v, %v; want its key", k, err)

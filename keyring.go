@@ -130,10 +130,10 @@ type ringRecord struct {
 	// LatestVersion is the version of the newest key (keyversion.go);
 	// RotateDue (unix ms) when the active key's rotationPeriod ends,
 	// zero without one (rotation.go); Transit the settings of Vault's
-	// transit engine (transit_keys.go), /asym rings only.
-	LatestVersion int              `json:"latestVersion,omitempty"`
-	RotateDue     int64            `json:"rotateDue,omitempty"`
-	Transit       *transitSettings `json:"transit,omitempty"`
+	// transit engine (heldkeys_admin.go), /asym rings only.
+	LatestVersion int           `json:"latestVersion,omitempty"`
+	RotateDue     int64         `json:"rotateDue,omitempty"`
+	Held          *heldSettings `json:"transit,omitempty"`
 	// Origin is what made an /asym ring: originAsym or originTransit
 	// (heldkeys.go); empty for /ks rings and for the /asym rings made
 	// before it was kept, which keysHeld reads from Transit.
@@ -365,9 +365,9 @@ func (k *keyRecord) usable(r *ringRecord) error {
 	}
 }
 
-// transitSettings are the settings of Vault's transit engine that a ring
+// heldSettings are the settings of Vault's transit engine that a ring
 // keeps (ringRecord.Transit); the zero value is Vault's defaults.
-type transitSettings struct {
+type heldSettings struct {
 	MinDecryptionVersion int  `json:"minDecryptionVersion,omitempty"` // 0 reads as 1
 	MinEncryptionVersion int  `json:"minEncryptionVersion,omitempty"` // 0: any version
 	DeletionAllowed      bool `json:"deletionAllowed,omitempty"`
@@ -376,31 +376,31 @@ type transitSettings struct {
 	Exportable bool `json:"exportable,omitempty"`
 }
 
-// transit returns the transit settings of r, Vault's defaults when it has
+// held returns the held settings of r, Vault's defaults when it has
 // none.
-func (r *ringRecord) transit() transitSettings {
-	if r.Transit == nil {
-		return transitSettings{}
+func (r *ringRecord) held() heldSettings {
+	if r.Held == nil {
+		return heldSettings{}
 	}
-	return *r.Transit
+	return *r.Held
 }
 
 // The origins of an /asym ring (ringRecord.Origin).
 const (
-	originAsym    = "asym"    // CreateAsymKeyRing: its keys are handed out
-	originTransit = "transit" // transit: its keys are held
+	originAsym = "asym"    // CreateAsymKeyRing: its keys are handed out
+	originHeld = "transit" // transit: its keys are held
 )
 
 // keysHeld reports whether the service holds r's keys for its own use:
 // r is a transit key's ring.
 func (r *ringRecord) keysHeld() bool {
 	switch r.Origin {
-	case originTransit:
+	case originHeld:
 		return true
 	case originAsym:
 		return false
 	}
-	return r.Group == groupAsym && r.Transit != nil
+	return r.Group == groupAsym && r.Held != nil
 }
 
 func errKeyDestroyed(r *ringRecord, k *keyRecord) error {

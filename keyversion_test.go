@@ -92,10 +92,10 @@ func TestKeyVersionsUpgrade(t *testing.T) {
 			}
 		}
 	}
-	if _, err := svc.EncryptTransit(root, kms.TransitEncryptInput{Name: "tk", Create: true, Items: []kms.TransitPlaintext{{Plaintext: []byte("x")}}}); err != nil {
+	if _, err := svc.EncryptWithHeldKey(root, kms.HeldEncryptInput{Name: "tk", Create: true, Items: []kms.HeldPlaintext{{Plaintext: []byte("x")}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.RotateTransitKey(root, "tk"); err != nil {
+	if _, err := svc.RotateHeldKey(root, "tk"); err != nil {
 		t.Fatal(err)
 	}
 	_, oldIDs := keyVersions(t, svc, root, "old")
@@ -108,7 +108,7 @@ func TestKeyVersionsUpgrade(t *testing.T) {
 		}
 		ringIDs[name] = r.ID
 	}
-	tk, err := svc.GetTransitKey(root, "tk")
+	tk, err := svc.GetHeldKey(root, "tk")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,11 +141,11 @@ func TestKeyVersionsUpgrade(t *testing.T) {
 		t.Errorf("versions after rotation = %v of %v, want [1 2 3 4] in creation order", got, ids)
 	}
 	// The first transit call numbers the transit key's ring.
-	out, err := svc.EncryptTransit(root, kms.TransitEncryptInput{Name: "tk", Items: []kms.TransitPlaintext{{Plaintext: []byte("y"), KeyVersion: 1}}})
+	out, err := svc.EncryptWithHeldKey(root, kms.HeldEncryptInput{Name: "tk", Items: []kms.HeldPlaintext{{Plaintext: []byte("y"), KeyVersion: 1}}})
 	if err != nil || out[0].Err != nil || out[0].KeyVersion != 1 {
 		t.Fatalf("EncryptTransit(version 1) = %+v, %v", out, err)
 	}
-	again, err := svc.GetTransitKey(root, "tk")
+	again, err := svc.GetHeldKey(root, "tk")
 	if err != nil || again.KeyIDs[1] != tk.KeyIDs[1] || again.KeyIDs[2] != tk.KeyIDs[2] || again.LatestVersion != 2 {
 		t.Errorf("transit key after numbering = %+v, %v; want the versions it had, %v", again, err, tk.KeyIDs)
 	}

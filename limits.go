@@ -36,8 +36,8 @@ func adjustCount(tx Txn, kind string, delta, max int, what string) error {
 	return tx.Set(key, binary.BigEndian.AppendUint64(nil, n))
 }
 
-// DefaultMaxTransitEncryptions is the bound on the encryptions of one
+// DefaultMaxHeldKeyEncryptions is the bound on the encryptions of one
 // version of a transit key (Options.MaxTransitEncryptions): 2^32, the
 // bound of NIST SP 800-38D (section 8.3) for AES-GCM with random 96-bit
 // nonces, which keeps the chance of a repeated nonce under 2^-32.
-const DefaultMaxTransitEncryptions = 1 << 32
+const DefaultMaxHeldKeyEncryptions = 1 << 32

@@ -79,7 +79,7 @@ func (s *Service) deleteRing(p *Principal, r *ringRecord, action string, allowed
 		s.ringNames.Remove(lower)
 		for _, id := range keyIDs {
 			s.keys.Remove(id)
-			s.transitKeys.Remove(id)
+			s.heldKeys.Remove(id)
 			s.counts.Forget(id)
 		}
 	})

@@ -41,11 +41,11 @@ func TestRingNameShapedLikeSecret(t *testing.T) {
 			return err
 		}},
 		{"CreateTransitKey", func(n string) error {
-			_, err := e.svc.CreateTransitKey(e.root, kms.CreateTransitKeyInput{Name: n})
+			_, err := e.svc.CreateHeldKey(e.root, kms.CreateHeldKeyInput{Name: n})
 			return err
 		}},
 		{"EncryptTransit", func(n string) error {
-			_, err := e.svc.EncryptTransit(e.root, kms.TransitEncryptInput{Name: n, Create: true, Items: []kms.TransitPlaintext{{Plaintext: []byte("x")}}})
+			_, err := e.svc.EncryptWithHeldKey(e.root, kms.HeldEncryptInput{Name: n, Create: true, Items: []kms.HeldPlaintext{{Plaintext: []byte("x")}}})
 			return err
 		}},
 	}

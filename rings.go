@@ -65,10 +65,10 @@ type ringSpec struct {
 	pub                  *wrap.PublicKey
 	private              []byte // the private key the service keeps, sealed: /asym rings
 	dataKeys             string
-	algos                ConfigAlgos      // a rotation period, from the start
-	transit              *transitSettings // /asym rings made through transit
-	origin               string           // /asym rings: originAsym or originTransit
-	action               string           // the record's; empty: keyring.create or asym.keyring.create
+	algos                ConfigAlgos   // a rotation period, from the start
+	transit              *heldSettings // /asym rings made through transit
+	origin               string        // /asym rings: originAsym or originTransit
+	action               string        // the record's; empty: keyring.create or asym.keyring.create
 }
 
 func (s *Service) createRing(p *Principal, spec ringSpec) (*ringRecord, *keyRecord, error) {
@@ -82,7 +82,7 @@ func (s *Service) createRing(p *Principal, spec ringSpec) (*ringRecord, *keyReco
 	}
 	r := &ringRecord{ID: newID(now), Name: name, DisplayName: display, Group: group, CreatedAt: now, UpdatedAt: now,
 		Props: cloneMap(spec.props), KeyProps: cloneMap(spec.keyProps), PublicKey: spec.pub.String(), pub: spec.pub,
-		Algos: spec.algos, Transit: spec.transit, Origin: spec.origin}
+		Algos: spec.algos, Held: spec.transit, Origin: spec.origin}
 	s.setDataKeys(r, spec.dataKeys)
 	k, err := s.newKey(r.ID, spec.pub, r.KeyProps)
 	if err != nil {

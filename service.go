@@ -77,15 +77,15 @@ type Options struct {
 	// credentials) in entries. Zero means 100,000.
 	CacheSize int
 
-	// MaxTransitEncryptions bounds the encryptions that one version of a
+	// MaxHeldKeyEncryptions bounds the encryptions that one version of a
 	// transit key makes: AES-256-GCM with random 96-bit nonces stays
 	// within NIST SP 800-38D's bound on the chance of a repeated nonce
 	// for at most 2^32 of them. Past it, the key rotates as it does past
 	// a maxEncryptCount (whichever is lower applies), and an encrypt that
-	// names an older version is refused (transit_crypto.go). Zero means
+	// names an older version is refused (heldkeys_crypto.go). Zero means
 	// DefaultMaxTransitEncryptions, which is also the most allowed; a
 	// smaller value rotates sooner.
-	MaxTransitEncryptions uint64
+	MaxHeldKeyEncryptions uint64
 
 	// MinDestroyDelay is the shortest delay after which a key may be
 	// scheduled for destruction (DestroyKey). Zero means
@@ -185,9 +185,9 @@ type Service struct {
 	// every ring's keys have versions.
 	keyVersions *cache.Cache[string, string]
 	numbered    atomic.Bool
-	// transitKeys holds the AES-GCM of the /asym keys that transit calls
-	// used, unwrapped (transit_crypto.go): key ID -> cipher.AEAD.
-	transitKeys *cache.Cache[string, cipher.AEAD]
+	// heldKeys holds the AES-GCM of the /asym keys that transit calls
+	// used, unwrapped (heldkeys_crypto.go): key ID -> cipher.AEAD.
+	heldKeys *cache.Cache[string, cipher.AEAD]
 
 	stopCoherence func()       // stops keeping the caches coherent with other processes (coherence.go)
 	destroyer     *pacer.Pacer // destroys keys at their time (destroy.go)
@@ -235,11 +235,11 @@ func New(st Store, opts Options) (*Service, error) {
 			return nil, Errorf(KindInvalid, "rate limits: want a rate of 0 (none) or more calls a second, and a burst of 0 or more")
 		}
 	}
-	if opts.MaxTransitEncryptions > DefaultMaxTransitEncryptions {
-		return nil, Errorf(KindInvalid, "Options.MaxTransitEncryptions: at most %d (2^32), the bound of NIST SP 800-38D for random 96-bit GCM nonces", uint64(DefaultMaxTransitEncryptions))
+	if opts.MaxHeldKeyEncryptions > DefaultMaxHeldKeyEncryptions {
+		return nil, Errorf(KindInvalid, "Options.MaxTransitEncryptions: at most %d (2^32), the bound of NIST SP 800-38D for random 96-bit GCM nonces", uint64(DefaultMaxHeldKeyEncryptions))
 	}
-	if s.opts.MaxTransitEncryptions == 0 {
-		s.opts.MaxTransitEncryptions = DefaultMaxTransitEncryptions
+	if s.opts.MaxHeldKeyEncryptions == 0 {
+		s.opts.MaxHeldKeyEncryptions = DefaultMaxHeldKeyEncryptions
 	}
 	s.limits = newRateLimiter(opts.RateLimits)
 	switch p := opts.IPv6Prefix; {
@@ -270,7 +270,7 @@ func New(st Store, opts Options) (*Service, error) {
 	s.ringNames = cache.New[string, string](size)
 	s.keys = cache.New[string, *keyRecord](size)
 	s.keyVersions = cache.New[string, string](size)
-	s.transitKeys = cache.New[string, cipher.AEAD](size)
+	s.heldKeys = cache.New[string, cipher.AEAD](size)
 	s.principals = cache.New[string, *Principal](size)
 	s.users = newUserState(size, st, keys.Throttle, func(err error, msg string) { s.log.Error().Err(err).Msg(msg) })
 	s.counts = encryptcount.New(encryptcount.Config{

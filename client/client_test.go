@@ -79,7 +79,7 @@ func TestEveryMethod(t *testing.T) {
 		t.Fatalf("RotateAsym = %+v, want a new key with its key", asymRotated)
 	}
 	// A transit key made exportable: held, and exported.
-	held := check(e.svc.CreateTransitKey(sctx, kms.CreateTransitKeyInput{Name: "held", Exportable: true}))(t, "CreateTransitKey")
+	held := check(e.svc.CreateHeldKey(sctx, kms.CreateHeldKeyInput{Name: "held", Exportable: true}))(t, "CreateTransitKey")
 
 	// Accounts and API keys.
 	acct := check(c.CreateAccount(ctx, kms.AccountInput{UID: "acme", Notes: "a customer"}))(t, "CreateAccount")

@@ -136,7 +136,7 @@ func (a *api) encrypt(r *http.Request, ps httprouter.Params) (*answer, error) {
 		return nil, kms.Errorf(kms.KindInvalid, "missing plaintext to encrypt")
 	}
 	results, errs := make([]result, len(items)), make([]error, len(items))
-	var in []kms.TransitPlaintext
+	var in []kms.HeldPlaintext
 	var at []int // the item of each entry of in
 	for i, it := range items {
 		results[i].Reference = it.ref
@@ -155,14 +155,14 @@ func (a *api) encrypt(r *http.Request, ps httprouter.Params) (*answer, error) {
 			failed(results, errs, i, err)
 			continue
 		}
-		in = append(in, kms.TransitPlaintext{Plaintext: plain, KeyVersion: v})
+		in = append(in, kms.HeldPlaintext{Plaintext: plain, KeyVersion: v})
 		at = append(at, i)
 	}
 	if err := a.admit(r, max(len(in), 1)); err != nil {
 		return nil, err
 	}
 	if len(in) > 0 {
-		out, err := a.svc.EncryptTransit(r.Context(), kms.TransitEncryptInput{Name: ps.ByName("name"), Items: in, Create: true})
+		out, err := a.svc.EncryptWithHeldKey(r.Context(), kms.HeldEncryptInput{Name: ps.ByName("name"), Items: in, Create: true})
 		if err != nil {
 			return nil, err
 		}
@@ -173,7 +173,7 @@ func (a *api) encrypt(r *http.Request, ps httprouter.Params) (*answer, error) {
 
 // putCiphertexts puts the answers out of the service, for the items at
 // the indexes at, into results (or errs).
-func putCiphertexts(results []result, errs []error, at []int, out []kms.TransitCiphertext) {
+func putCiphertexts(results []result, errs []error, at []int, out []kms.HeldCiphertext) {
 	for j, o := range out {
 		i := at[j]
 		if o.Err != nil {
@@ -241,7 +241,7 @@ func (a *api) decrypt(r *http.Request, ps httprouter.Params) (*answer, error) {
 		return nil, err
 	}
 	if len(cts) > 0 {
-		out, err := a.svc.DecryptTransit(r.Context(), kms.TransitDecryptInput{Name: ps.ByName("name"), Ciphertexts: cts})
+		out, err := a.svc.DecryptWithHeldKey(r.Context(), kms.HeldDecryptInput{Name: ps.ByName("name"), Ciphertexts: cts})
 		if err != nil {
 			return nil, err
 		}
@@ -279,7 +279,7 @@ func (a *api) rewrap(r *http.Request, ps httprouter.Params) (*answer, error) {
 		return nil, err
 	}
 	cts, at := ciphertexts(items, results, errs, "rewrap")
-	in := make([]kms.TransitRewrapItem, 0, len(cts))
+	in := make([]kms.HeldRewrapItem, 0, len(cts))
 	valid := at[:0:0]
 	for j, ct := range cts {
 		v, err := items[at[j]].p.integer("key_version")
@@ -287,13 +287,13 @@ func (a *api) rewrap(r *http.Request, ps httprouter.Params) (*answer, error) {
 			failed(results, errs, at[j], err)
 			continue
 		}
-		in, valid = append(in, kms.TransitRewrapItem{Ciphertext: ct, KeyVersion: v}), append(valid, at[j])
+		in, valid = append(in, kms.HeldRewrapItem{Ciphertext: ct, KeyVersion: v}), append(valid, at[j])
 	}
 	if err := a.admit(r, max(len(in), 1)); err != nil {
 		return nil, err
 	}
 	if len(in) > 0 {
-		out, err := a.svc.RewrapTransit(r.Context(), kms.TransitRewrapInput{Name: ps.ByName("name"), Items: in})
+		out, err := a.svc.RewrapWithHeldKey(r.Context(), kms.HeldRewrapInput{Name: ps.ByName("name"), Items: in})
 		if err != nil {
 			return nil, err
 		}
@@ -325,7 +325,7 @@ func (a *api) dataKey(r *http.Request, ps httprouter.Params) (*answer, error) {
 	if err != nil {
 		return nil, err
 	}
-	dk, err := a.svc.GenerateTransitDataKey(r.Context(), kms.TransitDataKeyInput{Name: ps.ByName("name"), Bits: bits, KeyVersion: v, Plaintext: typ == "plaintext"})
+	dk, err := a.svc.GenerateHeldDataKey(r.Context(), kms.HeldDataKeyInput{Name: ps.ByName("name"), Bits: bits, KeyVersion: v, Plaintext: typ == "plaintext"})
 	if err != nil {
 		return nil, err
 	}

@@ -22,7 +22,7 @@ func (a *api) exportKey(r *http.Request, ps httprouter.Params) (*answer, error) 
 	if typ := ps.ByName("type"); typ != exportType {
 		return nil, kms.Errorf(kms.KindInvalid, "invalid export type %q: ringkms's transit keys export %s only (docs/TRANSIT.md)", typ, exportType)
 	}
-	in := kms.ExportTransitKeyInput{Name: ps.ByName("name")}
+	in := kms.ExportHeldKeyInput{Name: ps.ByName("name")}
 	switch v := ps.ByName("version"); v {
 	case "":
 	case "latest":
@@ -34,7 +34,7 @@ func (a *api) exportKey(r *http.Request, ps httprouter.Params) (*answer, error) 
 		}
 		in.Version = n
 	}
-	out, err := a.svc.ExportTransitKey(r.Context(), in)
+	out, err := a.svc.ExportHeldKey(r.Context(), in)
 	if err != nil {
 		return nil, err
 	}

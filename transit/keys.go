@@ -16,7 +16,7 @@ import (
 // answers the key as Vault's engine describes one (keyData).
 
 // keyData is the data of Vault's answer describing a key.
-func keyData(k *kms.TransitKey) map[string]any {
+func keyData(k *kms.HeldKey) map[string]any {
 	versions := make(map[string]int64, len(k.Versions))
 	for v, at := range k.Versions {
 		versions[strconv.Itoa(v)] = at.Unix()
@@ -61,7 +61,7 @@ func (a *api) createKey(r *http.Request, ps httprouter.Params) (*answer, error) 
 		return nil, err
 	}
 	name := ps.ByName("name")
-	k, err := a.svc.CreateTransitKey(r.Context(), kms.CreateTransitKeyInput{Name: name, RotationPeriod: period, Exportable: exportable})
+	k, err := a.svc.CreateHeldKey(r.Context(), kms.CreateHeldKeyInput{Name: name, RotationPeriod: period, Exportable: exportable})
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +74,7 @@ func (a *api) createKey(r *http.Request, ps httprouter.Params) (*answer, error) 
 
 // GET keys/:name.
 func (a *api) readKey(r *http.Request, ps httprouter.Params) (*answer, error) {
-	k, err := a.svc.GetTransitKey(r.Context(), ps.ByName("name"))
+	k, err := a.svc.GetHeldKey(r.Context(), ps.ByName("name"))
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +83,7 @@ func (a *api) readKey(r *http.Request, ps httprouter.Params) (*answer, error) {
 
 // DELETE keys/:name: 204, as Vault answers it.
 func (a *api) deleteKey(r *http.Request, ps httprouter.Params) (*answer, error) {
-	if err := a.svc.DeleteTransitKey(r.Context(), ps.ByName("name")); err != nil {
+	if err := a.svc.DeleteHeldKey(r.Context(), ps.ByName("name")); err != nil {
 		return nil, err
 	}
 	return &answer{}, nil
@@ -92,7 +92,7 @@ func (a *api) deleteKey(r *http.Request, ps httprouter.Params) (*answer, error) 
 // LIST keys: the names, or 404 when there is none, as Vault answers an
 // empty list.
 func (a *api) listKeys(r *http.Request, _ httprouter.Params) (*answer, error) {
-	names, err := a.svc.ListTransitKeys(r.Context())
+	names, err := a.svc.ListHeldKeys(r.Context())
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +120,7 @@ func (a *api) rotateKey(r *http.Request, ps httprouter.Params) (*answer, error) 
 	if _, err := a.readParams(r); err != nil {
 		return nil, err
 	}
-	k, err := a.svc.RotateTransitKey(r.Context(), ps.ByName("name"))
+	k, err := a.svc.RotateHeldKey(r.Context(), ps.ByName("name"))
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +136,7 @@ func (a *api) configKey(r *http.Request, ps httprouter.Params) (*answer, error) 
 	if err := p.unsupported("allow_plaintext_backup"); err != nil {
 		return nil, err
 	}
-	var cfg kms.TransitKeyConfig
+	var cfg kms.HeldKeyConfig
 	var warnings []string
 	if err := readGiven(p, p.integer, setting[int]{"min_decryption_version", &cfg.MinDecryptionVersion},
 		setting[int]{"min_encryption_version", &cfg.MinEncryptionVersion}); err != nil {
@@ -154,7 +154,7 @@ func (a *api) configKey(r *http.Request, ps httprouter.Params) (*answer, error) 
 	} else if ok {
 		cfg.RotationPeriod = &d
 	}
-	k, err := a.svc.ConfigureTransitKey(r.Context(), ps.ByName("name"), cfg)
+	k, err := a.svc.ConfigureHeldKey(r.Context(), ps.ByName("name"), cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -186,7 +186,7 @@ func TestKeyStates(t *testing.T) {
 // /asym ring's keys.
 func keyID(t *testing.T, e *env, name string, v int) string {
 	t.Helper()
-	k, err := e.Service.GetTransitKey(e.RootCtx, name)
+	k, err := e.Service.GetHeldKey(e.RootCtx, name)
 	if err != nil || k.KeyIDs[v] == "" {
 		t.Fatalf("GetTransitKey(%s) = %+v, %v; want version %d", name, k, err, v)
 	}

@@ -15,11 +15,11 @@ import (
 // batch's items run concurrently).
 func encryptItems(t *testing.T, e *env, name string, n int) []int {
 	t.Helper()
-	items := make([]kms.TransitPlaintext, n)
+	items := make([]kms.HeldPlaintext, n)
 	for i := range items {
 		items[i].Plaintext = []byte("x")
 	}
-	out, err := e.svc.EncryptTransit(e.root, kms.TransitEncryptInput{Name: name, Items: items})
+	out, err := e.svc.EncryptWithHeldKey(e.root, kms.HeldEncryptInput{Name: name, Items: items})
 	if err != nil {
 		t.Fatalf("EncryptTransit(%d items) = %v", n, err)
 	}
@@ -44,8 +44,8 @@ func encryptItems(t *testing.T, e *env, name string, n int) []int {
 // each rewrap and each data key counts; an explicit older version past
 // it is refused; a /ks ring is not bound.
 func TestTransitEncryptionBound(t *testing.T) {
-	e := newEnvOn(t, kmstest.MemoryStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), MaxTransitEncryptions: 3})
-	if _, err := e.svc.CreateTransitKey(e.root, kms.CreateTransitKeyInput{Name: "b"}); err != nil {
+	e := newEnvOn(t, kmstest.MemoryStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), MaxHeldKeyEncryptions: 3})
+	if _, err := e.svc.CreateHeldKey(e.root, kms.CreateHeldKeyInput{Name: "b"}); err != nil {
 		t.Fatal(err)
 	}
 	// A batch of 5: three with version 1, then the key rotates.
@@ -56,11 +56,11 @@ func TestTransitEncryptionBound(t *testing.T) {
 	if got := encryptItems(t, e, "b", 1); !equalInts(got, []int{2}) {
 		t.Fatalf("version = %v, want [2]", got)
 	}
-	dk, err := e.svc.GenerateTransitDataKey(e.root, kms.TransitDataKeyInput{Name: "b"})
+	dk, err := e.svc.GenerateHeldDataKey(e.root, kms.HeldDataKeyInput{Name: "b"})
 	if err != nil || dk.KeyVersion != 3 {
 		t.Fatalf("GenerateTransitDataKey = %+v, %v; want version 3 (version 2 served 3 encryptions)", dk, err)
 	}
-	rw, err := e.svc.RewrapTransit(e.root, kms.TransitRewrapInput{Name: "b", Items: []kms.TransitRewrapItem{{Ciphertext: dk.Ciphertext}, {Ciphertext: dk.Ciphertext}, {Ciphertext: dk.Ciphertext}}})
+	rw, err := e.svc.RewrapWithHeldKey(e.root, kms.HeldRewrapInput{Name: "b", Items: []kms.HeldRewrapItem{{Ciphertext: dk.Ciphertext}, {Ciphertext: dk.Ciphertext}, {Ciphertext: dk.Ciphertext}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestTransitEncryptionBound(t *testing.T) {
 		}
 	}
 	// An explicit version that served its encryptions is refused.
-	out, err := e.svc.EncryptTransit(e.root, kms.TransitEncryptInput{Name: "b", Items: []kms.TransitPlaintext{{Plaintext: []byte("x"), KeyVersion: 1}}})
+	out, err := e.svc.EncryptWithHeldKey(e.root, kms.HeldEncryptInput{Name: "b", Items: []kms.HeldPlaintext{{Plaintext: []byte("x"), KeyVersion: 1}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,18 +121,18 @@ func TestTransitEncryptionBound(t *testing.T) {
 // reserves blocks as large as those of a key without a limit, not the
 // small ones of a small maxEncryptCount.
 func TestTransitEncryptionBoundDefault(t *testing.T) {
-	if _, err := kms.New(kmstest.MemoryStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), MaxTransitEncryptions: 1<<32 + 1}); kms.ErrorKind(err) != kms.KindInvalid {
+	if _, err := kms.New(kmstest.MemoryStore(t), kms.Options{MasterKey: kms.GenerateMasterKey(), MaxHeldKeyEncryptions: 1<<32 + 1}); kms.ErrorKind(err) != kms.KindInvalid {
 		t.Errorf("New(MaxTransitEncryptions 2^32+1) = %v, want Invalid", err)
 	}
 	e := newEnv(t)
-	if kms.DefaultMaxTransitEncryptions != 1<<32 {
-		t.Errorf("DefaultMaxTransitEncryptions = %d", uint64(kms.DefaultMaxTransitEncryptions))
+	if kms.DefaultMaxHeldKeyEncryptions != 1<<32 {
+		t.Errorf("DefaultMaxTransitEncryptions = %d", uint64(kms.DefaultMaxHeldKeyEncryptions))
 	}
-	out, err := e.svc.EncryptTransit(e.root, kms.TransitEncryptInput{Name: "d", Create: true, Items: []kms.TransitPlaintext{{Plaintext: []byte("x")}}})
+	out, err := e.svc.EncryptWithHeldKey(e.root, kms.HeldEncryptInput{Name: "d", Create: true, Items: []kms.HeldPlaintext{{Plaintext: []byte("x")}}})
 	if err != nil || out[0].Err != nil {
 		t.Fatalf("EncryptTransit = %+v, %v", out, err)
 	}
-	tk, err := e.svc.GetTransitKey(e.root, "d")
+	tk, err := e.svc.GetHeldKey(e.root, "d")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,9 +147,9 @@ func TestTransitEncryptionBoundDefault(t *testing.T) {
 // than the bound, whichever node made them.
 func TestTransitEncryptionBoundCluster(t *testing.T) {
 	const bound = 4
-	nodes := pgNodes(t, 2, kms.Options{MasterKey: kms.GenerateMasterKey(), MaxTransitEncryptions: bound}, nil)
+	nodes := pgNodes(t, 2, kms.Options{MasterKey: kms.GenerateMasterKey(), MaxHeldKeyEncryptions: bound}, nil)
 	root := bootstrapRoot(t, nodes[0])
-	if _, err := nodes[0].CreateTransitKey(root, kms.CreateTransitKeyInput{Name: "shared"}); err != nil {
+	if _, err := nodes[0].CreateHeldKey(root, kms.CreateHeldKeyInput{Name: "shared"}); err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
@@ -160,7 +160,7 @@ func TestTransitEncryptionBoundCluster(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 10 {
-				out, err := nodes[w%2].EncryptTransit(root, kms.TransitEncryptInput{Name: "shared", Items: []kms.TransitPlaintext{{Plaintext: []byte("x")}, {Plaintext: []byte("y")}}})
+				out, err := nodes[w%2].EncryptWithHeldKey(root, kms.HeldEncryptInput{Name: "shared", Items: []kms.HeldPlaintext{{Plaintext: []byte("x")}, {Plaintext: []byte("y")}}})
 				if err != nil {
 					t.Error(err)
 					return
@@ -193,7 +193,7 @@ func TestTransitEncryptionBoundCluster(t *testing.T) {
 	if _, err := nodes[1].CreateAsymKeyRing(root, kms.CreateAsymKeyRingInput{Name: "handed-out"}); err != nil {
 		t.Fatal(err)
 	}
-	if names, err := nodes[1].ListTransitKeys(root); err != nil || !slices.Equal(names, []string{"shared"}) {
+	if names, err := nodes[1].ListHeldKeys(root); err != nil || !slices.Equal(names, []string{"shared"}) {
 		t.Errorf("ListTransitKeys = %v, %v; want [shared]", names, err)
 	}
 }

@@ -13,10 +13,10 @@ import (
 func TestTransitCluster(t *testing.T) {
 	nodes := pgNodes(t, 2, kms.Options{MasterKey: kms.GenerateMasterKey()}, nil)
 	root := bootstrapRoot(t, nodes[0])
-	enc := func(n *kms.Service, v int) kms.TransitCiphertext {
+	enc := func(n *kms.Service, v int) kms.HeldCiphertext {
 		t.Helper()
-		out, err := n.EncryptTransit(root, kms.TransitEncryptInput{Name: "shared", Create: true,
-			Items: []kms.TransitPlaintext{{Plaintext: []byte("across nodes"), KeyVersion: v}}})
+		out, err := n.EncryptWithHeldKey(root, kms.HeldEncryptInput{Name: "shared", Create: true,
+			Items: []kms.HeldPlaintext{{Plaintext: []byte("across nodes"), KeyVersion: v}}})
 		if err != nil || out[0].Err != nil {
 			t.Fatalf("EncryptTransit(version %d) = %+v, %v", v, out, err)
 		}
@@ -24,14 +24,14 @@ func TestTransitCluster(t *testing.T) {
 	}
 	enc(nodes[0], 0)
 	enc(nodes[1], 0) // node 1 caches the key at version 1
-	if _, err := nodes[0].RotateTransitKey(root, "shared"); err != nil {
+	if _, err := nodes[0].RotateHeldKey(root, "shared"); err != nil {
 		t.Fatal(err)
 	}
 	v2 := enc(nodes[0], 0)
 	if v2.KeyVersion != 2 {
 		t.Fatalf("encrypt after rotation used version %d", v2.KeyVersion)
 	}
-	out, err := nodes[1].DecryptTransit(root, kms.TransitDecryptInput{Name: "shared", Ciphertexts: []string{v2.Ciphertext}})
+	out, err := nodes[1].DecryptWithHeldKey(root, kms.HeldDecryptInput{Name: "shared", Ciphertexts: []string{v2.Ciphertext}})
 	if err != nil || out[0].Err != nil || string(out[0].Plaintext) != "across nodes" || out[0].KeyVersion != 2 {
 		t.Fatalf("DecryptTransit of version 2 on the other node = %+v, %v", out, err)
 	}

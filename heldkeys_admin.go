@@ -13,7 +13,7 @@ import (
 // shape package transit serves. A transit key is an /asym ring: its
 // versions are the ring's keys in creation order (keyversion.go), its
 // latest version the ring's active key, and it encrypts and decrypts in
-// the service (transit_crypto.go). That needs a key the service can use:
+// the service (heldkeys_crypto.go). That needs a key the service can use:
 // an /asym ring's keys are sealed under the master key and unwrapped with
 // the ring's sealed private key (asym.go, unwrapKey), where a /ks ring's
 // keys are wrapped for a private key the service never keeps. So whoever
@@ -48,8 +48,8 @@ const (
 	transitDataKeyAction = "transit.datakey"
 )
 
-// TransitKey is an /asym ring as Vault's transit engine describes a key.
-type TransitKey struct {
+// HeldKey is an /asym ring as Vault's transit engine describes a key.
+type HeldKey struct {
 	Name string
 	// Versions are the creation times of the key's versions whose
 	// material exists (a destroyed key's is gone).
@@ -71,9 +71,9 @@ type TransitKey struct {
 	Existed bool
 }
 
-// TransitKeyConfig changes the settings of a transit key; a nil field
+// HeldKeyConfig changes the settings of a transit key; a nil field
 // leaves its setting as it is.
-type TransitKeyConfig struct {
+type HeldKeyConfig struct {
 	MinDecryptionVersion *int
 	MinEncryptionVersion *int
 	DeletionAllowed      *bool
@@ -85,16 +85,16 @@ type TransitKeyConfig struct {
 	RotationPeriod *time.Duration
 }
 
-// checkTransitPeriod checks a rotation period given as a duration.
-func checkTransitPeriod(d time.Duration) error {
+// checkHeldPeriod checks a rotation period given as a duration.
+func checkHeldPeriod(d time.Duration) error {
 	if d != 0 && d < MinRotationPeriod {
 		return Errorf(KindInvalid, "auto rotate period must be 0 to disable or at least an hour")
 	}
 	return nil
 }
 
-// CreateTransitKeyInput makes a transit key.
-type CreateTransitKeyInput struct {
+// CreateHeldKeyInput makes a transit key.
+type CreateHeldKeyInput struct {
 	Name string
 	// RotationPeriod is the ring's algos.aes256.rotationPeriod: zero for
 	// none, else at least MinRotationPeriod.
@@ -105,17 +105,17 @@ type CreateTransitKeyInput struct {
 	Exportable bool
 }
 
-// CreateTransitKey makes the transit key in.Name, an /asym ring whose
+// CreateHeldKey makes the transit key in.Name, an /asym ring whose
 // keys the service holds (heldkeys.go). A key that exists already is
 // answered as it is, with Existed set, as Vault answers; an /asym ring of
 // that name made by CreateAsymKeyRing, whose keys were handed out, is
 // Invalid. It needs keyring.<name>.create.
-func (s *Service) CreateTransitKey(ctx context.Context, in CreateTransitKeyInput) (*TransitKey, error) {
+func (s *Service) CreateHeldKey(ctx context.Context, in CreateHeldKeyInput) (*HeldKey, error) {
 	name := in.Name
 	if err := ValidateRingName(name); err != nil {
 		return nil, err
 	}
-	if err := checkTransitPeriod(in.RotationPeriod); err != nil {
+	if err := checkHeldPeriod(in.RotationPeriod); err != nil {
 		return nil, err
 	}
 	lower := strings.ToLower(name)
@@ -131,7 +131,7 @@ func (s *Service) CreateTransitKey(ctx context.Context, in CreateTransitKeyInput
 	case !isNotFound(err):
 		return nil, err
 	default:
-		if r, err = s.createTransitRing(ctx, p, name, in.RotationPeriod, in.Exportable); err != nil {
+		if r, err = s.createHeldRing(ctx, p, name, in.RotationPeriod, in.Exportable); err != nil {
 			return nil, err
 		}
 	}
@@ -153,11 +153,11 @@ func (s *Service) CreateTransitKey(ctx context.Context, in CreateTransitKeyInput
 	return key, nil
 }
 
-// createTransitRing makes the /asym ring of a new transit key, exportable
+// createHeldRing makes the /asym ring of a new transit key, exportable
 // or not, recorded as transit.key.create. A ring of that name made
 // meanwhile by another call is answered (the caller checks that it is a
 // transit key's); a /ks ring of that name is an Invalid error.
-func (s *Service) createTransitRing(ctx context.Context, p *Principal, name string, period time.Duration, exportable bool) (*ringRecord, error) {
+func (s *Service) createHeldRing(ctx context.Context, p *Principal, name string, period time.Duration, exportable bool) (*ringRecord, error) {
 	priv, err := wrap.Generate(wrap.XWing)
 	if err != nil {
 		return nil, internalError("generate key pair", err)
@@ -169,7 +169,7 @@ func (s *Service) createTransitRing(ctx context.Context, p *Principal, name stri
 		algos.AES256.RotationPeriod = formatPeriod(period)
 	}
 	r, _, err := s.createRing(p, ringSpec{group: groupAsym, name: name, pub: priv.Public(), private: raw,
-		algos: algos, transit: &transitSettings{Exportable: exportable}, origin: originTransit, action: transitCreateAction})
+		algos: algos, transit: &heldSettings{Exportable: exportable}, origin: originHeld, action: transitCreateAction})
 	if ErrorKind(err) == KindConflict {
 		if other, err := s.ringByName(ctx, groupAsym, name); err == nil {
 			return other, nil // made meanwhile by another call
@@ -180,9 +180,9 @@ func (s *Service) createTransitRing(ctx context.Context, p *Principal, name stri
 }
 
 // transitKey describes r, a ring with versions, as a transit key.
-func (s *Service) transitKey(ctx context.Context, r *ringRecord, existed bool) (*TransitKey, error) {
-	t := r.transit()
-	out := &TransitKey{Name: r.Name, Versions: map[int]time.Time{}, KeyIDs: map[int]string{}, LatestVersion: r.LatestVersion,
+func (s *Service) transitKey(ctx context.Context, r *ringRecord, existed bool) (*HeldKey, error) {
+	t := r.held()
+	out := &HeldKey{Name: r.Name, Versions: map[int]time.Time{}, KeyIDs: map[int]string{}, LatestVersion: r.LatestVersion,
 		MinDecryptionVersion: max(t.MinDecryptionVersion, 1), MinEncryptionVersion: t.MinEncryptionVersion,
 		DeletionAllowed: t.DeletionAllowed, Exportable: t.Exportable, RotationPeriod: r.Algos.AES256.period(), Existed: existed}
 	err := s.store.View(ctx, func(tx Txn) error {
@@ -202,10 +202,10 @@ func (s *Service) transitKey(ctx context.Context, r *ringRecord, existed bool) (
 	return out, nil
 }
 
-// GetTransitKey describes the transit key name. It needs
+// GetHeldKey describes the transit key name. It needs
 // keyring.<name>.read.
-func (s *Service) GetTransitKey(ctx context.Context, name string) (*TransitKey, error) {
-	p, r, err := s.resolveTransit(ctx, name, transitReadAction, OpRead)
+func (s *Service) GetHeldKey(ctx context.Context, name string) (*HeldKey, error) {
+	p, r, err := s.resolveHeld(ctx, name, transitReadAction, OpRead)
 	if err != nil {
 		return nil, err
 	}
@@ -223,12 +223,12 @@ func (s *Service) GetTransitKey(ctx context.Context, name string) (*TransitKey, 
 	return key, nil
 }
 
-// ListTransitKeys returns the names of the transit keys (the /asym rings
+// ListHeldKeys returns the names of the transit keys (the /asym rings
 // whose keys the service holds, not those made by CreateAsymKeyRing), in
 // lower case and name order. It needs keyring.*.read. The names are read
 // from the index of names, then the rings' records, all at once where the
 // store can (prefetch), and answered whole, as Vault answers a list.
-func (s *Service) ListTransitKeys(ctx context.Context) ([]string, error) {
+func (s *Service) ListHeldKeys(ctx context.Context) ([]string, error) {
 	p, err := s.authorize(ctx, transitListAction, "", RingFlag("*", OpRead))
 	if err != nil {
 		return nil, err
@@ -278,29 +278,29 @@ func (s *Service) ListTransitKeys(ctx context.Context) ([]string, error) {
 	return names, nil
 }
 
-// DeleteTransitKey deletes the transit key name, its ring and every
+// DeleteHeldKey deletes the transit key name, its ring and every
 // version: what they sealed can no longer be opened. The key's
 // configuration must allow it (DeletionAllowed), and no active API key's
 // flags may name the ring (as DeleteKeyRing). It needs
 // keyring.<name>.delete.
-func (s *Service) DeleteTransitKey(ctx context.Context, name string) error {
-	p, r, err := s.resolveTransit(ctx, name, transitDeleteAction, OpDelete)
+func (s *Service) DeleteHeldKey(ctx context.Context, name string) error {
+	p, r, err := s.resolveHeld(ctx, name, transitDeleteAction, OpDelete)
 	if err != nil {
 		return err
 	}
 	return s.deleteRing(p, r, transitDeleteAction, func(cur *ringRecord) error {
-		if !cur.transit().DeletionAllowed {
+		if !cur.held().DeletionAllowed {
 			return Errorf(KindInvalid, "deletion is not allowed for this key: set deletion_allowed in its configuration first")
 		}
 		return nil
 	})
 }
 
-// RotateTransitKey gives the transit key name a new latest version (its
+// RotateHeldKey gives the transit key name a new latest version (its
 // ring a new active key) and describes the key. It needs
 // keyring.<name>.rotate.
-func (s *Service) RotateTransitKey(ctx context.Context, name string) (*TransitKey, error) {
-	p, r, err := s.resolveTransit(ctx, name, transitRotateAction, OpRotate)
+func (s *Service) RotateHeldKey(ctx context.Context, name string) (*HeldKey, error) {
+	p, r, err := s.resolveHeld(ctx, name, transitRotateAction, OpRotate)
 	if err != nil {
 		return nil, err
 	}
@@ -316,21 +316,21 @@ func (s *Service) RotateTransitKey(ctx context.Context, name string) (*TransitKe
 	return s.transitKey(ctx, next, false)
 }
 
-// ConfigureTransitKey changes the settings of the transit key name, as
+// ConfigureHeldKey changes the settings of the transit key name, as
 // Vault's key configuration does, and describes the key: a minimum
 // decryption version of 0 reads as 1; neither minimum may pass the latest
 // version, nor the encryption minimum (unless 0) fall below the
 // decryption one; a rotation period is 0 or at least an hour; a key made
 // exportable stays so. It needs keyring.<name>.config.
-func (s *Service) ConfigureTransitKey(ctx context.Context, name string, cfg TransitKeyConfig) (*TransitKey, error) {
-	p, r, err := s.resolveTransit(ctx, name, transitConfigAction, OpConfig)
+func (s *Service) ConfigureHeldKey(ctx context.Context, name string, cfg HeldKeyConfig) (*HeldKey, error) {
+	p, r, err := s.resolveHeld(ctx, name, transitConfigAction, OpConfig)
 	if err != nil {
 		return nil, err
 	}
 	lower := strings.ToLower(r.Name)
 	period := ""
 	if cfg.RotationPeriod != nil {
-		if err := checkTransitPeriod(*cfg.RotationPeriod); err != nil {
+		if err := checkHeldPeriod(*cfg.RotationPeriod); err != nil {
 			return nil, s.recordFailure(p, transitConfigAction, lower, err)
 		}
 		if *cfg.RotationPeriod > 0 {
@@ -342,13 +342,13 @@ func (s *Service) ConfigureTransitKey(ctx context.Context, name string, cfg Tran
 	}
 	act := s.newActivity(p, transitConfigAction, lower, true, map[string]any{"ringId": r.ID})
 	next, err := s.changeRing(act, r.ID, func(tx Txn, cur *ringRecord) error {
-		t := cur.transit()
+		t := cur.held()
 		if err := t.apply(cfg, cur.Name, cur.LatestVersion); err != nil {
 			return err
 		}
 		act.Props["minDecryptionVersion"], act.Props["minEncryptionVersion"], act.Props["deletionAllowed"], act.Props["exportable"] =
 			max(t.MinDecryptionVersion, 1), t.MinEncryptionVersion, t.DeletionAllowed, t.Exportable
-		cur.Transit = &t
+		cur.Held = &t
 		if cfg.RotationPeriod != nil && cur.Algos.AES256.RotationPeriod != period {
 			cur.Algos.AES256.RotationPeriod = period
 			if err := reschedule(tx, cur); err != nil {
@@ -378,7 +378,7 @@ func checkMinVersion(use string, v, latest int) error {
 
 // apply changes t by cfg, for the key name whose latest version is
 // latest, with Vault's rules and wording.
-func (t *transitSettings) apply(cfg TransitKeyConfig, name string, latest int) error {
+func (t *heldSettings) apply(cfg HeldKeyConfig, name string, latest int) error {
 	if v := cfg.MinDecryptionVersion; v != nil {
 		if err := checkMinVersion("decryption", *v, latest); err != nil {
 			return err

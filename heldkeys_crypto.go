@@ -22,83 +22,83 @@ import (
 // a call of its own: its own key version, counter step, record and error.
 // A record names the ring, the key and its version, never a plaintext.
 
-// TransitEncryptInput encrypts plaintexts with the transit key Name.
-type TransitEncryptInput struct {
+// HeldEncryptInput encrypts plaintexts with the transit key Name.
+type HeldEncryptInput struct {
 	Name  string
-	Items []TransitPlaintext
+	Items []HeldPlaintext
 	// Create makes the key when it does not exist, as Vault's encrypt
 	// does, for a caller that may create it (keyring.<name>.create).
 	Create bool
 }
 
-// TransitPlaintext is one plaintext to encrypt, with the version of the
+// HeldPlaintext is one plaintext to encrypt, with the version of the
 // key to encrypt it with: 0 for the latest.
-type TransitPlaintext struct {
+type HeldPlaintext struct {
 	Plaintext  []byte
 	KeyVersion int
 }
 
-// TransitCiphertext is the answer to one item: its ciphertext
+// HeldCiphertext is the answer to one item: its ciphertext
 // (vault:v<N>:...) and the key version that made it, or why it failed.
-type TransitCiphertext struct {
+type HeldCiphertext struct {
 	Ciphertext string
 	KeyVersion int
 	Err        error
 }
 
-// TransitDecryptInput decrypts ciphertexts with the transit key Name.
-type TransitDecryptInput struct {
+// HeldDecryptInput decrypts ciphertexts with the transit key Name.
+type HeldDecryptInput struct {
 	Name        string
 	Ciphertexts []string
 }
 
-// TransitDecrypted is the answer to one ciphertext: its plaintext and the
+// HeldDecrypted is the answer to one ciphertext: its plaintext and the
 // key version that opened it, or why it failed.
-type TransitDecrypted struct {
+type HeldDecrypted struct {
 	Plaintext  []byte
 	KeyVersion int
 	Err        error
 }
 
-// TransitRewrapInput encrypts again, with a version of the transit key
+// HeldRewrapInput encrypts again, with a version of the transit key
 // Name (the latest by default), what ciphertexts of it hold, without
 // handing out their plaintexts.
-type TransitRewrapInput struct {
+type HeldRewrapInput struct {
 	Name  string
-	Items []TransitRewrapItem
+	Items []HeldRewrapItem
 }
 
-// TransitRewrapItem is one ciphertext to encrypt again with KeyVersion (0:
+// HeldRewrapItem is one ciphertext to encrypt again with KeyVersion (0:
 // the latest).
-type TransitRewrapItem struct {
+type HeldRewrapItem struct {
 	Ciphertext string
 	KeyVersion int
 }
 
-// TransitDataKeyInput asks for a new data key of Bits bits (128, 256 or
+// HeldDataKeyInput asks for a new data key of Bits bits (128, 256 or
 // 512; 0 means 256), encrypted with a version of the transit key Name (0:
 // the latest), and in the clear too when Plaintext is set.
-type TransitDataKeyInput struct {
+type HeldDataKeyInput struct {
 	Name       string
 	Bits       int
 	KeyVersion int
 	Plaintext  bool
 }
 
-// TransitDataKey is a new data key: encrypted, and in the clear when it
+// HeldDataKey is a new data key: encrypted, and in the clear when it
 // was asked for.
-type TransitDataKey struct {
+type HeldDataKey struct {
 	Plaintext  []byte
 	Ciphertext string
 	KeyVersion int
 }
 
-// transitRing authorizes op on the transit key name and returns the
+// heldRing authorizes op on the transit key name and returns the
 // caller, the key's ring (with versions) and its lower-case name: a ring
 // whose keys the service holds (Invalid otherwise: errHandedOut). With
 // create, a key that does not exist is made, when the caller may create
 // it.
-func (s *Service) transitRing(ctx context.Context, name, action, op string, create bool) (*Principal, *ringRecord, string, error) {
+func (s *Service) heldRing(ctx context.Context, name, action, op string, create bool) (*Principal, *ringRecord, string, error) {
 	if err := ValidateRingName(name); err != nil {
 		return nil, nil, "", err
 	}
@@ -116,7 +116,7 @@ func (s *Service) transitRing(ctx context.Context, name, action, op string, crea
 			return nil, nil, "", s.refuse(p, action, lower, map[string]any{"flag": flag},
 				Errorf(KindPermissionDenied, "missing permission flag %s: the key does not exist, and only a caller that may create it makes it by encrypting", flag))
 		}
-		r, err = s.createTransitRing(ctx, p, name, 0, false)
+		r, err = s.createHeldRing(ctx, p, name, 0, false)
 	}
 	if isNotFound(err) {
 		err = Errorf(KindNotFound, "transit key %q not found", name)
@@ -133,41 +133,41 @@ func (s *Service) transitRing(ctx context.Context, name, action, op string, crea
 	return p, r, lower, nil
 }
 
-// EncryptTransit encrypts each plaintext with the transit key in.Name and
+// EncryptWithHeldKey encrypts each plaintext with the transit key in.Name and
 // answers the items in order, each with its ciphertext or its error. A
 // call of the latest version gets the ring's active key, rotated first
 // when past its rotationPeriod or maxEncryptCount; an older version must
 // be at least the key's minimum encryption version, enabled, and within
 // the ring's rotationPeriod. It needs keyring.<name>.encrypt (and
 // keyring.<name>.create to make the key, with in.Create).
-func (s *Service) EncryptTransit(ctx context.Context, in TransitEncryptInput) ([]TransitCiphertext, error) {
+func (s *Service) EncryptWithHeldKey(ctx context.Context, in HeldEncryptInput) ([]HeldCiphertext, error) {
 	if err := checkBatchSize(len(in.Items)); err != nil {
 		return nil, err
 	}
-	p, r, lower, err := s.transitRing(ctx, in.Name, transitEncryptAction, OpEncrypt, in.Create)
+	p, r, lower, err := s.heldRing(ctx, in.Name, transitEncryptAction, OpEncrypt, in.Create)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]TransitCiphertext, len(in.Items))
+	out := make([]HeldCiphertext, len(in.Items))
 	runBatch(len(in.Items), func(i int) {
 		it := in.Items[i]
 		var err error
-		out[i].Ciphertext, out[i].KeyVersion, err = s.sealTransit(ctx, p, r, lower, transitEncryptAction, it.Plaintext, it.KeyVersion, nil)
+		out[i].Ciphertext, out[i].KeyVersion, err = s.sealHeld(ctx, p, r, lower, transitEncryptAction, it.Plaintext, it.KeyVersion, nil)
 		out[i].Err = err
 	})
 	return out, nil
 }
 
-// sealTransit encrypts plain with version v of r for p, recorded as
+// sealHeld encrypts plain with version v of r for p, recorded as
 // action with props (and the ring, key and version), and returns the
 // ciphertext and the version that made it.
-func (s *Service) sealTransit(ctx context.Context, p *Principal, r *ringRecord, lower, action string, plain []byte, v int,
+func (s *Service) sealHeld(ctx context.Context, p *Principal, r *ringRecord, lower, action string, plain []byte, v int,
 	props map[string]any) (string, int, error) {
-	r, k, err := s.transitEncryptKey(ctx, p, r, v)
+	r, k, err := s.heldEncryptKey(ctx, p, r, v)
 	if err != nil {
 		return "", 0, s.recordFailure(p, action, lower, err)
 	}
-	aead, err := s.transitAEAD(r, k)
+	aead, err := s.heldAEAD(r, k)
 	if err != nil {
 		return "", 0, err
 	}
@@ -183,10 +183,10 @@ func (s *Service) sealTransit(ctx context.Context, p *Principal, r *ringRecord, 
 	return vaultct.Format(k.Version, blob), k.Version, nil
 }
 
-// transitEncryptKey returns the ring and the key to encrypt with for a
+// heldEncryptKey returns the ring and the key to encrypt with for a
 // call of version v (0: the latest), and counts the call against it.
-func (s *Service) transitEncryptKey(ctx context.Context, p *Principal, r *ringRecord, v int) (*ringRecord, *keyRecord, error) {
-	t := r.transit()
+func (s *Service) heldEncryptKey(ctx context.Context, p *Principal, r *ringRecord, v int) (*ringRecord, *keyRecord, error) {
+	t := r.held()
 	if v == 0 {
 		r, k, err := s.activeKey(ctx, p, r)
 		if err != nil {
@@ -240,13 +240,13 @@ func (s *Service) freshRing(ctx context.Context, r *ringRecord) (*ringRecord, er
 	return s.ensureVersions(fresh)
 }
 
-// transitAEAD returns the AES-GCM of k, a key of r: from the cache, or
+// heldAEAD returns the AES-GCM of k, a key of r: from the cache, or
 // unwrapped.
-func (s *Service) transitAEAD(r *ringRecord, k *keyRecord) (cipher.AEAD, error) {
-	if a, ok := s.transitKeys.Get(k.ID); ok {
+func (s *Service) heldAEAD(r *ringRecord, k *keyRecord) (cipher.AEAD, error) {
+	if a, ok := s.heldKeys.Get(k.ID); ok {
 		return a, nil
 	}
-	return s.transitKeys.Load(k.ID, func() (cipher.AEAD, error) {
+	return s.heldKeys.Load(k.ID, func() (cipher.AEAD, error) {
 		raw, err := s.unwrapKey(r, k)
 		if err != nil {
 			return nil, err
@@ -260,12 +260,12 @@ func (s *Service) transitAEAD(r *ringRecord, k *keyRecord) (cipher.AEAD, error) 
 	})
 }
 
-// openTransit decrypts the ciphertext ct of r and returns its plaintext
+// openHeld decrypts the ciphertext ct of r and returns its plaintext
 // and the key that opened it. A ciphertext that does not parse, or names
 // a version out of the key's range or below its minimum decryption
 // version, is Invalid; one that fails authentication (altered, or not
 // made with this key) is Unprocessable.
-func (s *Service) openTransit(ctx context.Context, r *ringRecord, ct string) ([]byte, *keyRecord, error) {
+func (s *Service) openHeld(ctx context.Context, r *ringRecord, ct string) ([]byte, *keyRecord, error) {
 	v, blob, err := vaultct.Parse(ct)
 	if err != nil {
 		return nil, nil, Errorf(KindInvalid, "%v", err)
@@ -280,7 +280,7 @@ func (s *Service) openTransit(ctx context.Context, r *ringRecord, ct string) ([]
 	switch {
 	case v > r.LatestVersion:
 		return nil, nil, Errorf(KindInvalid, "invalid ciphertext: version is too new")
-	case v < max(r.transit().MinDecryptionVersion, 1):
+	case v < max(r.held().MinDecryptionVersion, 1):
 		return nil, nil, Errorf(KindInvalid, "ciphertext or signature version is disallowed by policy (too old)")
 	}
 	k, err := s.keyByVersion(ctx, r, v)
@@ -289,11 +289,11 @@ func (s *Service) openTransit(ctx context.Context, r *ringRecord, ct string) ([]
 	}
 	if err := k.usable(r); err != nil {
 		if ErrorKind(err) == KindDestroyed {
-			s.transitKeys.Remove(k.ID)
+			s.heldKeys.Remove(k.ID)
 		}
 		return nil, nil, err
 	}
-	aead, err := s.transitAEAD(r, k)
+	aead, err := s.heldAEAD(r, k)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -304,21 +304,21 @@ func (s *Service) openTransit(ctx context.Context, r *ringRecord, ct string) ([]
 	return plain, k, nil
 }
 
-// DecryptTransit decrypts each ciphertext with the transit key in.Name and
+// DecryptWithHeldKey decrypts each ciphertext with the transit key in.Name and
 // answers them in order, each with its plaintext or its error (see
 // openTransit; a disabled or destroyed version fails as elsewhere). It
 // needs keyring.<name>.decrypt.
-func (s *Service) DecryptTransit(ctx context.Context, in TransitDecryptInput) ([]TransitDecrypted, error) {
+func (s *Service) DecryptWithHeldKey(ctx context.Context, in HeldDecryptInput) ([]HeldDecrypted, error) {
 	if err := checkBatchSize(len(in.Ciphertexts)); err != nil {
 		return nil, err
 	}
-	p, r, lower, err := s.transitRing(ctx, in.Name, transitDecryptAction, OpDecrypt, false)
+	p, r, lower, err := s.heldRing(ctx, in.Name, transitDecryptAction, OpDecrypt, false)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]TransitDecrypted, len(in.Ciphertexts))
+	out := make([]HeldDecrypted, len(in.Ciphertexts))
 	runBatch(len(in.Ciphertexts), func(i int) {
-		plain, k, err := s.openTransit(ctx, r, in.Ciphertexts[i])
+		plain, k, err := s.openHeld(ctx, r, in.Ciphertexts[i])
 		if err != nil {
 			out[i].Err = s.recordFailure(p, transitDecryptAction, lower, err)
 			return
@@ -334,41 +334,41 @@ func (s *Service) DecryptTransit(ctx context.Context, in TransitDecryptInput) ([
 	return out, nil
 }
 
-// RewrapTransit decrypts each ciphertext with the transit key in.Name and
+// RewrapWithHeldKey decrypts each ciphertext with the transit key in.Name and
 // encrypts its plaintext again with the item's version (the latest by
 // default), answering the new ciphertexts in order; no plaintext leaves
 // the service. An item is checked as a decrypt and an encrypt are, and
 // recorded once, naming both keys. It needs keyring.<name>.encrypt
 // (docs/PERMISSIONS.md: rewrapping hands out no plaintext, so it is
 // delegated as encryption is, as Vault intends it).
-func (s *Service) RewrapTransit(ctx context.Context, in TransitRewrapInput) ([]TransitCiphertext, error) {
+func (s *Service) RewrapWithHeldKey(ctx context.Context, in HeldRewrapInput) ([]HeldCiphertext, error) {
 	if err := checkBatchSize(len(in.Items)); err != nil {
 		return nil, err
 	}
-	p, r, lower, err := s.transitRing(ctx, in.Name, transitRewrapAction, OpEncrypt, false)
+	p, r, lower, err := s.heldRing(ctx, in.Name, transitRewrapAction, OpEncrypt, false)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]TransitCiphertext, len(in.Items))
+	out := make([]HeldCiphertext, len(in.Items))
 	runBatch(len(in.Items), func(i int) {
 		it := in.Items[i]
-		plain, from, err := s.openTransit(ctx, r, it.Ciphertext)
+		plain, from, err := s.openHeld(ctx, r, it.Ciphertext)
 		if err != nil {
 			out[i].Err = s.recordFailure(p, transitRewrapAction, lower, err)
 			return
 		}
 		defer clear(plain)
 		props := map[string]any{"fromKeyId": from.ID, "fromVersion": from.Version}
-		out[i].Ciphertext, out[i].KeyVersion, out[i].Err = s.sealTransit(ctx, p, r, lower, transitRewrapAction, plain, it.KeyVersion, props)
+		out[i].Ciphertext, out[i].KeyVersion, out[i].Err = s.sealHeld(ctx, p, r, lower, transitRewrapAction, plain, it.KeyVersion, props)
 	})
 	return out, nil
 }
 
-// GenerateTransitDataKey makes a random data key and answers it encrypted
+// GenerateHeldDataKey makes a random data key and answers it encrypted
 // with the transit key in.Name, and in the clear when in.Plaintext is
 // set; it is an encrypt call of that key (rotation, counts and records as
 // EncryptTransit). It needs keyring.<name>.encrypt.
-func (s *Service) GenerateTransitDataKey(ctx context.Context, in TransitDataKeyInput) (*TransitDataKey, error) {
+func (s *Service) GenerateHeldDataKey(ctx context.Context, in HeldDataKeyInput) (*HeldDataKey, error) {
 	bits := in.Bits
 	if bits == 0 {
 		bits = 256
@@ -376,19 +376,19 @@ func (s *Service) GenerateTransitDataKey(ctx context.Context, in TransitDataKeyI
 	if bits != 128 && bits != 256 && bits != 512 {
 		return nil, Errorf(KindInvalid, "invalid bit length: bits must be 128, 256 or 512, not %d", in.Bits)
 	}
-	p, r, lower, err := s.transitRing(ctx, in.Name, transitDataKeyAction, OpEncrypt, false)
+	p, r, lower, err := s.heldRing(ctx, in.Name, transitDataKeyAction, OpEncrypt, false)
 	if err != nil {
 		return nil, err
 	}
 	key := make([]byte, bits/8)
 	rand.Read(key)
 	props := map[string]any{"bits": bits, "plaintextReturned": in.Plaintext}
-	ct, v, err := s.sealTransit(ctx, p, r, lower, transitDataKeyAction, key, in.KeyVersion, props)
+	ct, v, err := s.sealHeld(ctx, p, r, lower, transitDataKeyAction, key, in.KeyVersion, props)
 	if err != nil {
 		clear(key)
 		return nil, err
 	}
-	out := &TransitDataKey{Ciphertext: ct, KeyVersion: v}
+	out := &HeldDataKey{Ciphertext: ct, KeyVersion: v}
 	if in.Plaintext {
 		out.Plaintext = key
 	} else {
