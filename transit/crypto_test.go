@@ -12,39 +12,39 @@ import (
 
 func TestEncryptDecrypt(t *testing.T) {
 	e := newEnv(t, kms.Options{})
-	c := e.vault
+	c := e.root
 	// Encrypt makes the key on first use.
-	enc := mustWrite(t, c, "transit/encrypt/orders", map[string]any{"plaintext": b64("the quick brown fox")})
-	ct := str(enc, "ciphertext")
-	if !strings.HasPrefix(ct, "vault:v1:") || num(t, enc, "key_version") != 1 {
-		t.Fatalf("encrypt answered %v", enc.Data)
+	enc := c.mustWrite(t, "transit/encrypt/orders", map[string]any{"plaintext": b64("the quick brown fox")})
+	ct := enc.str("ciphertext")
+	if !strings.HasPrefix(ct, "vault:v1:") || enc.num(t, "key_version") != 1 {
+		t.Fatalf("encrypt answered %v", enc.data)
 	}
 	blob, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(ct, "vault:v1:"))
 	if err != nil || len(blob) != 12+len("the quick brown fox")+16 {
 		t.Errorf("ciphertext %q: %d bytes (%v), want nonce, ciphertext and tag", ct, len(blob), err)
 	}
-	dec := mustWrite(t, c, "transit/decrypt/orders", map[string]any{"ciphertext": ct})
-	if str(dec, "plaintext") != b64("the quick brown fox") {
-		t.Errorf("decrypt answered %v", dec.Data)
+	dec := c.mustWrite(t, "transit/decrypt/orders", map[string]any{"ciphertext": ct})
+	if dec.str("plaintext") != b64("the quick brown fox") {
+		t.Errorf("decrypt answered %v", dec.data)
 	}
 	// An empty plaintext is one.
-	empty := mustWrite(t, c, "transit/encrypt/orders", map[string]any{"plaintext": ""})
-	if got := str(mustWrite(t, c, "transit/decrypt/orders", map[string]any{"ciphertext": str(empty, "ciphertext")}), "plaintext"); got != "" {
+	empty := c.mustWrite(t, "transit/encrypt/orders", map[string]any{"plaintext": ""})
+	if got := c.mustWrite(t, "transit/decrypt/orders", map[string]any{"ciphertext": empty.str("ciphertext")}).str("plaintext"); got != "" {
 		t.Errorf("decrypt of an empty plaintext = %q", got)
 	}
 
 	// Older versions decrypt; encrypt takes the latest unless told.
-	mustWrite(t, c, "transit/keys/orders/rotate", nil)
-	if got := str(mustWrite(t, c, "transit/decrypt/orders", map[string]any{"ciphertext": ct}), "plaintext"); got != b64("the quick brown fox") {
+	c.mustWrite(t, "transit/keys/orders/rotate", nil)
+	if got := c.mustWrite(t, "transit/decrypt/orders", map[string]any{"ciphertext": ct}).str("plaintext"); got != b64("the quick brown fox") {
 		t.Errorf("decrypt of v1 after rotation = %q", got)
 	}
-	v2 := mustWrite(t, c, "transit/encrypt/orders", map[string]any{"plaintext": b64("x")})
-	if !strings.HasPrefix(str(v2, "ciphertext"), "vault:v2:") || num(t, v2, "key_version") != 2 {
-		t.Errorf("encrypt after rotation answered %v", v2.Data)
+	v2 := c.mustWrite(t, "transit/encrypt/orders", map[string]any{"plaintext": b64("x")})
+	if !strings.HasPrefix(v2.str("ciphertext"), "vault:v2:") || v2.num(t, "key_version") != 2 {
+		t.Errorf("encrypt after rotation answered %v", v2.data)
 	}
-	v1 := mustWrite(t, c, "transit/encrypt/orders", map[string]any{"plaintext": b64("x"), "key_version": 1})
-	if !strings.HasPrefix(str(v1, "ciphertext"), "vault:v1:") {
-		t.Errorf("encrypt with key_version 1 answered %v", v1.Data)
+	v1 := c.mustWrite(t, "transit/encrypt/orders", map[string]any{"plaintext": b64("x"), "key_version": 1})
+	if !strings.HasPrefix(v1.str("ciphertext"), "vault:v1:") {
+		t.Errorf("encrypt with key_version 1 answered %v", v1.data)
 	}
 
 	flipped := bytes.Clone(blob)
@@ -70,44 +70,43 @@ func TestEncryptDecrypt(t *testing.T) {
 		{"no ciphertext", "transit/decrypt/orders", map[string]any{}, 400, "missing ciphertext"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := c.Logical().Write(tc.path, tc.data)
-			if status(err) != tc.status || !strings.Contains(errorsOf(err), tc.want) {
-				t.Errorf("Write(%s, %v) = %v, want %d naming %q", tc.path, tc.data, err, tc.status, tc.want)
+			if a := c.write(t, tc.path, tc.data); a.status != tc.status || !strings.Contains(a.errs(), tc.want) {
+				t.Errorf("write(%s, %v) = %v, want %d naming %q", tc.path, tc.data, a, tc.status, tc.want)
 			}
 		})
 	}
 	// A ciphertext of one key does not open with another.
-	mustWrite(t, c, "transit/keys/other", nil)
-	if _, err := c.Logical().Write("transit/decrypt/other", map[string]any{"ciphertext": ct}); status(err) != 400 ||
-		!strings.Contains(errorsOf(err), "message authentication failed") {
-		t.Errorf("decrypt with another key = %v", err)
+	c.mustWrite(t, "transit/keys/other", nil)
+	if a := c.write(t, "transit/decrypt/other", map[string]any{"ciphertext": ct}); a.status != 400 ||
+		!strings.Contains(a.errs(), "message authentication failed") {
+		t.Errorf("decrypt with another key = %v", a)
 	}
 
 	// The minimum decryption version refuses older ciphertexts; the
 	// minimum encryption version older key versions.
-	mustWrite(t, c, "transit/keys/orders/config", map[string]any{"min_decryption_version": 2, "min_encryption_version": 2})
-	if _, err := c.Logical().Write("transit/decrypt/orders", map[string]any{"ciphertext": ct}); status(err) != 400 || !strings.Contains(errorsOf(err), "too old") {
-		t.Errorf("decrypt below min_decryption_version = %v", err)
+	c.mustWrite(t, "transit/keys/orders/config", map[string]any{"min_decryption_version": 2, "min_encryption_version": 2})
+	if a := c.write(t, "transit/decrypt/orders", map[string]any{"ciphertext": ct}); a.status != 400 || !strings.Contains(a.errs(), "too old") {
+		t.Errorf("decrypt below min_decryption_version = %v", a)
 	}
-	if _, err := c.Logical().Write("transit/encrypt/orders", map[string]any{"plaintext": b64("x"), "key_version": 1}); status(err) != 400 ||
-		!strings.Contains(errorsOf(err), "less than the minimum") {
-		t.Errorf("encrypt below min_encryption_version = %v", err)
+	if a := c.write(t, "transit/encrypt/orders", map[string]any{"plaintext": b64("x"), "key_version": 1}); a.status != 400 ||
+		!strings.Contains(a.errs(), "less than the minimum") {
+		t.Errorf("encrypt below min_encryption_version = %v", a)
 	}
 }
 
 func TestBatch(t *testing.T) {
 	e := newEnv(t, kms.Options{})
-	c := e.vault
-	mustWrite(t, c, "transit/keys/batch", nil)
+	c := e.root
+	c.mustWrite(t, "transit/keys/batch", nil)
 	in := []any{
 		map[string]any{"plaintext": b64("one"), "reference": "a"},
 		map[string]any{"plaintext": b64("two"), "reference": "b"},
 		map[string]any{"plaintext": b64("three")},
 	}
-	enc := mustWrite(t, c, "transit/encrypt/batch", map[string]any{"batch_input": in})
-	results, _ := enc.Data["batch_results"].([]any)
+	enc := c.mustWrite(t, "transit/encrypt/batch", map[string]any{"batch_input": in})
+	results, _ := enc.data["batch_results"].([]any)
 	if len(results) != 3 {
-		t.Fatalf("batch_results = %v", enc.Data)
+		t.Fatalf("batch_results = %v", enc.data)
 	}
 	var cts []any
 	for i, r := range results {
@@ -120,9 +119,9 @@ func TestBatch(t *testing.T) {
 	if results[0].(map[string]any)["reference"] != "a" || results[2].(map[string]any)["reference"] != "" {
 		t.Errorf("references = %v", results)
 	}
-	dec := mustWrite(t, c, "transit/decrypt/batch", map[string]any{"batch_input": cts})
+	dec := c.mustWrite(t, "transit/decrypt/batch", map[string]any{"batch_input": cts})
 	for i, want := range []string{"one", "two", "three"} {
-		if got := dec.Data["batch_results"].([]any)[i].(map[string]any)["plaintext"]; got != b64(want) {
+		if got := dec.data["batch_results"].([]any)[i].(map[string]any)["plaintext"]; got != b64(want) {
 			t.Errorf("decrypted item %d = %v, want %q", i, got, b64(want))
 		}
 	}
@@ -131,51 +130,50 @@ func TestBatch(t *testing.T) {
 	// 400 with every item's result, as Vault answers; with a
 	// partial_failure_response_code, that code.
 	bad := []any{map[string]any{"plaintext": b64("ok")}, map[string]any{"plaintext": "%%%", "reference": "bad"}}
-	code, body := rawWrite(t, c, "transit/encrypt/batch", map[string]any{"batch_input": bad})
-	items := body["data"].(map[string]any)["batch_results"].([]any)
-	if code != 400 || !strings.HasPrefix(items[0].(map[string]any)["ciphertext"].(string), "vault:v1:") ||
+	partly := c.write(t, "transit/encrypt/batch", map[string]any{"batch_input": bad})
+	items := partly.data["batch_results"].([]any)
+	if partly.status != 400 || !strings.HasPrefix(items[0].(map[string]any)["ciphertext"].(string), "vault:v1:") ||
 		!strings.Contains(items[1].(map[string]any)["error"].(string), "illegal base64") || items[1].(map[string]any)["reference"] != "bad" {
-		t.Errorf("partly bad batch = %d %v", code, body)
+		t.Errorf("partly bad batch = %v", partly)
 	}
-	code, _ = rawWrite(t, c, "transit/encrypt/batch", map[string]any{"batch_input": bad, "partial_failure_response_code": 207})
-	if code != 207 {
-		t.Errorf("partly bad batch with partial_failure_response_code 207 = %d", code)
+	if a := c.write(t, "transit/encrypt/batch", map[string]any{"batch_input": bad, "partial_failure_response_code": 207}); a.status != 207 {
+		t.Errorf("partly bad batch with partial_failure_response_code 207 = %v", a)
 	}
-	code, body = rawWrite(t, c, "transit/decrypt/batch", map[string]any{"batch_input": []any{
-		map[string]any{"ciphertext": "vault:v1:AAAA"}, map[string]any{"ciphertext": "nope"}}, "partial_failure_response_code": 200})
-	if code != 400 { // every item failed: the override does not apply
-		t.Errorf("all-bad decrypt batch = %d %v", code, body)
+	// Every item failed: the override does not apply.
+	if a := c.write(t, "transit/decrypt/batch", map[string]any{"batch_input": []any{
+		map[string]any{"ciphertext": "vault:v1:AAAA"}, map[string]any{"ciphertext": "nope"}}, "partial_failure_response_code": 200}); a.status != 400 {
+		t.Errorf("all-bad decrypt batch = %v", a)
 	}
-	if _, err := c.Logical().Write("transit/encrypt/batch", map[string]any{"batch_input": []any{}}); status(err) != 400 ||
-		!strings.Contains(errorsOf(err), "missing batch input") {
-		t.Errorf("empty batch = %v", err)
+	if a := c.write(t, "transit/encrypt/batch", map[string]any{"batch_input": []any{}}); a.status != 400 ||
+		!strings.Contains(a.errs(), "missing batch input") {
+		t.Errorf("empty batch = %v", a)
 	}
-	if _, err := c.Logical().Write("transit/encrypt/batch", map[string]any{"batch_input": "x"}); status(err) != 400 {
-		t.Errorf("batch_input not an array = %v", err)
+	if a := c.write(t, "transit/encrypt/batch", map[string]any{"batch_input": "x"}); a.status != 400 {
+		t.Errorf("batch_input not an array = %v", a)
 	}
 }
 
 func TestRewrapAndDataKey(t *testing.T) {
 	e := newEnv(t, kms.Options{})
-	c := e.vault
-	old := str(mustWrite(t, c, "transit/encrypt/r", map[string]any{"plaintext": b64("secret")}), "ciphertext")
-	mustWrite(t, c, "transit/keys/r/rotate", nil)
-	rw := mustWrite(t, c, "transit/rewrap/r", map[string]any{"ciphertext": old})
-	if !strings.HasPrefix(str(rw, "ciphertext"), "vault:v2:") || num(t, rw, "key_version") != 2 {
-		t.Fatalf("rewrap answered %v", rw.Data)
+	c := e.root
+	old := c.mustWrite(t, "transit/encrypt/r", map[string]any{"plaintext": b64("secret")}).str("ciphertext")
+	c.mustWrite(t, "transit/keys/r/rotate", nil)
+	rw := c.mustWrite(t, "transit/rewrap/r", map[string]any{"ciphertext": old})
+	if !strings.HasPrefix(rw.str("ciphertext"), "vault:v2:") || rw.num(t, "key_version") != 2 {
+		t.Fatalf("rewrap answered %v", rw.data)
 	}
-	if got := str(mustWrite(t, c, "transit/decrypt/r", map[string]any{"ciphertext": str(rw, "ciphertext")}), "plaintext"); got != b64("secret") {
+	if got := c.mustWrite(t, "transit/decrypt/r", map[string]any{"ciphertext": rw.str("ciphertext")}).str("plaintext"); got != b64("secret") {
 		t.Errorf("decrypt of the rewrapped = %q", got)
 	}
-	batch := mustWrite(t, c, "transit/rewrap/r", map[string]any{"batch_input": []any{
+	batch := c.mustWrite(t, "transit/rewrap/r", map[string]any{"batch_input": []any{
 		map[string]any{"ciphertext": old, "reference": "x"}, map[string]any{"ciphertext": old, "key_version": 1}}})
-	items := batch.Data["batch_results"].([]any)
+	items := batch.data["batch_results"].([]any)
 	if !strings.HasPrefix(items[0].(map[string]any)["ciphertext"].(string), "vault:v2:") || items[0].(map[string]any)["reference"] != "x" ||
 		!strings.HasPrefix(items[1].(map[string]any)["ciphertext"].(string), "vault:v1:") {
 		t.Errorf("rewrap batch = %v", items)
 	}
-	if _, err := c.Logical().Write("transit/rewrap/r", map[string]any{"ciphertext": "vault:v1:xx"}); status(err) != 400 {
-		t.Errorf("rewrap of a bad ciphertext = %v", err)
+	if a := c.write(t, "transit/rewrap/r", map[string]any{"ciphertext": "vault:v1:xx"}); a.status != 400 {
+		t.Errorf("rewrap of a bad ciphertext = %v", a)
 	}
 
 	for _, bits := range []int{0, 128, 256, 512} {
@@ -183,27 +181,27 @@ func TestRewrapAndDataKey(t *testing.T) {
 		if bits != 0 {
 			data["bits"] = bits
 		}
-		dk := mustWrite(t, c, "transit/datakey/plaintext/r", data)
-		plain, err := base64.StdEncoding.DecodeString(str(dk, "plaintext"))
+		dk := c.mustWrite(t, "transit/datakey/plaintext/r", data)
+		plain, err := base64.StdEncoding.DecodeString(dk.str("plaintext"))
 		if want := max(bits, 256) / 8; bits == 128 && len(plain) != 16 || bits != 128 && len(plain) != want || err != nil {
 			t.Errorf("datakey bits %d: plaintext of %d bytes (%v)", bits, len(plain), err)
 		}
 		// The ciphertext decrypts to the key itself, as Vault's does.
-		if got := str(mustWrite(t, c, "transit/decrypt/r", map[string]any{"ciphertext": str(dk, "ciphertext")}), "plaintext"); got != str(dk, "plaintext") {
-			t.Errorf("decrypt of the data key = %q, want %q", got, str(dk, "plaintext"))
+		if got := c.mustWrite(t, "transit/decrypt/r", map[string]any{"ciphertext": dk.str("ciphertext")}).str("plaintext"); got != dk.str("plaintext") {
+			t.Errorf("decrypt of the data key = %q, want %q", got, dk.str("plaintext"))
 		}
 	}
-	wrapped := mustWrite(t, c, "transit/datakey/wrapped/r", nil)
-	if _, ok := wrapped.Data["plaintext"]; ok || !strings.HasPrefix(str(wrapped, "ciphertext"), "vault:v2:") || num(t, wrapped, "key_version") != 2 {
-		t.Errorf("wrapped datakey answered %v", wrapped.Data)
+	wrapped := c.mustWrite(t, "transit/datakey/wrapped/r", nil)
+	if _, ok := wrapped.data["plaintext"]; ok || !strings.HasPrefix(wrapped.str("ciphertext"), "vault:v2:") || wrapped.num(t, "key_version") != 2 {
+		t.Errorf("wrapped datakey answered %v", wrapped.data)
 	}
-	if _, err := c.Logical().Write("transit/datakey/plaintext/r", map[string]any{"bits": 100}); status(err) != 400 || !strings.Contains(errorsOf(err), "bits") {
-		t.Errorf("datakey of 100 bits = %v", err)
+	if a := c.write(t, "transit/datakey/plaintext/r", map[string]any{"bits": 100}); a.status != 400 || !strings.Contains(a.errs(), "bits") {
+		t.Errorf("datakey of 100 bits = %v", a)
 	}
-	if _, err := c.Logical().Write("transit/datakey/other/r", nil); status(err) != 400 || !strings.Contains(errorsOf(err), "invalid type") {
-		t.Errorf("datakey of type other = %v", err)
+	if a := c.write(t, "transit/datakey/other/r", nil); a.status != 400 || !strings.Contains(a.errs(), "invalid type") {
+		t.Errorf("datakey of type other = %v", a)
 	}
-	if _, err := c.Logical().Write("transit/datakey/plaintext/none", nil); status(err) != 400 || !strings.Contains(errorsOf(err), "not found") {
-		t.Errorf("datakey of an unknown key = %v", err)
+	if a := c.write(t, "transit/datakey/plaintext/none", nil); a.status != 400 || !strings.Contains(a.errs(), "not found") {
+		t.Errorf("datakey of an unknown key = %v", a)
 	}
 }

@@ -16,22 +16,22 @@ import (
 // exportable cannot be unset.
 func TestExport(t *testing.T) {
 	e := newEnv(t, kms.Options{})
-	c := e.vault
-	s := mustWrite(t, c, "transit/keys/open", map[string]any{"exportable": true})
-	if s.Data["exportable"] != true {
-		t.Fatalf("create with exportable answered %v", s.Data)
+	c := e.root
+	s := c.mustWrite(t, "transit/keys/open", map[string]any{"exportable": true})
+	if s.data["exportable"] != true {
+		t.Fatalf("create with exportable answered %v", s.data)
 	}
-	mustWrite(t, c, "transit/keys/closed", nil)
-	ct := str(mustWrite(t, c, "transit/encrypt/open", map[string]any{"plaintext": b64("exported")}), "ciphertext")
+	c.mustWrite(t, "transit/keys/closed", nil)
+	ct := c.mustWrite(t, "transit/encrypt/open", map[string]any{"plaintext": b64("exported")}).str("ciphertext")
 
 	exporter := e.keyWith(t, "keyring.open.export", "keyring.closed.export")
-	got, err := exporter.Logical().Read("transit/export/encryption-key/open")
-	if err != nil || got == nil {
-		t.Fatalf("export = %v, %v", got, err)
+	got := exporter.read(t, "transit/export/encryption-key/open")
+	if got.status != 200 || got.data == nil {
+		t.Fatalf("export = %v", got)
 	}
-	keys, _ := got.Data["keys"].(map[string]any)
-	if str(got, "name") != "open" || str(got, "type") != "aes256-gcm96" || len(keys) != 1 {
-		t.Fatalf("export answered %v", got.Data)
+	keys, _ := got.data["keys"].(map[string]any)
+	if got.str("name") != "open" || got.str("type") != "aes256-gcm96" || len(keys) != 1 {
+		t.Fatalf("export answered %v", got.data)
 	}
 	key, _ := base64.StdEncoding.DecodeString(keys["1"].(string))
 	_, blob, err := vaultct.Parse(ct)
@@ -45,14 +45,14 @@ func TestExport(t *testing.T) {
 	if plain, err := vaultct.Open(aead, blob); err != nil || string(plain) != "exported" {
 		t.Errorf("the exported key opens the ciphertext: %q, %v", plain, err)
 	}
-	mustWrite(t, c, "transit/keys/open/rotate", nil)
+	c.mustWrite(t, "transit/keys/open/rotate", nil)
 	for path, want := range map[string]string{"/1": "1", "/latest": "2"} {
-		one, err := exporter.Logical().Read("transit/export/encryption-key/open" + path)
-		if err != nil || one == nil {
-			t.Fatalf("export%s = %v, %v", path, one, err)
+		one := exporter.read(t, "transit/export/encryption-key/open"+path)
+		if one.status != 200 || one.data == nil {
+			t.Fatalf("export%s = %v", path, one)
 		}
-		if ks, _ := one.Data["keys"].(map[string]any); len(ks) != 1 || ks[want] == nil {
-			t.Errorf("export%s = %v, %v; want version %s alone", path, one, err, want)
+		if ks, _ := one.data["keys"].(map[string]any); len(ks) != 1 || ks[want] == nil {
+			t.Errorf("export%s = %v; want version %s alone", path, one, want)
 		}
 	}
 
@@ -69,23 +69,21 @@ func TestExport(t *testing.T) {
 		{"bad version", "transit/export/encryption-key/open/x", []string{"keyring.open.export"}, 400, "invalid key version"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := e.keyWith(t, tc.flags...).Logical().Read(tc.path)
-			if status(err) != tc.status || !strings.Contains(errorsOf(err), tc.want) {
-				t.Errorf("Read(%s) = %v (status %d), want %d naming %q", tc.path, err, status(err), tc.status, tc.want)
+			if a := e.keyWith(t, tc.flags...).read(t, tc.path); a.status != tc.status || !strings.Contains(a.errs(), tc.want) {
+				t.Errorf("read(%s) = %v, want %d naming %q", tc.path, a, tc.status, tc.want)
 			}
 		})
 	}
 
 	// exportable by config, never unset.
-	if cfg := mustWrite(t, c, "transit/keys/closed/config", map[string]any{"exportable": true}); cfg.Data["exportable"] != true {
-		t.Errorf("config exportable answered %v", cfg.Data)
+	if cfg := c.mustWrite(t, "transit/keys/closed/config", map[string]any{"exportable": true}); cfg.data["exportable"] != true {
+		t.Errorf("config exportable answered %v", cfg.data)
 	}
-	_, err = c.Logical().Write("transit/keys/closed/config", map[string]any{"exportable": false})
-	if status(err) != 400 || !strings.Contains(errorsOf(err), "cannot be unset") {
-		t.Errorf("config exportable false = %v, want 400 saying it cannot be unset", err)
+	if a := c.write(t, "transit/keys/closed/config", map[string]any{"exportable": false}); a.status != 400 || !strings.Contains(a.errs(), "cannot be unset") {
+		t.Errorf("config exportable false = %v, want 400 saying it cannot be unset", a)
 	}
-	if read, err := c.Logical().Read("transit/keys/closed"); err != nil || read.Data["exportable"] != true {
-		t.Errorf("read after the refusal = %v, %v; want exportable", read, err)
+	if read := c.read(t, "transit/keys/closed"); read.status != 200 || read.data["exportable"] != true {
+		t.Errorf("read after the refusal = %v; want exportable", read)
 	}
 }
 
@@ -96,8 +94,8 @@ func TestHandedOutRing(t *testing.T) {
 	if _, err := e.Service.CreateAsymKeyRing(e.RootCtx, kms.CreateAsymKeyRingInput{Name: "pre"}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := e.vault.Logical().Write("transit/encrypt/pre", map[string]any{"plaintext": b64("x")})
-	if status(err) != 400 || !strings.Contains(errorsOf(err), "POST /asym/keyrings") || !strings.Contains(errorsOf(err), "another name") {
-		t.Errorf("encrypt with a ring made by POST /asym/keyrings = %v, want 400 saying why and what to do", err)
+	a := e.root.write(t, "transit/encrypt/pre", map[string]any{"plaintext": b64("x")})
+	if a.status != 400 || !strings.Contains(a.errs(), "POST /asym/keyrings") || !strings.Contains(a.errs(), "another name") {
+		t.Errorf("encrypt with a ring made by POST /asym/keyrings = %v, want 400 saying why and what to do", a)
 	}
 }

@@ -30,8 +30,8 @@ func records(t *testing.T, e *env, action string) int {
 // recorded.
 func TestPartialFailureCodeRefused(t *testing.T) {
 	e := newEnv(t, kms.Options{})
-	c := e.vault
-	ct := str(mustWrite(t, c, "transit/encrypt/pf", map[string]any{"plaintext": b64("x")}), "ciphertext")
+	c := e.root
+	ct := c.mustWrite(t, "transit/encrypt/pf", map[string]any{"plaintext": b64("x")}).str("ciphertext")
 	// One good item and one bad: the override would apply.
 	enc := []any{map[string]any{"plaintext": b64("ok")}, map[string]any{"plaintext": "%%%"}}
 	dec := []any{map[string]any{"ciphertext": ct}, map[string]any{"ciphertext": "nope"}}
@@ -46,17 +46,17 @@ func TestPartialFailureCodeRefused(t *testing.T) {
 			{"transit/rewrap/pf", "transit.rewrap", dec, map[string]any{"ciphertext": ct}},
 		} {
 			before := records(t, e, rt.action)
-			got, body := rawWrite(t, c, rt.path, map[string]any{"batch_input": rt.batch, "partial_failure_response_code": code})
-			if errs, _ := body["errors"].([]any); got != 400 || len(errs) != 1 || !strings.Contains(fmt.Sprint(errs[0]), "partial_failure_response_code") {
-				t.Errorf("%s batch with partial_failure_response_code %v = %d %v, want 400 naming it", rt.path, code, got, body)
+			a := c.write(t, rt.path, map[string]any{"batch_input": rt.batch, "partial_failure_response_code": code})
+			if a.status != 400 || len(a.errors) != 1 || !strings.Contains(a.errors[0], "partial_failure_response_code") {
+				t.Errorf("%s batch with partial_failure_response_code %v = %v, want 400 naming it", rt.path, code, a)
 			}
 			// A call of one item: the code is checked there too.
 			one := map[string]any{"partial_failure_response_code": code}
 			for k, v := range rt.one {
 				one[k] = v
 			}
-			if got, body := rawWrite(t, c, rt.path, one); got != 400 {
-				t.Errorf("%s with partial_failure_response_code %v = %d %v, want 400", rt.path, code, got, body)
+			if a := c.write(t, rt.path, one); a.status != 400 {
+				t.Errorf("%s with partial_failure_response_code %v = %v, want 400", rt.path, code, a)
 			}
 			if after := records(t, e, rt.action); after != before {
 				t.Errorf("%s with partial_failure_response_code %v: %d %s records, want none", rt.path, code, after-before, rt.action)
@@ -69,21 +69,20 @@ func TestPartialFailureCodeRefused(t *testing.T) {
 // batch of which some items failed, with every item's result.
 func TestPartialFailureCodeServed(t *testing.T) {
 	e := newEnv(t, kms.Options{})
-	c := e.vault
-	mustWrite(t, c, "transit/keys/pf", nil)
+	c := e.root
+	c.mustWrite(t, "transit/keys/pf", nil)
 	enc := []any{map[string]any{"plaintext": b64("ok")}, map[string]any{"plaintext": "%%%"}}
 	for _, code := range []any{200, 201, 207, 299, 400, 422, 500, 599, "207"} {
-		got, body := rawWrite(t, c, "transit/encrypt/pf", map[string]any{"batch_input": enc, "partial_failure_response_code": code})
-		data, _ := body["data"].(map[string]any)
-		items, _ := data["batch_results"].([]any)
-		if fmt.Sprint(got) != fmt.Sprint(code) || len(items) != 2 ||
+		a := c.write(t, "transit/encrypt/pf", map[string]any{"batch_input": enc, "partial_failure_response_code": code})
+		items, _ := a.data["batch_results"].([]any)
+		if fmt.Sprint(a.status) != fmt.Sprint(code) || len(items) != 2 ||
 			!strings.HasPrefix(fmt.Sprint(items[0].(map[string]any)["ciphertext"]), "vault:v1:") || items[1].(map[string]any)["error"] == nil {
-			t.Errorf("batch with partial_failure_response_code %v = %d %v", code, got, body)
+			t.Errorf("batch with partial_failure_response_code %v = %v", code, a)
 		}
 	}
 	// Every item good: 200, whatever the override.
-	if got, _ := rawWrite(t, c, "transit/encrypt/pf", map[string]any{"batch_input": enc[:1], "partial_failure_response_code": 500}); got != 200 {
-		t.Errorf("good batch with partial_failure_response_code 500 = %d, want 200", got)
+	if a := c.write(t, "transit/encrypt/pf", map[string]any{"batch_input": enc[:1], "partial_failure_response_code": 500}); a.status != 200 {
+		t.Errorf("good batch with partial_failure_response_code 500 = %v, want 200", a)
 	}
 }
 

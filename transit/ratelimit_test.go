@@ -31,7 +31,7 @@ func (b *readRecorder) Close() error { return nil }
 // up to 4 MiB of JSON costs a call.
 func TestRateLimitBeforeBody(t *testing.T) {
 	e := newEnv(t, kms.Options{RateLimits: kms.RateLimits{PerAPIKey: kms.Rate{PerSecond: 1, Burst: 1}}})
-	ct := str(mustWrite(t, e.client(t, e.RootKey), "transit/encrypt/rl", map[string]any{"plaintext": b64("x")}), "ciphertext")
+	ct := e.root.mustWrite(t, "transit/encrypt/rl", map[string]any{"plaintext": b64("x")}).str("ciphertext")
 	h := transit.New(e.Service, transit.Options{})
 	for _, path := range []string{"encrypt/rl", "decrypt/rl", "rewrap/rl", "datakey/plaintext/rl", "keys/rl", "keys/rl/config"} {
 		// The clock stands still: the bucket of one call, spent by the
@@ -54,15 +54,9 @@ func TestRateLimitBeforeBody(t *testing.T) {
 	// Over the wire, with a well-formed item: refused as well, and nothing
 	// decrypted.
 	before := records(t, e, "transit.decrypt")
-	req, _ := http.NewRequest(http.MethodPost, e.url+"/v1/transit/decrypt/rl", strings.NewReader(`{"ciphertext": "`+ct+`"}`))
-	req.Header.Set("X-Vault-Token", e.RootKey)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusTooManyRequests || records(t, e, "transit.decrypt") != before {
-		t.Errorf("decrypt with an empty bucket = %s, %d records", resp.Status, records(t, e, "transit.decrypt")-before)
+	if a := e.root.do(t, http.MethodPost, "transit/decrypt/rl", map[string]any{"ciphertext": ct}); a.status != http.StatusTooManyRequests ||
+		records(t, e, "transit.decrypt") != before {
+		t.Errorf("decrypt with an empty bucket = %v, %d records", a, records(t, e, "transit.decrypt")-before)
 	}
 }
 
@@ -77,19 +71,19 @@ func TestRateLimitBatchCalls(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t, kms.Options{RateLimits: limits})
-			c := e.vault
+			c := e.root
 			if name == "address" {
-				mustWrite(t, c, "transit/keys/rl", nil)
+				c.mustWrite(t, "transit/keys/rl", nil)
 			}
 			batch := []any{}
 			for range 3 {
 				batch = append(batch, map[string]any{"plaintext": b64("x")})
 			}
-			if code, body := rawWrite(t, c, "transit/encrypt/rl", map[string]any{"batch_input": batch}); code != 200 {
-				t.Fatalf("batch of the burst on a full bucket = %d %v", code, body)
+			if a := c.write(t, "transit/encrypt/rl", map[string]any{"batch_input": batch}); a.status != 200 {
+				t.Fatalf("batch of the burst on a full bucket = %v", a)
 			}
-			if _, err := c.Logical().Write("transit/encrypt/rl", map[string]any{"plaintext": b64("x")}); status(err) != 429 {
-				t.Errorf("a call after a batch of the burst = %v, want 429", err)
+			if a := c.write(t, "transit/encrypt/rl", map[string]any{"plaintext": b64("x")}); a.status != 429 {
+				t.Errorf("a call after a batch of the burst = %v, want 429", a)
 			}
 			if n := records(t, e, "transit.encrypt"); n != 3 {
 				t.Errorf("%d transit.encrypt records, want the batch's 3", n)
@@ -102,22 +96,22 @@ func TestRateLimitBatchCalls(t *testing.T) {
 // limit; a batch past the burst is 400, a call past the rate 429.
 func TestRateLimits(t *testing.T) {
 	e := newEnv(t, kms.Options{RateLimits: kms.RateLimits{PerAPIKey: kms.Rate{PerSecond: 1, Burst: 3}}})
-	c := e.vault
-	mustWrite(t, c, "transit/keys/rl", nil)
+	c := e.root
+	c.mustWrite(t, "transit/keys/rl", nil)
 	many := []any{}
 	for range 4 {
 		many = append(many, map[string]any{"plaintext": b64("x")})
 	}
-	if _, err := c.Logical().Write("transit/encrypt/rl", map[string]any{"batch_input": many}); status(err) != 400 || !strings.Contains(errorsOf(err), "burst") {
-		t.Errorf("batch past the burst = %v", err)
+	if a := c.write(t, "transit/encrypt/rl", map[string]any{"batch_input": many}); a.status != 400 || !strings.Contains(a.errs(), "burst") {
+		t.Errorf("batch past the burst = %v", a)
 	}
-	var err error
+	var a *answer
 	for range 5 {
-		if _, err = c.Logical().Write("transit/encrypt/rl", map[string]any{"plaintext": b64("x")}); err != nil {
+		if a = c.write(t, "transit/encrypt/rl", map[string]any{"plaintext": b64("x")}); a.status != 200 {
 			break
 		}
 	}
-	if status(err) != 429 {
-		t.Errorf("calls past the rate = %v, want 429", err)
+	if a.status != 429 {
+		t.Errorf("calls past the rate = %v, want 429", a)
 	}
 }

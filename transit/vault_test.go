@@ -5,14 +5,11 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
 
-	vault "github.com/hashicorp/vault/api"
 	"github.com/rs/zerolog"
 
 	"github.com/ringkms/kms"
@@ -21,11 +18,11 @@ import (
 )
 
 // env is a Service on an in-memory store whose transit handler is served
-// over loopback HTTP, and HashiCorp's own Vault client for it.
+// over loopback HTTP, and a caller of it acting as the root API key.
 type env struct {
 	*kmstest.Env
 	url   string
-	vault *vault.Client // acting as the root API key
+	root  *caller
 	clock *kmstest.Clock
 	logs  *kmstest.LogBuffer
 }
@@ -39,27 +36,15 @@ func newEnv(t *testing.T, opts kms.Options) *env {
 	e := &env{Env: kmstest.New(t, kmstest.MemoryStore(t), opts), clock: clock, logs: &kmstest.LogBuffer{}}
 	log := zerolog.New(e.logs)
 	_, e.url = kmstest.Serve(t, transit.New(e.Service, transit.Options{Logger: &log}), "")
-	e.vault = e.client(t, e.RootKey)
+	e.root = e.as(e.RootKey)
 	return e
 }
 
-// client is a Vault client of e's service acting with secret, which
-// neither retries nor reads the environment's VAULT_ settings.
-func (e *env) client(t *testing.T, secret string) *vault.Client {
-	t.Helper()
-	cfg := vault.DefaultConfig()
-	cfg.Address = e.url
-	cfg.MaxRetries = 0
-	c, err := vault.NewClient(cfg)
-	if err != nil {
-		t.Fatalf("vault.NewClient = %v", err)
-	}
-	c.SetToken(secret)
-	return c
-}
+// as is a caller of e's service acting with secret.
+func (e *env) as(secret string) *caller { return &caller{url: e.url, token: secret} }
 
-// keyWith returns a Vault client acting as a new API key with flags.
-func (e *env) keyWith(t *testing.T, flags ...string) *vault.Client {
+// keyWith returns a caller acting as a new API key with flags.
+func (e *env) keyWith(t *testing.T, flags ...string) *caller {
 	t.Helper()
 	f := kms.Flags{}
 	for _, name := range flags {
@@ -69,125 +54,45 @@ func (e *env) keyWith(t *testing.T, flags ...string) *vault.Client {
 	if err != nil {
 		t.Fatalf("CreateAPIKey(%v) = %v", flags, err)
 	}
-	return e.client(t, k.Key)
-}
-
-// status returns the HTTP status of a Vault client's error (0 for none).
-func status(err error) int {
-	var re *vault.ResponseError
-	if errors.As(err, &re) {
-		return re.StatusCode
-	}
-	return 0
-}
-
-func errorsOf(err error) string {
-	var re *vault.ResponseError
-	if errors.As(err, &re) {
-		return strings.Join(re.Errors, "; ")
-	}
-	return ""
+	return e.as(k.Key)
 }
 
 func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
-
-func mustWrite(t *testing.T, c *vault.Client, path string, data map[string]any) *vault.Secret {
-	t.Helper()
-	s, err := c.Logical().Write(path, data)
-	if err != nil {
-		t.Fatalf("Write(%s, %v) = %v", path, data, err)
-	}
-	if s == nil {
-		t.Fatalf("Write(%s) answered no data", path)
-	}
-	return s
-}
-
-func str(s *vault.Secret, name string) string {
-	v, _ := s.Data[name].(string)
-	return v
-}
-
-func num(t *testing.T, s *vault.Secret, name string) int64 {
-	t.Helper()
-	n, ok := s.Data[name].(json.Number)
-	if !ok {
-		t.Fatalf("data %s = %#v, want a number", name, s.Data[name])
-	}
-	v, err := n.Int64()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
-
-// rawWrite sends a write with the Vault client and returns the answer's
-// status and body, whatever the status: a batch that failed answers 400
-// with its batch_results, which the client's Write hides in its error.
-func rawWrite(t *testing.T, c *vault.Client, path string, data map[string]any) (int, map[string]any) {
-	t.Helper()
-	b, _ := json.Marshal(data)
-	resp, err := c.Logical().WriteRawWithContext(context.Background(), path, b)
-	if resp == nil {
-		t.Fatalf("WriteRaw(%s) = %v", path, err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	var out map[string]any
-	if len(raw) > 0 {
-		if err := json.Unmarshal(raw, &out); err != nil {
-			t.Fatalf("WriteRaw(%s) body %q: %v", path, raw, err)
-		}
-	}
-	return resp.StatusCode, out
-}
 
 // TestPermissions: each route needs its flag (403 without, as Vault
 // answers a missing capability); a bad credential is 403 too.
 func TestPermissions(t *testing.T) {
 	e := newEnv(t, kms.Options{})
-	ct := str(mustWrite(t, e.vault, "transit/encrypt/p", map[string]any{"plaintext": b64("x")}), "ciphertext")
+	ct := e.root.mustWrite(t, "transit/encrypt/p", map[string]any{"plaintext": b64("x")}).str("ciphertext")
 	calls := []struct {
-		flag string
-		do   func(c *vault.Client) error
+		flag, method, path string
+		data               map[string]any
 	}{
-		{"keyring.p.create", func(c *vault.Client) error { _, err := c.Logical().Write("transit/keys/p", nil); return err }},
-		{"keyring.p.read", func(c *vault.Client) error { _, err := c.Logical().Read("transit/keys/p"); return err }},
-		{"keyring.*.read", func(c *vault.Client) error { _, err := c.Logical().List("transit/keys"); return err }},
-		{"keyring.p.rotate", func(c *vault.Client) error { _, err := c.Logical().Write("transit/keys/p/rotate", nil); return err }},
-		{"keyring.p.config", func(c *vault.Client) error {
-			_, err := c.Logical().Write("transit/keys/p/config", map[string]any{"deletion_allowed": false})
-			return err
-		}},
-		{"keyring.p.encrypt", func(c *vault.Client) error {
-			_, err := c.Logical().Write("transit/encrypt/p", map[string]any{"plaintext": b64("y")})
-			return err
-		}},
-		{"keyring.p.decrypt", func(c *vault.Client) error {
-			_, err := c.Logical().Write("transit/decrypt/p", map[string]any{"ciphertext": ct})
-			return err
-		}},
-		{"keyring.p.encrypt", func(c *vault.Client) error {
-			_, err := c.Logical().Write("transit/rewrap/p", map[string]any{"ciphertext": ct})
-			return err
-		}},
-		{"keyring.p.encrypt", func(c *vault.Client) error { _, err := c.Logical().Write("transit/datakey/wrapped/p", nil); return err }},
-		{"keyring.p.delete", func(c *vault.Client) error { _, err := c.Logical().Delete("transit/keys/p"); return err }},
+		{"keyring.p.create", http.MethodPut, "transit/keys/p", nil},
+		{"keyring.p.read", http.MethodGet, "transit/keys/p", nil},
+		{"keyring.*.read", http.MethodGet, "transit/keys?list=true", nil},
+		{"keyring.p.rotate", http.MethodPut, "transit/keys/p/rotate", nil},
+		{"keyring.p.config", http.MethodPut, "transit/keys/p/config", map[string]any{"deletion_allowed": false}},
+		{"keyring.p.encrypt", http.MethodPut, "transit/encrypt/p", map[string]any{"plaintext": b64("y")}},
+		{"keyring.p.decrypt", http.MethodPut, "transit/decrypt/p", map[string]any{"ciphertext": ct}},
+		{"keyring.p.encrypt", http.MethodPut, "transit/rewrap/p", map[string]any{"ciphertext": ct}},
+		{"keyring.p.encrypt", http.MethodPut, "transit/datakey/wrapped/p", nil},
+		{"keyring.p.delete", http.MethodDelete, "transit/keys/p", nil},
 	}
 	for _, call := range calls {
 		without := e.keyWith(t, "keyring.q.*")
-		if err := call.do(without); status(err) != 403 || !strings.Contains(errorsOf(err), call.flag) {
-			t.Errorf("%s without it = %v (%d), want 403 naming it", call.flag, err, status(err))
+		if a := without.do(t, call.method, call.path, call.data); a.status != 403 || !strings.Contains(a.errs(), call.flag) {
+			t.Errorf("%s without it = %v, want 403 naming it", call.flag, a)
 		}
 		with := e.keyWith(t, call.flag)
-		if err := call.do(with); status(err) == 403 {
-			t.Errorf("%s with it = %v", call.flag, err)
+		if a := with.do(t, call.method, call.path, call.data); a.status == 403 {
+			t.Errorf("%s with it = %v", call.flag, a)
 		}
 	}
 	for _, secret := range []string{"", "rk_nope", e.RootKey + "x"} {
-		if _, err := e.client(t, secret).Logical().Write("transit/encrypt/p", map[string]any{"plaintext": b64("y")}); status(err) != 403 ||
-			errorsOf(err) != "permission denied" {
-			t.Errorf("credential %q = %v", secret, err)
+		if a := e.as(secret).write(t, "transit/encrypt/p", map[string]any{"plaintext": b64("y")}); a.status != 403 ||
+			a.errs() != "permission denied" {
+			t.Errorf("credential %q = %v", secret, a)
 		}
 	}
 	// The credential may come as Authorization: Bearer too.
@@ -210,34 +115,34 @@ func TestPermissions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	user := e.client(t, login.AccessToken)
-	if _, err := user.Logical().Write("transit/encrypt/p", map[string]any{"plaintext": b64("y")}); err != nil {
-		t.Errorf("encrypt with a User's access token = %v", err)
+	user := e.as(login.AccessToken)
+	if a := user.write(t, "transit/encrypt/p", map[string]any{"plaintext": b64("y")}); a.status != 200 {
+		t.Errorf("encrypt with a User's access token = %v", a)
 	}
-	if _, err := user.Logical().Write("transit/decrypt/p", map[string]any{"ciphertext": ct}); status(err) != 403 {
-		t.Errorf("decrypt with a User's access token without the flag = %v", err)
+	if a := user.write(t, "transit/decrypt/p", map[string]any{"ciphertext": ct}); a.status != 403 {
+		t.Errorf("decrypt with a User's access token without the flag = %v", a)
 	}
 	// Encrypting with a key that does not exist makes it only for a
 	// caller that may create it.
 	enc := e.keyWith(t, "keyring.fresh.encrypt")
-	if _, err := enc.Logical().Write("transit/encrypt/fresh", map[string]any{"plaintext": b64("x")}); status(err) != 403 ||
-		!strings.Contains(errorsOf(err), "keyring.fresh.create") {
-		t.Errorf("encrypt making a key without create = %v", err)
+	if a := enc.write(t, "transit/encrypt/fresh", map[string]any{"plaintext": b64("x")}); a.status != 403 ||
+		!strings.Contains(a.errs(), "keyring.fresh.create") {
+		t.Errorf("encrypt making a key without create = %v", a)
 	}
 	both := e.keyWith(t, "keyring.fresh.encrypt", "keyring.fresh.create")
-	if _, err := both.Logical().Write("transit/encrypt/fresh", map[string]any{"plaintext": b64("x")}); err != nil {
-		t.Errorf("encrypt making a key with create = %v", err)
+	if a := both.write(t, "transit/encrypt/fresh", map[string]any{"plaintext": b64("x")}); a.status != 200 {
+		t.Errorf("encrypt making a key with create = %v", a)
 	}
 	// A /ks ring is no transit key.
 	if _, err := e.Service.CreateKeyRing(e.RootCtx, kms.CreateKeyRingInput{Name: "ksring"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.vault.Logical().Write("transit/encrypt/ksring", map[string]any{"plaintext": b64("x")}); status(err) != 400 ||
-		!strings.Contains(errorsOf(err), "/ks ring") {
-		t.Errorf("encrypt with a /ks ring's name = %v", err)
+	if a := e.root.write(t, "transit/encrypt/ksring", map[string]any{"plaintext": b64("x")}); a.status != 400 ||
+		!strings.Contains(a.errs(), "/ks ring") {
+		t.Errorf("encrypt with a /ks ring's name = %v", a)
 	}
-	if s, err := e.vault.Logical().Read("transit/keys/ksring"); s != nil || err != nil {
-		t.Errorf("read of a /ks ring as a transit key = %v, %v; want 404", s, err)
+	if a := e.root.read(t, "transit/keys/ksring"); a.status != 404 || a.data != nil {
+		t.Errorf("read of a /ks ring as a transit key = %v; want 404", a)
 	}
 }
 
@@ -246,15 +151,15 @@ func TestPermissions(t *testing.T) {
 // holds a plaintext; the usage counts count transit's uses.
 func TestActivity(t *testing.T) {
 	e := newEnv(t, kms.Options{})
-	c := e.vault
+	c := e.root
 	secret := "plaintext-that-must-not-leak"
-	ct := str(mustWrite(t, c, "transit/encrypt/audit", map[string]any{"plaintext": b64(secret)}), "ciphertext")
-	mustWrite(t, c, "transit/decrypt/audit", map[string]any{"ciphertext": ct})
-	mustWrite(t, c, "transit/rewrap/audit", map[string]any{"ciphertext": ct})
-	dk := mustWrite(t, c, "transit/datakey/plaintext/audit", nil)
+	ct := c.mustWrite(t, "transit/encrypt/audit", map[string]any{"plaintext": b64(secret)}).str("ciphertext")
+	c.mustWrite(t, "transit/decrypt/audit", map[string]any{"ciphertext": ct})
+	c.mustWrite(t, "transit/rewrap/audit", map[string]any{"ciphertext": ct})
+	dk := c.mustWrite(t, "transit/datakey/plaintext/audit", nil)
 	reader := e.keyWith(t, "keyring.audit.read")
-	if _, err := reader.Logical().Write("transit/decrypt/audit", map[string]any{"ciphertext": ct}); status(err) != 403 {
-		t.Fatalf("decrypt without the flag = %v", err)
+	if a := reader.write(t, "transit/decrypt/audit", map[string]any{"ciphertext": ct}); a.status != 403 {
+		t.Fatalf("decrypt without the flag = %v", a)
 	}
 	list, err := e.Service.SearchActivity(e.RootCtx, kms.ActivityFilter{Ring: "audit"}, kms.PageRequest{Limit: 100})
 	if err != nil {
@@ -278,7 +183,7 @@ func TestActivity(t *testing.T) {
 	if last := list.Data[len(list.Data)-1]; last.Valid || last.Props["result"] != "permission_denied" {
 		t.Errorf("the refused decrypt's record = %+v", last)
 	}
-	for _, leak := range []string{secret, b64(secret), str(dk, "plaintext")} {
+	for _, leak := range []string{secret, b64(secret), dk.str("plaintext")} {
 		if bytes.Contains(all, []byte(leak)) {
 			t.Errorf("an activity record holds %q", leak)
 		}
@@ -302,18 +207,12 @@ func TestActivity(t *testing.T) {
 func TestMount(t *testing.T) {
 	e := newEnv(t, kms.Options{})
 	_, url := kmstest.Serve(t, http.StripPrefix("/kms", transit.New(e.Service, transit.Options{Mount: "secrets"})), "")
-	cfg := vault.DefaultConfig()
-	cfg.Address, cfg.MaxRetries = url+"/kms", 0
-	c, err := vault.NewClient(cfg)
-	if err != nil {
-		t.Fatal(err)
+	c := &caller{url: url + "/kms", token: e.RootKey}
+	if a := c.write(t, "secrets/encrypt/m", map[string]any{"plaintext": b64("x")}); a.status != 200 {
+		t.Errorf("encrypt at mount secrets = %v", a)
 	}
-	c.SetToken(e.RootKey)
-	if _, err := c.Logical().Write("secrets/encrypt/m", map[string]any{"plaintext": b64("x")}); err != nil {
-		t.Errorf("encrypt at mount secrets = %v", err)
-	}
-	if _, err := c.Logical().Write("transit/encrypt/m", map[string]any{"plaintext": b64("x")}); status(err) != 404 {
-		t.Errorf("encrypt at the default mount = %v, want 404", err)
+	if a := c.write(t, "transit/encrypt/m", map[string]any{"plaintext": b64("x")}); a.status != 404 {
+		t.Errorf("encrypt at the default mount = %v, want 404", a)
 	}
 }
 
@@ -321,7 +220,7 @@ func TestMount(t *testing.T) {
 // pasted in the path by mistake) is not logged; nor is a credential.
 func TestLogRedactsSecrets(t *testing.T) {
 	e := newEnv(t, kms.Options{})
-	e.vault.Logical().Write("transit/encrypt/"+e.RootKey, map[string]any{"plaintext": b64("x")})
+	e.root.write(t, "transit/encrypt/"+e.RootKey, map[string]any{"plaintext": b64("x")})
 	if strings.Contains(e.logs.String(), e.RootKey) {
 		t.Errorf("the log holds the secret:\n%s", e.logs.String())
 	}
