@@ -164,13 +164,20 @@ func pgOpener(t *testing.T) func() *pgstore.Store {
 	url := pgtest.URL(t)
 	return func() *pgstore.Store {
 		t.Helper()
-		st, err := pgstore.Open(context.Background(), url, pgstore.Options{})
-		if err != nil {
-			t.Fatalf("pgstore.Open = %v", err)
-		}
-		t.Cleanup(func() { st.Close() })
-		return st
+		return pgStoreAt(t, url)
 	}
+}
+
+// pgStoreAt opens a store on the PostgreSQL database of url, closed at
+// the end of the test.
+func pgStoreAt(t *testing.T, url string) *pgstore.Store {
+	t.Helper()
+	st, err := pgstore.Open(context.Background(), url, pgstore.Options{})
+	if err != nil {
+		t.Fatalf("pgstore.Open = %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }
 
 // bootstrapRoot bootstraps svc with a generated secret and returns a
