@@ -1,7 +1,6 @@
 package kms
 
 import (
-	"bytes"
 	"encoding/json"
 	"testing"
 )
@@ -22,14 +21,7 @@ func TestActivityJSONMatchesEncodingJSON(t *testing.T) {
 			}},
 	}
 	for _, a := range acts {
-		want, err := json.Marshal(a)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := a.appendJSON(nil)
-		if err != nil || !bytes.Equal(got, want) {
-			t.Errorf("appendJSON =\n%s, %v\nwant\n%s", got, err, want)
-		}
+		wantMarshalJSON(t, a, a.appendJSON, "")
 	}
 	if _, err := (&Activity{Props: map[string]any{"c": make(chan int)}}).appendJSON(nil); err == nil {
 		t.Error("appendJSON of a channel prop = nil error, want json's error")

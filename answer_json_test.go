@@ -12,6 +12,20 @@ type answerAppender interface {
 	AppendJSON([]byte) ([]byte, error)
 }
 
+// wantMarshalJSON fails the test unless appendJSON, a hand-written
+// encoder of v, appends to prefix what json.Marshal writes of v.
+func wantMarshalJSON(t testing.TB, v any, appendJSON func([]byte) ([]byte, error), prefix string) {
+	t.Helper()
+	want, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := appendJSON([]byte(prefix))
+	if err != nil || !bytes.Equal(got, append([]byte(prefix), want...)) {
+		t.Errorf("AppendJSON =\n%q, %v\nwant\n%q", got, err, prefix+string(want))
+	}
+}
+
 // TestAnswerJSONMatchesEncodingJSON holds the hand-written encoders of the
 // Encrypt and Decrypt answers to json.Marshal, byte for byte, for answers
 // with and without every optional part and with strings that need
@@ -40,14 +54,7 @@ func TestAnswerJSONMatchesEncodingJSON(t *testing.T) {
 		&DecryptResult{},
 	}
 	for _, v := range values {
-		want, err := json.Marshal(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := v.AppendJSON([]byte("prefix"))
-		if err != nil || !bytes.Equal(got, append([]byte("prefix"), want...)) {
-			t.Errorf("AppendJSON =\n%s, %v\nwant\nprefix%s", got, err, want)
-		}
+		wantMarshalJSON(t, v, v.AppendJSON, "prefix")
 	}
 	bad := map[string]any{"c": make(chan int)}
 	for _, v := range []answerAppender{
@@ -74,14 +81,7 @@ func FuzzAnswerJSON(f *testing.F) {
 			&EncryptResult{Key: k, KeyShare: val, RingID: ring, Hash: hash, Header: hdr},
 			&DecryptResult{RingID: ring, RingName: id, Key: k, KeyShare: hdr, Asset: SignedAsset{Valid: valid, ID: prop, Message: val, Data: map[string]any{val: prop}, Parents: []string{hash, hdr}}},
 		} {
-			want, err := json.Marshal(v)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := v.AppendJSON(nil)
-			if err != nil || !bytes.Equal(got, want) {
-				t.Fatalf("AppendJSON =\n%q, %v\nwant\n%q", got, err, want)
-			}
+			wantMarshalJSON(t, v, v.AppendJSON, "")
 		}
 	})
 }

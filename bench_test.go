@@ -7,17 +7,14 @@ import (
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/internal/benchcpu"
-	"github.com/ringkms/kms/store/badgerstore"
+	"github.com/ringkms/kms/kmstest"
 )
 
 // benchEnv is a Service on an on-disk Badger store with durable writes, as
 // kmsd runs it, and a ring to encrypt with.
 func benchEnv(b *testing.B) (*env, kms.Store) {
 	b.Helper()
-	st, err := badgerstore.OpenDir(b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
+	st := kmstest.DiskStore(b)
 	e := newEnvOn(b, st, kms.Options{MasterKey: kms.GenerateMasterKey()})
 	if _, err := e.svc.CreateKeyRing(e.root, kms.CreateKeyRingInput{Name: "bench"}); err != nil {
 		b.Fatal(err)
@@ -101,11 +98,7 @@ func BenchmarkDecrypt(b *testing.B) {
 // BenchmarkStoreCommit is the store's own floor: one small record per
 // durable transaction, from 64 concurrent callers.
 func BenchmarkStoreCommit(b *testing.B) {
-	st, err := badgerstore.OpenDir(b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { st.Close() })
+	st := kmstest.DiskStore(b)
 	var n atomic.Uint64
 	val := make([]byte, 200)
 	b.SetParallelism(32)

@@ -144,11 +144,17 @@ func TestDecryptNeedsFlagOnTheHashRing(t *testing.T) {
 func TestHashesSurviveRestart(t *testing.T) {
 	dir := t.TempDir()
 	mk := kms.GenerateMasterKey()
-	st, err := badgerstore.OpenDir(dir)
-	if err != nil {
-		t.Fatal(err)
+	// start opens the store in dir and a Service on it under key.
+	start := func(key kms.RootKey) (*badgerstore.Store, *kms.Service, error) {
+		t.Helper()
+		st, err := badgerstore.OpenDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc, err := kms.New(st, kms.Options{MasterKey: key})
+		return st, svc, err
 	}
-	svc, err := kms.New(st, kms.Options{MasterKey: mk})
+	st, svc, err := start(mk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,11 +171,7 @@ func TestHashesSurviveRestart(t *testing.T) {
 	svc.Close()
 	st.Close()
 
-	st, err = badgerstore.OpenDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, err = kms.New(st, kms.Options{MasterKey: mk})
+	st, svc, err = start(mk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,12 +192,9 @@ func TestHashesSurviveRestart(t *testing.T) {
 	svc.Close()
 	st.Close()
 
-	st, err = badgerstore.OpenDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, _, err = start(kms.GenerateMasterKey())
 	defer st.Close()
-	if _, err := kms.New(st, kms.Options{MasterKey: kms.GenerateMasterKey()}); err == nil {
+	if err == nil {
 		t.Fatal("New with another master key succeeded; want the signing key to fail to open")
 	}
 }

@@ -39,6 +39,15 @@ func newEnvAt(tb testing.TB, at time.Time) (*env, *kmstest.Clock) {
 
 func newEnvOn(tb testing.TB, st kms.Store, opts kms.Options) *env {
 	tb.Helper()
+	svc := serviceOn(tb, st, opts)
+	root := bootstrapRoot(tb, svc)
+	return &env{svc: svc, root: root, acct: kms.PrincipalFrom(root).AccountID}
+}
+
+// serviceOn starts a Service over st with opts; the Service and st are
+// closed at the end of the test.
+func serviceOn(tb testing.TB, st kms.Store, opts kms.Options) *kms.Service {
+	tb.Helper()
 	svc, err := kms.New(st, opts)
 	if err != nil {
 		tb.Fatal(err)
@@ -47,8 +56,7 @@ func newEnvOn(tb testing.TB, st kms.Store, opts kms.Options) *env {
 		svc.Close()
 		st.Close()
 	})
-	root := bootstrapRoot(tb, svc)
-	return &env{svc: svc, root: root, acct: kms.PrincipalFrom(root).AccountID}
+	return svc
 }
 
 // as returns a context acting with a new API key of the root Account that
@@ -164,13 +172,20 @@ func pgOpener(t *testing.T) func() *pgstore.Store {
 	url := pgtest.URL(t)
 	return func() *pgstore.Store {
 		t.Helper()
-		st, err := pgstore.Open(context.Background(), url, pgstore.Options{})
-		if err != nil {
-			t.Fatalf("pgstore.Open = %v", err)
-		}
-		t.Cleanup(func() { st.Close() })
-		return st
+		return pgStoreAt(t, url)
 	}
+}
+
+// pgStoreAt opens a store on the PostgreSQL database of url, closed at
+// the end of the test.
+func pgStoreAt(t *testing.T, url string) *pgstore.Store {
+	t.Helper()
+	st, err := pgstore.Open(context.Background(), url, pgstore.Options{})
+	if err != nil {
+		t.Fatalf("pgstore.Open = %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }
 
 // bootstrapRoot bootstraps svc with a generated secret and returns a
@@ -253,15 +268,7 @@ func storedRing(t *testing.T, change func(tx kms.Txn, ringID string, rec map[str
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err = kms.New(st, kms.Options{MasterKey: mk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		svc.Close()
-		st.Close()
-	})
-	return svc, app
+	return serviceOn(t, st, kms.Options{MasterKey: mk}), app
 }
 
 // eachPage lists from the first page to the last, limit items a page,

@@ -2,9 +2,6 @@ package kms_test
 
 import (
 	"context"
-	"net/url"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -13,7 +10,6 @@ import (
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/internal/netproxy"
 	"github.com/ringkms/kms/internal/pgtest"
-	"github.com/ringkms/kms/store/pgstore"
 )
 
 // TestEncryptCommitCut: an encrypt whose batch's connection is cut just
@@ -31,34 +27,14 @@ func TestEncryptCommitCut(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			direct := pgtest.URL(t)
-			cfg, err := pgx.ParseConfig(direct)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if strings.HasPrefix(cfg.Host, "/") {
-				t.Skip("database on a Unix socket; a TCP proxy needs a TCP server")
-			}
-			p, err := netproxy.New(cfg.Host + ":" + strconv.Itoa(int(cfg.Port)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { p.Close() })
-			u, _ := url.Parse(direct)
-			u.Host = p.Addr()
-			st, err := pgstore.Open(context.Background(), u.String(), pgstore.Options{})
-			if err != nil {
-				t.Fatalf("pgstore.Open = %v", err)
-			}
-			t.Cleanup(func() { st.Close() })
-			e := newEnvOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey()})
+			p, through := pgtest.Proxy(t, direct)
+			e := newEnvOn(t, pgStoreAt(t, through), kms.Options{MasterKey: kms.GenerateMasterKey()})
 			if _, err := e.svc.CreateKeyRing(e.root, kms.CreateKeyRingInput{Name: "r"}); err != nil {
 				t.Fatal(err)
 			}
 			// The first encrypt reserves a block of uses for the key; the
 			// next is one batch of the journal.
-			if _, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "r"}); err != nil {
-				t.Fatal(err)
-			}
+			e.encrypt(t, "r")
 			c, err := pgx.Connect(context.Background(), direct)
 			if err != nil {
 				t.Fatal(err)

@@ -90,6 +90,17 @@ func TestLoginThrottle(t *testing.T) {
 		return err
 	}
 	bg := context.Background()
+	// lockedOut checks that kim's right password is still refused when
+	// within has passed, and taken when rest has passed after it.
+	lockedOut := func(t *testing.T, what string, within, rest time.Duration) {
+		t.Helper()
+		e.advance(within)
+		wantKind(t, "Login within "+what, login(bg, "kim", pw), kms.KindRateLimited)
+		e.advance(rest)
+		if err := login(bg, "kim", pw); err != nil {
+			t.Fatalf("Login after %s = %v", what, err)
+		}
+	}
 
 	t.Run("per user", func(t *testing.T) {
 		fail(t, bg, "kim", 5)
@@ -98,24 +109,14 @@ func TestLoginThrottle(t *testing.T) {
 		if !strings.Contains(err.Error(), "try again after") {
 			t.Fatalf("Login = %q, want when to retry", err)
 		}
-		e.advance(14 * time.Minute)
-		wantKind(t, "Login within the lockout", login(bg, "kim", pw), kms.KindRateLimited)
-		e.advance(2 * time.Minute)
-		if err := login(bg, "kim", pw); err != nil {
-			t.Fatalf("Login after the lockout = %v", err)
-		}
+		lockedOut(t, "the lockout", 14*time.Minute, 2*time.Minute)
 	})
 
 	t.Run("the lockout grows", func(t *testing.T) {
 		fail(t, bg, "kim", 5)
 		e.advance(16 * time.Minute)
 		fail(t, bg, "kim", 5)
-		e.advance(16 * time.Minute)
-		wantKind(t, "Login within the second lockout", login(bg, "kim", pw), kms.KindRateLimited)
-		e.advance(15 * time.Minute)
-		if err := login(bg, "kim", pw); err != nil {
-			t.Fatalf("Login after the second lockout = %v", err)
-		}
+		lockedOut(t, "the second lockout", 16*time.Minute, 15*time.Minute)
 	})
 
 	t.Run("success clears the count", func(t *testing.T) {

@@ -14,7 +14,6 @@ import (
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/kmstest"
-	"github.com/ringkms/kms/store/badgerstore"
 )
 
 // headerKeyID is the signing key ID a header names (bytes 2..9).
@@ -84,13 +83,9 @@ func TestSigningKeys(t *testing.T) {
 // stay published, the rotation needs "*" and is recorded, and a restart
 // signs with the new key.
 func TestRotateSigningKey(t *testing.T) {
-	dir := t.TempDir()
 	mk := kms.GenerateMasterKey()
 	clock := kmstest.ClockAt(time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC))
-	st, err := badgerstore.OpenDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := kmstest.DiskStore(t)
 	e := newEnvOn(t, st, kms.Options{MasterKey: mk, Now: clock.Now})
 	e.ring(t, "r")
 	before, err := e.svc.Encrypt(e.root, kms.EncryptInput{RingName: "r", Asset: &kms.AssetInput{Data: map[string]any{"a": 1}}})
@@ -177,12 +172,8 @@ func TestRotateSigningKey(t *testing.T) {
 // TestRotateStoreSigningKey rotates as kmsd rotate-signing-key does, on a
 // store no Service has open, and records it under "operator".
 func TestRotateStoreSigningKey(t *testing.T) {
-	dir := t.TempDir()
 	mk := kms.GenerateMasterKey()
-	st, err := badgerstore.OpenDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := kmstest.DiskStore(t)
 	e := newEnvOn(t, st, kms.Options{MasterKey: mk})
 	e.ring(t, "r")
 	before := e.encrypt(t, "r")

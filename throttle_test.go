@@ -170,14 +170,7 @@ func TestLoginThrottleSurvivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	second, err := kms.New(st, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		second.Close()
-		st.Close()
-	})
+	second := serviceOn(t, st, opts)
 	wantKind(t, "Login after a restart", login(second, ctx, "ada", u.Password), kms.KindRateLimited)
 	wantKind(t, "Login from the guessing address after a restart", login(second, guesser, "bob", "Wrong-pass1"), kms.KindRateLimited)
 	_, err = second.StartPasswordReset(ctx, "NOBODY@example.com")

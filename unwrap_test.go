@@ -175,11 +175,7 @@ func TestErrorKindNil(t *testing.T) {
 func TestApplication(t *testing.T) {
 	ctx := context.Background()
 	st := kmstest.MemoryStore(t)
-	svc, err := kms.New(st, kms.Options{MasterKey: kms.GenerateMasterKey()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { svc.Close(); st.Close() })
+	svc := serviceOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey()})
 	if _, err := svc.Application(ctx, "Bad Name"); kms.ErrorKind(err) != kms.KindInvalid {
 		t.Errorf("Application(bad name) = %v, want invalid", err)
 	}

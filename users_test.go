@@ -431,11 +431,7 @@ func TestUserActivity(t *testing.T) {
 // A bootstrap secret chosen by the operator may look like an access token.
 func TestAuthenticateAPIKeyShapedLikeToken(t *testing.T) {
 	st := kmstest.MemoryStore(t)
-	svc, err := kms.New(st, kms.Options{MasterKey: kms.GenerateMasterKey()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { svc.Close(); st.Close() })
+	svc := serviceOn(t, st, kms.Options{MasterKey: kms.GenerateMasterKey()})
 	secret := "rkt_" + strings.Repeat("k", 40)
 	if _, err := svc.Bootstrap(context.Background(), secret); err != nil {
 		t.Fatal(err)
@@ -446,8 +442,7 @@ func TestAuthenticateAPIKeyShapedLikeToken(t *testing.T) {
 			t.Fatalf("Authenticate = %+v, %v", p, err)
 		}
 	}
-	_, err = svc.Authenticate(context.Background(), "rkt_"+strings.Repeat("u", 43))
-	if !errors.Is(err, kms.ErrUnauthenticated) {
+	if _, err := svc.Authenticate(context.Background(), "rkt_"+strings.Repeat("u", 43)); !errors.Is(err, kms.ErrUnauthenticated) {
 		t.Fatalf("Authenticate(unknown token) = %v", err)
 	}
 }

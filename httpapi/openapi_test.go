@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
-	"io"
 	"mime"
 	"net/http"
 	"os"
@@ -169,20 +168,13 @@ func TestOpenAPIRoutes(t *testing.T) {
 // TestOpenAPIServed checks GET /openapi.json: public, JSON, the document.
 func TestOpenAPIServed(t *testing.T) {
 	e := newEnv(t)
-	resp, err := http.Get(e.srv.URL + "/openapi.json")
-	if err != nil {
-		t.Fatal(err)
+	r := e.do(t, "GET", "/openapi.json", "", nil)
+	body := r.body
+	if r.status != http.StatusOK {
+		t.Fatalf("GET /openapi.json = %d %s, want 200", r.status, body)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET /openapi.json = %d %s, want 200", resp.StatusCode, body)
-	}
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "application/json" {
-		t.Errorf("GET /openapi.json: Content-Type %q, want application/json", resp.Header.Get("Content-Type"))
+	if mt, _, _ := mime.ParseMediaType(r.header.Get("Content-Type")); mt != "application/json" {
+		t.Errorf("GET /openapi.json: Content-Type %q, want application/json", r.header.Get("Content-Type"))
 	}
 	var got, want any
 	if err := json.Unmarshal(body, &got); err != nil {

@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"io"
 	"net/http"
 	"testing"
 
@@ -12,23 +11,12 @@ import (
 // If-None-Match when etag is not empty.
 func getSigningKeys(t *testing.T, e *env, etag string) (int, http.Header, []byte) {
 	t.Helper()
-	r, err := http.NewRequest(http.MethodGet, e.srv.URL+"/ks/signing-keys", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var h http.Header
 	if etag != "" {
-		r.Header.Set("If-None-Match", etag)
+		h = http.Header{"If-None-Match": {etag}}
 	}
-	resp, err := http.DefaultClient.Do(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, resp.Header, b
+	r := e.send(t, http.MethodGet, "/ks/signing-keys", req{header: h})
+	return r.status, r.header, r.body
 }
 
 // TestSigningKeysRoute checks GET /ks/signing-keys: public, the keys of
