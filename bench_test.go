@@ -155,7 +155,7 @@ func BenchmarkDecryptTransit(b *testing.B) {
 	if err != nil || out[0].Err != nil {
 		b.Fatal(err, out)
 	}
-	in := kms.HeldDecryptInput{Name: "bench-transit", Ciphertexts: []string{out[0].Ciphertext}}
+	in := kms.HeldDecryptInput{Name: "bench-transit", Items: []kms.HeldSealed{{KeyVersion: out[0].KeyVersion, Ciphertext: out[0].Ciphertext}}}
 	parallel(b, func() error {
 		res, err := e.svc.DecryptWithHeldKey(e.root, in)
 		if err == nil {

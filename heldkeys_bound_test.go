@@ -28,8 +28,8 @@ func encryptItems(t *testing.T, e *env, name string, n int) []int {
 		if o.Err != nil {
 			t.Fatalf("EncryptTransit item %d = %v", i, o.Err)
 		}
-		if !strings.HasPrefix(o.Ciphertext, "vault:v") {
-			t.Fatalf("ciphertext %q", o.Ciphertext)
+		if len(o.Ciphertext) != 12+1+16 {
+			t.Fatalf("ciphertext %x: want a nonce, one byte and a tag", o.Ciphertext)
 		}
 		versions[i] = o.KeyVersion
 	}
@@ -60,7 +60,7 @@ func TestTransitEncryptionBound(t *testing.T) {
 	if err != nil || dk.KeyVersion != 3 {
 		t.Fatalf("GenerateTransitDataKey = %+v, %v; want version 3 (version 2 served 3 encryptions)", dk, err)
 	}
-	rw, err := e.svc.RewrapWithHeldKey(e.root, kms.HeldRewrapInput{Name: "b", Items: []kms.HeldRewrapItem{{Ciphertext: dk.Ciphertext}, {Ciphertext: dk.Ciphertext}, {Ciphertext: dk.Ciphertext}}})
+	rw, err := e.svc.RewrapWithHeldKey(e.root, kms.HeldRewrapInput{Name: "b", Items: []kms.HeldRewrapItem{sealedOf(dk), sealedOf(dk), sealedOf(dk)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,4 +196,9 @@ func TestTransitEncryptionBoundCluster(t *testing.T) {
 	if names, err := nodes[1].ListHeldKeys(root); err != nil || !slices.Equal(names, []string{"shared"}) {
 		t.Errorf("ListTransitKeys = %v, %v; want [shared]", names, err)
 	}
+}
+
+// sealedOf is a data key's ciphertext as a rewrap's item.
+func sealedOf(dk *kms.HeldDataKey) kms.HeldRewrapItem {
+	return kms.HeldRewrapItem{HeldSealed: kms.HeldSealed{KeyVersion: dk.KeyVersion, Ciphertext: dk.Ciphertext}}
 }

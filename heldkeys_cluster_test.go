@@ -31,7 +31,7 @@ func TestTransitCluster(t *testing.T) {
 	if v2.KeyVersion != 2 {
 		t.Fatalf("encrypt after rotation used version %d", v2.KeyVersion)
 	}
-	out, err := nodes[1].DecryptWithHeldKey(root, kms.HeldDecryptInput{Name: "shared", Ciphertexts: []string{v2.Ciphertext}})
+	out, err := nodes[1].DecryptWithHeldKey(root, kms.HeldDecryptInput{Name: "shared", Items: []kms.HeldSealed{{KeyVersion: v2.KeyVersion, Ciphertext: v2.Ciphertext}}})
 	if err != nil || out[0].Err != nil || string(out[0].Plaintext) != "across nodes" || out[0].KeyVersion != 2 {
 		t.Fatalf("DecryptTransit of version 2 on the other node = %+v, %v", out, err)
 	}

@@ -2,54 +2,73 @@ package kms
 
 import (
 	"context"
-	"crypto/cipher"
 	"crypto/rand"
+	"errors"
 	"strings"
 
 	"github.com/ringkms/kms/internal/encryptcount"
-	"github.com/ringkms/kms/internal/vaultct"
+	"github.com/ringkms/kms/internal/keytype"
 )
 
-// Encryption with transit keys: AES-256-GCM under a version of an /asym
-// ring's keys, as Vault's transit engine writes it (internal/vaultct:
-// vault:v<N>: and base64 of nonce, ciphertext and tag). The service
-// unwraps a key once and keeps its AES-GCM (Service.transitKeys, bounded
-// by Options.CacheSize, emptied with the other caches of a cluster's
-// nodes); a key is used only after its state, read from the coherent
-// cache of keys, allows it, and a destroyed key's entry is dropped.
+// Encryption with held keys of the AEAD types (aes256-gcm96,
+// chacha20-poly1305): under a version of the key, with associated data
+// bound to the ciphertext when the caller gives some. A ciphertext is
+// the version that made it and the AEAD's output (internal/keytype: the
+// nonce, then the sealed text and its tag); how a protocol writes the
+// two (Vault's vault:v<N>:<base64>) is the protocol's business. The
+// service unwraps a key once and keeps it loaded (Service.heldKeys,
+// bounded by Options.CacheSize, emptied with the other caches of a
+// cluster's nodes); a key is used only after its state, read from the
+// coherent cache of keys, allows it, and a destroyed key's entry is
+// dropped.
 //
 // A batch is authorized once (one record of a refusal), then each item is
 // a call of its own: its own key version, counter step, record and error.
-// A record names the ring, the key and its version, never a plaintext.
+// A record names the ring, the key and its version, never a plaintext or
+// associated data.
 
-// HeldEncryptInput encrypts plaintexts with the transit key Name.
+// HeldEncryptInput encrypts plaintexts with the held key Name.
 type HeldEncryptInput struct {
 	Name  string
 	Items []HeldPlaintext
-	// Create makes the key when it does not exist, as Vault's encrypt
-	// does, for a caller that may create it (keyring.<name>.create).
+	// Create makes the key (aes256-gcm96) when it does not exist, for a
+	// caller that may create it (keyring.<name>.create).
 	Create bool
 }
 
 // HeldPlaintext is one plaintext to encrypt, with the version of the
-// key to encrypt it with: 0 for the latest.
+// key to encrypt it with (0 for the latest) and the associated data to
+// bind to its ciphertext (none when nil).
 type HeldPlaintext struct {
-	Plaintext  []byte
-	KeyVersion int
+	Plaintext      []byte
+	KeyVersion     int
+	AssociatedData []byte
 }
 
-// HeldCiphertext is the answer to one item: its ciphertext
-// (vault:v<N>:...) and the key version that made it, or why it failed.
+// HeldCiphertext is the answer to one item: its ciphertext and the key
+// version that made it, or why it failed.
 type HeldCiphertext struct {
-	Ciphertext string
+	Ciphertext []byte
 	KeyVersion int
 	Err        error
 }
 
-// HeldDecryptInput decrypts ciphertexts with the transit key Name.
+// HeldSealed is a ciphertext to open: the version of the key that made
+// it, what the AEAD made, and the associated data it was bound to.
+// Unread, when set, says why the protocol could not read the item (a
+// malformed ciphertext): the item then fails with it, as an Invalid
+// error, and is recorded as any failed call.
+type HeldSealed struct {
+	KeyVersion     int
+	Ciphertext     []byte
+	AssociatedData []byte
+	Unread         error
+}
+
+// HeldDecryptInput decrypts ciphertexts with the held key Name.
 type HeldDecryptInput struct {
-	Name        string
-	Ciphertexts []string
+	Name  string
+	Items []HeldSealed
 }
 
 // HeldDecrypted is the answer to one ciphertext: its plaintext and the
@@ -60,36 +79,38 @@ type HeldDecrypted struct {
 	Err        error
 }
 
-// HeldRewrapInput encrypts again, with a version of the transit key
-// Name (the latest by default), what ciphertexts of it hold, without
-// handing out their plaintexts.
+// HeldRewrapInput encrypts again, with a version of the held key Name
+// (the latest by default), what ciphertexts of it hold, without handing
+// out their plaintexts.
 type HeldRewrapInput struct {
 	Name  string
 	Items []HeldRewrapItem
 }
 
 // HeldRewrapItem is one ciphertext to encrypt again with KeyVersion (0:
-// the latest).
+// the latest), bound to the same associated data.
 type HeldRewrapItem struct {
-	Ciphertext string
-	KeyVersion int
+	HeldSealed
+	NewVersion int
 }
 
 // HeldDataKeyInput asks for a new data key of Bits bits (128, 256 or
-// 512; 0 means 256), encrypted with a version of the transit key Name (0:
-// the latest), and in the clear too when Plaintext is set.
+// 512; 0 means 256), encrypted with a version of the held key Name (0:
+// the latest) bound to AssociatedData, and in the clear too when
+// Plaintext is set.
 type HeldDataKeyInput struct {
-	Name       string
-	Bits       int
-	KeyVersion int
-	Plaintext  bool
+	Name           string
+	Bits           int
+	KeyVersion     int
+	AssociatedData []byte
+	Plaintext      bool
 }
 
 // HeldDataKey is a new data key: encrypted, and in the clear when it
 // was asked for.
 type HeldDataKey struct {
 	Plaintext  []byte
-	Ciphertext string
+	Ciphertext []byte
 	KeyVersion int
 }
 
@@ -152,35 +173,41 @@ func (s *Service) EncryptWithHeldKey(ctx context.Context, in HeldEncryptInput) (
 	runBatch(len(in.Items), func(i int) {
 		it := in.Items[i]
 		var err error
-		out[i].Ciphertext, out[i].KeyVersion, err = s.sealHeld(ctx, p, r, lower, transitEncryptAction, it.Plaintext, it.KeyVersion, nil)
+		out[i].Ciphertext, out[i].KeyVersion, err = s.sealHeld(ctx, p, r, lower, transitEncryptAction, it.Plaintext, it.AssociatedData, it.KeyVersion, nil)
 		out[i].Err = err
 	})
 	return out, nil
 }
 
-// sealHeld encrypts plain with version v of r for p, recorded as
-// action with props (and the ring, key and version), and returns the
-// ciphertext and the version that made it.
-func (s *Service) sealHeld(ctx context.Context, p *Principal, r *ringRecord, lower, action string, plain []byte, v int,
-	props map[string]any) (string, int, error) {
+// sealHeld encrypts plain, bound to ad, with version v of r for p,
+// recorded as action with props (and the ring, key and version), and
+// returns the ciphertext and the version that made it.
+func (s *Service) sealHeld(ctx context.Context, p *Principal, r *ringRecord, lower, action string, plain, ad []byte, v int,
+	props map[string]any) ([]byte, int, error) {
+	if err := r.supports(keytype.Type.Encrypts, "encryption"); err != nil {
+		return nil, 0, s.recordFailure(p, action, lower, err)
+	}
 	r, k, err := s.heldEncryptKey(ctx, p, r, v)
 	if err != nil {
-		return "", 0, s.recordFailure(p, action, lower, err)
+		return nil, 0, s.recordFailure(p, action, lower, err)
 	}
-	aead, err := s.heldAEAD(r, k)
+	key, err := s.heldKey(r, k)
 	if err != nil {
-		return "", 0, err
+		return nil, 0, err
 	}
-	blob := vaultct.Seal(aead, plain)
+	blob, err := key.Encrypt(plain, ad)
+	if err != nil {
+		return nil, 0, s.recordFailure(p, action, lower, keytypeError(err))
+	}
 	if props == nil {
 		props = make(map[string]any, 4)
 	}
 	props["ringId"], props["keyId"], props["version"] = r.ID, k.ID, k.Version
 	act := s.newActivity(p, action, lower, true, props)
 	if err := s.journal.Submit(&activityJob{Rec: act, Checks: s.encryptChecks(r, k)}); err != nil {
-		return "", 0, err
+		return nil, 0, err
 	}
-	return vaultct.Format(k.Version, blob), k.Version, nil
+	return blob, k.Version, nil
 }
 
 // heldEncryptKey returns the ring and the key to encrypt with for a
@@ -240,64 +267,110 @@ func (s *Service) freshRing(ctx context.Context, r *ringRecord) (*ringRecord, er
 	return s.ensureVersions(fresh)
 }
 
-// heldAEAD returns the AES-GCM of k, a key of r: from the cache, or
+// heldKey returns k, a key of r, loaded for use: from the cache, or
 // unwrapped.
-func (s *Service) heldAEAD(r *ringRecord, k *keyRecord) (cipher.AEAD, error) {
-	if a, ok := s.heldKeys.Get(k.ID); ok {
-		return a, nil
+func (s *Service) heldKey(r *ringRecord, k *keyRecord) (*keytype.Key, error) {
+	if key, ok := s.heldKeys.Get(k.ID); ok {
+		return key, nil
 	}
-	return s.heldKeys.Load(k.ID, func() (cipher.AEAD, error) {
+	return s.heldKeys.Load(k.ID, func() (*keytype.Key, error) {
+		spec, err := r.keySpec()
+		if err != nil {
+			return nil, internalError("type of a held key", err)
+		}
 		raw, err := s.unwrapKey(r, k)
 		if err != nil {
 			return nil, err
 		}
 		defer clear(raw)
-		a, err := vaultct.NewAEAD(raw)
+		key, err := keytype.Load(spec, raw)
 		if err != nil {
-			return nil, internalError("key of a transit key", err)
+			return nil, internalError("load a held key", err)
 		}
-		return a, nil
+		return key, nil
 	})
 }
 
-// openHeld decrypts the ciphertext ct of r and returns its plaintext
-// and the key that opened it. A ciphertext that does not parse, or names
-// a version out of the key's range or below its minimum decryption
-// version, is Invalid; one that fails authentication (altered, or not
-// made with this key) is Unprocessable.
-func (s *Service) openHeld(ctx context.Context, r *ringRecord, ct string) ([]byte, *keyRecord, error) {
-	v, blob, err := vaultct.Parse(ct)
+// supports answers, for an operation of held keys of the types that can
+// (can), nil when r's type is one, else an Invalid error naming what
+// the type does not support.
+func (r *ringRecord) supports(can func(keytype.Type) bool, what string) error {
+	spec, err := r.keySpec()
 	if err != nil {
-		return nil, nil, Errorf(KindInvalid, "%v", err)
+		return internalError("type of a held key", err)
 	}
+	if !can(spec.Type()) {
+		return Errorf(KindInvalid, "key type %s does not support %s", spec.Type(), what)
+	}
+	return nil
+}
+
+// keytypeError is the error of an operation of internal/keytype: a
+// request it cannot serve (a parameter, an input, an operation the type
+// lacks) is Invalid, with its message, which never holds key material or
+// input; anything else is internal.
+func keytypeError(err error) error {
+	if errors.Is(err, keytype.ErrWrongType) || errors.Is(err, keytype.ErrParameter) || errors.Is(err, keytype.ErrInput) {
+		return Errorf(KindInvalid, "%v", err)
+	}
+	return internalError("held key", err)
+}
+
+// heldVersionKey returns the key of version v of r, to open or check
+// what it made: a version out of the key's range or below its minimum
+// decryption version is Invalid, a disabled or destroyed one fails as
+// elsewhere.
+func (s *Service) heldVersionKey(ctx context.Context, r *ringRecord, v int) (*keyRecord, error) {
 	if v > r.LatestVersion {
 		// Another process may have rotated the key since this one
 		// cached the ring.
+		var err error
 		if r, err = s.freshRing(ctx, r); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
 	switch {
+	case v < 1:
+		return nil, Errorf(KindInvalid, "invalid version %d: versions start at 1", v)
 	case v > r.LatestVersion:
-		return nil, nil, Errorf(KindInvalid, "invalid ciphertext: version is too new")
+		return nil, Errorf(KindInvalid, "invalid ciphertext: version is too new")
 	case v < max(r.held().MinDecryptionVersion, 1):
-		return nil, nil, Errorf(KindInvalid, "ciphertext or signature version is disallowed by policy (too old)")
+		return nil, Errorf(KindInvalid, "ciphertext or signature version is disallowed by policy (too old)")
 	}
 	k, err := s.keyByVersion(ctx, r, v)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if err := k.usable(r); err != nil {
 		if ErrorKind(err) == KindDestroyed {
 			s.heldKeys.Remove(k.ID)
 		}
+		return nil, err
+	}
+	return k, nil
+}
+
+// openHeld decrypts the ciphertext in of r and returns its plaintext and
+// the key that opened it. An item the protocol could not read, or one
+// naming a version out of the key's range or below its minimum decryption
+// version, is Invalid; one that fails authentication (altered, bound to
+// other associated data, or not made with this key) is Unprocessable.
+func (s *Service) openHeld(ctx context.Context, r *ringRecord, in HeldSealed) ([]byte, *keyRecord, error) {
+	if in.Unread != nil {
+		return nil, nil, Errorf(KindInvalid, "%v", in.Unread)
+	}
+	if err := r.supports(keytype.Type.Encrypts, "decryption"); err != nil {
 		return nil, nil, err
 	}
-	aead, err := s.heldAEAD(r, k)
+	k, err := s.heldVersionKey(ctx, r, in.KeyVersion)
 	if err != nil {
 		return nil, nil, err
 	}
-	plain, err := vaultct.Open(aead, blob)
+	key, err := s.heldKey(r, k)
+	if err != nil {
+		return nil, nil, err
+	}
+	plain, err := key.Decrypt(in.Ciphertext, in.AssociatedData)
 	if err != nil {
 		return nil, nil, Errorf(KindUnprocessable, "%v", err)
 	}
@@ -309,16 +382,16 @@ func (s *Service) openHeld(ctx context.Context, r *ringRecord, ct string) ([]byt
 // openTransit; a disabled or destroyed version fails as elsewhere). It
 // needs keyring.<name>.decrypt.
 func (s *Service) DecryptWithHeldKey(ctx context.Context, in HeldDecryptInput) ([]HeldDecrypted, error) {
-	if err := checkBatchSize(len(in.Ciphertexts)); err != nil {
+	if err := checkBatchSize(len(in.Items)); err != nil {
 		return nil, err
 	}
 	p, r, lower, err := s.heldRing(ctx, in.Name, transitDecryptAction, OpDecrypt, false)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]HeldDecrypted, len(in.Ciphertexts))
-	runBatch(len(in.Ciphertexts), func(i int) {
-		plain, k, err := s.openHeld(ctx, r, in.Ciphertexts[i])
+	out := make([]HeldDecrypted, len(in.Items))
+	runBatch(len(in.Items), func(i int) {
+		plain, k, err := s.openHeld(ctx, r, in.Items[i])
 		if err != nil {
 			out[i].Err = s.recordFailure(p, transitDecryptAction, lower, err)
 			return
@@ -352,14 +425,14 @@ func (s *Service) RewrapWithHeldKey(ctx context.Context, in HeldRewrapInput) ([]
 	out := make([]HeldCiphertext, len(in.Items))
 	runBatch(len(in.Items), func(i int) {
 		it := in.Items[i]
-		plain, from, err := s.openHeld(ctx, r, it.Ciphertext)
+		plain, from, err := s.openHeld(ctx, r, it.HeldSealed)
 		if err != nil {
 			out[i].Err = s.recordFailure(p, transitRewrapAction, lower, err)
 			return
 		}
 		defer clear(plain)
 		props := map[string]any{"fromKeyId": from.ID, "fromVersion": from.Version}
-		out[i].Ciphertext, out[i].KeyVersion, out[i].Err = s.sealHeld(ctx, p, r, lower, transitRewrapAction, plain, it.KeyVersion, props)
+		out[i].Ciphertext, out[i].KeyVersion, out[i].Err = s.sealHeld(ctx, p, r, lower, transitRewrapAction, plain, it.AssociatedData, it.NewVersion, props)
 	})
 	return out, nil
 }
@@ -383,7 +456,7 @@ func (s *Service) GenerateHeldDataKey(ctx context.Context, in HeldDataKeyInput) 
 	key := make([]byte, bits/8)
 	rand.Read(key)
 	props := map[string]any{"bits": bits, "plaintextReturned": in.Plaintext}
-	ct, v, err := s.sealHeld(ctx, p, r, lower, transitDataKeyAction, key, in.KeyVersion, props)
+	ct, v, err := s.sealHeld(ctx, p, r, lower, transitDataKeyAction, key, in.AssociatedData, in.KeyVersion, props)
 	if err != nil {
 		clear(key)
 		return nil, err

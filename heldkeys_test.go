@@ -12,14 +12,11 @@ import (
 	"github.com/ringkms/kms/kmstest"
 )
 
-// openOffline opens the transit ciphertext ct with key, as anyone
+// openOffline opens the held key's ciphertext ct with key, as anyone
 // holding the key could, without the service (internal/vaultct is
-// AES-256-GCM as Vault frames it: TestKnownAnswer).
-func openOffline(ct string, key []byte) ([]byte, bool) {
-	_, blob, err := vaultct.Parse(ct)
-	if err != nil {
-		return nil, false
-	}
+// AES-256-GCM with its nonce first: TestKnownAnswer).
+func openOffline(ct kms.HeldSealed, key []byte) ([]byte, bool) {
+	blob := ct.Ciphertext
 	aead, err := vaultct.NewAEAD(key)
 	if err != nil {
 		return nil, false
@@ -66,13 +63,13 @@ func keysIn(t *testing.T, answers ...any) [][]byte {
 
 // transitEncrypt encrypts plain with the transit key name as ctx, and
 // returns its ciphertext.
-func transitEncrypt(t *testing.T, svc *kms.Service, ctx context.Context, name, plain string) string {
+func transitEncrypt(t *testing.T, svc *kms.Service, ctx context.Context, name, plain string) kms.HeldSealed {
 	t.Helper()
 	out, err := svc.EncryptWithHeldKey(ctx, kms.HeldEncryptInput{Name: name, Items: []kms.HeldPlaintext{{Plaintext: []byte(plain)}}})
 	if err != nil || out[0].Err != nil {
 		t.Fatalf("EncryptTransit(%s) = %+v, %v", name, out, err)
 	}
-	return out[0].Ciphertext
+	return kms.HeldSealed{KeyVersion: out[0].KeyVersion, Ciphertext: out[0].Ciphertext}
 }
 
 // ringRecords returns the records of action on ring, oldest first.
@@ -150,7 +147,7 @@ func TestHeldKeysNotHandedOut(t *testing.T) {
 	}
 	// The ciphertext still decrypts through the service.
 	dec := e.as(t, kms.Flags{"keyring.app.decrypt": true})
-	if out, err := e.svc.DecryptWithHeldKey(dec, kms.HeldDecryptInput{Name: "app", Ciphertexts: []string{ct}}); err != nil || string(out[0].Plaintext) != "the application's secret" {
+	if out, err := e.svc.DecryptWithHeldKey(dec, kms.HeldDecryptInput{Name: "app", Items: []kms.HeldSealed{ct}}); err != nil || string(out[0].Plaintext) != "the application's secret" {
 		t.Fatalf("DecryptTransit = %+v, %v", out, err)
 	}
 	// Every refused export is recorded.
@@ -192,9 +189,9 @@ func TestTransitRefusesHandedOutRing(t *testing.T) {
 	wantHandedOut("CreateTransitKey", err)
 	_, err = e.svc.GetHeldKey(e.root, "pre")
 	wantHandedOut("GetTransitKey", err)
-	_, err = e.svc.DecryptWithHeldKey(e.root, kms.HeldDecryptInput{Name: "pre", Ciphertexts: []string{"vault:v1:AAAA"}})
+	_, err = e.svc.DecryptWithHeldKey(e.root, kms.HeldDecryptInput{Name: "pre", Items: []kms.HeldSealed{{KeyVersion: 1, Ciphertext: []byte{0}}}})
 	wantHandedOut("DecryptTransit", err)
-	_, err = e.svc.RewrapWithHeldKey(e.root, kms.HeldRewrapInput{Name: "pre", Items: []kms.HeldRewrapItem{{Ciphertext: "vault:v1:AAAA"}}})
+	_, err = e.svc.RewrapWithHeldKey(e.root, kms.HeldRewrapInput{Name: "pre", Items: []kms.HeldRewrapItem{{HeldSealed: kms.HeldSealed{KeyVersion: 1, Ciphertext: []byte{0}}}}})
 	wantHandedOut("RewrapTransit", err)
 	_, err = e.svc.GenerateHeldDataKey(e.root, kms.HeldDataKeyInput{Name: "pre"})
 	wantHandedOut("GenerateTransitDataKey", err)

@@ -1,9 +1,9 @@
 package kms
 
 import (
-	"crypto/rand"
 	"encoding/base64"
 
+	"github.com/ringkms/kms/internal/keytype"
 	"github.com/ringkms/kms/internal/wrap"
 )
 
@@ -17,15 +17,34 @@ func keyInfo(ringID, keyID string) []byte {
 	return []byte("ringkms/keydata/v1/" + ringID + "/" + keyID)
 }
 
-// newKey makes an aes256 key and wraps it for pub. The plaintext key is
-// cleared before newKey returns.
-func (s *Service) newKey(ringID string, pub *wrap.PublicKey, props map[string]any) (*keyRecord, error) {
+// newKey makes a key of r's type (keySpec: an aes256 key, but for a held
+// key of another type) and wraps it for pub; an asymmetric key's record
+// keeps its public key. The plaintext key is cleared before newKey
+// returns.
+func (s *Service) newKey(r *ringRecord, pub *wrap.PublicKey) (*keyRecord, error) {
+	spec, err := r.keySpec()
+	if err != nil {
+		return nil, internalError("key type of ring "+r.ID, err)
+	}
 	now := s.now().UTC()
-	k := &keyRecord{ID: newID(now), RingID: ringID, Type: AlgoAES256, Props: cloneMap(props), CreatedAt: now}
-	var secret [32]byte
-	rand.Read(secret[:])
-	defer clear(secret[:])
-	ct, enc, err := pub.Wrap(secret[:], keyInfo(ringID, k.ID))
+	k := &keyRecord{ID: newID(now), RingID: r.ID, Type: recordType(spec.Type()), Props: cloneMap(r.KeyProps), CreatedAt: now}
+	secret, err := keytype.Generate(spec)
+	if err != nil {
+		return nil, internalError("generate key", err)
+	}
+	defer clear(secret)
+	if spec.Type().Asymmetric() {
+		key, err := keytype.Load(spec, secret)
+		if err != nil {
+			return nil, internalError("load new key", err)
+		}
+		pk, err := key.PublicKey()
+		if err != nil {
+			return nil, internalError("public key of new key", err)
+		}
+		k.PublicKey = pk.Key
+	}
+	ct, enc, err := pub.Wrap(secret, keyInfo(r.ID, k.ID))
 	if err != nil {
 		return nil, internalError("wrap key", err)
 	}

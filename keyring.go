@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ringkms/kms/internal/keytype"
 	"github.com/ringkms/kms/internal/splitkey"
 	"github.com/ringkms/kms/internal/wrap"
 )
@@ -188,6 +189,9 @@ type keyRecord struct {
 	KeyData   KeyData        `json:"keyData,omitzero"`
 	CreatedAt time.Time      `json:"createdAt"`
 	Version   int            `json:"version,omitempty"` // 1, 2, ... in the ring's creation order; 0 until numbered (keyversion.go)
+	// PublicKey is an asymmetric held key's public key, as
+	// keytype.PublicKey encodes it; empty for the others.
+	PublicKey string `json:"publicKey,omitempty"`
 
 	// State is the key's lifecycle state; empty (the keys stored before
 	// states existed) is enabled. DestroyAt is set in destroy_scheduled,
@@ -374,6 +378,33 @@ type heldSettings struct {
 	// Exportable lets the key's versions be exported (heldkeys.go); once
 	// set, never unset.
 	Exportable bool `json:"exportable,omitempty"`
+	// Type is the key's type (internal/keytype), with its parameters as
+	// they were filled in at its creation: KeySize for hmac keys,
+	// ParameterSet for ml-dsa. Empty is aes256-gcm96, the one type the
+	// held keys made before types existed have.
+	Type         string `json:"type,omitempty"`
+	KeySize      int    `json:"keySize,omitempty"`
+	ParameterSet string `json:"parameterSet,omitempty"`
+}
+
+// keySpec is the type of r's keys: a held key's, and aes256-gcm96 (the
+// 32-byte AES key of every ring) for the others.
+func (r *ringRecord) keySpec() (keytype.Spec, error) {
+	h := r.held()
+	t, err := keytype.Parse(h.Type)
+	if err != nil {
+		return keytype.Spec{}, err
+	}
+	return keytype.NewSpec(t, keytype.Params{KeySize: h.KeySize, ParameterSet: keytype.ParameterSet(h.ParameterSet)})
+}
+
+// recordType is the Type of a key record of type t: aes256 for the AES
+// keys of every ring (as it always was), the type's name for the others.
+func recordType(t keytype.Type) string {
+	if t == keytype.AES256GCM96 {
+		return AlgoAES256
+	}
+	return string(t)
 }
 
 // held returns the held settings of r, Vault's defaults when it has

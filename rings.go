@@ -84,7 +84,7 @@ func (s *Service) createRing(p *Principal, spec ringSpec) (*ringRecord, *keyReco
 		Props: cloneMap(spec.props), KeyProps: cloneMap(spec.keyProps), PublicKey: spec.pub.String(), pub: spec.pub,
 		Algos: spec.algos, Held: spec.transit, Origin: spec.origin}
 	s.setDataKeys(r, spec.dataKeys)
-	k, err := s.newKey(r.ID, spec.pub, r.KeyProps)
+	k, err := s.newKey(r, spec.pub)
 	if err != nil {
 		return nil, nil, err
 	}

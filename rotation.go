@@ -204,7 +204,7 @@ func (s *Service) lockRingAfresh(ctx context.Context, r *ringRecord) (*ringRecor
 // The caller holds the ring's lock.
 func (s *Service) rotate(p *Principal, r *ringRecord, action string, guard func(cur *ringRecord) bool,
 	props map[string]any) (k *keyRecord, next *ringRecord, rotated bool, err error) {
-	k, err = s.newKey(r.ID, r.pub, r.KeyProps)
+	k, err = s.newKey(r, r.pub)
 	if err != nil {
 		return nil, nil, false, err
 	}

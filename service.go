@@ -3,7 +3,6 @@ package kms
 import (
 	"context"
 	"crypto"
-	"crypto/cipher"
 	"crypto/ed25519"
 	"errors"
 	"math"
@@ -19,6 +18,7 @@ import (
 	"github.com/ringkms/kms/internal/headersign"
 	"github.com/ringkms/kms/internal/hmackey"
 	"github.com/ringkms/kms/internal/journal"
+	"github.com/ringkms/kms/internal/keytype"
 	"github.com/ringkms/kms/internal/pacer"
 	"github.com/ringkms/kms/internal/paging"
 	"github.com/ringkms/kms/internal/seal"
@@ -187,7 +187,7 @@ type Service struct {
 	numbered    atomic.Bool
 	// heldKeys holds the AES-GCM of the /asym keys that transit calls
 	// used, unwrapped (heldkeys_crypto.go): key ID -> cipher.AEAD.
-	heldKeys *cache.Cache[string, cipher.AEAD]
+	heldKeys *cache.Cache[string, *keytype.Key]
 
 	stopCoherence func()       // stops keeping the caches coherent with other processes (coherence.go)
 	destroyer     *pacer.Pacer // destroys keys at their time (destroy.go)
@@ -270,7 +270,7 @@ func New(st Store, opts Options) (*Service, error) {
 	s.ringNames = cache.New[string, string](size)
 	s.keys = cache.New[string, *keyRecord](size)
 	s.keyVersions = cache.New[string, string](size)
-	s.heldKeys = cache.New[string, cipher.AEAD](size)
+	s.heldKeys = cache.New[string, *keytype.Key](size)
 	s.principals = cache.New[string, *Principal](size)
 	s.users = newUserState(size, st, keys.Throttle, func(err error, msg string) { s.log.Error().Err(err).Msg(msg) })
 	s.counts = encryptcount.New(encryptcount.Config{

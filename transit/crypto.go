@@ -8,10 +8,12 @@ import (
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/internal/httpedge"
+	"github.com/ringkms/kms/internal/vaultct"
 )
 
 // The crypto routes: encrypt, decrypt, rewrap, datakey. A call gives one
-// item (plaintext or ciphertext at the top level) or batch_input; a batch
+// item (plaintext or ciphertext at the top level) or batch_input, each
+// with associated_data (base64) bound to its ciphertext; a batch
 // is answered in batch_results, each item with its result or its error,
 // and with Vault's status: 200 when every item succeeded, else 400 when an
 // item's input was at fault (500 when only the service was), or the
@@ -19,7 +21,21 @@ import (
 
 // deriving are the parameters of the crypto routes for what ringkms's
 // keys do not do; given, they answer 400.
-var deriving = []string{"context", "nonce", "associated_data", "convergent_encryption", "padding_scheme"}
+var deriving = []string{"context", "nonce", "convergent_encryption", "padding_scheme"}
+
+// associatedData returns an item's associated_data, decoded from base64
+// (nil when absent).
+func associatedData(p params) ([]byte, error) {
+	text, err := p.str("associated_data")
+	if err != nil || text == "" {
+		return nil, err
+	}
+	ad, err := base64.StdEncoding.DecodeString(text)
+	if err != nil {
+		return nil, kms.Errorf(kms.KindInvalid, "associated_data: %v", err)
+	}
+	return ad, nil
+}
 
 // item is one item of a call: its parameters, and the reference Vault
 // echoes back.
@@ -155,7 +171,12 @@ func (a *api) encrypt(r *http.Request, ps httprouter.Params) (*answer, error) {
 			failed(results, errs, i, err)
 			continue
 		}
-		in = append(in, kms.HeldPlaintext{Plaintext: plain, KeyVersion: v})
+		ad, err := associatedData(it.p)
+		if err != nil {
+			failed(results, errs, i, err)
+			continue
+		}
+		in = append(in, kms.HeldPlaintext{Plaintext: plain, KeyVersion: v, AssociatedData: ad})
 		at = append(at, i)
 	}
 	if err := a.admit(r, max(len(in), 1)); err != nil {
@@ -180,7 +201,7 @@ func putCiphertexts(results []result, errs []error, at []int, out []kms.HeldCiph
 			failed(results, errs, i, o.Err)
 			continue
 		}
-		results[i].Ciphertext, results[i].KeyVersion = o.Ciphertext, o.KeyVersion
+		results[i].Ciphertext, results[i].KeyVersion = vaultct.Format(o.KeyVersion, o.Ciphertext), o.KeyVersion
 	}
 }
 
@@ -196,9 +217,11 @@ func ciphertextAnswer(partial int, batched bool, results []result, errs []error)
 	return batchAnswer(partial, results, errs), nil
 }
 
-// ciphertexts returns the ciphertext of each item, failing those without
-// one.
-func ciphertexts(items []item, results []result, errs []error, what string) (cts []string, at []int) {
+// ciphertexts returns the ciphertext of each item (vault:v<N>:<base64>,
+// read into its version and what the key made) with its associated
+// data, failing those without one. A ciphertext that does not read goes
+// to the service as unread, which fails and records it.
+func ciphertexts(items []item, results []result, errs []error, what string) (cts []kms.HeldSealed, at []int) {
 	for i, it := range items {
 		results[i].Reference = it.ref
 		ct, err := it.p.required("ciphertext", what)
@@ -206,7 +229,14 @@ func ciphertexts(items []item, results []result, errs []error, what string) (cts
 			failed(results, errs, i, err)
 			continue
 		}
-		cts, at = append(cts, ct), append(at, i)
+		ad, err := associatedData(it.p)
+		if err != nil {
+			failed(results, errs, i, err)
+			continue
+		}
+		sealed := kms.HeldSealed{AssociatedData: ad}
+		sealed.KeyVersion, sealed.Ciphertext, sealed.Unread = vaultct.Parse(ct)
+		cts, at = append(cts, sealed), append(at, i)
 	}
 	return cts, at
 }
@@ -241,7 +271,7 @@ func (a *api) decrypt(r *http.Request, ps httprouter.Params) (*answer, error) {
 		return nil, err
 	}
 	if len(cts) > 0 {
-		out, err := a.svc.DecryptWithHeldKey(r.Context(), kms.HeldDecryptInput{Name: ps.ByName("name"), Ciphertexts: cts})
+		out, err := a.svc.DecryptWithHeldKey(r.Context(), kms.HeldDecryptInput{Name: ps.ByName("name"), Items: cts})
 		if err != nil {
 			return nil, err
 		}
@@ -287,7 +317,7 @@ func (a *api) rewrap(r *http.Request, ps httprouter.Params) (*answer, error) {
 			failed(results, errs, at[j], err)
 			continue
 		}
-		in, valid = append(in, kms.HeldRewrapItem{Ciphertext: ct, KeyVersion: v}), append(valid, at[j])
+		in, valid = append(in, kms.HeldRewrapItem{HeldSealed: ct, NewVersion: v}), append(valid, at[j])
 	}
 	if err := a.admit(r, max(len(in), 1)); err != nil {
 		return nil, err
@@ -325,11 +355,16 @@ func (a *api) dataKey(r *http.Request, ps httprouter.Params) (*answer, error) {
 	if err != nil {
 		return nil, err
 	}
-	dk, err := a.svc.GenerateHeldDataKey(r.Context(), kms.HeldDataKeyInput{Name: ps.ByName("name"), Bits: bits, KeyVersion: v, Plaintext: typ == "plaintext"})
+	ad, err := associatedData(p)
 	if err != nil {
 		return nil, err
 	}
-	data := map[string]any{"ciphertext": dk.Ciphertext, "key_version": dk.KeyVersion}
+	dk, err := a.svc.GenerateHeldDataKey(r.Context(), kms.HeldDataKeyInput{Name: ps.ByName("name"), Bits: bits, KeyVersion: v,
+		AssociatedData: ad, Plaintext: typ == "plaintext"})
+	if err != nil {
+		return nil, err
+	}
+	data := map[string]any{"ciphertext": vaultct.Format(dk.KeyVersion, dk.Ciphertext), "key_version": dk.KeyVersion}
 	if typ == "plaintext" {
 		data["plaintext"] = base64.StdEncoding.EncodeToString(dk.Plaintext)
 		clear(dk.Plaintext)
