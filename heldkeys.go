@@ -1,10 +1,13 @@
 package kms
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"slices"
 	"strings"
+
+	"github.com/ringkms/kms/internal/keytype"
 )
 
 // Held keys. The service holds the keys of a transit key (an /asym ring
@@ -61,19 +64,37 @@ const (
 // ExportedKeys are versions of an exportable held key, in the clear.
 type ExportedKeys struct {
 	Name string // the ring's name
+	Type string // the key's type (HeldKey.Type)
 	Keys []ExportedKey
 }
 
-// ExportedKey is one version of a held key: its 32 bytes.
+// ExportedKey is one version of a held key: its material (the 32 bytes
+// of an aes256-gcm96 key; internal/keytype's encoding of the others),
+// and, for ExportHeldKey, the text of the kind asked for.
 type ExportedKey struct {
 	KeyID   string
 	Version int
 	Key     []byte
+	Text    string
 }
 
-// ExportHeldKeyInput names versions of a transit key to export.
+// The kinds of export of held keys (ExportHeldKeyInput.Kind).
+const (
+	ExportEncryptionKey = "encryption-key" // an AEAD key's bytes, in base64 (an rsa key's PKCS #1 PEM)
+	ExportSigningKey    = "signing-key"    // an asymmetric key's private key
+	ExportHMACKey       = "hmac-key"       // the version's HMAC key, in base64: every type has one
+	ExportPublicKey     = "public-key"     // an asymmetric key's public key
+)
+
+// ExportHeldKeyInput names versions of a held key to export, and what
+// of them.
 type ExportHeldKeyInput struct {
 	Name string
+	// Kind is what to export (ExportEncryptionKey...; empty is
+	// ExportEncryptionKey). The public key of an asymmetric key is no
+	// secret: its export needs keyring.<name>.read only, exportable or
+	// not; every other kind is the export of an exportable key.
+	Kind string
 	// Version is the version to export; 0 for every version from the
 	// key's minimum decryption version on that is enabled.
 	Version int
@@ -92,7 +113,12 @@ func (s *Service) ExportHeldKey(ctx context.Context, in ExportHeldKeyInput) (*Ex
 	if in.Version < 0 || in.Latest && in.Version != 0 {
 		return nil, Errorf(KindInvalid, "invalid key version: want a version of the key, the latest, or none for all")
 	}
-	return s.exportKeys(ctx, RingRef{Name: in.Name}, transitExportAction, func(r *ringRecord) ([]*keyRecord, error) {
+	kind, err := keytype.ParseExportKind(cmp.Or(in.Kind, ExportEncryptionKey))
+	if err != nil {
+		return nil, Errorf(KindInvalid, "%v", err)
+	}
+	x := export{action: transitExportAction, kind: kind}
+	return s.exportKeys(ctx, RingRef{Name: in.Name}, x, func(r *ringRecord) ([]*keyRecord, error) {
 		lowest := max(r.held().MinDecryptionVersion, 1)
 		version := in.Version
 		switch {
@@ -118,7 +144,7 @@ func (s *Service) ExportHeldKey(ctx context.Context, in ExportHeldKeyInput) (*Ex
 // keyring.<name>.export, the same rules, recorded as asym.key.export.
 func (s *Service) ExportAsymKey(ctx context.Context, ref RingRef, keyID string) (*AsymKey, error) {
 	var k *keyRecord
-	out, err := s.exportKeys(ctx, ref, asymExportAction, func(r *ringRecord) ([]*keyRecord, error) {
+	out, err := s.exportKeys(ctx, ref, export{action: asymExportAction}, func(r *ringRecord) ([]*keyRecord, error) {
 		if _, ok := parseID(keyID); !ok {
 			return nil, Errorf(KindNotFound, "key not found") // no key has such an ID
 		}
@@ -135,26 +161,47 @@ func (s *Service) ExportAsymKey(ctx context.Context, ref RingRef, keyID string) 
 		return nil, err
 	}
 	defer out.Clear()
-	return &AsymKey{Type: "AES256", ID: k.ID, Props: orEmpty(k.Props), KeyData: AsymKeyData{Key: base64.StdEncoding.EncodeToString(out.Keys[0].Key)},
+	typ := "AES256"
+	if k.Type != AlgoAES256 {
+		typ = k.Type
+	}
+	return &AsymKey{Type: typ, ID: k.ID, Props: orEmpty(k.Props), KeyData: AsymKeyData{Key: base64.StdEncoding.EncodeToString(out.Keys[0].Key)},
 		State: k.state(), Version: k.Version}, nil
+}
+
+// export is what an export answers: its action, and the kind of text of
+// ExportHeldKey (none for the raw keys of ExportAsymKey).
+type export struct {
+	action string
+	kind   keytype.ExportKind
 }
 
 // exportKeys answers, unwrapped, the keys that pick chooses of the ring
 // ref names, for a caller holding its export flag, when the ring is a
-// transit key's and exportable; it records the export as action, granted
-// (with the versions answered) or refused.
-func (s *Service) exportKeys(ctx context.Context, ref RingRef, action string, pick func(r *ringRecord) ([]*keyRecord, error)) (*ExportedKeys, error) {
-	p, r, err := s.resolveRing(ctx, groupAsym, ref, action, OpExport)
+// held key's and exportable (a public key: for a caller that may read
+// the key, exportable or not); it records the export as x.action,
+// granted (with the versions answered) or refused.
+func (s *Service) exportKeys(ctx context.Context, ref RingRef, x export, pick func(r *ringRecord) ([]*keyRecord, error)) (*ExportedKeys, error) {
+	action, op := x.action, OpExport
+	if x.kind == keytype.ExportPublicKey {
+		op = OpRead
+	}
+	p, r, err := s.resolveRing(ctx, groupAsym, ref, action, op)
 	if err != nil {
 		return nil, err
 	}
 	lower := strings.ToLower(r.Name)
+	spec, err := r.keySpec()
 	switch {
 	case !r.keysHeld() && action == transitExportAction:
 		return nil, s.recordFailure(p, action, lower, errHandedOut(r))
 	case !r.keysHeld():
 		return nil, s.recordFailure(p, action, lower, Errorf(KindInvalid, "key ring %q was made by POST /asym/keyrings, whose reads answer its keys: export is for the keys the service holds (transit keys)", r.Name))
-	case !r.held().Exportable:
+	case err != nil:
+		return nil, s.recordFailure(p, action, lower, internalError("type of a held key", err))
+	case x.kind == keytype.ExportPublicKey && !spec.Type().Asymmetric():
+		return nil, s.recordFailure(p, action, lower, Errorf(KindInvalid, "key type %s has no public key", spec.Type()))
+	case x.kind != keytype.ExportPublicKey && !r.held().Exportable:
 		return nil, s.refuse(p, action, lower, map[string]any{"ringId": r.ID, "reason": "not exportable"}, Errorf(KindInvalid, "key is not exportable"))
 	}
 	if r, err = s.ensureVersions(r); err != nil {
@@ -164,7 +211,7 @@ func (s *Service) exportKeys(ctx context.Context, ref RingRef, action string, pi
 	if err != nil {
 		return nil, s.recordFailure(p, action, lower, err)
 	}
-	out := &ExportedKeys{Name: r.Name, Keys: make([]ExportedKey, 0, len(keys))}
+	out := &ExportedKeys{Name: r.Name, Type: string(spec.Type()), Keys: make([]ExportedKey, 0, len(keys))}
 	ids, versions := make([]string, len(keys)), make([]int, len(keys))
 	for i, k := range keys {
 		raw, err := s.unwrapKey(r, k)
@@ -172,14 +219,40 @@ func (s *Service) exportKeys(ctx context.Context, ref RingRef, action string, pi
 			out.Clear()
 			return nil, s.recordFailure(p, action, lower, err)
 		}
-		out.Keys = append(out.Keys, ExportedKey{KeyID: k.ID, Version: k.Version, Key: raw})
+		e := ExportedKey{KeyID: k.ID, Version: k.Version, Key: raw}
+		if x.kind != "" {
+			if e.Text, err = exportText(spec, raw, x.kind); err != nil {
+				clear(raw)
+				out.Clear()
+				return nil, s.recordFailure(p, action, lower, err)
+			}
+		}
+		out.Keys = append(out.Keys, e)
 		ids[i], versions[i] = k.ID, k.Version
 	}
-	if err := s.record(p, action, lower, map[string]any{"ringId": r.ID, "keyIds": ids, "versions": versions}, nil); err != nil {
+	props := map[string]any{"ringId": r.ID, "keyIds": ids, "versions": versions}
+	if x.kind != "" {
+		props["kind"] = string(x.kind)
+	}
+	if err := s.record(p, action, lower, props, nil); err != nil {
 		out.Clear()
 		return nil, err
 	}
 	return out, nil
+}
+
+// exportText is the text of kind of a held key of spec with material raw
+// (keytype.Key.Export).
+func exportText(spec keytype.Spec, raw []byte, kind keytype.ExportKind) (string, error) {
+	key, err := keytype.Load(spec, raw)
+	if err != nil {
+		return "", internalError("load a held key", err)
+	}
+	text, err := key.Export(kind)
+	if err != nil {
+		return "", keytypeError(err)
+	}
+	return text, nil
 }
 
 // Clear zeroes the keys of e, once they are answered.

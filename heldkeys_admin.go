@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ringkms/kms/internal/keytype"
 	"github.com/ringkms/kms/internal/wrap"
 )
 
@@ -30,10 +31,6 @@ import (
 // states, maxEncryptCount and rotationPeriod of the ring, and its usage
 // counts.
 
-// TransitKeyType is the one type of transit key: AES-256-GCM with 96-bit
-// nonces, Vault's aes256-gcm96.
-const TransitKeyType = "aes256-gcm96"
-
 // The actions of transit calls.
 const (
 	transitCreateAction  = "transit.key.create"
@@ -51,9 +48,27 @@ const (
 // HeldKey is an /asym ring as Vault's transit engine describes a key.
 type HeldKey struct {
 	Name string
+	// Type is the key's type (aes256-gcm96, chacha20-poly1305, hmac,
+	// ed25519, ecdsa-p256, ecdsa-p384, rsa-2048, rsa-3072, rsa-4096,
+	// ml-dsa), with its parameters: KeySize in bytes for hmac keys,
+	// ParameterSet ("44", "65", "87") for ml-dsa.
+	Type         string
+	KeySize      int
+	ParameterSet string
+	// Encrypts, Signs and Asymmetric say what the type does: encrypt
+	// and decrypt (the AEAD types), sign and verify (the asymmetric
+	// types, whose versions have public keys). Every type computes
+	// HMACs.
+	Encrypts, Signs, Asymmetric bool
 	// Versions are the creation times of the key's versions whose
 	// material exists (a destroyed key's is gone).
 	Versions map[int]time.Time
+	// PublicKeys are the public keys of an asymmetric key's versions in
+	// Versions (internal/keytype's encoding: PEM for ecdsa and rsa,
+	// base64 for ed25519 and ml-dsa), all named PublicKeyName (P-256,
+	// rsa-2048, ML-DSA-65...).
+	PublicKeys    map[int]string
+	PublicKeyName string
 	// KeyIDs are the IDs of the versions' keys in the /asym ring, every
 	// version's, destroyed or not: the keys that GetAsymKey, KeyUsage and
 	// the key state calls name.
@@ -93,9 +108,16 @@ func checkHeldPeriod(d time.Duration) error {
 	return nil
 }
 
-// CreateHeldKeyInput makes a transit key.
+// CreateHeldKeyInput makes a held key.
 type CreateHeldKeyInput struct {
 	Name string
+	// Type is the key's type (HeldKey.Type); empty is aes256-gcm96.
+	// KeySize (hmac: 32 to 512 bytes, 32 by default) and ParameterSet
+	// (ml-dsa: "44", "65" or "87", "65" by default) are its parameters;
+	// given for a type they do not apply to, they are refused.
+	Type         string
+	KeySize      int
+	ParameterSet string
 	// RotationPeriod is the ring's algos.aes256.rotationPeriod: zero for
 	// none, else at least MinRotationPeriod.
 	RotationPeriod time.Duration
@@ -118,6 +140,10 @@ func (s *Service) CreateHeldKey(ctx context.Context, in CreateHeldKeyInput) (*He
 	if err := checkHeldPeriod(in.RotationPeriod); err != nil {
 		return nil, err
 	}
+	settings, err := newHeldSettings(in)
+	if err != nil {
+		return nil, err
+	}
 	lower := strings.ToLower(name)
 	p, err := s.authorize(ctx, transitCreateAction, lower, RingFlag(name, OpCreate))
 	if err != nil {
@@ -131,7 +157,7 @@ func (s *Service) CreateHeldKey(ctx context.Context, in CreateHeldKeyInput) (*He
 	case !isNotFound(err):
 		return nil, err
 	default:
-		if r, err = s.createHeldRing(ctx, p, name, in.RotationPeriod, in.Exportable); err != nil {
+		if r, err = s.createHeldRing(ctx, p, name, in.RotationPeriod, settings); err != nil {
 			return nil, err
 		}
 	}
@@ -153,11 +179,30 @@ func (s *Service) CreateHeldKey(ctx context.Context, in CreateHeldKeyInput) (*He
 	return key, nil
 }
 
-// createHeldRing makes the /asym ring of a new transit key, exportable
-// or not, recorded as transit.key.create. A ring of that name made
-// meanwhile by another call is answered (the caller checks that it is a
-// transit key's); a /ks ring of that name is an Invalid error.
-func (s *Service) createHeldRing(ctx context.Context, p *Principal, name string, period time.Duration, exportable bool) (*ringRecord, error) {
+// newHeldSettings are the settings of the key in makes: its type with
+// its parameters filled in (keytype.NewSpec), which never change, and
+// whether it is exportable.
+func newHeldSettings(in CreateHeldKeyInput) (*heldSettings, error) {
+	t, err := keytype.Parse(in.Type)
+	if err != nil {
+		return nil, Errorf(KindInvalid, "%v", err)
+	}
+	spec, err := keytype.NewSpec(t, keytype.Params{KeySize: in.KeySize, ParameterSet: keytype.ParameterSet(in.ParameterSet)})
+	if err != nil {
+		return nil, Errorf(KindInvalid, "%v", err)
+	}
+	h := &heldSettings{Exportable: in.Exportable, KeySize: spec.Params().KeySize, ParameterSet: string(spec.Params().ParameterSet)}
+	if t != keytype.AES256GCM96 {
+		h.Type = string(t) // empty reads as aes256-gcm96, as the keys made before types did
+	}
+	return h, nil
+}
+
+// createHeldRing makes the /asym ring of a new held key with settings,
+// recorded as transit.key.create. A ring of that name made meanwhile by
+// another call is answered (the caller checks that it is a held key's);
+// a /ks ring of that name is an Invalid error.
+func (s *Service) createHeldRing(ctx context.Context, p *Principal, name string, period time.Duration, settings *heldSettings) (*ringRecord, error) {
 	priv, err := wrap.Generate(wrap.XWing)
 	if err != nil {
 		return nil, internalError("generate key pair", err)
@@ -169,7 +214,7 @@ func (s *Service) createHeldRing(ctx context.Context, p *Principal, name string,
 		algos.AES256.RotationPeriod = formatPeriod(period)
 	}
 	r, _, err := s.createRing(p, ringSpec{group: groupAsym, name: name, pub: priv.Public(), private: raw,
-		algos: algos, transit: &heldSettings{Exportable: exportable}, origin: originHeld, action: transitCreateAction})
+		algos: algos, transit: settings, origin: originHeld, action: transitCreateAction})
 	if ErrorKind(err) == KindConflict {
 		if other, err := s.ringByName(ctx, groupAsym, name); err == nil {
 			return other, nil // made meanwhile by another call
@@ -182,15 +227,25 @@ func (s *Service) createHeldRing(ctx context.Context, p *Principal, name string,
 // transitKey describes r, a ring with versions, as a transit key.
 func (s *Service) transitKey(ctx context.Context, r *ringRecord, existed bool) (*HeldKey, error) {
 	t := r.held()
-	out := &HeldKey{Name: r.Name, Versions: map[int]time.Time{}, KeyIDs: map[int]string{}, LatestVersion: r.LatestVersion,
+	spec, err := r.keySpec()
+	if err != nil {
+		return nil, internalError("type of a held key", err)
+	}
+	typ := spec.Type()
+	out := &HeldKey{Name: r.Name, Type: string(typ), KeySize: spec.Params().KeySize, ParameterSet: string(spec.Params().ParameterSet),
+		Encrypts: typ.Encrypts(), Signs: typ.Signs(), Asymmetric: typ.Asymmetric(), PublicKeyName: spec.PublicKeyName(),
+		Versions: map[int]time.Time{}, PublicKeys: map[int]string{}, KeyIDs: map[int]string{}, LatestVersion: r.LatestVersion,
 		MinDecryptionVersion: max(t.MinDecryptionVersion, 1), MinEncryptionVersion: t.MinEncryptionVersion,
 		DeletionAllowed: t.DeletionAllowed, Exportable: t.Exportable, RotationPeriod: r.Algos.AES256.period(), Existed: existed}
-	err := s.store.View(ctx, func(tx Txn) error {
+	err = s.store.View(ctx, func(tx Txn) error {
 		return eachKey(tx, r.ID, func(k *keyRecord) error {
 			if k.Version > 0 {
 				out.KeyIDs[k.Version] = k.ID
 				if k.state() != KeyDestroyed {
 					out.Versions[k.Version] = k.CreatedAt
+					if k.PublicKey != "" {
+						out.PublicKeys[k.Version] = k.PublicKey
+					}
 				}
 			}
 			return nil

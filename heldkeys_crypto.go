@@ -31,9 +31,11 @@ import (
 type HeldEncryptInput struct {
 	Name  string
 	Items []HeldPlaintext
-	// Create makes the key (aes256-gcm96) when it does not exist, for a
-	// caller that may create it (keyring.<name>.create).
+	// Create makes the key when it does not exist, for a caller that may
+	// create it (keyring.<name>.create), with the type and settings of
+	// NewKey (aes256-gcm96 by default; its Name is not read).
 	Create bool
+	NewKey CreateHeldKeyInput
 }
 
 // HeldPlaintext is one plaintext to encrypt, with the version of the
@@ -118,10 +120,20 @@ type HeldDataKey struct {
 // caller, the key's ring (with versions) and its lower-case name: a ring
 // whose keys the service holds (Invalid otherwise: errHandedOut). With
 // create, a key that does not exist is made, when the caller may create
-// it.
-func (s *Service) heldRing(ctx context.Context, name, action, op string, create bool) (*Principal, *ringRecord, string, error) {
+// it, with the type and settings of create.
+func (s *Service) heldRing(ctx context.Context, name, action, op string, create *CreateHeldKeyInput) (*Principal, *ringRecord, string, error) {
 	if err := ValidateRingName(name); err != nil {
 		return nil, nil, "", err
+	}
+	var settings *heldSettings
+	if create != nil {
+		if err := checkHeldPeriod(create.RotationPeriod); err != nil {
+			return nil, nil, "", err
+		}
+		var err error
+		if settings, err = newHeldSettings(*create); err != nil {
+			return nil, nil, "", err
+		}
 	}
 	lower := strings.ToLower(name)
 	p, err := s.authorize(ctx, action, lower, RingFlag(name, op))
@@ -129,7 +141,7 @@ func (s *Service) heldRing(ctx context.Context, name, action, op string, create 
 		return nil, nil, "", err
 	}
 	r, err := s.ringByName(ctx, groupAsym, name)
-	if isNotFound(err) && create {
+	if isNotFound(err) && create != nil {
 		if err := checkNewRingName(name); err != nil {
 			return nil, nil, "", err // before any record: the name may be a secret
 		}
@@ -137,7 +149,7 @@ func (s *Service) heldRing(ctx context.Context, name, action, op string, create 
 			return nil, nil, "", s.refuse(p, action, lower, map[string]any{"flag": flag},
 				Errorf(KindPermissionDenied, "missing permission flag %s: the key does not exist, and only a caller that may create it makes it by encrypting", flag))
 		}
-		r, err = s.createHeldRing(ctx, p, name, 0, false)
+		r, err = s.createHeldRing(ctx, p, name, create.RotationPeriod, settings)
 	}
 	if isNotFound(err) {
 		err = Errorf(KindNotFound, "transit key %q not found", name)
@@ -165,7 +177,7 @@ func (s *Service) EncryptWithHeldKey(ctx context.Context, in HeldEncryptInput) (
 	if err := checkBatchSize(len(in.Items)); err != nil {
 		return nil, err
 	}
-	p, r, lower, err := s.heldRing(ctx, in.Name, transitEncryptAction, OpEncrypt, in.Create)
+	p, r, lower, err := s.heldRing(ctx, in.Name, transitEncryptAction, OpEncrypt, creating(in))
 	if err != nil {
 		return nil, err
 	}
@@ -177,6 +189,15 @@ func (s *Service) EncryptWithHeldKey(ctx context.Context, in HeldEncryptInput) (
 		out[i].Err = err
 	})
 	return out, nil
+}
+
+// creating is what an encrypt makes when the key does not exist: nil for
+// none.
+func creating(in HeldEncryptInput) *CreateHeldKeyInput {
+	if !in.Create {
+		return nil
+	}
+	return &in.NewKey
 }
 
 // sealHeld encrypts plain, bound to ad, with version v of r for p,
@@ -385,7 +406,7 @@ func (s *Service) DecryptWithHeldKey(ctx context.Context, in HeldDecryptInput) (
 	if err := checkBatchSize(len(in.Items)); err != nil {
 		return nil, err
 	}
-	p, r, lower, err := s.heldRing(ctx, in.Name, transitDecryptAction, OpDecrypt, false)
+	p, r, lower, err := s.heldRing(ctx, in.Name, transitDecryptAction, OpDecrypt, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -418,7 +439,7 @@ func (s *Service) RewrapWithHeldKey(ctx context.Context, in HeldRewrapInput) ([]
 	if err := checkBatchSize(len(in.Items)); err != nil {
 		return nil, err
 	}
-	p, r, lower, err := s.heldRing(ctx, in.Name, transitRewrapAction, OpEncrypt, false)
+	p, r, lower, err := s.heldRing(ctx, in.Name, transitRewrapAction, OpEncrypt, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -449,7 +470,7 @@ func (s *Service) GenerateHeldDataKey(ctx context.Context, in HeldDataKeyInput) 
 	if bits != 128 && bits != 256 && bits != 512 {
 		return nil, Errorf(KindInvalid, "invalid bit length: bits must be 128, 256 or 512, not %d", in.Bits)
 	}
-	p, r, lower, err := s.heldRing(ctx, in.Name, transitDataKeyAction, OpEncrypt, false)
+	p, r, lower, err := s.heldRing(ctx, in.Name, transitDataKeyAction, OpEncrypt, nil)
 	if err != nil {
 		return nil, err
 	}

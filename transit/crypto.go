@@ -140,7 +140,11 @@ func failed(results []result, errs []error, i int, err error) {
 // A key that does not exist is made, for a caller that may create it
 // (keyring.<name>.create), as Vault's encrypt makes it.
 func (a *api) encrypt(r *http.Request, ps httprouter.Params) (*answer, error) {
-	p, err := a.readKeyParams(r)
+	p, err := a.readParams(r)
+	if err != nil {
+		return nil, err
+	}
+	newKey, err := p.newKeyParams(ps.ByName("name"))
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +187,7 @@ func (a *api) encrypt(r *http.Request, ps httprouter.Params) (*answer, error) {
 		return nil, err
 	}
 	if len(in) > 0 {
-		out, err := a.svc.EncryptWithHeldKey(r.Context(), kms.HeldEncryptInput{Name: ps.ByName("name"), Items: in, Create: true})
+		out, err := a.svc.EncryptWithHeldKey(r.Context(), kms.HeldEncryptInput{Name: ps.ByName("name"), Items: in, Create: true, NewKey: newKey})
 		if err != nil {
 			return nil, err
 		}

@@ -60,7 +60,7 @@ func TestEncryptDecrypt(t *testing.T) {
 		{"no plaintext", "transit/encrypt/orders", map[string]any{}, 400, "missing plaintext"},
 		{"version too new for encrypt", "transit/encrypt/orders", map[string]any{"plaintext": b64("x"), "key_version": 3}, 400, "higher than the latest"},
 		{"context", "transit/encrypt/orders", map[string]any{"plaintext": b64("x"), "context": b64("c")}, 400, "context is not supported"},
-		{"other type on upsert", "transit/encrypt/new", map[string]any{"plaintext": b64("x"), "type": "chacha20-poly1305"}, 400, "aes256-gcm96"},
+		{"unknown type on upsert", "transit/encrypt/new", map[string]any{"plaintext": b64("x"), "type": "aes128-gcm96"}, 400, "aes256-gcm96"},
 		{"garbage", "transit/decrypt/orders", map[string]any{"ciphertext": "garbage"}, 400, "invalid ciphertext: no prefix"},
 		{"bad base64", "transit/decrypt/orders", map[string]any{"ciphertext": "vault:v1:***"}, 400, "could not decode base64"},
 		{"tampered", "transit/decrypt/orders", map[string]any{"ciphertext": tampered}, 400, "message authentication failed"},

@@ -1,7 +1,6 @@
 package transit
 
 import (
-	"encoding/base64"
 	"net/http"
 	"strconv"
 
@@ -10,19 +9,13 @@ import (
 	"github.com/ringkms/kms"
 )
 
-// exportType is the one export type of Vault's that ringkms's transit
-// keys have: their AES-256 keys.
-const exportType = "encryption-key"
-
-// GET export/:type/:name[/:version]: versions of an exportable key, in
-// the clear, as Vault answers them (data.name, data.type, data.keys:
-// version -> base64 of the key). The Service decides who may
-// (keyring.<name>.export) and what is exportable.
+// GET export/:type/:name[/:version]: versions of a key, as Vault answers
+// them (data.name, data.type, data.keys: version -> the key's text of
+// the type: encryption-key, signing-key, hmac-key or public-key). The
+// Service decides who may (keyring.<name>.export; .read for a public
+// key) and what is exportable.
 func (a *api) exportKey(r *http.Request, ps httprouter.Params) (*answer, error) {
-	if typ := ps.ByName("type"); typ != exportType {
-		return nil, kms.Errorf(kms.KindInvalid, "invalid export type %q: ringkms's transit keys export %s only (docs/TRANSIT.md)", typ, exportType)
-	}
-	in := kms.ExportHeldKeyInput{Name: ps.ByName("name")}
+	in := kms.ExportHeldKeyInput{Name: ps.ByName("name"), Kind: ps.ByName("type")}
 	switch v := ps.ByName("version"); v {
 	case "":
 	case "latest":
@@ -41,7 +34,7 @@ func (a *api) exportKey(r *http.Request, ps httprouter.Params) (*answer, error) 
 	defer out.Clear()
 	keys := make(map[string]string, len(out.Keys))
 	for _, k := range out.Keys {
-		keys[strconv.Itoa(k.Version)] = base64.StdEncoding.EncodeToString(k.Key)
+		keys[strconv.Itoa(k.Version)] = k.Text
 	}
-	return &answer{data: map[string]any{"name": out.Name, "type": kms.TransitKeyType, "keys": keys}}, nil
+	return &answer{data: map[string]any{"name": out.Name, "type": out.Type, "keys": keys}}, nil
 }

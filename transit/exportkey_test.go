@@ -65,7 +65,8 @@ func TestExport(t *testing.T) {
 		{"not exportable", "transit/export/encryption-key/closed", []string{"keyring.closed.export"}, 400, "key is not exportable"},
 		{"no export flag", "transit/export/encryption-key/open", []string{"keyring.open.read", "keyring.open.rotate", "keyring.open.create", "keyring.open.config"}, 403, "keyring.open.export"},
 		{"every op but export", "transit/export/encryption-key/open", []string{"keyring.open.*"}, 403, "keyring.open.export"},
-		{"other type", "transit/export/signing-key/open", []string{"keyring.open.export"}, 400, "encryption-key"},
+		{"kind the type has not", "transit/export/signing-key/open", []string{"keyring.open.export"}, 400, "no signing-key"},
+		{"unknown kind", "transit/export/private-key/open", []string{"keyring.open.export"}, 400, "encryption-key"},
 		{"bad version", "transit/export/encryption-key/open/x", []string{"keyring.open.export"}, 400, "invalid key version"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

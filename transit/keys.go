@@ -16,14 +16,22 @@ import (
 // answers the key as Vault's engine describes one (keyData).
 
 // keyData is the data of Vault's answer describing a key.
+// The keys map has, for each version, its creation time in Unix seconds;
+// for an asymmetric key, an object with its public key, the key's name
+// (P-256, rsa-2048...) and its creation time (RFC 3339), as Vault's.
 func keyData(k *kms.HeldKey) map[string]any {
-	versions := make(map[string]int64, len(k.Versions))
+	versions := make(map[string]any, len(k.Versions))
 	for v, at := range k.Versions {
+		if k.Asymmetric {
+			versions[strconv.Itoa(v)] = map[string]any{"public_key": k.PublicKeys[v], "name": k.PublicKeyName,
+				"creation_time": at.UTC().Format(time.RFC3339Nano)}
+			continue
+		}
 		versions[strconv.Itoa(v)] = at.Unix()
 	}
-	return map[string]any{
+	data := map[string]any{
 		"name":                   k.Name,
-		"type":                   kms.TransitKeyType,
+		"type":                   k.Type,
 		"keys":                   versions,
 		"latest_version":         k.LatestVersion,
 		"min_available_version":  0,
@@ -35,33 +43,36 @@ func keyData(k *kms.HeldKey) map[string]any {
 		"exportable":             k.Exportable,
 		"allow_plaintext_backup": false,
 		"imported_key":           false,
-		"supports_encryption":    true,
-		"supports_decryption":    true,
+		"supports_encryption":    k.Encrypts,
+		"supports_decryption":    k.Encrypts,
 		"supports_derivation":    false,
-		"supports_signing":       false,
+		"supports_signing":       k.Signs,
 	}
+	if k.KeySize != 0 {
+		data["key_size"] = k.KeySize
+	}
+	if k.ParameterSet != "" {
+		data["parameter_set"] = k.ParameterSet
+	}
+	return data
 }
 
 // POST keys/:name: make the key (an /asym ring), or answer the one that
 // exists with a warning, as Vault does.
 func (a *api) createKey(r *http.Request, ps httprouter.Params) (*answer, error) {
-	p, err := a.readKeyParams(r)
+	p, err := a.readParams(r)
 	if err != nil {
 		return nil, err
 	}
-	if err := p.unsupported("derived", "convergent_encryption", "allow_plaintext_backup", "key_size", "managed_key_name", "managed_key_id"); err != nil {
-		return nil, err
-	}
-	period, _, err := p.seconds("auto_rotate_period")
-	if err != nil {
-		return nil, err
-	}
-	exportable, err := p.boolean("exportable")
-	if err != nil {
+	if err := p.unsupported("derived", "convergent_encryption", "allow_plaintext_backup", "managed_key_name", "managed_key_id"); err != nil {
 		return nil, err
 	}
 	name := ps.ByName("name")
-	k, err := a.svc.CreateHeldKey(r.Context(), kms.CreateHeldKeyInput{Name: name, RotationPeriod: period, Exportable: exportable})
+	in, err := p.newKeyParams(name)
+	if err != nil {
+		return nil, err
+	}
+	k, err := a.svc.CreateHeldKey(r.Context(), in)
 	if err != nil {
 		return nil, err
 	}

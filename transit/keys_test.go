@@ -86,7 +86,8 @@ func TestKeyErrors(t *testing.T) {
 		status             int
 		want               string
 	}{
-		{"other type", http.MethodPut, "transit/keys/rsa", map[string]any{"type": "rsa-2048"}, 400, "aes256-gcm96"},
+		{"unknown type", http.MethodPut, "transit/keys/rsa", map[string]any{"type": "rsa-1024"}, 400, "rsa-2048"},
+		{"key_size of another type", http.MethodPut, "transit/keys/ks", map[string]any{"type": "ed25519", "key_size": 64}, 400, "key_size"},
 		{"derived", http.MethodPut, "transit/keys/d", map[string]any{"derived": true}, 400, "derived is not supported"},
 		{"short period", http.MethodPut, "transit/keys/p", map[string]any{"auto_rotate_period": "30m"}, 400, "at least an hour"},
 		{"bad name", http.MethodPut, "transit/keys/a.b", nil, 400, "invalid"},

@@ -198,28 +198,25 @@ func (p params) unsupported(names ...string) error {
 	return nil
 }
 
-// readKeyParams is readParams for a call that may make a key: a key type
-// other than the one served is refused (checkType).
-func (a *api) readKeyParams(r *http.Request) (params, error) {
-	p, err := a.readParams(r)
-	if err != nil {
-		return nil, err
+// newKeyParams reads, for a call that may make a key (create, and
+// encrypt's upsert), the key's type and parameters: type (aes256-gcm96
+// when absent), key_size, parameter_set, exportable, auto_rotate_period.
+// The Service checks them.
+func (p params) newKeyParams(name string) (kms.CreateHeldKeyInput, error) {
+	in := kms.CreateHeldKeyInput{Name: name}
+	var err error
+	if in.Type, err = p.str("type"); err != nil {
+		return in, err
 	}
-	if err := p.checkType(); err != nil {
-		return nil, err
+	if in.KeySize, err = p.integer("key_size"); err != nil {
+		return in, err
 	}
-	return p, nil
-}
-
-// checkType refuses a key type other than aes256-gcm96 (the default when
-// absent), naming what is served.
-func (p params) checkType() error {
-	typ, err := p.str("type")
-	if err != nil {
-		return err
+	if in.ParameterSet, err = p.str("parameter_set"); err != nil {
+		return in, err
 	}
-	if typ != "" && typ != kms.TransitKeyType {
-		return kms.Errorf(kms.KindInvalid, "key type %q is not supported: ringkms serves %s keys only (docs/TRANSIT.md)", typ, kms.TransitKeyType)
+	if in.Exportable, err = p.boolean("exportable"); err != nil {
+		return in, err
 	}
-	return nil
+	in.RotationPeriod, _, err = p.seconds("auto_rotate_period")
+	return in, err
 }

@@ -41,14 +41,22 @@ func (k *Key) PublicKey() (PublicKey, error) {
 }
 
 // publicName is the name field of an asymmetric key.
-func (k *Key) publicName() string {
-	switch pub := k.pub.(type) {
-	case *ecdsa.PublicKey:
-		return pub.Curve.Params().Name
-	case *mldsa.PublicKey:
-		return pub.Parameters().String()
+func (k *Key) publicName() string { return k.spec.PublicKeyName() }
+
+// PublicKeyName is the name field (PublicKey.Name) of the public keys of
+// an asymmetric type: the curve's for ecdsa (P-256, P-384), the
+// parameter set's FIPS 204 name for ml-dsa (ML-DSA-65...), the type's
+// own for ed25519 and rsa; empty for the symmetric types.
+func (s Spec) PublicKeyName() string {
+	switch {
+	case !s.t.Asymmetric():
+		return ""
+	case s.t.ecdsa():
+		return curve(s.t).Params().Name
+	case s.t == MLDSA:
+		return s.params.ParameterSet.params().String()
 	}
-	return string(k.spec.t)
+	return string(s.t)
 }
 
 // publicKey encodes the public key of an asymmetric key. Vault trims the

@@ -163,3 +163,32 @@ func TestParseExportKind(t *testing.T) {
 		}
 	}
 }
+
+// TestPublicKeyName: a type's name field is what its keys' PublicKey
+// answers, and none for the symmetric types.
+func TestPublicKeyName(t *testing.T) {
+	for _, typ := range Types() {
+		spec, err := NewSpec(typ, Params{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !typ.Asymmetric() {
+			if got := spec.PublicKeyName(); got != "" {
+				t.Errorf("%s: PublicKeyName = %q, want none", typ, got)
+			}
+			continue
+		}
+		material, err := Generate(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := Load(spec, material)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pk, err := k.PublicKey()
+		if err != nil || pk.Name != spec.PublicKeyName() || pk.Name == "" {
+			t.Errorf("%s: PublicKey().Name = %q (%v), PublicKeyName = %q", typ, pk.Name, err, spec.PublicKeyName())
+		}
+	}
+}
