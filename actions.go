@@ -19,6 +19,11 @@ const (
 	// holds (a transit key): no other operation does, and only a flag
 	// naming it grants it (Flags.Allows), "*" aside.
 	OpExport = "export"
+	// OpSign, OpVerify and OpHMAC sign with a held key, verify a
+	// signature or an HMAC of one, and compute an HMAC with one.
+	OpSign   = "sign"
+	OpVerify = "verify"
+	OpHMAC   = "hmac"
 )
 
 // RingFlag returns the flag that grants op on the ring named ring.
@@ -92,6 +97,7 @@ var actions = []string{
 	"transit.datakey",
 	"transit.decrypt",
 	"transit.encrypt",
+	"transit.hmac",
 	"transit.key.config",
 	"transit.key.create",
 	"transit.key.delete",
@@ -100,6 +106,8 @@ var actions = []string{
 	"transit.key.read",
 	"transit.key.rotate",
 	"transit.rewrap",
+	"transit.sign",
+	"transit.verify",
 	"user.create",
 	"user.delete",
 	"user.invite",

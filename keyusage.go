@@ -140,9 +140,9 @@ func keyUses(a *Activity) (uses [2]keyUse, n int) {
 	switch a.Action {
 	case OpEncrypt:
 		add("keyId", true, true)
-	case OpDecrypt, transitDecryptAction:
+	case OpDecrypt, transitDecryptAction, heldVerifyAction:
 		add("keyId", false, false)
-	case transitEncryptAction, transitDataKeyAction:
+	case transitEncryptAction, transitDataKeyAction, heldSignAction, heldHMACAction:
 		add("keyId", true, false)
 	case transitRewrapAction:
 		add("fromKeyId", false, false)
@@ -164,7 +164,8 @@ func keyUses(a *Activity) (uses [2]keyUse, n int) {
 // list among its hashes one that was never issued.
 func mayUseKey(a *Activity) bool {
 	switch a.Action {
-	case OpEncrypt, OpDecrypt, transitEncryptAction, transitDecryptAction, transitRewrapAction, transitDataKeyAction:
+	case OpEncrypt, OpDecrypt, transitEncryptAction, transitDecryptAction, transitRewrapAction, transitDataKeyAction,
+		heldSignAction, heldVerifyAction, heldHMACAction:
 	default:
 		return false
 	}
@@ -180,9 +181,11 @@ func (s *Service) KeyUsage(ctx context.Context, ref RingRef, keyID string) (*Key
 	return s.keyUsage(ctx, groupKS, ref, keyID, "key.usage")
 }
 
-// AsymKeyUsage is KeyUsage for a key of an /asym ring: the transit calls
-// that encrypted with it (encrypt, rewrap, datakey) and decrypted with it
-// (decrypt, rewrap). It needs keyring.<name>.read.
+// AsymKeyUsage is KeyUsage for a key of an /asym ring: the calls of a
+// held key that made something with it (encrypt, rewrap, datakey, sign,
+// hmac), counted as encrypts, and that opened or checked something with
+// it (decrypt, rewrap, verify), counted as decrypts. It needs
+// keyring.<name>.read.
 func (s *Service) AsymKeyUsage(ctx context.Context, ref RingRef, keyID string) (*KeyUsage, error) {
 	return s.keyUsage(ctx, groupAsym, ref, keyID, "asym.key.usage")
 }

@@ -1,0 +1,265 @@
+package kms
+
+import (
+	"context"
+
+	"github.com/ringkms/kms/internal/keytype"
+)
+
+// Signatures and HMACs with held keys. The asymmetric types sign and
+// verify (internal/keytype: ed25519, ecdsa, rsa with PSS or PKCS #1
+// v1.5, ML-DSA); every type computes HMACs, with its version's HMAC key
+// (the key itself for an hmac key, derived from the key otherwise). A
+// call signs or computes with a version (the latest by default, at least
+// the key's minimum encryption version), and verifies with the version
+// that made the signature (at least its minimum decryption version), as
+// encryption and decryption do. What a protocol writes around the bytes
+// (Vault's vault:v<N>: and base64) is the protocol's business.
+//
+// Each item of a batch is a call of its own, recorded (transit.sign,
+// transit.verify, transit.hmac) with the ring, the key and its version,
+// never an input, a signature or a MAC, and counted in the key's usage:
+// a signature or an HMAC made as an encrypt call, a verification as a
+// decrypt call. A wrong signature is an answer (Valid false), not an
+// error; a signature that does not read is Invalid.
+
+// The actions of signatures and HMACs.
+const (
+	heldSignAction   = "transit.sign"
+	heldVerifyAction = "transit.verify"
+	heldHMACAction   = "transit.hmac"
+)
+
+// HeldSignOptions say how to sign or verify. The zero value signs the
+// input itself, hashed with sha2-256 where the type hashes, ECDSA
+// signatures in ASN.1 DER and RSA ones with PSS and the largest salt.
+type HeldSignOptions struct {
+	// Hash is the hash of the input: sha1, sha2-224, sha2-256 (the
+	// default), sha2-384, sha2-512, sha3-224, sha3-256, sha3-384,
+	// sha3-512, or none (an RSA PKCS #1 v1.5 signature of a prehashed
+	// input). Ed25519 and ML-DSA sign the input itself and ignore it.
+	Hash string
+	// Prehashed says that the input is already the hash's digest.
+	Prehashed bool
+	// Marshaling is asn1 (the default) or jws: an ECDSA signature as
+	// r and s of fixed width.
+	Marshaling string
+	// Algorithm is an RSA signature's: pss (the default) or pkcs1v15;
+	// SaltLength a PSS signature's: auto (the default), hash, or a
+	// number of bytes.
+	Algorithm  string
+	SaltLength string
+}
+
+// options is o as internal/keytype takes it.
+func (o HeldSignOptions) options() keytype.SignOptions {
+	return keytype.SignOptions{Hash: keytype.Hash(o.Hash), Prehashed: o.Prehashed, Marshaling: keytype.Marshaling(o.Marshaling),
+		Algorithm: keytype.SignatureAlgorithm(o.Algorithm), SaltLength: keytype.SaltLength(o.SaltLength)}
+}
+
+// HeldSignInput signs (or computes the HMAC of) each input of Inputs
+// with the held key Name, with version KeyVersion (0: the latest).
+type HeldSignInput struct {
+	Name       string
+	KeyVersion int
+	Options    HeldSignOptions
+	Inputs     [][]byte
+}
+
+// HeldSigned is the answer to one input: its signature (or MAC) and the
+// key version that made it, or why it failed.
+type HeldSigned struct {
+	Signature  []byte
+	KeyVersion int
+	Err        error
+}
+
+// HeldVerifyInput checks each item's signature (or MAC) of its input
+// with the held key Name.
+type HeldVerifyInput struct {
+	Name    string
+	Options HeldSignOptions // for a MAC, Options.Hash only
+	Items   []HeldCheck
+}
+
+// HeldCheck is one signature (or MAC) to check: the version of the key
+// that made it, the signature and what it signs. Unread, when set, says
+// why the protocol could not read the item: it then fails with it, as
+// an Invalid error, and is recorded as any failed call.
+type HeldCheck struct {
+	KeyVersion int
+	Signature  []byte
+	Input      []byte
+	Unread     error
+}
+
+// HeldVerified is the answer to one check: whether the signature holds,
+// or why the check failed (a malformed signature, a version the key does
+// not allow).
+type HeldVerified struct {
+	Valid bool
+	Err   error
+}
+
+// SignWithHeldKey signs each input with the held key in.Name, an
+// asymmetric one, and answers the signatures in order, each with its
+// error. It needs keyring.<name>.sign.
+func (s *Service) SignWithHeldKey(ctx context.Context, in HeldSignInput) ([]HeldSigned, error) {
+	return s.produce(ctx, heldSignAction, OpSign, in.Name, in.KeyVersion, in.Inputs,
+		func(r *ringRecord) error { return r.supports(keytype.Type.Signs, "signing") },
+		func(key *keytype.Key, input []byte) ([]byte, error) { return key.Sign(input, in.Options.options()) })
+}
+
+// HMACWithHeldKey computes the HMAC of each input, with in.Options.Hash
+// (sha2-256 when empty; the other options are not read), under the HMAC
+// key of a version of the held key in.Name (0: the latest), and answers
+// them in order, each with its error. Every type has HMAC keys. It needs
+// keyring.<name>.hmac.
+func (s *Service) HMACWithHeldKey(ctx context.Context, in HeldSignInput) ([]HeldSigned, error) {
+	return s.produce(ctx, heldHMACAction, OpHMAC, in.Name, in.KeyVersion, in.Inputs, func(*ringRecord) error { return nil },
+		func(key *keytype.Key, input []byte) ([]byte, error) { return key.HMAC(keytype.Hash(in.Options.Hash), input) })
+}
+
+// produce answers, for each input, what compute makes of it with a
+// version of the held key name (0: the latest), after accept accepts the
+// key's type: the calls of op, recorded as action.
+func (s *Service) produce(ctx context.Context, action, op, name string, version int, inputs [][]byte,
+	accept func(*ringRecord) error, compute func(*keytype.Key, []byte) ([]byte, error)) ([]HeldSigned, error) {
+	if err := checkBatchSize(len(inputs)); err != nil {
+		return nil, err
+	}
+	p, r, lower, err := s.heldRing(ctx, name, action, op, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := accept(r); err != nil {
+		return nil, s.recordFailure(p, action, lower, err)
+	}
+	out := make([]HeldSigned, len(inputs))
+	runBatch(len(inputs), func(i int) {
+		r, k, err := s.heldUseKey(ctx, r, version)
+		var key *keytype.Key
+		if err == nil {
+			key, err = s.heldKey(r, k)
+		}
+		var made []byte
+		if err == nil {
+			if made, err = compute(key, inputs[i]); err != nil {
+				err = keytypeError(err)
+			}
+		}
+		if err != nil {
+			out[i].Err = s.recordFailure(p, action, lower, err)
+			return
+		}
+		props := map[string]any{"ringId": r.ID, "keyId": k.ID, "version": k.Version}
+		if err := s.record(p, action, lower, props, nil); err != nil {
+			out[i].Err = err
+			return
+		}
+		out[i].Signature, out[i].KeyVersion = made, k.Version
+	})
+	return out, nil
+}
+
+// heldUseKey returns the ring and the key to sign or compute with for a
+// call of version v of r (0: the latest, rotated first when past the
+// ring's rotation period): a version at least the key's minimum
+// encryption version, enabled. Unlike an encrypt, nothing is counted
+// against a bound: a signature spends no nonce.
+func (s *Service) heldUseKey(ctx context.Context, r *ringRecord, v int) (*ringRecord, *keyRecord, error) {
+	if v == 0 {
+		if r.RotateDue != 0 && s.now().UnixMilli() >= r.RotateDue {
+			var err error
+			if r, err = s.rotateOverdue(ctx, r); err != nil {
+				return nil, nil, err
+			}
+		}
+		k, err := s.keyByID(ctx, r.ID, r.ActiveKey)
+		if err != nil {
+			return nil, nil, err
+		}
+		return r, k, k.usable(r)
+	}
+	if v < 0 || v < r.held().MinEncryptionVersion {
+		return nil, nil, Errorf(KindInvalid, "requested version %d is below the key's minimum encryption version (%d)", v, r.held().MinEncryptionVersion)
+	}
+	if v > r.LatestVersion {
+		fresh, err := s.freshRing(ctx, r) // rotated by another process since this one cached it?
+		if err != nil {
+			return nil, nil, err
+		}
+		if v > fresh.LatestVersion {
+			return nil, nil, Errorf(KindInvalid, "requested version %d is higher than the latest key version (%d)", v, fresh.LatestVersion)
+		}
+		r = fresh
+	}
+	k, err := s.keyByVersion(ctx, r, v)
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, k, k.usable(r)
+}
+
+// VerifyWithHeldKey checks each item's signature with the held key
+// in.Name, an asymmetric one, and answers in order whether each holds.
+// It needs keyring.<name>.verify.
+func (s *Service) VerifyWithHeldKey(ctx context.Context, in HeldVerifyInput) ([]HeldVerified, error) {
+	opts := in.Options.options()
+	return s.check(ctx, in.Name, in.Items, func(r *ringRecord) error { return r.supports(keytype.Type.Signs, "verification") },
+		func(key *keytype.Key, c HeldCheck) (bool, error) { return key.Verify(c.Input, c.Signature, opts) })
+}
+
+// VerifyHMACWithHeldKey checks each item's MAC, computed with hash
+// (sha2-256 when empty) under the HMAC key of the version that made it,
+// and answers in order whether each holds. It needs
+// keyring.<name>.verify.
+func (s *Service) VerifyHMACWithHeldKey(ctx context.Context, name, hash string, items []HeldCheck) ([]HeldVerified, error) {
+	return s.check(ctx, name, items, func(*ringRecord) error { return nil },
+		func(key *keytype.Key, c HeldCheck) (bool, error) { return key.VerifyHMAC(keytype.Hash(hash), c.Input, c.Signature) })
+}
+
+// check answers, for each item, whether verify holds of it with the key
+// of the version that made it, after accept accepts the key's type: the
+// calls of keyring.<name>.verify, recorded as transit.verify.
+func (s *Service) check(ctx context.Context, name string, items []HeldCheck, accept func(*ringRecord) error,
+	verify func(*keytype.Key, HeldCheck) (bool, error)) ([]HeldVerified, error) {
+	if err := checkBatchSize(len(items)); err != nil {
+		return nil, err
+	}
+	p, r, lower, err := s.heldRing(ctx, name, heldVerifyAction, OpVerify, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := accept(r); err != nil {
+		return nil, s.recordFailure(p, heldVerifyAction, lower, err)
+	}
+	out := make([]HeldVerified, len(items))
+	runBatch(len(items), func(i int) {
+		it := items[i]
+		var k *keyRecord
+		var valid bool
+		err := it.Unread
+		if err != nil {
+			err = Errorf(KindInvalid, "%v", err)
+		} else if k, err = s.heldVersionKey(ctx, r, it.KeyVersion); err == nil {
+			var key *keytype.Key
+			if key, err = s.heldKey(r, k); err == nil {
+				if valid, err = verify(key, it); err != nil {
+					err = keytypeError(err)
+				}
+			}
+		}
+		if err != nil {
+			out[i].Err = s.recordFailure(p, heldVerifyAction, lower, err)
+			return
+		}
+		props := map[string]any{"ringId": r.ID, "keyId": k.ID, "version": k.Version, "valid": valid}
+		if err := s.record(p, heldVerifyAction, lower, props, nil); err != nil {
+			out[i].Err = err
+			return
+		}
+		out[i].Valid = valid
+	})
+	return out, nil
+}
