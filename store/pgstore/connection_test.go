@@ -13,6 +13,23 @@ import (
 	"github.com/ringkms/kms/internal/pgtest"
 )
 
+// waitNil calls fn every 50 ms until it returns nil, and fails t with
+// fn's last error when it has not within timeout.
+func waitNil(t testing.TB, timeout time.Duration, what string, fn func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := fn()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s = %v, want nil within %v", what, err, timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func TestWritableLive(t *testing.T) {
 	s := openStore(t, pgtest.URL(t), Options{})
 	for i := range 3 {
@@ -104,7 +121,7 @@ func TestConnectionLost(t *testing.T) {
 		if _, err := tx.Get([]byte("k")); err != nil {
 			return err
 		}
-		breakConns(p)
+		p.Break()
 		_, getErr = tx.Get([]byte("k"))
 		return getErr
 	})
@@ -118,7 +135,7 @@ func TestConnectionLost(t *testing.T) {
 			return err
 		}
 		if runs == 1 {
-			breakConns(p)
+			p.Break()
 		}
 		if _, err := tx.Get([]byte("k")); err != nil {
 			return err

@@ -8,12 +8,10 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ringkms/kms"
-	"github.com/ringkms/kms/internal/netproxy"
 	"github.com/ringkms/kms/internal/pgtest"
 	"github.com/ringkms/kms/store/storetest"
 )
@@ -45,30 +43,6 @@ func newService(t testing.TB, st *Store, opts kms.Options) *kms.Service {
 	}
 	t.Cleanup(func() { svc.Close() })
 	return svc
-}
-
-// waitNil calls fn every 50 ms until it returns nil, and fails t with
-// fn's last error when it has not within timeout.
-func waitNil(t testing.TB, timeout time.Duration, what string, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s = %v, want nil within %v", what, err, timeout)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// breakConns breaks every connection through p, which lets new ones
-// through.
-func breakConns(p *netproxy.Proxy) {
-	p.SetMode(netproxy.Refuse)
-	p.SetMode(netproxy.Pass)
 }
 
 // rootOf returns the context of a caller of svc with the root API key

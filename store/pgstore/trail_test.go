@@ -48,7 +48,7 @@ func TestAppendInDoubt(t *testing.T) {
 				t.Fatalf("the Append whose answer is lost never committed")
 			}
 		}
-		breakConns(p)
+		p.Break() // the held answer goes with the connection
 		wantKind(t, "Append whose answer was lost", <-done, kms.KindUnavailable)
 		if got := tr.Len(); got != n {
 			t.Fatalf("Len() after an Append in doubt = %d, want %d", got, n)
