@@ -189,6 +189,13 @@ func TestE2ERekeyGoesOneWay(t *testing.T) {
 			t.Fatalf("decrypt %s = %d %v", when, code, body)
 		}
 	}
+	// decryptsUnder starts kmsd on the store with e, decrypts, and stops it.
+	decryptsUnder := func(e env, when string) {
+		t.Helper()
+		p := startKmsd(t, data, e)
+		decrypts(p.URL, when)
+		p.Stop(t)
+	}
 	expect := func(wantCode int, want string, e env, args ...string) {
 		t.Helper()
 		code, stdout, stderr := runCommand(t, e, append([]string{"rekey", "-data", data}, args...)...)
@@ -209,9 +216,7 @@ func TestE2ERekeyGoesOneWay(t *testing.T) {
 	p.Stop(t)
 
 	// Step 3: the new key alone.
-	p = startKmsd(t, data, env{"KMS_MASTER_KEY": b})
-	decrypts(p.URL, "under the new key alone")
-	p.Stop(t)
+	decryptsUnder(env{"KMS_MASTER_KEY": b}, "under the new key alone")
 
 	// Offline, the same rules.
 	expect(1, "already under the new master key", env{"KMS_MASTER_KEY": a, "KMS_NEW_MASTER_KEY": b})
@@ -227,7 +232,5 @@ func TestE2ERekeyGoesOneWay(t *testing.T) {
 	expect(1, "rekeyed away from", env{})
 	decrypts(p.URL, "after a rekey back was refused")
 	p.Stop(t)
-	p = startKmsd(t, data, env{"KMS_MASTER_KEY": c})
-	decrypts(p.URL, "under the last key alone")
-	p.Stop(t)
+	decryptsUnder(env{"KMS_MASTER_KEY": c}, "under the last key alone")
 }

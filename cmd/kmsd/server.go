@@ -455,6 +455,33 @@ func openStore(ctx context.Context, c *config, pg pgstore.Options) (kms.Store, e
 	}
 }
 
+// openExistingStore opens, for a subcommand, the store of -store (the
+// data directory by default), which must exist, and reads the master key
+// as the server does. With exclusive, a PostgreSQL store is opened only
+// when no other process (a kmsd node) has it open, and none can open it
+// meanwhile. The caller closes the store and clears the key.
+func openExistingStore(ctx context.Context, c *config, getenv func(string) string, log *zerolog.Logger, exclusive bool) (kms.Store, kms.RootKey, error) {
+	if !c.postgres() {
+		if fi, err := os.Stat(c.data); err != nil {
+			return nil, nil, fmt.Errorf("data directory: %w", err)
+		} else if !fi.IsDir() {
+			return nil, nil, fmt.Errorf("data directory %s is not a directory", c.data)
+		}
+		if !hasStore(c.data) {
+			return nil, nil, fmt.Errorf("no store in %s", c.data)
+		}
+	}
+	mk, err := loadMasterKey(c, getenv, false, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := openStore(ctx, c, pgstore.Options{Existing: true, Exclusive: exclusive})
+	if err != nil {
+		return nil, nil, err
+	}
+	return st, mk, nil
+}
+
 // storeName says which store c names, for messages: the data directory,
 // or the PostgreSQL database without its password.
 func (c *config) storeName() string {

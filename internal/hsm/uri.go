@@ -153,31 +153,34 @@ func (u *URI) set(p, other uriPart, attr string, n int, seen map[string]bool) er
 	return invalid("unknown %s attribute %q", p.name, name)
 }
 
+// textField returns the field that holds the attribute name's decoded
+// value as it is, or nil for slot-id, id and pin-source, whose fields
+// hold it otherwise.
+func (u *URI) textField(name string) *string {
+	return map[string]*string{
+		"token": &u.Token, "manufacturer": &u.Manufacturer, "serial": &u.Serial, "model": &u.Model,
+		"library-manufacturer": &u.LibraryManufacturer, "library-description": &u.LibraryDescription,
+		"library-version":  &u.LibraryVersion,
+		"slot-description": &u.SlotDescription, "slot-manufacturer": &u.SlotManufacturer,
+		"object": &u.Object, "type": &u.Type,
+		"module-path": &u.ModulePath, "module-name": &u.ModuleName,
+	}[name]
+}
+
 // setAttr sets the attribute name, of pathAttrs or queryAttrs, to its
 // decoded value v.
 func (u *URI) setAttr(name, v string) error {
 	switch name {
-	case "token":
-		u.Token = v
-	case "manufacturer":
-		u.Manufacturer = v
-	case "serial":
-		u.Serial = v
-	case "model":
-		u.Model = v
-	case "library-manufacturer":
-		u.LibraryManufacturer = v
-	case "library-description":
-		u.LibraryDescription = v
 	case "library-version":
 		if !validVersion(v) {
 			return invalid("library-version %q is not MAJOR or MAJOR.MINOR", v)
 		}
-		u.LibraryVersion = v
-	case "slot-description":
-		u.SlotDescription = v
-	case "slot-manufacturer":
-		u.SlotManufacturer = v
+	case "type":
+		switch v {
+		case "public", "private", "cert", "secret-key", "data":
+		default:
+			return invalid("type %q is none of public, private, cert, secret-key, data", v)
+		}
 	case "slot-id":
 		n, err := strconv.ParseUint(v, 10, strconv.IntSize)
 		if err != nil || !allDigits(v) {
@@ -185,28 +188,19 @@ func (u *URI) setAttr(name, v string) error {
 		}
 		id := uint(n)
 		u.SlotID = &id
-	case "object":
-		u.Object = v
+		return nil
 	case "id":
 		u.ID = []byte(v)
-	case "type":
-		switch v {
-		case "public", "private", "cert", "secret-key", "data":
-			u.Type = v
-		default:
-			return invalid("type %q is none of public, private, cert, secret-key, data", v)
-		}
-	case "module-path":
-		u.ModulePath = v
-	case "module-name":
-		u.ModuleName = v
+		return nil
 	case "pin-source":
 		p, err := pinFile(v)
 		if err != nil {
 			return err
 		}
 		u.PINFile = p
+		return nil
 	}
+	*u.textField(name) = v
 	return nil
 }
 
@@ -284,9 +278,9 @@ func (u URI) ReadPIN(envPIN string) (string, error) {
 func (u URI) String() string {
 	var b strings.Builder
 	b.WriteString("pkcs11:")
-	// The attributes of the path go apart by ';', those of the query,
-	// after a '?', by '&'.
-	sep, next := "", ";"
+	// The attributes of a part go apart by its separator; the query
+	// starts with a '?'.
+	sep, next := "", ""
 	put := func(name, value string) {
 		if value == "" {
 			return
@@ -297,32 +291,36 @@ func (u URI) String() string {
 		b.WriteString(value)
 		sep = next
 	}
-	put("token", escape(u.Token, pathSafe))
-	put("manufacturer", escape(u.Manufacturer, pathSafe))
-	put("serial", escape(u.Serial, pathSafe))
-	put("model", escape(u.Model, pathSafe))
-	put("library-manufacturer", escape(u.LibraryManufacturer, pathSafe))
-	put("library-description", escape(u.LibraryDescription, pathSafe))
-	put("library-version", u.LibraryVersion)
-	put("slot-description", escape(u.SlotDescription, pathSafe))
-	put("slot-manufacturer", escape(u.SlotManufacturer, pathSafe))
-	if u.SlotID != nil {
-		put("slot-id", strconv.FormatUint(uint64(*u.SlotID), 10))
-	}
-	put("object", escape(u.Object, pathSafe))
-	if u.ID != nil {
-		put("id", escapeAll(u.ID))
-	}
-	put("type", u.Type)
-	sep, next = "?", "&"
-	put("module-name", escape(u.ModuleName, querySafe))
-	put("module-path", escape(u.ModulePath, querySafe))
-	if u.PINFile != "" {
-		src := "file:"
-		if strings.HasPrefix(u.PINFile, "//") {
-			src = "file://" // an empty authority, so that the path's // is not read as one
+	for _, part := range uriParts {
+		safe := pathSafe
+		next = part.sep
+		if part.name == "query" {
+			sep, safe = "?", querySafe
 		}
-		put("pin-source", src+escape(u.PINFile, querySafe))
+		for _, name := range part.attrs {
+			switch name {
+			case "slot-id":
+				if u.SlotID != nil {
+					put(name, strconv.FormatUint(uint64(*u.SlotID), 10))
+				}
+			case "id":
+				if u.ID != nil {
+					put(name, escapeAll(u.ID))
+				}
+			case "pin-source":
+				if u.PINFile != "" {
+					src := "file:"
+					if strings.HasPrefix(u.PINFile, "//") {
+						src = "file://" // an empty authority, so that the path's // is not read as one
+					}
+					put(name, src+escape(u.PINFile, safe))
+				}
+			case "library-version", "type": // values checked by ParseURI, written as they are
+				put(name, *u.textField(name))
+			default:
+				put(name, escape(*u.textField(name), safe))
+			}
+		}
 	}
 	return b.String()
 }

@@ -15,6 +15,9 @@
 //     New connections are accepted and held likewise. This is a network
 //     partition.
 //
+// Break resets every open connection, dropping what it holds, and
+// switches to Pass: a client's connection breaks, its next one passes.
+//
 // From Hold, Pass releases the held bytes in order, as TCP retransmission
 // would once a partition heals: a query sent during the hold completes
 // after it, unless the client gave up first. Refuse drops them with the

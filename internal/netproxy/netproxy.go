@@ -119,16 +119,30 @@ func (p *Proxy) setMode(m Mode, except *link) {
 	p.changed = make(chan struct{})
 	var reset []*link
 	if m == Refuse {
-		for l := range p.links {
-			if l != except {
-				reset = append(reset, l)
-			}
-		}
+		reset = p.linksBut(except)
 	}
 	p.mu.Unlock()
 	for _, l := range reset {
 		p.drop(l)
 	}
+}
+
+// Break resets every open connection, with what it holds, and switches
+// to Pass: the network is back, the connections it carried are lost.
+func (p *Proxy) Break() {
+	p.SetMode(Refuse)
+	p.SetMode(Pass)
+}
+
+// linksBut returns the open connections but except; p.mu is held.
+func (p *Proxy) linksBut(except *link) []*link {
+	links := make([]*link, 0, len(p.links))
+	for l := range p.links {
+		if l != except {
+			links = append(links, l)
+		}
+	}
+	return links
 }
 
 // Mode reports the current mode.
@@ -190,10 +204,7 @@ func (p *Proxy) Close() error {
 	p.closed = true
 	close(p.changed)
 	p.changed = make(chan struct{})
-	links := make([]*link, 0, len(p.links))
-	for l := range p.links {
-		links = append(links, l)
-	}
+	links := p.linksBut(nil)
 	p.mu.Unlock()
 	err := p.ln.Close()
 	for _, l := range links {

@@ -124,6 +124,27 @@ func TestRefuse(t *testing.T) {
 	refusedUntilPass(t, ctx, p, c, through, "while refusing")
 }
 
+// TestBreak: Break, here while holding, breaks open connections, drops
+// what they held, and lets new ones through.
+func TestBreak(t *testing.T) {
+	ctx, p, through, _ := proxied(t, 30*time.Second)
+	c := connect(t, ctx, through)
+	p.SetMode(netproxy.Hold)
+	done := make(chan error, 1)
+	go func() { done <- ping(ctx, c) }()
+	time.Sleep(100 * time.Millisecond)
+	p.Break()
+	if err := <-done; err == nil {
+		t.Errorf("SELECT 1 held on a connection that Break broke: no error")
+	}
+	if m := p.Mode(); m != netproxy.Pass {
+		t.Errorf("Mode() after Break = %v, want Pass", m)
+	}
+	if err := ping(ctx, connect(t, ctx, through)); err != nil {
+		t.Errorf("SELECT 1 on a new connection after Break: %v", err)
+	}
+}
+
 // TestHold: nothing passes while holding, neither on open connections nor
 // on new ones; what was held goes through once the proxy passes again.
 func TestHold(t *testing.T) {

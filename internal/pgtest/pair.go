@@ -296,8 +296,7 @@ func QueryMessage(sql string) []byte {
 // name its statements otherwise, a test that waits for these bytes
 // fails, saying the proxy never saw them.)
 func PreparedMessage(sql string) []byte {
-	d := sha256.Sum256([]byte(sql))
-	b, err := (&pgproto3.Bind{PreparedStatement: "stmtcache_" + hex.EncodeToString(d[:24])}).Encode(nil)
+	b, err := (&pgproto3.Bind{PreparedStatement: statementName(sql)}).Encode(nil)
 	if err == nil {
 		b, err = (&pgproto3.Describe{ObjectType: 'P'}).Encode(b)
 	}
@@ -308,4 +307,21 @@ func PreparedMessage(sql string) []byte {
 		panic("pgtest: encode a prepared statement's messages: " + err.Error()) // fixed messages always encode
 	}
 	return b
+}
+
+// BoundStatement is what the Bind that pgx sends to run sql from its
+// statement cache holds whatever its arguments: the empty name of the
+// portal, then the prepared statement's. It marks the run of a statement
+// with arguments, where PreparedMessage, which carries none, cannot. (The
+// Parse that prepares the statement has its name after the message's
+// length, whose last byte is zero for one length of the text in 256.)
+func BoundStatement(sql string) []byte {
+	return []byte("\x00" + statementName(sql) + "\x00")
+}
+
+// statementName is the name under which pgx prepares sql in its
+// statement cache.
+func statementName(sql string) string {
+	d := sha256.Sum256([]byte(sql))
+	return "stmtcache_" + hex.EncodeToString(d[:24])
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/netproxy"
 	"github.com/ringkms/kms/internal/pgtest"
 )
 
@@ -159,7 +160,7 @@ func TestCluster(t *testing.T) {
 // from then on, instead of sealing new secrets under the old key.
 func TestRekeyedWhileCutOff(t *testing.T) {
 	direct := pgtest.URL(t)
-	p, viaProxy := newProxy(t, direct)
+	p, viaProxy := pgtest.Proxy(t, direct)
 	ctx := context.Background()
 	oldKey, newKey := kms.GenerateMasterKey(), kms.GenerateMasterKey()
 	svc := newService(t, openStore(t, viaProxy, Options{}), kms.Options{MasterKey: oldKey})
@@ -172,7 +173,7 @@ func TestRekeyedWhileCutOff(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	p.stop()
+	p.SetMode(netproxy.Refuse)
 	deadline := time.Now().Add(10 * time.Second)
 	var st *Store
 	for st == nil {
@@ -189,7 +190,7 @@ func TestRekeyedWhileCutOff(t *testing.T) {
 		t.Fatalf("Rekey = %v", err)
 	}
 	st.Close()
-	p.start()
+	p.SetMode(netproxy.Pass)
 
 	deadline = time.Now().Add(15 * time.Second)
 	for {

@@ -9,8 +9,26 @@ import (
 	"time"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/netproxy"
 	"github.com/ringkms/kms/internal/pgtest"
 )
+
+// waitNil calls fn every 50 ms until it returns nil, and fails t with
+// fn's last error when it has not within timeout.
+func waitNil(t testing.TB, timeout time.Duration, what string, fn func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := fn()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s = %v, want nil within %v", what, err, timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
 
 func TestWritableLive(t *testing.T) {
 	s := openStore(t, pgtest.URL(t), Options{})
@@ -20,19 +38,6 @@ func TestWritableLive(t *testing.T) {
 		}
 		time.Sleep(writableTTL) // the next call asks the database again
 	}
-}
-
-// TestWritableReadOnly: a database that takes no writes (here, by
-// default_transaction_read_only; a standby answers the same) is
-// Unavailable.
-func TestWritableReadOnly(t *testing.T) {
-	dbURL := pgtest.URL(t)
-	openStore(t, dbURL, Options{}).Close() // creates the tables
-	s := openStore(t, dbURL+"&default_transaction_read_only=on", Options{})
-	time.Sleep(writableTTL) // Open's own exchange no longer counts
-	wantKind(t, "Writable(read-only database)", s.Writable(t.Context()), kms.KindUnavailable)
-	err := s.Update(t.Context(), func(tx kms.Txn) error { return tx.Set([]byte("k"), []byte("v")) })
-	wantKind(t, "Update(read-only database)", err, kms.KindUnavailable)
 }
 
 // TestUnreachable: a database that cannot be reached is Unavailable, for
@@ -53,7 +58,7 @@ func TestUnreachable(t *testing.T) {
 	}
 
 	dbURL := pgtest.URL(t)
-	p, viaProxy := newProxy(t, dbURL)
+	p, viaProxy := pgtest.Proxy(t, dbURL)
 	u := strings.Replace(viaProxy, "kms@", "kms:"+password+"@", 1) // trust auth ignores it
 	s := openStore(t, u, Options{QueryTimeout: 5 * time.Second})
 	setKey(t, s, "k", "v")
@@ -61,7 +66,7 @@ func TestUnreachable(t *testing.T) {
 		t.Fatalf("Writable = %v, want nil", err)
 	}
 
-	p.stop()
+	p.SetMode(netproxy.Refuse)
 	time.Sleep(writableTTL) // the last answer no longer counts
 	checks := []struct {
 		name string
@@ -88,18 +93,8 @@ func TestUnreachable(t *testing.T) {
 		t.Errorf("Trail().Len() after failed appends = %d, want 0", n)
 	}
 
-	p.start()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := s.Writable(t.Context())
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Writable after the database came back = %v, want nil within 10 s", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	p.SetMode(netproxy.Pass)
+	waitNil(t, 10*time.Second, "Writable after the database came back", func() error { return s.Writable(t.Context()) })
 	setKey(t, s, "k2", "v2")
 	if v, err := getKey(t, s, "k2"); err != nil || string(v) != "v2" {
 		t.Errorf("Get(k2) after the database came back = %q, %v; want %q, nil", v, err, "v2")
@@ -117,7 +112,7 @@ func TestUnreachable(t *testing.T) {
 // TestConnectionLost: a connection that breaks in a View is Unavailable;
 // in an Update, before its commit, the Update runs again on a new one.
 func TestConnectionLost(t *testing.T) {
-	p, dbURL := newProxy(t, pgtest.URL(t))
+	p, dbURL := pgtest.Proxy(t, pgtest.URL(t))
 	s := openStore(t, dbURL, Options{})
 	setKey(t, s, "k", "v")
 
@@ -126,7 +121,7 @@ func TestConnectionLost(t *testing.T) {
 		if _, err := tx.Get([]byte("k")); err != nil {
 			return err
 		}
-		p.cut()
+		p.Break()
 		_, getErr = tx.Get([]byte("k"))
 		return getErr
 	})
@@ -140,7 +135,7 @@ func TestConnectionLost(t *testing.T) {
 			return err
 		}
 		if runs == 1 {
-			p.cut()
+			p.Break()
 		}
 		if _, err := tx.Get([]byte("k")); err != nil {
 			return err

@@ -39,19 +39,11 @@ func TestDurabilityWarnings(t *testing.T) {
 	// The standby has the schema once it has replayed the primary's
 	// commits.
 	var standby *Store
-	deadline := time.Now().Add(20 * time.Second)
-	for standby == nil {
-		st, err := Open(t.Context(), pair.StandbyURL(), Options{})
-		switch {
-		case err == nil:
-			standby = st
-			defer st.Close()
-		case time.Now().After(deadline):
-			t.Fatalf("Open on the standby = %v", err)
-		default:
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
+	waitNil(t, 20*time.Second, "Open on the standby", func() (err error) {
+		standby, err = Open(t.Context(), pair.StandbyURL(), Options{})
+		return err
+	})
+	defer standby.Close()
 	if w, err := standby.DurabilityWarnings(t.Context()); err != nil || len(w) != 0 {
 		t.Errorf("a standby: warnings %q, %v; want none", w, err)
 	}

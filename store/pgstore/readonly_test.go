@@ -92,13 +92,9 @@ func TestReadOnlyServer(t *testing.T) {
 	}
 
 	setReadOnly(t, admin, false, s, s2) // promoted
-	deadline := time.Now().Add(5 * time.Second)
-	for s.Writable(t.Context()) != nil || s2.Writable(t.Context()) != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("Writable after promotion = %v, %v, want nil", s.Writable(t.Context()), s2.Writable(t.Context()))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitNil(t, 5*time.Second, "Writable of both Stores after promotion", func() error {
+		return errors.Join(s.Writable(t.Context()), s2.Writable(t.Context()))
+	})
 	setKey(t, s, "b", "2")
 	setKey(t, s2, "c", "3")
 }

@@ -117,31 +117,15 @@ func TestSilentHolderLetsGo(t *testing.T) {
 	case <-time.After(timeout + 10*time.Second):
 		t.Fatalf("AppendIn of the silent Store still waits %s after the traffic passes again", timeout+10*time.Second)
 	}
-	deadline := time.Now().Add(timeout + 10*time.Second)
-	for {
+	waitNil(t, timeout+10*time.Second, "AppendIn once the traffic passes again", func() (err error) {
 		n, err = appendCounter(t, b, nil)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("AppendIn once the traffic passes again = %v, want nil", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err
+	})
 	if n != 3 {
 		t.Errorf("AppendIn once the traffic passes again numbered its record %d, want 3", n)
 	}
 	// A failed answer of Writable is kept for 250 ms.
-	for {
-		err := b.Writable(t.Context())
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Writable once the traffic passes again = %v, want nil", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitNil(t, timeout+10*time.Second, "Writable once the traffic passes again", func() error { return b.Writable(t.Context()) })
 }
 
 // TestSilentReadsFailAtOnce: once a round trip of a Store met its timeout
@@ -178,13 +162,8 @@ func TestSilentReadsFailAtOnce(t *testing.T) {
 		}
 	}
 	p.SetMode(netproxy.Pass)
-	deadline := time.Now().Add(timeout + 10*time.Second)
-	for {
-		if _, err := read(); err == nil {
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatalf("View once the traffic passes again = %v, want nil", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitNil(t, timeout+10*time.Second, "View once the traffic passes again", func() error {
+		_, err := read()
+		return err
+	})
 }

@@ -19,7 +19,7 @@ import (
 // table holds records that this Append did not send.
 func TestAppendInDoubt(t *testing.T) {
 	direct := pgtest.URL(t)
-	p, dbURL := newProxy(t, direct)
+	p, dbURL := pgtest.Proxy(t, direct)
 	s := openStore(t, dbURL, Options{MaxConns: 2})
 	tr := s.Trail()
 	c := sqlConn(t, direct)
@@ -40,7 +40,7 @@ func TestAppendInDoubt(t *testing.T) {
 			batch = append(batch, []byte(r))
 		}
 		n := tr.Len()
-		p.swallow(true)
+		p.HoldOn(pgtest.BoundStatement(sqlTrailAppend))
 		done := make(chan error)
 		go func() { done <- tr.Append(batch) }()
 		for deadline := time.Now().Add(10 * time.Second); count() != want; time.Sleep(10 * time.Millisecond) {
@@ -48,8 +48,7 @@ func TestAppendInDoubt(t *testing.T) {
 				t.Fatalf("the Append whose answer is lost never committed")
 			}
 		}
-		p.cut()
-		p.swallow(false)
+		p.Break() // the held answer goes with the connection
 		wantKind(t, "Append whose answer was lost", <-done, kms.KindUnavailable)
 		if got := tr.Len(); got != n {
 			t.Fatalf("Len() after an Append in doubt = %d, want %d", got, n)

@@ -39,10 +39,7 @@ import (
 // subtest calls open once and gets a fresh, empty store; open registers the
 // store's cleanup with t.Cleanup.
 func Run(t *testing.T, open func(t testing.TB) kms.Store) {
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, s kms.Store)
-	}{
+	runSuite(t, open, "store", []subtest[kms.Store]{
 		{"GetMissing", testGetMissing},
 		{"SetGetDelete", testSetGetDelete},
 		{"EmptyValue", testEmptyValue},
@@ -69,14 +66,27 @@ func Run(t *testing.T, open func(t testing.TB) kms.Store) {
 		{"UpdateRetryRerunsFn", testUpdateRetryRerunsFn},
 		{"UpdateGivesUpOnConflict", testUpdateGivesUpOnConflict},
 		{"Writable", testWritable},
-	}
+	})
+}
+
+// subtest is one test of a suite, run on what the suite's open returns.
+type subtest[T any] struct {
+	name string
+	fn   func(t *testing.T, v T)
+}
+
+// runSuite runs each of tests as a subtest, on a fresh value that open
+// returns; what names that value (a store, a trail) should open return
+// nil.
+func runSuite[T comparable](t *testing.T, open func(t testing.TB) T, what string, tests []subtest[T]) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := open(t)
-			if s == nil {
-				t.Fatal("open returned a nil store")
+			v := open(t)
+			var none T
+			if v == none {
+				t.Fatal("open returned a nil " + what)
 			}
-			tc.fn(t, s)
+			tc.fn(t, v)
 		})
 	}
 }

@@ -33,10 +33,7 @@ import (
 // which see a gapless run of records ending at or after the last one
 // appended when they began. It never relies on timing.
 func RunTrail(t *testing.T, open func(t testing.TB) kms.Trail) {
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, tr kms.Trail)
-	}{
+	runSuite(t, open, "trail", []subtest[kms.Trail]{
 		{"Empty", testTrailEmpty},
 		{"AppendScan", testTrailAppendScan},
 		{"ScanFromMiddle", testTrailScanFromMiddle},
@@ -51,16 +48,7 @@ func RunTrail(t *testing.T, open func(t testing.TB) kms.Trail) {
 		{"ScanStopsAtLenAtStart", testTrailScanStopsAtLenAtStart},
 		{"ScanWhileAppending", testTrailScanWhileAppending},
 		{"Len", testTrailLen},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			tr := open(t)
-			if tr == nil {
-				t.Fatal("open returned a nil trail")
-			}
-			tc.fn(t, tr)
-		})
-	}
+	})
 }
 
 // trailRecord returns the content the suite appends as record seq: a few
