@@ -100,6 +100,9 @@ func partialFailureCode(p params) (int, error) {
 type result struct {
 	Ciphertext string  `json:"ciphertext,omitempty"`
 	Plaintext  *string `json:"plaintext,omitempty"`
+	Signature  string  `json:"signature,omitempty"`
+	HMAC       string  `json:"hmac,omitempty"`
+	Valid      *bool   `json:"valid,omitempty"`
 	KeyVersion int     `json:"key_version,omitempty"`
 	Error      string  `json:"error,omitempty"`
 	Reference  string  `json:"reference"`
@@ -245,31 +248,50 @@ func ciphertexts(items []item, results []result, errs []error, what string) (cts
 	return cts, at
 }
 
-// readItems reads a request's items (batch_input, or the request
-// itself), which must name field when there is no batch, and its
-// partial_failure_response_code (itemsOf), and makes room for their
-// results; what names the call in the error.
-func (a *api) readItems(r *http.Request, field, what string) (partial int, items []item, batched bool, results []result, errs []error, err error) {
+// call is a request of items: its parameters, its items (batch_input,
+// or the request itself), its partial_failure_response_code (itemsOf),
+// and room for the items' results.
+type call struct {
+	p       params
+	partial int
+	items   []item
+	batched bool
+	results []result
+	errs    []error
+}
+
+// readItems reads a request of items, which must name field when there
+// is no batch; what names the call in the error.
+func (a *api) readItems(r *http.Request, field, what string) (*call, error) {
 	p, err := a.readParams(r)
 	if err != nil {
-		return 0, nil, false, nil, nil, err
+		return nil, err
 	}
-	if items, batched, partial, err = itemsOf(p); err != nil {
-		return 0, nil, false, nil, nil, err
+	return newCall(p, field, what)
+}
+
+// newCall is the call of items of the parameters p (readItems).
+func newCall(p params, field, what string) (*call, error) {
+	c := &call{p: p}
+	var err error
+	if c.items, c.batched, c.partial, err = itemsOf(p); err != nil {
+		return nil, err
 	}
-	if !batched && !p.has(field) {
-		return 0, nil, false, nil, nil, kms.Errorf(kms.KindInvalid, "missing %s to %s", field, what)
+	if !c.batched && !p.has(field) {
+		return nil, kms.Errorf(kms.KindInvalid, "missing %s to %s", field, what)
 	}
-	return partial, items, batched, make([]result, len(items)), make([]error, len(items)), nil
+	c.results, c.errs = make([]result, len(c.items)), make([]error, len(c.items))
+	return c, nil
 }
 
 // POST decrypt/:name: ciphertext, or batch_input; the plaintexts in
 // base64.
 func (a *api) decrypt(r *http.Request, ps httprouter.Params) (*answer, error) {
-	partial, items, batched, results, errs, err := a.readItems(r, "ciphertext", "decrypt")
+	c, err := a.readItems(r, "ciphertext", "decrypt")
 	if err != nil {
 		return nil, err
 	}
+	partial, items, batched, results, errs := c.partial, c.items, c.batched, c.results, c.errs
 	cts, at := ciphertexts(items, results, errs, "decrypt")
 	if err := a.admit(r, max(len(cts), 1)); err != nil {
 		return nil, err
@@ -308,10 +330,11 @@ func (a *api) decrypt(r *http.Request, ps httprouter.Params) (*answer, error) {
 // POST rewrap/:name: ciphertext and key_version, or batch_input; the new
 // ciphertexts.
 func (a *api) rewrap(r *http.Request, ps httprouter.Params) (*answer, error) {
-	partial, items, batched, results, errs, err := a.readItems(r, "ciphertext", "rewrap")
+	c, err := a.readItems(r, "ciphertext", "rewrap")
 	if err != nil {
 		return nil, err
 	}
+	partial, items, batched, results, errs := c.partial, c.items, c.batched, c.results, c.errs
 	cts, at := ciphertexts(items, results, errs, "rewrap")
 	in := make([]kms.HeldRewrapItem, 0, len(cts))
 	valid := at[:0:0]

@@ -114,6 +114,12 @@ func (a *api) routes() []route {
 		{method: http.MethodPost, path: "/decrypt/:name", handle: a.decrypt, flag: "keyring.<ring>.decrypt"},
 		{method: http.MethodPost, path: "/rewrap/:name", handle: a.rewrap, flag: "keyring.<ring>.encrypt"},
 		{method: http.MethodPost, path: "/datakey/:type/:name", handle: a.dataKey, flag: "keyring.<ring>.encrypt"},
+		{method: http.MethodPost, path: "/sign/:name", handle: a.sign, flag: "keyring.<ring>.sign"},
+		{method: http.MethodPost, path: "/sign/:name/:hash", handle: a.sign, flag: "keyring.<ring>.sign"},
+		{method: http.MethodPost, path: "/verify/:name", handle: a.verify, flag: "keyring.<ring>.verify"},
+		{method: http.MethodPost, path: "/verify/:name/:hash", handle: a.verify, flag: "keyring.<ring>.verify"},
+		{method: http.MethodPost, path: "/hmac/:name", handle: a.hmac, flag: "keyring.<ring>.hmac"},
+		{method: http.MethodPost, path: "/hmac/:name/:hash", handle: a.hmac, flag: "keyring.<ring>.hmac"},
 		{method: http.MethodGet, path: "/export/:type/:name", handle: a.exportKey, read: true, flag: "keyring.<ring>.export"},
 		{method: http.MethodGet, path: "/export/:type/:name/:version", handle: a.exportKey, read: true, flag: "keyring.<ring>.export"},
 	}
@@ -334,7 +340,7 @@ func (a *api) outsideEngine(path string) error {
 // errUnsupportedPath answers a path of Vault's engine that ringkms does
 // not serve (sign, hmac, export...), or no path of it.
 var errUnsupportedPath = &httpedge.StatusError{Status: http.StatusNotFound,
-	Message: "unsupported path: ringkms's transit engine serves keys, encrypt, decrypt, rewrap, datakey and export, for aes256-gcm96 keys (docs/TRANSIT.md)"}
+	Message: "unsupported path: ringkms's transit engine serves keys, encrypt, decrypt, rewrap, datakey, sign, verify, hmac and export (docs/TRANSIT.md)"}
 
 // methodNotAllowed answers a path served for other methods, as Vault
 // answers an operation its path lacks.

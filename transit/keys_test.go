@@ -96,7 +96,7 @@ func TestKeyErrors(t *testing.T) {
 		{"config unknown", http.MethodPut, "transit/keys/nope/config", map[string]any{"deletion_allowed": true}, 400, "not found"},
 		{"min decryption past latest", http.MethodPut, "transit/keys/app/config", map[string]any{"min_decryption_version": 5}, 400, "latest key version is 1"},
 		{"plaintext backup", http.MethodPut, "transit/keys/app/config", map[string]any{"allow_plaintext_backup": true}, 400, "allow_plaintext_backup is not supported"},
-		{"unsupported path", http.MethodPut, "transit/hmac/app", map[string]any{"input": b64("x")}, 404, "unsupported path"},
+		{"unsupported path", http.MethodPut, "transit/trim/app", map[string]any{"input": b64("x")}, 404, "unsupported path"},
 		{"unsupported operation", http.MethodGet, "transit/keys", nil, 405, "unsupported operation"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

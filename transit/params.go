@@ -193,7 +193,7 @@ func (p params) unsupported(names ...string) error {
 		case `""`, "false", `"false"`, "0", `"0"`:
 			continue
 		}
-		return kms.Errorf(kms.KindInvalid, "%s is not supported: ringkms's transit keys are aes256-gcm96 keys without key derivation, convergent encryption, associated data or plaintext backup (docs/TRANSIT.md)", name)
+		return kms.Errorf(kms.KindInvalid, "%s is not supported: ringkms's transit keys have no key derivation, convergent encryption or plaintext backup (docs/TRANSIT.md)", name)
 	}
 	return nil
 }

@@ -36,7 +36,7 @@ func TestOutsideEngine(t *testing.T) {
 		t.Errorf("HEAD /v1/sys/health = %v, want 404", a)
 	}
 	// A path of the engine that is not served says what the engine serves.
-	for _, path := range []string{"transit/sign/k", "transit", "transit/"} {
+	for _, path := range []string{"transit/backup/k", "transit", "transit/"} {
 		if a := e.root.do(t, "POST", path, nil); a.status != http.StatusNotFound || len(a.errors) != 1 ||
 			!strings.Contains(a.errors[0], "transit engine serves keys, encrypt") {
 			t.Errorf("POST /v1/%s = %v, want 404 saying what the engine serves", path, a)

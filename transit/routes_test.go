@@ -28,7 +28,7 @@ func TestPermissionsDoc(t *testing.T) {
 			continue
 		}
 		path := strings.Trim(strings.TrimSpace(cells[2]), "`")
-		path = strings.NewReplacer("{name}", ":name", "{type}", ":type", "{version}", ":version").Replace(strings.TrimPrefix(path, "/v1"))
+		path = strings.NewReplacer("{name}", ":name", "{type}", ":type", "{version}", ":version", "{hash}", ":hash").Replace(strings.TrimPrefix(path, "/v1"))
 		documented = append(documented, strings.TrimSpace(cells[1])+" "+path+" "+strings.Trim(strings.TrimSpace(cells[3]), "`"))
 	}
 	var routes []string

@@ -105,12 +105,18 @@ func OpenAD(aead cipher.AEAD, blob, associatedData []byte) ([]byte, error) {
 }
 
 // Format returns the text of a ciphertext of key version v.
-func Format(v int, blob []byte) string {
-	b := make([]byte, 0, len(Prefix)+21+base64.StdEncoding.EncodedLen(len(blob)))
+func Format(v int, blob []byte) string { return FormatWith(base64.StdEncoding, v, blob) }
+
+// FormatWith is Format with the bytes in enc: Vault writes signatures
+// marshaled as JWS in base64url without padding (base64.RawURLEncoding),
+// and everything else (ciphertexts, signatures, HMACs) in standard
+// base64.
+func FormatWith(enc *base64.Encoding, v int, blob []byte) string {
+	b := make([]byte, 0, len(Prefix)+21+enc.EncodedLen(len(blob)))
 	b = append(b, Prefix...)
 	b = strconv.AppendInt(b, int64(v), 10)
 	b = append(b, ':')
-	return string(base64.StdEncoding.AppendEncode(b, blob))
+	return string(enc.AppendEncode(b, blob))
 }
 
 // maxVersion bounds the version a ciphertext may name: far above any
@@ -120,7 +126,10 @@ const maxVersion = 1<<31 - 1
 // Parse splits the text of a ciphertext into its key version and its
 // bytes (nonce | ciphertext | tag). Version 0, which Vault wrote before
 // its versions started at 1, reads as 1, as Vault reads it.
-func Parse(s string) (version int, blob []byte, err error) {
+func Parse(s string) (version int, blob []byte, err error) { return ParseWith(base64.StdEncoding, s) }
+
+// ParseWith is Parse of a text whose bytes are in enc (FormatWith).
+func ParseWith(enc *base64.Encoding, s string) (version int, blob []byte, err error) {
 	rest, ok := strings.CutPrefix(s, Prefix)
 	if !ok {
 		return 0, nil, ErrNoPrefix
@@ -144,7 +153,7 @@ func Parse(s string) (version int, blob []byte, err error) {
 	if v == 0 {
 		v = 1
 	}
-	blob, err = base64.StdEncoding.DecodeString(text)
+	blob, err = enc.DecodeString(text)
 	if err != nil {
 		return 0, nil, ErrBase64
 	}

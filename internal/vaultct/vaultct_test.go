@@ -191,3 +191,19 @@ func TestSealAD(t *testing.T) {
 	}()
 	SealAD(x, nil, nil)
 }
+
+// TestFormatWith: a text in base64url without padding, as Vault writes a
+// JWS signature, reads back only with that encoding.
+func TestFormatWith(t *testing.T) {
+	blob := []byte{0xfb, 0xff, 0xfe} // "+//+" in standard base64, "-__-" in base64url
+	text := FormatWith(base64.RawURLEncoding, 7, blob)
+	if text != "vault:v7:-__-" {
+		t.Fatalf("FormatWith = %q", text)
+	}
+	if v, got, err := ParseWith(base64.RawURLEncoding, text); err != nil || v != 7 || !bytes.Equal(got, blob) {
+		t.Fatalf("ParseWith = %d, %x, %v", v, got, err)
+	}
+	if _, _, err := Parse(text); err != ErrBase64 {
+		t.Fatalf("Parse of base64url = %v, want ErrBase64", err)
+	}
+}
