@@ -117,7 +117,9 @@ func (s *Service) SignWithHeldKey(ctx context.Context, in HeldSignInput) ([]Held
 // keyring.<name>.hmac.
 func (s *Service) HMACWithHeldKey(ctx context.Context, in HeldSignInput) ([]HeldSigned, error) {
 	return s.produce(ctx, heldHMACAction, OpHMAC, in.Name, in.KeyVersion, in.Inputs, func(*ringRecord) error { return nil },
-		func(key *keytype.Key, input []byte) ([]byte, error) { return key.HMAC(keytype.Hash(in.Options.Hash), input) })
+		func(key *keytype.Key, input []byte) ([]byte, error) {
+			return key.HMAC(keytype.Hash(in.Options.Hash), input)
+		})
 }
 
 // produce answers, for each input, what compute makes of it with a
@@ -216,7 +218,9 @@ func (s *Service) VerifyWithHeldKey(ctx context.Context, in HeldVerifyInput) ([]
 // keyring.<name>.verify.
 func (s *Service) VerifyHMACWithHeldKey(ctx context.Context, name, hash string, items []HeldCheck) ([]HeldVerified, error) {
 	return s.check(ctx, name, items, func(*ringRecord) error { return nil },
-		func(key *keytype.Key, c HeldCheck) (bool, error) { return key.VerifyHMAC(keytype.Hash(hash), c.Input, c.Signature) })
+		func(key *keytype.Key, c HeldCheck) (bool, error) {
+			return key.VerifyHMAC(keytype.Hash(hash), c.Input, c.Signature)
+		})
 }
 
 // check answers, for each item, whether verify holds of it with the key
