@@ -9,6 +9,8 @@ require (
 	github.com/hashicorp/vault/api v1.23.0
 	github.com/openbao/openbao/api/v2 v2.7.1
 	github.com/ringkms/kms v0.0.0-00010101000000-000000000000
+	github.com/tink-crypto/tink-go-hcvault/v2 v2.5.0
+	github.com/tink-crypto/tink-go/v2 v2.9.0
 )
 
 require (
