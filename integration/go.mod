@@ -3,16 +3,18 @@ module github.com/ringkms/kms/integration
 go 1.26.0
 
 require (
+	filippo.io/mldsa v1.0.0
 	github.com/hashicorp/go-hclog v1.6.3
 	github.com/hashicorp/go-kms-wrapping/v2 v2.0.18
 	github.com/hashicorp/go-kms-wrapping/wrappers/transit/v2 v2.0.13
 	github.com/hashicorp/vault/api v1.23.0
 	github.com/openbao/openbao/api/v2 v2.7.1
 	github.com/ringkms/kms v0.0.0-00010101000000-000000000000
+	github.com/tink-crypto/tink-go-hcvault/v2 v2.5.0
+	github.com/tink-crypto/tink-go/v2 v2.9.0
 )
 
 require (
-	filippo.io/mldsa v1.0.0 // indirect
 	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/fatih/color v1.19.0 // indirect

@@ -8,6 +8,7 @@ import (
 	vault "github.com/hashicorp/vault/api"
 	bao "github.com/openbao/openbao/api/v2"
 
+	"github.com/ringkms/kms/integration/internal/harness"
 	"github.com/ringkms/kms/internal/kmsdtest"
 )
 
@@ -25,18 +26,34 @@ type api interface {
 	refusal(err error) (int, []string)
 }
 
-// clients names each real client the suite runs with, and makes it for
+// realClient names a real client the suites run with, and makes it for
 // a kmsd and a credential.
-var clients = []struct {
+type realClient struct {
 	name, key string // key: the name of the transit key its tests use
 	make      func(t *testing.T, p *kmsdtest.Proc, secret string) api
-}{
+}
+
+// clients are the real clients the suites run with.
+var clients = []realClient{
 	{"HashiCorp's vault/api", "hashicorp", func(t *testing.T, p *kmsdtest.Proc, secret string) api {
 		return vaultAPI{vaultClient(t, p, secret)}
 	}},
 	{"OpenBao's api/v2", "openbao", func(t *testing.T, p *kmsdtest.Proc, secret string) api {
 		return baoAPI{baoClient(t, p, secret)}
 	}},
+}
+
+// eachClient runs suite as a subtest for each client, on one kmsd
+// -transit of a fresh instance, and at the end stops it and verifies its
+// activity chain.
+func eachClient(t *testing.T, suite func(t *testing.T, cl realClient, in *harness.Instance, p *kmsdtest.Proc)) {
+	in := harness.New(t)
+	p := in.Start(t, "-transit")
+	for _, cl := range clients {
+		t.Run(cl.name, func(t *testing.T) { suite(t, cl, in, p) })
+	}
+	p.Stop(t)
+	in.VerifyAudit(t)
 }
 
 // baoClient is OpenBao's client of the kmsd p, acting with secret,

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ringkms/kms/integration/internal/harness"
+	"github.com/ringkms/kms/internal/kmsdtest"
 )
 
 func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
@@ -19,37 +20,22 @@ func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) 
 // look (numbers as numbers, the keys map by version, batch_results in
 // order, errors as {"errors": [...]} with Vault's statuses).
 func TestRoutes(t *testing.T) {
-	in := harness.New(t)
-	p := in.Start(t, "-transit")
-	for _, cl := range clients {
-		t.Run(cl.name, func(t *testing.T) {
-			name := cl.key
-			c := cl.make(t, p, in.Bootstrap)
-			routeSuite(t, c, name)
-			encOnly := cl.make(t, p, in.APIKey(t, p, "keyring."+name+".encrypt"))
-			refusals(t, c, encOnly, name)
-		})
-	}
-	p.Stop(t)
-	in.VerifyAudit(t)
+	eachClient(t, func(t *testing.T, cl realClient, in *harness.Instance, p *kmsdtest.Proc) {
+		name := cl.key
+		c := cl.make(t, p, in.Bootstrap)
+		routeSuite(t, c, name)
+		encOnly := cl.make(t, p, in.APIKey(t, p, "keyring."+name+".encrypt"))
+		refusals(t, c, encOnly, name)
+	})
 }
 
 // routeSuite runs every route on the key name with c, a credential that
 // may do everything.
 func routeSuite(t *testing.T, c api, name string) {
-	must := func(what string) func(data map[string]any, err error) map[string]any {
-		return func(data map[string]any, err error) map[string]any {
-			t.Helper()
-			if err != nil || data == nil {
-				t.Fatalf("%s = %v, %v", what, data, err)
-			}
-			return data
-		}
-	}
 	if _, err := c.write("transit/keys/"+name, map[string]any{"type": "aes256-gcm96"}); err != nil {
 		t.Fatalf("create = %v", err)
 	}
-	key := must("read")(c.read("transit/keys/" + name))
+	key := must(t, "read")(c.read("transit/keys/" + name))
 	if key["type"] != "aes256-gcm96" || number(t, key["latest_version"]) != 1 || key["exportable"] != false ||
 		key["supports_encryption"] != true || key["supports_decryption"] != true {
 		t.Errorf("read = %v", key)
@@ -57,23 +43,23 @@ func routeSuite(t *testing.T, c api, name string) {
 	if versions, _ := key["keys"].(map[string]any); len(versions) != 1 || number(t, versions["1"]) <= 0 {
 		t.Errorf("read keys = %#v, want version 1's creation time in Unix seconds", key["keys"])
 	}
-	list := must("list")(c.list("transit/keys"))
+	list := must(t, "list")(c.list("transit/keys"))
 	if names, _ := list["keys"].([]any); !slices.Contains(names, any(name)) {
 		t.Errorf("list = %v, want %s in it", list, name)
 	}
 
-	enc := must("encrypt")(c.write("transit/encrypt/"+name, map[string]any{"plaintext": b64("one")}))
+	enc := must(t, "encrypt")(c.write("transit/encrypt/"+name, map[string]any{"plaintext": b64("one")}))
 	ct1, _ := enc["ciphertext"].(string)
 	if !strings.HasPrefix(ct1, "vault:v1:") || number(t, enc["key_version"]) != 1 {
 		t.Errorf("encrypt = %v", enc)
 	}
-	dec := must("decrypt")(c.write("transit/decrypt/"+name, map[string]any{"ciphertext": ct1}))
+	dec := must(t, "decrypt")(c.write("transit/decrypt/"+name, map[string]any{"ciphertext": ct1}))
 	if dec["plaintext"] != b64("one") {
 		t.Errorf("decrypt = %v", dec)
 	}
 
-	must("rotate")(c.write("transit/keys/"+name+"/rotate", nil))
-	batch := must("batch encrypt")(c.write("transit/encrypt/"+name, map[string]any{"batch_input": []any{
+	must(t, "rotate")(c.write("transit/keys/"+name+"/rotate", nil))
+	batch := must(t, "batch encrypt")(c.write("transit/encrypt/"+name, map[string]any{"batch_input": []any{
 		map[string]any{"plaintext": b64("two")}, map[string]any{"plaintext": b64("three"), "key_version": 1}}}))
 	results := batchResults(t, batch, 2)
 	ct2, _ := results[0]["ciphertext"].(string)
@@ -81,17 +67,17 @@ func routeSuite(t *testing.T, c api, name string) {
 	if !strings.HasPrefix(ct2, "vault:v2:") || !strings.HasPrefix(ct3, "vault:v1:") {
 		t.Errorf("batch encrypt = %v", results)
 	}
-	bdec := batchResults(t, must("batch decrypt")(c.write("transit/decrypt/"+name, map[string]any{"batch_input": []any{
+	bdec := batchResults(t, must(t, "batch decrypt")(c.write("transit/decrypt/"+name, map[string]any{"batch_input": []any{
 		map[string]any{"ciphertext": ct2}, map[string]any{"ciphertext": ct3}}})), 2)
 	if bdec[0]["plaintext"] != b64("two") || bdec[1]["plaintext"] != b64("three") {
 		t.Errorf("batch decrypt = %v", bdec)
 	}
 
-	rw := must("rewrap")(c.write("transit/rewrap/"+name, map[string]any{"ciphertext": ct1}))
+	rw := must(t, "rewrap")(c.write("transit/rewrap/"+name, map[string]any{"ciphertext": ct1}))
 	if ct, _ := rw["ciphertext"].(string); !strings.HasPrefix(ct, "vault:v2:") {
 		t.Errorf("rewrap = %v", rw)
 	}
-	brw := batchResults(t, must("batch rewrap")(c.write("transit/rewrap/"+name, map[string]any{"batch_input": []any{
+	brw := batchResults(t, must(t, "batch rewrap")(c.write("transit/rewrap/"+name, map[string]any{"batch_input": []any{
 		map[string]any{"ciphertext": ct1}, map[string]any{"ciphertext": ct3}}})), 2)
 	for _, r := range brw {
 		if ct, _ := r["ciphertext"].(string); !strings.HasPrefix(ct, "vault:v2:") {
@@ -99,19 +85,19 @@ func routeSuite(t *testing.T, c api, name string) {
 		}
 	}
 
-	dk := must("datakey plaintext")(c.write("transit/datakey/plaintext/"+name, map[string]any{"bits": 256}))
+	dk := must(t, "datakey plaintext")(c.write("transit/datakey/plaintext/"+name, map[string]any{"bits": 256}))
 	wrapped, _ := dk["ciphertext"].(string)
 	if raw, err := base64.StdEncoding.DecodeString(dk["plaintext"].(string)); err != nil || len(raw) != 32 {
 		t.Errorf("datakey plaintext = %v", dk)
 	}
-	if opened := must("decrypt datakey")(c.write("transit/decrypt/"+name, map[string]any{"ciphertext": wrapped})); opened["plaintext"] != dk["plaintext"] {
+	if opened := must(t, "decrypt datakey")(c.write("transit/decrypt/"+name, map[string]any{"ciphertext": wrapped})); opened["plaintext"] != dk["plaintext"] {
 		t.Errorf("the data key's ciphertext opens to %v, want its plaintext", opened["plaintext"])
 	}
-	if wk := must("datakey wrapped")(c.write("transit/datakey/wrapped/"+name, nil)); wk["plaintext"] != nil || wk["ciphertext"] == nil {
+	if wk := must(t, "datakey wrapped")(c.write("transit/datakey/wrapped/"+name, nil)); wk["plaintext"] != nil || wk["ciphertext"] == nil {
 		t.Errorf("datakey wrapped = %v, want a ciphertext only", wk)
 	}
 
-	must("config")(c.write("transit/keys/"+name+"/config", map[string]any{"min_decryption_version": 2, "deletion_allowed": true}))
+	must(t, "config")(c.write("transit/keys/"+name+"/config", map[string]any{"min_decryption_version": 2, "deletion_allowed": true}))
 	if _, err := c.write("transit/decrypt/"+name, map[string]any{"ciphertext": ct1}); !refused(c, err, 400, "") {
 		t.Errorf("decrypt below min_decryption_version = %v, want 400", err)
 	}
@@ -120,6 +106,18 @@ func routeSuite(t *testing.T, c api, name string) {
 	}
 	if k, err := c.read("transit/keys/" + name); k != nil || err != nil {
 		t.Errorf("read after delete = %v, %v; want none", k, err)
+	}
+}
+
+// must returns a check of a call's answer: its data, failing the test
+// on an error or no data.
+func must(t *testing.T, what string) func(data map[string]any, err error) map[string]any {
+	return func(data map[string]any, err error) map[string]any {
+		t.Helper()
+		if err != nil || data == nil {
+			t.Fatalf("%s = %v, %v", what, data, err)
+		}
+		return data
 	}
 }
 

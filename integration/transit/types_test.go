@@ -1,0 +1,282 @@
+package transit_test
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
+	"fmt"
+	"strings"
+	"testing"
+
+	"filippo.io/mldsa"
+
+	"github.com/ringkms/kms/integration/internal/harness"
+	"github.com/ringkms/kms/internal/kmsdtest"
+)
+
+// keyTypes are the types of transit key kmsd makes, with the parameters
+// they are made with and what their read answers.
+var keyTypes = []struct {
+	typ      string
+	params   map[string]any
+	encrypts bool
+	pubName  string // the name of the public keys of an asymmetric type
+	keySize  int64  // key_size, for hmac
+	paramSet string // parameter_set, for ml-dsa
+}{
+	{typ: "aes256-gcm96", encrypts: true},
+	{typ: "chacha20-poly1305", encrypts: true},
+	{typ: "hmac", params: map[string]any{"key_size": 64}, keySize: 64},
+	{typ: "ed25519", pubName: "ed25519"},
+	{typ: "ecdsa-p256", pubName: "P-256"},
+	{typ: "ecdsa-p384", pubName: "P-384"},
+	{typ: "rsa-2048", pubName: "rsa-2048"},
+	{typ: "rsa-3072", pubName: "rsa-3072"},
+	{typ: "rsa-4096", pubName: "rsa-4096"},
+	{typ: "ml-dsa", pubName: "ML-DSA-65", paramSet: "65"},
+	{typ: "ml-dsa", params: map[string]any{"parameter_set": "44"}, pubName: "ML-DSA-44", paramSet: "44"},
+	{typ: "ml-dsa", params: map[string]any{"parameter_set": "87"}, pubName: "ML-DSA-87", paramSet: "87"},
+}
+
+// TestKeyTypes: HashiCorp's and OpenBao's clients make a key of every
+// type against the real kmsd -transit and read it in Vault's shape:
+// type, key_size, parameter_set and supports_ fields as the type has
+// them; the keys map by version with the creation time in Unix seconds
+// for a symmetric type and, for an asymmetric one, {public_key, name,
+// creation_time} whose public key Go's crypto parses as a key of the
+// type (PEM of PKIX for ecdsa and rsa, base64 for ed25519 and ml-dsa).
+// The AEAD types encrypt and decrypt with associated_data, single and
+// batch, rewrap and datakey too; the other types refuse encrypt.
+func TestKeyTypes(t *testing.T) {
+	eachClient(t, func(t *testing.T, cl realClient, in *harness.Instance, p *kmsdtest.Proc) {
+		c := cl.make(t, p, in.Bootstrap)
+		for _, tc := range keyTypes {
+			name := cl.key + "-" + strings.ReplaceAll(tc.typ, "-", "") + tc.paramSet
+			data := map[string]any{"type": tc.typ}
+			for k, v := range tc.params {
+				data[k] = v
+			}
+			must(t, "create "+name)(c.write("transit/keys/"+name, data))
+			key := must(t, "read "+name)(c.read("transit/keys/" + name))
+			if key["type"] != tc.typ || key["supports_encryption"] != tc.encrypts || key["supports_decryption"] != tc.encrypts ||
+				key["supports_signing"] != (tc.pubName != "") || key["supports_derivation"] != false {
+				t.Errorf("%s: read = %v", tc.typ, key)
+			}
+			if tc.keySize != 0 && number(t, key["key_size"]) != tc.keySize {
+				t.Errorf("%s: key_size = %v, want %d", tc.typ, key["key_size"], tc.keySize)
+			}
+			if tc.paramSet != "" && key["parameter_set"] != tc.paramSet {
+				t.Errorf("%s: parameter_set = %v, want %s", tc.typ, key["parameter_set"], tc.paramSet)
+			}
+			v1 := key["keys"].(map[string]any)["1"]
+			if tc.pubName == "" {
+				if number(t, v1) <= 0 {
+					t.Errorf("%s: keys[1] = %v, want its creation time in Unix seconds", tc.typ, v1)
+				}
+			} else {
+				pub, _ := v1.(map[string]any)
+				if pub["name"] != tc.pubName || pub["creation_time"] == nil {
+					t.Errorf("%s: keys[1] = %v, want its public key named %s and its creation time", tc.typ, v1, tc.pubName)
+				}
+				if _, err := parsePublicKey(tc.typ, tc.paramSet, pub["public_key"]); err != nil {
+					t.Errorf("%s: keys[1].public_key: %v", tc.typ, err)
+				}
+			}
+			if tc.encrypts {
+				associatedData(t, c, name)
+			} else if _, err := c.write("transit/encrypt/"+name, map[string]any{"plaintext": b64("x")}); !refused(c, err, 400, "does not support encryption") {
+				t.Errorf("%s: encrypt = %v, want 400", tc.typ, err)
+			}
+		}
+	})
+}
+
+// parsePublicKey parses text, the public key of a key of typ (and
+// parameter set paramSet for ml-dsa), as Vault encodes it, with Go's
+// crypto, and checks that it is a key of the type.
+func parsePublicKey(typ, paramSet string, text any) (crypto.PublicKey, error) {
+	s, _ := text.(string)
+	switch {
+	case strings.HasPrefix(typ, "ecdsa"), strings.HasPrefix(typ, "rsa"):
+		block, _ := pem.Decode([]byte(s))
+		if block == nil || block.Type != "PUBLIC KEY" {
+			return nil, fmt.Errorf("%q is no PEM of a PUBLIC KEY", s)
+		}
+		k, err := x509.ParsePKIXPublicKey(block.Bytes)
+		if err != nil {
+			return nil, err
+		}
+		switch k := k.(type) {
+		case *ecdsa.PublicKey:
+			if curve := map[string]elliptic.Curve{"ecdsa-p256": elliptic.P256(), "ecdsa-p384": elliptic.P384()}[typ]; k.Curve != curve {
+				return nil, fmt.Errorf("an ecdsa key on %s", k.Curve.Params().Name)
+			}
+		case *rsa.PublicKey:
+			if want := "rsa-" + fmt.Sprint(k.N.BitLen()); typ != want {
+				return nil, fmt.Errorf("an %s key", want)
+			}
+		default:
+			return nil, fmt.Errorf("a %T", k)
+		}
+		return k, nil
+	}
+	raw, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return nil, err
+	}
+	switch typ {
+	case "ed25519":
+		if len(raw) != ed25519.PublicKeySize {
+			return nil, fmt.Errorf("%d bytes, want %d", len(raw), ed25519.PublicKeySize)
+		}
+		return ed25519.PublicKey(raw), nil
+	case "ml-dsa":
+		params := map[string]mldsa.Parameters{"44": mldsa.MLDSA44(), "65": mldsa.MLDSA65(), "87": mldsa.MLDSA87()}[paramSet]
+		return mldsa.NewPublicKey(params, raw)
+	}
+	return nil, fmt.Errorf("no public key for %s", typ)
+}
+
+// associatedData checks that the AEAD key name binds associated_data to
+// what it encrypts, single and batch, and on rewrap and datakey: decrypt
+// opens a ciphertext only with the same data (400, that the message authentication failed, as Vault says; in a batch
+// with a partial_failure_response_code, the item's error).
+func associatedData(t *testing.T, c api, name string) {
+	t.Helper()
+	ad, other := b64("tenant=1"), b64("tenant=2")
+	ct, _ := must(t, "encrypt with associated_data")(c.write("transit/encrypt/"+name,
+		map[string]any{"plaintext": b64("secret"), "associated_data": ad}))["ciphertext"].(string)
+	if dec := must(t, "decrypt with associated_data")(c.write("transit/decrypt/"+name,
+		map[string]any{"ciphertext": ct, "associated_data": ad})); dec["plaintext"] != b64("secret") {
+		t.Errorf("%s: decrypt with its associated data = %v", name, dec)
+	}
+	for _, wrong := range []map[string]any{{"ciphertext": ct, "associated_data": other}, {"ciphertext": ct}} {
+		if _, err := c.write("transit/decrypt/"+name, wrong); !refused(c, err, 400, "message authentication failed") {
+			t.Errorf("%s: decrypt with associated data %v = %v, want 400", name, wrong["associated_data"], err)
+		}
+	}
+
+	enc := batchResults(t, must(t, "batch encrypt with associated_data")(c.write("transit/encrypt/"+name, map[string]any{"batch_input": []any{
+		map[string]any{"plaintext": b64("one"), "associated_data": ad}, map[string]any{"plaintext": b64("two"), "associated_data": other}}})), 2)
+	dec := batchResults(t, must(t, "batch decrypt with associated_data")(c.write("transit/decrypt/"+name, map[string]any{"batch_input": []any{
+		map[string]any{"ciphertext": enc[0]["ciphertext"], "associated_data": ad},
+		map[string]any{"ciphertext": enc[1]["ciphertext"], "associated_data": other}}})), 2)
+	if dec[0]["plaintext"] != b64("one") || dec[1]["plaintext"] != b64("two") {
+		t.Errorf("%s: batch decrypt = %v", name, dec)
+	}
+	mixed := must(t, "batch decrypt with swapped associated_data")(c.write("transit/decrypt/"+name, map[string]any{
+		"partial_failure_response_code": 207, "batch_input": []any{
+			map[string]any{"ciphertext": enc[0]["ciphertext"], "associated_data": ad},
+			map[string]any{"ciphertext": enc[1]["ciphertext"], "associated_data": ad}}}))
+	r, _ := mixed["batch_results"].([]any)
+	if len(r) != 2 || r[0].(map[string]any)["plaintext"] != b64("one") || text(r[1], "plaintext") != "" || text(r[1], "error") == "" {
+		t.Errorf("%s: batch decrypt of an item with other associated data = %v, want its error beside the other's plaintext", name, mixed)
+	}
+
+	must(t, "rotate")(c.write("transit/keys/"+name+"/rotate", nil))
+	rw, _ := must(t, "rewrap with associated_data")(c.write("transit/rewrap/"+name,
+		map[string]any{"ciphertext": ct, "associated_data": ad}))["ciphertext"].(string)
+	if dec := must(t, "decrypt of the rewrapped")(c.write("transit/decrypt/"+name,
+		map[string]any{"ciphertext": rw, "associated_data": ad})); !strings.HasPrefix(rw, "vault:v2:") || dec["plaintext"] != b64("secret") {
+		t.Errorf("%s: the rewrapped %q decrypts to %v", name, rw, dec)
+	}
+	if _, err := c.write("transit/rewrap/"+name, map[string]any{"ciphertext": ct, "associated_data": other}); !refused(c, err, 400, "") {
+		t.Errorf("%s: rewrap with other associated data = %v, want 400", name, err)
+	}
+	dk := must(t, "datakey with associated_data")(c.write("transit/datakey/plaintext/"+name, map[string]any{"associated_data": ad}))
+	if dec := must(t, "decrypt of the data key")(c.write("transit/decrypt/"+name,
+		map[string]any{"ciphertext": dk["ciphertext"], "associated_data": ad})); dec["plaintext"] != dk["plaintext"] || dk["plaintext"] == nil {
+		t.Errorf("%s: the data key %v decrypts to %v", name, dk, dec)
+	}
+	if _, err := c.write("transit/encrypt/"+name, map[string]any{"plaintext": b64("x"), "associated_data": "%%%"}); !refused(c, err, 400, "associated_data") {
+		t.Errorf("%s: associated_data that is not base64 = %v, want 400 naming it", name, err)
+	}
+}
+
+// TestExportKinds: through HashiCorp's and OpenBao's clients, the
+// export routes by kind: an asymmetric key's public-key to a credential
+// that may only read it, exportable or not, equal to the read's; an
+// exportable ed25519 key's signing-key with keyring.<name>.export, the
+// private key of the public key read (it signs what the public key
+// verifies); an hmac-key of an exportable key; and the refusals: a key
+// that is not exportable 400, a credential without the export flag 403.
+func TestExportKinds(t *testing.T) {
+	eachClient(t, func(t *testing.T, cl realClient, in *harness.Instance, p *kmsdtest.Proc) {
+		root := cl.make(t, p, in.Bootstrap)
+		sealed, open, mac := cl.key+"-sealed", cl.key+"-open", cl.key+"-mac"
+		must(t, "create")(root.write("transit/keys/"+sealed, map[string]any{"type": "ecdsa-p256"}))
+		must(t, "create")(root.write("transit/keys/"+open, map[string]any{"type": "ed25519", "exportable": true}))
+		must(t, "create")(root.write("transit/keys/"+mac, map[string]any{"type": "hmac", "key_size": 48, "exportable": true}))
+		reader := cl.make(t, p, in.APIKey(t, p, "keyring."+sealed+".read", "keyring."+open+".read"))
+		exporter := cl.make(t, p, in.APIKey(t, p, "keyring."+sealed+".export", "keyring."+open+".export", "keyring."+mac+".export"))
+
+		for _, tc := range []struct{ name, typ string }{{sealed, "ecdsa-p256"}, {open, "ed25519"}} {
+			read := must(t, "read")(root.read("transit/keys/" + tc.name))
+			want, err := parsePublicKey(tc.typ, "", read["keys"].(map[string]any)["1"].(map[string]any)["public_key"])
+			if err != nil {
+				t.Fatal(err)
+			}
+			exp := must(t, "export public-key")(reader.read("transit/export/public-key/" + tc.name + "/1"))
+			got, err := parsePublicKey(tc.typ, "", exportedKey(exp, "1"))
+			if err != nil || exp["type"] != tc.typ || exp["name"] != tc.name || !want.(interface{ Equal(crypto.PublicKey) bool }).Equal(got) {
+				t.Errorf("public-key of %s = %v (%v), want the public key read", tc.name, exp, err)
+			}
+		}
+
+		pubText := must(t, "read")(root.read("transit/keys/" + open))["keys"].(map[string]any)["1"].(map[string]any)["public_key"]
+		pub, _ := parsePublicKey("ed25519", "", pubText)
+		sk := must(t, "export signing-key")(exporter.read("transit/export/signing-key/" + open))
+		raw, err := base64.StdEncoding.DecodeString(exportedKey(sk, "1"))
+		if err != nil || len(raw) != ed25519.PrivateKeySize {
+			t.Fatalf("signing-key of an ed25519 key = %v, want base64 of %d bytes", sk, ed25519.PrivateKeySize)
+		}
+		priv := ed25519.PrivateKey(raw)
+		if msg := []byte("signed offline"); !priv.Public().(ed25519.PublicKey).Equal(pub) || !ed25519.Verify(pub.(ed25519.PublicKey), msg, ed25519.Sign(priv, msg)) {
+			t.Errorf("the exported signing-key is not the private key of the public key read")
+		}
+		hk := must(t, "export hmac-key")(exporter.read("transit/export/hmac-key/" + mac + "/latest"))
+		if raw, err := base64.StdEncoding.DecodeString(exportedKey(hk, "1")); err != nil || len(raw) != 48 || hk["type"] != "hmac" {
+			t.Errorf("hmac-key of an hmac key of key_size 48 = %v", hk)
+		}
+		if hk := must(t, "export hmac-key")(exporter.read("transit/export/hmac-key/" + open)); exportedKey(hk, "1") == "" {
+			t.Errorf("hmac-key of an exportable ed25519 key = %v", hk)
+		}
+
+		for _, tc := range []struct {
+			c      api
+			path   string
+			status int
+			says   string
+		}{
+			{exporter, "transit/export/signing-key/" + sealed, 400, "not exportable"},
+			{exporter, "transit/export/hmac-key/" + sealed, 400, "not exportable"},
+			{reader, "transit/export/signing-key/" + open, 403, "keyring." + open + ".export"},
+			{reader, "transit/export/hmac-key/" + open, 403, "keyring." + open + ".export"},
+			{exporter, "transit/export/encryption-key/" + open, 400, ""},
+			{root, "transit/export/public-key/" + mac, 400, "has no public key"},
+		} {
+			if _, err := tc.c.read(tc.path); !refused(tc.c, err, tc.status, strings.ToLower(tc.says)) {
+				status, msgs := tc.c.refusal(err)
+				t.Errorf("GET %s = %v (status %d, errors %q), want %d saying %q", tc.path, err, status, msgs, tc.status, tc.says)
+			}
+		}
+	})
+}
+
+// text returns the string at key of item, an object of an answer ("" if
+// none).
+func text(item any, key string) string {
+	m, _ := item.(map[string]any)
+	s, _ := m[key].(string)
+	return s
+}
+
+// exportedKey returns version v's key of an export's answer.
+func exportedKey(data map[string]any, v string) string {
+	return text(data["keys"], v)
+}
