@@ -115,7 +115,7 @@ func (s *Service) ExportHeldKey(ctx context.Context, in ExportHeldKeyInput) (*Ex
 	}
 	kind, err := keytype.ParseExportKind(cmp.Or(in.Kind, ExportEncryptionKey))
 	if err != nil {
-		return nil, Errorf(KindInvalid, "%v", err)
+		return nil, Errorf(KindInvalid, "%s", keytype.Message(err))
 	}
 	x := export{action: transitExportAction, kind: kind}
 	return s.exportKeys(ctx, RingRef{Name: in.Name}, x, func(r *ringRecord) ([]*keyRecord, error) {

@@ -185,11 +185,11 @@ func (s *Service) CreateHeldKey(ctx context.Context, in CreateHeldKeyInput) (*He
 func newHeldSettings(in CreateHeldKeyInput) (*heldSettings, error) {
 	t, err := keytype.Parse(in.Type)
 	if err != nil {
-		return nil, Errorf(KindInvalid, "%v", err)
+		return nil, Errorf(KindInvalid, "%s", keytype.Message(err))
 	}
 	spec, err := keytype.NewSpec(t, keytype.Params{KeySize: in.KeySize, ParameterSet: keytype.ParameterSet(in.ParameterSet)})
 	if err != nil {
-		return nil, Errorf(KindInvalid, "%v", err)
+		return nil, Errorf(KindInvalid, "%s", keytype.Message(err))
 	}
 	h := &heldSettings{Exportable: in.Exportable, KeySize: spec.Params().KeySize, ParameterSet: string(spec.Params().ParameterSet)}
 	if t != keytype.AES256GCM96 {

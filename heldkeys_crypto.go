@@ -332,7 +332,7 @@ func (r *ringRecord) supports(can func(keytype.Type) bool, what string) error {
 // input; anything else is internal.
 func keytypeError(err error) error {
 	if errors.Is(err, keytype.ErrWrongType) || errors.Is(err, keytype.ErrParameter) || errors.Is(err, keytype.ErrInput) {
-		return Errorf(KindInvalid, "%v", err)
+		return Errorf(KindInvalid, "%s", keytype.Message(err))
 	}
 	return internalError("held key", err)
 }
@@ -393,7 +393,7 @@ func (s *Service) openHeld(ctx context.Context, r *ringRecord, in HeldSealed) ([
 	}
 	plain, err := key.Decrypt(in.Ciphertext, in.AssociatedData)
 	if err != nil {
-		return nil, nil, Errorf(KindUnprocessable, "%v", err)
+		return nil, nil, Errorf(KindUnprocessable, "%s", keytype.Message(err))
 	}
 	return plain, k, nil
 }

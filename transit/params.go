@@ -193,7 +193,7 @@ func (p params) unsupported(names ...string) error {
 		case `""`, "false", `"false"`, "0", `"0"`:
 			continue
 		}
-		return kms.Errorf(kms.KindInvalid, "%s is not supported: ringkms's transit keys have no key derivation, convergent encryption or plaintext backup (docs/TRANSIT.md)", name)
+		return kms.Errorf(kms.KindInvalid, "%s is not supported: ringkms's transit keys have no key derivation, convergent encryption or plaintext backup; bind data to a ciphertext with associated_data (docs/TRANSIT.md)", name)
 	}
 	return nil
 }

@@ -49,3 +49,16 @@ func names[S ~string](vs []S) string {
 	}
 	return strings.Join(b, ", ")
 }
+
+// Message is what err says past the package's kind (ErrInput...): the
+// text for the caller of a service, to whom the package's name means
+// nothing. An error of another origin is said whole.
+func Message(err error) string {
+	text := err.Error()
+	for _, kind := range []error{ErrWrongType, ErrParameter, ErrInput, ErrMaterial} {
+		if rest, ok := strings.CutPrefix(text, kind.Error()+": "); ok && errors.Is(err, kind) {
+			return rest
+		}
+	}
+	return text
+}

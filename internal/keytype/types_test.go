@@ -1,6 +1,7 @@
 package keytype
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -111,4 +112,15 @@ func TestZeroSpec(t *testing.T) {
 	wantErr(t, "Generate(Spec{})", err, ErrParameter)
 	_, err = Load(Spec{}, make([]byte, 32))
 	wantErr(t, "Load(Spec{})", err, ErrParameter)
+}
+
+// TestMessage: an error's message for a caller drops the package's kind.
+func TestMessage(t *testing.T) {
+	_, err := Parse("aes128-gcm96")
+	if got := Message(err); strings.HasPrefix(got, "keytype") || !strings.Contains(got, "aes128-gcm96") {
+		t.Errorf("Message(%v) = %q", err, got)
+	}
+	if got := Message(errors.New("other")); got != "other" {
+		t.Errorf("Message(other) = %q", got)
+	}
 }
