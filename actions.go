@@ -16,7 +16,7 @@ const (
 	OpDelete  = "delete"  // delete the ring
 	OpKeys    = "keys"    // enable, disable and destroy the ring's keys
 	// OpExport hands out the keys of an exportable key that the service
-	// holds (a transit key): no other operation does, and only a flag
+	// holds (a held key): no other operation does, and only a flag
 	// naming it grants it (Flags.Allows), "*" aside.
 	OpExport = "export"
 	// OpSign, OpVerify and OpHMAC sign with a held key, verify a

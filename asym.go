@@ -10,7 +10,7 @@ import (
 )
 
 // AsymKeyRing is a key ring of the /asym group, whose keys are handed out
-// as plain key strings; but for a transit key's, whose keys the service
+// as plain key strings; but for a held key's, whose keys the service
 // holds (heldkeys.go).
 type AsymKeyRing struct {
 	ID              string    `json:"id"`
@@ -34,7 +34,7 @@ type AsymKey struct {
 	// Version is the key's place in its ring (Key.Version).
 	Version int `json:"version,omitempty"`
 	// Held reports a key that the service holds for its own use (a
-	// transit key's, heldkeys.go): KeyData then carries no key, which
+	// held key's, heldkeys.go): KeyData then carries no key, which
 	// only the export of an exportable key answers (ExportAsymKey).
 	Held bool `json:"held,omitempty"`
 }
@@ -101,7 +101,7 @@ func (s *Service) CreateAsymKeyRing(ctx context.Context, in CreateAsymKeyRingInp
 }
 
 // GetAsymKey returns a key of an /asym ring, unwrapped, or without its
-// key when the service holds it (a transit key's: AsymKey.Held). It needs
+// key when the service holds it (a held key's: AsymKey.Held). It needs
 // keyring.<name>.read.
 func (s *Service) GetAsymKey(ctx context.Context, ref RingRef, keyID string) (*AsymKey, error) {
 	p, r, k, err := s.resolveKey(ctx, groupAsym, ref, keyID, "asym.key.read")

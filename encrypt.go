@@ -414,7 +414,7 @@ func ringExists(_ []byte, found bool) (jobErr, err error) {
 // encrypt call by p, and counts the call against the key: the ring is
 // rotated first when its active key is past its rotationPeriod
 // (rotateOverdue) or has served its encrypt limit (encryptLimit:
-// maxEncryptCount, or a transit key's bound; reserveEncrypt), whichever
+// maxEncryptCount, or a held key's bound; reserveEncrypt), whichever
 // comes first.
 func (s *Service) activeKey(ctx context.Context, p *Principal, r *ringRecord) (*ringRecord, *keyRecord, error) {
 	if r.RotateDue != 0 && s.now().UnixMilli() >= r.RotateDue {
@@ -493,8 +493,8 @@ const (
 )
 
 // encryptLimit is how many encrypt calls one key of r serves, and why:
-// r's maxEncryptCount (0: no limit), or for a transit key's ring the
-// bound of Options.MaxTransitEncryptions when it is lower. The calls are
+// r's maxEncryptCount (0: no limit), or for a held key's ring the
+// bound of Options.MaxHeldKeyEncryptions when it is lower. The calls are
 // counted against reservations in the store (internal/encryptcount), so
 // the bound holds across the processes of a cluster as maxEncryptCount
 // does.

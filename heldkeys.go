@@ -10,15 +10,16 @@ import (
 	"github.com/ringkms/kms/internal/keytype"
 )
 
-// Held keys. The service holds the keys of a transit key (an /asym ring
-// made by transit: Origin originTransit) for its own use: they encrypt
-// and decrypt inside the service for callers who never see them. Such a
+// Held keys. The service holds the keys of a held key (an /asym ring
+// made as one: Origin originHeld) for its own use: they encrypt, decrypt,
+// sign and compute HMACs inside the service for callers who never see
+// them. Such a
 // key never leaves the service: the /asym routes (GetAsymKey, RotateAsym)
 // answer its metadata without its material (AsymKey.Held), and the one
 // way out is the export of a key made exportable (at its creation or by
 // its configuration, never unset, recorded), by a caller holding
 // keyring.<name>.export, which no other flag implies (Flags.Allows):
-// ExportTransitKey and ExportAsymKey, recorded as transit.key.export and
+// ExportHeldKey and ExportAsymKey, recorded as transit.key.export and
 // asym.key.export, granted or refused.
 //
 // An /asym ring made by CreateAsymKeyRing is the other kind: its answer
@@ -43,7 +44,7 @@ func errHandedOut(r *ringRecord) error {
 }
 
 // resolveHeld is resolveRing for a transit call of op on the key name:
-// the ring must be a transit key's (Invalid, recorded, otherwise).
+// the ring must be a held key's (Invalid, recorded, otherwise).
 func (s *Service) resolveHeld(ctx context.Context, name, action, op string) (*Principal, *ringRecord, error) {
 	p, r, err := s.resolveRing(ctx, groupAsym, RingRef{Name: name}, action, op)
 	if err != nil {
@@ -102,8 +103,8 @@ type ExportHeldKeyInput struct {
 	Latest bool
 }
 
-// ExportHeldKey answers versions of the transit key in.Name, which
-// must be exportable (see ExportTransitKeyInput). A version below the
+// ExportHeldKey answers versions of the held key in.Name, which
+// must be exportable (see ExportHeldKeyInput). A version below the
 // key's minimum decryption version is Invalid; a disabled or destroyed
 // one fails as it does elsewhere. It needs keyring.<name>.export, which
 // no other ring flag implies (Flags.Allows); the export is recorded as
@@ -138,9 +139,9 @@ func (s *Service) ExportHeldKey(ctx context.Context, in ExportHeldKeyInput) (*Ex
 	})
 }
 
-// ExportAsymKey answers the key keyID of the /asym ring of a transit key
+// ExportAsymKey answers the key keyID of the /asym ring of a held key
 // that is exportable, with its key in the clear (GetAsymKey answers it
-// without). It is ExportTransitKey of that key's version: the same flag,
+// without). It is ExportHeldKey of that key's version: the same flag,
 // keyring.<name>.export, the same rules, recorded as asym.key.export.
 func (s *Service) ExportAsymKey(ctx context.Context, ref RingRef, keyID string) (*AsymKey, error) {
 	var k *keyRecord

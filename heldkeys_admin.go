@@ -10,28 +10,32 @@ import (
 	"github.com/ringkms/kms/internal/wrap"
 )
 
-// Transit: what the service does for Vault's transit engine, whose HTTP
-// shape package transit serves. A transit key is an /asym ring: its
+// Held keys, managed: what the service keeps for each (heldkeys.go), made,
+// read, listed, rotated, configured and deleted. A held key is an /asym
+// ring of one type (internal/keytype: AEAD, HMAC or signing types): its
 // versions are the ring's keys in creation order (keyversion.go), its
-// latest version the ring's active key, and it encrypts and decrypts in
-// the service (heldkeys_crypto.go). That needs a key the service can use:
-// an /asym ring's keys are sealed under the master key and unwrapped with
-// the ring's sealed private key (asym.go, unwrapKey), where a /ks ring's
-// keys are wrapped for a private key the service never keeps. So whoever
-// holds the master key, or the service's memory, can read what transit
-// keys seal; docs/TRANSIT.md says so to the people who choose. No caller
-// gets a transit key's material but through the export of a key made
-// exportable (heldkeys.go), and transit uses no ring whose keys were
-// handed out (one made by CreateAsymKeyRing).
+// latest version the ring's active key, and it encrypts, decrypts
+// (heldkeys_crypto.go), signs and computes HMACs (heldkeys_sign.go) in
+// the service. That needs a key the service can use: an /asym ring's keys
+// are sealed under the master key and unwrapped with the ring's sealed
+// private key (asym.go, unwrapKey), where a /ks ring's keys are wrapped
+// for a private key the service never keeps. So whoever holds the master
+// key, or the service's memory, can read what held keys seal;
+// docs/TRANSIT.md says so to the people who choose. No caller gets a held
+// key's material but through the export of a key made exportable
+// (heldkeys.go), and no ring whose keys were handed out (one made by
+// CreateAsymKeyRing) is used as a held key. Protocols map their shapes
+// onto these calls: package transit Vault's transit engine.
 //
 // Every call is authorized, recorded and limited as any other: the flags
-// of the ring's operations (create, read, encrypt, decrypt, rotate,
-// config, delete), an activity record per call and per item of a batch,
-// under the actions below (plaintexts never reach a record), the key
-// states, maxEncryptCount and rotationPeriod of the ring, and its usage
-// counts.
+// of the ring's operations (create, read, encrypt, decrypt, sign, verify,
+// hmac, rotate, config, delete), an activity record per call and per item
+// of a batch, under the actions below and heldkeys_sign.go's (plaintexts
+// and inputs never reach a record), the key states, maxEncryptCount and
+// rotationPeriod of the ring, and its usage counts. The actions keep the
+// names they had when transit was the one protocol: transit.*.
 
-// The actions of transit calls.
+// The actions of the calls of held keys.
 const (
 	transitCreateAction  = "transit.key.create"
 	transitReadAction    = "transit.key.read"
@@ -77,16 +81,16 @@ type HeldKey struct {
 	MinDecryptionVersion int // at least 1
 	MinEncryptionVersion int // 0: any version
 	DeletionAllowed      bool
-	// Exportable reports a key whose versions ExportTransitKey answers,
+	// Exportable reports a key whose versions ExportHeldKey answers,
 	// to a caller with keyring.<name>.export.
 	Exportable     bool
 	RotationPeriod time.Duration // zero: none
-	// Existed reports, in the answer of CreateTransitKey, that the key
+	// Existed reports, in the answer of CreateHeldKey, that the key
 	// existed before the call, which then changed nothing.
 	Existed bool
 }
 
-// HeldKeyConfig changes the settings of a transit key; a nil field
+// HeldKeyConfig changes the settings of a held key; a nil field
 // leaves its setting as it is.
 type HeldKeyConfig struct {
 	MinDecryptionVersion *int
@@ -121,13 +125,13 @@ type CreateHeldKeyInput struct {
 	// RotationPeriod is the ring's algos.aes256.rotationPeriod: zero for
 	// none, else at least MinRotationPeriod.
 	RotationPeriod time.Duration
-	// Exportable makes a key whose versions ExportTransitKey answers, to
+	// Exportable makes a key whose versions ExportHeldKey answers, to
 	// a caller with keyring.<name>.export; it can never be unset. By
 	// default no route answers the key's material.
 	Exportable bool
 }
 
-// CreateHeldKey makes the transit key in.Name, an /asym ring whose
+// CreateHeldKey makes the held key in.Name, an /asym ring whose
 // keys the service holds (heldkeys.go). A key that exists already is
 // answered as it is, with Existed set, as Vault answers; an /asym ring of
 // that name made by CreateAsymKeyRing, whose keys were handed out, is
@@ -167,7 +171,7 @@ func (s *Service) CreateHeldKey(ctx context.Context, in CreateHeldKeyInput) (*He
 	if r, err = s.ensureVersions(r); err != nil {
 		return nil, err
 	}
-	key, err := s.transitKey(ctx, r, existed)
+	key, err := s.describeHeld(ctx, r, existed)
 	if err != nil {
 		return nil, s.recordFailure(p, transitCreateAction, lower, err)
 	}
@@ -224,8 +228,8 @@ func (s *Service) createHeldRing(ctx context.Context, p *Principal, name string,
 	return r, err
 }
 
-// transitKey describes r, a ring with versions, as a transit key.
-func (s *Service) transitKey(ctx context.Context, r *ringRecord, existed bool) (*HeldKey, error) {
+// describeHeld describes r, a ring with versions, as a held key.
+func (s *Service) describeHeld(ctx context.Context, r *ringRecord, existed bool) (*HeldKey, error) {
 	t := r.held()
 	spec, err := r.keySpec()
 	if err != nil {
@@ -257,7 +261,7 @@ func (s *Service) transitKey(ctx context.Context, r *ringRecord, existed bool) (
 	return out, nil
 }
 
-// GetHeldKey describes the transit key name. It needs
+// GetHeldKey describes the held key name. It needs
 // keyring.<name>.read.
 func (s *Service) GetHeldKey(ctx context.Context, name string) (*HeldKey, error) {
 	p, r, err := s.resolveHeld(ctx, name, transitReadAction, OpRead)
@@ -268,7 +272,7 @@ func (s *Service) GetHeldKey(ctx context.Context, name string) (*HeldKey, error)
 	if r, err = s.ensureVersions(r); err != nil {
 		return nil, s.recordFailure(p, transitReadAction, lower, err)
 	}
-	key, err := s.transitKey(ctx, r, false)
+	key, err := s.describeHeld(ctx, r, false)
 	if err != nil {
 		return nil, s.recordFailure(p, transitReadAction, lower, err)
 	}
@@ -278,7 +282,7 @@ func (s *Service) GetHeldKey(ctx context.Context, name string) (*HeldKey, error)
 	return key, nil
 }
 
-// ListHeldKeys returns the names of the transit keys (the /asym rings
+// ListHeldKeys returns the names of the held keys (the /asym rings
 // whose keys the service holds, not those made by CreateAsymKeyRing), in
 // lower case and name order. It needs keyring.*.read. The names are read
 // from the index of names, then the rings' records, all at once where the
@@ -333,7 +337,7 @@ func (s *Service) ListHeldKeys(ctx context.Context) ([]string, error) {
 	return names, nil
 }
 
-// DeleteHeldKey deletes the transit key name, its ring and every
+// DeleteHeldKey deletes the held key name, its ring and every
 // version: what they sealed can no longer be opened. The key's
 // configuration must allow it (DeletionAllowed), and no active API key's
 // flags may name the ring (as DeleteKeyRing). It needs
@@ -351,7 +355,7 @@ func (s *Service) DeleteHeldKey(ctx context.Context, name string) error {
 	})
 }
 
-// RotateHeldKey gives the transit key name a new latest version (its
+// RotateHeldKey gives the held key name a new latest version (its
 // ring a new active key) and describes the key. It needs
 // keyring.<name>.rotate.
 func (s *Service) RotateHeldKey(ctx context.Context, name string) (*HeldKey, error) {
@@ -368,10 +372,10 @@ func (s *Service) RotateHeldKey(ctx context.Context, name string) (*HeldKey, err
 	if err != nil {
 		return nil, err
 	}
-	return s.transitKey(ctx, next, false)
+	return s.describeHeld(ctx, next, false)
 }
 
-// ConfigureHeldKey changes the settings of the transit key name, as
+// ConfigureHeldKey changes the settings of the held key name, as
 // Vault's key configuration does, and describes the key: a minimum
 // decryption version of 0 reads as 1; neither minimum may pass the latest
 // version, nor the encryption minimum (unless 0) fall below the
@@ -416,7 +420,7 @@ func (s *Service) ConfigureHeldKey(ctx context.Context, name string, cfg HeldKey
 	if err != nil {
 		return nil, err
 	}
-	return s.transitKey(ctx, next, false)
+	return s.describeHeld(ctx, next, false)
 }
 
 // checkMinVersion checks v, a minimum version for use (decryption or

@@ -116,7 +116,7 @@ type HeldDataKey struct {
 	KeyVersion int
 }
 
-// heldRing authorizes op on the transit key name and returns the
+// heldRing authorizes op on the held key name and returns the
 // caller, the key's ring (with versions) and its lower-case name: a ring
 // whose keys the service holds (Invalid otherwise: errHandedOut). With
 // create, a key that does not exist is made, when the caller may create
@@ -166,7 +166,7 @@ func (s *Service) heldRing(ctx context.Context, name, action, op string, create 
 	return p, r, lower, nil
 }
 
-// EncryptWithHeldKey encrypts each plaintext with the transit key in.Name and
+// EncryptWithHeldKey encrypts each plaintext with the held key in.Name and
 // answers the items in order, each with its ciphertext or its error. A
 // call of the latest version gets the ring's active key, rotated first
 // when past its rotationPeriod or maxEncryptCount; an older version must
@@ -398,9 +398,9 @@ func (s *Service) openHeld(ctx context.Context, r *ringRecord, in HeldSealed) ([
 	return plain, k, nil
 }
 
-// DecryptWithHeldKey decrypts each ciphertext with the transit key in.Name and
+// DecryptWithHeldKey decrypts each ciphertext with the held key in.Name and
 // answers them in order, each with its plaintext or its error (see
-// openTransit; a disabled or destroyed version fails as elsewhere). It
+// openHeld; a disabled or destroyed version fails as elsewhere). It
 // needs keyring.<name>.decrypt.
 func (s *Service) DecryptWithHeldKey(ctx context.Context, in HeldDecryptInput) ([]HeldDecrypted, error) {
 	if err := checkBatchSize(len(in.Items)); err != nil {
@@ -428,7 +428,7 @@ func (s *Service) DecryptWithHeldKey(ctx context.Context, in HeldDecryptInput) (
 	return out, nil
 }
 
-// RewrapWithHeldKey decrypts each ciphertext with the transit key in.Name and
+// RewrapWithHeldKey decrypts each ciphertext with the held key in.Name and
 // encrypts its plaintext again with the item's version (the latest by
 // default), answering the new ciphertexts in order; no plaintext leaves
 // the service. An item is checked as a decrypt and an encrypt are, and
@@ -459,9 +459,9 @@ func (s *Service) RewrapWithHeldKey(ctx context.Context, in HeldRewrapInput) ([]
 }
 
 // GenerateHeldDataKey makes a random data key and answers it encrypted
-// with the transit key in.Name, and in the clear when in.Plaintext is
+// with the held key in.Name, and in the clear when in.Plaintext is
 // set; it is an encrypt call of that key (rotation, counts and records as
-// EncryptTransit). It needs keyring.<name>.encrypt.
+// EncryptWithHeldKey). It needs keyring.<name>.encrypt.
 func (s *Service) GenerateHeldDataKey(ctx context.Context, in HeldDataKeyInput) (*HeldDataKey, error) {
 	bits := in.Bits
 	if bits == 0 {

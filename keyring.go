@@ -135,7 +135,7 @@ type ringRecord struct {
 	LatestVersion int           `json:"latestVersion,omitempty"`
 	RotateDue     int64         `json:"rotateDue,omitempty"`
 	Held          *heldSettings `json:"transit,omitempty"`
-	// Origin is what made an /asym ring: originAsym or originTransit
+	// Origin is what made an /asym ring: originAsym or originHeld
 	// (heldkeys.go); empty for /ks rings and for the /asym rings made
 	// before it was kept, which keysHeld reads from Transit.
 	Origin string `json:"origin,omitempty"`
@@ -423,7 +423,7 @@ const (
 )
 
 // keysHeld reports whether the service holds r's keys for its own use:
-// r is a transit key's ring.
+// r is a held key's ring.
 func (r *ringRecord) keysHeld() bool {
 	switch r.Origin {
 	case originHeld:

@@ -37,7 +37,7 @@ func adjustCount(tx Txn, kind string, delta, max int, what string) error {
 }
 
 // DefaultMaxHeldKeyEncryptions is the bound on the encryptions of one
-// version of a transit key (Options.MaxTransitEncryptions): 2^32, the
+// version of a held key (Options.MaxHeldKeyEncryptions): 2^32, the
 // bound of NIST SP 800-38D (section 8.3) for AES-GCM with random 96-bit
 // nonces, which keeps the chance of a repeated nonce under 2^-32.
 const DefaultMaxHeldKeyEncryptions = 1 << 32

@@ -15,7 +15,7 @@ func (s *Service) GetConfig(ctx context.Context, ref RingRef) (*KeyRingConfig, e
 	return s.getConfig(ctx, groupKS, ref, "keyring.config.read")
 }
 
-// GetAsymConfig is GetConfig for an /asym ring (a transit key's).
+// GetAsymConfig is GetConfig for an /asym ring (a held key's).
 func (s *Service) GetAsymConfig(ctx context.Context, ref RingRef) (*KeyRingConfig, error) {
 	return s.getConfig(ctx, groupAsym, ref, "asym.keyring.config.read")
 }
@@ -41,8 +41,8 @@ func (s *Service) SetConfig(ctx context.Context, ref RingRef, cfg *KeyRingConfig
 }
 
 // SetAsymConfig is SetConfig for an /asym ring: its maxEncryptCount and
-// rotationPeriod apply to the transit calls of a transit key. (A
-// transit key's own settings, its minimum versions and whether it may be
+// rotationPeriod apply to the transit calls of a held key. (A
+// held key's own settings, its minimum versions and whether it may be
 // deleted, are ConfigureTransitKey's.)
 func (s *Service) SetAsymConfig(ctx context.Context, ref RingRef, cfg *KeyRingConfig) (*KeyRingConfig, error) {
 	return s.setConfig(ctx, groupAsym, ref, cfg, "asym.keyring.config.write")

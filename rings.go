@@ -67,7 +67,7 @@ type ringSpec struct {
 	dataKeys             string
 	algos                ConfigAlgos   // a rotation period, from the start
 	transit              *heldSettings // /asym rings made through transit
-	origin               string        // /asym rings: originAsym or originTransit
+	origin               string        // /asym rings: originAsym or originHeld
 	action               string        // the record's; empty: keyring.create or asym.keyring.create
 }
 

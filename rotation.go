@@ -11,7 +11,7 @@ import (
 // Rotation. A ring gets a new active key when a caller rotates it
 // (Rotate, RotateAsym, a key change with "rotate": true, transit's
 // rotate), when its active key has served maxEncryptCount encrypt calls
-// or, a transit key's, the bound on its encryptions (encryptLimit,
+// or, a held key's, the bound on its encryptions (encryptLimit,
 // reserveEncrypt), and when its active key has been active for the
 // ring's rotationPeriod (algos.aes256.rotationPeriod): each Service runs
 // a sweep (internal/pacer) whose passes (rotateDue) rotate the rings whose

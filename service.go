@@ -78,7 +78,7 @@ type Options struct {
 	CacheSize int
 
 	// MaxHeldKeyEncryptions bounds the encryptions that one version of a
-	// transit key makes: AES-256-GCM with random 96-bit nonces stays
+	// held key makes: AES-256-GCM with random 96-bit nonces stays
 	// within NIST SP 800-38D's bound on the chance of a repeated nonce
 	// for at most 2^32 of them. Past it, the key rotates as it does past
 	// a maxEncryptCount (whichever is lower applies), and an encrypt that
@@ -236,7 +236,7 @@ func New(st Store, opts Options) (*Service, error) {
 		}
 	}
 	if opts.MaxHeldKeyEncryptions > DefaultMaxHeldKeyEncryptions {
-		return nil, Errorf(KindInvalid, "Options.MaxTransitEncryptions: at most %d (2^32), the bound of NIST SP 800-38D for random 96-bit GCM nonces", uint64(DefaultMaxHeldKeyEncryptions))
+		return nil, Errorf(KindInvalid, "Options.MaxHeldKeyEncryptions: at most %d (2^32), the bound of NIST SP 800-38D for random 96-bit GCM nonces", uint64(DefaultMaxHeldKeyEncryptions))
 	}
 	if s.opts.MaxHeldKeyEncryptions == 0 {
 		s.opts.MaxHeldKeyEncryptions = DefaultMaxHeldKeyEncryptions
