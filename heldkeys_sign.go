@@ -212,15 +212,14 @@ func (s *Service) VerifyWithHeldKey(ctx context.Context, in HeldVerifyInput) ([]
 		func(key *keytype.Key, c HeldCheck) (bool, error) { return key.Verify(c.Input, c.Signature, opts) })
 }
 
-// VerifyHMACWithHeldKey checks each item's MAC, computed with hash
-// (sha2-256 when empty) under the HMAC key of the version that made it,
-// and answers in order whether each holds. It needs
-// keyring.<name>.verify.
-func (s *Service) VerifyHMACWithHeldKey(ctx context.Context, name, hash string, items []HeldCheck) ([]HeldVerified, error) {
-	return s.check(ctx, name, items, func(*ringRecord) error { return nil },
-		func(key *keytype.Key, c HeldCheck) (bool, error) {
-			return key.VerifyHMAC(keytype.Hash(hash), c.Input, c.Signature)
-		})
+// VerifyHMACWithHeldKey checks each item's MAC, computed with
+// in.Options.Hash (sha2-256 when empty; the other options are not read)
+// under the HMAC key of the version that made it, and answers in order
+// whether each holds. It needs keyring.<name>.verify.
+func (s *Service) VerifyHMACWithHeldKey(ctx context.Context, in HeldVerifyInput) ([]HeldVerified, error) {
+	hash := keytype.Hash(in.Options.Hash)
+	return s.check(ctx, in.Name, in.Items, func(*ringRecord) error { return nil },
+		func(key *keytype.Key, c HeldCheck) (bool, error) { return key.VerifyHMAC(hash, c.Input, c.Signature) })
 }
 
 // check answers, for each item, whether verify holds of it with the key

@@ -56,25 +56,8 @@ func encodingOf(o kms.HeldSignOptions) *base64.Encoding {
 	return base64.StdEncoding
 }
 
-// inputs returns the input of each item, decoded from base64, failing
-// those without one or whose input is not base64.
-func inputs(items []item, results []result, errs []error, what string) (in [][]byte, at []int) {
-	for i, it := range items {
-		results[i].Reference = it.ref
-		text, err := it.p.required("input", what)
-		if err != nil {
-			failed(results, errs, i, err)
-			continue
-		}
-		b, err := base64.StdEncoding.DecodeString(text)
-		if err != nil {
-			failed(results, errs, i, kms.Errorf(kms.KindInvalid, "unable to decode input as base64: %v", err))
-			continue
-		}
-		in, at = append(in, b), append(at, i)
-	}
-	return in, at
-}
+// input reads an item's input, in base64.
+func input(it item, what string) ([]byte, error) { return decoded(it.p, "input", what) }
 
 // POST sign/:name[/:hash]: input (base64), or batch_input; the
 // signatures.
@@ -115,41 +98,29 @@ func (a *api) produce(r *http.Request, ps httprouter.Params, what string,
 	if err != nil {
 		return nil, err
 	}
-	in, at := inputs(c.items, c.results, c.errs, what)
+	in, at := readEach(c, func(it item) ([]byte, error) { return input(it, what) })
 	if err := a.admit(r, max(len(in), 1)); err != nil {
 		return nil, err
 	}
+	field := map[string]string{"sign": "signature", "hmac": "hmac"}[what]
 	if len(in) > 0 {
 		out, enc, err := do(c, kms.HeldSignInput{Name: ps.ByName("name"), KeyVersion: v, Inputs: in})
 		if err != nil {
 			return nil, err
 		}
-		for j, o := range out {
-			i := at[j]
-			if o.Err != nil {
-				failed(c.results, c.errs, i, o.Err)
-				continue
-			}
+		putEach(c, at, out, func(o kms.HeldSigned) error { return o.Err }, func(res *result, o kms.HeldSigned) {
 			text := vaultct.FormatWith(enc, o.KeyVersion, o.Signature)
-			if what == "hmac" {
-				c.results[i].HMAC = text
+			if field == "hmac" {
+				res.HMAC = text
 			} else {
-				c.results[i].Signature = text
+				res.Signature = text
 			}
-			c.results[i].KeyVersion = o.KeyVersion
-		}
+			res.KeyVersion = o.KeyVersion
+		})
 	}
-	if c.batched {
-		return batchAnswer(c.partial, c.results, c.errs), nil
-	}
-	if c.errs[0] != nil {
-		return nil, c.errs[0]
-	}
-	res := c.results[0]
-	if what == "hmac" {
-		return &answer{data: map[string]any{"hmac": res.HMAC, "key_version": res.KeyVersion}}, nil
-	}
-	return &answer{data: map[string]any{"signature": res.Signature, "key_version": res.KeyVersion}}, nil
+	return c.answer(func(res result) map[string]any {
+		return map[string]any{field: res.Signature + res.HMAC, "key_version": res.KeyVersion}
+	})
 }
 
 // POST verify/:name[/:hash]: input with signature or hmac, or
@@ -171,63 +142,48 @@ func (a *api) verify(r *http.Request, ps httprouter.Params) (*answer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if field == "hmac" && opts.Hash == "" {
-		if opts.Hash, err = p.str("algorithm"); err != nil {
-			return nil, err
+	enc := encodingOf(opts)
+	if field == "hmac" {
+		enc = base64.StdEncoding
+		if opts.Hash == "" {
+			if opts.Hash, err = p.str("algorithm"); err != nil {
+				return nil, err
+			}
 		}
 	}
-	in, at := inputs(c.items, c.results, c.errs, "verify")
-	checks := make([]kms.HeldCheck, 0, len(in))
-	valid := at[:0:0]
-	for j, input := range in {
-		i := at[j]
-		text, err := c.items[i].p.required(field, "verify")
-		if err != nil {
-			failed(c.results, c.errs, i, err)
-			continue
+	in, at := readEach(c, func(it item) (kms.HeldCheck, error) {
+		var chk kms.HeldCheck
+		var err error
+		if chk.Input, err = input(it, "verify"); err != nil {
+			return chk, err
 		}
-		chk := kms.HeldCheck{Input: input}
-		enc := base64.StdEncoding
-		if field == "signature" {
-			enc = encodingOf(opts)
+		text, err := it.p.required(field, "verify")
+		if err != nil {
+			return chk, err
 		}
 		chk.KeyVersion, chk.Signature, chk.Unread = vaultct.ParseWith(enc, text)
-		checks, valid = append(checks, chk), append(valid, i)
-	}
-	if err := a.admit(r, max(len(checks), 1)); err != nil {
+		return chk, nil
+	})
+	if err := a.admit(r, max(len(in), 1)); err != nil {
 		return nil, err
 	}
-	if len(checks) > 0 {
-		var out []kms.HeldVerified
+	if len(in) > 0 {
+		verify := a.svc.VerifyWithHeldKey
 		if field == "hmac" {
-			out, err = a.svc.VerifyHMACWithHeldKey(r.Context(), ps.ByName("name"), opts.Hash, checks)
-		} else {
-			out, err = a.svc.VerifyWithHeldKey(r.Context(), kms.HeldVerifyInput{Name: ps.ByName("name"), Options: opts, Items: checks})
+			verify = a.svc.VerifyHMACWithHeldKey
 		}
+		out, err := verify(r.Context(), kms.HeldVerifyInput{Name: ps.ByName("name"), Options: opts, Items: in})
 		if err != nil {
 			return nil, err
 		}
-		for j, o := range out {
-			i := valid[j]
-			if o.Err != nil {
-				failed(c.results, c.errs, i, o.Err)
-				continue
-			}
-			c.results[i].Valid = &o.Valid
+		putEach(c, at, out, func(o kms.HeldVerified) error { return o.Err }, func(res *result, o kms.HeldVerified) { res.Valid = &o.Valid })
+	}
+	for i := range c.results {
+		if c.results[i].Valid == nil {
+			c.results[i].Valid = new(bool) // Vault's items always carry it
 		}
 	}
-	if c.batched {
-		for i := range c.results {
-			if c.results[i].Valid == nil {
-				c.results[i].Valid = new(bool) // Vault's items always carry it
-			}
-		}
-		return batchAnswer(c.partial, c.results, c.errs), nil
-	}
-	if c.errs[0] != nil {
-		return nil, c.errs[0]
-	}
-	return &answer{data: map[string]any{"valid": *c.results[0].Valid}}, nil
+	return c.answer(func(res result) map[string]any { return map[string]any{"valid": *res.Valid} })
 }
 
 // firstItemHas reports whether the first item of p's batch_input gives
