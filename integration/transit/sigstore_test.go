@@ -33,12 +33,11 @@ import (
 // and that credential's SignMessage is refused 403; sigstore's ed25519
 // signer with SHA-512, which asks for a prehashed (Ed25519ph) signature,
 // is refused 400 rather than answered a signature of the digest as a
-// message. sigstore's RSA
-// verification sends no signature_algorithm, so kmsd verifies with
-// Vault's default, PSS: the PKCS#1 v1.5 signature it signed is not valid
-// there (as Vault answers it), while verify with signature_algorithm
-// pkcs1v15 accepts it and a PSS signature of kmsd's default verifies
-// through sigstore. The signer is configured through VAULT_ADDR,
+// message. sigstore's RSA verification sends no signature_algorithm, so
+// kmsd verifies with Vault's default, PSS: the PKCS#1 v1.5 signature it
+// signed is not valid there (as Vault answers it), while verify with
+// signature_algorithm pkcs1v15 accepts it and a PSS signature of kmsd's
+// default verifies through sigstore. The signer is configured through VAULT_ADDR,
 // VAULT_TOKEN and TRANSIT_SECRET_ENGINE_PATH, the verifier through
 // sigstore's options.
 func TestSigstore(t *testing.T) {
