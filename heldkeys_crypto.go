@@ -174,20 +174,52 @@ func (s *Service) heldRing(ctx context.Context, name, action, op string, create 
 // the ring's rotationPeriod. It needs keyring.<name>.encrypt (and
 // keyring.<name>.create to make the key, with in.Create).
 func (s *Service) EncryptWithHeldKey(ctx context.Context, in HeldEncryptInput) ([]HeldCiphertext, error) {
-	if err := checkBatchSize(len(in.Items)); err != nil {
+	b := heldBatch{name: in.Name, action: transitEncryptAction, op: OpEncrypt, create: creating(in)}
+	return runHeld(s, ctx, b, len(in.Items), func(c *heldCall, i int) (out HeldCiphertext) {
+		it := in.Items[i]
+		out.Ciphertext, out.KeyVersion, out.Err = s.sealHeld(ctx, c.p, c.r, c.lower, c.action, it.Plaintext, it.AssociatedData, it.KeyVersion, nil)
+		return out
+	})
+}
+
+// heldBatch is a call of items on a held key: its name, its action and
+// operation, what it makes when the key does not exist (nil: nothing),
+// and the types it serves (nil: every type).
+type heldBatch struct {
+	name, action, op string
+	create           *CreateHeldKeyInput
+	accept           func(*ringRecord) error
+}
+
+// heldCall is what each item of a heldBatch works with: the caller, the
+// key's ring and its lower-case name, and the call's action.
+type heldCall struct {
+	p      *Principal
+	r      *ringRecord
+	lower  string
+	action string
+}
+
+// runHeld authorizes b, a call of n items (heldRing: one record of a
+// refusal), refuses a key of a type it does not serve (recorded), and
+// answers each item as item answers it, in order, the items running
+// together (runBatch).
+func runHeld[T any](s *Service, ctx context.Context, b heldBatch, n int, item func(c *heldCall, i int) T) ([]T, error) {
+	if err := checkBatchSize(n); err != nil {
 		return nil, err
 	}
-	p, r, lower, err := s.heldRing(ctx, in.Name, transitEncryptAction, OpEncrypt, creating(in))
+	p, r, lower, err := s.heldRing(ctx, b.name, b.action, b.op, b.create)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]HeldCiphertext, len(in.Items))
-	runBatch(len(in.Items), func(i int) {
-		it := in.Items[i]
-		var err error
-		out[i].Ciphertext, out[i].KeyVersion, err = s.sealHeld(ctx, p, r, lower, transitEncryptAction, it.Plaintext, it.AssociatedData, it.KeyVersion, nil)
-		out[i].Err = err
-	})
+	if b.accept != nil {
+		if err := b.accept(r); err != nil {
+			return nil, s.recordFailure(p, b.action, lower, err)
+		}
+	}
+	c := &heldCall{p: p, r: r, lower: lower, action: b.action}
+	out := make([]T, n)
+	runBatch(n, func(i int) { out[i] = item(c, i) })
 	return out, nil
 }
 
@@ -403,29 +435,22 @@ func (s *Service) openHeld(ctx context.Context, r *ringRecord, in HeldSealed) ([
 // openHeld; a disabled or destroyed version fails as elsewhere). It
 // needs keyring.<name>.decrypt.
 func (s *Service) DecryptWithHeldKey(ctx context.Context, in HeldDecryptInput) ([]HeldDecrypted, error) {
-	if err := checkBatchSize(len(in.Items)); err != nil {
-		return nil, err
-	}
-	p, r, lower, err := s.heldRing(ctx, in.Name, transitDecryptAction, OpDecrypt, nil)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]HeldDecrypted, len(in.Items))
-	runBatch(len(in.Items), func(i int) {
-		plain, k, err := s.openHeld(ctx, r, in.Items[i])
+	b := heldBatch{name: in.Name, action: transitDecryptAction, op: OpDecrypt}
+	return runHeld(s, ctx, b, len(in.Items), func(c *heldCall, i int) (out HeldDecrypted) {
+		plain, k, err := s.openHeld(ctx, c.r, in.Items[i])
 		if err != nil {
-			out[i].Err = s.recordFailure(p, transitDecryptAction, lower, err)
-			return
+			out.Err = s.recordFailure(c.p, c.action, c.lower, err)
+			return out
 		}
-		props := map[string]any{"ringId": r.ID, "keyId": k.ID, "version": k.Version}
-		if err := s.record(p, transitDecryptAction, lower, props, nil); err != nil {
+		props := map[string]any{"ringId": c.r.ID, "keyId": k.ID, "version": k.Version}
+		if err := s.record(c.p, c.action, c.lower, props, nil); err != nil {
 			clear(plain)
-			out[i].Err = err
-			return
+			out.Err = err
+			return out
 		}
-		out[i].Plaintext, out[i].KeyVersion = plain, k.Version
+		out.Plaintext, out.KeyVersion = plain, k.Version
+		return out
 	})
-	return out, nil
 }
 
 // RewrapWithHeldKey decrypts each ciphertext with the held key in.Name and
@@ -436,26 +461,19 @@ func (s *Service) DecryptWithHeldKey(ctx context.Context, in HeldDecryptInput) (
 // (docs/PERMISSIONS.md: rewrapping hands out no plaintext, so it is
 // delegated as encryption is, as Vault intends it).
 func (s *Service) RewrapWithHeldKey(ctx context.Context, in HeldRewrapInput) ([]HeldCiphertext, error) {
-	if err := checkBatchSize(len(in.Items)); err != nil {
-		return nil, err
-	}
-	p, r, lower, err := s.heldRing(ctx, in.Name, transitRewrapAction, OpEncrypt, nil)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]HeldCiphertext, len(in.Items))
-	runBatch(len(in.Items), func(i int) {
+	b := heldBatch{name: in.Name, action: transitRewrapAction, op: OpEncrypt}
+	return runHeld(s, ctx, b, len(in.Items), func(c *heldCall, i int) (out HeldCiphertext) {
 		it := in.Items[i]
-		plain, from, err := s.openHeld(ctx, r, it.HeldSealed)
+		plain, from, err := s.openHeld(ctx, c.r, it.HeldSealed)
 		if err != nil {
-			out[i].Err = s.recordFailure(p, transitRewrapAction, lower, err)
-			return
+			out.Err = s.recordFailure(c.p, c.action, c.lower, err)
+			return out
 		}
 		defer clear(plain)
 		props := map[string]any{"fromKeyId": from.ID, "fromVersion": from.Version}
-		out[i].Ciphertext, out[i].KeyVersion, out[i].Err = s.sealHeld(ctx, p, r, lower, transitRewrapAction, plain, it.AssociatedData, it.NewVersion, props)
+		out.Ciphertext, out.KeyVersion, out.Err = s.sealHeld(ctx, c.p, c.r, c.lower, c.action, plain, it.AssociatedData, it.NewVersion, props)
+		return out
 	})
-	return out, nil
 }
 
 // GenerateHeldDataKey makes a random data key and answers it encrypted

@@ -127,19 +127,9 @@ func (s *Service) HMACWithHeldKey(ctx context.Context, in HeldSignInput) ([]Held
 // key's type: the calls of op, recorded as action.
 func (s *Service) produce(ctx context.Context, action, op, name string, version int, inputs [][]byte,
 	accept func(*ringRecord) error, compute func(*keytype.Key, []byte) ([]byte, error)) ([]HeldSigned, error) {
-	if err := checkBatchSize(len(inputs)); err != nil {
-		return nil, err
-	}
-	p, r, lower, err := s.heldRing(ctx, name, action, op, nil)
-	if err != nil {
-		return nil, err
-	}
-	if err := accept(r); err != nil {
-		return nil, s.recordFailure(p, action, lower, err)
-	}
-	out := make([]HeldSigned, len(inputs))
-	runBatch(len(inputs), func(i int) {
-		r, k, err := s.heldUseKey(ctx, r, version)
+	b := heldBatch{name: name, action: action, op: op, accept: accept}
+	return runHeld(s, ctx, b, len(inputs), func(c *heldCall, i int) (out HeldSigned) {
+		r, k, err := s.heldUseKey(ctx, c.r, version)
 		var key *keytype.Key
 		if err == nil {
 			key, err = s.heldKey(r, k)
@@ -151,17 +141,15 @@ func (s *Service) produce(ctx context.Context, action, op, name string, version 
 			}
 		}
 		if err != nil {
-			out[i].Err = s.recordFailure(p, action, lower, err)
-			return
+			out.Err = s.recordFailure(c.p, action, c.lower, err)
+			return out
 		}
 		props := map[string]any{"ringId": r.ID, "keyId": k.ID, "version": k.Version}
-		if err := s.record(p, action, lower, props, nil); err != nil {
-			out[i].Err = err
-			return
+		if out.Err = s.record(c.p, action, c.lower, props, nil); out.Err == nil {
+			out.Signature, out.KeyVersion = made, k.Version
 		}
-		out[i].Signature, out[i].KeyVersion = made, k.Version
+		return out
 	})
-	return out, nil
 }
 
 // heldUseKey returns the ring and the key to sign or compute with for a
@@ -227,42 +215,30 @@ func (s *Service) VerifyHMACWithHeldKey(ctx context.Context, in HeldVerifyInput)
 // calls of keyring.<name>.verify, recorded as transit.verify.
 func (s *Service) check(ctx context.Context, name string, items []HeldCheck, accept func(*ringRecord) error,
 	verify func(*keytype.Key, HeldCheck) (bool, error)) ([]HeldVerified, error) {
-	if err := checkBatchSize(len(items)); err != nil {
-		return nil, err
-	}
-	p, r, lower, err := s.heldRing(ctx, name, heldVerifyAction, OpVerify, nil)
-	if err != nil {
-		return nil, err
-	}
-	if err := accept(r); err != nil {
-		return nil, s.recordFailure(p, heldVerifyAction, lower, err)
-	}
-	out := make([]HeldVerified, len(items))
-	runBatch(len(items), func(i int) {
+	b := heldBatch{name: name, action: heldVerifyAction, op: OpVerify, accept: accept}
+	return runHeld(s, ctx, b, len(items), func(c *heldCall, i int) (out HeldVerified) {
 		it := items[i]
 		var k *keyRecord
 		var valid bool
 		err := it.Unread
 		if err != nil {
 			err = Errorf(KindInvalid, "%v", err)
-		} else if k, err = s.heldVersionKey(ctx, r, it.KeyVersion); err == nil {
+		} else if k, err = s.heldVersionKey(ctx, c.r, it.KeyVersion); err == nil {
 			var key *keytype.Key
-			if key, err = s.heldKey(r, k); err == nil {
+			if key, err = s.heldKey(c.r, k); err == nil {
 				if valid, err = verify(key, it); err != nil {
 					err = keytypeError(err)
 				}
 			}
 		}
 		if err != nil {
-			out[i].Err = s.recordFailure(p, heldVerifyAction, lower, err)
-			return
+			out.Err = s.recordFailure(c.p, c.action, c.lower, err)
+			return out
 		}
-		props := map[string]any{"ringId": r.ID, "keyId": k.ID, "version": k.Version, "valid": valid}
-		if err := s.record(p, heldVerifyAction, lower, props, nil); err != nil {
-			out[i].Err = err
-			return
+		props := map[string]any{"ringId": c.r.ID, "keyId": k.ID, "version": k.Version, "valid": valid}
+		if out.Err = s.record(c.p, c.action, c.lower, props, nil); out.Err == nil {
+			out.Valid = valid
 		}
-		out[i].Valid = valid
+		return out
 	})
-	return out, nil
 }

@@ -102,7 +102,7 @@ type route struct {
 
 // routes is the route table: Vault's transit paths that ringkms serves.
 func (a *api) routes() []route {
-	return []route{
+	routes := []route{
 		{method: http.MethodPost, path: "/keys/:name", handle: a.createKey, flag: "keyring.<ring>.create"},
 		{method: http.MethodGet, path: "/keys/:name", handle: a.readKey, read: true, flag: "keyring.<ring>.read"},
 		{method: http.MethodDelete, path: "/keys/:name", handle: a.deleteKey, flag: "keyring.<ring>.delete"},
@@ -114,15 +114,22 @@ func (a *api) routes() []route {
 		{method: http.MethodPost, path: "/decrypt/:name", handle: a.decrypt, flag: "keyring.<ring>.decrypt"},
 		{method: http.MethodPost, path: "/rewrap/:name", handle: a.rewrap, flag: "keyring.<ring>.encrypt"},
 		{method: http.MethodPost, path: "/datakey/:type/:name", handle: a.dataKey, flag: "keyring.<ring>.encrypt"},
-		{method: http.MethodPost, path: "/sign/:name", handle: a.sign, flag: "keyring.<ring>.sign"},
-		{method: http.MethodPost, path: "/sign/:name/:hash", handle: a.sign, flag: "keyring.<ring>.sign"},
-		{method: http.MethodPost, path: "/verify/:name", handle: a.verify, flag: "keyring.<ring>.verify"},
-		{method: http.MethodPost, path: "/verify/:name/:hash", handle: a.verify, flag: "keyring.<ring>.verify"},
-		{method: http.MethodPost, path: "/hmac/:name", handle: a.hmac, flag: "keyring.<ring>.hmac"},
-		{method: http.MethodPost, path: "/hmac/:name/:hash", handle: a.hmac, flag: "keyring.<ring>.hmac"},
 		{method: http.MethodGet, path: "/export/:type/:name", handle: a.exportKey, read: true, flag: "keyring.<ring>.export"},
 		{method: http.MethodGet, path: "/export/:type/:name/:version", handle: a.exportKey, read: true, flag: "keyring.<ring>.export"},
 	}
+	// The signature routes, each also with the hash it uses as the path's
+	// last segment, as Vault serves them.
+	for _, rt := range []route{
+		{path: "/sign/:name", handle: a.sign, flag: "keyring.<ring>.sign"},
+		{path: "/verify/:name", handle: a.verify, flag: "keyring.<ring>.verify"},
+		{path: "/hmac/:name", handle: a.hmac, flag: "keyring.<ring>.hmac"},
+	} {
+		rt.method = http.MethodPost
+		withHash := rt
+		withHash.path += "/:hash"
+		routes = append(routes, rt, withHash)
+	}
+	return routes
 }
 
 // New returns an http.Handler that serves Vault's transit interface over
