@@ -85,9 +85,20 @@ type HeldKey struct {
 	// to a caller with keyring.<name>.export.
 	Exportable     bool
 	RotationPeriod time.Duration // zero: none
+	// Uses counts the calls that used the key's versions, from the
+	// trail's usage counts (KeyUsage: encrypt, data key, sign and HMAC
+	// calls as encrypts, decrypt and verify calls as decrypts), all
+	// versions together; AsymKeyUsage answers a version's.
+	Uses KeyUsageCounts
 	// Existed reports, in the answer of CreateHeldKey, that the key
 	// existed before the call, which then changed nothing.
 	Existed bool
+}
+
+// KeyUsageCounts are counts of the calls that used keys.
+type KeyUsageCounts struct {
+	Encrypts uint64 // the calls that made something with them
+	Decrypts uint64 // the calls that opened or checked something with them
 }
 
 // HeldKeyConfig changes the settings of a held key; a nil field
@@ -245,6 +256,12 @@ func (s *Service) describeHeld(ctx context.Context, r *ringRecord, existed bool)
 		return eachKey(tx, r.ID, func(k *keyRecord) error {
 			if k.Version > 0 {
 				out.KeyIDs[k.Version] = k.ID
+				u, err := loadUsage(tx, k.ID)
+				if err != nil {
+					return err
+				}
+				out.Uses.Encrypts += u.enc
+				out.Uses.Decrypts += u.dec
 				if k.state() != KeyDestroyed {
 					out.Versions[k.Version] = k.CreatedAt
 					if k.PublicKey != "" {
