@@ -71,7 +71,9 @@ type ExportedKeys struct {
 
 // ExportedKey is one version of a held key: its material (the 32 bytes
 // of an aes256-gcm96 key; internal/keytype's encoding of the others),
-// and, for ExportHeldKey, the text of the kind asked for.
+// and, for ExportHeldKey, the text of the kind asked for. The export of
+// a public key, which needs no more than keyring.<name>.read, answers
+// the text alone: Key is nil.
 type ExportedKey struct {
 	KeyID   string
 	Version int
@@ -227,6 +229,10 @@ func (s *Service) exportKeys(ctx context.Context, ref RingRef, x export, pick fu
 				out.Clear()
 				return nil, s.recordFailure(p, action, lower, err)
 			}
+		}
+		if x.kind == keytype.ExportPublicKey {
+			clear(raw) // no secret leaves for a caller that may only read the key
+			e.Key = nil
 		}
 		out.Keys = append(out.Keys, e)
 		ids[i], versions[i] = k.ID, k.Version

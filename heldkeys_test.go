@@ -2,47 +2,81 @@ package kms_test
 
 import (
 	"context"
+	"crypto/cipher"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"strings"
 	"testing"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/keytype"
 	"github.com/ringkms/kms/internal/vaultct"
 	"github.com/ringkms/kms/kmstest"
+	"golang.org/x/crypto/chacha20poly1305"
 )
 
-// openOffline opens the held key's ciphertext ct with key, as anyone
-// holding the key could, without the service (internal/vaultct is
-// AES-256-GCM with its nonce first: TestKnownAnswer).
-func openOffline(ct kms.HeldSealed, key []byte) ([]byte, bool) {
-	blob := ct.Ciphertext
-	aead, err := vaultct.NewAEAD(key)
+// openOffline opens the held key's ciphertext ct with key, the material
+// of an AEAD key of type typ, as anyone holding the key could, without
+// the service (internal/vaultct frames both AEAD types with their nonce
+// first: TestKnownAnswer).
+func openOffline(typ keytype.Type, ct kms.HeldSealed, key []byte) ([]byte, bool) {
+	var aead cipher.AEAD
+	var err error
+	if typ == keytype.ChaCha20Poly1305 {
+		aead, err = chacha20poly1305.New(key)
+	} else {
+		aead, err = vaultct.NewAEAD(key)
+	}
 	if err != nil {
 		return nil, false
 	}
-	plain, err := vaultct.Open(aead, blob)
+	plain, err := vaultct.OpenAD(aead, ct.Ciphertext, ct.AssociatedData)
 	return plain, err == nil
 }
 
-// keysIn returns every string of the JSON of answers that decodes, as
-// standard base64, to 32 bytes: every AES-256 key the answers could hold.
-func keysIn(t *testing.T, answers ...any) [][]byte {
+// secretsIn returns every byte string that the strings of the JSON of
+// answers could carry: each string as it is, decoded from base64 (each
+// alphabet, padded or not) or hex, and the blocks of the PEM it holds,
+// as it is or decoded: every key the answers could hold, in whatever
+// encoding.
+func secretsIn(t *testing.T, answers ...any) [][]byte {
 	t.Helper()
-	var keys [][]byte
+	var out [][]byte
+	decoded := func(s string) {
+		found := [][]byte{[]byte(s)}
+		for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+			if b, err := enc.DecodeString(s); err == nil && len(b) > 0 {
+				found = append(found, b)
+			}
+		}
+		if b, err := hex.DecodeString(s); err == nil && len(b) > 0 {
+			found = append(found, b)
+		}
+		for _, b := range found {
+			out = append(out, b)
+			for rest := b; ; {
+				var block *pem.Block
+				if block, rest = pem.Decode(rest); block == nil {
+					break
+				}
+				out = append(out, block.Bytes)
+			}
+		}
+	}
 	var walk func(v any)
 	walk = func(v any) {
 		switch v := v.(type) {
 		case string:
-			if b, err := base64.StdEncoding.DecodeString(v); err == nil && len(b) == 32 {
-				keys = append(keys, b)
-			}
+			decoded(v)
 		case []any:
 			for _, e := range v {
 				walk(e)
 			}
 		case map[string]any:
-			for _, e := range v {
+			for k, e := range v {
+				decoded(k)
 				walk(e)
 			}
 		}
@@ -58,7 +92,7 @@ func keysIn(t *testing.T, answers ...any) [][]byte {
 		}
 		walk(v)
 	}
-	return keys
+	return out
 }
 
 // transitEncrypt encrypts plain with the transit key name as ctx, and
@@ -80,6 +114,74 @@ func ringRecords(t *testing.T, e *env, ring, action string) []*kms.Activity {
 		t.Fatal(err)
 	}
 	return l.Data
+}
+
+// askEveryAsymRoute calls, as who, every /asym route on the held key
+// name, whose first version's key is keyID, as a caller that may read,
+// rotate, create, configure and manage its keys but not export them, and
+// returns the answers: each call must answer the key's metadata, held,
+// without its key, and the exports must be refused. It rotates the key
+// once, and leaves the first version's key enabled.
+func askEveryAsymRoute(t *testing.T, e *env, who context.Context, name, keyID string) []any {
+	t.Helper()
+	var answers []any
+	ref := kms.RingRef{Name: name}
+	for _, ref := range []kms.RingRef{ref, {Name: strings.ToUpper(name)}} {
+		k, err := e.svc.GetAsymKey(who, ref, keyID)
+		if err != nil || !k.Held || k.KeyData.Key != "" || k.Version != 1 {
+			t.Fatalf("GetAsymKey of a transit key = %+v, %v; want its metadata, held, without its key", k, err)
+		}
+		answers = append(answers, k)
+	}
+	r, err := e.svc.RotateAsym(who, kms.RotateInput{RingName: name})
+	if err != nil || !r.Held || r.KeyData.Key != "" {
+		t.Fatalf("RotateAsym of a transit key = %+v, %v; want its new key's metadata without its key", r, err)
+	}
+	answers = append(answers, r)
+	if k, err := e.svc.GetAsymKey(who, ref, r.ID); err != nil || k.KeyData.Key != "" {
+		t.Fatalf("GetAsymKey of the new version = %+v, %v", k, err)
+	}
+	_, err = e.svc.CreateAsymKeyRing(who, kms.CreateAsymKeyRingInput{Name: name})
+	wantKind(t, "CreateAsymKeyRing over a transit key", err, kms.KindConflict)
+	ring, err := e.svc.GetHeldKey(who, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := e.svc.ConfigureHeldKey(who, name, kms.HeldKeyConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := e.svc.GetAsymConfig(who, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err = e.svc.SetAsymConfig(who, ref, cfg); err != nil {
+		t.Fatal(err)
+	}
+	usage, err := e.svc.AsymKeyUsage(who, ref, keyID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answers = append(answers, ring, held, cfg, usage)
+	// The first version's key, no longer active, through the states.
+	scheduled, err := e.svc.DestroyAsymKey(who, ref, keyID, kms.DestroyKeyInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancelled, err := e.svc.CancelDestroyAsymKey(who, ref, keyID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enabled, err := e.svc.SetAsymKeyState(who, ref, keyID, kms.KeyStateInput{State: kms.KeyEnabled})
+	if err != nil {
+		t.Fatal(err)
+	}
+	answers = append(answers, scheduled, cancelled, enabled)
+	_, err = e.svc.ExportAsymKey(who, ref, keyID)
+	wantKind(t, "ExportAsymKey without the export flag", err, kms.KindPermissionDenied)
+	_, err = e.svc.ExportHeldKey(who, kms.ExportHeldKeyInput{Name: name})
+	wantKind(t, "ExportTransitKey without the export flag", err, kms.KindPermissionDenied)
+	return answers
 }
 
 // TestHeldKeysNotHandedOut: a credential that may read, rotate, create,
@@ -104,45 +206,16 @@ func TestHeldKeysNotHandedOut(t *testing.T) {
 
 	var answers []any
 	for _, who := range []context.Context{snoop, wild} {
-		for _, ref := range []kms.RingRef{{Name: "app"}, {Name: "APP"}} {
-			k, err := e.svc.GetAsymKey(who, ref, tk.KeyIDs[1])
-			if err != nil || !k.Held || k.KeyData.Key != "" || k.Version != 1 {
-				t.Fatalf("GetAsymKey of a transit key = %+v, %v; want its metadata, held, without its key", k, err)
-			}
-			answers = append(answers, k)
-		}
-		r, err := e.svc.RotateAsym(who, kms.RotateInput{RingName: "app"})
-		if err != nil || !r.Held || r.KeyData.Key != "" {
-			t.Fatalf("RotateAsym of a transit key = %+v, %v; want its new key's metadata without its key", r, err)
-		}
-		answers = append(answers, r)
-		if k, err := e.svc.GetAsymKey(who, kms.RingRef{Name: "app"}, r.ID); err != nil || k.KeyData.Key != "" {
-			t.Fatalf("GetAsymKey of the new version = %+v, %v", k, err)
-		}
-		_, err = e.svc.CreateAsymKeyRing(who, kms.CreateAsymKeyRingInput{Name: "app"})
-		wantKind(t, "CreateAsymKeyRing over a transit key", err, kms.KindConflict)
-		ring, err := e.svc.GetHeldKey(who, "app")
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg, err := e.svc.ConfigureHeldKey(who, "app", kms.HeldKeyConfig{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		answers = append(answers, ring, cfg)
-		_, err = e.svc.ExportAsymKey(who, kms.RingRef{Name: "app"}, tk.KeyIDs[1])
-		wantKind(t, "ExportAsymKey without the export flag", err, kms.KindPermissionDenied)
-		_, err = e.svc.ExportHeldKey(who, kms.ExportHeldKeyInput{Name: "app"})
-		wantKind(t, "ExportTransitKey without the export flag", err, kms.KindPermissionDenied)
+		answers = append(answers, askEveryAsymRoute(t, e, who, "app", tk.KeyIDs[1])...)
 	}
 	// What the ring's own ciphertexts need: a key among the answers.
-	for _, key := range keysIn(t, answers...) {
-		if _, ok := openOffline(ct, key); ok {
+	for _, key := range secretsIn(t, answers...) {
+		if _, ok := openOffline(keytype.AES256GCM96, ct, key); ok {
 			t.Fatal("a key in the answers of the /asym calls opens the transit ciphertext offline")
 		}
 	}
 	// Whoever holds the key opens it so (what the check above looks for).
-	if _, ok := openOffline(ct, make([]byte, 32)); ok {
+	if _, ok := openOffline(keytype.AES256GCM96, ct, make([]byte, 32)); ok {
 		t.Fatal("openOffline opens with any key")
 	}
 	// The ciphertext still decrypts through the service.
@@ -287,7 +360,7 @@ func TestExportNeedsExportableAndFlag(t *testing.T) {
 		if err != nil || len(out.Keys) != 1 || out.Keys[0].Version != 1 || out.Keys[0].KeyID != k.KeyIDs[1] {
 			t.Fatalf("ExportTransitKey = %+v, %v", out, err)
 		}
-		if plain, ok := openOffline(ct, out.Keys[0].Key); !ok || string(plain) != "exported" {
+		if plain, ok := openOffline(keytype.AES256GCM96, ct, out.Keys[0].Key); !ok || string(plain) != "exported" {
 			t.Fatal("the exported key does not open the key's ciphertext")
 		}
 		ak, err := e.svc.ExportAsymKey(who, kms.RingRef{Name: "open"}, k.KeyIDs[1])

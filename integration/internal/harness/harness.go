@@ -5,6 +5,7 @@
 package harness
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -93,8 +94,58 @@ func (in *Instance) env() []string {
 // if it still runs.
 func (in *Instance) Start(t testing.TB, flags ...string) *kmsdtest.Proc {
 	t.Helper()
+	return in.StartBinary(t, kmsdPath, flags...)
+}
+
+// StartBinary is Start with the kmsd binary bin: a release's (Release),
+// to write a store that this tree's kmsd then opens.
+func (in *Instance) StartBinary(t testing.TB, bin string, flags ...string) *kmsdtest.Proc {
+	t.Helper()
 	args := append([]string{"-addr", "127.0.0.1:0", "-data", in.Data, "-log-level", "warn"}, flags...)
-	return kmsdtest.Start(t, kmsdPath, in.env(), 30*time.Second, args...)
+	return kmsdtest.Start(t, bin, in.env(), 30*time.Second, args...)
+}
+
+// Release builds kmsd as the commit rev of the root module's repository
+// has it, from the commit's files (git archive), and returns the
+// binary's path. The build may fetch the commit's modules from the
+// module proxy. A repository without the commit (a shallow clone), or
+// without git, skips the test, or fails it under CI=true; a commit that
+// does not build fails it.
+func Release(t testing.TB, rev string) string {
+	t.Helper()
+	root, err := rootDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	find := exec.Command("git", "cat-file", "-e", rev+"^{commit}")
+	find.Dir = root
+	if out, err := find.CombinedOutput(); err != nil {
+		msg := fmt.Sprintf("harness: commit %s is not in the repository at %s (a shallow clone? git fetch --unshallow): %v %s", rev, root, err, strings.TrimSpace(string(out)))
+		if os.Getenv("CI") != "true" {
+			t.Skip(msg)
+		}
+		t.Fatal(msg)
+	}
+	src := t.TempDir()
+	archive := exec.Command("git", "archive", rev)
+	archive.Dir = root
+	tarball, err := archive.Output()
+	if err != nil {
+		t.Fatalf("harness: git archive %s: %v", rev, err)
+	}
+	extract := exec.Command("tar", "-x", "-C", src)
+	extract.Stdin = bytes.NewReader(tarball)
+	if out, err := extract.CombinedOutput(); err != nil {
+		t.Fatalf("harness: tar -x of git archive %s: %v\n%s", rev, err, out)
+	}
+	bin := filepath.Join(t.TempDir(), "kmsd-"+rev)
+	build := exec.Command(kmsdtest.GoTool(), "build", "-trimpath", "-o", bin, "./cmd/kmsd")
+	build.Dir = src
+	build.Env = append(os.Environ(), "GOFLAGS=-mod=mod -buildvcs=false", "GOWORK=off")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("harness: go build kmsd of %s: %v\n%s", rev, err, out)
+	}
+	return bin
 }
 
 // VerifyAudit runs kmsd verify-audit on the instance's store (kmsd must
