@@ -140,23 +140,31 @@ func checkNodes(t *testing.T, sum *jsonSummary, urls []string, n int64) {
 	}
 }
 
-// TestRunTwoURLs loads one kmsd given twice in -url: kmsbench counts
-// traffic on both "nodes", and decrypts on the second what it encrypted
-// through the first.
-func TestRunTwoURLs(t *testing.T) {
-	bin := testKmsd(t)
-	cl, err := startCluster(context.Background(), newKmsdConfig(bin, "warn", "", false, nil), 1, "kmsd", func(*kmsd) {})
+// runningKmsd starts a kmsd (serving the transit interface too when
+// transit) for a test to load as a running one, stopped at the test's
+// end, and returns its URL and API key.
+func runningKmsd(t *testing.T, transit bool) (url, key string) {
+	config := newKmsdConfig(testKmsd(t), "warn", "", false, nil)
+	config.transit = transit
+	cl, err := startCluster(context.Background(), config, 1, "kmsd", func(*kmsd) {})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cl.stop() })
-	u := cl.nodes[0].url
-	getenv := func(k string) string {
-		if k == "KMSBENCH_KEY" {
-			return cl.key
-		}
-		return ""
-	}
+	return cl.nodes[0].url, cl.key
+}
+
+// envOf is the environment of vars.
+func envOf(vars map[string]string) func(string) string {
+	return func(k string) string { return vars[k] }
+}
+
+// TestRunTwoURLs loads one kmsd given twice in -url: kmsbench counts
+// traffic on both "nodes", and decrypts on the second what it encrypted
+// through the first.
+func TestRunTwoURLs(t *testing.T) {
+	u, key := runningKmsd(t, false)
+	getenv := envOf(map[string]string{"KMSBENCH_KEY": key})
 	sum, _ := runJSON(t, getenv, "-url", u+","+u, "-mode", "decrypt", "-c", "4", "-n", "100", "-warmup", "0", "-pool", "20")
 	checkNodes(t, sum, []string{u, u}, 100)
 	if sum.Store != "" || sum.RSS != nil {
@@ -447,21 +455,8 @@ func TestRunTransit(t *testing.T) {
 // run asking for another type on that key fails, saying so, while
 // transit-hmac computes HMACs with it.
 func TestRunTransitKeyType(t *testing.T) {
-	bin := testKmsd(t)
-	config := newKmsdConfig(bin, "warn", "", false, nil)
-	config.transit = true
-	cl, err := startCluster(context.Background(), config, 1, "kmsd", func(*kmsd) {})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.stop() })
-	u := cl.nodes[0].url
-	getenv := func(k string) string {
-		if k == "KMS_API_KEY" {
-			return cl.key
-		}
-		return ""
-	}
+	u, key := runningKmsd(t, true)
+	getenv := envOf(map[string]string{"KMS_API_KEY": key})
 	sum, _ := runJSON(t, getenv, "-url", u, "-mode", "transit-sign", "-key-type", "ml-dsa-44", "-c", "2", "-n", "20", "-warmup", "0")
 	if r := sum.Rows[0]; r.Requests != 20 || r.Errors != 0 || sum.KeyType != "ml-dsa-44" {
 		t.Fatalf("row %+v, key %q; want 20 signatures of ml-dsa-44", r, sum.KeyType)
@@ -469,7 +464,7 @@ func TestRunTransitKeyType(t *testing.T) {
 	var got struct {
 		Data map[string]any `json:"data"`
 	}
-	if _, err := call(t.Context(), http.DefaultClient, u, cl.key, http.MethodGet, "/v1/transit/keys/kmsbench", nil, &got); err != nil {
+	if _, err := call(t.Context(), http.DefaultClient, u, key, http.MethodGet, "/v1/transit/keys/kmsbench", nil, &got); err != nil {
 		t.Fatal(err)
 	}
 	if got.Data["type"] != "ml-dsa" || got.Data["parameter_set"] != "44" || got.Data["supports_signing"] != true {
@@ -477,7 +472,7 @@ func TestRunTransitKeyType(t *testing.T) {
 	}
 
 	var stdout, stderr bytes.Buffer
-	err = run(t.Context(), []string{"-url", u, "-mode", "transit-sign", "-key-type", "ed25519", "-n", "1", "-warmup", "0"}, getenv, &stdout, &stderr)
+	err := run(t.Context(), []string{"-url", u, "-mode", "transit-sign", "-key-type", "ed25519", "-n", "1", "-warmup", "0"}, getenv, &stdout, &stderr)
 	if err == nil || !strings.Contains(err.Error(), "the key is ml-dsa-44, not ed25519 (-key-type): name another key with -ring") {
 		t.Errorf("transit-sign with -key-type ed25519 on an ml-dsa-44 key = %v, want the types and what to do", err)
 	}
