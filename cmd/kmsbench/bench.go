@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"strings"
 	"time"
 )
 
@@ -161,10 +160,10 @@ func (b *bench) prepareOn(ctx context.Context, t target, first string) (*workloa
 	if created {
 		b.notef("%s: created ring %s (KEM x25519) on %s", t.name, o.ring, first)
 	}
-	work := &workload{mode: o.mode, mix: o.mix, encrypt: newEncrypt(o.ring, o.asset, 1)}
+	work := &workload{mode: o.mode, mix: o.mix, produce: newEncrypt(o.ring, o.asset, 1)}
 	if o.mode != "encrypt" {
 		t0 := time.Now()
-		work.pool, err = makePool(ctx, b.client, first, t.key, work.encrypt, o.pool, o.concurrency, ksDecryptOf)
+		work.pool, err = makePool(ctx, b.client, first, t.key, work.produce, o.pool, o.concurrency, ksDecryptOf)
 		if err != nil {
 			return nil, b.cause(ctx, fmt.Errorf("%s: %w", t.name, err))
 		}
@@ -172,33 +171,6 @@ func (b *bench) prepareOn(ctx context.Context, t target, first string) (*workloa
 	}
 	if o.batch > 1 {
 		work.batched(o.ring, o.asset, o.batch)
-	}
-	return work, nil
-}
-
-// prepareTransit is prepareOn for the transit modes: the transit key (an
-// /asym ring) and, for transit-decrypt, the pool of ciphertexts to
-// decrypt.
-func (b *bench) prepareTransit(ctx context.Context, t target, first string) (*workload, error) {
-	o := b.o
-	created, err := ensureTransitKey(ctx, b.client, first, t.key, o.ring)
-	if err != nil {
-		return nil, b.cause(ctx, fmt.Errorf("%s: transit key %s: %w", t.name, o.ring, err))
-	}
-	if created {
-		b.notef("%s: created transit key %s on %s", t.name, o.ring, first)
-	}
-	work := &workload{mode: strings.TrimPrefix(o.mode, "transit-"), encrypt: newTransitEncrypt(o.ring, 1)}
-	if work.mode == "decrypt" {
-		t0 := time.Now()
-		work.pool, err = makePool(ctx, b.client, first, t.key, work.encrypt, o.pool, o.concurrency, transitDecryptOf(o.ring))
-		if err != nil {
-			return nil, b.cause(ctx, fmt.Errorf("%s: %w", t.name, err))
-		}
-		b.notef("%s: made %d ciphertexts to decrypt on %s in %.1fs", t.name, len(work.pool), first, time.Since(t0).Seconds())
-	}
-	if o.batch > 1 {
-		work.batchedTransit(o.ring, o.batch)
 	}
 	return work, nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net/http"
 	"os"
 	"regexp"
 	"slices"
@@ -58,6 +59,7 @@ type jsonSummary struct {
 	Rows     []row     `json:"rows"`
 	Ratios   *ratios   `json:"ratios"`
 	Batch    int       `json:"batch"`
+	KeyType  string    `json:"keyType"`
 }
 
 // runJSON runs kmsbench with args and -json, and returns its summary and
@@ -138,23 +140,31 @@ func checkNodes(t *testing.T, sum *jsonSummary, urls []string, n int64) {
 	}
 }
 
-// TestRunTwoURLs loads one kmsd given twice in -url: kmsbench counts
-// traffic on both "nodes", and decrypts on the second what it encrypted
-// through the first.
-func TestRunTwoURLs(t *testing.T) {
-	bin := testKmsd(t)
-	cl, err := startCluster(context.Background(), newKmsdConfig(bin, "warn", "", false, nil), 1, "kmsd", func(*kmsd) {})
+// runningKmsd starts a kmsd (serving the transit interface too when
+// transit) for a test to load as a running one, stopped at the test's
+// end, and returns its URL and API key.
+func runningKmsd(t *testing.T, transit bool) (url, key string) {
+	config := newKmsdConfig(testKmsd(t), "warn", "", false, nil)
+	config.transit = transit
+	cl, err := startCluster(context.Background(), config, 1, "kmsd", func(*kmsd) {})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cl.stop() })
-	u := cl.nodes[0].url
-	getenv := func(k string) string {
-		if k == "KMSBENCH_KEY" {
-			return cl.key
-		}
-		return ""
-	}
+	return cl.nodes[0].url, cl.key
+}
+
+// envOf is the environment of vars.
+func envOf(vars map[string]string) func(string) string {
+	return func(k string) string { return vars[k] }
+}
+
+// TestRunTwoURLs loads one kmsd given twice in -url: kmsbench counts
+// traffic on both "nodes", and decrypts on the second what it encrypted
+// through the first.
+func TestRunTwoURLs(t *testing.T) {
+	u, key := runningKmsd(t, false)
+	getenv := envOf(map[string]string{"KMSBENCH_KEY": key})
 	sum, _ := runJSON(t, getenv, "-url", u+","+u, "-mode", "decrypt", "-c", "4", "-n", "100", "-warmup", "0", "-pool", "20")
 	checkNodes(t, sum, []string{u, u}, 100)
 	if sum.Store != "" || sum.RSS != nil {
@@ -404,28 +414,71 @@ func TestRunAgainst(t *testing.T) {
 }
 
 // TestRunTransit: the transit modes start kmsd with -transit, make the
-// transit key (and, to decrypt, the ciphertexts) and load Vault's
-// encrypt and decrypt, alone and in batches, with no error.
+// transit key of the type asked (and, to decrypt, the ciphertexts) and
+// load Vault's encrypt, decrypt, sign and hmac, alone and in batches,
+// with no error.
 func TestRunTransit(t *testing.T) {
 	bin := testKmsd(t)
 	for _, c := range []struct {
-		mode  string
-		batch string
-	}{{"transit-encrypt", "1"}, {"transit-decrypt", "1"}, {"transit-encrypt", "10"}, {"transit-decrypt", "10"}} {
-		sum, stderr := runJSON(t, noEnv, "-start", "-kmsd", bin, "-kmsd-log-level", "warn", "-mode", c.mode, "-pool", "20",
-			"-batch", c.batch, "-c", "4", "-d", "1s", "-warmup", "100ms")
+		mode, batch, keyType string
+		want                 string // the key's type
+	}{
+		{"transit-encrypt", "1", "", "aes256-gcm96"}, {"transit-decrypt", "1", "", "aes256-gcm96"},
+		{"transit-encrypt", "10", "chacha20-poly1305", "chacha20-poly1305"}, {"transit-decrypt", "10", "", "aes256-gcm96"},
+		{"transit-sign", "1", "", "ed25519"}, {"transit-sign", "10", "ecdsa-p256", "ecdsa-p256"}, {"transit-sign", "1", "ml-dsa", "ml-dsa-65"},
+		{"transit-hmac", "1", "", "hmac"}, {"transit-hmac", "10", "", "hmac"},
+	} {
+		args := []string{"-start", "-kmsd", bin, "-kmsd-log-level", "warn", "-mode", c.mode, "-pool", "20",
+			"-batch", c.batch, "-c", "4", "-d", "1s", "-warmup", "100ms"}
+		if c.keyType != "" {
+			args = append(args, "-key-type", c.keyType)
+		}
+		sum, stderr := runJSON(t, noEnv, args...)
 		checkStopped(t, startedPIDs(t, stderr))
 		if len(sum.Rows) != 1 {
 			t.Fatalf("%s: rows %+v", c.mode, sum.Rows)
 		}
-		if r := sum.Rows[0]; r.Requests == 0 || r.Errors != 0 || r.Mode != c.mode {
-			t.Fatalf("%s batch %s row: %d requests, %d errors %v, mode %q", c.mode, c.batch, r.Requests, r.Errors, r.ErrorsByStatus, r.Mode)
+		if r := sum.Rows[0]; r.Requests == 0 || r.Errors != 0 || r.Mode != c.mode || sum.KeyType != c.want {
+			t.Fatalf("%s batch %s row: %d requests, %d errors %v, mode %q, key %q; want key %s", c.mode, c.batch, r.Requests, r.Errors, r.ErrorsByStatus, r.Mode, sum.KeyType, c.want)
 		}
-		if !strings.Contains(stderr, "created transit key kmsbench") {
-			t.Errorf("%s: stderr does not say the transit key was made:\n%s", c.mode, stderr)
+		if made := "created transit key kmsbench (" + c.want + ")"; !strings.Contains(stderr, made) {
+			t.Errorf("%s: stderr does not say %q:\n%s", c.mode, made, stderr)
 		}
 	}
 	if _, err := parseFlags([]string{"-start", "-mode", "transit-encrypt", "-asset"}, noEnv, io.Discard); err == nil {
 		t.Error("-asset with a transit mode was accepted")
+	}
+}
+
+// TestRunTransitKeyType loads a running kmsd -transit: transit-sign
+// makes the key with the type of -key-type, as kmsd then answers it; a
+// run asking for another type on that key fails, saying so, while
+// transit-hmac computes HMACs with it.
+func TestRunTransitKeyType(t *testing.T) {
+	u, key := runningKmsd(t, true)
+	getenv := envOf(map[string]string{"KMS_API_KEY": key})
+	sum, _ := runJSON(t, getenv, "-url", u, "-mode", "transit-sign", "-key-type", "ml-dsa-44", "-c", "2", "-n", "20", "-warmup", "0")
+	if r := sum.Rows[0]; r.Requests != 20 || r.Errors != 0 || sum.KeyType != "ml-dsa-44" {
+		t.Fatalf("row %+v, key %q; want 20 signatures of ml-dsa-44", r, sum.KeyType)
+	}
+	var got struct {
+		Data map[string]any `json:"data"`
+	}
+	if _, err := call(t.Context(), http.DefaultClient, u, key, http.MethodGet, "/v1/transit/keys/kmsbench", nil, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Data["type"] != "ml-dsa" || got.Data["parameter_set"] != "44" || got.Data["supports_signing"] != true {
+		t.Errorf("kmsd answers the key %v, want an ml-dsa key of parameter set 44", got.Data)
+	}
+
+	var stdout, stderr bytes.Buffer
+	err := run(t.Context(), []string{"-url", u, "-mode", "transit-sign", "-key-type", "ed25519", "-n", "1", "-warmup", "0"}, getenv, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "the key is ml-dsa-44, not ed25519 (-key-type): name another key with -ring") {
+		t.Errorf("transit-sign with -key-type ed25519 on an ml-dsa-44 key = %v, want the types and what to do", err)
+	}
+
+	sum, _ = runJSON(t, getenv, "-url", u, "-mode", "transit-hmac", "-key-type", "ml-dsa-44", "-c", "2", "-n", "20", "-warmup", "0", "-batch", "5")
+	if r := sum.Rows[0]; r.Requests != 20 || r.Errors != 0 || r.KeysPerSec <= 0 {
+		t.Fatalf("transit-hmac row %+v, want 20 batches of HMACs of the ml-dsa-44 key", r)
 	}
 }

@@ -295,7 +295,7 @@ func TestMeasureTakesTurns(t *testing.T) {
 	a, b := server("a"), server("b")
 	o := &options{concurrency: 4, duration: time.Minute, requests: 31, embedded: true, rounds: 3}
 	bn := &bench{o: o, client: newClient(o.concurrency, 5*time.Second, nil), stderr: io.Discard}
-	work := func(ring string) *workload { return &workload{mode: "encrypt", encrypt: newEncrypt(ring, false, 1)} }
+	work := func(ring string) *workload { return &workload{mode: "encrypt", produce: newEncrypt(ring, false, 1)} }
 	all, err := bn.measure(context.Background(), []target{
 		{name: "a", urls: []string{a.URL}, key: "k", pids: []int{os.Getpid()}, work: []*workload{work("a")}},
 		{name: "b", urls: []string{b.URL}, work: []*workload{work("b")}},

@@ -1,6 +1,7 @@
 // Command kmsbench is a load tool for kmsd: it drives POST /ks/encrypt
-// and /ks/decrypt (or, with -mode transit-encrypt and transit-decrypt,
-// Vault's transit encrypt and decrypt, kmsd -transit) from many
+// and /ks/decrypt (or, with -mode transit-encrypt, transit-decrypt,
+// transit-sign and transit-hmac, Vault's transit encrypt, decrypt, sign
+// and hmac, kmsd -transit) from many
 // keep-alive clients and reports throughput and latency quantiles.
 //
 //	kmsbench -start [flags]                  start a kmsd of its own and load it
@@ -126,6 +127,8 @@ type options struct {
 	warmup      time.Duration
 	timeout     time.Duration
 	ring        string
+	keyType     string     // -key-type as given
+	transitKey  transitKey // the transit key of a transit mode, of -key-type
 	asset       bool
 	pool        int
 	baseline    bool
@@ -154,11 +157,18 @@ stops after 1h at most.
 The API key needs the flag "*" or the flags for the ring (read, create
 when it is missing) and for encrypt and decrypt.
 
-With -mode transit-encrypt or transit-decrypt, kmsbench calls Vault's
-transit interface instead (POST /v1/transit/encrypt/RING and
-/v1/transit/decrypt/RING, a 32-byte plaintext, batch_input with -batch):
-the kmsd it starts serves it (-transit), a running one must. -ring names
-the transit key, created if missing. With -start, kmsbench
+With -mode transit-encrypt, transit-decrypt, transit-sign or
+transit-hmac, kmsbench calls Vault's transit interface instead (POST
+/v1/transit/encrypt/RING, /v1/transit/decrypt/RING, /v1/transit/sign/RING
+or /v1/transit/hmac/RING, a 32-byte plaintext or input, batch_input with
+-batch): the kmsd it starts serves it (-transit), a running one must.
+-ring names the transit key, created if missing with the type of
+-key-type: aes256-gcm96 (or chacha20-poly1305) to encrypt and decrypt,
+ed25519 (or ecdsa-p256, ecdsa-p384, rsa-2048, rsa-3072, rsa-4096,
+ml-dsa-44, ml-dsa-65, ml-dsa-87) to sign, hmac (or any type) for
+HMACs; a key that exists must be of that type. The API key needs the
+flags of the key: keyring.RING.read, create, and encrypt and decrypt,
+sign or hmac. With -start, kmsbench
 runs its own kmsd (built from ./cmd/kmsd unless -kmsd) on 127.0.0.1:0 with
 a temporary data directory, a random master key and a random bootstrap API
 key, and stops it with SIGTERM at the end, or on Ctrl-C.
@@ -259,9 +269,10 @@ func parseFlags(args []string, getenv func(string) string, stdout io.Writer) (*o
 	fs.IntVar(&o.nodes, "nodes", 1, "with -start -store: how many kmsd (`N`) to start on the database, a cluster")
 	fs.StringVar(&o.kmsd, "kmsd", "", "the kmsd binary to run with -start, at `PATH` (default: go build ./cmd/kmsd into a temporary directory)")
 	fs.StringVar(&o.logLevel, "kmsd-log-level", "info", "the -log-level (`LEVEL`) of the kmsd started with -start (info logs every request, as kmsd does by default)")
-	fs.StringVar(&o.mode, "mode", "encrypt", "what to call (`MODE`): encrypt, decrypt (hashes and headers from -pool encrypt calls made first) or mix; transit-encrypt and transit-decrypt (ciphertexts of -pool encrypt calls) call Vault's transit interface instead (kmsd -transit; -ring names the transit key), with a 32-byte plaintext")
+	fs.StringVar(&o.mode, "mode", "encrypt", "what to call (`MODE`): encrypt, decrypt (hashes and headers from -pool encrypt calls made first) or mix; transit-encrypt, transit-decrypt (ciphertexts of -pool encrypt calls), transit-sign and transit-hmac call Vault's transit interface instead (kmsd -transit; -ring names the transit key), with a 32-byte plaintext or input")
+	fs.StringVar(&o.keyType, "key-type", "", "with a transit mode: the `TYPE` of the transit key made when -ring is missing, and that an existing one must have: aes256-gcm96 (the default to encrypt and decrypt) or chacha20-poly1305; ed25519 (the default to sign), ecdsa-p256, ecdsa-p384, rsa-2048, rsa-3072, rsa-4096, ml-dsa-44, ml-dsa-65 or ml-dsa-87 (ml-dsa alone is 65); hmac (the default for transit-hmac, which takes any type)")
 	fs.Float64Var(&o.mix, "mix", 0.5, "with -mode mix, the `SHARE` of decrypt calls, 0 to 1")
-	fs.IntVar(&o.batch, "batch", 1, "items per request (`N`, 1 to 1000): above 1, POST /ks/encrypt/batch and /ks/decrypt/batch with N items each, and keys per second in the summary")
+	fs.IntVar(&o.batch, "batch", 1, "items per request (`N`, 1 to 1000): above 1, POST /ks/encrypt/batch and /ks/decrypt/batch with N items each, and keys (signatures, HMACs) per second in the summary")
 	fs.IntVar(&o.concurrency, "c", 64, "concurrent clients, each sending one request after the other")
 	fs.DurationVar(&o.duration, "d", 10*time.Second, "how long to measure (with -n and no -d: at most 1h)")
 	fs.Int64Var(&o.requests, "n", 0, "stop after `N` requests in all (0: no limit but -d)")
@@ -339,8 +350,10 @@ func (o *options) validate(set map[string]bool) error {
 		return errors.New("-against needs -start, and excludes -baseline and -embedded: it compares two builds of kmsd")
 	case o.against != "" && o.store != "":
 		return errors.New("-against goes with the embedded store: two builds on one database would share its state")
-	case o.mode != "encrypt" && o.mode != "decrypt" && o.mode != "mix" && o.mode != "transit-encrypt" && o.mode != "transit-decrypt":
-		return fmt.Errorf("-mode %q: want encrypt, decrypt, mix, transit-encrypt or transit-decrypt", o.mode)
+	case o.mode != "encrypt" && o.mode != "decrypt" && o.mode != "mix" && transitCalls[o.mode].route == "":
+		return fmt.Errorf("-mode %q: want encrypt, decrypt, mix, transit-encrypt, transit-decrypt, transit-sign or transit-hmac", o.mode)
+	case set["key-type"] && !transitMode(o.mode):
+		return errors.New("-key-type goes with the transit modes: the /ks modes encrypt with a ring's KEM")
 	case o.asset && transitMode(o.mode):
 		return errors.New("-asset goes with the /ks modes: a transit encrypt makes no Asset")
 	case set["mix"] && o.mode != "mix":
@@ -371,6 +384,12 @@ func (o *options) validate(set map[string]bool) error {
 		return fmt.Errorf("-n %d in %d rounds: want at least one request a round", o.requests, o.rounds)
 	case o.ring == "":
 		return errors.New("-ring: a ring name is required")
+	}
+	if transitMode(o.mode) {
+		var err error
+		if o.transitKey, err = parseKeyType(o.keyType, o.mode); err != nil {
+			return err
+		}
 	}
 	if o.url != "" {
 		for raw := range strings.SplitSeq(o.url, ",") {

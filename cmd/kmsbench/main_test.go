@@ -97,6 +97,33 @@ func TestParseFlags(t *testing.T) {
 			check: func(o *options) bool {
 				return o.signingKey == "pkcs11:token=kms;object=s?module-path=/m.so" && o.pin == "1234"
 			}},
+		{name: "transit-sign with ed25519", args: []string{"-start", "-mode", "transit-sign"}, check: func(o *options) bool {
+			return o.transitKey == transitKey{Type: "ed25519"}
+		}},
+		{name: "transit-sign with ml-dsa", args: []string{"-start", "-mode", "transit-sign", "-key-type", "ml-dsa"}, check: func(o *options) bool {
+			return o.transitKey == transitKey{Type: "ml-dsa", ParameterSet: "65"}
+		}},
+		{name: "transit-sign with ml-dsa-87", args: []string{"-start", "-mode", "transit-sign", "-key-type", "ml-dsa-87"}, check: func(o *options) bool {
+			return o.transitKey == transitKey{Type: "ml-dsa", ParameterSet: "87"}
+		}},
+		{name: "transit-sign with ecdsa-p256", args: []string{"-start", "-mode", "transit-sign", "-key-type", "ecdsa-p256"}, check: func(o *options) bool {
+			return o.transitKey == transitKey{Type: "ecdsa-p256"}
+		}},
+		{name: "transit-hmac with an hmac key", args: []string{"-start", "-mode", "transit-hmac"}, check: func(o *options) bool {
+			return o.transitKey == transitKey{Type: "hmac"}
+		}},
+		{name: "transit-hmac with any key", args: []string{"-start", "-mode", "transit-hmac", "-key-type", "rsa-2048"}, check: func(o *options) bool {
+			return o.transitKey == transitKey{Type: "rsa-2048"}
+		}},
+		{name: "transit-decrypt with aes256-gcm96", args: []string{"-start", "-mode", "transit-decrypt"}, check: func(o *options) bool {
+			return o.transitKey == transitKey{Type: "aes256-gcm96"}
+		}},
+		{name: "key type of a /ks mode", args: []string{"-start", "-key-type", "ed25519"}, wantErr: "-key-type goes with the transit modes"},
+		{name: "transit-sign with an AEAD key", args: []string{"-start", "-mode", "transit-sign", "-key-type", "aes256-gcm96"}, wantErr: "-key-type aes256-gcm96: -mode transit-sign wants a key type that signs"},
+		{name: "transit-encrypt with a signing key", args: []string{"-start", "-mode", "transit-encrypt", "-key-type", "ed25519"}, wantErr: "wants a key type that encrypts"},
+		{name: "unknown key type", args: []string{"-start", "-mode", "transit-sign", "-key-type", "rsa-1024"}, wantErr: `-key-type "rsa-1024": unknown key type "rsa-1024"; the key types are aes256-gcm96,`},
+		{name: "unknown ml-dsa parameter set", args: []string{"-start", "-mode", "transit-sign", "-key-type", "ml-dsa-99"}, wantErr: `unknown parameter_set "99"; the parameter sets of ml-dsa are 44, 65, 87`},
+		{name: "parameter set of another type", args: []string{"-start", "-mode", "transit-sign", "-key-type", "ed25519-65"}, wantErr: `unknown key type "ed25519-65"`},
 		{name: "signing key without start", args: []string{"-url", "http://127.0.0.1:1", "-key", "k", "-signing-key-pkcs11", "pkcs11:object=s"}, wantErr: "go with -start"},
 		{name: "signing key not a PKCS#11 URI", args: []string{"-start", "-signing-key-pkcs11", "/etc/kms/key"}, wantErr: "want a PKCS#11 URI"},
 

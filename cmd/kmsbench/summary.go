@@ -19,6 +19,8 @@ import (
 type summary struct {
 	Machine machine `json:"machine"`
 	Mode    string  `json:"mode"`
+	// KeyType is the transit key's type, in a transit mode (-key-type).
+	KeyType string `json:"keyType,omitempty"`
 	// Ratios compare the first target with the second: kmsd with the
 	// baseline (with -baseline), postgres with embedded (with -embedded),
 	// kmsd with against (with -against).
@@ -93,6 +95,14 @@ type row struct {
 	KeysPerSec float64 `json:"keysPerSec,omitempty"`
 }
 
+// keyTypeOf is the transit key's type in a transit mode, else "".
+func keyTypeOf(o *options) string {
+	if transitMode(o.mode) {
+		return o.transitKey.String()
+	}
+	return ""
+}
+
 // batchOf is the batch size of o, 0 for single calls.
 func batchOf(o *options) int {
 	if o.batch > 1 {
@@ -153,13 +163,14 @@ func newSummary(o *options) *summary {
 			Go:         runtime.Version(),
 			OS:         runtime.GOOS + "/" + runtime.GOARCH,
 		},
-		Mode:   mode,
-		Warmup: o.warmup.String(),
-		Rounds: rounds(o),
-		Batch:  batchOf(o),
-		ring:   o.ring,
-		pool:   o.pool,
-		asset:  o.asset,
+		Mode:    mode,
+		KeyType: keyTypeOf(o),
+		Warmup:  o.warmup.String(),
+		Rounds:  rounds(o),
+		Batch:   batchOf(o),
+		ring:    o.ring,
+		pool:    o.pool,
+		asset:   o.asset,
 	}
 }
 
@@ -292,11 +303,14 @@ func (s *summary) print(w io.Writer, asJSON bool) error {
 	m := s.Machine
 	fmt.Fprintf(w, "machine: %d CPUs (%s), GOMAXPROCS %d, %s %s\n", m.CPUs, m.CPUModel, m.GOMAXPROCS, m.Go, m.OS)
 	fmt.Fprintf(w, "mode: %s, ring %s", s.Mode, s.ring)
+	if s.KeyType != "" {
+		fmt.Fprintf(w, " (%s)", s.KeyType)
+	}
 	if s.asset {
 		fmt.Fprint(w, ", with an Asset per encrypt")
 	}
 	switch s.Mode {
-	case "encrypt", "transit-encrypt":
+	case "encrypt", "transit-encrypt", "transit-sign", "transit-hmac":
 	case "transit-decrypt":
 		fmt.Fprintf(w, ", %d ciphertexts to decrypt", s.pool)
 	default:
@@ -336,9 +350,13 @@ func (s *summary) print(w io.Writer, asJSON bool) error {
 			fmt.Sprintf("%.2f", r.P99Ms), fmt.Sprintf("%.2f", r.MaxMs), orDash("%.1f", r.CPUUsPerReq), orDash("%.1f", r.ClientCPUUsPerReq)})
 	}
 	writeTable(w, table, 2)
+	items := map[string]string{"transit-sign": "signatures", "transit-hmac": "HMACs"}[s.Mode]
+	if items == "" {
+		items = "keys"
+	}
 	for _, r := range s.Rows {
 		if r.KeysPerSec > 0 {
-			fmt.Fprintf(w, "%s: %.0f keys/s in batches of %d\n", r.Target, r.KeysPerSec, s.Batch)
+			fmt.Fprintf(w, "%s: %.0f %s/s in batches of %d\n", r.Target, r.KeysPerSec, items, s.Batch)
 		}
 	}
 	for _, r := range s.Rows {

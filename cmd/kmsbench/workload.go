@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/x509"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,18 +12,18 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 )
 
-// workload is what the load sends to kmsd: encrypt calls on one ring, and
-// decrypt calls of the (hash, header) pairs of earlier encrypt calls.
+// workload is what the load sends to kmsd: the calls that make something
+// (encrypt calls on one ring, or a transit key's encrypt, sign or hmac
+// calls), and decrypt calls of what earlier encrypt calls made.
 type workload struct {
-	mode    string  // encrypt, decrypt or mix
-	mix     float64 // the share of decrypt calls in mix mode
-	encrypt request
-	pool    []request // decrypt calls
+	mode    string    // encrypt, decrypt or mix; a transit mode without "transit-"
+	mix     float64   // the share of decrypt calls in mix mode
+	produce request   // the call that makes something
+	pool    []request // decrypt calls; none in the modes that only make
 }
 
 // newEncrypt returns the encrypt call on ring, with a new Asset when
@@ -57,7 +56,7 @@ func newEncrypt(ring string, asset bool, n int) request {
 // into a batch of n, and the decrypt pool into batches of n of its pairs,
 // taken in turn (at least 8 different batches, each pair in at least one).
 func (w *workload) batched(ring string, asset bool, n int) {
-	w.encrypt = newEncrypt(ring, asset, n)
+	w.produce = newEncrypt(ring, asset, n)
 	w.batchPool(n, "/ks/decrypt/batch", "items")
 }
 
@@ -83,10 +82,10 @@ func (w *workload) batchPool(n int, path, field string) {
 // pick returns the next request of a worker.
 func (w *workload) pick(rng *rand.Rand) request {
 	switch {
-	case w.mode == "encrypt":
-		return w.encrypt
+	case len(w.pool) == 0: // encrypt, transit-encrypt, transit-sign, transit-hmac
+		return w.produce
 	case w.mode == "mix" && rng.Float64() >= w.mix:
-		return w.encrypt
+		return w.produce
 	}
 	return w.pool[rng.IntN(len(w.pool))]
 }
@@ -205,67 +204,4 @@ func makePool(ctx context.Context, c *http.Client, base, key string, encrypt req
 		return nil, err
 	}
 	return pool, nil
-}
-
-// transitMode reports whether mode drives Vault's transit interface
-// (kmsd -transit) rather than /ks.
-func transitMode(mode string) bool { return strings.HasPrefix(mode, "transit-") }
-
-// transitPlaintext is the plaintext of the transit encrypt calls, in
-// base64: 32 bytes, the size of the data keys that SOPS, OpenTofu and
-// KMS plugins encrypt.
-var transitPlaintext = base64.StdEncoding.EncodeToString([]byte("kmsbench: a 32-byte data key...."))
-
-// newTransitEncrypt returns the transit encrypt call of the key ring;
-// with n above 1, a batch_input of n plaintexts.
-func newTransitEncrypt(ring string, n int) request {
-	path := "/v1/transit/encrypt/" + url.PathEscape(ring)
-	if n <= 1 {
-		body, _ := json.Marshal(map[string]any{"plaintext": transitPlaintext})
-		return request{path: path, body: body}
-	}
-	items := make([]map[string]any, n)
-	for i := range items {
-		items[i] = map[string]any{"plaintext": transitPlaintext}
-	}
-	body, _ := json.Marshal(map[string]any{"batch_input": items})
-	return request{path: path, body: body}
-}
-
-// transitDecryptOf turns the answer of a transit encrypt of the key ring
-// into the decrypt call of its ciphertext.
-func transitDecryptOf(ring string) func(json.RawMessage) (request, error) {
-	return func(answer json.RawMessage) (request, error) {
-		var out struct {
-			Data struct {
-				Ciphertext string `json:"ciphertext"`
-			} `json:"data"`
-		}
-		if err := json.Unmarshal(answer, &out); err != nil || out.Data.Ciphertext == "" {
-			return request{}, errors.New("transit encrypt answer without a ciphertext")
-		}
-		body, _ := json.Marshal(map[string]any{"ciphertext": out.Data.Ciphertext})
-		return request{path: "/v1/transit/decrypt/" + url.PathEscape(ring), body: body}, nil
-	}
-}
-
-// batchedTransit is batched for the transit modes: batch_input of n
-// plaintexts, or of n ciphertexts of the pool.
-func (w *workload) batchedTransit(ring string, n int) {
-	w.encrypt = newTransitEncrypt(ring, n)
-	w.batchPool(n, "/v1/transit/decrypt/"+url.PathEscape(ring), "batch_input")
-}
-
-// ensureTransitKey creates the transit key ring unless it exists.
-func ensureTransitKey(ctx context.Context, c *http.Client, base, key, ring string) (created bool, err error) {
-	path := "/v1/transit/keys/" + url.PathEscape(ring)
-	status, err := call(ctx, c, base, key, http.MethodGet, path, nil, nil)
-	if err == nil {
-		return false, nil
-	}
-	if status != http.StatusNotFound {
-		return false, fmt.Errorf("%w (is kmsd serving the transit interface, -transit?)", err)
-	}
-	_, err = call(ctx, c, base, key, http.MethodPost, path, []byte(`{}`), nil)
-	return err == nil, err
 }
