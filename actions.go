@@ -31,6 +31,36 @@ func RingFlag(ring, op string) string {
 	return "keyring." + strings.ToLower(ring) + "." + op
 }
 
+// The actions of held keys' calls. They keep the names they had when
+// Vault's transit engine was the one protocol mapped onto held keys.
+const (
+	transitCreateAction  = "transit.key.create"
+	transitReadAction    = "transit.key.read"
+	transitListAction    = "transit.key.list"
+	transitDeleteAction  = "transit.key.delete"
+	transitRotateAction  = "transit.key.rotate"
+	transitConfigAction  = "transit.key.config"
+	transitEncryptAction = "transit.encrypt"
+	transitDecryptAction = "transit.decrypt"
+	transitRewrapAction  = "transit.rewrap"
+	transitDataKeyAction = "transit.datakey"
+	heldSignAction       = "transit.sign"
+	heldVerifyAction     = "transit.verify"
+	heldHMACAction       = "transit.hmac"
+	transitExportAction  = "transit.key.export" // ExportHeldKey
+	asymExportAction     = "asym.key.export"    // ExportAsymKey
+)
+
+// apiKeyLoginAction is the action of LoginAPIKey. validateAction is the
+// action of every record of a validation (ValidateAPIKey), and its prop
+// via: the record is the service's account of a check, and what the
+// caller reports with it (the action, the props) is a claim that no
+// index takes for the operation itself.
+const (
+	apiKeyLoginAction = "apikey.login"
+	validateAction    = "validate"
+)
+
 // actions are the actions the Service records of its own, sorted: every
 // action of the trail but those that callers of ValidateAPIKey report.
 // TestActions keeps the list in step with the code that records them and

@@ -55,12 +55,6 @@ type APIKeyInput struct {
 // credential and recording the activity it reports.
 const FlagAPIKeysValidate = "apikeys.validate"
 
-// validateAction is the action of every record of a validation, and its
-// prop via: the record is the service's account of a check, and what the
-// caller reports with it (the action, the props) is a claim that no
-// index takes for the operation itself.
-const validateAction = "validate"
-
 // API key update operations (PUT /auth/apikey and PUT /auth/apikeyid).
 const (
 	UpdateMerge   = "merge"   // set the flags and props given, keep the others

@@ -86,9 +86,6 @@ func flagNames(f Flags) []string {
 	return out
 }
 
-// apiKeyLoginAction is the action of LoginAPIKey.
-const apiKeyLoginAction = "apikey.login"
-
 // LoginAPIKey is the login of an API key by its ID and its secret: the
 // secret must be that of an active API key whose ID is keyID. It answers
 // the key's description; any mismatch is an Unauthenticated error that

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/base64"
+	"errors"
 	"slices"
 	"strings"
 
@@ -55,12 +56,6 @@ func (s *Service) resolveHeld(ctx context.Context, name, action, op string) (*Pr
 	}
 	return p, r, nil
 }
-
-// The actions of exports.
-const (
-	transitExportAction = "transit.key.export"
-	asymExportAction    = "asym.key.export"
-)
 
 // ExportedKeys are versions of an exportable held key, in the clear.
 type ExportedKeys struct {
@@ -120,7 +115,7 @@ func (s *Service) ExportHeldKey(ctx context.Context, in ExportHeldKeyInput) (*Ex
 	if err != nil {
 		return nil, Errorf(KindInvalid, "%s", keytype.Message(err))
 	}
-	x := export{action: transitExportAction, kind: kind}
+	x := exportCall{action: transitExportAction, kind: kind}
 	return s.exportKeys(ctx, RingRef{Name: in.Name}, x, func(r *ringRecord) ([]*keyRecord, error) {
 		lowest := max(r.held().MinDecryptionVersion, 1)
 		version := in.Version
@@ -147,7 +142,7 @@ func (s *Service) ExportHeldKey(ctx context.Context, in ExportHeldKeyInput) (*Ex
 // keyring.<name>.export, the same rules, recorded as asym.key.export.
 func (s *Service) ExportAsymKey(ctx context.Context, ref RingRef, keyID string) (*AsymKey, error) {
 	var k *keyRecord
-	out, err := s.exportKeys(ctx, ref, export{action: asymExportAction}, func(r *ringRecord) ([]*keyRecord, error) {
+	out, err := s.exportKeys(ctx, ref, exportCall{action: asymExportAction}, func(r *ringRecord) ([]*keyRecord, error) {
 		if _, ok := parseID(keyID); !ok {
 			return nil, Errorf(KindNotFound, "key not found") // no key has such an ID
 		}
@@ -172,9 +167,9 @@ func (s *Service) ExportAsymKey(ctx context.Context, ref RingRef, keyID string) 
 		State: k.state(), Version: k.Version}, nil
 }
 
-// export is what an export answers: its action, and the kind of text of
+// exportCall is what an exportCall answers: its action, and the kind of text of
 // ExportHeldKey (none for the raw keys of ExportAsymKey).
-type export struct {
+type exportCall struct {
 	action string
 	kind   keytype.ExportKind
 }
@@ -184,7 +179,7 @@ type export struct {
 // held key's and exportable (a public key: for a caller that may read
 // the key, exportable or not); it records the export as x.action,
 // granted (with the versions answered) or refused.
-func (s *Service) exportKeys(ctx context.Context, ref RingRef, x export, pick func(r *ringRecord) ([]*keyRecord, error)) (*ExportedKeys, error) {
+func (s *Service) exportKeys(ctx context.Context, ref RingRef, x exportCall, pick func(r *ringRecord) ([]*keyRecord, error)) (*ExportedKeys, error) {
 	action, op := x.action, OpExport
 	if x.kind == keytype.ExportPublicKey {
 		op = OpRead
@@ -287,4 +282,15 @@ func (s *Service) exportableVersions(ctx context.Context, r *ringRecord, lowest 
 	}
 	slices.SortFunc(keys, func(a, b *keyRecord) int { return a.Version - b.Version })
 	return keys, nil
+}
+
+// keytypeError is the error of an operation of internal/keytype: a
+// request it cannot serve (a parameter, an input, an operation the type
+// lacks) is Invalid, with its message, which never holds key material or
+// input; anything else is internal.
+func keytypeError(err error) error {
+	if errors.Is(err, keytype.ErrWrongType) || errors.Is(err, keytype.ErrParameter) || errors.Is(err, keytype.ErrInput) {
+		return Errorf(KindInvalid, "%s", keytype.Message(err))
+	}
+	return internalError("held key", err)
 }

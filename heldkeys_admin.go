@@ -35,20 +35,6 @@ import (
 // rotationPeriod of the ring, and its usage counts. The actions keep the
 // names they had when transit was the one protocol: transit.*.
 
-// The actions of the calls of held keys.
-const (
-	transitCreateAction  = "transit.key.create"
-	transitReadAction    = "transit.key.read"
-	transitListAction    = "transit.key.list"
-	transitDeleteAction  = "transit.key.delete"
-	transitRotateAction  = "transit.key.rotate"
-	transitConfigAction  = "transit.key.config"
-	transitEncryptAction = "transit.encrypt"
-	transitDecryptAction = "transit.decrypt"
-	transitRewrapAction  = "transit.rewrap"
-	transitDataKeyAction = "transit.datakey"
-)
-
 // HeldKey is an /asym ring as Vault's transit engine describes a key.
 type HeldKey struct {
 	Name string

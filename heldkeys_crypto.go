@@ -3,7 +3,6 @@ package kms
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"strings"
 
 	"github.com/ringkms/kms/internal/encryptcount"
@@ -356,17 +355,6 @@ func (r *ringRecord) supports(can func(keytype.Type) bool, what string) error {
 		return Errorf(KindInvalid, "key type %s does not support %s", spec.Type(), what)
 	}
 	return nil
-}
-
-// keytypeError is the error of an operation of internal/keytype: a
-// request it cannot serve (a parameter, an input, an operation the type
-// lacks) is Invalid, with its message, which never holds key material or
-// input; anything else is internal.
-func keytypeError(err error) error {
-	if errors.Is(err, keytype.ErrWrongType) || errors.Is(err, keytype.ErrParameter) || errors.Is(err, keytype.ErrInput) {
-		return Errorf(KindInvalid, "%s", keytype.Message(err))
-	}
-	return internalError("held key", err)
 }
 
 // heldVersionKey returns the key of version v of r, to open or check

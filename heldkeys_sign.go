@@ -23,13 +23,6 @@ import (
 // decrypt call. A wrong signature is an answer (Valid false), not an
 // error; a signature that does not read is Invalid.
 
-// The actions of signatures and HMACs.
-const (
-	heldSignAction   = "transit.sign"
-	heldVerifyAction = "transit.verify"
-	heldHMACAction   = "transit.hmac"
-)
-
 // HeldSignOptions say how to sign or verify. The zero value signs the
 // input itself, hashed with sha2-256 where the type hashes, ECDSA
 // signatures in ASN.1 DER and RSA ones with PSS and the largest salt.
