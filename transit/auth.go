@@ -106,12 +106,8 @@ func (a *api) appRoleLogin(r *http.Request, _ httprouter.Params) (*answer, error
 	if err := p.unsupported("role_name"); err != nil {
 		return nil, err
 	}
-	roleID, err := p.str("role_id")
-	if err != nil {
-		return nil, err
-	}
-	secretID, err := p.str("secret_id")
-	if err != nil {
+	var roleID, secretID string
+	if err := p.into(map[string]any{"role_id": &roleID, "secret_id": &secretID}); err != nil {
 		return nil, err
 	}
 	if roleID == "" {

@@ -3,7 +3,10 @@ package transit
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -198,25 +201,40 @@ func (p params) unsupported(names ...string) error {
 	return nil
 }
 
+// into reads the parameters fields names into the variables they point
+// to, each as its type reads (a *string with str, an *int with integer, a
+// *bool with boolean, a *time.Duration with seconds), and stops at the
+// first that does not read, in name order.
+func (p params) into(fields map[string]any) error {
+	for _, name := range slices.Sorted(maps.Keys(fields)) {
+		dst := fields[name]
+		var err error
+		switch v := dst.(type) {
+		case *string:
+			*v, err = p.str(name)
+		case *int:
+			*v, err = p.integer(name)
+		case *bool:
+			*v, err = p.boolean(name)
+		case *time.Duration:
+			*v, _, err = p.seconds(name)
+		default:
+			panic(fmt.Sprintf("transit: parameter %s read into a %T", name, dst))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // newKeyParams reads, for a call that may make a key (create, and
 // encrypt's upsert), the key's type and parameters: type (aes256-gcm96
 // when absent), key_size, parameter_set, exportable, auto_rotate_period.
 // The Service checks them.
 func (p params) newKeyParams(name string) (kms.CreateHeldKeyInput, error) {
 	in := kms.CreateHeldKeyInput{Name: name}
-	var err error
-	if in.Type, err = p.str("type"); err != nil {
-		return in, err
-	}
-	if in.KeySize, err = p.integer("key_size"); err != nil {
-		return in, err
-	}
-	if in.ParameterSet, err = p.str("parameter_set"); err != nil {
-		return in, err
-	}
-	if in.Exportable, err = p.boolean("exportable"); err != nil {
-		return in, err
-	}
-	in.RotationPeriod, _, err = p.seconds("auto_rotate_period")
+	err := p.into(map[string]any{"type": &in.Type, "key_size": &in.KeySize, "parameter_set": &in.ParameterSet,
+		"exportable": &in.Exportable, "auto_rotate_period": &in.RotationPeriod})
 	return in, err
 }

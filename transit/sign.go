@@ -22,20 +22,11 @@ import (
 // hash_algorithm, when given, stands for the parameter.
 func signOptions(p params, ps httprouter.Params) (kms.HeldSignOptions, error) {
 	var o kms.HeldSignOptions
-	var err error
-	if o.Hash, err = hashParam(p, ps, "hash_algorithm"); err != nil {
-		return o, err
+	err := p.into(map[string]any{"prehashed": &o.Prehashed, "marshaling_algorithm": &o.Marshaling,
+		"signature_algorithm": &o.Algorithm, "salt_length": &o.SaltLength})
+	if err == nil {
+		o.Hash, err = hashParam(p, ps, "hash_algorithm")
 	}
-	if o.Prehashed, err = p.boolean("prehashed"); err != nil {
-		return o, err
-	}
-	if o.Marshaling, err = p.str("marshaling_algorithm"); err != nil {
-		return o, err
-	}
-	if o.Algorithm, err = p.str("signature_algorithm"); err != nil {
-		return o, err
-	}
-	o.SaltLength, err = p.str("salt_length")
 	return o, err
 }
 
