@@ -11,14 +11,13 @@ import (
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/integration/internal/harness"
-	"github.com/ringkms/kms/integration/internal/sopstest"
 )
 
 // sopsRun runs the real sops command line with args, as the holder of
 // the credential token, in dir, and returns what it printed.
 func sopsRun(t *testing.T, dir, token string, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
-	cmd := exec.Command(sopstest.Binary(t), args...)
+	cmd := exec.Command(harness.SOPS(t), args...)
 	cmd.Dir = dir
 	// Vault's own variables and a ~/.vault-token of the machine stay out:
 	// the credential is the one given.
@@ -40,7 +39,7 @@ func sopsRun(t *testing.T, dir, token string, args ...string) (stdout, stderr st
 // sops encrypts but cannot decrypt, and the refusal is in the activity
 // trail.
 func TestSOPS(t *testing.T) {
-	sopstest.Binary(t) // built before kmsd starts, so that its first build does not count against kmsd's timeouts
+	harness.SOPS(t) // built before kmsd starts, so that its first build does not count against kmsd's timeouts
 	in := harness.New(t)
 	p := in.Start(t, "-transit")
 	if _, err := vaultClient(t, p, in.Bootstrap).Logical().Write("transit/keys/sops", nil); err != nil {

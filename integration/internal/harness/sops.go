@@ -1,12 +1,13 @@
-// Package sopstest gives tests the real sops command line (Mozilla SOPS,
-// github.com/getsops/sops), built from its Go module at a pinned version
-// and kept in the user's cache directory, so that it is built once per
-// machine and version. The build needs the Go module proxy (or a module
-// cache that holds sops's modules) the first time only.
+package harness
+
+// The real sops command line (Mozilla SOPS, github.com/getsops/sops),
+// built from its Go module at a pinned version and kept in the user's
+// cache directory, so that it is built once per machine and version. The
+// build needs the Go module proxy (or a module cache that holds sops's
+// modules) the first time only.
 //
 // KMS_TEST_SOPS names a sops binary to use instead. Without one, and when
-// the build fails, Binary skips the test, or fails it under CI=true.
-package sopstest
+// the build fails, SOPS skips the test, or fails it under CI=true.
 
 import (
 	"fmt"
@@ -21,34 +22,34 @@ import (
 	"github.com/ringkms/kms/internal/kmsdtest"
 )
 
-// Version is the sops release the tests run.
-const Version = "v3.13.3"
+// SOPSVersion is the sops release the tests run.
+const SOPSVersion = "v3.13.3"
 
-// module is what go install builds.
-const module = "github.com/getsops/sops/v3/cmd/sops@" + Version
+// sopsModule is what go install builds.
+const sopsModule = "github.com/getsops/sops/v3/cmd/sops@" + SOPSVersion
 
 var (
-	once  sync.Once
-	path  string
-	built error
+	sopsOnce  sync.Once
+	sopsPath  string
+	sopsBuilt error
 )
 
-// Binary returns the path of the sops command, building it on first use.
-func Binary(t testing.TB) string {
+// SOPS returns the path of the sops command, building it on first use.
+func SOPS(t testing.TB) string {
 	t.Helper()
-	once.Do(func() { path, built = find() })
-	if built != nil {
+	sopsOnce.Do(func() { sopsPath, sopsBuilt = findSOPS() })
+	if sopsBuilt != nil {
 		if os.Getenv("CI") != "true" {
-			t.Skipf("sopstest: %v", built)
+			t.Skipf("sops: %v", sopsBuilt)
 		}
-		t.Fatalf("sopstest: %v", built)
+		t.Fatalf("sops: %v", sopsBuilt)
 	}
-	return path
+	return sopsPath
 }
 
-// find returns KMS_TEST_SOPS, or the cached build of Version, building it
+// findSOPS returns KMS_TEST_SOPS, or the cached build of SOPSVersion, building it
 // when it is not there.
-func find() (string, error) {
+func findSOPS() (string, error) {
 	if p := os.Getenv("KMS_TEST_SOPS"); p != "" {
 		return p, nil
 	}
@@ -56,7 +57,7 @@ func find() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("no cache directory for the sops build: %w", err)
 	}
-	dir := filepath.Join(cache, "ringkms", "sops-"+Version)
+	dir := filepath.Join(cache, "ringkms", "sops-"+SOPSVersion)
 	bin := filepath.Join(dir, "sops")
 	if _, err := os.Stat(bin); err == nil {
 		return bin, nil
@@ -85,10 +86,10 @@ func find() (string, error) {
 		return "", err
 	}
 	defer os.RemoveAll(tmp)
-	cmd := exec.Command(kmsdtest.GoTool(), "install", module)
+	cmd := exec.Command(kmsdtest.GoTool(), "install", sopsModule)
 	cmd.Env = append(os.Environ(), "GOBIN="+tmp, "GOFLAGS=-buildvcs=false", "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go install %s: %v\n%s", module, err, strings.TrimSpace(string(out)))
+		return "", fmt.Errorf("go install %s: %v\n%s", sopsModule, err, strings.TrimSpace(string(out)))
 	}
 	if err := os.Rename(filepath.Join(tmp, "sops"), bin); err != nil {
 		return "", err
