@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ringkms/kms/internal/docblock"
 )
 
 // TestActions keeps the list of Actions in step with the code that
@@ -33,16 +35,7 @@ func TestActions(t *testing.T) {
 		}
 	}
 
-	doc, err := os.ReadFile("docs/PERMISSIONS.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(doc), "```text actions\n")
-	block, _, ok2 := strings.Cut(rest, "```")
-	if !ok || !ok2 {
-		t.Fatal("docs/PERMISSIONS.md has no actions block")
-	}
-	doclist := strings.Fields(block)
+	doclist := strings.Fields(docblock.Fenced(t, "docs/PERMISSIONS.md", "text actions"))
 	for _, a := range list {
 		if !slices.Contains(doclist, a) {
 			t.Errorf("docs/PERMISSIONS.md does not list the action %q", a)

@@ -23,7 +23,6 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,6 +30,7 @@ import (
 	"testing"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/docblock"
 )
 
 // wireKeyData is keyData as FORMAT.md describes it.
@@ -322,25 +322,10 @@ func TestBatchSignedHeadersPerFormat(t *testing.T) {
 	}
 }
 
-// formatBlock returns the fenced block "```json name" of docs/FORMAT.md.
-func formatBlock(t *testing.T, doc []byte, name string) string {
-	t.Helper()
-	_, rest, ok := strings.Cut(string(doc), "```json "+name+"\n")
-	block, _, ok2 := strings.Cut(rest, "```")
-	if !ok || !ok2 {
-		t.Fatalf("docs/FORMAT.md has no %s block", name)
-	}
-	return block
-}
-
 // TestFormatExample unwraps the worked example of docs/FORMAT.md, and
 // checks its worked example with an Asset (TestFormatExampleAsset).
 func TestFormatExample(t *testing.T) {
-	doc, err := os.ReadFile("docs/FORMAT.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	block := formatBlock(t, doc, "format-example")
+	block := docblock.Fenced(t, "docs/FORMAT.md", "json format-example")
 	var ex struct {
 		PrivateKey, PublicKey, RingID, KeyID, Key, Hash, Header, SigningKey string
 		KeyData                                                             wireKeyData
@@ -369,14 +354,14 @@ func TestFormatExample(t *testing.T) {
 	if err := verifyHeaderPerFormat(header, pub); err != nil {
 		t.Errorf("example header: %v", err)
 	}
-	t.Run("asset", func(t *testing.T) { testFormatExampleAsset(t, doc) })
+	t.Run("asset", testFormatExampleAsset)
 }
 
 // testFormatExampleAsset checks the worked example with an Asset of
 // docs/FORMAT.md section 5.1 as its text says: the canonical data, the
 // Asset digest in the header, the signature under the published key, and
 // the MACs under keys derived from the master key as section 8 says.
-func testFormatExampleAsset(t *testing.T, doc []byte) {
+func testFormatExampleAsset(t *testing.T) {
 	var ex struct {
 		MasterKey, Hash, Header, CanonicalData, AssetDigest string
 		SigningKey                                          kms.SigningKey
@@ -386,7 +371,7 @@ func testFormatExampleAsset(t *testing.T, doc []byte) {
 			Parents []string
 		}
 	}
-	if err := json.Unmarshal([]byte(formatBlock(t, doc, "format-example-asset")), &ex); err != nil {
+	if err := json.Unmarshal([]byte(docblock.Fenced(t, "docs/FORMAT.md", "json format-example-asset")), &ex); err != nil {
 		t.Fatal(err)
 	}
 	var data any
@@ -555,12 +540,8 @@ func TestCanonicalDataPerFormat(t *testing.T) {
 // stores and signs the string the document says: the Go library
 // replaces what is not UTF-8 as the HTTP interface does.
 func TestFormatInvalidUnicodeGo(t *testing.T) {
-	doc, err := os.ReadFile("docs/FORMAT.md")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var cases []struct{ SentBytes, SentText, Stored, Note string }
-	if err := json.Unmarshal([]byte(formatBlock(t, doc, "format-invalid-unicode")), &cases); err != nil {
+	if err := json.Unmarshal([]byte(docblock.Fenced(t, "docs/FORMAT.md", "json format-invalid-unicode")), &cases); err != nil {
 		t.Fatal(err)
 	}
 	e := newEnv(t)

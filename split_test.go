@@ -9,11 +9,11 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/docblock"
 	"github.com/ringkms/kms/kmstest"
 )
 
@@ -359,18 +359,14 @@ func TestSplitRingLifecycle(t *testing.T) {
 // checks that it starts from the ring key and hash of section 5's
 // example, and that kms.DataKey gives the same data key.
 func TestFormatExampleSplit(t *testing.T) {
-	doc, err := os.ReadFile("docs/FORMAT.md")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var ex struct {
 		ShareSecret, Hash, RingKey, KeyShare, KeyShareHex, PRK, DataKey string
 	}
-	if err := json.Unmarshal([]byte(formatBlock(t, doc, "format-example-split")), &ex); err != nil {
+	if err := json.Unmarshal([]byte(docblock.Fenced(t, "docs/FORMAT.md", "json format-example-split")), &ex); err != nil {
 		t.Fatal(err)
 	}
 	var base struct{ Key, Hash string }
-	if err := json.Unmarshal([]byte(formatBlock(t, doc, "format-example")), &base); err != nil {
+	if err := json.Unmarshal([]byte(docblock.Fenced(t, "docs/FORMAT.md", "json format-example")), &base); err != nil {
 		t.Fatal(err)
 	}
 	if ex.RingKey != base.Key || ex.Hash != base.Hash {

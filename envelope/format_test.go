@@ -9,11 +9,10 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
-	"os"
-	"strings"
 	"testing"
 
 	"github.com/ringkms/kms/envelope"
+	"github.com/ringkms/kms/internal/docblock"
 )
 
 // TestFormatExampleEnvelope opens the worked example of docs/FORMAT.md
@@ -21,15 +20,7 @@ import (
 // and checks that the package seals the same inputs to the same bytes:
 // document and code cannot drift apart.
 func TestFormatExampleEnvelope(t *testing.T) {
-	doc, err := os.ReadFile("../docs/FORMAT.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(doc), "```json format-example-envelope\n")
-	block, _, ok2 := strings.Cut(rest, "```")
-	if !ok || !ok2 {
-		t.Fatal("docs/FORMAT.md has no format-example-envelope block")
-	}
+	block := docblock.Fenced(t, "docs/FORMAT.md", "json format-example-envelope")
 	var ex struct {
 		Key, Salt, AssociatedData, Plaintext, EnvKey, AAD, Nonce, Envelope string
 	}

@@ -7,12 +7,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/docblock"
 )
 
 // invalidUnicodeCase is a case of the block format-invalid-unicode of
@@ -37,15 +37,7 @@ func (c invalidUnicodeCase) sent(t testing.TB) []byte {
 // invalidUnicodeCases reads the cases out of docs/FORMAT.md.
 func invalidUnicodeCases(t testing.TB) []invalidUnicodeCase {
 	t.Helper()
-	doc, err := os.ReadFile("../docs/FORMAT.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(doc), "```json format-invalid-unicode\n")
-	block, _, ok2 := strings.Cut(rest, "```")
-	if !ok || !ok2 {
-		t.Fatal("docs/FORMAT.md has no format-invalid-unicode block")
-	}
+	block := docblock.Fenced(t, "docs/FORMAT.md", "json format-invalid-unicode")
 	var cases []invalidUnicodeCase
 	if err := json.Unmarshal([]byte(block), &cases); err != nil || len(cases) == 0 {
 		t.Fatalf("format-invalid-unicode block: %d cases, %v", len(cases), err)

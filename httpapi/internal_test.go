@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/docblock"
 	"github.com/ringkms/kms/internal/httpedge"
 	"github.com/ringkms/kms/kmstest"
 )
@@ -60,11 +60,7 @@ func TestKindStatus(t *testing.T) {
 // TestAPIDocErrorCodes: docs/API.md's list of error codes names every
 // kind the service answers with, with the status the one table gives it.
 func TestAPIDocErrorCodes(t *testing.T) {
-	b, err := os.ReadFile("../docs/API.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := strings.Join(strings.Fields(string(b)), " ")
+	doc := strings.Join(strings.Fields(docblock.Read(t, "docs/API.md")), " ")
 	for kind, status := range kindStatus {
 		if want := fmt.Sprintf("`%s` (%d", kind, status); !strings.Contains(doc, want) {
 			t.Errorf("docs/API.md does not list %s as %s...)", kind, want)

@@ -6,12 +6,12 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/docblock"
 )
 
 // TestSplitDataKeys: POST /ks/keyrings takes dataKeys, split when it is
@@ -100,11 +100,7 @@ func TestSplitDataKeys(t *testing.T) {
 // curl makes, with the very body it sends, has split data keys, and the
 // encrypt it then sends answers a keyShare, which the session shows.
 func TestSplitFirstSession(t *testing.T) {
-	b, err := os.ReadFile("../docs/API.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := string(b)
+	doc := docblock.Read(t, "docs/API.md")
 	start := strings.Index(doc, "## A first session with curl")
 	if start < 0 {
 		t.Fatal(`docs/API.md has no section "A first session with curl"`)

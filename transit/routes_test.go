@@ -2,25 +2,18 @@ package transit
 
 import (
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ringkms/kms/internal/docblock"
 )
 
 // TestPermissionsDoc keeps the table of docs/PERMISSIONS.md's section on
 // transit in step with the route tables (the engine's and Vault's token
 // and AppRole paths): every route, its method and its flag, and no other.
 func TestPermissionsDoc(t *testing.T) {
-	doc, err := os.ReadFile("../docs/PERMISSIONS.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(doc), "## Transit (Vault's interface)\n")
-	if !ok {
-		t.Fatal("docs/PERMISSIONS.md has no section on transit")
-	}
-	section, _, _ = strings.Cut(section, "\n## ")
+	section := docblock.Section(t, "docs/PERMISSIONS.md", "## Transit (Vault's interface)")
 	var documented []string
 	for _, line := range strings.Split(section, "\n") {
 		cells := strings.Split(line, "|")

@@ -6,23 +6,16 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
+
+	"github.com/ringkms/kms/internal/docblock"
 )
 
 // TestFormatExampleHeldKeys checks the worked example of docs/FORMAT.md
 // section 12.1 byte for byte, so the document and the code cannot drift.
 func TestFormatExampleHeldKeys(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/FORMAT.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(doc), "```json format-example-held-keys\n")
-	block, _, ok2 := strings.Cut(rest, "```")
-	if !ok || !ok2 {
-		t.Fatal("docs/FORMAT.md has no format-example-held-keys block")
-	}
+	block := docblock.Fenced(t, "docs/FORMAT.md", "json format-example-held-keys")
 	var ex map[string]string
 	if err := json.Unmarshal([]byte(block), &ex); err != nil {
 		t.Fatal(err)
