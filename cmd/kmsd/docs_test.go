@@ -11,16 +11,14 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ringkms/kms/internal/docblock"
 )
 
 // readDoc returns a document of the repository's docs/.
 func readDoc(t *testing.T, name string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "docs", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
+	return docblock.Read(t, "docs/"+name)
 }
 
 // TestOperationsCommandList: the list of commands at the top of

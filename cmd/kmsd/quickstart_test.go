@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringkms/kms/internal/docblock"
 	"github.com/ringkms/kms/internal/kmsdtest"
 )
 
@@ -21,13 +22,9 @@ import (
 // block of its section.
 func quickStart(t *testing.T) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(b), "\n## Quick start\n")
+	section := docblock.Section(t, "README.md", "## Quick start")
 	m := regexp.MustCompile("(?s)```sh\n(.*?)```").FindStringSubmatch(section)
-	if !ok || m == nil {
+	if m == nil {
 		t.Fatal("README.md has no sh block under ## Quick start")
 	}
 	return m[1]
