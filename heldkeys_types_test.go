@@ -7,8 +7,6 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/x509"
-	"encoding/base64"
-	"encoding/pem"
 	"fmt"
 	"testing"
 
@@ -16,6 +14,7 @@ import (
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/internal/keytype"
+	"github.com/ringkms/kms/internal/pubkeytest"
 )
 
 // heldTypes are the held key types whose material no /asym route may
@@ -65,41 +64,14 @@ func proveHeldKey(t *testing.T, e *env, name string) *heldProof {
 		}
 		p.macs[v] = mac[0].Signature
 		if k.Asymmetric {
-			p.pubs[v] = parsePublicKey(t, k, k.PublicKeys[v])
-		}
-	}
-	return p
-}
-
-// parsePublicKey parses the public key text of a version of the held key
-// k (HeldKey.PublicKeys).
-func parsePublicKey(t *testing.T, k *kms.HeldKey, text string) crypto.PublicKey {
-	t.Helper()
-	if block, _ := pem.Decode([]byte(text)); block != nil {
-		pub, err := x509.ParsePKIXPublicKey(block.Bytes)
-		if err != nil {
-			t.Fatalf("public key of %s: %v", k.Name, err)
-		}
-		return pub
-	}
-	raw, err := base64.StdEncoding.DecodeString(text)
-	if err != nil {
-		t.Fatalf("public key of %s: %v", k.Name, err)
-	}
-	if k.Type == string(keytype.Ed25519) {
-		return ed25519.PublicKey(raw)
-	}
-	for _, params := range mldsaParams {
-		if params.String() == k.PublicKeyName {
-			pub, err := mldsa.NewPublicKey(params, raw)
+			pub, err := pubkeytest.Parse(k.Type, k.ParameterSet, k.PublicKeys[v])
 			if err != nil {
 				t.Fatalf("public key of %s: %v", k.Name, err)
 			}
-			return pub
+			p.pubs[v] = pub
 		}
 	}
-	t.Fatalf("public key of %s (%s, %s): no known encoding", k.Name, k.Type, k.PublicKeyName)
-	return nil
+	return p
 }
 
 var mldsaParams = []mldsa.Parameters{mldsa.MLDSA44(), mldsa.MLDSA65(), mldsa.MLDSA87()}

@@ -8,9 +8,7 @@ import (
 	"crypto/rsa"
 	"crypto/sha256"
 	"crypto/sha512"
-	"crypto/x509"
 	"encoding/base64"
-	"encoding/pem"
 	"math/big"
 	"strings"
 	"testing"
@@ -18,6 +16,7 @@ import (
 	"filippo.io/mldsa"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/pubkeytest"
 	"github.com/ringkms/kms/internal/vaultct"
 )
 
@@ -38,25 +37,11 @@ func publicKey(t *testing.T, c *caller, name string) crypto.PublicKey {
 	read := c.read(t, "transit/keys/"+name)
 	v1, _ := read.data["keys"].(map[string]any)["1"].(map[string]any)
 	text, _ := v1["public_key"].(string)
-	switch typ := read.data["type"]; {
-	case typ == "ed25519":
-		raw, _ := base64.StdEncoding.DecodeString(text)
-		return ed25519.PublicKey(raw)
-	case typ == "ml-dsa":
-		raw, _ := base64.StdEncoding.DecodeString(text)
-		pk, err := mldsa.NewPublicKey(mldsa.MLDSA65(), raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return pk
-	}
-	block, _ := pem.Decode([]byte(text))
-	if block == nil {
-		t.Fatalf("%s: public key %q", name, text)
-	}
-	pk, err := x509.ParsePKIXPublicKey(block.Bytes)
+	typ, _ := read.data["type"].(string)
+	set, _ := read.data["parameter_set"].(string)
+	pk, err := pubkeytest.Parse(typ, set, text)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: public key: %v", name, err)
 	}
 	return pk
 }

@@ -1,20 +1,15 @@
 package transit_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/sha256"
-	"crypto/x509"
 	"encoding/base64"
-	"encoding/pem"
 	"strings"
 	"testing"
 
-	"filippo.io/mldsa"
-
 	"github.com/ringkms/kms/integration/internal/harness"
 	"github.com/ringkms/kms/internal/kmsdtest"
+	"github.com/ringkms/kms/internal/pubkeytest"
 )
 
 // TestSignRoutes: HashiCorp's and OpenBao's clients sign, verify and
@@ -28,7 +23,6 @@ func TestSignRoutes(t *testing.T) {
 		c := cl.make(t, p, in.Bootstrap)
 		msg := []byte("artifact digest list")
 		input := base64.StdEncoding.EncodeToString(msg)
-		digest := sha256.Sum256(msg)
 		for _, typ := range []string{"ed25519", "ecdsa-p256", "ml-dsa"} {
 			name := cl.key + "-" + strings.ReplaceAll(typ, "-", "")
 			must(t, "create "+typ)(c.write("transit/keys/"+name, map[string]any{"type": typ}))
@@ -42,7 +36,7 @@ func TestSignRoutes(t *testing.T) {
 			if err != nil || !strings.HasPrefix(sigText, "vault:v1:") {
 				t.Fatalf("%s: signature %q", typ, sigText)
 			}
-			if !verifiesOffline(t, typ, pub, msg, digest[:], raw) {
+			if pk, err := pubkeytest.Parse(typ, "", pub); err != nil || !pubkeytest.Verify(pk, msg, raw) {
 				t.Errorf("%s: the signature does not verify offline with the read's public key", typ)
 			}
 			ok := must(t, "verify "+typ)(c.write("transit/verify/"+name, map[string]any{"input": input, "signature": sigText}))
@@ -88,30 +82,4 @@ func TestSignRoutes(t *testing.T) {
 			t.Errorf("hmac with keyring.<name>.sign only = %v, want 403", err)
 		}
 	})
-}
-
-// verifiesOffline reports whether sig is typ's signature of msg (digest:
-// its SHA-256, which ECDSA signs) under pub, as the key's read encodes
-// it.
-func verifiesOffline(t *testing.T, typ, pub string, msg, digest, sig []byte) bool {
-	t.Helper()
-	switch typ {
-	case "ed25519":
-		raw, err := base64.StdEncoding.DecodeString(pub)
-		return err == nil && ed25519.Verify(ed25519.PublicKey(raw), msg, sig)
-	case "ml-dsa":
-		raw, err := base64.StdEncoding.DecodeString(pub)
-		if err != nil {
-			return false
-		}
-		pk, err := mldsa.NewPublicKey(mldsa.MLDSA65(), raw)
-		return err == nil && mldsa.Verify(pk, msg, sig, nil) == nil
-	}
-	block, _ := pem.Decode([]byte(pub))
-	if block == nil {
-		return false
-	}
-	pk, err := x509.ParsePKIXPublicKey(block.Bytes)
-	ec, isEC := pk.(*ecdsa.PublicKey)
-	return err == nil && isEC && ecdsa.VerifyASN1(ec, digest, sig)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature/options"
 
 	"github.com/ringkms/kms/integration/internal/harness"
+	"github.com/ringkms/kms/internal/pubkeytest"
 )
 
 // TestSigstore: sigstore's Vault signer (pkg/signature/kms/hashivault),
@@ -64,7 +65,7 @@ func TestSigstore(t *testing.T) {
 			if err != nil {
 				t.Fatalf("CreateKey(%s) = %v", tc.typ, err)
 			}
-			read, err := parsePublicKey(tc.typ, "", must(t, "read")(root.read("transit/keys/" + name))["keys"].(map[string]any)["1"].(map[string]any)["public_key"])
+			read, err := pubkeytest.Parse(tc.typ, "", text(must(t, "read")(root.read("transit/keys/" + name))["keys"].(map[string]any)["1"], "public_key"))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -2,21 +2,14 @@ package transit_test
 
 import (
 	"crypto"
-	"crypto/ecdsa"
 	"crypto/ed25519"
-	"crypto/elliptic"
-	"crypto/rsa"
-	"crypto/x509"
 	"encoding/base64"
-	"encoding/pem"
-	"fmt"
 	"strings"
 	"testing"
 
-	"filippo.io/mldsa"
-
 	"github.com/ringkms/kms/integration/internal/harness"
 	"github.com/ringkms/kms/internal/kmsdtest"
+	"github.com/ringkms/kms/internal/pubkeytest"
 )
 
 // keyTypes are the types of transit key kmsd makes, with the parameters
@@ -83,7 +76,7 @@ func TestKeyTypes(t *testing.T) {
 				if pub["name"] != tc.pubName || pub["creation_time"] == nil {
 					t.Errorf("%s: keys[1] = %v, want its public key named %s and its creation time", tc.typ, v1, tc.pubName)
 				}
-				if _, err := parsePublicKey(tc.typ, tc.paramSet, pub["public_key"]); err != nil {
+				if _, err := pubkeytest.Parse(tc.typ, tc.paramSet, text(pub, "public_key")); err != nil {
 					t.Errorf("%s: keys[1].public_key: %v", tc.typ, err)
 				}
 			}
@@ -94,52 +87,6 @@ func TestKeyTypes(t *testing.T) {
 			}
 		}
 	})
-}
-
-// parsePublicKey parses text, the public key of a key of typ (and
-// parameter set paramSet for ml-dsa), as Vault encodes it, with Go's
-// crypto, and checks that it is a key of the type.
-func parsePublicKey(typ, paramSet string, text any) (crypto.PublicKey, error) {
-	s, _ := text.(string)
-	switch {
-	case strings.HasPrefix(typ, "ecdsa"), strings.HasPrefix(typ, "rsa"):
-		block, _ := pem.Decode([]byte(s))
-		if block == nil || block.Type != "PUBLIC KEY" {
-			return nil, fmt.Errorf("%q is no PEM of a PUBLIC KEY", s)
-		}
-		k, err := x509.ParsePKIXPublicKey(block.Bytes)
-		if err != nil {
-			return nil, err
-		}
-		switch k := k.(type) {
-		case *ecdsa.PublicKey:
-			if curve := map[string]elliptic.Curve{"ecdsa-p256": elliptic.P256(), "ecdsa-p384": elliptic.P384()}[typ]; k.Curve != curve {
-				return nil, fmt.Errorf("an ecdsa key on %s", k.Curve.Params().Name)
-			}
-		case *rsa.PublicKey:
-			if want := "rsa-" + fmt.Sprint(k.N.BitLen()); typ != want {
-				return nil, fmt.Errorf("an %s key", want)
-			}
-		default:
-			return nil, fmt.Errorf("a %T", k)
-		}
-		return k, nil
-	}
-	raw, err := base64.StdEncoding.DecodeString(s)
-	if err != nil {
-		return nil, err
-	}
-	switch typ {
-	case "ed25519":
-		if len(raw) != ed25519.PublicKeySize {
-			return nil, fmt.Errorf("%d bytes, want %d", len(raw), ed25519.PublicKeySize)
-		}
-		return ed25519.PublicKey(raw), nil
-	case "ml-dsa":
-		params := map[string]mldsa.Parameters{"44": mldsa.MLDSA44(), "65": mldsa.MLDSA65(), "87": mldsa.MLDSA87()}[paramSet]
-		return mldsa.NewPublicKey(params, raw)
-	}
-	return nil, fmt.Errorf("no public key for %s", typ)
 }
 
 // associatedData checks that the AEAD key name binds associated_data to
@@ -217,19 +164,19 @@ func TestExportKinds(t *testing.T) {
 
 		for _, tc := range []struct{ name, typ string }{{sealed, "ecdsa-p256"}, {open, "ed25519"}} {
 			read := must(t, "read")(root.read("transit/keys/" + tc.name))
-			want, err := parsePublicKey(tc.typ, "", read["keys"].(map[string]any)["1"].(map[string]any)["public_key"])
+			want, err := pubkeytest.Parse(tc.typ, "", text(read["keys"].(map[string]any)["1"], "public_key"))
 			if err != nil {
 				t.Fatal(err)
 			}
 			exp := must(t, "export public-key")(reader.read("transit/export/public-key/" + tc.name + "/1"))
-			got, err := parsePublicKey(tc.typ, "", exportedKey(exp, "1"))
+			got, err := pubkeytest.Parse(tc.typ, "", exportedKey(exp, "1"))
 			if err != nil || exp["type"] != tc.typ || exp["name"] != tc.name || !want.(interface{ Equal(crypto.PublicKey) bool }).Equal(got) {
 				t.Errorf("public-key of %s = %v (%v), want the public key read", tc.name, exp, err)
 			}
 		}
 
-		pubText := must(t, "read")(root.read("transit/keys/" + open))["keys"].(map[string]any)["1"].(map[string]any)["public_key"]
-		pub, _ := parsePublicKey("ed25519", "", pubText)
+		pubText := text(must(t, "read")(root.read("transit/keys/" + open))["keys"].(map[string]any)["1"], "public_key")
+		pub, _ := pubkeytest.Parse("ed25519", "", pubText)
 		sk := must(t, "export signing-key")(exporter.read("transit/export/signing-key/" + open))
 		raw, err := base64.StdEncoding.DecodeString(exportedKey(sk, "1"))
 		if err != nil || len(raw) != ed25519.PrivateKeySize {
