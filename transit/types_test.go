@@ -1,7 +1,6 @@
 package transit_test
 
 import (
-	"encoding/base64"
 	"strings"
 	"testing"
 
@@ -107,43 +106,6 @@ func TestAssociatedData(t *testing.T) {
 		if got := e.root.write(t, "transit/encrypt/"+name, map[string]any{"plaintext": b64("x"), "associated_data": "%%%"}); got.status != 400 || !strings.Contains(got.errs(), "associated_data") {
 			t.Errorf("%s: associated_data that is not base64 = %v", typ, got)
 		}
-	}
-}
-
-// TestExportKinds: an asymmetric key's public key is exported to a
-// caller that may read the key, exportable or not; its signing key and
-// every key's HMAC key only from an exportable key, with .export.
-func TestExportKinds(t *testing.T) {
-	e := newEnv(t, kms.Options{})
-	e.root.mustWrite(t, "transit/keys/sealed", map[string]any{"type": "ecdsa-p256"})
-	e.root.mustWrite(t, "transit/keys/open", map[string]any{"type": "ed25519", "exportable": true})
-	reader := e.keyWith(t, "keyring.sealed.read", "keyring.open.read")
-	exporter := e.keyWith(t, "keyring.sealed.export", "keyring.open.export")
-	pub := reader.read(t, "transit/export/public-key/sealed/1")
-	key, _ := pub.data["keys"].(map[string]any)["1"].(string)
-	if pub.status != 200 || pub.data["type"] != "ecdsa-p256" || !parses("ecdsa-p256", "", key) {
-		t.Errorf("public-key of a key that is not exportable = %v", pub)
-	}
-	for _, tc := range []struct {
-		c      *caller
-		path   string
-		status int
-	}{
-		{exporter, "transit/export/signing-key/sealed", 400}, // not exportable
-		{exporter, "transit/export/hmac-key/sealed", 400},
-		{reader, "transit/export/signing-key/open", 403},
-		{exporter, "transit/export/signing-key/open", 200},
-		{exporter, "transit/export/hmac-key/open/latest", 200},
-		{exporter, "transit/export/encryption-key/open", 400}, // ed25519 has none
-		{reader, "transit/export/public-key/open", 200},
-	} {
-		if got := tc.c.read(t, tc.path); got.status != tc.status {
-			t.Errorf("GET %s = %v, want %d", tc.path, got, tc.status)
-		}
-	}
-	sk := exporter.read(t, "transit/export/signing-key/open").data["keys"].(map[string]any)["1"].(string)
-	if raw, err := base64.StdEncoding.DecodeString(sk); err != nil || len(raw) != 64 {
-		t.Errorf("signing-key of an ed25519 key = %q, want base64 of 64 bytes", sk)
 	}
 }
 
