@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/pubkeytest"
 )
 
 func TestKeyLifecycle(t *testing.T) {
@@ -224,4 +225,74 @@ func TestMaxEncryptCount(t *testing.T) {
 	if err != nil || got.Algos.AES256.MaxEncryptCount != 2 {
 		t.Errorf("GetAsymConfig = %+v, %v", got, err)
 	}
+}
+
+// TestKeyTypes: every type is made with its parameters and read in
+// Vault's shape: the keys map has creation times in Unix seconds for the
+// symmetric types, and an object with the public key, its name and its
+// creation time for the asymmetric ones; the supports_ fields say what
+// the type does. A type that does not encrypt refuses encrypt.
+func TestKeyTypes(t *testing.T) {
+	e := newEnv(t, kms.Options{})
+	for _, tc := range []struct {
+		typ          string
+		params       map[string]any
+		encrypts     bool
+		signs        bool
+		name         string // the keys' name, for an asymmetric type
+		keySize      int64
+		parameterSet string
+	}{
+		{typ: "aes256-gcm96", encrypts: true},
+		{typ: "chacha20-poly1305", encrypts: true},
+		{typ: "hmac", params: map[string]any{"key_size": 64}, keySize: 64},
+		{typ: "ed25519", signs: true, name: "ed25519"},
+		{typ: "ecdsa-p256", signs: true, name: "P-256"},
+		{typ: "ecdsa-p384", signs: true, name: "P-384"},
+		{typ: "rsa-2048", signs: true, name: "rsa-2048"},
+		{typ: "ml-dsa", signs: true, name: "ML-DSA-65", parameterSet: "65"},
+		{typ: "ml-dsa", params: map[string]any{"parameter_set": "44"}, signs: true, name: "ML-DSA-44", parameterSet: "44"},
+	} {
+		name := "t-" + strings.ReplaceAll(tc.typ, "-", "") + tc.parameterSet
+		data := map[string]any{"type": tc.typ}
+		for k, v := range tc.params {
+			data[k] = v
+		}
+		e.root.mustWrite(t, "transit/keys/"+name, data)
+		a := e.root.read(t, "transit/keys/"+name)
+		if a.status != 200 || a.data["type"] != tc.typ || a.data["supports_encryption"] != tc.encrypts ||
+			a.data["supports_decryption"] != tc.encrypts || a.data["supports_signing"] != tc.signs || a.data["supports_derivation"] != false {
+			t.Errorf("%s: read = %v", tc.typ, a)
+			continue
+		}
+		if tc.keySize != 0 && a.num(t, "key_size") != tc.keySize {
+			t.Errorf("%s: key_size = %v, want %d", tc.typ, a.data["key_size"], tc.keySize)
+		}
+		if tc.parameterSet != "" && a.data["parameter_set"] != tc.parameterSet {
+			t.Errorf("%s: parameter_set = %v, want %s", tc.typ, a.data["parameter_set"], tc.parameterSet)
+		}
+		v1 := a.data["keys"].(map[string]any)["1"]
+		if tc.name == "" {
+			if _, ok := v1.(interface{ Int64() (int64, error) }); !ok {
+				t.Errorf("%s: keys[1] = %#v, want its creation time in Unix seconds", tc.typ, v1)
+			}
+		} else {
+			pub, _ := v1.(map[string]any)
+			if pub["name"] != tc.name || pub["creation_time"] == nil || !parses(tc.typ, tc.parameterSet, pub["public_key"]) {
+				t.Errorf("%s: keys[1] = %#v, want its public key named %s", tc.typ, v1, tc.name)
+			}
+		}
+		enc := e.root.write(t, "transit/encrypt/"+name, map[string]any{"plaintext": b64("x")})
+		if tc.encrypts != (enc.status == 200) || !tc.encrypts && !strings.Contains(enc.errs(), "does not support encryption") {
+			t.Errorf("%s: encrypt = %v", tc.typ, enc)
+		}
+	}
+}
+
+// parses reports whether pub is the public key of a key of typ, as the
+// key's read writes it.
+func parses(typ, paramSet string, pub any) bool {
+	text, _ := pub.(string)
+	_, err := pubkeytest.Parse(typ, paramSet, text)
+	return err == nil
 }
