@@ -3,7 +3,6 @@ module github.com/ringkms/kms/integration
 go 1.26.0
 
 require (
-	filippo.io/mldsa v1.0.0
 	github.com/hashicorp/go-hclog v1.6.3
 	github.com/hashicorp/go-kms-wrapping/v2 v2.0.18
 	github.com/hashicorp/go-kms-wrapping/wrappers/transit/v2 v2.0.13
@@ -17,6 +16,7 @@ require (
 )
 
 require (
+	filippo.io/mldsa v1.0.0 // indirect
 	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/fatih/color v1.19.0 // indirect
