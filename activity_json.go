@@ -97,3 +97,19 @@ func resultOf(err error) any {
 	}
 	return ErrorKind(err).String()
 }
+
+// appendString appends a member whose value is the string s; head is
+// what comes before the value: the comma or the brace, and the quoted
+// name (`,"id":`).
+func appendString(b []byte, head, s string) []byte {
+	return jsonenc.AppendString(append(b, head...), s)
+}
+
+// appendNonEmpty is appendString for a member omitted when s is empty
+// (omitempty).
+func appendNonEmpty(b []byte, head, s string) []byte {
+	if s == "" {
+		return b
+	}
+	return appendString(b, head, s)
+}

@@ -58,22 +58,6 @@ func (r *DecryptResult) AppendJSON(b []byte) ([]byte, error) {
 	return append(b, "}}"...), nil
 }
 
-// appendString appends a member whose value is the string s; head is
-// what comes before the value: the comma or the brace, and the quoted
-// name (`,"id":`).
-func appendString(b []byte, head, s string) []byte {
-	return jsonenc.AppendString(append(b, head...), s)
-}
-
-// appendNonEmpty is appendString for a member omitted when s is empty
-// (omitempty).
-func appendNonEmpty(b []byte, head, s string) []byte {
-	if s == "" {
-		return b
-	}
-	return appendString(b, head, s)
-}
-
 // appendStrings appends ss as json.Marshal writes a []string: null for
 // nil.
 func appendStrings(b []byte, ss []string) []byte {
