@@ -173,7 +173,7 @@ func (s *Service) heldRing(ctx context.Context, name, action, op string, create 
 // the ring's rotationPeriod. It needs keyring.<name>.encrypt (and
 // keyring.<name>.create to make the key, with in.Create).
 func (s *Service) EncryptWithHeldKey(ctx context.Context, in HeldEncryptInput) ([]HeldCiphertext, error) {
-	b := heldBatch{name: in.Name, action: transitEncryptAction, op: OpEncrypt, create: creating(in)}
+	b := heldBatch{name: in.Name, action: transitEncryptAction, op: OpEncrypt, create: creating(in), accept: encrypts}
 	return runHeld(s, ctx, b, len(in.Items), func(c *heldCall, i int) (out HeldCiphertext) {
 		it := in.Items[i]
 		out.Ciphertext, out.KeyVersion, out.Err = s.sealHeld(ctx, c.p, c.r, c.lower, c.action, it.Plaintext, it.AssociatedData, it.KeyVersion, nil)
@@ -236,9 +236,6 @@ func creating(in HeldEncryptInput) *CreateHeldKeyInput {
 // returns the ciphertext and the version that made it.
 func (s *Service) sealHeld(ctx context.Context, p *Principal, r *ringRecord, lower, action string, plain, ad []byte, v int,
 	props map[string]any) ([]byte, int, error) {
-	if err := r.supports(keytype.Type.Encrypts, "encryption"); err != nil {
-		return nil, 0, s.recordFailure(p, action, lower, err)
-	}
 	r, k, err := s.heldEncryptKey(ctx, p, r, v)
 	if err != nil {
 		return nil, 0, s.recordFailure(p, action, lower, err)
@@ -265,7 +262,6 @@ func (s *Service) sealHeld(ctx context.Context, p *Principal, r *ringRecord, low
 // heldEncryptKey returns the ring and the key to encrypt with for a
 // call of version v (0: the latest), and counts the call against it.
 func (s *Service) heldEncryptKey(ctx context.Context, p *Principal, r *ringRecord, v int) (*ringRecord, *keyRecord, error) {
-	t := r.held()
 	if v == 0 {
 		r, k, err := s.activeKey(ctx, p, r)
 		if err != nil {
@@ -273,26 +269,8 @@ func (s *Service) heldEncryptKey(ctx context.Context, p *Principal, r *ringRecor
 		}
 		return r, k, k.usable(r)
 	}
-	switch {
-	case v < 0:
-		return nil, nil, Errorf(KindInvalid, "key_version must be 0 (the latest) or a version of the key, not %d", v)
-	case v < t.MinEncryptionVersion:
-		return nil, nil, Errorf(KindInvalid, "requested version for encryption is less than the minimum encryption key version (%d)", t.MinEncryptionVersion)
-	case v > r.LatestVersion:
-		fresh, err := s.freshRing(ctx, r) // rotated by another process since this one cached it?
-		if err != nil {
-			return nil, nil, err
-		}
-		if v > fresh.LatestVersion {
-			return nil, nil, Errorf(KindInvalid, "requested version for encryption is higher than the latest key version (%d)", fresh.LatestVersion)
-		}
-		r = fresh
-	}
-	k, err := s.keyByVersion(ctx, r, v)
+	r, k, err := s.heldVersionToUse(ctx, r, v)
 	if err != nil {
-		return nil, nil, err
-	}
-	if err := k.usable(r); err != nil {
 		return nil, nil, err
 	}
 	if d := r.Algos.AES256.period(); d > 0 && !s.now().Before(k.CreatedAt.Add(d)) {
@@ -307,6 +285,33 @@ func (s *Service) heldEncryptKey(ctx context.Context, p *Principal, r *ringRecor
 		return nil, nil, err
 	}
 	return r, k, nil
+}
+
+// heldVersionToUse returns the ring and the key of version v (at least
+// 1) of r to make something with (encrypt, sign, HMAC): at least the
+// key's minimum encryption version, at most its latest (read afresh when
+// another process may have rotated it), and enabled.
+func (s *Service) heldVersionToUse(ctx context.Context, r *ringRecord, v int) (*ringRecord, *keyRecord, error) {
+	switch min := r.held().MinEncryptionVersion; {
+	case v < 0:
+		return nil, nil, Errorf(KindInvalid, "key_version must be 0 (the latest) or a version of the key, not %d", v)
+	case v < min:
+		return nil, nil, Errorf(KindInvalid, "requested version for encryption is less than the minimum encryption key version (%d)", min)
+	case v > r.LatestVersion:
+		fresh, err := s.freshRing(ctx, r) // rotated by another process since this one cached it?
+		if err != nil {
+			return nil, nil, err
+		}
+		if v > fresh.LatestVersion {
+			return nil, nil, Errorf(KindInvalid, "requested version for encryption is higher than the latest key version (%d)", fresh.LatestVersion)
+		}
+		r = fresh
+	}
+	k, err := s.keyByVersion(ctx, r, v)
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, k, k.usable(r)
 }
 
 // freshRing returns r as the store has it now, not as a cache had it.
@@ -400,9 +405,6 @@ func (s *Service) openHeld(ctx context.Context, r *ringRecord, in HeldSealed) ([
 	if in.Unread != nil {
 		return nil, nil, Errorf(KindInvalid, "%v", in.Unread)
 	}
-	if err := r.supports(keytype.Type.Encrypts, "decryption"); err != nil {
-		return nil, nil, err
-	}
 	k, err := s.heldVersionKey(ctx, r, in.KeyVersion)
 	if err != nil {
 		return nil, nil, err
@@ -423,7 +425,7 @@ func (s *Service) openHeld(ctx context.Context, r *ringRecord, in HeldSealed) ([
 // openHeld; a disabled or destroyed version fails as elsewhere). It
 // needs keyring.<name>.decrypt.
 func (s *Service) DecryptWithHeldKey(ctx context.Context, in HeldDecryptInput) ([]HeldDecrypted, error) {
-	b := heldBatch{name: in.Name, action: transitDecryptAction, op: OpDecrypt}
+	b := heldBatch{name: in.Name, action: transitDecryptAction, op: OpDecrypt, accept: encrypts}
 	return runHeld(s, ctx, b, len(in.Items), func(c *heldCall, i int) (out HeldDecrypted) {
 		plain, k, err := s.openHeld(ctx, c.r, in.Items[i])
 		if err != nil {
@@ -449,7 +451,7 @@ func (s *Service) DecryptWithHeldKey(ctx context.Context, in HeldDecryptInput) (
 // (docs/PERMISSIONS.md: rewrapping hands out no plaintext, so it is
 // delegated as encryption is, as Vault intends it).
 func (s *Service) RewrapWithHeldKey(ctx context.Context, in HeldRewrapInput) ([]HeldCiphertext, error) {
-	b := heldBatch{name: in.Name, action: transitRewrapAction, op: OpEncrypt}
+	b := heldBatch{name: in.Name, action: transitRewrapAction, op: OpEncrypt, accept: encrypts}
 	return runHeld(s, ctx, b, len(in.Items), func(c *heldCall, i int) (out HeldCiphertext) {
 		it := in.Items[i]
 		plain, from, err := s.openHeld(ctx, c.r, it.HeldSealed)
@@ -480,6 +482,9 @@ func (s *Service) GenerateHeldDataKey(ctx context.Context, in HeldDataKeyInput) 
 	if err != nil {
 		return nil, err
 	}
+	if err := encrypts(r); err != nil {
+		return nil, s.recordFailure(p, transitDataKeyAction, lower, err)
+	}
 	key := make([]byte, bits/8)
 	rand.Read(key)
 	props := map[string]any{"bits": bits, "plaintextReturned": in.Plaintext}
@@ -496,3 +501,7 @@ func (s *Service) GenerateHeldDataKey(ctx context.Context, in HeldDataKeyInput) 
 	}
 	return out, nil
 }
+
+// encrypts refuses a held key whose type does not encrypt: the calls of
+// encryption check it once per call, not per item.
+func encrypts(r *ringRecord) error { return r.supports(keytype.Type.Encrypts, "encryption") }

@@ -164,24 +164,7 @@ func (s *Service) heldUseKey(ctx context.Context, r *ringRecord, v int) (*ringRe
 		}
 		return r, k, k.usable(r)
 	}
-	if v < 0 || v < r.held().MinEncryptionVersion {
-		return nil, nil, Errorf(KindInvalid, "requested version %d is below the key's minimum encryption version (%d)", v, r.held().MinEncryptionVersion)
-	}
-	if v > r.LatestVersion {
-		fresh, err := s.freshRing(ctx, r) // rotated by another process since this one cached it?
-		if err != nil {
-			return nil, nil, err
-		}
-		if v > fresh.LatestVersion {
-			return nil, nil, Errorf(KindInvalid, "requested version %d is higher than the latest key version (%d)", v, fresh.LatestVersion)
-		}
-		r = fresh
-	}
-	k, err := s.keyByVersion(ctx, r, v)
-	if err != nil {
-		return nil, nil, err
-	}
-	return r, k, k.usable(r)
+	return s.heldVersionToUse(ctx, r, v)
 }
 
 // VerifyWithHeldKey checks each item's signature with the held key
