@@ -14,8 +14,11 @@ import (
 // flags someone grants: it uses one held key, to encrypt and decrypt
 // with it and to read its state, and nothing else. Its calls are
 // recorded under its own name, with the key and the version each used,
-// as every call on a held key is; they are limited and counted as any
-// other.
+// as every call on a held key is, and counted in the metrics as any
+// other. The rate limits, which protocols apply at their edge to
+// credentials and client addresses, do not apply to it: it has neither,
+// and one program on the host that calls for data keys is not a caller
+// to slow down.
 
 // localCallerFlags are the operations of a local caller on its key.
 var localCallerFlags = []string{OpRead, OpEncrypt, OpDecrypt}
