@@ -85,8 +85,8 @@ type Metrics struct {
 	// series are bounded without a cache.
 	grpcCalls   *prometheus.CounterVec
 	grpcLatency *prometheus.HistogramVec
-	reqMu    sync.RWMutex
-	reqs     map[reqKey]reqSeries
+	reqMu       sync.RWMutex
+	reqs        map[reqKey]reqSeries
 
 	batchSize     prometheus.Histogram
 	commitTime    prometheus.Histogram
