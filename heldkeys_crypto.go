@@ -505,3 +505,56 @@ func (s *Service) GenerateHeldDataKey(ctx context.Context, in HeldDataKeyInput) 
 // encrypts refuses a held key whose type does not encrypt: the calls of
 // encryption check it once per call, not per item.
 func encrypts(r *ringRecord) error { return r.supports(keytype.Type.Encrypts, "encryption") }
+
+// HeldKeyVersion is a version of a held key: its number and the ID of
+// its key.
+type HeldKeyVersion struct {
+	Version int
+	KeyID   string
+}
+
+// HeldKeyReady answers the version of the held key name that encrypts
+// now (the latest, rotated first when its rotation period is over), when
+// the service can encrypt with it: its store answers and takes writes
+// (Ping) and that version is enabled. Otherwise the error says why (the
+// store's; Disabled for the version's state). The ring is read afresh
+// from the store, so that a rotation by another node shows at once. It
+// needs keyring.<name>.read and is recorded as transit.key.read, with
+// the version.
+func (s *Service) HeldKeyReady(ctx context.Context, name string) (HeldKeyVersion, error) {
+	p, r, err := s.resolveHeld(ctx, name, transitReadAction, OpRead)
+	if err != nil {
+		return HeldKeyVersion{}, err
+	}
+	if err := s.Ping(ctx); err != nil {
+		return HeldKeyVersion{}, err
+	}
+	lower := strings.ToLower(r.Name)
+	k, err := s.readyVersion(ctx, r)
+	if err != nil {
+		return HeldKeyVersion{}, s.recordFailure(p, transitReadAction, lower, err)
+	}
+	props := map[string]any{"ringId": r.ID, "keyId": k.ID, "version": k.Version}
+	if err := s.record(p, transitReadAction, lower, props, nil); err != nil {
+		return HeldKeyVersion{}, err
+	}
+	return HeldKeyVersion{Version: k.Version, KeyID: k.ID}, nil
+}
+
+// readyVersion is the key of r that encrypts now, when it may.
+func (s *Service) readyVersion(ctx context.Context, r *ringRecord) (*keyRecord, error) {
+	r, err := s.freshRing(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	if r.RotateDue != 0 && s.now().UnixMilli() >= r.RotateDue {
+		if r, err = s.rotateOverdue(ctx, r); err != nil {
+			return nil, err
+		}
+	}
+	k, err := s.keyByID(ctx, r.ID, r.ActiveKey)
+	if err != nil {
+		return nil, err
+	}
+	return k, k.usable(r)
+}
