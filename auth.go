@@ -292,6 +292,15 @@ func (s *Service) Application(ctx context.Context, name string) (*Principal, err
 		return nil, Errorf(KindInvalid, "application name %q: want 1 to 64 characters of a-z, 0-9, '-', '_' and '.'", name)
 	}
 	p := &Principal{Kind: PrincipalApplication, ID: "app:" + name, flags: Flags{FlagRoot: true}}
+	if err := s.inRootAccount(ctx, p, "created for application "+name); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// inRootAccount puts p in the root Account (uid "root"), which it makes,
+// recorded under p with notes, on a store that has none.
+func (s *Service) inRootAccount(ctx context.Context, p *Principal, notes string) error {
 	var root *Account
 	err := s.store.View(ctx, func(tx Txn) error {
 		var err error
@@ -300,21 +309,21 @@ func (s *Service) Application(ctx context.Context, name string) (*Principal, err
 	})
 	if err == nil {
 		p.AccountID = root.ID
-		return p, nil
+		return nil
 	}
 	if !isNotFound(err) {
-		return nil, internalError("read the root account", err)
+		return internalError("read the root account", err)
 	}
 	now := s.now()
-	root = &Account{ID: newID(now), UID: BootstrapAccountUID, Notes: "created for application " + name, Props: map[string]any{}, CreatedAt: now, UpdatedAt: now}
+	root = &Account{ID: newID(now), UID: BootstrapAccountUID, Notes: notes, Props: map[string]any{}, CreatedAt: now, UpdatedAt: now}
 	act := s.newActivity(p, "bootstrap", "", true, map[string]any{"accountId": root.ID})
 	if err := s.submit(act, func(tx Txn) error { return createRootAccount(tx, root) }, nil); err != nil {
 		if ErrorKind(err) == KindConflict {
 			// Made by another caller meanwhile: act in that one.
-			return s.Application(ctx, name)
+			return s.inRootAccount(ctx, p, notes)
 		}
-		return nil, err
+		return err
 	}
 	p.AccountID = root.ID
-	return p, nil
+	return nil
 }

@@ -14,6 +14,7 @@ const (
 	PrincipalAPIKey      PrincipalKind = iota + 1 // an API key of an Account
 	PrincipalUser                                 // a User's access token
 	PrincipalApplication                          // the application that embeds the library (Service.Application)
+	PrincipalLocal                                // a caller on the service's host, for one held key (Service.LocalCaller)
 )
 
 // Principal is the authenticated caller of an operation. The Service sets

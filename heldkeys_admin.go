@@ -285,6 +285,59 @@ func (s *Service) GetHeldKey(ctx context.Context, name string) (*HeldKey, error)
 	return key, nil
 }
 
+// HeldKeyVersion is a version of a held key: its number and the ID of
+// its key.
+type HeldKeyVersion struct {
+	Version int
+	KeyID   string
+}
+
+// HeldKeyReady answers the version of the held key name that encrypts
+// now (the latest, rotated first when its rotation period is over), when
+// the service can encrypt with it: its store answers and takes writes
+// (Ping) and that version is enabled. Otherwise the error says why (the
+// store's; Disabled for the version's state). The ring is read afresh
+// from the store, so that a rotation by another node shows at once. It
+// needs keyring.<name>.read and is recorded as transit.key.read, with
+// the version.
+func (s *Service) HeldKeyReady(ctx context.Context, name string) (HeldKeyVersion, error) {
+	p, r, err := s.resolveHeld(ctx, name, transitReadAction, OpRead)
+	if err != nil {
+		return HeldKeyVersion{}, err
+	}
+	if err := s.Ping(ctx); err != nil {
+		return HeldKeyVersion{}, err
+	}
+	lower := strings.ToLower(r.Name)
+	k, err := s.readyVersion(ctx, r)
+	if err != nil {
+		return HeldKeyVersion{}, s.recordFailure(p, transitReadAction, lower, err)
+	}
+	props := map[string]any{"ringId": r.ID, "keyId": k.ID, "version": k.Version}
+	if err := s.record(p, transitReadAction, lower, props, nil); err != nil {
+		return HeldKeyVersion{}, err
+	}
+	return HeldKeyVersion{Version: k.Version, KeyID: k.ID}, nil
+}
+
+// readyVersion is the key of r that encrypts now, when it may.
+func (s *Service) readyVersion(ctx context.Context, r *ringRecord) (*keyRecord, error) {
+	r, err := s.freshRing(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	if r.RotateDue != 0 && s.now().UnixMilli() >= r.RotateDue {
+		if r, err = s.rotateOverdue(ctx, r); err != nil {
+			return nil, err
+		}
+	}
+	k, err := s.keyByID(ctx, r.ID, r.ActiveKey)
+	if err != nil {
+		return nil, err
+	}
+	return k, k.usable(r)
+}
+
 // ListHeldKeys returns the names of the held keys (the /asym rings
 // whose keys the service holds, not those made by CreateAsymKeyRing), in
 // lower case and name order. It needs keyring.*.read. The names are read

@@ -47,10 +47,12 @@ type HeldPlaintext struct {
 }
 
 // HeldCiphertext is the answer to one item: its ciphertext and the key
-// version that made it, or why it failed.
+// version that made it (its number and the ID of its key), or why it
+// failed.
 type HeldCiphertext struct {
 	Ciphertext []byte
 	KeyVersion int
+	KeyID      string
 	Err        error
 }
 
@@ -176,8 +178,7 @@ func (s *Service) EncryptWithHeldKey(ctx context.Context, in HeldEncryptInput) (
 	b := heldBatch{name: in.Name, action: transitEncryptAction, op: OpEncrypt, create: creating(in), accept: encrypts}
 	return runHeld(s, ctx, b, len(in.Items), func(c *heldCall, i int) (out HeldCiphertext) {
 		it := in.Items[i]
-		out.Ciphertext, out.KeyVersion, out.Err = s.sealHeld(ctx, c.p, c.r, c.lower, c.action, it.Plaintext, it.AssociatedData, it.KeyVersion, nil)
-		return out
+		return s.sealHeld(ctx, c.p, c.r, c.lower, c.action, it.Plaintext, it.AssociatedData, it.KeyVersion, nil)
 	})
 }
 
@@ -233,20 +234,20 @@ func creating(in HeldEncryptInput) *CreateHeldKeyInput {
 
 // sealHeld encrypts plain, bound to ad, with version v of r for p,
 // recorded as action with props (and the ring, key and version), and
-// returns the ciphertext and the version that made it.
+// answers the ciphertext and the version that made it, or the error.
 func (s *Service) sealHeld(ctx context.Context, p *Principal, r *ringRecord, lower, action string, plain, ad []byte, v int,
-	props map[string]any) ([]byte, int, error) {
+	props map[string]any) HeldCiphertext {
 	r, k, err := s.heldEncryptKey(ctx, p, r, v)
 	if err != nil {
-		return nil, 0, s.recordFailure(p, action, lower, err)
+		return HeldCiphertext{Err: s.recordFailure(p, action, lower, err)}
 	}
 	key, err := s.heldKey(r, k)
 	if err != nil {
-		return nil, 0, err
+		return HeldCiphertext{Err: err}
 	}
 	blob, err := key.Encrypt(plain, ad)
 	if err != nil {
-		return nil, 0, s.recordFailure(p, action, lower, keytypeError(err))
+		return HeldCiphertext{Err: s.recordFailure(p, action, lower, keytypeError(err))}
 	}
 	if props == nil {
 		props = make(map[string]any, 4)
@@ -254,9 +255,9 @@ func (s *Service) sealHeld(ctx context.Context, p *Principal, r *ringRecord, low
 	props["ringId"], props["keyId"], props["version"] = r.ID, k.ID, k.Version
 	act := s.newActivity(p, action, lower, true, props)
 	if err := s.journal.Submit(&activityJob{Rec: act, Checks: s.encryptChecks(r, k)}); err != nil {
-		return nil, 0, err
+		return HeldCiphertext{Err: err}
 	}
-	return blob, k.Version, nil
+	return HeldCiphertext{Ciphertext: blob, KeyVersion: k.Version, KeyID: k.ID}
 }
 
 // heldEncryptKey returns the ring and the key to encrypt with for a
@@ -461,8 +462,7 @@ func (s *Service) RewrapWithHeldKey(ctx context.Context, in HeldRewrapInput) ([]
 		}
 		defer clear(plain)
 		props := map[string]any{"fromKeyId": from.ID, "fromVersion": from.Version}
-		out.Ciphertext, out.KeyVersion, out.Err = s.sealHeld(ctx, c.p, c.r, c.lower, c.action, plain, it.AssociatedData, it.NewVersion, props)
-		return out
+		return s.sealHeld(ctx, c.p, c.r, c.lower, c.action, plain, it.AssociatedData, it.NewVersion, props)
 	})
 }
 
@@ -488,12 +488,12 @@ func (s *Service) GenerateHeldDataKey(ctx context.Context, in HeldDataKeyInput) 
 	key := make([]byte, bits/8)
 	rand.Read(key)
 	props := map[string]any{"bits": bits, "plaintextReturned": in.Plaintext}
-	ct, v, err := s.sealHeld(ctx, p, r, lower, transitDataKeyAction, key, in.AssociatedData, in.KeyVersion, props)
-	if err != nil {
+	sealed := s.sealHeld(ctx, p, r, lower, transitDataKeyAction, key, in.AssociatedData, in.KeyVersion, props)
+	if sealed.Err != nil {
 		clear(key)
-		return nil, err
+		return nil, sealed.Err
 	}
-	out := &HeldDataKey{Ciphertext: ct, KeyVersion: v}
+	out := &HeldDataKey{Ciphertext: sealed.Ciphertext, KeyVersion: sealed.KeyVersion}
 	if in.Plaintext {
 		out.Plaintext = key
 	} else {

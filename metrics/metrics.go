@@ -80,8 +80,13 @@ type Metrics struct {
 
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
-	reqMu    sync.RWMutex
-	reqs     map[reqKey]reqSeries
+	// grpcCalls and grpcLatency count the calls of the Kubernetes KMS
+	// plugin's gRPC interface, whose methods and codes are few: their
+	// series are bounded without a cache.
+	grpcCalls   *prometheus.CounterVec
+	grpcLatency *prometheus.HistogramVec
+	reqMu       sync.RWMutex
+	reqs        map[reqKey]reqSeries
 
 	batchSize     prometheus.Histogram
 	commitTime    prometheus.Histogram
@@ -113,6 +118,10 @@ type reqSeries struct {
 	latency prometheus.Observer
 }
 
+// callBuckets are the buckets of the durations of calls, HTTP and gRPC:
+// 100µs to 10s.
+var callBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+
 // New returns the metrics, with the Go runtime's and the process's
 // registered.
 func New(opts Options) *Metrics {
@@ -133,8 +142,17 @@ func New(opts Options) *Metrics {
 	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "kms_http_request_duration_seconds",
 		Help:    "Time from a request's arrival to its answer, by method and route pattern.",
-		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		Buckets: callBuckets,
 	}, []string{"method", "route"})
+	m.grpcCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kms_grpc_requests_total",
+		Help: "gRPC calls answered (the Kubernetes KMS plugin's Status, Encrypt and Decrypt), by method and gRPC code.",
+	}, []string{"method", "code"})
+	m.grpcLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "kms_grpc_request_duration_seconds",
+		Help:    "Time from a gRPC call's arrival to its answer, by method.",
+		Buckets: callBuckets,
+	}, []string{"method"})
 	m.batchSize = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "kms_journal_batch_calls",
 		Help:    "Calls committed together in one journal batch (one durable write of the store and the trail).",
@@ -171,7 +189,7 @@ func New(opts Options) *Metrics {
 		Name: "kms_throttled_total",
 		Help: "Calls refused by a throttle: logins, password reset requests, and the rate limits of client addresses, API keys and Accounts (kind ratelimit_address, ratelimit_apikey, ratelimit_account; the refusals a record only counts are counted once that record is written).",
 	}, []string{"kind"})
-	m.reg.MustRegister(m.requests, m.latency, m.batchSize, m.commitTime, m.appendTime, m.batchFailures,
+	m.reg.MustRegister(m.requests, m.latency, m.grpcCalls, m.grpcLatency, m.batchSize, m.commitTime, m.appendTime, m.batchFailures,
 		m.records, m.keyCalls, m.denied, m.throttled,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -202,6 +220,12 @@ func (m *Metrics) ObserveRequest(method, route string, status int, d time.Durati
 	}
 	s.count.Inc()
 	s.latency.Observe(d.Seconds())
+}
+
+// ObserveGRPC counts a gRPC call (k8skms.CallObserver).
+func (m *Metrics) ObserveGRPC(method, code string, d time.Duration) {
+	m.grpcCalls.WithLabelValues(method, code).Inc()
+	m.grpcLatency.WithLabelValues(method).Observe(d.Seconds())
 }
 
 // maxRequestSeries bounds the request series: methods and statuses that

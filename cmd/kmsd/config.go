@@ -15,6 +15,8 @@ import (
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/internal/hsm"
+	"github.com/ringkms/kms/internal/unixsock"
+	"github.com/ringkms/kms/k8skms"
 	"github.com/ringkms/kms/metrics"
 	"github.com/ringkms/kms/store/badgerstore"
 	"github.com/ringkms/kms/store/pgstore"
@@ -72,6 +74,9 @@ type config struct {
 
 	transit bool // serve Vault's transit interface at /v1/transit/
 
+	k8sSocket string // serve the Kubernetes KMS v2 plugin API on this Unix socket
+	k8sKey    string // the held key of the Kubernetes KMS plugin
+
 	metrics          bool   // serve /metrics on the main listener
 	metricsAddr      string // serve /metrics on a listener of its own
 	metricsTokenFile string
@@ -120,6 +125,8 @@ var settings = []setting{
 	{"client-ip-hops", "KMS_CLIENT_IP_HOPS", "n", "trusted proxies that append to -client-ip-header: the client address is the n-th from the right", "1"},
 	{"ipv6-prefix", "KMS_IPV6_PREFIX", "bits", "the rate limit per address and the login and reset throttles count an IPv6 client by the prefix of this many bits (1 to 128; 128: each address)", "64"},
 	{"transit", "KMS_TRANSIT", "", "also serve HashiCorp Vault's transit interface (aes256-gcm96 keys: /asym rings) at /v1/transit/, for SOPS, OpenTofu and Vault clients", "false"},
+	{"k8s-kms-socket", "KMS_K8S_KMS_SOCKET", "path", "also serve the Kubernetes KMS v2 plugin API (gRPC) on a Unix socket at path, mode 0600, for the API server's EncryptionConfiguration (docs/KUBERNETES.md)", ""},
+	{"k8s-kms-key", "KMS_K8S_KMS_KEY", "name", "the held key (aes256-gcm96, never exportable) that seals the Kubernetes API server's data keys; made at first start when missing", "kubernetes"},
 	{"metrics", "KMS_METRICS", "", "serve Prometheus metrics at GET /metrics on the main listener", "false"},
 	{"metrics-addr", "KMS_METRICS_ADDR", "host:port", "serve Prometheus metrics at GET /metrics on a listener of their own (plain HTTP)", ""},
 	{"metrics-token-file", "KMS_METRICS_TOKEN_FILE", "file", "file holding a bearer token that GET /metrics requires (or set KMS_METRICS_TOKEN)", ""},
@@ -228,6 +235,8 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stdout i
 	fs.IntVar(&c.maxAccounts, "max-accounts", 0, "")
 	fs.IntVar(&c.maxAPIKeys, "max-apikeys-per-account", 0, "")
 	fs.BoolVar(&c.transit, "transit", false, "")
+	fs.StringVar(&c.k8sSocket, "k8s-kms-socket", "", "")
+	fs.StringVar(&c.k8sKey, "k8s-kms-key", k8skms.DefaultKey, "")
 	fs.BoolVar(&c.metrics, "metrics", false, "")
 	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "")
 	fs.StringVar(&c.metricsTokenFile, "metrics-token-file", "", "")
@@ -314,6 +323,12 @@ func (c *config) validate() error {
 		if d.v < time.Minute {
 			return fmt.Errorf("-%s %s: want a duration of at least 1m, for example 1h", d.name, d.v)
 		}
+	}
+	if err := kms.ValidateRingName(c.k8sKey); err != nil {
+		return fmt.Errorf("-k8s-kms-key %q: %s", c.k8sKey, kms.ErrorMessage(err))
+	}
+	if n := len(c.k8sSocket); n >= unixsock.MaxPath {
+		return fmt.Errorf("-k8s-kms-socket %s: a Unix socket's path has at most %d bytes, not %d", c.k8sSocket, unixsock.MaxPath-1, n)
 	}
 	if c.storeTimeout < time.Second {
 		return fmt.Errorf("-store-timeout %s: want a duration of at least 1s, for example 5s", c.storeTimeout)

@@ -11,7 +11,7 @@ import (
 func TestParseConfig(t *testing.T) {
 	defaults := config{addr: "127.0.0.1:8200", data: "./data", logLevel: "info", logFormat: "auto", clientIPHops: 1, ipv6Prefix: 64,
 		tokenTTL: time.Hour, sessionLife: 24 * time.Hour, inviteTTL: 7 * 24 * time.Hour, resetTTL: time.Hour, minDestroy: time.Hour, storeTimeout: 5 * time.Second, diskReserve: 256 << 20,
-		metricsRings: 100, auditSinkMax: 100 << 20, auditSinkKeep: 10}
+		metricsRings: 100, auditSinkMax: 100 << 20, auditSinkKeep: 10, k8sKey: "kubernetes"}
 	tests := []struct {
 		name string
 		args []string
@@ -54,6 +54,8 @@ func TestParseConfig(t *testing.T) {
 			}},
 		{"behind two proxies", []string{"-client-ip-header", "X-Forwarded-For"}, env{"KMS_CLIENT_IP_HOPS": "2"},
 			func(c *config) { c.clientIP, c.clientIPHops = "X-Forwarded-For", 2 }},
+		{"Kubernetes KMS plugin", []string{"-k8s-kms-socket", "/run/kmsd/k8s.sock"}, env{"KMS_K8S_KMS_KEY": "prod-cluster"},
+			func(c *config) { c.k8sSocket, c.k8sKey = "/run/kmsd/k8s.sock", "prod-cluster" }},
 		{"IPv6 prefix", []string{"-ipv6-prefix", "56"}, nil, func(c *config) { c.ipv6Prefix = 56 }},
 		{"IPv6 prefix in environment", nil, env{"KMS_IPV6_PREFIX": "128"}, func(c *config) { c.ipv6Prefix = 128 }},
 		{"metrics", []string{"-metrics", "-metrics-rings", "5"}, env{"KMS_METRICS_ADDR": "127.0.0.1:9200", "KMS_METRICS_TOKEN_FILE": "/t"},
@@ -112,6 +114,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{"huge disk reserve", []string{"-disk-reserve", "99999999999TiB"}, nil, "-disk-reserve"},
 		{"bad metrics address", []string{"-metrics-addr", "9200"}, nil, "-metrics-addr"},
 		{"no rings labelled", nil, env{"KMS_METRICS_RINGS": "0"}, "-metrics-rings"},
+		{"bad Kubernetes key name", []string{"-k8s-kms-key", "a/b"}, nil, "-k8s-kms-key"},
+		{"empty Kubernetes key name", nil, env{"KMS_K8S_KMS_KEY": " "}, "-k8s-kms-key"},
+		{"Kubernetes socket path too long", []string{"-k8s-kms-socket", "/" + strings.Repeat("s", 120)}, nil, "-k8s-kms-socket"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -117,6 +117,11 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stdout, s
 		return err
 	}
 	logSetup(c, getenv, log)
+	k8s, err := listenK8s(c, ms, log)
+	if err != nil {
+		return err
+	}
+	defer k8s.stop(shutdownTimeout)
 	if err := os.MkdirAll(c.data, 0o700); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
@@ -289,6 +294,10 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stdout, s
 	if ms != nil {
 		ms.m.Watch(svc)
 	}
+	if err := k8s.attach(ctx, svc); err != nil {
+		stopServing()
+		return errors.Join(err, closeAll())
+	}
 	handler.set(apiHandler(c, svc, hopts))
 	stopAdmin, stopSink := func() {}, func() {}
 	if !c.postgres() {
@@ -324,6 +333,7 @@ func serve(ctx context.Context, c *config, getenv func(string) string, stdout, s
 	if serveErr == nil {
 		<-served // http.ErrServerClosed
 	}
+	k8s.stop(shutdownTimeout)
 	stopAdmin()
 	stopSink()
 	if err := closeAll(); err != nil {

@@ -9,7 +9,8 @@ import (
 
 // logSetup logs, once kmsd holds its keys and before it opens its store,
 // one line that says what it serves besides its own API and where its
-// keys come from: the transit interface, the metrics and where they are
+// keys come from: the transit interface, the Kubernetes KMS plugin's
+// socket, the metrics and where they are
 // served, the admin socket, the master key's source (environment, file,
 // PKCS#11 token, or -dev's file) and the next master key's, or none.
 // Whether a next master key is loaded is what step 1 of a rotation while
@@ -44,8 +45,12 @@ func logSetup(c *config, getenv func(string) string, log *zerolog.Logger) {
 	case len(admin) >= maxSocketPath:
 		admin = "none (the data directory's path is too long for a Unix socket)"
 	}
+	k8s := "off"
+	if c.k8sSocket != "" {
+		k8s = "on, at " + c.k8sSocket + " with the key " + c.k8sKey
+	}
 	ev := log.Info().Str("master_key", master).Str("next_master_key", next).
-		Str("transit", vault).Str("metrics", metrics)
+		Str("transit", vault).Str("k8s_kms", k8s).Str("metrics", metrics)
 	if metrics != "off" {
 		ev = ev.Bool("metrics_token", c.metricsTokenFile != "" || getenv("KMS_METRICS_TOKEN") != "")
 	}

@@ -1,0 +1,113 @@
+package k8skms_test
+
+import (
+	"context"
+	"crypto/rand"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	kmsapi "k8s.io/kms/apis/v2"
+
+	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/unixsock"
+	"github.com/ringkms/kms/k8skms"
+	"github.com/ringkms/kms/kmstest"
+)
+
+// plugin is a Server on a Unix socket over a Service on a memory store,
+// with the plugin API's own client on that socket.
+type plugin struct {
+	*kmstest.Env
+	srv    *k8skms.Server
+	client kmsapi.KeyManagementServiceClient
+	sock   string
+}
+
+// newPlugin serves opts on a fresh socket; attach false leaves the
+// server without its Service.
+func newPlugin(t *testing.T, opts k8skms.Options, attach bool) *plugin {
+	t.Helper()
+	env := kmstest.New(t, kmstest.MemoryStore(t), kms.Options{})
+	return servePlugin(t, env, opts, attach)
+}
+
+func servePlugin(t *testing.T, env *kmstest.Env, opts k8skms.Options, attach bool) *plugin {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "k8s") // short: a socket's path has at most 107 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "kms.sock")
+	ln, err := unixsock.Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := k8skms.New(opts)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		srv.Stop(5 * time.Second)
+		if err := <-served; err != nil {
+			t.Errorf("Serve() = %v after Stop", err)
+		}
+	})
+	if attach {
+		if err := srv.Attach(context.Background(), env.Service); err != nil {
+			t.Fatalf("Attach() = %v", err)
+		}
+	}
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return &plugin{Env: env, srv: srv, client: kmsapi.NewKeyManagementServiceClient(conn), sock: sock}
+}
+
+func (p *plugin) status(t *testing.T) *kmsapi.StatusResponse {
+	t.Helper()
+	st, err := p.client.Status(context.Background(), &kmsapi.StatusRequest{})
+	if err != nil {
+		t.Fatalf("Status() = %v", err)
+	}
+	if st.Version != "v2" {
+		t.Fatalf("Status().Version = %q, want v2", st.Version)
+	}
+	return st
+}
+
+func (p *plugin) encrypt(t *testing.T, plain []byte) *kmsapi.EncryptResponse {
+	t.Helper()
+	res, err := p.client.Encrypt(context.Background(), &kmsapi.EncryptRequest{Plaintext: plain, Uid: "uid-enc"})
+	if err != nil {
+		t.Fatalf("Encrypt() = %v", err)
+	}
+	return res
+}
+
+func (p *plugin) decrypt(ct []byte, keyID string) ([]byte, error) {
+	res, err := p.client.Decrypt(context.Background(), &kmsapi.DecryptRequest{Ciphertext: ct, KeyId: keyID, Uid: "uid-dec"})
+	return res.GetPlaintext(), err
+}
+
+// wantCode fails unless err is a gRPC error of code.
+func wantCode(t *testing.T, what string, err error, code codes.Code) {
+	t.Helper()
+	if status.Code(err) != code {
+		t.Fatalf("%s = %v, want code %s", what, err, code)
+	}
+}
+
+// dataKey is what the API server sends to Encrypt: 32 random bytes.
+func dataKey() []byte {
+	k := make([]byte, 32)
+	rand.Read(k)
+	return k
+}
