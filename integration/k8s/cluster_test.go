@@ -13,15 +13,20 @@ import (
 
 // TestTwoNodes: two kmsd nodes on one PostgreSQL database, each with its
 // own socket (an API server per control-plane host, each with its local
-// plugin), share the key: what the API server of node A stores, the API
+// plugin), started together on an empty database, share the key: what the API server of node A stores, the API
 // server of node B reads; after a rotation on A, B's Status names the
 // new key_id at once, B encrypts under it, and A decrypts that.
 func TestTwoNodes(t *testing.T) {
 	store := pgtest.URL(t)
 	inA := harness.New(t)
 	inB := &harness.Instance{Data: filepath.Join(t.TempDir(), "data"), MasterKey: inA.MasterKey, Bootstrap: inA.Bootstrap}
-	a := startNode(t, inA, socketPath(t), "-store", store, "-transit")
-	b := startNode(t, inB, socketPath(t), "-store", store)
+	a := newNode(inA, socketPath(t), "-store", store, "-transit")
+	b := newNode(inB, socketPath(t), "-store", store)
+	// Started together on the empty database, both make the key: one
+	// does, the other takes it.
+	a.p, b.p = inA.Launch(t, a.flags...), inB.Launch(t, b.flags...)
+	a.p.Listen(t, harness.StartTimeout)
+	b.p.Listen(t, harness.StartTimeout)
 	old := status(t, a.socket).KeyId
 	if got := status(t, b.socket).KeyId; got != old {
 		t.Fatalf("Status key_id: node A %q, node B %q; want the same key", old, got)

@@ -67,11 +67,16 @@ func socketPath(t testing.TB) string {
 	return filepath.Join(dir, "kms.sock")
 }
 
-// startNode runs kmsd on in with the plugin's socket at socket, and the
-// flags given.
+// newNode is a kmsd on in with the plugin's socket at socket, and the
+// flags given, not started yet.
+func newNode(in *harness.Instance, socket string, flags ...string) *node {
+	return &node{in: in, socket: socket, flags: append([]string{"-k8s-kms-socket", socket}, flags...)}
+}
+
+// startNode starts newNode(in, socket, flags...).
 func startNode(t testing.TB, in *harness.Instance, socket string, flags ...string) *node {
 	t.Helper()
-	n := &node{in: in, socket: socket, flags: append([]string{"-k8s-kms-socket", socket}, flags...)}
+	n := newNode(in, socket, flags...)
 	n.start(t)
 	return n
 }

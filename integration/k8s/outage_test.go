@@ -1,6 +1,7 @@
 package k8s_test
 
 import (
+	"os"
 	"testing"
 
 	"github.com/ringkms/kms/integration/internal/harness"
@@ -12,7 +13,8 @@ import (
 // another stored, and its health check fails; an API server that was
 // running cannot read a value whose DEK it never saw. Once kmsd starts
 // again on the same data and socket, both recover without being
-// rebuilt: healthy, and they write and read.
+// rebuilt: healthy, and they write and read. Killed, it starts again in
+// place of the socket file it left.
 func TestKmsdStopped(t *testing.T) {
 	n := startNode(t, harness.New(t), socketPath(t))
 	writer := loadAPIServer(t, n.socket)
@@ -42,4 +44,13 @@ func TestKmsdStopped(t *testing.T) {
 	fresh.mustRead(t, etcdKey("new"), again, body)
 	writer.mustRead(t, etcdKey("new"), again, body)
 	running.mustRead(t, etcdKey("kept"), stored, body)
+
+	// Killed, kmsd leaves its socket file behind; it takes its place when
+	// it starts again, and the API servers reach it there.
+	n.p.Kill(t)
+	if _, err := os.Stat(n.socket); err != nil {
+		t.Fatalf("kmsd killed: %v; want its socket file left behind", err)
+	}
+	n.start(t)
+	loadAPIServer(t, n.socket).mustRead(t, etcdKey("new"), again, body)
 }

@@ -101,8 +101,23 @@ func (in *Instance) Start(t testing.TB, flags ...string) *kmsdtest.Proc {
 // to write a store that this tree's kmsd then opens.
 func (in *Instance) StartBinary(t testing.TB, bin string, flags ...string) *kmsdtest.Proc {
 	t.Helper()
-	args := append([]string{"-addr", "127.0.0.1:0", "-data", in.Data, "-log-level", "warn"}, flags...)
-	return kmsdtest.Start(t, bin, in.env(), 30*time.Second, args...)
+	return kmsdtest.Start(t, bin, in.env(), StartTimeout, in.args(flags)...)
+}
+
+// Launch is Start without waiting for kmsd to listen, so that several
+// nodes start together; wait with p.Listen(t, harness.StartTimeout).
+func (in *Instance) Launch(t testing.TB, flags ...string) *kmsdtest.Proc {
+	t.Helper()
+	return kmsdtest.Launch(t, kmsdPath, in.env(), in.args(flags)...)
+}
+
+// StartTimeout bounds the wait for a kmsd to listen.
+const StartTimeout = 30 * time.Second
+
+// args are kmsd's arguments on the instance with flags (which come last,
+// so that they win).
+func (in *Instance) args(flags []string) []string {
+	return append([]string{"-addr", "127.0.0.1:0", "-data", in.Data, "-log-level", "warn"}, flags...)
 }
 
 // Release builds kmsd as the commit rev of the root module's repository
