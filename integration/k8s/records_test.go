@@ -3,6 +3,7 @@ package k8s_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -14,6 +15,7 @@ import (
 	"github.com/ringkms/kms/client"
 	"github.com/ringkms/kms/integration/internal/harness"
 	"github.com/ringkms/kms/internal/kmsdtest"
+	kmsapi "k8s.io/kms/apis/v2"
 )
 
 // TestPluginRecords: the API server's calls on the socket (Status,
@@ -30,20 +32,34 @@ func TestPluginRecords(t *testing.T) {
 	stored := api.mustWrite(t, etcdKey("audited"), body, secret)
 	loadAPIServer(t, n.socket).mustRead(t, etcdKey("audited"), stored, body)
 	seed := dek(t, n.socket, stored)
+	// A DEK of printable bytes shows in a log or record however it is
+	// written there (as a string, escaped, in base64 or hexadecimal).
+	printable := []byte("dek-" + rand.Text() + "--")
+	sealed, err := plugin(t, n.socket).Encrypt(callCtx(t), &kmsapi.EncryptRequest{Uid: "printable", Plaintext: printable})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := plugin(t, n.socket).Decrypt(callCtx(t), &kmsapi.DecryptRequest{Uid: "printable", Ciphertext: sealed.Ciphertext, KeyId: sealed.KeyId}); err != nil || !bytes.Equal(out.Plaintext, printable) {
+		t.Fatalf("Decrypt of Encrypt = %v, %v", out, err)
+	}
 
 	list, err := harness.Client(t, n.p, in.Bootstrap).SearchActivity(context.Background(), client.ActivityFilter{KeyID: actor}, kms.PageRequest{Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b64, url, hexa := base64.RawStdEncoding.EncodeToString, base64.RawURLEncoding.EncodeToString, hex.EncodeToString
-	secrets := map[string][]byte{
-		"Secret's value":                secret,
-		"Secret's value in base64":      []byte(b64(secret)),
-		"DEK":                           seed,
-		"DEK in base64":                 []byte(b64(seed)),
-		"DEK in base64url":              []byte(url(seed)),
-		"DEK in hexadecimal":            []byte(hexa(seed)),
-		"DEK in upper-case hexadecimal": []byte(strings.ToUpper(hexa(seed))),
+	secrets := map[string][]byte{}
+	for name, b := range map[string][]byte{"Secret's value": secret, "DEK": seed, "printable DEK": printable} {
+		escaped, _ := json.Marshal(string(b))
+		for enc, v := range map[string]string{
+			"":                           string(b),
+			" as a JSON string":          string(escaped[1 : len(escaped)-1]),
+			" in base64":                 base64.RawStdEncoding.EncodeToString(b),
+			" in base64url":              base64.RawURLEncoding.EncodeToString(b),
+			" in hexadecimal":            hex.EncodeToString(b),
+			" in upper-case hexadecimal": strings.ToUpper(hex.EncodeToString(b)),
+		} {
+			secrets[name+enc] = []byte(v)
+		}
 	}
 
 	var actions []string
