@@ -6,6 +6,9 @@ import (
 
 	"github.com/ringkms/kms/integration/internal/harness"
 	"github.com/ringkms/kms/internal/kmsdtest"
+	"github.com/ringkms/kms/internal/netproxy"
+	"github.com/ringkms/kms/internal/pgtest"
+	kmsapi "k8s.io/kms/apis/v2"
 )
 
 // TestKmsdStopped: while kmsd is stopped, an API server that starts has
@@ -53,4 +56,42 @@ func TestKmsdStopped(t *testing.T) {
 	}
 	n.start(t)
 	loadAPIServer(t, n.socket).mustRead(t, etcdKey("new"), again, body)
+}
+
+// TestStoreUnreachable: while kmsd cannot reach its database, Status
+// answers that it is not healthy, with the key_id it answered last (a
+// store outage is no key rotation), and the API server's health check
+// fails; an API server that starts then gets no DEK sealed, so stores
+// nothing. Once the database answers again, both are healthy without a
+// restart, and Secrets are stored and read.
+func TestStoreUnreachable(t *testing.T) {
+	proxy, store := pgtest.Proxy(t, pgtest.URL(t))
+	n := startNode(t, harness.New(t), socketPath(t), "-store", store)
+	api := loadAPIServer(t, n.socket)
+	before := status(t, n.socket).KeyId
+
+	proxy.SetMode(netproxy.Refuse)
+	var st *kmsapi.StatusResponse
+	kmsdtest.WaitFor(t, probeBound, "Status to say kmsd cannot serve", func() bool {
+		var err error
+		st, err = plugin(t, n.socket).Status(callCtx(t), &kmsapi.StatusRequest{})
+		if err != nil {
+			t.Fatalf("Status with the database unreachable = %v, want an answer", err)
+		}
+		return st.Healthz != "ok"
+	})
+	if st.Version != "v2" || st.KeyId != before {
+		t.Errorf("Status with the database unreachable = %+v, want version v2 and the key_id %q answered before", st, before)
+	}
+	kmsdtest.WaitFor(t, probeBound, "the API server's KMS health check to fail", func() bool { return api.check() != nil })
+	fresh := loadAPIServer(t, n.socket)
+	body, secret := secretOf(t, "outage")
+	if out, err := fresh.write(etcdKey("outage"), body); err == nil || len(out) != 0 {
+		t.Fatalf("an API server started with kmsd's database unreachable stored a Secret: %d bytes, %v; want an error and nothing stored", len(out), err)
+	}
+
+	proxy.SetMode(netproxy.Pass)
+	kmsdtest.WaitFor(t, probeBound, "the API servers to be healthy again", func() bool { return api.check() == nil && fresh.check() == nil })
+	stored := fresh.mustWrite(t, etcdKey("outage"), body, secret)
+	api.mustRead(t, etcdKey("outage"), stored, body)
 }
