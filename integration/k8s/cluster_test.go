@@ -17,6 +17,7 @@ import (
 // server of node B reads; after a rotation on A, B's Status names the
 // new key_id at once, B encrypts under it, and A decrypts that.
 func TestTwoNodes(t *testing.T) {
+	t.Parallel()
 	store := pgtest.URL(t)
 	inA := harness.New(t)
 	inB := &harness.Instance{Data: filepath.Join(t.TempDir(), "data"), MasterKey: inA.MasterKey, Bootstrap: inA.Bootstrap}

@@ -20,6 +20,7 @@ import (
 // server, which has no DEK cached and asks the plugin to decrypt it. A
 // DEK whose ciphertext was altered is refused.
 func TestSecretRoundTrip(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, harness.New(t), socketPath(t))
 	fi, err := os.Stat(n.socket)
 	if err != nil || fi.Mode().Type() != os.ModeSocket || fi.Mode().Perm() != 0o600 {
@@ -70,6 +71,7 @@ func TestSecretRoundTrip(t *testing.T) {
 // also through an API server without either DEK, and the plugin decrypts
 // an old DEK whatever key_id the request names.
 func TestKeyRotation(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, harness.New(t), socketPath(t), "-transit")
 	api := loadAPIServer(t, n.socket)
 	body1, secret1 := secretOf(t, "before")

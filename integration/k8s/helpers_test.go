@@ -39,8 +39,10 @@ const (
 	provider     = "ringkms"
 	storedPrefix = "k8s:enc:kms:v2:" + provider + ":"
 	// callTimeout is the provider's timeout: how long the API server
-	// waits for one call on the socket, its plugin's readiness included.
-	callTimeout = 5 * time.Second
+	// waits for one call on the socket, its plugin's readiness included
+	// (so a call waits that long when kmsd is stopped). Generous, for a
+	// loaded machine: the API server's default is 3 s.
+	callTimeout = 10 * time.Second
 	// probeBound bounds a wait for the API server's probe of the plugin
 	// to see a change: it asks for Status again once its last answer is
 	// 20 s old when healthy, 3 s when not (encryptionconfig's TTLs).

@@ -19,6 +19,7 @@ import (
 // rebuilt: healthy, and they write and read. Killed, it starts again in
 // place of the socket file it left.
 func TestKmsdStopped(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, harness.New(t), socketPath(t))
 	writer := loadAPIServer(t, n.socket)
 	body, secret := secretOf(t, "kept")
@@ -65,6 +66,7 @@ func TestKmsdStopped(t *testing.T) {
 // nothing. Once the database answers again, both are healthy without a
 // restart, and Secrets are stored and read.
 func TestStoreUnreachable(t *testing.T) {
+	t.Parallel()
 	proxy, store := pgtest.Proxy(t, pgtest.URL(t))
 	n := startNode(t, harness.New(t), socketPath(t), "-store", store)
 	api := loadAPIServer(t, n.socket)

@@ -25,6 +25,7 @@ import (
 // holds the DEK or the Secret, in any encoding, though its log has a
 // line for each call.
 func TestPluginRecords(t *testing.T) {
+	t.Parallel()
 	in := harness.New(t)
 	n := startNode(t, in, socketPath(t), "-log-level", "debug") // a line per call
 	api := loadAPIServer(t, n.socket)

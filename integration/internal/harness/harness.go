@@ -21,13 +21,15 @@ import (
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/client"
 	"github.com/ringkms/kms/internal/kmsdtest"
+	"github.com/ringkms/kms/internal/pgtest"
 )
 
 // kmsdPath is the kmsd binary that Main builds.
 var kmsdPath string
 
-// Main builds kmsd from the root module and runs the tests: call it from
-// TestMain as os.Exit(harness.Main(m)).
+// Main builds kmsd from the root module and runs the tests, which share
+// one PostgreSQL server (pgtest.Main) when they ask for databases: call
+// it from TestMain as os.Exit(harness.Main(m)).
 func Main(m *testing.M) int {
 	dir, err := os.MkdirTemp("", "ringkms-integration-")
 	if err != nil {
@@ -47,7 +49,7 @@ func Main(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "integration: go build kmsd: %v\n%s", err, out)
 		return 1
 	}
-	return m.Run()
+	return pgtest.Main(m)
 }
 
 // rootDir is the root module's folder, where the replace directive of
