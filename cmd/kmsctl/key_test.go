@@ -89,3 +89,28 @@ func TestKeyChangesShowEncryptCount(t *testing.T) {
 		t.Errorf("key disable without read: stdout\n%s\nstderr %q", r.stdout, r.stderr)
 	}
 }
+
+// ring rotate -held rotates a held key (a transit key, or the Kubernetes
+// KMS plugin's), which the service holds: no key material is printed.
+func TestRingRotateHeld(t *testing.T) {
+	s := newServer(t, kms.Options{})
+	if _, err := s.Service.CreateHeldKey(s.RootCtx, kms.CreateHeldKeyInput{Name: "kubernetes"}); err != nil {
+		t.Fatal(err)
+	}
+	r := kmsctl(t, s.env, "", "ring", "rotate", "-held", "kubernetes").want(t, 0, "ring rotate -held")
+	if !strings.Contains(r.stdout, "version:  2\n") || !strings.Contains(r.stdout, "state:    enabled\n") {
+		t.Errorf("ring rotate -held printed:\n%s", r.stdout)
+	}
+	var rotated struct{ Key kms.AsymKey }
+	decodeJSON(t, kmsctl(t, s.env, "", "-json", "ring", "rotate", "-held", "kubernetes").want(t, 0, "ring rotate -held -json"), &rotated)
+	if rotated.Key.Version != 3 || !rotated.Key.Held || rotated.Key.KeyData.Key != "" {
+		t.Errorf("ring rotate -held -json = %+v, want version 3, held, without its key", rotated.Key)
+	}
+	key, err := s.Service.GetHeldKey(s.RootCtx, "kubernetes")
+	if err != nil || key.LatestVersion != 3 {
+		t.Fatalf("the held key after two rotations: %+v, %v", key, err)
+	}
+	// A /ks ring's name with -held: no such held key.
+	s.Service.CreateKeyRing(s.RootCtx, kms.CreateKeyRingInput{Name: "files", KEM: "x25519"})
+	kmsctl(t, s.env, "", "ring", "rotate", "-held", "files").want(t, 1, "ring rotate -held of a /ks ring")
+}

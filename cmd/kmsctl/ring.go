@@ -24,7 +24,7 @@ func ringCommands() *command {
 		{name: "list", auth: true, setup: ringList, summary: "List the key rings, in name order."},
 		{name: "show", args: "NAME", minArgs: 1, maxArgs: 1, auth: true, setup: ringShow, summary: "Show a key ring."},
 		{name: "rotate", args: "NAME", minArgs: 1, maxArgs: 1, auth: true, setup: ringRotate,
-			summary: "Give a key ring a new active key; the others still decrypt."},
+			summary: "Give a key ring a new active key; the others still decrypt. With -held, rotate a held key (a transit key, or the Kubernetes KMS plugin's) instead."},
 		{name: "config", args: "NAME", minArgs: 1, maxArgs: 1, auth: true, setup: ringConfig,
 			summary: "Show a ring's configuration or, with -max-encrypt-count, -props, -key-props or -file, change it (the members not given stay as they are, except with -file, which gives the whole configuration)."},
 		{name: "delete", args: "NAME", minArgs: 1, maxArgs: 1, auth: true, required: []string{"yes"}, setup: ringDelete,
@@ -129,7 +129,15 @@ func ringShow(c *cli, fs *flag.FlagSet) action {
 }
 
 func ringRotate(c *cli, fs *flag.FlagSet) action {
+	held := fs.Bool("held", false, "NAME is a held key (a transit key, or the Kubernetes KMS plugin's: an /asym ring the service holds), not a /ks ring")
 	return func(ctx context.Context, args []string) error {
+		if *held {
+			k, err := c.kc.RotateAsym(ctx, kms.RotateInput{RingName: args[0]})
+			if err != nil {
+				return err
+			}
+			return c.show(map[string]any{"key": k}, fields("id", k.ID, "version", k.Version, "state", k.State))
+		}
 		k, err := c.kc.Rotate(ctx, kms.RotateInput{RingName: args[0]})
 		return c.showKey(ctx, ringRef(args[0]), k, err)
 	}
