@@ -28,8 +28,8 @@ func TestTwoNodes(t *testing.T) {
 	a.p, b.p = inA.Launch(t, a.flags...), inB.Launch(t, b.flags...)
 	a.p.Listen(t, harness.StartTimeout)
 	b.p.Listen(t, harness.StartTimeout)
-	old := status(t, a.socket).KeyId
-	if got := status(t, b.socket).KeyId; got != old {
+	old := pluginStatus(t, a.socket).KeyId
+	if got := pluginStatus(t, b.socket).KeyId; got != old {
 		t.Fatalf("Status key_id: node A %q, node B %q; want the same key", old, got)
 	}
 
@@ -39,11 +39,11 @@ func TestTwoNodes(t *testing.T) {
 	apiB.mustRead(t, etcdKey("shared"), stored, body)
 
 	a.rotate(t)
-	now := status(t, a.socket).KeyId
+	now := pluginStatus(t, a.socket).KeyId
 	if now == old {
 		t.Fatalf("node A's Status key_id after a rotation = %q, the same as before", now)
 	}
-	if got := status(t, b.socket).KeyId; got != now {
+	if got := pluginStatus(t, b.socket).KeyId; got != now {
 		t.Fatalf("node B's Status key_id after a rotation on node A = %q, want %q", got, now)
 	}
 	dek := []byte("a DEK of 32 bytes, for the test.")

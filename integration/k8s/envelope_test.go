@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	kmsapi "k8s.io/kms/apis/v2"
 
@@ -26,7 +28,7 @@ func TestSecretRoundTrip(t *testing.T) {
 	if err != nil || fi.Mode().Type() != os.ModeSocket || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("the plugin's socket: %v, %v; want a socket of mode 0600", fi, err)
 	}
-	st := status(t, n.socket)
+	st := pluginStatus(t, n.socket)
 	if !strings.Contains(st.KeyId, ":v1:") {
 		t.Errorf("Status key_id = %q, want one naming version 1 of the new key", st.KeyId)
 	}
@@ -69,7 +71,8 @@ func TestSecretRoundTrip(t *testing.T) {
 // Secrets are stored under the new key_id; what was stored under the old
 // one still reads back (as stale, for a storage migration to rewrite),
 // also through an API server without either DEK, and the plugin decrypts
-// an old DEK whatever key_id the request names.
+// an old DEK whatever key_id the request names. Once the old version is
+// disabled, what it sealed no longer reads, until it is enabled again.
 func TestKeyRotation(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, harness.New(t), socketPath(t), "-transit")
@@ -77,12 +80,12 @@ func TestKeyRotation(t *testing.T) {
 	body1, secret1 := secretOf(t, "before")
 	stored1 := api.mustWrite(t, etcdKey("before"), body1, secret1)
 	old := encryptedObject(t, stored1).KeyID
-	if st := status(t, n.socket); st.KeyId != old {
+	if st := pluginStatus(t, n.socket); st.KeyId != old {
 		t.Fatalf("stored key_id %q, Status key_id %q: want the same", old, st.KeyId)
 	}
 
 	n.rotate(t)
-	now := status(t, n.socket).KeyId
+	now := pluginStatus(t, n.socket).KeyId
 	if now == old || !strings.Contains(now, ":v2:") {
 		t.Fatalf("Status key_id after the rotation = %q (before: %q), want a new one naming version 2", now, old)
 	}
@@ -113,4 +116,19 @@ func TestKeyRotation(t *testing.T) {
 	if err != nil || !bytes.Equal(out.GetPlaintext(), dek(t, n.socket, stored1)) {
 		t.Errorf("Decrypt of the old DEK naming the new key_id = %v, want the DEK", err)
 	}
+
+	// The old version retired (disabled): what it sealed does not read,
+	// what the new one sealed does; enabled again, it opens again.
+	v1 := n.versionKeyID(t, 1)
+	n.setKeyState(t, v1, "disabled")
+	_, err = plugin(t, n.socket).Decrypt(callCtx(t), &kmsapi.DecryptRequest{Uid: "retired", Ciphertext: obj.EncryptedDEKSource, KeyId: old})
+	if status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("Decrypt of a DEK of a disabled version = %v, want FailedPrecondition", err)
+	}
+	if out, _, err := loadAPIServer(t, n.socket).read(etcdKey("before"), stored1); err == nil {
+		t.Errorf("an API server read a Secret whose version is disabled: %d bytes", len(out))
+	}
+	loadAPIServer(t, n.socket).mustRead(t, etcdKey("after"), stored2, body2)
+	n.setKeyState(t, v1, "enabled")
+	loadAPIServer(t, n.socket).mustRead(t, etcdKey("before"), stored1, body1)
 }

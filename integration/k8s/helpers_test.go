@@ -24,6 +24,8 @@ import (
 	kmstypes "k8s.io/apiserver/pkg/storage/value/encrypt/envelope/kmsv2/v2"
 	kmsapi "k8s.io/kms/apis/v2"
 
+	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/client"
 	"github.com/ringkms/kms/integration/internal/harness"
 	"github.com/ringkms/kms/internal/kmsdtest"
 )
@@ -99,6 +101,32 @@ func (n *node) rotate(t testing.TB) {
 	}
 }
 
+// setKeyState sets the state ("disabled", "enabled") of the version of
+// the plugin's key whose key ID is id, through kmsd's HTTP API.
+func (n *node) setKeyState(t testing.TB, id, state string) {
+	t.Helper()
+	code, body, err := kmsdtest.Do(nil, "PATCH", n.p.URL+"/asym/keyrings/"+keyName+"/keys/"+id, n.in.Bootstrap, map[string]any{"state": state})
+	if err != nil || code != 200 {
+		t.Fatalf("make version %s of %s %s = %d %s, %v", id, keyName, state, code, body, err)
+	}
+}
+
+// versionKeyID is the key ID of version of the plugin's key, as the
+// records of the plugin's encryptions with it name it.
+func (n *node) versionKeyID(t testing.TB, version int) string {
+	t.Helper()
+	f := client.ActivityFilter{KeyID: actor, Action: "transit.encrypt", Props: map[string]any{"version": version}}
+	list, err := harness.Client(t, n.p, n.in.Bootstrap).SearchActivity(context.Background(), f, kms.PageRequest{Limit: 1})
+	if err != nil || len(list.Data) == 0 {
+		t.Fatalf("the records of the plugin's encryptions with version %d: %v, %v", version, list, err)
+	}
+	id, _ := list.Data[0].Props["keyId"].(string)
+	if id == "" {
+		t.Fatalf("the record of an encryption with version %d names no key: %+v", version, list.Data[0])
+	}
+	return id
+}
+
 // plugin is a gRPC client of the socket, as the API server's own.
 func plugin(t testing.TB, socket string) kmsapi.KeyManagementServiceClient {
 	t.Helper()
@@ -117,9 +145,9 @@ func callCtx(t testing.TB) context.Context {
 	return ctx
 }
 
-// status is the plugin's Status, which must say it serves v2 and is
+// pluginStatus is the plugin's Status, which must say it serves v2 and is
 // healthy.
-func status(t testing.TB, socket string) *kmsapi.StatusResponse {
+func pluginStatus(t testing.TB, socket string) *kmsapi.StatusResponse {
 	t.Helper()
 	st, err := plugin(t, socket).Status(callCtx(t), &kmsapi.StatusRequest{})
 	if err != nil {
@@ -175,8 +203,15 @@ resources:
 // the end of the test.
 func loadAPIServer(t testing.TB, socket string) *apiServer {
 	t.Helper()
+	return loadConfig(t, encryptionConfig(socket))
+}
+
+// loadConfig loads the API server's transformers from an
+// EncryptionConfiguration file holding config.
+func loadConfig(t testing.TB, config string) *apiServer {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "encryption.yaml")
-	if err := os.WriteFile(path, []byte(encryptionConfig(socket)), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -70,7 +70,7 @@ func TestStoreUnreachable(t *testing.T) {
 	proxy, store := pgtest.Proxy(t, pgtest.URL(t))
 	n := startNode(t, harness.New(t), socketPath(t), "-store", store)
 	api := loadAPIServer(t, n.socket)
-	before := status(t, n.socket).KeyId
+	before := pluginStatus(t, n.socket).KeyId
 
 	proxy.SetMode(netproxy.Refuse)
 	var st *kmsapi.StatusResponse
