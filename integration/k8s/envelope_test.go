@@ -57,10 +57,11 @@ func TestSecretRoundTrip(t *testing.T) {
 	other.mustRead(t, etcdKey("db"), stored, body)
 
 	obj := encryptedObject(t, stored)
+	c, ctx := plugin(t, n.socket), callCtx(t)
 	for i := range obj.EncryptedDEKSource {
 		altered := bytes.Clone(obj.EncryptedDEKSource)
 		altered[i] ^= 0x01
-		if out, err := plugin(t, n.socket).Decrypt(callCtx(t), &kmsapi.DecryptRequest{Uid: "altered", Ciphertext: altered, KeyId: obj.KeyID}); err == nil {
+		if out, err := c.Decrypt(ctx, &kmsapi.DecryptRequest{Uid: "altered", Ciphertext: altered, KeyId: obj.KeyID}); err == nil {
 			t.Fatalf("Decrypt of the DEK with byte %d altered = %d bytes, want an error", i, len(out.Plaintext))
 		}
 	}

@@ -138,7 +138,8 @@ func plugin(t testing.TB, socket string) kmsapi.KeyManagementServiceClient {
 	return kmsapi.NewKeyManagementServiceClient(conn)
 }
 
-// callCtx bounds one direct call on a socket.
+// callCtx bounds the direct calls on a socket of a step of a test: 30 s
+// from now.
 func callCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)

@@ -1,14 +1,16 @@
 package k8s_test
 
 import (
+	"context"
 	"os"
 	"testing"
+
+	kmsapi "k8s.io/kms/apis/v2"
 
 	"github.com/ringkms/kms/integration/internal/harness"
 	"github.com/ringkms/kms/internal/kmsdtest"
 	"github.com/ringkms/kms/internal/netproxy"
 	"github.com/ringkms/kms/internal/pgtest"
-	kmsapi "k8s.io/kms/apis/v2"
 )
 
 // TestKmsdStopped: while kmsd is stopped, an API server that starts has
@@ -73,10 +75,13 @@ func TestStoreUnreachable(t *testing.T) {
 	before := pluginStatus(t, n.socket).KeyId
 
 	proxy.SetMode(netproxy.Refuse)
+	c := plugin(t, n.socket)
 	var st *kmsapi.StatusResponse
 	kmsdtest.WaitFor(t, probeBound, "Status to say kmsd cannot serve", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		defer cancel()
 		var err error
-		st, err = plugin(t, n.socket).Status(callCtx(t), &kmsapi.StatusRequest{})
+		st, err = c.Status(ctx, &kmsapi.StatusRequest{})
 		if err != nil {
 			t.Fatalf("Status with the database unreachable = %v, want an answer", err)
 		}
