@@ -1,9 +1,11 @@
 // Package integration holds the tests that drive the real kmsd with the
 // third-party clients people run against it: HashiCorp's Vault client,
 // OpenBao's, the auto-unseal wrapper of go-kms-wrapping, Tink, sigstore,
-// and the sops command line. It is a Go module of its own, so that those
-// clients never become dependencies of the library, kmsd or kmsctl: the
-// root module's go.mod lists only what they import.
+// the sops command line (package transit), and the Kubernetes API
+// server's encryption of Secrets at rest through kmsd's KMS v2 plugin
+// socket (package k8s, with k8s.io/apiserver). It is a Go module of its
+// own, so that those clients never become dependencies of the library,
+// kmsd or kmsctl: the root module's go.mod lists only what they import.
 //
 // Run its tests from this folder with go test ./...; the README's test
 // command runs them after the root module's.

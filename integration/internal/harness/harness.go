@@ -21,13 +21,15 @@ import (
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/client"
 	"github.com/ringkms/kms/internal/kmsdtest"
+	"github.com/ringkms/kms/internal/pgtest"
 )
 
 // kmsdPath is the kmsd binary that Main builds.
 var kmsdPath string
 
-// Main builds kmsd from the root module and runs the tests: call it from
-// TestMain as os.Exit(harness.Main(m)).
+// Main builds kmsd from the root module and runs the tests, which share
+// one PostgreSQL server (pgtest.Main) when they ask for databases: call
+// it from TestMain as os.Exit(harness.Main(m)).
 func Main(m *testing.M) int {
 	dir, err := os.MkdirTemp("", "ringkms-integration-")
 	if err != nil {
@@ -47,7 +49,7 @@ func Main(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "integration: go build kmsd: %v\n%s", err, out)
 		return 1
 	}
-	return m.Run()
+	return pgtest.Main(m)
 }
 
 // rootDir is the root module's folder, where the replace directive of
@@ -101,8 +103,23 @@ func (in *Instance) Start(t testing.TB, flags ...string) *kmsdtest.Proc {
 // to write a store that this tree's kmsd then opens.
 func (in *Instance) StartBinary(t testing.TB, bin string, flags ...string) *kmsdtest.Proc {
 	t.Helper()
-	args := append([]string{"-addr", "127.0.0.1:0", "-data", in.Data, "-log-level", "warn"}, flags...)
-	return kmsdtest.Start(t, bin, in.env(), 30*time.Second, args...)
+	return kmsdtest.Start(t, bin, in.env(), StartTimeout, in.args(flags)...)
+}
+
+// Launch is Start without waiting for kmsd to listen, so that several
+// nodes start together; wait with p.Listen(t, harness.StartTimeout).
+func (in *Instance) Launch(t testing.TB, flags ...string) *kmsdtest.Proc {
+	t.Helper()
+	return kmsdtest.Launch(t, kmsdPath, in.env(), in.args(flags)...)
+}
+
+// StartTimeout bounds the wait for a kmsd to listen.
+const StartTimeout = 30 * time.Second
+
+// args are kmsd's arguments on the instance with flags (which come last,
+// so that they win).
+func (in *Instance) args(flags []string) []string {
+	return append([]string{"-addr", "127.0.0.1:0", "-data", in.Data, "-log-level", "warn"}, flags...)
 }
 
 // Release builds kmsd as the commit rev of the root module's repository
