@@ -592,13 +592,16 @@ func (b *bench) runTargets(ctx context.Context, cls []*cluster, sum *summary) (e
 		targets = append(targets, target{name: cl.target, urls: cl.urls(), key: cl.key, pids: cl.pids(), apart: cl.apart})
 	}
 	if len(cls) == 0 {
-		targets = append(targets, target{name: "kmsd", urls: o.urls, key: o.key, pids: b.runningPIDs()})
+		targets = append(targets, target{name: "kmsd", urls: o.urls, key: o.key})
 	}
 	defer closeCalls(targets)
 	for i := range targets {
 		if targets[i].calls, err = b.prepare(ctx, targets[i]); err != nil {
 			return err
 		}
+	}
+	if len(cls) == 0 {
+		targets[0].pids = b.runningPIDs() // once it answered
 	}
 	if o.baseline {
 		srv, err := b.startBaseline(ctx)
