@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"time"
@@ -43,11 +42,16 @@ func (b *bench) startClusters(ctx context.Context) ([]*cluster, error) {
 		}
 	}
 	started := func(k *kmsd) {
-		b.notef("%s (pid %d) listening on %s", k.name, k.cmd.Process.Pid, k.url)
+		plugin := ""
+		if k.socket != "" {
+			plugin = ", its KMS plugin on " + k.addr()
+		}
+		b.notef("%s (pid %d) listening on %s%s", k.name, k.cmd.Process.Pid, k.url, plugin)
 	}
 	config := func(bin, store string) *kmsdConfig {
 		c := newKmsdConfig(bin, o.logLevel, store, o.rss, b.tls)
 		c.transit = transitMode(o.mode)
+		c.k8s = k8sMode(o.mode)
 		return c
 	}
 	own := config(bin, o.store)
@@ -92,18 +96,13 @@ func stopClusters(cls []*cluster) error {
 // baseline.
 type target struct {
 	name string   // kmsd, postgres, embedded, against or baseline
-	urls []string // client i calls urls[i % len(urls)]
+	urls []string // its nodes: URLs, or the unix:// addresses of the KMS plugin's sockets; client i calls urls[i % len(urls)]
 	key  string   // the bearer API key; empty sends none
-	pids []int    // the processes serving urls, one per URL, when kmsbench started them
-	// apart is set when each URL is a service of its own (kmsd on
+	pids []int    // the processes serving urls, one per URL, when known
+	// apart is set when each node is a service of its own (kmsd on
 	// embedded stores of their own): each is sent its own workload.
 	apart bool
-	work  []*workload // what it is sent: node i gets work[i % len(work)]
-}
-
-// pick returns the next request of a worker that calls node.
-func (t *target) pick(node int, rng *rand.Rand) request {
-	return t.work[node%len(t.work)].pick(rng)
+	calls caller // what it is sent, made by prepare
 }
 
 // watchKmsd returns a context that is cancelled, with kmsd's last log
@@ -127,22 +126,31 @@ func watchKmsd(ctx context.Context, cls []*cluster) (context.Context, context.Ca
 
 // prepare makes sure the ring exists on t and, for decrypt and mix, makes
 // the pool of hashes and headers to decrypt, both through t's first node,
-// or through each node when they are apart. It returns the workloads to
-// send t.
-func (b *bench) prepare(ctx context.Context, t target) ([]*workload, error) {
-	nodes := t.urls[:1]
-	if t.apart {
-		nodes = t.urls
+// or through each node when they are apart. It returns the calls to send
+// t. In the k8s modes, prepareK8s does the same on the KMS plugin's
+// sockets.
+func (b *bench) prepare(ctx context.Context, t target) (caller, error) {
+	if k8sMode(b.o.mode) {
+		return b.prepareK8s(ctx, t)
 	}
 	var works []*workload
-	for _, u := range nodes {
+	for _, u := range firstOrEach(t) {
 		w, err := b.prepareOn(ctx, t, u)
 		if err != nil {
 			return nil, err
 		}
 		works = append(works, w)
 	}
-	return works, nil
+	return newHTTPCalls(b.client, t.urls, t.key, works), nil
+}
+
+// firstOrEach are the nodes of t through which its workloads are made:
+// the first, or each one when they are apart.
+func firstOrEach(t target) []string {
+	if t.apart {
+		return t.urls
+	}
+	return t.urls[:1]
 }
 
 // prepareOn makes sure the ring exists on the node at first and, for
@@ -167,7 +175,7 @@ func (b *bench) prepareOn(ctx context.Context, t target, first string) (*workloa
 		if err != nil {
 			return nil, b.cause(ctx, fmt.Errorf("%s: %w", t.name, err))
 		}
-		b.notef("%s: made %d (hash, header) pairs to decrypt on %s in %.1fs", t.name, len(work.pool), first, time.Since(t0).Seconds())
+		b.notePool(t, len(work.pool), "(hash, header) pairs", first, t0)
 	}
 	if o.batch > 1 {
 		work.batched(o.ring, o.asset, o.batch)
@@ -182,6 +190,12 @@ func (b *bench) cause(ctx context.Context, err error) error {
 		return context.Cause(ctx)
 	}
 	return err
+}
+
+// notePool notes that n things to decrypt were made on t's node at
+// first since t0.
+func (b *bench) notePool(t target, n int, what, first string, t0 time.Time) {
+	b.notef("%s: made %d %s to decrypt on %s in %.1fs", t.name, n, what, first, time.Since(t0).Seconds())
 }
 
 // startBaseline starts the baseline server; the caller stops it with
@@ -212,13 +226,7 @@ func (b *bench) measure(ctx context.Context, targets []target) ([]*stats, error)
 	meters := make([]*cpuMeter, len(targets))
 	selves := make([]*cpuMeter, len(targets)) // kmsbench's own CPU time, per target
 	for i, t := range targets {
-		loads[i] = &load{
-			client:      b.client,
-			urls:        t.urls,
-			key:         t.key,
-			pick:        t.pick,
-			concurrency: o.concurrency,
-		}
+		loads[i] = &load{calls: t.calls, nodes: len(t.urls), concurrency: o.concurrency}
 		meters[i] = newCPUMeter(t.pids)
 		selves[i] = newCPUMeter([]int{os.Getpid()})
 	}
@@ -235,7 +243,7 @@ func (b *bench) measure(ctx context.Context, targets []target) ([]*stats, error)
 	rounds := rounds(o)
 	total := make([]*stats, len(targets))
 	for i := range total {
-		total[i] = &stats{byStatus: map[int]int64{}}
+		total[i] = &stats{byStatus: map[string]int64{}}
 	}
 	defer func() {
 		for i, m := range meters {

@@ -146,12 +146,18 @@ func checkNodes(t *testing.T, sum *jsonSummary, urls []string, n int64) {
 func runningKmsd(t *testing.T, transit bool) (url, key string) {
 	config := newKmsdConfig(testKmsd(t), "warn", "", false, nil)
 	config.transit = transit
+	return startRunning(t, config).url, config.key
+}
+
+// startRunning starts a kmsd of config, stopped at the test's end.
+func startRunning(t *testing.T, config *kmsdConfig) *kmsd {
+	t.Helper()
 	cl, err := startCluster(context.Background(), config, 1, "kmsd", func(*kmsd) {})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cl.stop() })
-	return cl.nodes[0].url, cl.key
+	return cl.nodes[0]
 }
 
 // envOf is the environment of vars.

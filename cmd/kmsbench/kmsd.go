@@ -118,6 +118,10 @@ func (p *process) terminate() error {
 type kmsd struct {
 	*process
 	dataDir string
+	// socket is the path of its Kubernetes KMS plugin's socket
+	// (-k8s-kms-socket), in a directory of its own, sockDir; "" without
+	// the plugin.
+	socket, sockDir string
 
 	rssStop chan struct{}
 	rssDone chan struct{}
@@ -145,6 +149,7 @@ type kmsdConfig struct {
 	sampleRSS bool      // read kmsd's resident memory every second until stop
 	tls       *tlsFiles // with -tls: kmsd's certificate and key
 	transit   bool      // serve Vault's transit interface (kmsd -transit)
+	k8s       bool      // serve the Kubernetes KMS plugin on a socket (kmsd -k8s-kms-socket)
 
 	signingKey string // with -signing-key-pkcs11: kmsd's, a PKCS#11 URI
 	pin        string // KMS_PKCS11_PIN for it, when set
@@ -162,7 +167,8 @@ func newKmsdConfig(bin, logLevel, store string, sampleRSS bool, tls *tlsFiles) *
 }
 
 // startKmsd runs c.bin, named name in errors, on 127.0.0.1:0 with a
-// fresh data directory, and waits until it listens.
+// fresh data directory (and, with c.k8s, its plugin's socket in a fresh
+// directory), and waits until it listens.
 func startKmsd(ctx context.Context, name string, c *kmsdConfig) (*kmsd, error) {
 	dataDir, err := os.MkdirTemp("", "kmsbench-data-")
 	if err != nil {
@@ -170,6 +176,14 @@ func startKmsd(ctx context.Context, name string, c *kmsdConfig) (*kmsd, error) {
 	}
 	k := &kmsd{dataDir: dataDir}
 	args := []string{"-addr", "127.0.0.1:0", "-data", dataDir, "-log-level", c.logLevel}
+	if c.k8s {
+		if k.sockDir, err = os.MkdirTemp("", "kmsbench-k8s-"); err != nil {
+			os.RemoveAll(dataDir)
+			return nil, err
+		}
+		k.socket = filepath.Join(k.sockDir, "kms.sock")
+		args = append(args, "-k8s-kms-socket", k.socket)
+	}
 	if c.tls != nil {
 		args = append(args, "-tls-cert", c.tls.cert, "-tls-key", c.tls.key)
 	}
@@ -195,7 +209,7 @@ func startKmsd(ctx context.Context, name string, c *kmsdConfig) (*kmsd, error) {
 		k.process, err = startProcess(ctx, name, cmd, stderr, listeningRE)
 	}
 	if err != nil {
-		os.RemoveAll(dataDir)
+		k.removeDirs()
 		return nil, err
 	}
 	if c.sampleRSS {
@@ -214,9 +228,26 @@ func (k *kmsd) stop() error {
 			<-k.rssDone
 		}
 		k.stopErr = k.terminate()
-		os.RemoveAll(k.dataDir)
+		k.removeDirs()
 	})
 	return k.stopErr
+}
+
+// removeDirs removes kmsd's data directory and its socket's.
+func (k *kmsd) removeDirs() {
+	os.RemoveAll(k.dataDir)
+	if k.sockDir != "" {
+		os.RemoveAll(k.sockDir)
+	}
+}
+
+// addr is where kmsbench loads kmsd: the unix:// address of its plugin's
+// socket when it serves one, else its URL.
+func (k *kmsd) addr() string {
+	if k.socket != "" {
+		return "unix://" + k.socket
+	}
+	return k.url
 }
 
 // cluster is the kmsd processes that kmsbench started: one, or several
@@ -251,11 +282,11 @@ func startCluster(ctx context.Context, c *kmsdConfig, n int, name string, starte
 	return cl, nil
 }
 
-// urls are the URLs of the nodes, in order.
+// urls are where kmsbench loads the nodes (kmsd.addr), in order.
 func (cl *cluster) urls() []string {
 	var urls []string
 	for _, k := range cl.nodes {
-		urls = append(urls, k.url)
+		urls = append(urls, k.addr())
 	}
 	return urls
 }
@@ -281,11 +312,12 @@ func (cl *cluster) stop() error {
 	return errors.Join(errs...)
 }
 
-// rss returns the memory samples of each node, named by its URL.
+// rss returns the memory samples of each node, named by its address
+// (kmsd.addr), as the rows name it.
 func (cl *cluster) rss() []nodeRSS {
 	var out []nodeRSS
 	for _, k := range cl.nodes {
-		out = append(out, nodeRSS{Target: cl.target, Node: k.url, rssStats: k.rss})
+		out = append(out, nodeRSS{Target: cl.target, Node: k.addr(), rssStats: k.rss})
 	}
 	return out
 }

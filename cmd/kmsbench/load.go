@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,15 +27,12 @@ type request struct {
 }
 
 // load is one measured run against one target: concurrency workers send
-// requests one after the other until duration has passed, requests have
+// calls one after the other until duration has passed, requests have
 // been sent (when above zero), or ctx is done, whichever comes first.
-// Worker w sends its requests to urls[w % len(urls)], the nodes of the
-// target.
+// Worker w sends its calls to node w % nodes of the target.
 type load struct {
-	client      *http.Client
-	urls        []string                               // the target's nodes, without a trailing slash
-	key         string                                 // the bearer API key; empty sends none
-	pick        func(node int, rng *rand.Rand) request // the next request of a worker that calls urls[node]
+	calls       caller
+	nodes       int // the target's nodes
 	concurrency int
 	duration    time.Duration
 	requests    int64
@@ -47,16 +45,38 @@ type load struct {
 	tty      bool
 }
 
+// caller sends the calls of a load: kmsd's HTTP API (httpCalls) or its
+// Kubernetes KMS plugin's socket (k8sCalls). It is safe for concurrent
+// use; each worker has an rng of its own.
+type caller interface {
+	// call sends one call to node (0 to the target's nodes - 1) and
+	// tells how it went.
+	call(ctx context.Context, node int, rng *rand.Rand) outcome
+}
+
+// outcome is how one call went.
+type outcome struct {
+	// answered is set when an answer came, error answers included: its
+	// latency counts in the quantiles.
+	answered bool
+	latency  time.Duration
+	// failure is empty for a call that did what was asked; else the name
+	// its errors are counted under: an HTTP status ("500"), "transport"
+	// for no answer, a gRPC code ("Unavailable"), or what was wrong with
+	// an answer ("mismatch").
+	failure string
+}
+
 // stats is the outcome of a load.
 type stats struct {
-	requests int64         // answered or failed, not counting those cut short by ctx
-	errors   int64         // answers other than 200, and transport errors
-	byStatus map[int]int64 // errors by HTTP status; 0 is a transport error
+	requests int64            // answered or failed, not counting those cut short by ctx
+	errors   int64            // answers other than 200, and transport errors
+	byStatus map[string]int64 // errors by outcome.failure
 	elapsed  time.Duration
 	hist     Histogram   // latency of every answered request
-	nodes    []nodeCount // requests and errors of each node, in the order of its urls
+	nodes    []nodeCount // requests and errors of each node, in the order of the target's
 	// cpu is the CPU time that each node's process spent during the
-	// measured loads, in the order of the urls; nil when not known. The
+	// measured loads, in the order of the nodes; nil when not known. The
 	// caller that reads it (bench.measure) sets it; add leaves it.
 	cpu []time.Duration
 	// clientCPU is the CPU time kmsbench spent sending the measured
@@ -102,38 +122,34 @@ func (l *load) run(ctx context.Context) *stats {
 		issued, done, failed atomic.Int64
 		wg                   sync.WaitGroup
 		results              = make([]*stats, l.concurrency)
-		auth                 = ""
 	)
-	if l.key != "" {
-		auth = "Bearer " + l.key
-	}
 	start := time.Now()
 	deadline := start.Add(l.duration)
 	seed := rand.Uint64()
 	for w := range l.concurrency {
-		s := &stats{byStatus: map[int]int64{}, nodes: make([]nodeCount, len(l.urls))}
+		s := &stats{byStatus: map[string]int64{}, nodes: make([]nodeCount, l.nodes)}
 		results[w] = s
-		node := w % len(l.urls)
+		node := w % l.nodes
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(seed, uint64(w)))
 			for ctx.Err() == nil && time.Now().Before(deadline) {
 				if l.requests > 0 && issued.Add(1) > l.requests {
 					return
 				}
-				status, lat, err := l.do(ctx, l.urls[node], l.pick(node, rng), auth)
+				out := l.calls.call(ctx, node, rng)
 				if ctx.Err() != nil {
 					return // cut short: neither a result nor an error
 				}
 				s.requests++
 				s.nodes[node].requests++
 				done.Add(1)
-				if err == nil {
-					s.hist.Record(lat)
+				if out.answered {
+					s.hist.Record(out.latency)
 				}
-				if err != nil || status != http.StatusOK {
+				if out.failure != "" {
 					s.errors++
 					s.nodes[node].errors++
-					s.byStatus[status]++
+					s.byStatus[out.failure]++
 					failed.Add(1)
 				}
 			}
@@ -153,7 +169,7 @@ func (l *load) run(ctx context.Context) *stats {
 	close(stopProgress)
 	<-progressDone
 
-	total := &stats{byStatus: map[int]int64{}, elapsed: elapsed, nodes: make([]nodeCount, len(l.urls))}
+	total := &stats{byStatus: map[string]int64{}, elapsed: elapsed, nodes: make([]nodeCount, l.nodes)}
 	for _, s := range results {
 		total.add(s)
 	}
@@ -179,20 +195,53 @@ func (s *stats) add(o *stats) {
 	}
 }
 
+// httpCalls are the calls of kmsd's HTTP API (and of the baseline): the
+// POSTs of a workload to the target's nodes.
+type httpCalls struct {
+	client *http.Client
+	urls   []string    // the target's nodes, without a trailing slash
+	auth   string      // the Authorization header; empty sends none
+	work   []*workload // what node i is sent: work[i % len(work)]
+}
+
+// newHTTPCalls returns the calls of work to the nodes urls, with the
+// bearer API key key (none when empty).
+func newHTTPCalls(client *http.Client, urls []string, key string, work []*workload) *httpCalls {
+	h := &httpCalls{client: client, urls: urls, work: work}
+	if key != "" {
+		h.auth = "Bearer " + key
+	}
+	return h
+}
+
+// call sends the next request of the node's workload. An answer other
+// than 200 fails under its status; no answer, or one that cannot be read,
+// under "transport".
+func (h *httpCalls) call(ctx context.Context, node int, rng *rand.Rand) outcome {
+	status, latency, err := h.do(ctx, h.urls[node], h.work[node%len(h.work)].pick(rng))
+	switch {
+	case err != nil:
+		return outcome{failure: "transport"}
+	case status != http.StatusOK:
+		return outcome{answered: true, latency: latency, failure: strconv.Itoa(status)}
+	}
+	return outcome{answered: true, latency: latency}
+}
+
 // do sends one request to the node at base and reads the answer. A
 // transport error, or an answer that cannot be read, returns an error and
 // status 0.
-func (l *load) do(ctx context.Context, base string, r request, auth string) (status int, latency time.Duration, err error) {
+func (h *httpCalls) do(ctx context.Context, base string, r request) (status int, latency time.Duration, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+r.path, bytes.NewReader(r.body))
 	if err != nil {
 		return 0, 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if auth != "" {
-		req.Header.Set("Authorization", auth)
+	if h.auth != "" {
+		req.Header.Set("Authorization", h.auth)
 	}
 	t0 := time.Now()
-	resp, err := l.client.Do(req)
+	resp, err := h.client.Do(req)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -57,12 +56,12 @@ func newFakeServer(t testing.TB, delay time.Duration) *fakeServer {
 	return f
 }
 
-func newTestLoad(url string, c int, d time.Duration, n int64) *load {
+func newTestLoad(url string, c int, d time.Duration, n int64, more ...string) *load {
+	urls := append([]string{url}, more...)
+	work := []*workload{{mode: "encrypt", produce: request{path: "/ks/encrypt", body: []byte(`{"ringname":"r"}`)}}}
 	return &load{
-		client:      newClient(c, 5*time.Second, nil),
-		urls:        []string{url},
-		key:         "k",
-		pick:        func(int, *rand.Rand) request { return request{path: "/ks/encrypt", body: []byte(`{"ringname":"r"}`)} },
+		calls:       newHTTPCalls(newClient(c, 5*time.Second, nil), urls, "k", work),
+		nodes:       len(urls),
 		concurrency: c,
 		duration:    d,
 		requests:    n,
@@ -75,7 +74,7 @@ func TestLoadCountsErrorsByStatus(t *testing.T) {
 	if st.requests != 100 || f.hits.Load() != 100 {
 		t.Fatalf("requests = %d, server saw %d; want 100 and 100", st.requests, f.hits.Load())
 	}
-	if st.errors != 20 || st.byStatus[500] != 20 || len(st.byStatus) != 1 {
+	if st.errors != 20 || st.byStatus["500"] != 20 || len(st.byStatus) != 1 {
 		t.Errorf("errors = %d, by status %v; want 20, all 500", st.errors, st.byStatus)
 	}
 	if st.hist.Count() != 100 {
@@ -90,9 +89,7 @@ func TestLoadCountsErrorsByStatus(t *testing.T) {
 // target: both get requests, and the counts of each node are what it saw.
 func TestLoadSpreadsClientsOverNodes(t *testing.T) {
 	a, b := newFakeServer(t, time.Millisecond), newFakeServer(t, time.Millisecond)
-	l := newTestLoad(a.URL, 4, time.Minute, 200)
-	l.urls = []string{a.URL, b.URL}
-	st := l.run(context.Background())
+	st := newTestLoad(a.URL, 4, time.Minute, 200, b.URL).run(context.Background())
 	if st.requests != 200 || len(st.nodes) != 2 {
 		t.Fatalf("requests = %d, nodes %d; want 200 over 2 nodes", st.requests, len(st.nodes))
 	}
@@ -172,7 +169,7 @@ func TestLoadTransportErrors(t *testing.T) {
 	url := "http://" + ln.Addr().String()
 	ln.Close() // nothing listens there now
 	st := newTestLoad(url, 2, time.Minute, 10).run(context.Background())
-	if st.requests != 10 || st.errors != 10 || st.byStatus[0] != 10 || st.hist.Count() != 0 {
+	if st.requests != 10 || st.errors != 10 || st.byStatus["transport"] != 10 || st.hist.Count() != 0 {
 		t.Errorf("requests %d, errors %d, by status %v, latencies %d; want 10 transport errors, no latency",
 			st.requests, st.errors, st.byStatus, st.hist.Count())
 	}
@@ -294,11 +291,14 @@ func TestMeasureTakesTurns(t *testing.T) {
 	}
 	a, b := server("a"), server("b")
 	o := &options{concurrency: 4, duration: time.Minute, requests: 31, embedded: true, rounds: 3}
-	bn := &bench{o: o, client: newClient(o.concurrency, 5*time.Second, nil), stderr: io.Discard}
-	work := func(ring string) *workload { return &workload{mode: "encrypt", produce: newEncrypt(ring, false, 1)} }
+	client := newClient(o.concurrency, 5*time.Second, nil)
+	bn := &bench{o: o, client: client, stderr: io.Discard}
+	calls := func(url, ring string) *httpCalls {
+		return newHTTPCalls(client, []string{url}, "", []*workload{{mode: "encrypt", produce: newEncrypt(ring, false, 1)}})
+	}
 	all, err := bn.measure(context.Background(), []target{
-		{name: "a", urls: []string{a.URL}, key: "k", pids: []int{os.Getpid()}, work: []*workload{work("a")}},
-		{name: "b", urls: []string{b.URL}, work: []*workload{work("b")}},
+		{name: "a", urls: []string{a.URL}, pids: []int{os.Getpid()}, calls: calls(a.URL, "a")},
+		{name: "b", urls: []string{b.URL}, calls: calls(b.URL, "b")},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,10 @@
 // and /ks/decrypt (or, with -mode transit-encrypt, transit-decrypt,
 // transit-sign and transit-hmac, Vault's transit encrypt, decrypt, sign
 // and hmac, kmsd -transit) from many
-// keep-alive clients and reports throughput and latency quantiles.
+// keep-alive clients and reports throughput and latency quantiles. With
+// -mode k8s-encrypt and k8s-decrypt it calls the Kubernetes KMS v2
+// plugin's Encrypt and Decrypt on kmsd's socket (kmsd -k8s-kms-socket)
+// instead, over gRPC, as the API server does.
 //
 //	kmsbench -start [flags]                  start a kmsd of its own and load it
 //	kmsbench -start -store postgres://... -nodes 3 [flags]
@@ -16,6 +19,8 @@
 //	                                         kmsd signing headers in a PKCS#11 token against kmsd signing in memory
 //	kmsbench -url http://127.0.0.1:8200 ...  load a running kmsd (API key in KMS_API_KEY)
 //	kmsbench -url URL1,URL2 ...              load the nodes of a running cluster
+//	kmsbench -mode k8s-encrypt -k8s-socket PATH ...
+//	                                         load the KMS plugin socket of a running kmsd
 //	kmsbench ...                             load the kmsd of KMS_ADDR
 //
 // Against a running kmsd, kmsbench reads the settings every client of
@@ -141,12 +146,15 @@ type options struct {
 	tls         bool
 	signingKey  string // -signing-key-pkcs11
 	pin         string // KMS_PKCS11_PIN, passed on to the kmsd started
+	k8sSocket   string // -k8s-socket: a running kmsd's KMS plugin socket, for the k8s modes
 }
 
 const usageHead = `Usage: kmsbench -start [-store postgres://... [-nodes N] [-embedded]] [flags]
        kmsbench -start -against PATH [flags]
        kmsbench -url URL[,URL...] [flags]    (API key in KMS_API_KEY, or -key)
        kmsbench [flags]                      (the kmsd of KMS_ADDR)
+       kmsbench -mode k8s-encrypt|k8s-decrypt -k8s-socket PATH [flags]
+       kmsbench -mode k8s-encrypt|k8s-decrypt -start [flags]
 
 Loads kmsd with POST /ks/encrypt and /ks/decrypt calls from -c keep-alive
 clients for -d (or -n requests, whichever ends first), after -warmup, and
@@ -172,6 +180,20 @@ sign or hmac. With -start, kmsbench
 runs its own kmsd (built from ./cmd/kmsd unless -kmsd) on 127.0.0.1:0 with
 a temporary data directory, a random master key and a random bootstrap API
 key, and stops it with SIGTERM at the end, or on Ctrl-C.
+
+With -mode k8s-encrypt or k8s-decrypt, kmsbench is the Kubernetes API
+server calling kmsd's KMS v2 plugin (kmsd -k8s-kms-socket) over gRPC on
+its Unix socket: Encrypt of a random 32-byte data key (the API server's
+DEK), or Decrypt of the data keys of -pool Encrypt calls made first,
+each checked against the key sealed (a wrong one counts as an error
+"mismatch"); every call with a uid of its own. The -c clients share one
+gRPC connection per socket, as the API server holds one. -k8s-socket
+names the socket of a running kmsd, which needs no -url nor API key; with
+-start, kmsbench starts each kmsd with a socket in a temporary directory
+(the held key -k8s-kms-key's default, kubernetes, made at its start).
+Errors count by gRPC code (Unavailable, ...). Against a running kmsd,
+kmsbench reads the process ID of the socket's owner from the socket
+(SO_PEERCRED, Linux) for its CPU per request.
 
 Against a running kmsd, kmsbench reads the settings every client of
 ringkms reads: KMS_ADDR, the service's URL, stands in for -url when
@@ -269,7 +291,8 @@ func parseFlags(args []string, getenv func(string) string, stdout io.Writer) (*o
 	fs.IntVar(&o.nodes, "nodes", 1, "with -start -store: how many kmsd (`N`) to start on the database, a cluster")
 	fs.StringVar(&o.kmsd, "kmsd", "", "the kmsd binary to run with -start, at `PATH` (default: go build ./cmd/kmsd into a temporary directory)")
 	fs.StringVar(&o.logLevel, "kmsd-log-level", "info", "the -log-level (`LEVEL`) of the kmsd started with -start (info logs every request, as kmsd does by default)")
-	fs.StringVar(&o.mode, "mode", "encrypt", "what to call (`MODE`): encrypt, decrypt (hashes and headers from -pool encrypt calls made first) or mix; transit-encrypt, transit-decrypt (ciphertexts of -pool encrypt calls), transit-sign and transit-hmac call Vault's transit interface instead (kmsd -transit; -ring names the transit key), with a 32-byte plaintext or input")
+	fs.StringVar(&o.mode, "mode", "encrypt", "what to call (`MODE`): encrypt, decrypt (hashes and headers from -pool encrypt calls made first) or mix; transit-encrypt, transit-decrypt (ciphertexts of -pool encrypt calls), transit-sign and transit-hmac call Vault's transit interface instead (kmsd -transit; -ring names the transit key), with a 32-byte plaintext or input; k8s-encrypt and k8s-decrypt (data keys of -pool Encrypt calls) call the Kubernetes KMS v2 plugin's socket (kmsd -k8s-kms-socket) with a 32-byte data key")
+	fs.StringVar(&o.k8sSocket, "k8s-socket", "", "with -mode k8s-encrypt or k8s-decrypt: the Kubernetes KMS plugin socket (`PATH`) of a running kmsd (kmsd -k8s-kms-socket), in place of -url and its API key")
 	fs.StringVar(&o.keyType, "key-type", "", "with a transit mode: the `TYPE` of the transit key made when -ring is missing, and that an existing one must have: aes256-gcm96 (the default to encrypt and decrypt) or chacha20-poly1305; ed25519 (the default to sign), ecdsa-p256, ecdsa-p384, rsa-2048, rsa-3072, rsa-4096, ml-dsa-44, ml-dsa-65 or ml-dsa-87 (ml-dsa alone is 65); hmac (the default for transit-hmac, which takes any type)")
 	fs.Float64Var(&o.mix, "mix", 0.5, "with -mode mix, the `SHARE` of decrypt calls, 0 to 1")
 	fs.IntVar(&o.batch, "batch", 1, "items per request (`N`, 1 to 1000): above 1, POST /ks/encrypt/batch and /ks/decrypt/batch with N items each, and keys (signatures, HMACs) per second in the summary")
@@ -318,12 +341,16 @@ func parseFlags(args []string, getenv func(string) string, stdout io.Writer) (*o
 }
 
 func (o *options) validate(set map[string]bool) error {
+	if err := o.validateK8s(set); err != nil {
+		return err
+	}
+	overHTTP := !k8sMode(o.mode)
 	switch {
 	case o.start && o.url != "":
 		return errors.New("-start and -url exclude each other: load a kmsd of kmsbench's own, or a running one")
-	case !o.start && o.url == "":
+	case !o.start && o.url == "" && overHTTP:
 		return errors.New("give -url of a running kmsd (and its API key), or set KMS_ADDR, or -start")
-	case !o.start && o.key == "":
+	case !o.start && o.key == "" && overHTTP:
 		return fmt.Errorf("%s needs an API key: set KMS_API_KEY or KMS_API_KEY_FILE (or -key)", o.urlFrom)
 	case !o.start && (o.kmsd != "" || o.rss || o.tls || set["store"] || set["nodes"] || o.signingKey != ""):
 		return errors.New("-kmsd, -rss, -tls, -store, -nodes and -signing-key-pkcs11 go with -start")
@@ -350,8 +377,8 @@ func (o *options) validate(set map[string]bool) error {
 		return errors.New("-against needs -start, and excludes -baseline and -embedded: it compares two builds of kmsd")
 	case o.against != "" && o.store != "":
 		return errors.New("-against goes with the embedded store: two builds on one database would share its state")
-	case o.mode != "encrypt" && o.mode != "decrypt" && o.mode != "mix" && transitCalls[o.mode].route == "":
-		return fmt.Errorf("-mode %q: want encrypt, decrypt, mix, transit-encrypt, transit-decrypt, transit-sign or transit-hmac", o.mode)
+	case o.mode != "encrypt" && o.mode != "decrypt" && o.mode != "mix" && transitCalls[o.mode].route == "" && overHTTP:
+		return fmt.Errorf("-mode %q: want encrypt, decrypt, mix, transit-encrypt, transit-decrypt, transit-sign, transit-hmac, k8s-encrypt or k8s-decrypt", o.mode)
 	case set["key-type"] && !transitMode(o.mode):
 		return errors.New("-key-type goes with the transit modes: the /ks modes encrypt with a ring's KEM")
 	case o.asset && transitMode(o.mode):
@@ -410,6 +437,9 @@ func (o *options) validate(set map[string]bool) error {
 // settings of the environment, for what the flags (set) did not give.
 func (o *options) readEnv(getenv func(string) string, set map[string]bool) error {
 	o.urlFrom = "-url"
+	if k8sMode(o.mode) && !o.start {
+		return nil // the plugin's socket: no URL, key nor certificate
+	}
 	if o.start {
 		o.pin = getenv(pinEnv) // for a token of -signing-key-pkcs11 without pin-source
 		return nil             // kmsbench's own kmsd: its URL, key and certificate
@@ -564,10 +594,14 @@ func (b *bench) runTargets(ctx context.Context, cls []*cluster, sum *summary) (e
 	if len(cls) == 0 {
 		targets = append(targets, target{name: "kmsd", urls: o.urls, key: o.key})
 	}
+	defer closeCalls(targets)
 	for i := range targets {
-		if targets[i].work, err = b.prepare(ctx, targets[i]); err != nil {
+		if targets[i].calls, err = b.prepare(ctx, targets[i]); err != nil {
 			return err
 		}
+	}
+	if len(cls) == 0 {
+		targets[0].pids = b.runningPIDs() // once it answered
 	}
 	if o.baseline {
 		srv, err := b.startBaseline(ctx)
@@ -579,8 +613,11 @@ func (b *bench) runTargets(ctx context.Context, cls []*cluster, sum *summary) (e
 				err = fmt.Errorf("baseline: %w", serr)
 			}
 		}()
-		// The baseline ignores what the bodies hold: it gets kmsd's.
-		targets = append(targets, target{name: "baseline", urls: []string{srv.url}, pids: []int{srv.cmd.Process.Pid}, work: targets[0].work[:1]})
+		// The baseline ignores what the bodies hold: it gets kmsd's
+		// (-baseline goes with the HTTP modes).
+		urls := []string{srv.url}
+		work := targets[0].calls.(*httpCalls).work[:1]
+		targets = append(targets, target{name: "baseline", urls: urls, pids: []int{srv.cmd.Process.Pid}, calls: newHTTPCalls(b.client, urls, "", work)})
 	}
 	all, err := b.measure(ctx, targets)
 	for i, st := range all {

@@ -201,7 +201,7 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 		t.Fatalf("run -h = %v, want nil", err)
 	}
 	for _, f := range []string{"url", "key", "ca-cert", "allow-remote", "start", "store", "nodes", "kmsd", "kmsd-log-level", "mode", "mix", "c",
-		"d", "n", "warmup", "timeout", "ring", "asset", "pool", "baseline", "embedded", "rounds", "rss", "json", "signing-key-pkcs11"} {
+		"d", "n", "warmup", "timeout", "ring", "asset", "pool", "baseline", "embedded", "rounds", "rss", "json", "signing-key-pkcs11", "k8s-socket"} {
 		if !regexp.MustCompile(`(?m)^  -` + f + `( |$)`).MatchString(out.String()) {
 			t.Errorf("kmsbench -h does not document -%s:\n%s", f, out.String())
 		}
@@ -248,7 +248,7 @@ func TestSummaryTable(t *testing.T) {
 	bh.Record(time.Millisecond)
 	s := newSummary(o)
 	s.Rows = []row{
-		newRow("kmsd", []string{"http://127.0.0.1:1"}, o, &stats{requests: 1000, errors: 2, byStatus: map[int]int64{500: 1, 0: 1}, elapsed: time.Second, hist: kh}),
+		newRow("kmsd", []string{"http://127.0.0.1:1"}, o, &stats{requests: 1000, errors: 2, byStatus: map[string]int64{"500": 1, "transport": 1}, elapsed: time.Second, hist: kh}),
 		newRow("baseline", []string{"http://127.0.0.1:2"}, o, &stats{requests: 4000, elapsed: time.Second, hist: bh}),
 	}
 	s.finish()
@@ -334,7 +334,7 @@ func TestSummaryTableNodes(t *testing.T) {
 	var h Histogram
 	h.Record(time.Millisecond)
 	s := newSummary(o)
-	s.Rows = []row{newRow("kmsd", o.urls, o, &stats{requests: 300, errors: 1, byStatus: map[int]int64{500: 1}, elapsed: time.Second, hist: h,
+	s.Rows = []row{newRow("kmsd", o.urls, o, &stats{requests: 300, errors: 1, byStatus: map[string]int64{"500": 1}, elapsed: time.Second, hist: h,
 		nodes: []nodeCount{{requests: 100}, {requests: 200, errors: 1}}})}
 	s.RSS = []nodeRSS{{Node: o.urls[0], rssStats: rssStats{PeakBytes: 10 << 20, LastBytes: 5 << 20, Samples: 3}},
 		{Node: o.urls[1], rssStats: rssStats{PeakBytes: 20 << 20, LastBytes: 6 << 20, Samples: 3}}}

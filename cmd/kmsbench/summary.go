@@ -223,11 +223,8 @@ func newRow(target string, urls []string, o *options, st *stats) row {
 			r.Nodes = append(r.Nodes, nr)
 		}
 	}
-	for status, n := range st.byStatus {
-		if r.ErrorsByStatus == nil {
-			r.ErrorsByStatus = map[string]int64{}
-		}
-		r.ErrorsByStatus[statusName(status)] = n
+	if len(st.byStatus) > 0 {
+		r.ErrorsByStatus = maps.Clone(st.byStatus)
 	}
 	return r
 }
@@ -243,23 +240,22 @@ func cpuFigures(cpu time.Duration, requests int64) (seconds, usPerRequest *float
 	return &sec, &us
 }
 
-func statusName(status int) string {
-	if status == 0 {
-		return "transport"
-	}
-	return strconv.Itoa(status)
-}
-
 // byStatusText is ` (500: 3, transport: 1)`, or "" without errors.
-func byStatusText(byStatus map[int]int64) string {
+func byStatusText(byStatus map[string]int64) string {
 	if len(byStatus) == 0 {
 		return ""
 	}
+	return " (" + errorCounts(byStatus) + ")"
+}
+
+// errorCounts is `500: 3, transport: 1`: the counts by name, in the
+// order of the names.
+func errorCounts(byStatus map[string]int64) string {
 	var parts []string
-	for _, status := range slices.Sorted(maps.Keys(byStatus)) {
-		parts = append(parts, fmt.Sprintf("%s: %d", statusName(status), byStatus[status]))
+	for _, name := range slices.Sorted(maps.Keys(byStatus)) {
+		parts = append(parts, fmt.Sprintf("%s: %d", name, byStatus[name]))
 	}
-	return " (" + strings.Join(parts, ", ") + ")"
+	return strings.Join(parts, ", ")
 }
 
 // finish computes the ratios of the first row to the second, when there
@@ -302,7 +298,11 @@ func (s *summary) print(w io.Writer, asJSON bool) error {
 	}
 	m := s.Machine
 	fmt.Fprintf(w, "machine: %d CPUs (%s), GOMAXPROCS %d, %s %s\n", m.CPUs, m.CPUModel, m.GOMAXPROCS, m.Go, m.OS)
-	fmt.Fprintf(w, "mode: %s, ring %s", s.Mode, s.ring)
+	if k8sMode(s.Mode) {
+		fmt.Fprintf(w, "mode: %s, kmsd's KMS plugin socket, %d-byte data keys", s.Mode, dataKeySize)
+	} else {
+		fmt.Fprintf(w, "mode: %s, ring %s", s.Mode, s.ring)
+	}
 	if s.KeyType != "" {
 		fmt.Fprintf(w, " (%s)", s.KeyType)
 	}
@@ -310,9 +310,11 @@ func (s *summary) print(w io.Writer, asJSON bool) error {
 		fmt.Fprint(w, ", with an Asset per encrypt")
 	}
 	switch s.Mode {
-	case "encrypt", "transit-encrypt", "transit-sign", "transit-hmac":
+	case "encrypt", "transit-encrypt", "transit-sign", "transit-hmac", "k8s-encrypt":
 	case "transit-decrypt":
 		fmt.Fprintf(w, ", %d ciphertexts to decrypt", s.pool)
+	case "k8s-decrypt":
+		fmt.Fprintf(w, ", %d of them sealed first to decrypt", s.pool)
 	default:
 		fmt.Fprintf(w, ", %d headers to decrypt", s.pool)
 	}
@@ -361,11 +363,7 @@ func (s *summary) print(w io.Writer, asJSON bool) error {
 	}
 	for _, r := range s.Rows {
 		if len(r.ErrorsByStatus) > 0 {
-			var parts []string
-			for _, k := range slices.Sorted(maps.Keys(r.ErrorsByStatus)) {
-				parts = append(parts, fmt.Sprintf("%s: %d", k, r.ErrorsByStatus[k]))
-			}
-			fmt.Fprintf(w, "%s errors by status: %s\n", r.Target, strings.Join(parts, ", "))
+			fmt.Fprintf(w, "%s errors by status: %s\n", r.Target, errorCounts(r.ErrorsByStatus))
 		}
 	}
 	for _, r := range s.Rows {

@@ -178,7 +178,7 @@ func (b *bench) prepareTransit(ctx context.Context, t target, first string) (*wo
 		if err != nil {
 			return nil, b.cause(ctx, fmt.Errorf("%s: %w", t.name, err))
 		}
-		b.notef("%s: made %d ciphertexts to decrypt on %s in %.1fs", t.name, len(work.pool), first, time.Since(t0).Seconds())
+		b.notePool(t, len(work.pool), "ciphertexts", first, t0)
 	}
 	if o.batch > 1 {
 		work.batchedTransit(tc, o.ring, o.batch)

@@ -168,7 +168,19 @@ func ksDecryptOf(answer json.RawMessage) (request, error) {
 // it fails on the first error.
 func makePool(ctx context.Context, c *http.Client, base, key string, encrypt request, size, concurrency int,
 	decryptOf func(answer json.RawMessage) (request, error)) ([]request, error) {
-	pool := make([]request, size)
+	return makeAll(ctx, size, concurrency, func(ctx context.Context) (request, error) {
+		var answer json.RawMessage
+		if _, err := call(ctx, c, base, key, http.MethodPost, encrypt.path, encrypt.body, &answer); err != nil {
+			return request{}, err
+		}
+		return decryptOf(answer)
+	})
+}
+
+// makeAll makes size things to decrypt, each with one, called by
+// concurrency workers; it stops at the first error and returns it.
+func makeAll[T any](ctx context.Context, size, concurrency int, one func(context.Context) (T, error)) ([]T, error) {
+	pool := make([]T, size)
 	var (
 		next    atomic.Int64
 		wg      sync.WaitGroup
@@ -184,12 +196,8 @@ func makePool(ctx context.Context, c *http.Client, base, key string, encrypt req
 				if i >= size || ctx.Err() != nil {
 					return
 				}
-				var answer json.RawMessage
-				_, err := call(ctx, c, base, key, http.MethodPost, encrypt.path, encrypt.body, &answer)
-				if err == nil {
-					pool[i], err = decryptOf(answer)
-				}
-				if err != nil {
+				var err error
+				if pool[i], err = one(ctx); err != nil {
 					errOnce.Do(func() { first = err; cancel() })
 					return
 				}
