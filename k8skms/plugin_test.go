@@ -3,18 +3,16 @@ package k8skms_test
 import (
 	"context"
 	"crypto/rand"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	kmsapi "k8s.io/kms/apis/v2"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/kmsdtest"
 	"github.com/ringkms/kms/internal/unixsock"
 	"github.com/ringkms/kms/k8skms"
 	"github.com/ringkms/kms/kmstest"
@@ -25,7 +23,7 @@ import (
 type plugin struct {
 	*kmstest.Env
 	srv    *k8skms.Server
-	client kmsapi.KeyManagementServiceClient
+	client *k8skms.Client
 	sock   string
 }
 
@@ -39,12 +37,7 @@ func newPlugin(t *testing.T, opts k8skms.Options, attach bool) *plugin {
 
 func servePlugin(t *testing.T, env *kmstest.Env, opts k8skms.Options, attach bool) *plugin {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "k8s") // short: a socket's path has at most 107 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "kms.sock")
+	sock := filepath.Join(kmsdtest.SocketDir(t), "kms.sock")
 	ln, err := unixsock.Listen(sock)
 	if err != nil {
 		t.Fatal(err)
@@ -63,12 +56,12 @@ func servePlugin(t *testing.T, env *kmstest.Env, opts k8skms.Options, attach boo
 			t.Fatalf("Attach() = %v", err)
 		}
 	}
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	client, err := k8skms.Dial(sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { conn.Close() })
-	return &plugin{Env: env, srv: srv, client: kmsapi.NewKeyManagementServiceClient(conn), sock: sock}
+	t.Cleanup(func() { client.Close() })
+	return &plugin{Env: env, srv: srv, client: client, sock: sock}
 }
 
 func (p *plugin) status(t *testing.T) *kmsapi.StatusResponse {

@@ -122,6 +122,19 @@ type reqSeries struct {
 // 100µs to 10s.
 var callBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 
+// counters, histograms and histogram make the metrics of New.
+func counters(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}
+
+func histograms(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
+}
+
+func histogram(name, help string, buckets []float64) prometheus.Histogram {
+	return prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
+}
+
 // New returns the metrics, with the Go runtime's and the process's
 // registered.
 func New(opts Options) *Metrics {
@@ -135,60 +148,44 @@ func New(opts Options) *Metrics {
 	if m.maxRings <= 0 {
 		m.maxRings = DefaultMaxRings
 	}
-	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "kms_http_requests_total",
-		Help: "HTTP requests answered, by method, route pattern (\"unmatched\" when none matched) and status.",
-	}, []string{"method", "route", "code"})
-	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "kms_http_request_duration_seconds",
-		Help:    "Time from a request's arrival to its answer, by method and route pattern.",
-		Buckets: callBuckets,
-	}, []string{"method", "route"})
-	m.grpcCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "kms_grpc_requests_total",
-		Help: "gRPC calls answered (the Kubernetes KMS plugin's Status, Encrypt and Decrypt), by method and gRPC code.",
-	}, []string{"method", "code"})
-	m.grpcLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "kms_grpc_request_duration_seconds",
-		Help:    "Time from a gRPC call's arrival to its answer, by method.",
-		Buckets: callBuckets,
-	}, []string{"method"})
-	m.batchSize = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "kms_journal_batch_calls",
-		Help:    "Calls committed together in one journal batch (one durable write of the store and the trail).",
-		Buckets: prometheus.ExponentialBuckets(1, 2, 11), // 1 to 1024
-	})
-	m.commitTime = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "kms_journal_commit_seconds",
-		Help:    "Time a journal batch took from its turn to its answers, durable writes included.",
-		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
-	})
-	m.appendTime = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "kms_trail_append_seconds",
-		Help:    "Time the activity trail took to append a batch's records and sync them to disk (embedded store).",
-		Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
-	})
+	m.requests = counters("kms_http_requests_total",
+		"HTTP requests answered, by method, route pattern (\"unmatched\" when none matched) and status.",
+		"method", "route", "code")
+	m.latency = histograms("kms_http_request_duration_seconds",
+		"Time from a request's arrival to its answer, by method and route pattern.",
+		callBuckets, "method", "route")
+	m.grpcCalls = counters("kms_grpc_requests_total",
+		"gRPC calls answered (the Kubernetes KMS plugin's Status, Encrypt and Decrypt), by method and gRPC code.",
+		"method", "code")
+	m.grpcLatency = histograms("kms_grpc_request_duration_seconds",
+		"Time from a gRPC call's arrival to its answer, by method.",
+		callBuckets, "method")
+	m.batchSize = histogram("kms_journal_batch_calls",
+		"Calls committed together in one journal batch (one durable write of the store and the trail).",
+		prometheus.ExponentialBuckets(1, 2, 11)) // 1 to 1024
+	m.commitTime = histogram("kms_journal_commit_seconds",
+		"Time a journal batch took from its turn to its answers, durable writes included.",
+		[]float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5})
+	m.appendTime = histogram("kms_trail_append_seconds",
+		"Time the activity trail took to append a batch's records and sync them to disk (embedded store).",
+		[]float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1})
 	m.batchFailures = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "kms_journal_batch_failures_total",
 		Help: "Journal batches that failed as a whole: their calls were answered an error and nothing of them was kept.",
 	})
-	m.records = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "kms_activity_records_total",
-		Help: "Activity records committed, by action (\"other\" for actions the service does not record of its own) and result (ok, or the kind of the error).",
-	}, []string{"action", "result"})
-	m.keyCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "kms_key_operations_total",
-		Help: "Successful encrypt and decrypt calls, of /ks rings and of transit keys (transit.encrypt, transit.decrypt, transit.rewrap, transit.datakey), by operation and key ring (rings past the cap count as \"other\").",
-	}, []string{"operation", "ring"})
-	m.denied = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "kms_denied_total",
-		Help: "Calls refused (a missing permission, a credential or a hash, header or Asset that failed its check), by action (\"other\" for actions the service does not record of its own, \"authenticate\" for credentials refused before any action) and reason.",
-	}, []string{"action", "reason"})
+	m.records = counters("kms_activity_records_total",
+		"Activity records committed, by action (\"other\" for actions the service does not record of its own) and result (ok, or the kind of the error).",
+		"action", "result")
+	m.keyCalls = counters("kms_key_operations_total",
+		"Successful encrypt and decrypt calls, of /ks rings and of transit keys (transit.encrypt, transit.decrypt, transit.rewrap, transit.datakey), by operation and key ring (rings past the cap count as \"other\").",
+		"operation", "ring")
+	m.denied = counters("kms_denied_total",
+		"Calls refused (a missing permission, a credential or a hash, header or Asset that failed its check), by action (\"other\" for actions the service does not record of its own, \"authenticate\" for credentials refused before any action) and reason.",
+		"action", "reason")
 	m.refusedCredentials = m.denied.WithLabelValues(CredentialAction, "unauthenticated")
-	m.throttled = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "kms_throttled_total",
-		Help: "Calls refused by a throttle: logins, password reset requests, and the rate limits of client addresses, API keys and Accounts (kind ratelimit_address, ratelimit_apikey, ratelimit_account; the refusals a record only counts are counted once that record is written).",
-	}, []string{"kind"})
+	m.throttled = counters("kms_throttled_total",
+		"Calls refused by a throttle: logins, password reset requests, and the rate limits of client addresses, API keys and Accounts (kind ratelimit_address, ratelimit_apikey, ratelimit_account; the refusals a record only counts are counted once that record is written).",
+		"kind")
 	m.reg.MustRegister(m.requests, m.latency, m.grpcCalls, m.grpcLatency, m.batchSize, m.commitTime, m.appendTime, m.batchFailures,
 		m.records, m.keyCalls, m.denied, m.throttled,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -10,13 +10,13 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"os/signal"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
+
+	"github.com/ringkms/kms/internal/interrupt"
 )
 
 // The baseline is the floor under kmsd's figures: a Go net/http server
@@ -90,7 +90,7 @@ var baselineListeningRE = regexp.MustCompile(`^baseline listening on (https?://\
 // baselineMain is main for the baseline server: serveBaseline until
 // SIGTERM or SIGINT.
 func baselineMain() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := interrupt.Context()
 	defer stop()
 	var certFile, keyFile string
 	if v := os.Getenv(baselineTLSEnv); v != "" {

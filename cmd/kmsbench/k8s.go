@@ -14,9 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/grpc"
+	"github.com/ringkms/kms/k8skms"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	kmsapi "k8s.io/kms/apis/v2"
 )
@@ -87,9 +86,8 @@ func (b *bench) runningPIDs() []int {
 // k8sCalls are the calls of the k8s modes to the plugin sockets of a
 // target's nodes.
 type k8sCalls struct {
-	conns   []*grpc.ClientConn
-	clients []kmsapi.KeyManagementServiceClient // one per node, in order
-	timeout time.Duration                       // of each call (-timeout)
+	clients []*k8skms.Client // one per node, in order
+	timeout time.Duration    // of each call (-timeout)
 	// sealed are the data keys to decrypt, in k8s-decrypt: node i opens
 	// those of sealed[i % len(sealed)]. None in k8s-encrypt.
 	sealed [][]sealedKey
@@ -118,13 +116,12 @@ const (
 func dialK8s(addrs []string, timeout time.Duration) (*k8sCalls, error) {
 	k := &k8sCalls{timeout: timeout}
 	for _, a := range addrs {
-		conn, err := grpc.NewClient(a, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		c, err := k8skms.Dial(a)
 		if err != nil {
 			k.Close()
 			return nil, fmt.Errorf("%s: %w", a, err)
 		}
-		k.conns = append(k.conns, conn)
-		k.clients = append(k.clients, kmsapi.NewKeyManagementServiceClient(conn))
+		k.clients = append(k.clients, c)
 	}
 	return k, nil
 }
@@ -132,7 +129,7 @@ func dialK8s(addrs []string, timeout time.Duration) (*k8sCalls, error) {
 // Close closes the connections.
 func (k *k8sCalls) Close() error {
 	var errs []error
-	for _, c := range k.conns {
+	for _, c := range k.clients {
 		errs = append(errs, c.Close())
 	}
 	return errors.Join(errs...)

@@ -66,12 +66,11 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/ringkms/kms/client"
+	"github.com/ringkms/kms/internal/interrupt"
 )
 
 func main() {
@@ -79,12 +78,7 @@ func main() {
 		baselineMain()
 		return
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	go func() {
-		// After the first signal, a second one kills the process at once.
-		<-ctx.Done()
-		stop()
-	}()
+	ctx, stop := interrupt.Context()
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()
 	if err != nil {

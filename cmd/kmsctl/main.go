@@ -31,18 +31,17 @@ import (
 	"maps"
 	"net/http"
 	"os"
-	"os/signal"
 	"slices"
 	"strings"
-	"syscall"
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/client"
 	"github.com/ringkms/kms/internal/buildinfo"
+	"github.com/ringkms/kms/internal/interrupt"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := interrupt.Context()
 	code := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)

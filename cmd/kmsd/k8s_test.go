@@ -10,33 +10,22 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	kmsapi "k8s.io/kms/apis/v2"
 
+	"github.com/ringkms/kms/internal/kmsdtest"
 	"github.com/ringkms/kms/internal/pgtest"
+	"github.com/ringkms/kms/k8skms"
 )
 
-// socketDir is a temporary directory short enough for a Unix socket.
-func socketDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "k8s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
-
 // k8sClient is the plugin API's own client on the socket sock.
-func k8sClient(t *testing.T, sock string) kmsapi.KeyManagementServiceClient {
+func k8sClient(t *testing.T, sock string) *k8skms.Client {
 	t.Helper()
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	c, err := k8skms.Dial(sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { conn.Close() })
-	return kmsapi.NewKeyManagementServiceClient(conn)
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 // roundTrip checks that the plugin on sock is healthy, with a key_id of
@@ -66,7 +55,7 @@ func roundTrip(t *testing.T, sock, name string) string {
 // found at the next; its calls are recorded under k8s-kms; the socket is
 // gone once kmsd stops.
 func TestK8sPlugin(t *testing.T) {
-	sock := filepath.Join(socketDir(t), "kms.sock")
+	sock := filepath.Join(kmsdtest.SocketDir(t), "kms.sock")
 	data := t.TempDir()
 	e := env{"KMS_MASTER_KEY": newKey(), "KMS_BOOTSTRAP_API_KEY": e2eBootstrap, "KMS_K8S_KMS_KEY": "prod"}
 	s := startRun(t, []string{"-data", data, "-addr", "127.0.0.1:0", "-k8s-kms-socket", sock}, e)
@@ -101,7 +90,7 @@ func TestK8sPlugin(t *testing.T) {
 // the path, a socket in use included, keeps kmsd from starting (exit
 // status 2) before it touches its data, and is left as it was.
 func TestK8sSocketPath(t *testing.T) {
-	dir := socketDir(t)
+	dir := kmsdtest.SocketDir(t)
 	e := e2eEnv()
 	stale := filepath.Join(dir, "stale.sock")
 	ln, err := net.Listen("unix", stale)
@@ -146,7 +135,7 @@ func TestK8sUnfitKey(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var stderr syncBuffer
-	err := run(ctx, []string{"-data", data, "-addr", "127.0.0.1:0", "-k8s-kms-socket", filepath.Join(socketDir(t), "k.sock")}, e.get, &syncBuffer{}, &stderr)
+	err := run(ctx, []string{"-data", data, "-addr", "127.0.0.1:0", "-k8s-kms-socket", filepath.Join(kmsdtest.SocketDir(t), "k.sock")}, e.get, &syncBuffer{}, &stderr)
 	if exitCode(err) != 2 || !strings.Contains(err.Error(), "exportable") {
 		t.Fatalf("kmsd with an exportable key for the plugin = %v (exit %d), want exit 2 saying it is exportable\n%s", err, exitCode(err), stderr.String())
 	}
@@ -154,7 +143,7 @@ func TestK8sUnfitKey(t *testing.T) {
 
 // On PostgreSQL, the plugin serves as on the embedded store.
 func TestK8sPluginPostgres(t *testing.T) {
-	sock := filepath.Join(socketDir(t), "kms.sock")
+	sock := filepath.Join(kmsdtest.SocketDir(t), "kms.sock")
 	e := env{"KMS_MASTER_KEY": newKey(), "KMS_BOOTSTRAP_API_KEY": e2eBootstrap, "KMS_STORE": pgtest.URL(t)}
 	startRun(t, []string{"-data", t.TempDir(), "-addr", "127.0.0.1:0", "-k8s-kms-socket", sock}, e)
 	roundTrip(t, sock, "kubernetes")

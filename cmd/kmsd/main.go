@@ -33,21 +33,15 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"slices"
 	"sync"
-	"syscall"
 
 	"github.com/ringkms/kms/internal/buildinfo"
+	"github.com/ringkms/kms/internal/interrupt"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	go func() {
-		// After the first signal, a second one kills the process at once.
-		<-ctx.Done()
-		stop()
-	}()
+	ctx, stop := interrupt.Context()
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()
 	if err != nil {

@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,6 +26,7 @@ import (
 	"github.com/ringkms/kms/client"
 	"github.com/ringkms/kms/integration/internal/harness"
 	"github.com/ringkms/kms/internal/kmsdtest"
+	"github.com/ringkms/kms/k8skms"
 )
 
 const (
@@ -63,12 +62,7 @@ type node struct {
 // enough for one (under 108 bytes), which t.TempDir's may not be.
 func socketPath(t testing.TB) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "k8s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return filepath.Join(dir, "kms.sock")
+	return filepath.Join(kmsdtest.SocketDir(t), "kms.sock")
 }
 
 // newNode is a kmsd on in with the plugin's socket at socket, and the
@@ -128,14 +122,14 @@ func (n *node) versionKeyID(t testing.TB, version int) string {
 }
 
 // plugin is a gRPC client of the socket, as the API server's own.
-func plugin(t testing.TB, socket string) kmsapi.KeyManagementServiceClient {
+func plugin(t testing.TB, socket string) *k8skms.Client {
 	t.Helper()
-	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	c, err := k8skms.Dial(socket)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { conn.Close() })
-	return kmsapi.NewKeyManagementServiceClient(conn)
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 // callCtx bounds the direct calls on a socket of a step of a test: 30 s

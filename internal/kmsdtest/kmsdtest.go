@@ -278,3 +278,16 @@ func NoSecretsIn(t testing.TB, dir string, secrets map[string][]byte) {
 		t.Fatalf("no files under %s", dir)
 	}
 }
+
+// SocketDir is a fresh directory, removed at the end of the test, whose
+// path is short enough for Unix sockets in it (a socket's path has at
+// most 107 bytes, which t.TempDir's may pass).
+func SocketDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "sock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}

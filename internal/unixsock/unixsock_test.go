@@ -8,25 +8,16 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-)
 
-// shortDir is a temporary directory with a path short enough for sockets.
-func shortDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "us")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
+	"github.com/ringkms/kms/internal/kmsdtest"
+)
 
 // The socket is 0600 whatever the umask, answers connections, and is
 // gone once the listener is closed.
 func TestListenMode(t *testing.T) {
 	old := syscall.Umask(0) // the widest umask: every bit would be given
 	defer syscall.Umask(old)
-	path := filepath.Join(shortDir(t), "k.sock")
+	path := filepath.Join(kmsdtest.SocketDir(t), "k.sock")
 	ln, err := Listen(path)
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +47,7 @@ func TestListenMode(t *testing.T) {
 
 // A socket that a stopped process left behind is replaced.
 func TestListenStale(t *testing.T) {
-	path := filepath.Join(shortDir(t), "k.sock")
+	path := filepath.Join(kmsdtest.SocketDir(t), "k.sock")
 	stale, err := net.Listen("unix", path)
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +67,7 @@ func TestListenStale(t *testing.T) {
 // Anything else at the path is refused and left as it was: a file, a
 // directory, a symbolic link, a socket that a process listens on.
 func TestListenRefused(t *testing.T) {
-	dir := shortDir(t)
+	dir := kmsdtest.SocketDir(t)
 	file := filepath.Join(dir, "file")
 	os.WriteFile(file, []byte("precious"), 0o644)
 	sub := filepath.Join(dir, "dir")
@@ -125,7 +116,7 @@ func TestListenPath(t *testing.T) {
 	if _, err := Listen("/" + strings.Repeat("x", MaxPath)); err == nil || !strings.Contains(err.Error(), "at most") {
 		t.Errorf("Listen of a long path = %v", err)
 	}
-	if _, err := Listen(filepath.Join(shortDir(t), "no", "k.sock")); err == nil {
+	if _, err := Listen(filepath.Join(kmsdtest.SocketDir(t), "no", "k.sock")); err == nil {
 		t.Error("Listen in a missing directory succeeded")
 	}
 }
