@@ -35,6 +35,10 @@ type APIKeyRefs struct {
 type apiKeyRecord struct {
 	APIKey
 	Digest string `json:"digest"`
+	// SealedSecret is the secret sealed under the seal key, bound to the
+	// key's ID (apiKeySecretAAD): what verifies the requests the key
+	// signs (AuthenticateSigned). Keys made before it was kept have none.
+	SealedSecret []byte `json:"sealedSecret,omitempty"`
 
 	stored int // bytes as read by getAPIKey: its size in a page
 }
@@ -118,6 +122,9 @@ func (s *Service) CreateAPIKey(ctx context.Context, in APIKeyInput) (*APIKey, er
 		}
 		k.AccountID, k.References.AccountID = a.ID, a.ID
 		if err := adjustCount(tx, countAPIKeys+a.ID, 1, s.opts.Limits.MaxAPIKeysPerAccount, "API keys per account"); err != nil {
+			return err
+		}
+		if k.SealedSecret, err = s.sealAPIKeySecret(tx, k.KeyID, secret); err != nil {
 			return err
 		}
 		return putAPIKey(tx, k)

@@ -249,6 +249,10 @@ func (s *Service) Bootstrap(ctx context.Context, secret string) (BootstrapResult
 		if err := adjustCount(tx, countAPIKeys+acct.ID, 1, 0, "API keys"); err != nil {
 			return err
 		}
+		var err error
+		if k.SealedSecret, err = s.sealAPIKeySecret(tx, k.KeyID, secret); err != nil {
+			return err
+		}
 		return putAPIKey(tx, k)
 	}, nil)
 	if errors.Is(err, errBootstrapped) {

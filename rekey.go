@@ -16,12 +16,13 @@ import (
 // sealedRecords are the records that hold sealed secrets, which a rekey
 // reseals, in the order of RekeyResult's counts: the header signing keys,
 // the private keys of /asym rings, the share secrets of split /ks rings
-// and the Users' password hashes.
+// the Users' password hashes and the secrets of API keys.
 var sealedRecords = []barrier.Sealed{
 	{Prefix: pfxSigning, What: func(id string) string { return "signing key " + id }},
 	{Prefix: pfxRing, Field: "sealedPrivate", AAD: ringPrivateAAD, What: func(id string) string { return "the private key of ring " + id }},
 	{Prefix: pfxRing, Field: "sealedShareSecret", AAD: ringShareAAD, What: func(id string) string { return "the share secret of ring " + id }},
 	{Prefix: pfxUser, Field: "password", AAD: passwordAAD, What: func(id string) string { return "the password of user " + id }},
+	{Prefix: pfxAPIKey, Field: "sealedSecret", AAD: apiKeySecretAAD, What: func(id string) string { return "the secret of API key " + id }},
 }
 
 // RekeyResult says what Rekey moved to the new master key.
@@ -30,6 +31,7 @@ type RekeyResult struct {
 	AsymRings   int // private keys of /asym rings
 	SplitRings  int // share secrets of /ks rings with split data keys
 	Users       int // password hashes
+	APIKeys     int // secrets of API keys, which verify signed requests
 }
 
 // rekeyResult is the RekeyResult of the barrier's counts, by row of
@@ -38,7 +40,7 @@ func rekeyResult(counts []int) *RekeyResult {
 	if counts == nil {
 		return nil
 	}
-	return &RekeyResult{SigningKeys: counts[0], AsymRings: counts[1], SplitRings: counts[2], Users: counts[3]}
+	return &RekeyResult{SigningKeys: counts[0], AsymRings: counts[1], SplitRings: counts[2], Users: counts[3], APIKeys: counts[4]}
 }
 
 // Rekey moves st from the root key old to the root key new: it draws a
@@ -111,5 +113,5 @@ func (s *Service) Rekey(ctx context.Context) (*RekeyResult, error) {
 // recordRekey records a rekey (action masterkey.rotate, by "operator").
 func (s *Service) recordRekey(res *RekeyResult) error {
 	op := &Principal{Kind: PrincipalAPIKey, ID: "operator", flags: Flags{FlagRoot: true}}
-	return s.record(op, "masterkey.rotate", "", map[string]any{"signingKeys": res.SigningKeys, "asymRings": res.AsymRings, "splitRings": res.SplitRings, "users": res.Users}, nil)
+	return s.record(op, "masterkey.rotate", "", map[string]any{"signingKeys": res.SigningKeys, "asymRings": res.AsymRings, "splitRings": res.SplitRings, "users": res.Users, "apiKeys": res.APIKeys}, nil)
 }

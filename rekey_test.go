@@ -3,6 +3,7 @@ package kms_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/ringkms/kms"
@@ -59,6 +60,10 @@ func testRekey(t *testing.T, mk1, mk2, mk3 kms.RootKey) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	signer, err := svc.CreateAPIKey(app, kms.APIKeyInput{AccountID: kms.BootstrapAccountUID, AccountByUID: true, Flags: kms.Flags{"keyring.*.read": true}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	asymBefore, err := svc.GetAsymKey(app, kms.RingRef{Name: "tokens"}, asym.Key.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -71,8 +76,8 @@ func testRekey(t *testing.T, mk1, mk2, mk3 kms.RootKey) {
 	if err != nil {
 		t.Fatalf("Rekey = %v", err)
 	}
-	if res.SigningKeys < 1 || res.AsymRings != 1 || res.SplitRings != 1 || res.Users != 1 {
-		t.Fatalf("Rekey = %+v, want the signing key, 1 /asym ring, 1 split ring and 1 User", res)
+	if res.SigningKeys < 1 || res.AsymRings != 1 || res.SplitRings != 1 || res.Users != 1 || res.APIKeys != 1 {
+		t.Fatalf("Rekey = %+v, want the signing key, 1 /asym ring, 1 split ring, 1 User and 1 API key", res)
 	}
 
 	// The old key opens nothing.
@@ -94,6 +99,14 @@ func testRekey(t *testing.T, mk1, mk2, mk3 kms.RootKey) {
 		t.Fatalf("New(the new master key) = %v", err)
 	}
 	defer svc.Close()
+	if p, err := svc.AuthenticateSigned(ctx, signer.KeyID, func(secret []byte) error {
+		if string(secret) != signer.Key {
+			return errors.New("another secret")
+		}
+		return nil
+	}); err != nil || p.ID != signer.KeyID {
+		t.Fatalf("AuthenticateSigned after a rekey = %+v, %v; want the API key's secret, resealed", p, err)
+	}
 	dec, err := svc.Decrypt(app, kms.DecryptInput{Hash: before.Hash, Header: before.Header})
 	if err != nil {
 		t.Fatalf("Decrypt(a hash from before) = %v", err)

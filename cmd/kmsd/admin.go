@@ -162,7 +162,7 @@ func serveAdmin(data string, svc *kms.Service, st kms.Store, log *zerolog.Logger
 			http.Error(w, strings.TrimPrefix(kms.ErrorMessage(err), "rekey: "), http.StatusConflict)
 			return
 		}
-		log.Info().Int("signingKeys", res.SigningKeys).Int("asymRings", res.AsymRings).Int("splitRings", res.SplitRings).Int("users", res.Users).Msg("master key rotated: this kmsd goes on under its next master key")
+		log.Info().Int("signingKeys", res.SigningKeys).Int("asymRings", res.AsymRings).Int("splitRings", res.SplitRings).Int("users", res.Users).Int("apiKeys", res.APIKeys).Msg("master key rotated: this kmsd goes on under its next master key")
 		fmt.Fprintln(w, rekeySummary(res))
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}

@@ -69,7 +69,7 @@ func rekey(ctx context.Context, c *config, getenv func(string) string, stdout io
 		}
 		return fmt.Errorf("rekey: %s", strings.TrimPrefix(kms.ErrorMessage(err), "rekey: "))
 	}
-	log.Info().Int("signingKeys", res.SigningKeys).Int("asymRings", res.AsymRings).Int("splitRings", res.SplitRings).Int("users", res.Users).Msg("master key rotated")
+	log.Info().Int("signingKeys", res.SigningKeys).Int("asymRings", res.AsymRings).Int("splitRings", res.SplitRings).Int("users", res.Users).Int("apiKeys", res.APIKeys).Msg("master key rotated")
 	fmt.Fprintf(stdout, "master key rotated: %s\n"+
 		"the old key opens no secret of this store any more; nodes started with the new key as their next key go on under it, the others stop writing until restarted with it\n", rekeySummary(res))
 	return nil
@@ -124,8 +124,8 @@ func unusedKeys(c *config, getenv func(string) string, online bool) error {
 
 // rekeySummary says what a rekey resealed.
 func rekeySummary(res *kms.RekeyResult) string {
-	return fmt.Sprintf("%d signing keys, %d /asym ring keys, %d split ring share secrets and %d password hashes sealed under the new key",
-		res.SigningKeys, res.AsymRings, res.SplitRings, res.Users)
+	return fmt.Sprintf("%d signing keys, %d /asym ring keys, %d split ring share secrets, %d password hashes and %d API key secrets sealed under the new key",
+		res.SigningKeys, res.AsymRings, res.SplitRings, res.Users, res.APIKeys)
 }
 
 // loadNewMasterKey reads the new master key of kmsd rekey.

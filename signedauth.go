@@ -1,0 +1,67 @@
+package kms
+
+import (
+	"context"
+	"strings"
+)
+
+// Signed requests. A protocol whose clients sign each request with the
+// secret of their credential, rather than send it (AWS's Signature
+// Version 4), needs the secret to check the signature. The service keeps
+// each API key's secret sealed under its seal key, bound to the key's ID
+// (apiKeySecretAAD), beside the digest that a bearer credential is found
+// by; a rekey reseals it with the other secrets (sealedRecords). Keys
+// made before the secret was kept have none, and sign nothing: make a
+// new key for such a client.
+
+// apiKeySecretAAD is what the sealed secret of API key id is bound to.
+func apiKeySecretAAD(id string) []byte { return []byte("apikey/secret/" + id) }
+
+// sealAPIKeySecret seals the secret of the API key id in tx.
+func (s *Service) sealAPIKeySecret(tx Txn, id, secret string) ([]byte, error) {
+	return s.barrier.SealIn(tx, []byte(secret), apiKeySecretAAD(id))
+}
+
+// errUnknownSigner is the answer to a signed request whose access key is
+// not an active API key.
+var errUnknownSigner = Errorf(KindUnauthenticated, "the access key of the request is not an active API key")
+
+// AuthenticateSigned returns the principal of the API key keyID when
+// verify, given the key's secret, accepts the request that the key's ID
+// names (verify checks its signature; the secret is cleared once it
+// returns). A key that does not exist or is inactive, one whose secret
+// the service does not keep, and a signature verify refuses are errors
+// of kind Unauthenticated; verify's error is wrapped, for the protocol
+// to tell why. The principal is the one the key's secret authenticates
+// as a bearer credential.
+func (s *Service) AuthenticateSigned(ctx context.Context, keyID string, verify func(secret []byte) error) (*Principal, error) {
+	if keyID == "" || len(keyID) > 128 || strings.ContainsAny(keyID, "/\x00") {
+		return nil, errUnknownSigner
+	}
+	var k *apiKeyRecord
+	err := s.store.View(ctx, func(tx Txn) error {
+		var err error
+		k, err = getAPIKey(tx, keyID)
+		return err
+	})
+	switch {
+	case isNotFound(err):
+		return nil, errUnknownSigner
+	case err != nil:
+		return nil, internalError("authenticate", err)
+	case !k.Active:
+		return nil, errUnknownSigner
+	case len(k.SealedSecret) == 0:
+		return nil, Errorf(KindUnauthenticated, "API key %s was made before the service kept the secrets that verify signed requests: make a new API key for this client", keyID)
+	}
+	secret, err := s.barrier.Open(k.SealedSecret, apiKeySecretAAD(k.KeyID))
+	if err != nil {
+		return nil, internalError("open the secret of an API key", err)
+	}
+	verr := verify(secret)
+	clear(secret)
+	if verr != nil {
+		return nil, &Error{Kind: KindUnauthenticated, Message: "the request's signature does not verify", Err: verr}
+	}
+	return s.principals.Load(k.Digest, func() (*Principal, error) { return s.readAPIKey(ctx, k.Digest) })
+}
