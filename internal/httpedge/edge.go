@@ -104,6 +104,13 @@ type Config[P comparable] struct {
 	// Credential returns the secret a request presents, or why it
 	// presents none (an error of kind Unauthenticated). Nil means Bearer.
 	Credential func(r *http.Request) (string, error)
+	// Authenticate, when set, authenticates a request itself, in place
+	// of Credential and Domain.Authenticate: for a protocol whose
+	// clients sign each request, its body included, with a secret they
+	// never send (AWS's Signature Version 4). The body is capped before
+	// it runs; it may read it, and then leaves r.Body for the handler
+	// to read again. A refusal is an error of kind Unauthenticated.
+	Authenticate func(r *http.Request) (P, error)
 	// Refusal, when set, is the answer to every refused credential (an
 	// Unauthenticated error, whether the credential is missing, malformed
 	// or not accepted), in place of the reason: Vault's "permission
@@ -243,6 +250,9 @@ func (e *Edge[P]) serve(rt Route) httprouter.Handle {
 				return
 			}
 		}
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = http.MaxBytesReader(rawWriter(w, r), r.Body, e.cfg.MaxBodyBytes)
+		}
 		if !rt.Public {
 			p, err := e.authenticate(r)
 			if err != nil {
@@ -268,9 +278,6 @@ func (e *Edge[P]) serve(rt Route) httprouter.Handle {
 		if ctx != r.Context() {
 			r = r.WithContext(ctx)
 		}
-		if r.Body != nil && r.Body != http.NoBody {
-			r.Body = http.MaxBytesReader(rawWriter(w, r), r.Body, e.cfg.MaxBodyBytes)
-		}
 		rt.Handle(w, r, ps)
 		if sent != nil {
 			// The answer has its Content-Length: flushed, it is whole.
@@ -284,10 +291,15 @@ func (e *Edge[P]) serve(rt Route) httprouter.Handle {
 // (Config.Credential) as the domain accepts it. A refused credential is
 // told to the CredentialObserver, and answered Config.Refusal when set.
 func (e *Edge[P]) authenticate(r *http.Request) (P, error) {
-	secret, err := e.cfg.Credential(r)
 	var p P
-	if err == nil {
-		p, err = e.cfg.Domain.Authenticate(r.Context(), secret)
+	var err error
+	if e.cfg.Authenticate != nil {
+		p, err = e.cfg.Authenticate(r)
+	} else {
+		var secret string
+		if secret, err = e.cfg.Credential(r); err == nil {
+			p, err = e.cfg.Domain.Authenticate(r.Context(), secret)
+		}
 	}
 	if err != nil && base.ErrorKind(err) == base.KindUnauthenticated {
 		if e.cfg.Refusal != nil {

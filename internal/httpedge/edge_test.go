@@ -509,3 +509,44 @@ func TestRequestID(t *testing.T) {
 		t.Errorf("RequestID outside Log = %q", id)
 	}
 }
+
+// TestSignedRequests: a protocol that authenticates a request itself
+// (Config.Authenticate) reads its capped body, which its handler reads
+// again; a refusal is counted as any refused credential, and the handler
+// never runs.
+func TestSignedRequests(t *testing.T) {
+	echo := func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			writeTestError(w, r, err)
+			return
+		}
+		p, _ := r.Context().Value(callerKey{}).(*caller)
+		writeTest(w, http.StatusOK, map[string]any{"caller": p.id, "body": string(b)})
+	}
+	s := serveRoutes(t, func(c *Config[*caller]) {
+		c.Authenticate = func(r *http.Request) (*caller, error) {
+			b, err := io.ReadAll(r.Body)
+			if err != nil {
+				return nil, base.Errorf(base.KindTooLarge, "body: %v", err)
+			}
+			r.Body = io.NopCloser(bytes.NewReader(b))
+			if r.Header.Get("X-Signature") != "sig:"+string(b) {
+				return nil, base.Errorf(base.KindUnauthenticated, "signature does not match")
+			}
+			return &caller{id: "signer"}, nil
+		}
+	}, Route{Method: "POST", Path: "/", Handle: echo})
+	if resp, body := s.do(t, "POST", "/", "hello", "X-Signature: sig:hello"); resp.StatusCode != 200 || body != `{"body":"hello","caller":"signer"}` {
+		t.Fatalf("a signed request: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := s.do(t, "POST", "/", "hello", "X-Signature: sig:other"); resp.StatusCode != 401 || !strings.Contains(body, "does not match") {
+		t.Fatalf("a request signed for another body: %d %s", resp.StatusCode, body)
+	}
+	if resp, _ := s.do(t, "POST", "/", strings.Repeat("x", 65), "X-Signature: sig:"+strings.Repeat("x", 65)); resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a signed request over the body cap: %d, want 413", resp.StatusCode)
+	}
+	if s.dom.refused != 1 {
+		t.Errorf("ObserveRefusedCredential called %d times, want 1", s.dom.refused)
+	}
+}
