@@ -74,6 +74,8 @@ type config struct {
 
 	transit bool // serve Vault's transit interface at /v1/transit/
 
+	awsKMS bool // serve AWS KMS's JSON protocol at POST /
+
 	k8sSocket string // serve the Kubernetes KMS v2 plugin API on this Unix socket
 	k8sKey    string // the held key of the Kubernetes KMS plugin
 
@@ -125,6 +127,7 @@ var settings = []setting{
 	{"client-ip-hops", "KMS_CLIENT_IP_HOPS", "n", "trusted proxies that append to -client-ip-header: the client address is the n-th from the right", "1"},
 	{"ipv6-prefix", "KMS_IPV6_PREFIX", "bits", "the rate limit per address and the login and reset throttles count an IPv6 client by the prefix of this many bits (1 to 128; 128: each address)", "64"},
 	{"transit", "KMS_TRANSIT", "", "also serve HashiCorp Vault's transit interface (aes256-gcm96 keys: /asym rings) at /v1/transit/, for SOPS, OpenTofu and Vault clients", "false"},
+	{"aws-kms", "KMS_AWS_KMS", "", "also serve AWS KMS's JSON protocol (TrentService, Signature Version 4 with an API key's ID and secret) at POST /, for AWS's SDKs, the AWS CLI and SOPS (docs/AWSKMS.md)", "false"},
 	{"k8s-kms-socket", "KMS_K8S_KMS_SOCKET", "path", "also serve the Kubernetes KMS v2 plugin API (gRPC) on a Unix socket at path, mode 0600, for the API server's EncryptionConfiguration (docs/KUBERNETES.md)", ""},
 	{"k8s-kms-key", "KMS_K8S_KMS_KEY", "name", "the held key (aes256-gcm96, never exportable) that seals the Kubernetes API server's data keys; made at first start when missing", "kubernetes"},
 	{"metrics", "KMS_METRICS", "", "serve Prometheus metrics at GET /metrics on the main listener", "false"},
@@ -235,6 +238,7 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stdout i
 	fs.IntVar(&c.maxAccounts, "max-accounts", 0, "")
 	fs.IntVar(&c.maxAPIKeys, "max-apikeys-per-account", 0, "")
 	fs.BoolVar(&c.transit, "transit", false, "")
+	fs.BoolVar(&c.awsKMS, "aws-kms", false, "")
 	fs.StringVar(&c.k8sSocket, "k8s-kms-socket", "", "")
 	fs.StringVar(&c.k8sKey, "k8s-kms-key", k8skms.DefaultKey, "")
 	fs.BoolVar(&c.metrics, "metrics", false, "")

@@ -54,6 +54,7 @@ func TestParseConfig(t *testing.T) {
 			}},
 		{"behind two proxies", []string{"-client-ip-header", "X-Forwarded-For"}, env{"KMS_CLIENT_IP_HOPS": "2"},
 			func(c *config) { c.clientIP, c.clientIPHops = "X-Forwarded-For", 2 }},
+		{"AWS KMS", nil, env{"KMS_AWS_KMS": "true"}, func(c *config) { c.awsKMS = true }},
 		{"Kubernetes KMS plugin", []string{"-k8s-kms-socket", "/run/kmsd/k8s.sock"}, env{"KMS_K8S_KMS_KEY": "prod-cluster"},
 			func(c *config) { c.k8sSocket, c.k8sKey = "/run/kmsd/k8s.sock", "prod-cluster" }},
 		{"IPv6 prefix", []string{"-ipv6-prefix", "56"}, nil, func(c *config) { c.ipv6Prefix = 56 }},

@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/awskms"
 	"github.com/ringkms/kms/httpapi"
 	"github.com/ringkms/kms/mail"
 	"github.com/ringkms/kms/store/badgerstore"
@@ -368,24 +369,37 @@ func waitToStart(err error) bool {
 	return err != nil && (k == kms.KindNoSpace || k == kms.KindUnavailable)
 }
 
-// apiHandler is the handler of kmsd's interface: httpapi's, and with
+// apiHandler is the handler of kmsd's interface: httpapi's, with
 // -transit Vault's interface at /v1/ (package transit): the transit
 // engine at /v1/transit/, and Vault's other paths answered in Vault's
-// error shape, with the same log, metrics and client addresses.
+// error shape; with -aws-kms AWS KMS's protocol at POST / with an
+// X-Amz-Target of TrentService (package awskms); all with the same log,
+// metrics and client addresses.
 func apiHandler(c *config, svc *kms.Service, hopts httpapi.Options) http.Handler {
 	api := httpapi.New(svc, hopts)
-	if !c.transit {
+	if !c.transit && !c.awsKMS {
 		return api
 	}
-	tlog := hopts.Logger.With().Str("api", "transit").Logger()
-	vault := transit.New(svc, transit.Options{Logger: &tlog, ClientIPHeader: hopts.ClientIPHeader, ClientIPHops: hopts.ClientIPHops,
-		Requests: hopts.Requests})
+	var vault, aws http.Handler
+	if c.transit {
+		tlog := hopts.Logger.With().Str("api", "transit").Logger()
+		vault = transit.New(svc, transit.Options{Logger: &tlog, ClientIPHeader: hopts.ClientIPHeader, ClientIPHops: hopts.ClientIPHops,
+			Requests: hopts.Requests})
+	}
+	if c.awsKMS {
+		alog := hopts.Logger.With().Str("api", "aws-kms").Logger()
+		aws = awskms.New(svc, awskms.Options{Logger: &alog, ClientIPHeader: hopts.ClientIPHeader, ClientIPHops: hopts.ClientIPHops,
+			Requests: hopts.Requests})
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, transit.PathPrefix) {
+		switch {
+		case vault != nil && strings.HasPrefix(r.URL.Path, transit.PathPrefix):
 			vault.ServeHTTP(w, r)
-			return
+		case aws != nil && awskms.Handles(r):
+			aws.ServeHTTP(w, r)
+		default:
+			api.ServeHTTP(w, r)
 		}
-		api.ServeHTTP(w, r)
 	})
 }
 

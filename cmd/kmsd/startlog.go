@@ -45,12 +45,16 @@ func logSetup(c *config, getenv func(string) string, log *zerolog.Logger) {
 	case len(admin) >= maxSocketPath:
 		admin = "none (the data directory's path is too long for a Unix socket)"
 	}
+	aws := "off"
+	if c.awsKMS {
+		aws = "on, at POST / (X-Amz-Target: TrentService.*)"
+	}
 	k8s := "off"
 	if c.k8sSocket != "" {
 		k8s = "on, at " + c.k8sSocket + " with the key " + c.k8sKey
 	}
 	ev := log.Info().Str("master_key", master).Str("next_master_key", next).
-		Str("transit", vault).Str("k8s_kms", k8s).Str("metrics", metrics)
+		Str("transit", vault).Str("aws_kms", aws).Str("k8s_kms", k8s).Str("metrics", metrics)
 	if metrics != "off" {
 		ev = ev.Bool("metrics_token", c.metricsTokenFile != "" || getenv("KMS_METRICS_TOKEN") != "")
 	}

@@ -1,0 +1,148 @@
+package awskms_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/awskms"
+	"github.com/ringkms/kms/internal/sigv4"
+	"github.com/ringkms/kms/kmstest"
+)
+
+// client calls the handler as AWS's SDKs do: POST / signed with an API
+// key's ID and secret. AWS's own SDK and CLI drive kmsd from the
+// integration module.
+type client struct {
+	url, id, secret string
+}
+
+func newClient(t *testing.T, flags kms.Flags) (*client, *kmstest.Env) {
+	t.Helper()
+	env := kmstest.New(t, kmstest.MemoryStore(t), kms.Options{})
+	_, url := kmstest.Serve(t, awskms.New(env.Service, awskms.Options{}), "")
+	key, err := env.Service.CreateAPIKey(env.RootCtx, kms.APIKeyInput{AccountID: kms.BootstrapAccountUID, AccountByUID: true, Flags: flags})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &client{url: url, id: key.KeyID, secret: key.Key}, env
+}
+
+// do calls op with in and decodes the answer into out (nil: none),
+// answering the status and AWS's __type of an error.
+func (c *client) do(t *testing.T, op string, in, out any) (int, string) {
+	t.Helper()
+	body, _ := json.Marshal(in)
+	r, _ := http.NewRequest("POST", c.url+"/", bytes.NewReader(body))
+	r.Header.Set("Content-Type", awskms.ContentType)
+	r.Header.Set("X-Amz-Target", awskms.TargetPrefix+op)
+	if err := sigv4.Sign(r, body, c.id, c.secret, "eu-west-3", "kms", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		var e struct {
+			Type string `json:"__type"`
+		}
+		json.Unmarshal(b, &e)
+		return resp.StatusCode, e.Type
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s answered %s: %v", op, b, err)
+		}
+	}
+	return 200, ""
+}
+
+func TestEncryptDecrypt(t *testing.T) {
+	c, _ := newClient(t, kms.Flags{"*": true})
+	var made struct {
+		KeyMetadata struct{ KeyId, Arn, KeySpec, KeyState string }
+	}
+	if code, typ := c.do(t, "CreateKey", map[string]any{}, &made); code != 200 {
+		t.Fatalf("CreateKey: %d %s", code, typ)
+	}
+	m := made.KeyMetadata
+	if len(m.KeyId) != 32 || m.Arn != "arn:aws:kms:eu-west-3:000000000000:key/"+m.KeyId || m.KeySpec != "SYMMETRIC_DEFAULT" || m.KeyState != "Enabled" {
+		t.Fatalf("CreateKey's metadata = %+v", m)
+	}
+	ctx := map[string]string{"purpose": "test", "tenant": "a"}
+	var enc struct {
+		CiphertextBlob []byte
+		KeyId          string
+	}
+	if code, typ := c.do(t, "Encrypt", map[string]any{"KeyId": m.Arn, "Plaintext": []byte("hello"), "EncryptionContext": ctx}, &enc); code != 200 || enc.KeyId != m.Arn {
+		t.Fatalf("Encrypt: %d %s %+v", code, typ, enc)
+	}
+	var dec struct {
+		Plaintext []byte
+		KeyId     string
+	}
+	if code, typ := c.do(t, "Decrypt", map[string]any{"CiphertextBlob": enc.CiphertextBlob, "EncryptionContext": ctx}, &dec); code != 200 || string(dec.Plaintext) != "hello" || dec.KeyId != m.Arn {
+		t.Fatalf("Decrypt without KeyId: %d %s %+v", code, typ, dec)
+	}
+	for name, in := range map[string]map[string]any{
+		"another context": {"CiphertextBlob": enc.CiphertextBlob, "EncryptionContext": map[string]string{"purpose": "test"}},
+		"no context":      {"CiphertextBlob": enc.CiphertextBlob},
+		"altered":         {"CiphertextBlob": append(bytes.Clone(enc.CiphertextBlob[:len(enc.CiphertextBlob)-1]), enc.CiphertextBlob[len(enc.CiphertextBlob)-1]^1), "EncryptionContext": ctx},
+		"not a blob":      {"CiphertextBlob": []byte("nope"), "EncryptionContext": ctx},
+	} {
+		if code, typ := c.do(t, "Decrypt", in, nil); code != 400 || typ != "InvalidCiphertextException" {
+			t.Errorf("Decrypt, %s: %d %s, want InvalidCiphertextException", name, code, typ)
+		}
+	}
+	var dk struct {
+		CiphertextBlob, Plaintext []byte
+	}
+	if code, typ := c.do(t, "GenerateDataKey", map[string]any{"KeyId": m.KeyId, "KeySpec": "AES_256"}, &dk); code != 200 || len(dk.Plaintext) != 32 {
+		t.Fatalf("GenerateDataKey: %d %s", code, typ)
+	}
+	if c.do(t, "Decrypt", map[string]any{"CiphertextBlob": dk.CiphertextBlob}, &dec); !bytes.Equal(dec.Plaintext, dk.Plaintext) {
+		t.Fatal("the data key does not decrypt to its plaintext")
+	}
+	if code, typ := c.do(t, "ListAliases", map[string]any{}, nil); code != 400 || typ != "UnsupportedOperationException" {
+		t.Errorf("an operation not served: %d %s", code, typ)
+	}
+}
+
+// A request signed with another secret, or not signed, or by a key
+// without the flag, is refused with AWS's exceptions.
+func TestRefusals(t *testing.T) {
+	c, env := newClient(t, kms.Flags{"keyring.*.read": true})
+	bad := *c
+	bad.secret = c.secret + "x"
+	if code, typ := bad.do(t, "ListKeys", map[string]any{}, nil); code != 400 || typ != "InvalidSignatureException" {
+		t.Errorf("a wrong secret: %d %s", code, typ)
+	}
+	unknown := *c
+	unknown.id = "0123456789abcdef0123456789abcdef"
+	if code, typ := unknown.do(t, "ListKeys", map[string]any{}, nil); code != 400 || typ != "UnrecognizedClientException" {
+		t.Errorf("an unknown access key: %d %s", code, typ)
+	}
+	if code, typ := c.do(t, "CreateKey", map[string]any{}, nil); code != 400 || typ != "AccessDeniedException" {
+		t.Errorf("CreateKey without the flag: %d %s", code, typ)
+	}
+	resp, err := http.Post(c.url+"/", awskms.ContentType, strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 400 {
+		t.Errorf("an unsigned request: %d", resp.StatusCode)
+	}
+	recs, _ := env.Service.SearchActivity(env.RootCtx, kms.ActivityFilter{KeyID: c.id}, kms.PageRequest{})
+	if recs == nil || len(recs.Data) == 0 {
+		t.Error("the refusal of CreateKey was not recorded")
+	}
+}
