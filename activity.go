@@ -53,6 +53,9 @@ func (s *Service) newActivity(p *Principal, action, ring string, valid bool, pro
 	if props == nil {
 		props = make(map[string]any, 4)
 	}
+	if p.call != "" {
+		props["call"] = p.call
+	}
 	return &Activity{ // the journal sets ID, CreatedAt and the chain fields
 		KeyID:     p.ID,
 		AccountID: p.AccountID,

@@ -25,6 +25,19 @@ type Principal struct {
 	ID        string // API key ID, or User ID
 	AccountID string // the Account the credential acts for
 	flags     Flags
+	// call names the protocol's call that p makes (Via), which each
+	// record of the call carries.
+	call string
+}
+
+// Via returns p making the call named call of a protocol whose calls are
+// named otherwise than the service's operations ("aws.Encrypt"): every
+// record that the call writes carries it as its prop "call", so that the
+// trail says which call of which protocol did what. p is not changed.
+func (p *Principal) Via(call string) *Principal {
+	c := *p
+	c.call = call
+	return &c
 }
 
 // Can reports whether the principal holds the flag, directly, through a

@@ -66,7 +66,7 @@ func (c *client) do(t *testing.T, op string, in, out any) (int, string) {
 }
 
 func TestEncryptDecrypt(t *testing.T) {
-	c, _ := newClient(t, kms.Flags{"*": true})
+	c, env := newClient(t, kms.Flags{"*": true})
 	var made struct {
 		KeyMetadata struct{ KeyId, Arn, KeySpec, KeyState string }
 	}
@@ -111,6 +111,10 @@ func TestEncryptDecrypt(t *testing.T) {
 	if c.do(t, "Decrypt", map[string]any{"CiphertextBlob": dk.CiphertextBlob}, &dec); !bytes.Equal(dec.Plaintext, dk.Plaintext) {
 		t.Fatal("the data key does not decrypt to its plaintext")
 	}
+	recs, err := env.Service.SearchActivity(env.RootCtx, kms.ActivityFilter{KeyID: c.id, Action: "transit.encrypt"}, kms.PageRequest{})
+	if err != nil || len(recs.Data) != 1 || recs.Data[0].Props["call"] != "aws.Encrypt" || recs.Data[0].Props["version"] == nil {
+		t.Errorf("the record of Encrypt: %+v, %v; want it named aws.Encrypt, with the version", recs, err)
+	}
 	if code, typ := c.do(t, "ListAliases", map[string]any{}, nil); code != 400 || typ != "UnsupportedOperationException" {
 		t.Errorf("an operation not served: %d %s", code, typ)
 	}
@@ -142,7 +146,7 @@ func TestRefusals(t *testing.T) {
 		t.Errorf("an unsigned request: %d", resp.StatusCode)
 	}
 	recs, _ := env.Service.SearchActivity(env.RootCtx, kms.ActivityFilter{KeyID: c.id}, kms.PageRequest{})
-	if recs == nil || len(recs.Data) == 0 {
-		t.Error("the refusal of CreateKey was not recorded")
+	if recs == nil || len(recs.Data) != 1 || recs.Data[0].Valid || recs.Data[0].Props["call"] != "aws.CreateKey" {
+		t.Errorf("the refusal of CreateKey was not recorded as the call aws.CreateKey: %+v", recs)
 	}
 }

@@ -174,6 +174,10 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request, _ httprouter.Params)
 	if q != nil {
 		region = q.Scope.Region
 	}
+	// The records of the call name it: aws.Encrypt...
+	if p := kms.PrincipalFrom(r.Context()); p != nil {
+		r = r.WithContext(kms.WithPrincipal(r.Context(), p.Via("aws."+name)))
+	}
 	out, err := op(a, &call{r: r, body: body, region: region})
 	if err != nil {
 		writeError(w, r, err)
