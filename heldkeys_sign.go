@@ -76,7 +76,8 @@ type HeldVerifyInput struct {
 }
 
 // HeldCheck is one signature (or MAC) to check: the version of the key
-// that made it, the signature and what it signs. Unread, when set, says
+// that made it (0: the version that signs now, for a protocol whose
+// signatures do not name theirs), the signature and what it signs. Unread, when set, says
 // why the protocol could not read the item: it then fails with it, as
 // an Invalid error, and is recorded as any failed call.
 type HeldCheck struct {
@@ -186,6 +187,19 @@ func (s *Service) VerifyHMACWithHeldKey(ctx context.Context, in HeldVerifyInput)
 		func(key *keytype.Key, c HeldCheck) (bool, error) { return key.VerifyHMAC(hash, c.Input, c.Signature) })
 }
 
+// checkVersion is the key of r that checks a signature of version v:
+// v's (heldVersionKey), or for 0 the version that signs now.
+func (s *Service) checkVersion(ctx context.Context, r *ringRecord, v int) (*keyRecord, error) {
+	if v != 0 {
+		return s.heldVersionKey(ctx, r, v)
+	}
+	k, err := s.keyByID(ctx, r.ID, r.ActiveKey)
+	if err != nil {
+		return nil, err
+	}
+	return k, k.usable(r)
+}
+
 // check answers, for each item, whether verify holds of it with the key
 // of the version that made it, after accept accepts the key's type: the
 // calls of keyring.<name>.verify, recorded as transit.verify.
@@ -199,7 +213,7 @@ func (s *Service) check(ctx context.Context, name string, items []HeldCheck, acc
 		err := it.Unread
 		if err != nil {
 			err = Errorf(KindInvalid, "%v", err)
-		} else if k, err = s.heldVersionKey(ctx, c.r, it.KeyVersion); err == nil {
+		} else if k, err = s.checkVersion(ctx, c.r, it.KeyVersion); err == nil {
 			var key *keytype.Key
 			if key, err = s.heldKey(c.r, k); err == nil {
 				if valid, err = verify(key, it); err != nil {
