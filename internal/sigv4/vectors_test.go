@@ -243,3 +243,31 @@ func TestCanonicalQuery(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestCanonicalURI: a request's canonical URI is made from its path
+// as it goes on the wire, escaped, so that what was escaped there is
+// encoded twice, on the client's side as on the server's.
+func TestRequestCanonicalURI(t *testing.T) {
+	opaque := newRequest(t, "GET", "http://h.test/", nil)
+	opaque.URL.Opaque = "//h.test/x%20y"
+	for _, c := range []struct {
+		req  *http.Request
+		want string
+	}{
+		{newRequest(t, "GET", "http://h.test/documents%20and%20settings/", nil), "/documents%2520and%2520settings/"},
+		{newRequest(t, "GET", "http://h.test/documents and settings/", nil), "/documents%2520and%2520settings/"},
+		{newRequest(t, "GET", "http://h.test/a%2Fb/%7e", nil), "/a%252Fb/%257e"},
+		{newRequest(t, "GET", "http://h.test", nil), "/"},
+		{opaque, "/x%2520y"},
+	} {
+		for side, r := range map[string]*http.Request{"client": c.req, "server": received(t, c.req.Clone(c.req.Context()))} {
+			prefix, err := canonicalPrefix(r, []string{"host"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Split(prefix, "\n")[1]; got != c.want {
+				t.Errorf("%s's canonical URI of %s = %q, want %q", side, c.req.URL, got, c.want)
+			}
+		}
+	}
+}
