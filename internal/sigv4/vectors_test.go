@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/hex"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -268,6 +269,33 @@ func TestRequestCanonicalURI(t *testing.T) {
 			if got := strings.Split(prefix, "\n")[1]; got != c.want {
 				t.Errorf("%s's canonical URI of %s = %q, want %q", side, c.req.URL, got, c.want)
 			}
+		}
+	}
+}
+
+// TestHeaderValues: the headers net/http keeps out of r.Header are read
+// where it keeps them, on the client's side and on the server's.
+func TestHeaderValues(t *testing.T) {
+	sized := func() *http.Request { return newRequest(t, "POST", "http://h.test:8080/", []byte("13 bytes long")) }
+	chunked := func() *http.Request {
+		req := newRequest(t, "POST", "http://h.test/", nil)
+		req.Body = io.NopCloser(strings.NewReader("of a length unknown"))
+		req.ContentLength = -1
+		return req
+	}
+	for _, c := range []struct {
+		req        *http.Request
+		name, want string
+	}{
+		{sized(), "host", "h.test:8080"},
+		{sized(), "content-length", "13"},
+		{received(t, sized()), "host", "h.test:8080"},
+		{received(t, sized()), "content-length", "13"},
+		{received(t, chunked()), "transfer-encoding", "chunked"},
+		{received(t, chunked()), "content-length", ""},
+	} {
+		if got := strings.Join(headerValues(c.req, c.name), ","); got != c.want {
+			t.Errorf("headerValues(%s) = %q, want %q", c.name, got, c.want)
 		}
 	}
 }
