@@ -14,9 +14,10 @@ import (
 // Verify checks that the signature q was parsed from is the one secret
 // makes for the request with body (the whole of it, which the caller read
 // under its cap). When the client sent X-Amz-Content-Sha256, it must be
-// body's hash, signed or not. secret is used and forgotten: nothing of
-// it, nor of the keys derived from it, stays once Verify returns. An
-// empty secret verifies nothing. Its errors are *Error.
+// body's hash, signed or not. secret is used for the call only: Verify
+// keeps no reference to it nor to the keys derived from it, and clears the
+// buffers it derives them in. An empty secret verifies nothing. Its errors
+// are *Error.
 func (q *Request) Verify(body, secret []byte) error {
 	if q.canonical == "" || len(secret) == 0 {
 		return refuse(KindInvalid, "%s", MismatchMessage)
