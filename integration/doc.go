@@ -3,7 +3,9 @@
 // OpenBao's, the auto-unseal wrapper of go-kms-wrapping, Tink, sigstore,
 // the sops command line (package transit), and the Kubernetes API
 // server's encryption of Secrets at rest through kmsd's KMS v2 plugin
-// socket (package k8s, with k8s.io/apiserver). It is a Go module of its
+// socket (package k8s, with k8s.io/apiserver); and internal/sigv4's
+// verification of AWS Signature Version 4 against the AWS SDK for Go v2's
+// signer (package sigv4). It is a Go module of its
 // own, so that those clients never become dependencies of the library,
 // kmsd or kmsctl: the root module's go.mod lists only what they import.
 //

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/hex"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -240,6 +241,61 @@ func TestCanonicalQuery(t *testing.T) {
 	for _, raw := range []string{"a=%zz", "%=1", "a=%"} {
 		if got, err := canonicalQuery(raw); err == nil {
 			t.Errorf("canonicalQuery(%q) = %q, want an error", raw, got)
+		}
+	}
+}
+
+// TestRequestCanonicalURI: a request's canonical URI is made from its path
+// as it goes on the wire, escaped, so that what was escaped there is
+// encoded twice, on the client's side as on the server's.
+func TestRequestCanonicalURI(t *testing.T) {
+	opaque := newRequest(t, "GET", "http://h.test/", nil)
+	opaque.URL.Opaque = "//h.test/x%20y"
+	for _, c := range []struct {
+		req  *http.Request
+		want string
+	}{
+		{newRequest(t, "GET", "http://h.test/documents%20and%20settings/", nil), "/documents%2520and%2520settings/"},
+		{newRequest(t, "GET", "http://h.test/documents and settings/", nil), "/documents%2520and%2520settings/"},
+		{newRequest(t, "GET", "http://h.test/a%2Fb/%7e", nil), "/a%252Fb/%257e"},
+		{newRequest(t, "GET", "http://h.test", nil), "/"},
+		{opaque, "/x%2520y"},
+	} {
+		for side, r := range map[string]*http.Request{"client": c.req, "server": received(t, c.req.Clone(c.req.Context()))} {
+			prefix, err := canonicalPrefix(r, []string{"host"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Split(prefix, "\n")[1]; got != c.want {
+				t.Errorf("%s's canonical URI of %s = %q, want %q", side, c.req.URL, got, c.want)
+			}
+		}
+	}
+}
+
+// TestHeaderValues: the headers net/http keeps out of r.Header are read
+// where it keeps them, on the client's side and on the server's.
+func TestHeaderValues(t *testing.T) {
+	sized := func() *http.Request { return newRequest(t, "POST", "http://h.test:8080/", []byte("13 bytes long")) }
+	chunked := func() *http.Request {
+		req := newRequest(t, "POST", "http://h.test/", nil)
+		req.Body = io.NopCloser(strings.NewReader("of a length unknown"))
+		req.ContentLength = -1
+		return req
+	}
+	for _, c := range []struct {
+		req        *http.Request
+		name, want string
+	}{
+		{sized(), "host", "h.test:8080"},
+		{sized(), "content-length", "13"},
+		{received(t, sized()), "host", "h.test:8080"},
+		{received(t, sized()), "content-length", "13"},
+		{received(t, chunked()), "transfer-encoding", "chunked"},
+		{received(t, chunked()), "content-length", ""},
+	} {
+		if got := strings.Join(headerValues(c.req, c.name), ","); got != c.want {
+			t.Errorf("headerValues(%s) = %q, want %q", c.name, got, c.want)
 		}
 	}
 }
