@@ -191,6 +191,14 @@ func Client(t testing.TB, p *kmsdtest.Proc, secret string) *client.Client {
 // returns its secret.
 func (in *Instance) APIKey(t testing.TB, p *kmsdtest.Proc, flags ...string) string {
 	t.Helper()
+	return in.NewAPIKey(t, p, flags...).Key
+}
+
+// NewAPIKey creates an API key of the bootstrap account holding flags and
+// returns it with its ID and secret: an AWS client's access key ID and
+// secret access key.
+func (in *Instance) NewAPIKey(t testing.TB, p *kmsdtest.Proc, flags ...string) *kms.APIKey {
+	t.Helper()
 	f := kms.Flags{}
 	for _, name := range flags {
 		f[name] = true
@@ -200,7 +208,7 @@ func (in *Instance) APIKey(t testing.TB, p *kmsdtest.Proc, flags ...string) stri
 	if err != nil {
 		t.Fatalf("create an API key with %v: %v", flags, err)
 	}
-	return k.Key
+	return k
 }
 
 // Actions returns the actions of the first page of the activity records
