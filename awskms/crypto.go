@@ -19,6 +19,16 @@ var operations = map[string]operation{
 	"ReEncrypt":                       reEncrypt,
 	"GenerateDataKey":                 generateDataKey(true),
 	"GenerateDataKeyWithoutPlaintext": generateDataKey(false),
+	"Sign":                            sign,
+	"Verify":                          verify,
+	"GenerateMac":                     generateMac,
+	"VerifyMac":                       verifyMac,
+	"GetPublicKey":                    getPublicKey,
+	"EnableKeyRotation":               enableKeyRotation,
+	"DisableKeyRotation":              disableKeyRotation,
+	"GetKeyRotationStatus":            getKeyRotationStatus,
+	"RotateKeyOnDemand":               rotateKeyOnDemand,
+	"ListKeyRotations":                listKeyRotations,
 }
 
 // seal encrypts plain with the key name under ctx, answering the blob,

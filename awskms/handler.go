@@ -183,7 +183,7 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request, _ httprouter.Params)
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, r, http.StatusOK, out)
 }
 
 // served are the operations served, in name order.
@@ -217,8 +217,10 @@ func jsonProblem(err error) string {
 	return "malformed JSON"
 }
 
-// writeJSON is the one writer of this package's answers.
-func writeJSON(w http.ResponseWriter, status int, v any) {
+// writeJSON is the one writer of this package's answers, which carry
+// the request's ID as AWS's do (x-amzn-RequestId), for the SDKs' errors
+// and logs.
+func writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		status, b = http.StatusInternalServerError, []byte(`{"__type":"KMSInternalException","message":"internal error"}`)
@@ -226,6 +228,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	h := w.Header()
 	h.Set("Content-Type", ContentType)
 	h.Set("Cache-Control", "no-store")
+	if id := httpedge.RequestID(r); id != "" {
+		h.Set("x-amzn-RequestId", id)
+	}
 	w.WriteHeader(status)
 	w.Write(b)
 }

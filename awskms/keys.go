@@ -108,7 +108,9 @@ func metadata(region string, k *kms.HeldKey) keyMetadata {
 	case "ENCRYPT_DECRYPT":
 		m.EncryptionAlgorithms = []string{"SYMMETRIC_DEFAULT"}
 	case "GENERATE_VERIFY_MAC":
-		m.MacAlgorithms = []string{"HMAC_SHA_256"}
+		m.MacAlgorithms = []string{macAlgorithm(k)}
+	case "SIGN_VERIFY":
+		m.SigningAlgorithms = signingAlgorithms(spec)
 	}
 	return m
 }

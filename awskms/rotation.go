@@ -1,0 +1,136 @@
+package awskms
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/ringkms/kms"
+)
+
+// day is the unit of AWS's rotation periods.
+const day = 24 * time.Hour
+
+// rotatable checks that the key name is one whose rotation AWS allows: a
+// symmetric key (HMAC and asymmetric keys do not rotate there).
+func (a *api) rotatable(c *call, name string) (*kms.HeldKey, error) {
+	k, err := a.svc.GetHeldKey(c.r.Context(), name)
+	if err != nil {
+		return nil, err
+	}
+	if spec, _ := specOf(k); spec != "SYMMETRIC_DEFAULT" {
+		return nil, fail("UnsupportedOperationException", fmt.Sprintf("key %s is a %s key: only SYMMETRIC_DEFAULT keys rotate", name, spec))
+	}
+	return k, nil
+}
+
+// keyIDRequest names a key.
+type keyIDRequest struct {
+	KeyId                string
+	RotationPeriodInDays int
+}
+
+func (in *keyIDRequest) name(c *call) (string, error) {
+	if err := c.decode(in); err != nil {
+		return "", err
+	}
+	return keyName(in.KeyId)
+}
+
+func enableKeyRotation(a *api, c *call) (any, error) {
+	var in keyIDRequest
+	name, err := in.name(c)
+	if err != nil {
+		return nil, err
+	}
+	days := in.RotationPeriodInDays
+	if days == 0 {
+		days = 365
+	}
+	if days < 90 || days > 2560 {
+		return nil, fail("ValidationException", fmt.Sprintf("RotationPeriodInDays must be 90 to 2560, not %d", days))
+	}
+	if _, err := a.rotatable(c, name); err != nil {
+		return nil, err
+	}
+	period := time.Duration(days) * day
+	_, err = a.svc.ConfigureHeldKey(c.r.Context(), name, kms.HeldKeyConfig{RotationPeriod: &period})
+	return struct{}{}, err
+}
+
+func disableKeyRotation(a *api, c *call) (any, error) {
+	var in keyIDRequest
+	name, err := in.name(c)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := a.rotatable(c, name); err != nil {
+		return nil, err
+	}
+	var none time.Duration
+	_, err = a.svc.ConfigureHeldKey(c.r.Context(), name, kms.HeldKeyConfig{RotationPeriod: &none})
+	return struct{}{}, err
+}
+
+func getKeyRotationStatus(a *api, c *call) (any, error) {
+	var in keyIDRequest
+	name, err := in.name(c)
+	if err != nil {
+		return nil, err
+	}
+	k, err := a.svc.GetHeldKey(c.r.Context(), name)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]any{"KeyId": arn(c.region, name), "KeyRotationEnabled": k.RotationPeriod > 0}
+	if k.RotationPeriod > 0 {
+		out["RotationPeriodInDays"] = int(k.RotationPeriod / day)
+		if t, ok := k.Versions[k.LatestVersion]; ok {
+			out["NextRotationDate"] = float64(t.Add(k.RotationPeriod).UnixMilli()) / 1000
+		}
+	}
+	return out, nil
+}
+
+func rotateKeyOnDemand(a *api, c *call) (any, error) {
+	var in keyIDRequest
+	name, err := in.name(c)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := a.rotatable(c, name); err != nil {
+		return nil, err
+	}
+	if _, err := a.svc.RotateHeldKey(c.r.Context(), name); err != nil {
+		return nil, err
+	}
+	return map[string]any{"KeyId": arn(c.region, name)}, nil
+}
+
+func listKeyRotations(a *api, c *call) (any, error) {
+	var in keyIDRequest
+	name, err := in.name(c)
+	if err != nil {
+		return nil, err
+	}
+	k, err := a.svc.GetHeldKey(c.r.Context(), name)
+	if err != nil {
+		return nil, err
+	}
+	type rotation struct {
+		KeyId        string
+		RotationDate float64
+	}
+	versions := make([]int, 0, len(k.Versions))
+	for v := range k.Versions {
+		if v > 1 {
+			versions = append(versions, v)
+		}
+	}
+	slices.Sort(versions)
+	out := make([]rotation, 0, len(versions))
+	for _, v := range versions {
+		out = append(out, rotation{arn(c.region, name), float64(k.Versions[v].UnixMilli()) / 1000})
+	}
+	return map[string]any{"Rotations": out, "Truncated": false}, nil
+}
