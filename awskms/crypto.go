@@ -19,13 +19,13 @@ var operations = map[string]operation{
 	"ReEncrypt":                       reEncrypt,
 	"GenerateDataKey":                 generateDataKey(true),
 	"GenerateDataKeyWithoutPlaintext": generateDataKey(false),
-	"Sign":                            sign,
-	"Verify":                          verify,
-	"GenerateMac":                     generateMac,
-	"VerifyMac":                       verifyMac,
+	"Sign":                            produce(false),
+	"Verify":                          check(false),
+	"GenerateMac":                     produce(true),
+	"VerifyMac":                       check(true),
 	"GetPublicKey":                    getPublicKey,
-	"EnableKeyRotation":               enableKeyRotation,
-	"DisableKeyRotation":              disableKeyRotation,
+	"EnableKeyRotation":               setRotation(true),
+	"DisableKeyRotation":              setRotation(false),
 	"GetKeyRotationStatus":            getKeyRotationStatus,
 	"RotateKeyOnDemand":               rotateKeyOnDemand,
 	"ListKeyRotations":                listKeyRotations,
@@ -82,15 +82,12 @@ func encrypt(a *api, c *call) (any, error) {
 		Plaintext         []byte
 		EncryptionContext map[string]string
 	}
-	if err := c.decode(&in); err != nil {
+	name, err := c.named(&in, &in.KeyId)
+	if err != nil {
 		return nil, err
 	}
 	if n := len(in.Plaintext); n == 0 || n > maxPlaintext {
 		return nil, fail("ValidationException", fmt.Sprintf("Plaintext must have 1 to %d bytes, not %d", maxPlaintext, n))
-	}
-	name, err := keyName(in.KeyId)
-	if err != nil {
-		return nil, err
 	}
 	blob, err := a.seal(c, name, in.Plaintext, in.EncryptionContext)
 	clear(in.Plaintext)

@@ -33,36 +33,30 @@ func exception(err error) *awsError {
 	if errors.As(err, &se) {
 		return fail(string(se.Kind), se.Message)
 	}
-	msg := kms.ErrorMessage(err)
-	switch kms.ErrorKind(err) {
-	case kms.KindInvalid:
-		return fail("ValidationException", msg)
-	case kms.KindTooLarge:
-		return fail("ValidationException", msg)
-	case kms.KindUnauthenticated:
-		return fail("UnrecognizedClientException", "The security token included in the request is invalid. "+msg)
-	case kms.KindPermissionDenied:
-		return fail("AccessDeniedException", msg)
-	case kms.KindNotFound:
-		return fail("NotFoundException", msg)
-	case kms.KindConflict:
-		return fail("AlreadyExistsException", msg)
-	case kms.KindLimit:
-		return fail("LimitExceededException", msg)
-	case kms.KindUnprocessable:
-		return fail("InvalidCiphertextException", msg)
-	case kms.KindRateLimited:
-		return fail("ThrottlingException", msg)
-	case kms.KindDisabled:
-		return fail("DisabledException", msg)
-	case kms.KindDestroyed:
-		return fail("KMSInvalidStateException", msg)
-	case kms.KindNoSpace:
-		return &awsError{status: http.StatusInternalServerError, typ: "KMSInternalException", message: msg}
-	case kms.KindUnavailable:
-		return &awsError{status: http.StatusServiceUnavailable, typ: "DependencyTimeoutException", message: msg}
+	kind := kms.ErrorKind(err)
+	typ, ok := exceptions[kind]
+	switch {
+	case !ok:
+		return &awsError{status: http.StatusInternalServerError, typ: "KMSInternalException", message: "internal error"}
+	case kind == kms.KindNoSpace:
+		return &awsError{status: http.StatusInternalServerError, typ: typ, message: kms.ErrorMessage(err)}
+	case kind == kms.KindUnavailable:
+		return &awsError{status: http.StatusServiceUnavailable, typ: typ, message: kms.ErrorMessage(err)}
+	case kind == kms.KindUnauthenticated:
+		return fail(typ, "The security token included in the request is invalid. "+kms.ErrorMessage(err))
 	}
-	return &awsError{status: http.StatusInternalServerError, typ: "KMSInternalException", message: "internal error"}
+	return fail(typ, kms.ErrorMessage(err))
+}
+
+// exceptions are AWS's exceptions for the kinds of the service's errors.
+var exceptions = map[kms.Kind]string{
+	kms.KindInvalid: "ValidationException", kms.KindTooLarge: "ValidationException",
+	kms.KindUnauthenticated: "UnrecognizedClientException", kms.KindPermissionDenied: "AccessDeniedException",
+	kms.KindNotFound: "NotFoundException", kms.KindConflict: "AlreadyExistsException",
+	kms.KindLimit: "LimitExceededException", kms.KindUnprocessable: "InvalidCiphertextException",
+	kms.KindRateLimited: "ThrottlingException", kms.KindDisabled: "DisabledException",
+	kms.KindDestroyed: "KMSInvalidStateException", kms.KindNoSpace: "KMSInternalException",
+	kms.KindUnavailable: "DependencyTimeoutException",
 }
 
 // writeError answers err in AWS's shape, noted for the request's log line.

@@ -208,6 +208,15 @@ func (c *call) decode(v any) error {
 	return nil
 }
 
+// named decodes the call's body into in, whose KeyId is at id, and
+// answers the held key it names.
+func (c *call) named(in any, id *string) (string, error) {
+	if err := c.decode(in); err != nil {
+		return "", err
+	}
+	return keyName(*id)
+}
+
 // jsonProblem says what is wrong with a body, without quoting it.
 func jsonProblem(err error) string {
 	var te *json.UnmarshalTypeError

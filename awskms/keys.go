@@ -143,15 +143,8 @@ func createKey(a *api, c *call) (any, error) {
 }
 
 func describeKey(a *api, c *call) (any, error) {
-	var in struct{ KeyId string }
-	if err := c.decode(&in); err != nil {
-		return nil, err
-	}
-	name, err := keyName(in.KeyId)
-	if err != nil {
-		return nil, err
-	}
-	k, err := a.svc.GetHeldKey(c.r.Context(), name)
+	var in keyIDRequest
+	_, k, err := a.held(c, &in)
 	if err != nil {
 		return nil, err
 	}

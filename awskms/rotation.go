@@ -11,74 +11,64 @@ import (
 // day is the unit of AWS's rotation periods.
 const day = 24 * time.Hour
 
-// rotatable checks that the key name is one whose rotation AWS allows: a
-// symmetric key (HMAC and asymmetric keys do not rotate there).
-func (a *api) rotatable(c *call, name string) (*kms.HeldKey, error) {
-	k, err := a.svc.GetHeldKey(c.r.Context(), name)
-	if err != nil {
-		return nil, err
-	}
-	if spec, _ := specOf(k); spec != "SYMMETRIC_DEFAULT" {
-		return nil, fail("UnsupportedOperationException", fmt.Sprintf("key %s is a %s key: only SYMMETRIC_DEFAULT keys rotate", name, spec))
-	}
-	return k, nil
-}
-
-// keyIDRequest names a key.
+// keyIDRequest names a key, and for EnableKeyRotation a period.
 type keyIDRequest struct {
 	KeyId                string
 	RotationPeriodInDays int
 }
 
-func (in *keyIDRequest) name(c *call) (string, error) {
-	if err := c.decode(in); err != nil {
+// held decodes a request that names a key and answers the key as the
+// service describes it.
+func (a *api) held(c *call, in *keyIDRequest) (string, *kms.HeldKey, error) {
+	name, err := c.named(in, &in.KeyId)
+	if err != nil {
+		return "", nil, err
+	}
+	k, err := a.svc.GetHeldKey(c.r.Context(), name)
+	return name, k, err
+}
+
+// rotatable is held for a key whose rotation AWS allows: a symmetric
+// key (HMAC and asymmetric keys do not rotate there).
+func (a *api) rotatable(c *call, in *keyIDRequest) (string, error) {
+	name, k, err := a.held(c, in)
+	if err != nil {
 		return "", err
 	}
-	return keyName(in.KeyId)
+	if spec, _ := specOf(k); spec != "SYMMETRIC_DEFAULT" {
+		return "", fail("UnsupportedOperationException", fmt.Sprintf("key %s is a %s key: only SYMMETRIC_DEFAULT keys rotate", name, spec))
+	}
+	return name, nil
 }
 
-func enableKeyRotation(a *api, c *call) (any, error) {
-	var in keyIDRequest
-	name, err := in.name(c)
-	if err != nil {
-		return nil, err
+// setRotation is EnableKeyRotation, or with enable false
+// DisableKeyRotation.
+func setRotation(enable bool) operation {
+	return func(a *api, c *call) (any, error) {
+		var in keyIDRequest
+		name, err := a.rotatable(c, &in)
+		if err != nil {
+			return nil, err
+		}
+		var period time.Duration
+		if enable {
+			days := in.RotationPeriodInDays
+			if days == 0 {
+				days = 365
+			}
+			if days < 90 || days > 2560 {
+				return nil, fail("ValidationException", fmt.Sprintf("RotationPeriodInDays must be 90 to 2560, not %d", days))
+			}
+			period = time.Duration(days) * day
+		}
+		_, err = a.svc.ConfigureHeldKey(c.r.Context(), name, kms.HeldKeyConfig{RotationPeriod: &period})
+		return struct{}{}, err
 	}
-	days := in.RotationPeriodInDays
-	if days == 0 {
-		days = 365
-	}
-	if days < 90 || days > 2560 {
-		return nil, fail("ValidationException", fmt.Sprintf("RotationPeriodInDays must be 90 to 2560, not %d", days))
-	}
-	if _, err := a.rotatable(c, name); err != nil {
-		return nil, err
-	}
-	period := time.Duration(days) * day
-	_, err = a.svc.ConfigureHeldKey(c.r.Context(), name, kms.HeldKeyConfig{RotationPeriod: &period})
-	return struct{}{}, err
-}
-
-func disableKeyRotation(a *api, c *call) (any, error) {
-	var in keyIDRequest
-	name, err := in.name(c)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := a.rotatable(c, name); err != nil {
-		return nil, err
-	}
-	var none time.Duration
-	_, err = a.svc.ConfigureHeldKey(c.r.Context(), name, kms.HeldKeyConfig{RotationPeriod: &none})
-	return struct{}{}, err
 }
 
 func getKeyRotationStatus(a *api, c *call) (any, error) {
 	var in keyIDRequest
-	name, err := in.name(c)
-	if err != nil {
-		return nil, err
-	}
-	k, err := a.svc.GetHeldKey(c.r.Context(), name)
+	name, k, err := a.held(c, &in)
 	if err != nil {
 		return nil, err
 	}
@@ -94,11 +84,8 @@ func getKeyRotationStatus(a *api, c *call) (any, error) {
 
 func rotateKeyOnDemand(a *api, c *call) (any, error) {
 	var in keyIDRequest
-	name, err := in.name(c)
+	name, err := a.rotatable(c, &in)
 	if err != nil {
-		return nil, err
-	}
-	if _, err := a.rotatable(c, name); err != nil {
 		return nil, err
 	}
 	if _, err := a.svc.RotateHeldKey(c.r.Context(), name); err != nil {
@@ -109,11 +96,7 @@ func rotateKeyOnDemand(a *api, c *call) (any, error) {
 
 func listKeyRotations(a *api, c *call) (any, error) {
 	var in keyIDRequest
-	name, err := in.name(c)
-	if err != nil {
-		return nil, err
-	}
-	k, err := a.svc.GetHeldKey(c.r.Context(), name)
+	name, k, err := a.held(c, &in)
 	if err != nil {
 		return nil, err
 	}

@@ -54,165 +54,110 @@ var macs = map[string]string{"HMAC_SHA_224": "sha2-224", "HMAC_SHA_256": "sha2-2
 // macAlgorithm is the MAC algorithm of an hmac key: its size's.
 func macAlgorithm(k *kms.HeldKey) string { return fmt.Sprintf("HMAC_SHA_%d", k.KeySize*8) }
 
-// signRequest is what Sign and Verify share.
-type signRequest struct {
+// msgRequest is what Sign, Verify, GenerateMac and VerifyMac take.
+type msgRequest struct {
 	KeyId            string
 	Message          []byte
 	MessageType      string
 	SigningAlgorithm string
 	Signature        []byte
+	MacAlgorithm     string
+	Mac              []byte
 }
 
-// options are the held keys' options for the request's algorithm and
-// message type.
-func (in *signRequest) options() (kms.HeldSignOptions, error) {
-	alg, ok := signing[in.SigningAlgorithm]
+// read decodes the call's request, for a MAC or a signature, and
+// answers the key it names, the held keys' options, and the algorithm's
+// name and the signature (or MAC) given, for a check.
+func (in *msgRequest) read(c *call, mac bool) (name string, opts kms.HeldSignOptions, alg string, sig []byte, err error) {
+	if name, err = c.named(in, &in.KeyId); err != nil {
+		return
+	}
+	if n := len(in.Message); n == 0 || n > maxMessage {
+		err = fail("ValidationException", fmt.Sprintf("Message must have 1 to %d bytes, not %d", maxMessage, n))
+		return
+	}
+	if mac {
+		h, ok := macs[in.MacAlgorithm]
+		if !ok {
+			err = fail("ValidationException", fmt.Sprintf("MacAlgorithm %q: use HMAC_SHA_224, HMAC_SHA_256, HMAC_SHA_384 or HMAC_SHA_512", in.MacAlgorithm))
+		}
+		return name, kms.HeldSignOptions{Hash: h}, in.MacAlgorithm, in.Mac, err
+	}
+	a, ok := signing[in.SigningAlgorithm]
 	if !ok {
 		names := make([]string, 0, len(signing))
 		for n := range signing {
 			names = append(names, n)
 		}
 		slices.Sort(names)
-		return kms.HeldSignOptions{}, fail("ValidationException", fmt.Sprintf("SigningAlgorithm %q: use one of %s", in.SigningAlgorithm, strings.Join(names, ", ")))
+		err = fail("ValidationException", fmt.Sprintf("SigningAlgorithm %q: use one of %s", in.SigningAlgorithm, strings.Join(names, ", ")))
+		return
 	}
-	if n := len(in.Message); n == 0 || n > maxMessage {
-		return kms.HeldSignOptions{}, fail("ValidationException", fmt.Sprintf("Message must have 1 to %d bytes, not %d", maxMessage, n))
-	}
-	opts := alg.opts
+	opts = a.opts
 	switch in.MessageType {
 	case "", "RAW":
 	case "DIGEST":
 		if in.SigningAlgorithm == "ML_DSA_SHAKE_256" {
-			return opts, fail("ValidationException", "MessageType DIGEST (an external mu) is not served for ML_DSA_SHAKE_256: send the message, RAW")
+			err = fail("ValidationException", "MessageType DIGEST (an external mu) is not served for ML_DSA_SHAKE_256: send the message, RAW")
 		}
 		opts.Prehashed = true
 	default:
-		return opts, fail("ValidationException", fmt.Sprintf("MessageType %q: use RAW or DIGEST", in.MessageType))
+		err = fail("ValidationException", fmt.Sprintf("MessageType %q: use RAW or DIGEST", in.MessageType))
 	}
-	return opts, nil
+	return name, opts, in.SigningAlgorithm, in.Signature, err
 }
 
-func sign(a *api, c *call) (any, error) {
-	var in signRequest
-	if err := c.decode(&in); err != nil {
-		return nil, err
+// produce is Sign, or with mac GenerateMac.
+func produce(mac bool) operation {
+	return func(a *api, c *call) (any, error) {
+		var in msgRequest
+		name, opts, alg, _, err := in.read(c, mac)
+		if err != nil {
+			return nil, err
+		}
+		call, out, algName := a.svc.SignWithHeldKey, "Signature", "SigningAlgorithm"
+		if mac {
+			call, out, algName = a.svc.HMACWithHeldKey, "Mac", "MacAlgorithm"
+		}
+		res, err := call(c.r.Context(), kms.HeldSignInput{Name: name, Options: opts, Inputs: [][]byte{in.Message}})
+		if err == nil {
+			err = res[0].Err
+		}
+		if err != nil {
+			return nil, keyUsage(err)
+		}
+		return map[string]any{"KeyId": arn(c.region, name), out: res[0].Signature, algName: alg}, nil
 	}
-	opts, err := in.options()
-	if err != nil {
-		return nil, err
-	}
-	name, err := keyName(in.KeyId)
-	if err != nil {
-		return nil, err
-	}
-	res, err := a.svc.SignWithHeldKey(c.r.Context(), kms.HeldSignInput{Name: name, Options: opts, Inputs: [][]byte{in.Message}})
-	if err == nil {
-		err = res[0].Err
-	}
-	if err != nil {
-		return nil, keyUsage(err)
-	}
-	return map[string]any{"KeyId": arn(c.region, name), "Signature": res[0].Signature, "SigningAlgorithm": in.SigningAlgorithm}, nil
 }
 
-func verify(a *api, c *call) (any, error) {
-	var in signRequest
-	if err := c.decode(&in); err != nil {
-		return nil, err
+// check is Verify, or with mac VerifyMac: a signature (MAC) that does
+// not hold, or does not read, is AWS's KMSInvalidSignatureException
+// (KMSInvalidMacException).
+func check(mac bool) operation {
+	return func(a *api, c *call) (any, error) {
+		var in msgRequest
+		name, opts, alg, sig, err := in.read(c, mac)
+		if err != nil {
+			return nil, err
+		}
+		call, valid, algName, invalid := a.svc.VerifyWithHeldKey, "SignatureValid", "SigningAlgorithm", fail("KMSInvalidSignatureException", "the signature does not verify")
+		if mac {
+			call, valid, algName, invalid = a.svc.VerifyHMACWithHeldKey, "MacValid", "MacAlgorithm", fail("KMSInvalidMacException", "the MAC does not verify")
+		}
+		res, err := call(c.r.Context(), kms.HeldVerifyInput{Name: name, Options: opts, Items: []kms.HeldCheck{{Signature: sig, Input: in.Message}}})
+		if err == nil {
+			err = res[0].Err
+		}
+		switch {
+		case err != nil && kms.ErrorKind(err) == kms.KindInvalid && len(sig) > 0:
+			return nil, invalid
+		case err != nil:
+			return nil, keyUsage(err)
+		case !res[0].Valid:
+			return nil, invalid
+		}
+		return map[string]any{"KeyId": arn(c.region, name), valid: true, algName: alg}, nil
 	}
-	opts, err := in.options()
-	if err != nil {
-		return nil, err
-	}
-	name, err := keyName(in.KeyId)
-	if err != nil {
-		return nil, err
-	}
-	res, err := a.svc.VerifyWithHeldKey(c.r.Context(), kms.HeldVerifyInput{Name: name, Options: opts,
-		Items: []kms.HeldCheck{{Signature: in.Signature, Input: in.Message}}})
-	if err == nil {
-		err = res[0].Err
-	}
-	switch {
-	case err != nil && kms.ErrorKind(err) == kms.KindInvalid && len(in.Signature) > 0:
-		return nil, fail("KMSInvalidSignatureException", "the signature does not verify")
-	case err != nil:
-		return nil, keyUsage(err)
-	case !res[0].Valid:
-		return nil, fail("KMSInvalidSignatureException", "the signature does not verify")
-	}
-	return map[string]any{"KeyId": arn(c.region, name), "SignatureValid": true, "SigningAlgorithm": in.SigningAlgorithm}, nil
-}
-
-// macRequest is what GenerateMac and VerifyMac share.
-type macRequest struct {
-	KeyId        string
-	Message      []byte
-	MacAlgorithm string
-	Mac          []byte
-}
-
-func (in *macRequest) hash() (string, error) {
-	h, ok := macs[in.MacAlgorithm]
-	if !ok {
-		return "", fail("ValidationException", fmt.Sprintf("MacAlgorithm %q: use HMAC_SHA_224, HMAC_SHA_256, HMAC_SHA_384 or HMAC_SHA_512", in.MacAlgorithm))
-	}
-	if n := len(in.Message); n == 0 || n > maxMessage {
-		return "", fail("ValidationException", fmt.Sprintf("Message must have 1 to %d bytes, not %d", maxMessage, n))
-	}
-	return h, nil
-}
-
-func generateMac(a *api, c *call) (any, error) {
-	var in macRequest
-	if err := c.decode(&in); err != nil {
-		return nil, err
-	}
-	h, err := in.hash()
-	if err != nil {
-		return nil, err
-	}
-	name, err := keyName(in.KeyId)
-	if err != nil {
-		return nil, err
-	}
-	res, err := a.svc.HMACWithHeldKey(c.r.Context(), kms.HeldSignInput{Name: name, Options: kms.HeldSignOptions{Hash: h}, Inputs: [][]byte{in.Message}})
-	if err == nil {
-		err = res[0].Err
-	}
-	if err != nil {
-		return nil, err
-	}
-	return map[string]any{"KeyId": arn(c.region, name), "Mac": res[0].Signature, "MacAlgorithm": in.MacAlgorithm}, nil
-}
-
-func verifyMac(a *api, c *call) (any, error) {
-	var in macRequest
-	if err := c.decode(&in); err != nil {
-		return nil, err
-	}
-	h, err := in.hash()
-	if err != nil {
-		return nil, err
-	}
-	name, err := keyName(in.KeyId)
-	if err != nil {
-		return nil, err
-	}
-	res, err := a.svc.VerifyHMACWithHeldKey(c.r.Context(), kms.HeldVerifyInput{Name: name, Options: kms.HeldSignOptions{Hash: h},
-		Items: []kms.HeldCheck{{Signature: in.Mac, Input: in.Message}}})
-	if err == nil {
-		err = res[0].Err
-	}
-	switch {
-	case err != nil && kms.ErrorKind(err) == kms.KindInvalid:
-		return nil, fail("KMSInvalidMacException", "the MAC does not verify")
-	case err != nil:
-		return nil, err
-	case !res[0].Valid:
-		return nil, fail("KMSInvalidMacException", "the MAC does not verify")
-	}
-	return map[string]any{"KeyId": arn(c.region, name), "MacValid": true, "MacAlgorithm": in.MacAlgorithm}, nil
 }
 
 // keyUsage is err of a signature call: a key of a type that does not
@@ -255,15 +200,8 @@ func publicKeyDER(k *kms.HeldKey, text string) ([]byte, error) {
 }
 
 func getPublicKey(a *api, c *call) (any, error) {
-	var in struct{ KeyId string }
-	if err := c.decode(&in); err != nil {
-		return nil, err
-	}
-	name, err := keyName(in.KeyId)
-	if err != nil {
-		return nil, err
-	}
-	k, err := a.svc.GetHeldKey(c.r.Context(), name)
+	var in keyIDRequest
+	name, k, err := a.held(c, &in)
 	if err != nil {
 		return nil, err
 	}

@@ -1,10 +1,8 @@
 package awskms_test
 
 import (
-	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,18 +18,7 @@ import (
 // client of p signing with k, and returns what it printed.
 func sopsRun(t *testing.T, p *kmsdtest.Proc, dir string, k *kms.APIKey, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
-	cmd := exec.Command(harness.SOPS(t), args...)
-	cmd.Dir = dir
-	for _, kv := range awsEnv(t, dir, k) {
-		if !strings.HasPrefix(kv, "SOPS_") && !strings.HasPrefix(kv, "HOME=") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, "AWS_ENDPOINT_URL_KMS="+p.URL, "HOME="+dir)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err = cmd.Run()
-	return out.String(), errb.String(), err
+	return harness.RunSOPS(t, dir, append(awsEnv(t, dir, k), "AWS_ENDPOINT_URL_KMS="+p.URL), args...)
 }
 
 // TestSOPS: the real sops (built from its Go module at a pinned version)

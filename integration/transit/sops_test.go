@@ -1,10 +1,8 @@
 package transit_test
 
 import (
-	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,20 +15,15 @@ import (
 // the credential token, in dir, and returns what it printed.
 func sopsRun(t *testing.T, dir, token string, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
-	cmd := exec.Command(harness.SOPS(t), args...)
-	cmd.Dir = dir
 	// Vault's own variables and a ~/.vault-token of the machine stay out:
 	// the credential is the one given.
+	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "VAULT_") && !strings.HasPrefix(kv, "HOME=") && !strings.HasPrefix(kv, "SOPS_") {
-			cmd.Env = append(cmd.Env, kv)
+		if !strings.HasPrefix(kv, "VAULT_") {
+			env = append(env, kv)
 		}
 	}
-	cmd.Env = append(cmd.Env, "VAULT_TOKEN="+token, "HOME="+dir)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err = cmd.Run()
-	return out.String(), errb.String(), err
+	return harness.RunSOPS(t, dir, append(env, "VAULT_TOKEN="+token), args...)
 }
 
 // TestSOPS: the real sops (built from its Go module at a pinned version)

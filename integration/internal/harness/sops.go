@@ -10,6 +10,7 @@ package harness
 // the build fails, SOPS skips the test, or fails it under CI=true.
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -95,4 +96,23 @@ func findSOPS() (string, error) {
 		return "", err
 	}
 	return bin, nil
+}
+
+// RunSOPS runs the real sops command line with args in dir, with env as
+// its whole environment (HOME is dir, so that nothing of the machine's
+// home is read), and returns what it printed.
+func RunSOPS(t testing.TB, dir string, env []string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	cmd := exec.Command(SOPS(t), args...)
+	cmd.Dir = dir
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "SOPS_") && !strings.HasPrefix(kv, "HOME=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "HOME="+dir)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err = cmd.Run()
+	return out.String(), errb.String(), err
 }
