@@ -394,12 +394,30 @@ func (s *Service) encryptChecks(r *ringRecord, k *keyRecord) []journal.Check {
 	if _, shared := s.trail.(SharedTrail); !shared {
 		return nil
 	}
+	ring := ringExists
+	if r.keysHeld() {
+		ring = heldRingUsable
+	}
 	return []journal.Check{
-		{Key: join(pfxRing, []byte(r.ID)), Verdict: ringExists},
+		{Key: join(pfxRing, []byte(r.ID)), Verdict: ring},
 		{Key: join(pfxKey, []byte(r.ID), sep, []byte(k.ID)), Verdict: func(v []byte, found bool) (error, error) {
 			return keyUsable(v, found, r)
 		}},
 	}
+}
+
+// heldRingUsable is the verdict on the record of a held key's ring that
+// must exist and be enabled (heldkeys_state.go), as another process may
+// have disabled it since this one cached it.
+func heldRingUsable(v []byte, found bool) (jobErr, err error) {
+	if !found {
+		return errRingDeleted(), nil
+	}
+	var r ringRecord
+	if err := json.Unmarshal(v, &r); err != nil {
+		return nil, err
+	}
+	return r.heldUsable(), nil
 }
 
 // ringExists is the verdict on a ring's record that must exist.

@@ -120,7 +120,7 @@ func (s *Service) HMACWithHeldKey(ctx context.Context, in HeldSignInput) ([]Held
 // key's type: the calls of op, recorded as action.
 func (s *Service) produce(ctx context.Context, action, op, name string, version int, inputs [][]byte,
 	accept func(*ringRecord) error, compute func(*keytype.Key, []byte) ([]byte, error)) ([]HeldSigned, error) {
-	b := heldBatch{name: name, action: action, op: op, accept: accept}
+	b := heldBatch{heldRef: heldRef{name: name, action: action, op: op}, accept: accept}
 	return runHeld(s, ctx, b, len(inputs), func(c *heldCall, i int) (out HeldSigned) {
 		r, k, err := s.heldUseKey(ctx, c.r, version)
 		var key *keytype.Key
@@ -191,7 +191,7 @@ func (s *Service) VerifyHMACWithHeldKey(ctx context.Context, in HeldVerifyInput)
 // calls of keyring.<name>.verify, recorded as transit.verify.
 func (s *Service) check(ctx context.Context, name string, items []HeldCheck, accept func(*ringRecord) error,
 	verify func(*keytype.Key, HeldCheck) (bool, error)) ([]HeldVerified, error) {
-	b := heldBatch{name: name, action: heldVerifyAction, op: OpVerify, accept: accept}
+	b := heldBatch{heldRef: heldRef{name: name, action: heldVerifyAction, op: OpVerify}, accept: accept}
 	return runHeld(s, ctx, b, len(items), func(c *heldCall, i int) (out HeldVerified) {
 		it := items[i]
 		var k *keyRecord
