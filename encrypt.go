@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/ringkms/kms/internal/encryptcount"
 	"github.com/ringkms/kms/internal/headersign"
@@ -413,10 +414,17 @@ func heldRingUsable(v []byte, found bool) (jobErr, err error) {
 	if !found {
 		return errRingDeleted(), nil
 	}
-	var r ringRecord
-	if err := json.Unmarshal(v, &r); err != nil {
+	var stored struct { // what the check reads of the ring: not its keys, tags or description
+		Name string `json:"name"`
+		Held struct {
+			State        string     `json:"state"`
+			DeletionDate *time.Time `json:"deletionDate"`
+		} `json:"transit"`
+	}
+	if err := json.Unmarshal(v, &stored); err != nil {
 		return nil, err
 	}
+	r := ringRecord{Name: stored.Name, Held: &heldSettings{State: stored.Held.State, DeletionDate: stored.Held.DeletionDate}}
 	return r.heldUsable(), nil
 }
 

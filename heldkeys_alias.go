@@ -104,8 +104,15 @@ func (s *Service) aliasTarget(ctx context.Context, name string) (string, error) 
 	})
 }
 
-// errAliasNotFound is the error of an alias that does not exist.
-func errAliasNotFound(name string) error { return Errorf(KindNotFound, "alias %q not found", name) }
+// errAliasNotFound is the error of an alias that does not exist. It
+// quotes no name shaped like a credential: a caller may have pasted one
+// where a key's name goes.
+func errAliasNotFound(name string) error {
+	if LooksLikeSecret(name) {
+		return Errorf(KindNotFound, "alias not found")
+	}
+	return Errorf(KindNotFound, "alias %q not found", name)
+}
 
 // loadAlias reads the alias lower (lower-case) as tx has it.
 func loadAlias(tx Txn, lower string) (*heldAliasRecord, error) {

@@ -98,7 +98,7 @@ func (s *Service) findHeld(ctx context.Context, h heldRef) (*Principal, *ringRec
 		if perr != nil {
 			return nil, nil, perr
 		}
-		return nil, nil, s.recordFailure(p, h.action, "", Errorf(KindNotFound, "alias %q not found", h.name))
+		return nil, nil, s.recordFailure(p, h.action, "", errAliasNotFound(h.name))
 	}
 	var settings *heldSettings
 	if h.create != nil {
@@ -142,7 +142,7 @@ func (s *Service) findAliased(ctx context.Context, h heldRef, id string) (*Princ
 	}
 	r, err := s.ringByID(ctx, groupAsym, id)
 	if isNotFound(err) {
-		err = Errorf(KindNotFound, "the key of alias %q was deleted", h.name) // meanwhile, by another process
+		err = errAliasNotFound(h.name) // its key was deleted meanwhile, by another process
 	}
 	if err != nil {
 		return nil, nil, s.recordFailure(p, h.action, "", err)

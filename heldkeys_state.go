@@ -34,8 +34,9 @@ import (
 // cancelled: the versions get their states back, and the key is left
 // disabled, so that using it again is a decision of its own (and a record
 // of its own). While a deletion is pending, nothing of the key changes
-// but by cancelling it: the state of its versions, its settings, tags
-// and aliases (Conflict). The deletion needs keyring.<name>.delete and
+// but by cancelling it (Conflict): not the states of its versions, its
+// settings or tags, and no alias is made or moved to it (those it has
+// may be deleted or moved away). The deletion needs keyring.<name>.delete and
 // ignores the key's deletion_allowed, which is for transit's immediate
 // DELETE: a deletion with a window is another, slower operation, which
 // the window makes undoable.

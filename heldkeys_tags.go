@@ -119,8 +119,8 @@ func (s *Service) changeTags(ctx context.Context, name, action string, keys []st
 		if err := notPendingDeletion(cur); err != nil {
 			return err
 		}
-		t := cur.held()
-		tags := maps.Clone(t.Tags) // the cached ring's map is shared: never changed in place
+		t := cur.held() // as the transaction read it: no cache shares its tags
+		tags := t.Tags
 		if tags == nil {
 			tags = map[string]string{}
 		}
