@@ -166,6 +166,14 @@ func TestHeldKeyAliasNames(t *testing.T) {
 	}
 	_, err := e.svc.CreateHeldKeyAlias(e.root, "alias/51st", "a")
 	wantKind(t, "a 51st alias", err, kms.KindLimit)
+
+	// A secret pasted where a key's name goes is not quoted back.
+	pasted := "_" + strings.Repeat("Zq9-", 11)
+	_, err = e.svc.EncryptWithHeldKey(e.root, kms.HeldEncryptInput{Name: pasted, Items: []kms.HeldPlaintext{{Plaintext: []byte("x")}}})
+	wantKind(t, "EncryptWithHeldKey(a name shaped like a secret)", err, kms.KindNotFound)
+	if strings.Contains(err.Error(), pasted) {
+		t.Errorf("the error of a name shaped like a secret quotes it: %v", err)
+	}
 }
 
 // TestListHeldKeyAliases: the aliases, all or a key's, page in the order
