@@ -10,9 +10,9 @@ import (
 
 // Caches of a shared store. When other processes write the store too (its
 // Trail is a SharedTrail: the nodes of a cluster), what a Service caches
-// (rings, their names and aliases, keys, the principals of API keys, access tokens and Users, and
-// sessions), and the signing key it signs headers with, may change under
-// it. Two things keep it coherent:
+// (rings, their names and aliases, keys, the principals of API keys,
+// access tokens and Users, and sessions), and the signing key it signs
+// headers with, may change under it. Two things keep it coherent:
 //
 //   - every transaction that writes a cached kind of key announces the keys
 //     to the other processes (Watcher), and each process drops the caches

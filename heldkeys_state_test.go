@@ -279,7 +279,11 @@ func TestHeldKeyDeletion(t *testing.T) {
 			_, err := e.svc.ConfigureHeldKey(e.root, "app", kms.HeldKeyConfig{Description: ptr("x")})
 			return err
 		},
-		"tag":   func() error { return e.svc.TagHeldKey(e.root, "app", map[string]string{"a": "b"}) },
+		"tag": func() error { return e.svc.TagHeldKey(e.root, "app", map[string]string{"a": "b"}) },
+		"asym config": func() error {
+			_, err := e.svc.SetAsymConfig(e.root, kms.RingRef{Name: "app"}, &kms.KeyRingConfig{})
+			return err
+		},
 		"alias": func() error { _, err := e.svc.CreateHeldKeyAlias(e.root, "alias/other", "app"); return err },
 		"version state": func() error {
 			_, err := e.svc.SetAsymKeyState(e.root, kms.RingRef{Name: "app"}, k.KeyIDs[1], kms.KeyStateInput{State: kms.KeyEnabled})
