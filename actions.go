@@ -49,6 +49,19 @@ const (
 	heldHMACAction       = "transit.hmac"
 	transitExportAction  = "transit.key.export" // ExportHeldKey
 	asymExportAction     = "asym.key.export"    // ExportAsymKey
+
+	// The state of a held key as a whole (heldkeys_state.go), its tags
+	// (heldkeys_tags.go) and its aliases (heldkeys_alias.go).
+	transitDisableAction        = "transit.key.disable"
+	transitEnableAction         = "transit.key.enable"
+	transitDeleteScheduleAction = "transit.key.delete.schedule"
+	transitDeleteCancelAction   = "transit.key.delete.cancel"
+	transitTagAction            = "transit.key.tag"
+	transitUntagAction          = "transit.key.untag"
+	aliasCreateAction           = "transit.alias.create"
+	aliasUpdateAction           = "transit.alias.update"
+	aliasDeleteAction           = "transit.alias.delete"
+	aliasListAction             = "transit.alias.list"
 )
 
 // apiKeyLoginAction is the action of LoginAPIKey. validateAction is the
@@ -124,6 +137,10 @@ var actions = []string{
 	"masterkey.rotate",
 	"ratelimit",
 	"signingkey.rotate",
+	"transit.alias.create",
+	"transit.alias.delete",
+	"transit.alias.list",
+	"transit.alias.update",
 	"transit.datakey",
 	"transit.decrypt",
 	"transit.encrypt",
@@ -131,10 +148,16 @@ var actions = []string{
 	"transit.key.config",
 	"transit.key.create",
 	"transit.key.delete",
+	"transit.key.delete.cancel",
+	"transit.key.delete.schedule",
+	"transit.key.disable",
+	"transit.key.enable",
 	"transit.key.export",
 	"transit.key.list",
 	"transit.key.read",
 	"transit.key.rotate",
+	"transit.key.tag",
+	"transit.key.untag",
 	"transit.rewrap",
 	"transit.sign",
 	"transit.verify",

@@ -10,9 +10,9 @@ import (
 
 // Caches of a shared store. When other processes write the store too (its
 // Trail is a SharedTrail: the nodes of a cluster), what a Service caches
-// (rings, keys, the principals of API keys, access tokens and Users, and
-// sessions), and the signing key it signs headers with, may change under
-// it. Two things keep it coherent:
+// (rings, their names and aliases, keys, the principals of API keys,
+// access tokens and Users, and sessions), and the signing key it signs
+// headers with, may change under it. Two things keep it coherent:
 //
 //   - every transaction that writes a cached kind of key announces the keys
 //     to the other processes (Watcher), and each process drops the caches
@@ -37,7 +37,7 @@ const cacheMaxAge = 500 * time.Millisecond
 // signer holds (signingkeys.go), and the root secret, whose seal key the
 // Service's barrier holds (internal/barrier).
 var cachedPrefixes = [][]byte{
-	pfxRing, pfxRingName, pfxKey,
+	pfxRing, pfxRingName, pfxKey, pfxHeldAlias,
 	pfxAPIKey, pfxAPIDigest, pfxAccount, pfxUser, pfxSession,
 	keySigningActive, barrier.KeyRoot,
 }
@@ -98,7 +98,7 @@ func (s *Service) forgetKeys(keys [][]byte) {
 		case bytes.Equal(k, barrier.KeyRoot):
 			s.checkRoot(context.Background()) // a rekey: follow it, or stop
 		case bytes.Equal(k, barrier.KeyMACKeys):
-		case bytes.HasPrefix(k, pfxRing), bytes.HasPrefix(k, pfxRingName):
+		case bytes.HasPrefix(k, pfxRing), bytes.HasPrefix(k, pfxRingName), bytes.HasPrefix(k, pfxHeldAlias):
 			rings = true
 		case bytes.HasPrefix(k, pfxKey):
 			ringKeys = true
@@ -109,6 +109,7 @@ func (s *Service) forgetKeys(keys [][]byte) {
 	if rings {
 		s.rings.Reset()
 		s.ringNames.Reset()
+		s.aliases.Reset()
 	}
 	if ringKeys {
 		s.keys.Reset()
@@ -125,6 +126,7 @@ func (s *Service) forgetKeys(keys [][]byte) {
 func (s *Service) forgetCaches() {
 	s.rings.Reset()
 	s.ringNames.Reset()
+	s.aliases.Reset()
 	s.keys.Reset()
 	s.heldKeys.Reset()
 	s.principals.Reset()

@@ -47,9 +47,10 @@ func (s *Service) scanDue(ctx context.Context, x schedule.Index, limit int, now 
 	return due, next, err
 }
 
-// destroyDue destroys the keys due by now, then erases what the store
+// destroyDue destroys the keys due by now, then deletes the held keys
+// whose deletion is due (heldkeys_state.go), then erases what the store
 // keeps of destroyed keys' material, and returns when the next scheduled
-// destruction is due (zero: none is scheduled).
+// destruction or deletion is due (zero: none is scheduled).
 func (s *Service) destroyDue(ctx context.Context) (time.Time, error) {
 	for {
 		now := s.now().UnixMilli()
@@ -63,6 +64,13 @@ func (s *Service) destroyDue(ctx context.Context) (time.Time, error) {
 			}
 		}
 		if len(due) < destroyBatch {
+			held, err := s.deleteHeldDue(ctx)
+			if err != nil {
+				return time.Time{}, err
+			}
+			if next.IsZero() || !held.IsZero() && held.Before(next) {
+				next = held
+			}
 			return next, s.eraseDestroyed(ctx)
 		}
 	}
@@ -102,8 +110,8 @@ func (s *Service) destroyNow(due []byte) error {
 			return nil
 		}
 		now := s.now().UTC()
-		k.State, k.DestroyAt, k.DestroyedAt, k.KeyData = KeyDestroyed, nil, &now, KeyData{}
-		if err := tx.Set(join(pfxKeyErase, []byte(ringID), sep, []byte(keyID)), []byte{}); err != nil {
+		k.State, k.DestroyAt, k.DestroyedAt, k.KeyData, k.Before = KeyDestroyed, nil, &now, KeyData{}, ""
+		if err := noteErase(tx, k); err != nil {
 			return err
 		}
 		if r, err := loadRing(tx, ringID); err == nil && r.Group == groupAsym {
@@ -119,6 +127,11 @@ func (s *Service) destroyNow(due []byte) error {
 		}
 	}
 	return s.journal.Submit(jb)
+}
+
+// noteErase notes the key k, destroyed in tx, for eraseDestroyed.
+func noteErase(tx Txn, k *keyRecord) error {
+	return tx.Set(join(pfxKeyErase, []byte(k.RingID), sep, []byte(k.ID)), []byte{})
 }
 
 // eraseDestroyed has the store erase the earlier versions of the records

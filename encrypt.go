@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/ringkms/kms/internal/encryptcount"
 	"github.com/ringkms/kms/internal/headersign"
@@ -394,12 +395,37 @@ func (s *Service) encryptChecks(r *ringRecord, k *keyRecord) []journal.Check {
 	if _, shared := s.trail.(SharedTrail); !shared {
 		return nil
 	}
+	ring := ringExists
+	if r.keysHeld() {
+		ring = heldRingUsable
+	}
 	return []journal.Check{
-		{Key: join(pfxRing, []byte(r.ID)), Verdict: ringExists},
+		{Key: join(pfxRing, []byte(r.ID)), Verdict: ring},
 		{Key: join(pfxKey, []byte(r.ID), sep, []byte(k.ID)), Verdict: func(v []byte, found bool) (error, error) {
 			return keyUsable(v, found, r)
 		}},
 	}
+}
+
+// heldRingUsable is the verdict on the record of a held key's ring that
+// must exist and be enabled (heldkeys_state.go), as another process may
+// have disabled it since this one cached it.
+func heldRingUsable(v []byte, found bool) (jobErr, err error) {
+	if !found {
+		return errRingDeleted(), nil
+	}
+	var stored struct { // what the check reads of the ring: not its keys, tags or description
+		Name string `json:"name"`
+		Held struct {
+			State        string     `json:"state"`
+			DeletionDate *time.Time `json:"deletionDate"`
+		} `json:"transit"`
+	}
+	if err := json.Unmarshal(v, &stored); err != nil {
+		return nil, err
+	}
+	r := ringRecord{Name: stored.Name, Held: &heldSettings{State: stored.Held.State, DeletionDate: stored.Held.DeletionDate}}
+	return r.heldUsable(), nil
 }
 
 // ringExists is the verdict on a ring's record that must exist.

@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"slices"
-	"strings"
 
 	"github.com/ringkms/kms/internal/keytype"
 )
@@ -42,19 +41,6 @@ import (
 // by CreateAsymKeyRing.
 func errHandedOut(r *ringRecord) error {
 	return Errorf(KindInvalid, "key ring %q was made by POST /asym/keyrings, whose answer handed out its keys: transit uses only keys that the service holds and never hands out; make a transit key under another name", r.Name)
-}
-
-// resolveHeld is resolveRing for a transit call of op on the key name:
-// the ring must be a held key's (Invalid, recorded, otherwise).
-func (s *Service) resolveHeld(ctx context.Context, name, action, op string) (*Principal, *ringRecord, error) {
-	p, r, err := s.resolveRing(ctx, groupAsym, RingRef{Name: name}, action, op)
-	if err != nil {
-		return nil, nil, err
-	}
-	if !r.keysHeld() {
-		return nil, nil, s.recordFailure(p, action, strings.ToLower(r.Name), errHandedOut(r))
-	}
-	return p, r, nil
 }
 
 // ExportedKeys are versions of an exportable held key, in the clear.
@@ -175,35 +161,34 @@ type exportCall struct {
 }
 
 // exportKeys answers, unwrapped, the keys that pick chooses of the ring
-// ref names, for a caller holding its export flag, when the ring is a
-// held key's and exportable (a public key: for a caller that may read
-// the key, exportable or not); it records the export as x.action,
-// granted (with the versions answered) or refused.
+// ref names (by name, or an alias, for ExportHeldKey), for a caller
+// holding its export flag, when the ring is a held key's, in use
+// (heldRing) and exportable (a public key: for a caller that may read the
+// key, exportable or not); it records the export as x.action, granted
+// (with the versions answered) or refused.
 func (s *Service) exportKeys(ctx context.Context, ref RingRef, x exportCall, pick func(r *ringRecord) ([]*keyRecord, error)) (*ExportedKeys, error) {
 	action, op := x.action, OpExport
 	if x.kind == keytype.ExportPublicKey {
 		op = OpRead
 	}
-	p, r, err := s.resolveRing(ctx, groupAsym, ref, action, op)
+	h := heldRef{name: ref.Name, byID: ref.ByID, action: action, op: op, use: true}
+	if action != transitExportAction {
+		h.notHeld = func(r *ringRecord) error {
+			return Errorf(KindInvalid, "key ring %q was made by POST /asym/keyrings, whose reads answer its keys: export is for the keys the service holds (transit keys)", r.Name)
+		}
+	}
+	p, r, lower, err := s.heldRing(ctx, h)
 	if err != nil {
 		return nil, err
 	}
-	lower := strings.ToLower(r.Name)
 	spec, err := r.keySpec()
 	switch {
-	case !r.keysHeld() && action == transitExportAction:
-		return nil, s.recordFailure(p, action, lower, errHandedOut(r))
-	case !r.keysHeld():
-		return nil, s.recordFailure(p, action, lower, Errorf(KindInvalid, "key ring %q was made by POST /asym/keyrings, whose reads answer its keys: export is for the keys the service holds (transit keys)", r.Name))
 	case err != nil:
 		return nil, s.recordFailure(p, action, lower, internalError("type of a held key", err))
 	case x.kind == keytype.ExportPublicKey && !spec.Type().Asymmetric():
 		return nil, s.recordFailure(p, action, lower, Errorf(KindInvalid, "key type %s has no public key", spec.Type()))
 	case x.kind != keytype.ExportPublicKey && !r.held().Exportable:
 		return nil, s.refuse(p, action, lower, map[string]any{"ringId": r.ID, "reason": "not exportable"}, Errorf(KindInvalid, "key is not exportable"))
-	}
-	if r, err = s.ensureVersions(r); err != nil {
-		return nil, s.recordFailure(p, action, lower, err)
 	}
 	keys, err := pick(r)
 	if err != nil {

@@ -3,6 +3,7 @@ package kms
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"strings"
 	"time"
 
@@ -25,7 +26,10 @@ import (
 // key's material but through the export of a key made exportable
 // (heldkeys.go), and no ring whose keys were handed out (one made by
 // CreateAsymKeyRing) is used as a held key. Protocols map their shapes
-// onto these calls: package transit Vault's transit engine.
+// onto these calls: package transit Vault's transit engine. Every call
+// that names a held key takes an alias of it too (heldkeys_alias.go), and
+// every use of a key waits for the key as a whole to be enabled
+// (heldkeys_state.go): heldRing (heldkeys_find.go) sees to both.
 //
 // Every call is authorized, recorded and limited as any other: the flags
 // of the ring's operations (create, read, encrypt, decrypt, sign, verify,
@@ -38,6 +42,19 @@ import (
 // HeldKey is an /asym ring as Vault's transit engine describes a key.
 type HeldKey struct {
 	Name string
+	// ID is the ID of the key's ring; CreatedAt when it was made.
+	ID        string
+	CreatedAt time.Time
+	// State is the state of the key as a whole (heldkeys_state.go):
+	// HeldKeyEnabled, HeldKeyDisabled or HeldKeyPendingDeletion, with
+	// the DeletionDate of the last (zero otherwise). The versions have
+	// states of their own (keystate.go).
+	State        string
+	DeletionDate time.Time
+	// Description and Tags are what callers said of the key
+	// (heldkeys_tags.go); Tags is nil when it has none.
+	Description string
+	Tags        map[string]string
 	// Type is the key's type (aes256-gcm96, chacha20-poly1305, hmac,
 	// ed25519, ecdsa-p256, ecdsa-p384, rsa-2048, rsa-3072, rsa-4096,
 	// ml-dsa), with its parameters: KeySize in bytes for hmac keys,
@@ -99,6 +116,8 @@ type HeldKeyConfig struct {
 	// RotationPeriod is the ring's algos.aes256.rotationPeriod: zero for
 	// none, else at least MinRotationPeriod.
 	RotationPeriod *time.Duration
+	// Description replaces the key's description (heldkeys_tags.go).
+	Description *string
 }
 
 // checkHeldPeriod checks a rotation period given as a duration.
@@ -126,6 +145,10 @@ type CreateHeldKeyInput struct {
 	// a caller with keyring.<name>.export; it can never be unset. By
 	// default no route answers the key's material.
 	Exportable bool
+	// Description and Tags are what the caller says of the key
+	// (heldkeys_tags.go, which bounds them).
+	Description string
+	Tags        map[string]string
 }
 
 // CreateHeldKey makes the held key in.Name, an /asym ring whose
@@ -181,8 +204,8 @@ func (s *Service) CreateHeldKey(ctx context.Context, in CreateHeldKeyInput) (*He
 }
 
 // newHeldSettings are the settings of the key in makes: its type with
-// its parameters filled in (keytype.NewSpec), which never change, and
-// whether it is exportable.
+// its parameters filled in (keytype.NewSpec), which never change, whether
+// it is exportable, its description and tags.
 func newHeldSettings(in CreateHeldKeyInput) (*heldSettings, error) {
 	t, err := keytype.Parse(in.Type)
 	if err != nil {
@@ -192,7 +215,17 @@ func newHeldSettings(in CreateHeldKeyInput) (*heldSettings, error) {
 	if err != nil {
 		return nil, Errorf(KindInvalid, "%s", keytype.Message(err))
 	}
-	h := &heldSettings{Exportable: in.Exportable, KeySize: spec.Params().KeySize, ParameterSet: string(spec.Params().ParameterSet)}
+	if err := checkDescription(in.Description); err != nil {
+		return nil, err
+	}
+	if err := checkTags(in.Tags); err != nil {
+		return nil, err
+	}
+	h := &heldSettings{Exportable: in.Exportable, KeySize: spec.Params().KeySize, ParameterSet: string(spec.Params().ParameterSet),
+		Description: in.Description}
+	if len(in.Tags) > 0 {
+		h.Tags = maps.Clone(in.Tags)
+	}
 	if t != keytype.AES256GCM96 {
 		h.Type = string(t) // empty reads as aes256-gcm96, as the keys made before types did
 	}
@@ -220,7 +253,9 @@ func (s *Service) createHeldRing(ctx context.Context, p *Principal, name string,
 		if other, err := s.ringByName(ctx, groupAsym, name); err == nil {
 			return other, nil // made meanwhile by another call
 		}
-		return nil, Errorf(KindInvalid, "key ring %q is a /ks ring, whose keys the service never holds: transit cannot use it; choose another name", name)
+		if _, err := s.ringByName(ctx, groupKS, name); err == nil {
+			return nil, Errorf(KindInvalid, "key ring %q is a /ks ring, whose keys the service never holds: transit cannot use it; choose another name", name)
+		}
 	}
 	return r, err
 }
@@ -233,11 +268,15 @@ func (s *Service) describeHeld(ctx context.Context, r *ringRecord, existed bool)
 		return nil, internalError("type of a held key", err)
 	}
 	typ := spec.Type()
-	out := &HeldKey{Name: r.Name, Type: string(typ), KeySize: spec.Params().KeySize, ParameterSet: string(spec.Params().ParameterSet),
+	out := &HeldKey{Name: r.Name, ID: r.ID, CreatedAt: r.CreatedAt, State: r.heldState(), Description: t.Description,
+		Tags: maps.Clone(t.Tags), Type: string(typ), KeySize: spec.Params().KeySize, ParameterSet: string(spec.Params().ParameterSet),
 		Encrypts: typ.Encrypts(), Signs: typ.Signs(), Asymmetric: typ.Asymmetric(), PublicKeyName: spec.PublicKeyName(),
 		Versions: map[int]time.Time{}, PublicKeys: map[int]string{}, KeyIDs: map[int]string{}, LatestVersion: r.LatestVersion,
 		MinDecryptionVersion: max(t.MinDecryptionVersion, 1), MinEncryptionVersion: t.MinEncryptionVersion,
 		DeletionAllowed: t.DeletionAllowed, Exportable: t.Exportable, RotationPeriod: r.Algos.AES256.period(), Existed: existed}
+	if t.DeletionDate != nil {
+		out.DeletionDate = *t.DeletionDate
+	}
 	err = s.store.View(ctx, func(tx Txn) error {
 		return eachKey(tx, r.ID, func(k *keyRecord) error {
 			if k.Version > 0 {
@@ -272,9 +311,6 @@ func (s *Service) GetHeldKey(ctx context.Context, name string) (*HeldKey, error)
 		return nil, err
 	}
 	lower := strings.ToLower(r.Name)
-	if r, err = s.ensureVersions(r); err != nil {
-		return nil, s.recordFailure(p, transitReadAction, lower, err)
-	}
 	key, err := s.describeHeld(ctx, r, false)
 	if err != nil {
 		return nil, s.recordFailure(p, transitReadAction, lower, err)
@@ -399,11 +435,16 @@ func (s *Service) ConfigureHeldKey(ctx context.Context, name string, cfg HeldKey
 			period = formatPeriod(*cfg.RotationPeriod)
 		}
 	}
-	if r, err = s.ensureVersions(r); err != nil {
-		return nil, s.recordFailure(p, transitConfigAction, lower, err)
+	if cfg.Description != nil {
+		if err := checkDescription(*cfg.Description); err != nil {
+			return nil, s.recordFailure(p, transitConfigAction, lower, err)
+		}
 	}
 	act := s.newActivity(p, transitConfigAction, lower, true, map[string]any{"ringId": r.ID})
 	next, err := s.changeRing(act, r.ID, func(tx Txn, cur *ringRecord) error {
+		if err := notPendingDeletion(cur); err != nil {
+			return err
+		}
 		t := cur.held()
 		if err := t.apply(cfg, cur.Name, cur.LatestVersion); err != nil {
 			return err
@@ -418,6 +459,9 @@ func (s *Service) ConfigureHeldKey(ctx context.Context, name string, cfg HeldKey
 			}
 		}
 		act.Props["rotationPeriod"] = cur.Algos.AES256.RotationPeriod
+		if cfg.Description != nil {
+			act.Props["descriptionChanged"] = true // never the text: a caller may put there what it should not
+		}
 		return nil
 	})
 	if err != nil {
@@ -459,6 +503,9 @@ func (t *heldSettings) apply(cfg HeldKeyConfig, name string, latest int) error {
 	}
 	if cfg.DeletionAllowed != nil {
 		t.DeletionAllowed = *cfg.DeletionAllowed
+	}
+	if cfg.Description != nil {
+		t.Description = *cfg.Description
 	}
 	if cfg.Exportable != nil {
 		if !*cfg.Exportable && t.Exportable {

@@ -1,6 +1,7 @@
 package kms_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/ringkms/kms"
@@ -37,5 +38,46 @@ func TestTransitCluster(t *testing.T) {
 	}
 	if got := enc(nodes[1], 2); got.KeyVersion != 2 {
 		t.Errorf("EncryptTransit(version 2) on the other node used version %d", got.KeyVersion)
+	}
+}
+
+// TestStaleNodeNeverUsesDisabledHeldKey: a node whose cache has not yet
+// seen another node disable a held key encrypts nothing with it: the
+// encrypt's commit checks the key's state.
+func TestStaleNodeNeverUsesDisabledHeldKey(t *testing.T) {
+	ctx := context.Background()
+	nodes := pgNodes(t, 2, kms.Options{MasterKey: kms.GenerateMasterKey()}, func(i int, st kms.Store) kms.Store {
+		if i == 1 {
+			return unwatched{st}
+		}
+		return st
+	})
+	const secret = "stale-node-bootstrap-secret-0123456789"
+	if _, err := nodes[0].Bootstrap(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	var roots [2]context.Context
+	for i, svc := range nodes {
+		p, err := svc.Authenticate(ctx, secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		roots[i] = kms.WithPrincipal(ctx, p)
+	}
+	if _, err := nodes[0].CreateHeldKey(roots[0], kms.CreateHeldKeyInput{Name: "shared"}); err != nil {
+		t.Fatal(err)
+	}
+	transitEncrypt(t, nodes[1], roots[1], "shared", "cached") // node 1 caches the key, enabled
+	if _, err := nodes[0].DisableHeldKey(roots[0], "shared"); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		out, err := nodes[1].EncryptWithHeldKey(roots[1], kms.HeldEncryptInput{Name: "shared", Items: []kms.HeldPlaintext{{Plaintext: []byte("x")}}})
+		if err == nil {
+			err = out[0].Err
+		}
+		if kms.ErrorKind(err) != kms.KindDisabled {
+			t.Fatalf("EncryptWithHeldKey on the other node = %v, want a Disabled error", err)
+		}
 	}
 }

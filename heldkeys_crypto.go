@@ -3,7 +3,6 @@ package kms
 import (
 	"context"
 	"crypto/rand"
-	"strings"
 
 	"github.com/ringkms/kms/internal/encryptcount"
 	"github.com/ringkms/kms/internal/keytype"
@@ -53,7 +52,10 @@ type HeldCiphertext struct {
 	Ciphertext []byte
 	KeyVersion int
 	KeyID      string
-	Err        error
+	// Key is the name of the held key that made it: the key an alias
+	// named, when the call named one.
+	Key string
+	Err error
 }
 
 // HeldSealed is a ciphertext to open: the version of the key that made
@@ -79,7 +81,11 @@ type HeldDecryptInput struct {
 type HeldDecrypted struct {
 	Plaintext  []byte
 	KeyVersion int
-	Err        error
+	// Key is the name of the held key that was tried, whether it opened
+	// the ciphertext or not: the key an alias named, when the call named
+	// one.
+	Key string
+	Err error
 }
 
 // HeldRewrapInput encrypts again, with a version of the held key Name
@@ -115,56 +121,7 @@ type HeldDataKey struct {
 	Plaintext  []byte
 	Ciphertext []byte
 	KeyVersion int
-}
-
-// heldRing authorizes op on the held key name and returns the
-// caller, the key's ring (with versions) and its lower-case name: a ring
-// whose keys the service holds (Invalid otherwise: errHandedOut). With
-// create, a key that does not exist is made, when the caller may create
-// it, with the type and settings of create.
-func (s *Service) heldRing(ctx context.Context, name, action, op string, create *CreateHeldKeyInput) (*Principal, *ringRecord, string, error) {
-	if err := ValidateRingName(name); err != nil {
-		return nil, nil, "", err
-	}
-	var settings *heldSettings
-	if create != nil {
-		if err := checkHeldPeriod(create.RotationPeriod); err != nil {
-			return nil, nil, "", err
-		}
-		var err error
-		if settings, err = newHeldSettings(*create); err != nil {
-			return nil, nil, "", err
-		}
-	}
-	lower := strings.ToLower(name)
-	p, err := s.authorize(ctx, action, lower, RingFlag(name, op))
-	if err != nil {
-		return nil, nil, "", err
-	}
-	r, err := s.ringByName(ctx, groupAsym, name)
-	if isNotFound(err) && create != nil {
-		if err := checkNewRingName(name); err != nil {
-			return nil, nil, "", err // before any record: the name may be a secret
-		}
-		if flag := RingFlag(name, OpCreate); !p.Can(flag) {
-			return nil, nil, "", s.refuse(p, action, lower, map[string]any{"flag": flag},
-				Errorf(KindPermissionDenied, "missing permission flag %s: the key does not exist, and only a caller that may create it makes it by encrypting", flag))
-		}
-		r, err = s.createHeldRing(ctx, p, name, create.RotationPeriod, settings)
-	}
-	if isNotFound(err) {
-		err = Errorf(KindNotFound, "transit key %q not found", name)
-	}
-	if err == nil && !r.keysHeld() {
-		err = errHandedOut(r)
-	}
-	if err != nil {
-		return nil, nil, "", s.recordFailure(p, action, lower, err)
-	}
-	if r, err = s.ensureVersions(r); err != nil {
-		return nil, nil, "", s.recordFailure(p, action, lower, err)
-	}
-	return p, r, lower, nil
+	Key        string // the name of the held key that sealed it (HeldCiphertext.Key)
 }
 
 // EncryptWithHeldKey encrypts each plaintext with the held key in.Name and
@@ -175,20 +132,19 @@ func (s *Service) heldRing(ctx context.Context, name, action, op string, create 
 // the ring's rotationPeriod. It needs keyring.<name>.encrypt (and
 // keyring.<name>.create to make the key, with in.Create).
 func (s *Service) EncryptWithHeldKey(ctx context.Context, in HeldEncryptInput) ([]HeldCiphertext, error) {
-	b := heldBatch{name: in.Name, action: transitEncryptAction, op: OpEncrypt, create: creating(in), accept: encrypts}
+	b := heldBatch{heldRef: heldRef{name: in.Name, action: transitEncryptAction, op: OpEncrypt, create: creating(in)}, accept: encrypts}
 	return runHeld(s, ctx, b, len(in.Items), func(c *heldCall, i int) (out HeldCiphertext) {
 		it := in.Items[i]
 		return s.sealHeld(ctx, c.p, c.r, c.lower, c.action, it.Plaintext, it.AssociatedData, it.KeyVersion, nil)
 	})
 }
 
-// heldBatch is a call of items on a held key: its name, its action and
-// operation, what it makes when the key does not exist (nil: nothing),
-// and the types it serves (nil: every type).
+// heldBatch is a call of items that use a held key: how it names the key
+// (its name, action and operation, what it makes when the key does not
+// exist), and the types it serves (nil: every type).
 type heldBatch struct {
-	name, action, op string
-	create           *CreateHeldKeyInput
-	accept           func(*ringRecord) error
+	heldRef
+	accept func(*ringRecord) error
 }
 
 // heldCall is what each item of a heldBatch works with: the caller, the
@@ -200,15 +156,16 @@ type heldCall struct {
 	action string
 }
 
-// runHeld authorizes b, a call of n items (heldRing: one record of a
-// refusal), refuses a key of a type it does not serve (recorded), and
+// runHeld authorizes b, a call of n items that use the key (heldRing: one
+// record of a refusal), refuses a key of a type it does not serve (recorded), and
 // answers each item as item answers it, in order, the items running
 // together (runBatch).
 func runHeld[T any](s *Service, ctx context.Context, b heldBatch, n int, item func(c *heldCall, i int) T) ([]T, error) {
 	if err := checkBatchSize(n); err != nil {
 		return nil, err
 	}
-	p, r, lower, err := s.heldRing(ctx, b.name, b.action, b.op, b.create)
+	b.use = true
+	p, r, lower, err := s.heldRing(ctx, b.heldRef)
 	if err != nil {
 		return nil, err
 	}
@@ -257,7 +214,7 @@ func (s *Service) sealHeld(ctx context.Context, p *Principal, r *ringRecord, low
 	if err := s.journal.Submit(&activityJob{Rec: act, Checks: s.encryptChecks(r, k)}); err != nil {
 		return HeldCiphertext{Err: err}
 	}
-	return HeldCiphertext{Ciphertext: blob, KeyVersion: k.Version, KeyID: k.ID}
+	return HeldCiphertext{Ciphertext: blob, KeyVersion: k.Version, KeyID: k.ID, Key: r.Name}
 }
 
 // heldEncryptKey returns the ring and the key to encrypt with for a
@@ -426,8 +383,9 @@ func (s *Service) openHeld(ctx context.Context, r *ringRecord, in HeldSealed) ([
 // openHeld; a disabled or destroyed version fails as elsewhere). It
 // needs keyring.<name>.decrypt.
 func (s *Service) DecryptWithHeldKey(ctx context.Context, in HeldDecryptInput) ([]HeldDecrypted, error) {
-	b := heldBatch{name: in.Name, action: transitDecryptAction, op: OpDecrypt, accept: encrypts}
+	b := heldBatch{heldRef: heldRef{name: in.Name, action: transitDecryptAction, op: OpDecrypt}, accept: encrypts}
 	return runHeld(s, ctx, b, len(in.Items), func(c *heldCall, i int) (out HeldDecrypted) {
+		out.Key = c.r.Name
 		plain, k, err := s.openHeld(ctx, c.r, in.Items[i])
 		if err != nil {
 			out.Err = s.recordFailure(c.p, c.action, c.lower, err)
@@ -452,7 +410,7 @@ func (s *Service) DecryptWithHeldKey(ctx context.Context, in HeldDecryptInput) (
 // (docs/PERMISSIONS.md: rewrapping hands out no plaintext, so it is
 // delegated as encryption is, as Vault intends it).
 func (s *Service) RewrapWithHeldKey(ctx context.Context, in HeldRewrapInput) ([]HeldCiphertext, error) {
-	b := heldBatch{name: in.Name, action: transitRewrapAction, op: OpEncrypt, accept: encrypts}
+	b := heldBatch{heldRef: heldRef{name: in.Name, action: transitRewrapAction, op: OpEncrypt}, accept: encrypts}
 	return runHeld(s, ctx, b, len(in.Items), func(c *heldCall, i int) (out HeldCiphertext) {
 		it := in.Items[i]
 		plain, from, err := s.openHeld(ctx, c.r, it.HeldSealed)
@@ -478,7 +436,7 @@ func (s *Service) GenerateHeldDataKey(ctx context.Context, in HeldDataKeyInput) 
 	if bits != 128 && bits != 256 && bits != 512 {
 		return nil, Errorf(KindInvalid, "invalid bit length: bits must be 128, 256 or 512, not %d", in.Bits)
 	}
-	p, r, lower, err := s.heldRing(ctx, in.Name, transitDataKeyAction, OpEncrypt, nil)
+	p, r, lower, err := s.heldRing(ctx, heldRef{name: in.Name, action: transitDataKeyAction, op: OpEncrypt, use: true})
 	if err != nil {
 		return nil, err
 	}
@@ -493,7 +451,7 @@ func (s *Service) GenerateHeldDataKey(ctx context.Context, in HeldDataKeyInput) 
 		clear(key)
 		return nil, sealed.Err
 	}
-	out := &HeldDataKey{Ciphertext: sealed.Ciphertext, KeyVersion: sealed.KeyVersion}
+	out := &HeldDataKey{Ciphertext: sealed.Ciphertext, KeyVersion: sealed.KeyVersion, Key: sealed.Key}
 	if in.Plaintext {
 		out.Plaintext = key
 	} else {
@@ -516,20 +474,20 @@ type HeldKeyVersion struct {
 // HeldKeyReady answers the version of the held key name that encrypts
 // now (the latest, rotated first when its rotation period is over), when
 // the service can encrypt with it: its store answers and takes writes
-// (Ping) and that version is enabled. Otherwise the error says why (the
-// store's; Disabled for the version's state). The ring is read afresh
+// (Ping), the key is enabled and so is that version. Otherwise the error
+// says why (the store's; Disabled for the key's state or the version's).
+// The ring is read afresh
 // from the store, so that a rotation by another node shows at once. It
 // needs keyring.<name>.read and is recorded as transit.key.read, with
 // the version.
 func (s *Service) HeldKeyReady(ctx context.Context, name string) (HeldKeyVersion, error) {
-	p, r, err := s.resolveHeld(ctx, name, transitReadAction, OpRead)
+	p, r, lower, err := s.heldRing(ctx, heldRef{name: name, action: transitReadAction, op: OpRead, use: true})
 	if err != nil {
 		return HeldKeyVersion{}, err
 	}
 	if err := s.Ping(ctx); err != nil {
 		return HeldKeyVersion{}, err
 	}
-	lower := strings.ToLower(r.Name)
 	k, err := s.readyVersion(ctx, r)
 	if err != nil {
 		return HeldKeyVersion{}, s.recordFailure(p, transitReadAction, lower, err)

@@ -64,6 +64,7 @@ type HeldSignInput struct {
 type HeldSigned struct {
 	Signature  []byte
 	KeyVersion int
+	Key        string // the name of the held key used (an alias resolved)
 	Err        error
 }
 
@@ -92,6 +93,7 @@ type HeldCheck struct {
 // not allow).
 type HeldVerified struct {
 	Valid bool
+	Key   string // the name of the held key used (an alias resolved)
 	Err   error
 }
 
@@ -121,8 +123,9 @@ func (s *Service) HMACWithHeldKey(ctx context.Context, in HeldSignInput) ([]Held
 // key's type: the calls of op, recorded as action.
 func (s *Service) produce(ctx context.Context, action, op, name string, version int, inputs [][]byte,
 	accept func(*ringRecord) error, compute func(*keytype.Key, []byte) ([]byte, error)) ([]HeldSigned, error) {
-	b := heldBatch{name: name, action: action, op: op, accept: accept}
+	b := heldBatch{heldRef: heldRef{name: name, action: action, op: op}, accept: accept}
 	return runHeld(s, ctx, b, len(inputs), func(c *heldCall, i int) (out HeldSigned) {
+		out.Key = c.r.Name
 		r, k, err := s.heldUseKey(ctx, c.r, version)
 		var key *keytype.Key
 		if err == nil {
@@ -205,8 +208,9 @@ func (s *Service) checkVersion(ctx context.Context, r *ringRecord, v int) (*keyR
 // calls of keyring.<name>.verify, recorded as transit.verify.
 func (s *Service) check(ctx context.Context, name string, items []HeldCheck, accept func(*ringRecord) error,
 	verify func(*keytype.Key, HeldCheck) (bool, error)) ([]HeldVerified, error) {
-	b := heldBatch{name: name, action: heldVerifyAction, op: OpVerify, accept: accept}
+	b := heldBatch{heldRef: heldRef{name: name, action: heldVerifyAction, op: OpVerify}, accept: accept}
 	return runHeld(s, ctx, b, len(items), func(c *heldCall, i int) (out HeldVerified) {
+		out.Key = c.r.Name
 		it := items[i]
 		var k *keyRecord
 		var valid bool

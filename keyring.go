@@ -199,6 +199,10 @@ type keyRecord struct {
 	State       string     `json:"state,omitempty"`
 	DestroyAt   *time.Time `json:"destroyAt,omitempty"`
 	DestroyedAt *time.Time `json:"destroyedAt,omitempty"`
+	// Before is, while its held key's deletion is scheduled
+	// (heldkeys_state.go), the state the version had before, which
+	// cancelling the deletion gives back; empty otherwise.
+	Before string `json:"before,omitempty"`
 }
 
 func (r *ringRecord) keyRing() *KeyRing {
@@ -385,6 +389,15 @@ type heldSettings struct {
 	Type         string `json:"type,omitempty"`
 	KeySize      int    `json:"keySize,omitempty"`
 	ParameterSet string `json:"parameterSet,omitempty"`
+	// State is the state of the key as a whole (heldkeys_state.go):
+	// empty (enabled), heldDisabled or heldPendingDeletion, with the
+	// DeletionDate of the last.
+	State        string     `json:"state,omitempty"`
+	DeletionDate *time.Time `json:"deletionDate,omitempty"`
+	// Description and Tags are what callers say of the key
+	// (heldkeys_tags.go): metadata, never secret.
+	Description string            `json:"description,omitempty"`
+	Tags        map[string]string `json:"tags,omitempty"`
 }
 
 // keySpec is the type of r's keys: a held key's, and aes256-gcm96 (the

@@ -226,6 +226,9 @@ func (s *Service) changeKey(ctx context.Context, group string, ref RingRef, keyI
 		if err != nil {
 			return err
 		}
+		if err := notPendingDeletion(cur); err != nil {
+			return err // its deletion decides its versions' states
+		}
 		k, err := loadKey(tx, r.ID, keyID)
 		if err != nil {
 			return err

@@ -78,6 +78,7 @@ func New(st Store, opts Options) (*Service, error) {
 	s.pager = pager{paging.New(seal.New(keys.Cursor))}
 	s.rings = cache.New[string, *ringRecord](size)
 	s.ringNames = cache.New[string, string](size)
+	s.aliases = cache.New[string, string](size)
 	s.keys = cache.New[string, *keyRecord](size)
 	s.keyVersions = cache.New[string, string](size)
 	s.heldKeys = cache.New[string, *keytype.Key](size)

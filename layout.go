@@ -91,6 +91,12 @@ var (
 // The versions of a ring's keys (keyversion.go).
 var pfxKeyVersion = []byte("keyver/") // ring ID 0 version (uint32, big-endian) -> key ID
 
+// The aliases of held keys (heldkeys_alias.go).
+var (
+	pfxHeldAlias     = []byte("alias/name/") // lower-case alias -> heldAliasRecord JSON
+	pfxHeldAliasRing = []byte("alias/ring/") // ring ID 0 lower-case alias: the aliases of each held key
+)
+
 // pfxCount holds the number of resources of each kind, kept by the
 // journal jobs that create and delete them: count/<kind>[/<account ID>]
 // -> uint64, big-endian.
@@ -118,6 +124,9 @@ var (
 var (
 	keyDue    = schedule.Index{Prefix: []byte("keydue/")} // keys scheduled for destruction, by time (destroy.go)
 	rotateDue = schedule.Index{Prefix: []byte("rotdue/")} // active keys whose rotationPeriod ends then (rotation.go)
+	// heldDeleteDue holds the held keys whose deletion falls due then
+	// (heldkeys_state.go): a ring ID and no key ID.
+	heldDeleteDue = schedule.Index{Prefix: []byte("helddeldue/")}
 )
 
 // join concatenates key parts into a new slice.

@@ -80,6 +80,9 @@ func (s *Service) setConfig(ctx context.Context, group string, ref RingRef, cfg 
 		act.Props["rotationPeriod"] = period
 	}
 	next, err := s.changeRing(act, r.ID, func(tx Txn, cur *ringRecord) error {
+		if err := notPendingDeletion(cur); err != nil {
+			return err // a held key's: its deletion is pending
+		}
 		cur.Props = cloneMap(cfg.Props)
 		cur.KeyProps = cloneMap(cfg.Key.Props)
 		changed := cur.Algos.AES256.RotationPeriod != period

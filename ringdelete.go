@@ -23,12 +23,12 @@ func (s *Service) DeleteKeyRing(ctx context.Context, ref RingRef) (*DeleteKeyRin
 }
 
 // deleteRing deletes the ring r, which p may delete, with its keys and
-// their indexes, recorded as action. allowed, when set, sees the ring as
-// the transaction has it and returns why it may not be deleted (a transit
-// key whose deletion is not allowed), nil when it may.
+// their indexes (removeRing), recorded as action. allowed, when set, sees
+// the ring as the transaction has it and returns why it may not be
+// deleted (a transit key whose deletion is not allowed), nil when it may.
 func (s *Service) deleteRing(p *Principal, r *ringRecord, action string, allowed func(cur *ringRecord) error) error {
 	lower := strings.ToLower(r.Name)
-	var keyIDs []string
+	var gone *removedRing
 	act := s.newActivity(p, action, lower, true, map[string]any{"ringId": r.ID})
 	return s.submit(act, func(tx Txn) error {
 		cur, err := loadRing(tx, r.ID)
@@ -43,46 +43,82 @@ func (s *Service) deleteRing(p *Principal, r *ringRecord, action string, allowed
 		if err := ringInUse(tx, p, cur, lower); err != nil {
 			return err
 		}
-		keyIDs = keyIDs[:0]
-		var dels [][]byte
-		err = tx.Scan(ScanOptions{Prefix: join(pfxKey, []byte(cur.ID), sep), KeysOnly: true}, func(k, _ []byte) (bool, error) {
-			dels = append(dels, bytes.Clone(k))
-			keyIDs = append(keyIDs, string(k[len(pfxKey)+len(cur.ID)+1:]))
-			return true, nil
-		})
-		if err != nil {
-			return err
-		}
-		err = tx.Scan(ScanOptions{Prefix: join(pfxKeyVersion, []byte(cur.ID), sep), KeysOnly: true}, func(k, _ []byte) (bool, error) {
-			dels = append(dels, bytes.Clone(k))
-			return true, nil
-		})
-		if err != nil {
-			return err
-		}
-		for _, id := range keyIDs {
-			dels = append(dels, join(pfxKeyCount, []byte(id)))
-		}
-		if cur.RotateDue != 0 {
-			dels = append(dels, rotateDueKey(cur.RotateDue, cur.ID, cur.ActiveKey))
-		}
-		dels = append(dels, join(pfxRing, []byte(cur.ID)), join(pfxRingName, []byte(lower)),
-			join(pfxRingList, []byte(cur.Group), sep, []byte(lower)))
-		for _, k := range dels {
-			if err := tx.Delete(k); err != nil {
-				return err
-			}
-		}
-		return adjustCount(tx, countKeyRings, -1, 0, "key rings")
-	}, func() {
-		s.rings.Remove(r.ID)
-		s.ringNames.Remove(lower)
-		for _, id := range keyIDs {
-			s.keys.Remove(id)
-			s.heldKeys.Remove(id)
-			s.counts.Forget(id)
-		}
+		gone, err = removeRing(tx, cur)
+		return err
+	}, func() { s.forgetRing(gone) })
+}
+
+// removedRing is what removeRing deleted, for the caches: the ring, its
+// lower-case name, the IDs of its keys and its aliases (lower-case).
+type removedRing struct {
+	id, lower       string
+	keyIDs, aliases []string
+}
+
+// removeRing deletes, in tx, the ring cur as tx has it, with its keys,
+// their versions and counts, its aliases, its name and its entries in the
+// schedules of rotations and of a held key's deletion, and counts one
+// ring fewer.
+func removeRing(tx Txn, cur *ringRecord) (*removedRing, error) {
+	lower := strings.ToLower(cur.Name)
+	gone := &removedRing{id: cur.ID, lower: lower}
+	var dels [][]byte
+	err := tx.Scan(ScanOptions{Prefix: join(pfxKey, []byte(cur.ID), sep), KeysOnly: true}, func(k, _ []byte) (bool, error) {
+		dels = append(dels, bytes.Clone(k))
+		gone.keyIDs = append(gone.keyIDs, string(k[len(pfxKey)+len(cur.ID)+1:]))
+		return true, nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	err = tx.Scan(ScanOptions{Prefix: join(pfxKeyVersion, []byte(cur.ID), sep), KeysOnly: true}, func(k, _ []byte) (bool, error) {
+		dels = append(dels, bytes.Clone(k))
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	aliasPrefix := join(pfxHeldAliasRing, []byte(cur.ID), sep)
+	err = tx.Scan(ScanOptions{Prefix: aliasPrefix, KeysOnly: true}, func(k, _ []byte) (bool, error) {
+		alias := k[len(aliasPrefix):]
+		dels = append(dels, bytes.Clone(k), join(pfxHeldAlias, alias))
+		gone.aliases = append(gone.aliases, string(alias))
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range gone.keyIDs {
+		dels = append(dels, join(pfxKeyCount, []byte(id)))
+	}
+	if cur.RotateDue != 0 {
+		dels = append(dels, rotateDueKey(cur.RotateDue, cur.ID, cur.ActiveKey))
+	}
+	if at := cur.held().DeletionDate; at != nil {
+		dels = append(dels, heldDeleteDue.Key(at.UnixMilli(), cur.ID, ""))
+	}
+	dels = append(dels, join(pfxRing, []byte(cur.ID)), join(pfxRingName, []byte(lower)),
+		join(pfxRingList, []byte(cur.Group), sep, []byte(lower)))
+	for _, k := range dels {
+		if err := tx.Delete(k); err != nil {
+			return nil, err
+		}
+	}
+	return gone, adjustCount(tx, countKeyRings, -1, 0, "key rings")
+}
+
+// forgetRing drops from the caches what removeRing deleted.
+func (s *Service) forgetRing(gone *removedRing) {
+	s.rings.Remove(gone.id)
+	s.ringNames.Remove(gone.lower)
+	for _, id := range gone.keyIDs {
+		s.keys.Remove(id)
+		s.heldKeys.Remove(id)
+		s.counts.Forget(id)
+	}
+	for _, a := range gone.aliases {
+		s.aliases.Remove(a)
+	}
 }
 
 // ringInUse refuses the deletion of the ring cur (named lower) while an

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/ringkms/kms/internal/wrap"
@@ -107,11 +109,19 @@ func (s *Service) createRing(p *Principal, spec ringSpec) (*ringRecord, *keyReco
 	act := s.newActivity(p, action, lower, true, map[string]any{"ringId": r.ID, "keyId": k.ID})
 	if spec.transit != nil {
 		act.Props["exportable"] = spec.transit.Exportable
+		if len(spec.transit.Tags) > 0 {
+			act.Props["tagKeys"] = slices.Sorted(maps.Keys(spec.transit.Tags)) // never their values
+		}
 	}
 	err = s.submit(act, func(tx Txn) error {
 		nameKey := join(pfxRingName, []byte(lower))
 		if _, err := tx.Get(nameKey); err == nil {
 			return Errorf(KindConflict, "a key ring named %q already exists", name)
+		} else if !isNotFound(err) {
+			return err
+		}
+		if _, err := tx.Get(join(pfxHeldAlias, []byte(lower))); err == nil {
+			return Errorf(KindConflict, "%q is an alias of a held key: a key ring may not be named so", name)
 		} else if !isNotFound(err) {
 			return err
 		}

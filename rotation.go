@@ -102,9 +102,10 @@ func rotateDueKey(at int64, ringID, keyID string) []byte {
 
 // scheduleRotation sets cur's entry in the index of rotations by period,
 // as tx has cur: its active key, made at from, is due when cur's
-// rotationPeriod has passed since; none without a period. It drops the
-// entry cur had, which named prevKey (the active key it had). The caller
-// writes cur.
+// rotationPeriod has passed since; none without a period, nor for a held
+// key that is not enabled (heldkeys_state.go). It drops the entry cur
+// had, which named prevKey (the active key it had). The caller writes
+// cur.
 func scheduleRotation(tx Txn, cur *ringRecord, prevKey string, from time.Time) error {
 	if cur.RotateDue != 0 {
 		if err := tx.Delete(rotateDueKey(cur.RotateDue, cur.ID, prevKey)); err != nil {
@@ -113,7 +114,7 @@ func scheduleRotation(tx Txn, cur *ringRecord, prevKey string, from time.Time) e
 		cur.RotateDue = 0
 	}
 	d := cur.Algos.AES256.period()
-	if d <= 0 {
+	if d <= 0 || cur.heldState() != HeldKeyEnabled {
 		return nil
 	}
 	cur.RotateDue = from.Add(d).UnixMilli()
@@ -201,7 +202,9 @@ func (s *Service) lockRingAfresh(ctx context.Context, r *ringRecord) (*ringRecor
 // ring as the rotation's transaction reads it; when it does not (another
 // process rotated the ring first), rotate writes nothing, no record
 // either, and returns the ring as the transaction read it, rotated false.
-// The caller holds the ring's lock.
+// A held key that is not enabled (heldkeys_state.go) is not rotated: a
+// rotation with a guard writes nothing, one without is refused
+// (Disabled, recorded). The caller holds the ring's lock.
 func (s *Service) rotate(p *Principal, r *ringRecord, action string, guard func(cur *ringRecord) bool,
 	props map[string]any) (k *keyRecord, next *ringRecord, rotated bool, err error) {
 	k, err = s.newKey(r, r.pub)
@@ -224,9 +227,12 @@ func (s *Service) rotate(p *Principal, r *ringRecord, action string, guard func(
 			}
 			return err
 		}
-		if guard != nil && !guard(cur) {
+		if guard != nil && (!guard(cur) || cur.heldUsable() != nil) {
 			jb.Rec, next = nil, cur
 			return nil
+		}
+		if err := cur.heldUsable(); err != nil {
+			return err // a held key disabled or pending deletion is rotated by no caller
 		}
 		act.Props["previousKeyId"] = cur.ActiveKey
 		if numbered, err = rotateTx(tx, cur, k); err != nil {

@@ -169,6 +169,7 @@ type Service struct {
 
 	rings      *cache.Cache[string, *ringRecord] // ring ID -> ring
 	ringNames  *cache.Cache[string, string]      // lower-case name -> ring ID
+	aliases    *cache.Cache[string, string]      // lower-case alias of a held key -> ring ID, "" for no such alias (heldkeys_alias.go)
 	keys       *cache.Cache[string, *keyRecord]  // key ID -> key
 	principals *cache.Cache[string, *Principal]  // digest of a secret -> principal
 	users      *userState                        // sessions and login throttles

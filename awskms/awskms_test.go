@@ -115,7 +115,7 @@ func TestEncryptDecrypt(t *testing.T) {
 	if err != nil || len(recs.Data) != 1 || recs.Data[0].Props["call"] != "aws.Encrypt" || recs.Data[0].Props["version"] == nil {
 		t.Errorf("the record of Encrypt: %+v, %v; want it named aws.Encrypt, with the version", recs, err)
 	}
-	if code, typ := c.do(t, "ListAliases", map[string]any{}, nil); code != 400 || typ != "UnsupportedOperationException" {
+	if code, typ := c.do(t, "GetParametersForImport", map[string]any{}, nil); code != 400 || typ != "UnsupportedOperationException" {
 		t.Errorf("an operation not served: %d %s", code, typ)
 	}
 }

@@ -2,6 +2,7 @@ package awskms
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/ringkms/kms"
 )
@@ -26,54 +27,67 @@ var operations = map[string]operation{
 	"GetPublicKey":                    getPublicKey,
 	"EnableKeyRotation":               setRotation(true),
 	"DisableKeyRotation":              setRotation(false),
+	"EnableKey":                       setState(true),
+	"DisableKey":                      setState(false),
+	"ScheduleKeyDeletion":             scheduleKeyDeletion,
+	"CancelKeyDeletion":               cancelKeyDeletion,
+	"TagResource":                     tagResource,
+	"UntagResource":                   untagResource,
+	"ListResourceTags":                listResourceTags,
+	"CreateAlias":                     setAlias(false),
+	"UpdateAlias":                     setAlias(true),
+	"DeleteAlias":                     deleteAlias,
+	"ListAliases":                     listAliases,
 	"GetKeyRotationStatus":            getKeyRotationStatus,
 	"RotateKeyOnDemand":               rotateKeyOnDemand,
 	"ListKeyRotations":                listKeyRotations,
 }
 
-// seal encrypts plain with the key name under ctx, answering the blob,
-// the version's key name as AWS names it, and the blob.
-func (a *api) seal(c *call, name string, plain []byte, ctx map[string]string) ([]byte, error) {
+// seal encrypts plain with the key name (or alias) under ctx, answering
+// the blob and the name of the key that made it.
+func (a *api) seal(c *call, name string, plain []byte, ctx map[string]string) ([]byte, string, error) {
 	res, err := a.svc.EncryptWithHeldKey(c.r.Context(), kms.HeldEncryptInput{Name: name,
 		Items: []kms.HeldPlaintext{{Plaintext: plain, AssociatedData: contextAAD(ctx)}}})
 	if err == nil {
 		err = res[0].Err
 	}
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return marshalBlob(name, res[0].KeyVersion, res[0].Ciphertext), nil
+	return marshalBlob(res[0].Key, res[0].KeyVersion, res[0].Ciphertext), res[0].Key, nil
 }
 
-// open decrypts blob under ctx, with the key it names (which, when want
-// is given, must be the key want names), answering the plaintext and the
+// open decrypts blob under ctx with the key it names, or with the key
+// (or alias) want when given, which must be the blob's key
+// (IncorrectKeyException otherwise), answering the plaintext and the
 // key's name.
 func (a *api) open(c *call, blob []byte, want string, ctx map[string]string) ([]byte, string, error) {
 	name, version, sealed, err := unmarshalBlob(blob)
 	if err != nil {
 		return nil, "", err
 	}
+	with := name
 	if want != "" {
-		wantName, err := keyName(want)
-		if err != nil {
+		if with, err = keyName(want); err != nil {
 			return nil, "", err
 		}
-		if wantName != name {
-			return nil, "", fail("IncorrectKeyException", "the ciphertext was not made with the key that KeyId names")
-		}
 	}
-	res, err := a.svc.DecryptWithHeldKey(c.r.Context(), kms.HeldDecryptInput{Name: name,
+	res, err := a.svc.DecryptWithHeldKey(c.r.Context(), kms.HeldDecryptInput{Name: with,
 		Items: []kms.HeldSealed{{KeyVersion: version, Ciphertext: sealed, AssociatedData: contextAAD(ctx)}}})
-	if err == nil {
-		err = res[0].Err
-	}
 	if err != nil {
-		if kms.ErrorKind(err) == kms.KindUnprocessable || kms.ErrorKind(err) == kms.KindInvalid {
-			return nil, "", fail("InvalidCiphertextException", "the ciphertext does not open under its key and this encryption context: it was altered, or made with another context")
-		}
 		return nil, "", err
 	}
-	return res[0].Plaintext, name, nil
+	it := res[0]
+	switch {
+	case !strings.EqualFold(it.Key, name):
+		clear(it.Plaintext)
+		return nil, "", fail("IncorrectKeyException", "the ciphertext was not made with the key that KeyId names")
+	case it.Err != nil && (kms.ErrorKind(it.Err) == kms.KindUnprocessable || kms.ErrorKind(it.Err) == kms.KindInvalid):
+		return nil, "", fail("InvalidCiphertextException", "the ciphertext does not open under its key and this encryption context: it was altered, or made with another context")
+	case it.Err != nil:
+		return nil, "", it.Err
+	}
+	return it.Plaintext, name, nil
 }
 
 func encrypt(a *api, c *call) (any, error) {
@@ -89,12 +103,12 @@ func encrypt(a *api, c *call) (any, error) {
 	if n := len(in.Plaintext); n == 0 || n > maxPlaintext {
 		return nil, fail("ValidationException", fmt.Sprintf("Plaintext must have 1 to %d bytes, not %d", maxPlaintext, n))
 	}
-	blob, err := a.seal(c, name, in.Plaintext, in.EncryptionContext)
+	blob, key, err := a.seal(c, name, in.Plaintext, in.EncryptionContext)
 	clear(in.Plaintext)
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"CiphertextBlob": blob, "KeyId": arn(c.region, name), "EncryptionAlgorithm": "SYMMETRIC_DEFAULT"}, nil
+	return map[string]any{"CiphertextBlob": blob, "KeyId": arn(c.region, key), "EncryptionAlgorithm": "SYMMETRIC_DEFAULT"}, nil
 }
 
 func decrypt(a *api, c *call) (any, error) {
@@ -132,12 +146,12 @@ func reEncrypt(a *api, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	blob, err := a.seal(c, dest, plain, in.DestinationEncryptionContext)
+	blob, destKey, err := a.seal(c, dest, plain, in.DestinationEncryptionContext)
 	clear(plain)
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"CiphertextBlob": blob, "SourceKeyId": arn(c.region, source), "KeyId": arn(c.region, dest),
+	return map[string]any{"CiphertextBlob": blob, "SourceKeyId": arn(c.region, source), "KeyId": arn(c.region, destKey),
 		"SourceEncryptionAlgorithm": "SYMMETRIC_DEFAULT", "DestinationEncryptionAlgorithm": "SYMMETRIC_DEFAULT"}, nil
 }
 
@@ -178,7 +192,7 @@ func generateDataKey(withPlaintext bool) operation {
 		if err != nil {
 			return nil, err
 		}
-		out := map[string]any{"CiphertextBlob": marshalBlob(name, dk.KeyVersion, dk.Ciphertext), "KeyId": arn(c.region, name)}
+		out := map[string]any{"CiphertextBlob": marshalBlob(dk.Key, dk.KeyVersion, dk.Ciphertext), "KeyId": arn(c.region, dk.Key)}
 		if withPlaintext {
 			out["Plaintext"] = dk.Plaintext
 		}

@@ -40,8 +40,9 @@ func specOf(k *kms.HeldKey) (spec, usage string) {
 	return strings.ToUpper(strings.ReplaceAll(k.Type, "-", "_")), "ENCRYPT_DECRYPT"
 }
 
-// keyName is the held key a KeyId names: a KeyId as it is, or the key ARN
-// arn:aws:kms:<region>:<account>:key/<KeyId>. An alias is not served.
+// keyName is the held key (or alias: the service resolves it) that a
+// KeyId names: a KeyId, alias/<name>, or the ARN of either,
+// arn:aws:kms:<region>:<account>:key/<KeyId> or ...:alias/<name>.
 func keyName(id string) (string, error) {
 	if id == "" {
 		return "", fail("ValidationException", "KeyId is required")
@@ -51,14 +52,16 @@ func keyName(id string) (string, error) {
 		if len(parts) != 5 || parts[1] != "kms" {
 			return "", fail("NotFoundException", "KeyId is not a key ARN of AWS KMS")
 		}
-		res := parts[4]
-		if name, ok := strings.CutPrefix(res, "key/"); ok && name != "" {
+		if name, ok := strings.CutPrefix(parts[4], "key/"); ok && name != "" {
 			return name, nil
 		}
-		return "", fail("NotFoundException", "aliases are not served yet: name the key by its KeyId or key ARN")
+		id = parts[4]
 	}
-	if strings.HasPrefix(id, "alias/") {
-		return "", fail("NotFoundException", "aliases are not served yet: name the key by its KeyId or key ARN")
+	if strings.HasPrefix(id, aliasPrefix) {
+		return aliasName(id)
+	}
+	if strings.Contains(id, "/") {
+		return "", fail("NotFoundException", "KeyId is neither a key ID, an alias/ name nor the ARN of either")
 	}
 	return id, nil
 }
@@ -94,15 +97,17 @@ type keyMetadata struct {
 	SigningAlgorithms     []string `json:"SigningAlgorithms,omitempty"`
 	MacAlgorithms         []string `json:"MacAlgorithms,omitempty"`
 	MultiRegion           bool     `json:"MultiRegion"`
+	DeletionDate          float64  `json:"DeletionDate,omitempty"`
 }
 
 func metadata(region string, k *kms.HeldKey) keyMetadata {
 	spec, usage := specOf(k)
-	m := keyMetadata{AWSAccountID: accountID, KeyID: k.Name, Arn: arn(region, k.Name), Enabled: true,
-		KeyUsage: usage, KeyState: "Enabled", Origin: "AWS_KMS", KeyManager: "CUSTOMER",
-		CustomerMasterKeySpec: spec, KeySpec: spec}
-	if t, ok := k.Versions[1]; ok {
-		m.CreationDate = float64(t.UnixMilli()) / 1000
+	state := keyStates[k.State]
+	m := keyMetadata{AWSAccountID: accountID, KeyID: k.Name, Arn: arn(region, k.Name), Enabled: state == "Enabled",
+		Description: k.Description, KeyUsage: usage, KeyState: state, Origin: "AWS_KMS", KeyManager: "CUSTOMER",
+		CustomerMasterKeySpec: spec, KeySpec: spec, CreationDate: epoch(k.CreatedAt)}
+	if !k.DeletionDate.IsZero() {
+		m.DeletionDate = epoch(k.DeletionDate)
 	}
 	switch usage {
 	case "ENCRYPT_DECRYPT":
@@ -120,6 +125,7 @@ func createKey(a *api, c *call) (any, error) {
 		KeySpec     string
 		KeyUsage    string
 		Description string
+		Tags        []tag
 	}
 	if err := c.decode(&in); err != nil {
 		return nil, err
@@ -134,7 +140,13 @@ func createKey(a *api, c *call) (any, error) {
 	if _, usage := specOf(&kms.HeldKey{Type: create.Type, KeySize: create.KeySize, ParameterSet: create.ParameterSet}); in.KeyUsage != "" && in.KeyUsage != usage {
 		return nil, fail("ValidationException", fmt.Sprintf("KeyUsage %s does not go with KeySpec %s, whose usage is %s", in.KeyUsage, in.KeySpec, usage))
 	}
-	create.Name = newKeyID()
+	create.Name, create.Description = newKeyID(), in.Description
+	if len(in.Tags) > 0 {
+		create.Tags = make(map[string]string, len(in.Tags))
+		for _, t := range in.Tags {
+			create.Tags[t.TagKey] = t.TagValue
+		}
+	}
 	k, err := a.svc.CreateHeldKey(c.r.Context(), create)
 	if err != nil {
 		return nil, err

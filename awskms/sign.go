@@ -126,7 +126,7 @@ func produce(mac bool) operation {
 		if err != nil {
 			return nil, keyUsage(err)
 		}
-		return map[string]any{"KeyId": arn(c.region, name), out: res[0].Signature, algName: alg}, nil
+		return map[string]any{"KeyId": arn(c.region, res[0].Key), out: res[0].Signature, algName: alg}, nil
 	}
 }
 
@@ -156,7 +156,7 @@ func check(mac bool) operation {
 		case !res[0].Valid:
 			return nil, invalid
 		}
-		return map[string]any{"KeyId": arn(c.region, name), valid: true, algName: alg}, nil
+		return map[string]any{"KeyId": arn(c.region, res[0].Key), valid: true, algName: alg}, nil
 	}
 }
 

@@ -147,10 +147,12 @@ func TestSDK(t *testing.T) {
 		t.Fatalf("Decrypt of the data key made without its plaintext = %v", err)
 	}
 
-	// UnsupportedOperationException is not among ListAliases's modelled
-	// errors, so the SDK surfaces it as a generic APIError.
-	if _, err := c.ListAliases(ctx, &awskms.ListAliasesInput{}); errorCode(err) != "UnsupportedOperationException" {
-		t.Errorf("ListAliases = %v, want UnsupportedOperationException", err)
+	// Importing key material is not served: the SDK surfaces AWS's
+	// UnsupportedOperationException as the operation's modelled error or
+	// a generic APIError.
+	if _, err := c.GetParametersForImport(ctx, &awskms.GetParametersForImportInput{KeyId: made.KeyMetadata.KeyId,
+		WrappingAlgorithm: "RSAES_OAEP_SHA_256", WrappingKeySpec: "RSA_2048"}); errorCode(err) != "UnsupportedOperationException" {
+		t.Errorf("GetParametersForImport = %v, want UnsupportedOperationException", err)
 	}
 }
 
