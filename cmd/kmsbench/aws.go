@@ -77,20 +77,22 @@ func (o *options) validateAWS(set map[string]bool) error {
 
 // awsCalls are the calls of the aws modes to the nodes of a target.
 type awsCalls struct {
-	client  *http.Client
-	urls    []string // the target's nodes
-	secret  string   // the API key's secret, which signs
-	decrypt bool     // aws-decrypt: open the nodes' sealed plaintexts
-	// nodes are what node i signs with and calls on: nodes[i %
+	client *http.Client
+	urls   []string // the target's nodes
+	secret string   // the API key's secret, which signs
+	// nodes are what node i signs with and encrypts with: nodes[i %
 	// len(nodes)], one for all unless the nodes are apart.
 	nodes []awsNode
+	// sealed are the plaintexts to decrypt, in aws-decrypt; none in
+	// aws-encrypt.
+	sealed sealedPools
 }
 
-// awsNode is what calls on one node (or all of a target's nodes) use.
+// awsNode is what the calls to one node (or to all of a target's
+// nodes) sign with and encrypt with.
 type awsNode struct {
-	accessKeyID string      // the API key's ID
-	key         string      // the KeyId encrypted with: the key's ARN
-	sealed      []sealedKey // in aws-decrypt, what to decrypt
+	accessKeyID string // the API key's ID
+	key         string // the KeyId: the key's ARN
 }
 
 // awsError is an error answer of AWS's protocol: its status and
@@ -114,30 +116,16 @@ func (e *awsError) failure() string {
 }
 
 // call encrypts a new plaintext on node (aws-encrypt), or decrypts one of
-// the node's sealed plaintexts and checks it (aws-decrypt).
+// the node's sealed plaintexts and checks it (aws-decrypt). An error
+// answer fails under its exception; no answer, under "transport".
 func (a *awsCalls) call(ctx context.Context, node int, rng *mathrand.Rand) outcome {
-	var (
-		latency time.Duration
-		err     error
-	)
-	if n := &a.nodes[node%len(a.nodes)]; a.decrypt {
-		latency, err = a.open(ctx, node, n.sealed[rng.IntN(len(n.sealed))])
-	} else {
-		_, latency, err = a.seal(ctx, node)
-	}
-	var (
-		bad answerError
-		ae  *awsError
-	)
-	switch {
-	case err == nil:
-		return outcome{answered: true, latency: latency}
-	case errors.As(err, &bad):
-		return outcome{answered: true, latency: latency, failure: string(bad)}
-	case errors.As(err, &ae):
-		return outcome{answered: true, latency: latency, failure: ae.failure()}
-	}
-	return outcome{failure: "transport"}
+	return sealOrOpen(ctx, a, a.sealed, node, rng, func(err error) outcome {
+		var ae *awsError
+		if errors.As(err, &ae) {
+			return outcome{answered: true, failure: ae.failure()}
+		}
+		return outcome{failure: "transport"}
+	})
 }
 
 // seal encrypts a new random 32-byte plaintext with node's key under
@@ -263,12 +251,12 @@ func apiKeyID(ctx context.Context, c *http.Client, base, key string) (string, er
 }
 
 // prepareAWS is prepare for the aws modes: on t's first node, or on each
-// when they are apart, it finds the ID of the API key (a kmsd kmsbench
-// started), makes or checks the key, and for aws-decrypt encrypts the
-// pool of plaintexts to decrypt.
+// when they are apart, it finds the ID of the API key (on a kmsd that
+// kmsbench started) and makes or checks the key; for aws-decrypt it
+// then encrypts the pool of plaintexts to decrypt.
 func (b *bench) prepareAWS(ctx context.Context, t target) (caller, error) {
 	o := b.o
-	a := &awsCalls{client: b.client, urls: t.urls, secret: t.key, decrypt: o.mode == "aws-decrypt"}
+	a := &awsCalls{client: b.client, urls: t.urls, secret: t.key}
 	for i, u := range firstOrEach(t) {
 		n := awsNode{accessKeyID: o.awsKeyID}
 		if n.accessKeyID == "" {
@@ -287,19 +275,12 @@ func (b *bench) prepareAWS(ctx context.Context, t target) (caller, error) {
 		if o.awsKey == "" {
 			b.notef("%s: created key %s on %s, signing as access key %s", t.name, m.KeyMetadata.KeyId, u, n.accessKeyID)
 		}
-		if !a.decrypt {
-			continue
+	}
+	if o.mode == "aws-decrypt" {
+		var err error
+		if a.sealed, err = b.sealPools(ctx, t, "ciphertexts", a); err != nil {
+			return nil, err
 		}
-		t0 := time.Now()
-		keys, err := makeAll(ctx, o.pool, o.concurrency, func(ctx context.Context) (sealedKey, error) {
-			s, _, err := a.seal(ctx, i)
-			return s, err
-		})
-		if err != nil {
-			return nil, b.cause(ctx, fmt.Errorf("%s: %w", t.name, err))
-		}
-		a.nodes[i].sealed = keys
-		b.notePool(t, len(keys), "ciphertexts", u, t0)
 	}
 	return a, nil
 }
