@@ -224,7 +224,12 @@ func (a *awsCalls) useKey(ctx context.Context, node int, name string) (*keyMetad
 		op, in = "DescribeKey", map[string]any{"KeyId": name}
 	}
 	if _, err := a.do(ctx, node, op, in, &m); err != nil {
-		return nil, fmt.Errorf("%s: %w (is kmsd serving AWS KMS's protocol, -aws-kms?)", op, err)
+		var ae *awsError
+		if errors.As(err, &ae) && ae.typ == "" {
+			// An answer without AWS's exception: kmsd's own API.
+			return nil, fmt.Errorf("%s: %w (is kmsd serving AWS KMS's protocol, -aws-kms?)", op, err)
+		}
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	if u := m.KeyMetadata.KeyUsage; u != "ENCRYPT_DECRYPT" || m.KeyMetadata.Arn == "" {
 		return nil, fmt.Errorf("%s: the key %s is for %s, not ENCRYPT_DECRYPT: name a key that encrypts with -ring", op, m.KeyMetadata.KeyId, u)
