@@ -152,6 +152,7 @@ const usageHead = `Usage: kmsbench -start [-store postgres://... [-nodes N] [-em
        kmsbench -url URL[,URL...] [flags]    (API key in KMS_API_KEY, or -key)
        kmsbench [flags]                      (the kmsd of KMS_ADDR)
        kmsbench -mode aws-encrypt|aws-decrypt -url URL -aws-access-key-id ID [flags]
+       kmsbench -mode aws-encrypt|aws-decrypt -start [flags]
        kmsbench -mode k8s-encrypt|k8s-decrypt -k8s-socket PATH [flags]
        kmsbench -mode k8s-encrypt|k8s-decrypt -start [flags]
 
@@ -323,7 +324,7 @@ func parseFlags(args []string, getenv func(string) string, stdout io.Writer) (*o
 	fs.Int64Var(&o.requests, "n", 0, "stop after `N` requests in all (0: no limit but -d)")
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "load before measuring, not counted, for each target")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "time limit of one request; a request over it counts as an error")
-	fs.StringVar(&o.ring, "ring", "kmsbench", "key ring `NAME` to use; created (KEM x25519) if missing")
+	fs.StringVar(&o.ring, "ring", "kmsbench", "key ring `NAME` to use; created (KEM x25519) if missing; in the aws modes, given, the KeyId of a key of the running kmsd (else CreateKey makes one)")
 	fs.BoolVar(&o.asset, "asset", false, "encrypt with an Asset: every encrypt call creates one")
 	fs.IntVar(&o.pool, "pool", 1000, "decrypt and mix modes: make `N` (hash, header) pairs first and decrypt them at random")
 	fs.BoolVar(&o.baseline, "baseline", false, "also measure a minimal Go net/http JSON handler, served on 127.0.0.1:0 by a process of its own as kmsd is, the same way, and print the ratios")
