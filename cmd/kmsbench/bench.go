@@ -52,6 +52,7 @@ func (b *bench) startClusters(ctx context.Context) ([]*cluster, error) {
 		c := newKmsdConfig(bin, o.logLevel, store, o.rss, b.tls)
 		c.transit = transitMode(o.mode)
 		c.k8s = k8sMode(o.mode)
+		c.aws = awsMode(o.mode)
 		return c
 	}
 	own := config(bin, o.store)
@@ -128,10 +129,13 @@ func watchKmsd(ctx context.Context, cls []*cluster) (context.Context, context.Ca
 // the pool of hashes and headers to decrypt, both through t's first node,
 // or through each node when they are apart. It returns the calls to send
 // t. In the k8s modes, prepareK8s does the same on the KMS plugin's
-// sockets.
+// sockets; in the aws modes, prepareAWS with AWS KMS's protocol.
 func (b *bench) prepare(ctx context.Context, t target) (caller, error) {
-	if k8sMode(b.o.mode) {
+	switch {
+	case k8sMode(b.o.mode):
 		return b.prepareK8s(ctx, t)
+	case awsMode(b.o.mode):
+		return b.prepareAWS(ctx, t)
 	}
 	var works []*workload
 	for _, u := range firstOrEach(t) {

@@ -88,28 +88,11 @@ func (b *bench) runningPIDs() []int {
 type k8sCalls struct {
 	clients []*k8skms.Client // one per node, in order
 	timeout time.Duration    // of each call (-timeout)
-	// sealed are the data keys to decrypt, in k8s-decrypt: node i opens
-	// those of sealed[i % len(sealed)]. None in k8s-encrypt.
-	sealed [][]sealedKey
+	// sealed are the data keys to decrypt, in k8s-decrypt; none in
+	// k8s-encrypt.
+	sealed sealedPools
 	uids   atomic.Uint64
 }
-
-// sealedKey is a data key and what Encrypt answered for it.
-type sealedKey struct {
-	plaintext, ciphertext []byte
-	keyID                 string
-}
-
-// answerError is an answer that does not do what was asked; its text is
-// the name its calls fail under.
-type answerError string
-
-func (e answerError) Error() string { return string(e) }
-
-const (
-	errMismatch   answerError = "mismatch"                // Decrypt opened to another key than was sealed
-	errIncomplete answerError = "no ciphertext or key_id" // Encrypt answered without one
-)
 
 // dialK8s returns the calls to the sockets at addrs (unix://...), one
 // connection each; nothing is sent yet.
@@ -153,28 +136,13 @@ func (k *k8sCalls) uid() string {
 // call seals a new data key on node (k8s-encrypt), or opens one of the
 // node's sealed keys and checks what it opens to (k8s-decrypt).
 func (k *k8sCalls) call(ctx context.Context, node int, rng *mathrand.Rand) outcome {
-	var (
-		latency time.Duration
-		err     error
-	)
-	if len(k.sealed) == 0 {
-		_, latency, err = k.seal(ctx, node)
-	} else {
-		keys := k.sealed[node%len(k.sealed)]
-		latency, err = k.open(ctx, node, keys[rng.IntN(len(keys))])
-	}
-	var bad answerError
-	switch {
-	case err == nil:
-		return outcome{answered: true, latency: latency}
-	case errors.As(err, &bad):
-		return outcome{answered: true, latency: latency, failure: string(bad)}
-	}
-	// The client itself fails a call that got no answer: a connection
-	// lost or refused, or -timeout passed.
-	code := status.Code(err)
-	noAnswer := code == codes.Unavailable || code == codes.DeadlineExceeded || code == codes.Canceled
-	return outcome{answered: !noAnswer, latency: latency, failure: code.String()}
+	return sealOrOpen(ctx, k, k.sealed, node, rng, func(err error) outcome {
+		// The client itself fails a call that got no answer: a
+		// connection lost or refused, or -timeout passed.
+		code := status.Code(err)
+		noAnswer := code == codes.Unavailable || code == codes.DeadlineExceeded || code == codes.Canceled
+		return outcome{answered: !noAnswer, failure: code.String()}
+	})
 }
 
 // seal asks node to Encrypt a new random data key, and returns it
@@ -264,18 +232,9 @@ func (b *bench) prepareK8s(ctx context.Context, t target) (caller, error) {
 	if o.mode != "k8s-decrypt" {
 		return k, nil
 	}
-	for i, u := range firstOrEach(t) {
-		t0 := time.Now()
-		keys, err := makeAll(ctx, o.pool, o.concurrency, func(ctx context.Context) (sealedKey, error) {
-			s, _, err := k.seal(ctx, i)
-			return s, err
-		})
-		if err != nil {
-			k.Close()
-			return nil, b.cause(ctx, fmt.Errorf("%s: %w", t.name, err))
-		}
-		k.sealed = append(k.sealed, keys)
-		b.notePool(t, len(keys), "sealed data keys", u, t0)
+	if k.sealed, err = b.sealPools(ctx, t, "sealed data keys", k); err != nil {
+		k.Close()
+		return nil, err
 	}
 	return k, nil
 }

@@ -82,40 +82,16 @@ func TestParseFlagsK8s(t *testing.T) {
 // -against): every call counted in the row, none failed, the CPU of
 // each kmsd read, and every kmsd stopped.
 func TestRunK8sStart(t *testing.T) {
-	bin := testKmsd(t)
-	for _, c := range []struct {
-		mode    string
-		more    []string
-		targets []string
-	}{
-		{"k8s-encrypt", nil, []string{"kmsd"}},
-		{"k8s-decrypt", []string{"-against", bin, "-rounds", "2"}, []string{"kmsd", "against"}},
-	} {
-		args := append([]string{"-start", "-kmsd", bin, "-kmsd-log-level", "warn", "-mode", c.mode, "-c", "4", "-n", "20", "-warmup", "100ms", "-pool", "20"}, c.more...)
-		sum, stderr := runJSON(t, noEnv, args...)
-		pids := startedPIDs(t, stderr)
-		if len(pids) != len(c.targets) {
-			t.Fatalf("%s: kmsbench started %d kmsd, want %d; stderr:\n%s", c.mode, len(pids), len(c.targets), stderr)
-		}
-		checkStopped(t, pids)
-		if len(sum.Rows) != len(c.targets) {
-			t.Fatalf("%s: rows %+v, want %q", c.mode, sum.Rows, c.targets)
-		}
-		for i, r := range sum.Rows {
-			if r.Target != c.targets[i] || r.Mode != c.mode || r.Requests != 20 || r.Errors != 0 || len(r.ErrorsByStatus) != 0 || r.P99Ms <= 0 {
-				t.Errorf("%s row %d: %+v; want %s with 20 calls, none failed", c.mode, i, r, c.targets[i])
-			}
+	testSealStarted(t, "k8s", func(t *testing.T, mode string, rows []row, stderr string) {
+		for _, r := range rows {
 			if !strings.HasPrefix(r.URL, "unix:///") || !strings.Contains(stderr, "its KMS plugin on "+r.URL) {
-				t.Errorf("%s: %s loaded at %q, want the socket kmsbench gave it; stderr:\n%s", c.mode, r.Target, r.URL, stderr)
-			}
-			if r.CPUSeconds == nil {
-				t.Errorf("%s: %s row without the CPU of its kmsd", c.mode, r.Target)
+				t.Errorf("%s: %s loaded at %q, want the socket kmsbench gave it; stderr:\n%s", mode, r.Target, r.URL, stderr)
 			}
 		}
-		if c.mode == "k8s-decrypt" && strings.Count(stderr, "made 20 sealed data keys to decrypt") != 2 {
+		if mode == "k8s-decrypt" && strings.Count(stderr, "made 20 sealed data keys to decrypt") != 2 {
 			t.Errorf("stderr does not say that each kmsd sealed 20 data keys:\n%s", stderr)
 		}
-	}
+	})
 }
 
 // TestRunK8sSocket loads the plugin socket of a running kmsd, found by

@@ -150,6 +150,7 @@ type kmsdConfig struct {
 	tls       *tlsFiles // with -tls: kmsd's certificate and key
 	transit   bool      // serve Vault's transit interface (kmsd -transit)
 	k8s       bool      // serve the Kubernetes KMS plugin on a socket (kmsd -k8s-kms-socket)
+	aws       bool      // serve AWS KMS's protocol (kmsd -aws-kms)
 
 	signingKey string // with -signing-key-pkcs11: kmsd's, a PKCS#11 URI
 	pin        string // KMS_PKCS11_PIN for it, when set
@@ -189,6 +190,9 @@ func startKmsd(ctx context.Context, name string, c *kmsdConfig) (*kmsd, error) {
 	}
 	if c.transit {
 		args = append(args, "-transit")
+	}
+	if c.aws {
+		args = append(args, "-aws-kms")
 	}
 	if c.signingKey != "" {
 		args = append(args, "-signing-key-pkcs11", c.signingKey)

@@ -5,7 +5,9 @@
 // keep-alive clients and reports throughput and latency quantiles. With
 // -mode k8s-encrypt and k8s-decrypt it calls the Kubernetes KMS v2
 // plugin's Encrypt and Decrypt on kmsd's socket (kmsd -k8s-kms-socket)
-// instead, over gRPC, as the API server does.
+// instead, over gRPC, as the API server does. With -mode aws-encrypt and
+// aws-decrypt it calls AWS KMS's Encrypt and Decrypt (kmsd -aws-kms),
+// each call signed with Signature Version 4, as AWS's SDKs do.
 //
 //	kmsbench -start [flags]                  start a kmsd of its own and load it
 //	kmsbench -start -store postgres://... -nodes 3 [flags]
@@ -141,12 +143,16 @@ type options struct {
 	signingKey  string // -signing-key-pkcs11
 	pin         string // KMS_PKCS11_PIN, passed on to the kmsd started
 	k8sSocket   string // -k8s-socket: a running kmsd's KMS plugin socket, for the k8s modes
+	awsKeyID    string // -aws-access-key-id: the ID of the API key -key, for the aws modes
+	awsKey      string // the KeyId of the aws modes: -ring when given, else "" (CreateKey makes one)
 }
 
 const usageHead = `Usage: kmsbench -start [-store postgres://... [-nodes N] [-embedded]] [flags]
        kmsbench -start -against PATH [flags]
        kmsbench -url URL[,URL...] [flags]    (API key in KMS_API_KEY, or -key)
        kmsbench [flags]                      (the kmsd of KMS_ADDR)
+       kmsbench -mode aws-encrypt|aws-decrypt -url URL -aws-access-key-id ID [flags]
+       kmsbench -mode aws-encrypt|aws-decrypt -start [flags]
        kmsbench -mode k8s-encrypt|k8s-decrypt -k8s-socket PATH [flags]
        kmsbench -mode k8s-encrypt|k8s-decrypt -start [flags]
 
@@ -174,6 +180,28 @@ sign or hmac. With -start, kmsbench
 runs its own kmsd (built from ./cmd/kmsd unless -kmsd) on 127.0.0.1:0 with
 a temporary data directory, a random master key and a random bootstrap API
 key, and stops it with SIGTERM at the end, or on Ctrl-C.
+
+With -mode aws-encrypt or aws-decrypt, kmsbench is AWS's SDKs (SOPS's
+--kms, the AWS CLI) calling kmsd's AWS KMS protocol (kmsd -aws-kms):
+POST / with X-Amz-Target: TrentService.Encrypt of a random 32-byte
+plaintext under an EncryptionContext of one pair, as SOPS sends, or
+TrentService.Decrypt of the ciphertexts of -pool Encrypt calls made
+first, each checked against the plaintext encrypted (a wrong one counts
+as an error "mismatch"). Each call is signed anew with AWS Signature
+Version 4 (service kms, region us-east-1), as the SDKs sign, and its
+latency counts from the signing; errors count by AWS's exception
+(AccessDeniedException, ...). The API key's secret is -key (KMS_API_KEY,
+KMS_API_KEY_FILE) as for the other modes; a signature names the key by
+its ID, which a running kmsd's calls need in -aws-access-key-id (the
+keyid that kmsctl apikey create answers with the secret, or that kmsd
+logs as apikey_id for its bootstrap key; never the secret); with
+-start, kmsbench starts kmsd with -aws-kms and asks it for the ID of its
+bootstrap key (POST /auth/validate). The key is a SYMMETRIC_DEFAULT key
+that CreateKey makes on each target (the API key needs
+keyring.*.create, encrypt and decrypt, as a new key's name is random),
+or on a running kmsd the key that -ring names (its KeyId: a key of
+CreateKey, or a transit key that encrypts), which must exist (the API
+key needs keyring.KEY.read, encrypt and decrypt).
 
 With -mode k8s-encrypt or k8s-decrypt, kmsbench is the Kubernetes API
 server calling kmsd's KMS v2 plugin (kmsd -k8s-kms-socket) over gRPC on
@@ -285,7 +313,8 @@ func parseFlags(args []string, getenv func(string) string, stdout io.Writer) (*o
 	fs.IntVar(&o.nodes, "nodes", 1, "with -start -store: how many kmsd (`N`) to start on the database, a cluster")
 	fs.StringVar(&o.kmsd, "kmsd", "", "the kmsd binary to run with -start, at `PATH` (default: go build ./cmd/kmsd into a temporary directory)")
 	fs.StringVar(&o.logLevel, "kmsd-log-level", "info", "the -log-level (`LEVEL`) of the kmsd started with -start (info logs every request, as kmsd does by default)")
-	fs.StringVar(&o.mode, "mode", "encrypt", "what to call (`MODE`): encrypt, decrypt (hashes and headers from -pool encrypt calls made first) or mix; transit-encrypt, transit-decrypt (ciphertexts of -pool encrypt calls), transit-sign and transit-hmac call Vault's transit interface instead (kmsd -transit; -ring names the transit key), with a 32-byte plaintext or input; k8s-encrypt and k8s-decrypt (data keys of -pool Encrypt calls) call the Kubernetes KMS v2 plugin's socket (kmsd -k8s-kms-socket) with a 32-byte data key")
+	fs.StringVar(&o.mode, "mode", "encrypt", "what to call (`MODE`): encrypt, decrypt (hashes and headers from -pool encrypt calls made first) or mix; transit-encrypt, transit-decrypt (ciphertexts of -pool encrypt calls), transit-sign and transit-hmac call Vault's transit interface instead (kmsd -transit; -ring names the transit key), with a 32-byte plaintext or input; aws-encrypt and aws-decrypt (ciphertexts of -pool Encrypt calls) call AWS KMS's protocol (kmsd -aws-kms) with a 32-byte plaintext, signed with -aws-access-key-id; k8s-encrypt and k8s-decrypt (data keys of -pool Encrypt calls) call the Kubernetes KMS v2 plugin's socket (kmsd -k8s-kms-socket) with a 32-byte data key")
+	fs.StringVar(&o.awsKeyID, "aws-access-key-id", "", "with -mode aws-encrypt or aws-decrypt and a running kmsd: the `ID` of the API key whose secret is -key (KMS_API_KEY), the access key ID of the calls' signatures")
 	fs.StringVar(&o.k8sSocket, "k8s-socket", "", "with -mode k8s-encrypt or k8s-decrypt: the Kubernetes KMS plugin socket (`PATH`) of a running kmsd (kmsd -k8s-kms-socket), in place of -url and its API key")
 	fs.StringVar(&o.keyType, "key-type", "", "with a transit mode: the `TYPE` of the transit key made when -ring is missing, and that an existing one must have: aes256-gcm96 (the default to encrypt and decrypt) or chacha20-poly1305; ed25519 (the default to sign), ecdsa-p256, ecdsa-p384, rsa-2048, rsa-3072, rsa-4096, ml-dsa-44, ml-dsa-65 or ml-dsa-87 (ml-dsa alone is 65); hmac (the default for transit-hmac, which takes any type)")
 	fs.Float64Var(&o.mix, "mix", 0.5, "with -mode mix, the `SHARE` of decrypt calls, 0 to 1")
@@ -295,7 +324,7 @@ func parseFlags(args []string, getenv func(string) string, stdout io.Writer) (*o
 	fs.Int64Var(&o.requests, "n", 0, "stop after `N` requests in all (0: no limit but -d)")
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "load before measuring, not counted, for each target")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "time limit of one request; a request over it counts as an error")
-	fs.StringVar(&o.ring, "ring", "kmsbench", "key ring `NAME` to use; created (KEM x25519) if missing")
+	fs.StringVar(&o.ring, "ring", "kmsbench", "key ring `NAME` to use; created (KEM x25519) if missing; in the aws modes, given, the KeyId of a key of the running kmsd (else CreateKey makes one)")
 	fs.BoolVar(&o.asset, "asset", false, "encrypt with an Asset: every encrypt call creates one")
 	fs.IntVar(&o.pool, "pool", 1000, "decrypt and mix modes: make `N` (hash, header) pairs first and decrypt them at random")
 	fs.BoolVar(&o.baseline, "baseline", false, "also measure a minimal Go net/http JSON handler, served on 127.0.0.1:0 by a process of its own as kmsd is, the same way, and print the ratios")
@@ -338,6 +367,9 @@ func (o *options) validate(set map[string]bool) error {
 	if err := o.validateK8s(set); err != nil {
 		return err
 	}
+	if err := o.validateAWS(set); err != nil {
+		return err
+	}
 	overHTTP := !k8sMode(o.mode)
 	switch {
 	case o.start && o.url != "":
@@ -371,8 +403,8 @@ func (o *options) validate(set map[string]bool) error {
 		return errors.New("-against needs -start, and excludes -baseline and -embedded: it compares two builds of kmsd")
 	case o.against != "" && o.store != "":
 		return errors.New("-against goes with the embedded store: two builds on one database would share its state")
-	case o.mode != "encrypt" && o.mode != "decrypt" && o.mode != "mix" && transitCalls[o.mode].route == "" && overHTTP:
-		return fmt.Errorf("-mode %q: want encrypt, decrypt, mix, transit-encrypt, transit-decrypt, transit-sign, transit-hmac, k8s-encrypt or k8s-decrypt", o.mode)
+	case o.mode != "encrypt" && o.mode != "decrypt" && o.mode != "mix" && transitCalls[o.mode].route == "" && !awsMode(o.mode) && overHTTP:
+		return fmt.Errorf("-mode %q: want encrypt, decrypt, mix, transit-encrypt, transit-decrypt, transit-sign, transit-hmac, aws-encrypt, aws-decrypt, k8s-encrypt or k8s-decrypt", o.mode)
 	case set["key-type"] && !transitMode(o.mode):
 		return errors.New("-key-type goes with the transit modes: the /ks modes encrypt with a ring's KEM")
 	case o.asset && transitMode(o.mode):

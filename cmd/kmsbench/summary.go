@@ -45,10 +45,11 @@ type summary struct {
 	// -embedded or -against).
 	Rounds int `json:"rounds,omitempty"`
 	// Batch is the items per request (-batch), when above 1.
-	Batch int `json:"batch,omitempty"`
-	ring  string
-	pool  int
-	asset bool
+	Batch  int `json:"batch,omitempty"`
+	ring   string
+	awsKey string // the aws modes' -ring, "" when CreateKey made the key
+	pool   int
+	asset  bool
 }
 
 type machine struct {
@@ -169,6 +170,7 @@ func newSummary(o *options) *summary {
 		Rounds:  rounds(o),
 		Batch:   batchOf(o),
 		ring:    o.ring,
+		awsKey:  o.awsKey,
 		pool:    o.pool,
 		asset:   o.asset,
 	}
@@ -298,9 +300,14 @@ func (s *summary) print(w io.Writer, asJSON bool) error {
 	}
 	m := s.Machine
 	fmt.Fprintf(w, "machine: %d CPUs (%s), GOMAXPROCS %d, %s %s\n", m.CPUs, m.CPUModel, m.GOMAXPROCS, m.Go, m.OS)
-	if k8sMode(s.Mode) {
+	switch {
+	case k8sMode(s.Mode):
 		fmt.Fprintf(w, "mode: %s, kmsd's KMS plugin socket, %d-byte data keys", s.Mode, dataKeySize)
-	} else {
+	case awsMode(s.Mode) && s.awsKey != "":
+		fmt.Fprintf(w, "mode: %s, AWS KMS's protocol signed with SigV4, key %s, %d-byte plaintexts, a context of one pair", s.Mode, s.awsKey, dataKeySize)
+	case awsMode(s.Mode):
+		fmt.Fprintf(w, "mode: %s, AWS KMS's protocol signed with SigV4, a key made by CreateKey, %d-byte plaintexts, a context of one pair", s.Mode, dataKeySize)
+	default:
 		fmt.Fprintf(w, "mode: %s, ring %s", s.Mode, s.ring)
 	}
 	if s.KeyType != "" {
@@ -310,10 +317,10 @@ func (s *summary) print(w io.Writer, asJSON bool) error {
 		fmt.Fprint(w, ", with an Asset per encrypt")
 	}
 	switch s.Mode {
-	case "encrypt", "transit-encrypt", "transit-sign", "transit-hmac", "k8s-encrypt":
+	case "encrypt", "transit-encrypt", "transit-sign", "transit-hmac", "k8s-encrypt", "aws-encrypt":
 	case "transit-decrypt":
 		fmt.Fprintf(w, ", %d ciphertexts to decrypt", s.pool)
-	case "k8s-decrypt":
+	case "k8s-decrypt", "aws-decrypt":
 		fmt.Fprintf(w, ", %d of them sealed first to decrypt", s.pool)
 	default:
 		fmt.Fprintf(w, ", %d headers to decrypt", s.pool)
