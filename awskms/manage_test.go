@@ -67,7 +67,9 @@ func TestKeyStateAndDeletion(t *testing.T) {
 // Tags and aliases: an alias names its key wherever a KeyId goes.
 func TestTagsAndAliases(t *testing.T) {
 	c, _ := newClient(t, kms.Flags{"*": true})
-	var made struct{ KeyMetadata struct{ KeyId, Description string } }
+	var made struct {
+		KeyMetadata struct{ KeyId, Description string }
+	}
 	c.do(t, "CreateKey", map[string]any{"Description": "for the test", "Tags": []map[string]string{{"TagKey": "team", "TagValue": "a"}}}, &made)
 	id := made.KeyMetadata.KeyId
 	if made.KeyMetadata.Description != "for the test" {
@@ -75,7 +77,9 @@ func TestTagsAndAliases(t *testing.T) {
 	}
 	c.do(t, "TagResource", map[string]any{"KeyId": id, "Tags": []map[string]string{{"TagKey": "env", "TagValue": "prod"}}}, nil)
 	c.do(t, "UntagResource", map[string]any{"KeyId": id, "TagKeys": []string{"team"}}, nil)
-	var tags struct{ Tags []struct{ TagKey, TagValue string } }
+	var tags struct {
+		Tags []struct{ TagKey, TagValue string }
+	}
 	if c.do(t, "ListResourceTags", map[string]any{"KeyId": id}, &tags); len(tags.Tags) != 1 || tags.Tags[0].TagKey != "env" || tags.Tags[0].TagValue != "prod" {
 		t.Fatalf("ListResourceTags = %+v", tags)
 	}
