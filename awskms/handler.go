@@ -131,12 +131,32 @@ func (a *api) authenticate(r *http.Request) (*kms.Principal, error) {
 		}
 		return nil, fail("ValidationException", "the request's body could not be read")
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.Body = &readBody{Reader: bytes.NewReader(body), body: body}
 	p, err := a.svc.AuthenticateSigned(r.Context(), q.AccessKeyID, func(secret []byte) error { return q.Verify(body, secret) })
 	if err != nil {
 		return nil, unauthenticated(err)
 	}
 	return p, nil
+}
+
+// readBody is a request's body once authenticate has read it: the bytes,
+// for the operation, without a second copy.
+type readBody struct {
+	*bytes.Reader
+	body []byte
+}
+
+func (*readBody) Close() error { return nil }
+
+// regionOf is the region of the signature's scope, which authenticate
+// checked: Credential=<key>/<date>/<region>/kms/aws4_request.
+func regionOf(r *http.Request) string {
+	_, cred, _ := strings.Cut(r.Header.Get("Authorization"), "Credential=")
+	parts := strings.SplitN(cred, "/", 4)
+	if len(parts) < 4 || parts[2] == "" {
+		return "us-east-1"
+	}
+	return parts[2]
 }
 
 // unauthenticated is a refused signature as AWS answers it, of kind
@@ -164,21 +184,18 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request, _ httprouter.Params)
 		writeError(w, r, fail("UnsupportedOperationException", fmt.Sprintf("%s is not served; the operations served are %s", name, strings.Join(served(), ", "))))
 		return
 	}
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
+	var body []byte
+	if rb, ok := r.Body.(*readBody); ok {
+		body = rb.body // read and checked by authenticate
+	} else {
 		writeError(w, r, fail("ValidationException", "the request's body could not be read"))
 		return
-	}
-	q, _ := sigv4.Parse(r, service, a.now()) // checked by authenticate
-	region := "us-east-1"
-	if q != nil {
-		region = q.Scope.Region
 	}
 	// The records of the call name it: aws.Encrypt...
 	if p := kms.PrincipalFrom(r.Context()); p != nil {
 		r = r.WithContext(kms.WithPrincipal(r.Context(), p.Via("aws."+name)))
 	}
-	out, err := op(a, &call{r: r, body: body, region: region})
+	out, err := op(a, &call{r: r, body: body, region: regionOf(r)})
 	if err != nil {
 		writeError(w, r, err)
 		return
