@@ -74,6 +74,9 @@ const (
 	validateAction    = "validate"
 )
 
+// randomAction is the action of GenerateRandom.
+const randomAction = "random.generate"
+
 // actions are the actions the Service records of its own, sorted: every
 // action of the trail but those that callers of ValidateAPIKey report.
 // TestActions keeps the list in step with the code that records them and
@@ -135,6 +138,7 @@ var actions = []string{
 	"keyring.rotate.auto",
 	"keyring.rotate.period",
 	"masterkey.rotate",
+	"random.generate",
 	"ratelimit",
 	"signingkey.rotate",
 	"transit.alias.create",

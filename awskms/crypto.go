@@ -38,6 +38,7 @@ var operations = map[string]operation{
 	"UpdateAlias":                     setAlias(true),
 	"DeleteAlias":                     deleteAlias,
 	"ListAliases":                     listAliases,
+	"GenerateRandom":                  generateRandom,
 	"GetKeyRotationStatus":            getKeyRotationStatus,
 	"RotateKeyOnDemand":               rotateKeyOnDemand,
 	"ListKeyRotations":                listKeyRotations,
@@ -198,4 +199,16 @@ func generateDataKey(withPlaintext bool) operation {
 		}
 		return out, nil
 	}
+}
+
+func generateRandom(a *api, c *call) (any, error) {
+	var in struct{ NumberOfBytes int }
+	if err := c.decode(&in); err != nil {
+		return nil, err
+	}
+	b, err := a.svc.GenerateRandom(c.r.Context(), in.NumberOfBytes)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"Plaintext": b}, nil
 }

@@ -117,3 +117,15 @@ func TestTagsAndAliases(t *testing.T) {
 		t.Errorf("Encrypt by a deleted alias: %q", typ)
 	}
 }
+
+// GenerateRandom answers the bytes asked for, to a key with the flag.
+func TestGenerateRandom(t *testing.T) {
+	c, _ := newClient(t, kms.Flags{kms.FlagRandom: true})
+	var out struct{ Plaintext []byte }
+	if code, typ := c.do(t, "GenerateRandom", map[string]any{"NumberOfBytes": 64}, &out); code != 200 || len(out.Plaintext) != 64 {
+		t.Fatalf("GenerateRandom: %d %s, %d bytes", code, typ, len(out.Plaintext))
+	}
+	if _, typ := c.do(t, "GenerateRandom", map[string]any{"NumberOfBytes": 0}, nil); typ != "ValidationException" {
+		t.Errorf("GenerateRandom of 0 bytes: %q", typ)
+	}
+}
