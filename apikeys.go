@@ -466,7 +466,7 @@ func (s *Service) UpdateAPIKey(ctx context.Context, in APIKeyUpdate) (*APIKeyUpd
 		k.UpdatedAt = s.now().UTC()
 		out, oldDigest = &k, old.Digest
 		return putAPIKey(tx, &k, old)
-	}, func() { s.principals.Remove(oldDigest) })
+	}, func() { s.principals.Remove(oldDigest); s.signers.Remove(out.KeyID) })
 	if err != nil {
 		return nil, err
 	}
@@ -524,7 +524,7 @@ func (s *Service) DeleteAPIKey(ctx context.Context, ref APIKeyRef) (*DeleteAPIKe
 	if err != nil {
 		return nil, err
 	}
-	var digest string
+	var digest, keyID string
 	act := s.newActivity(p, "apikey.delete", "", true, nil)
 	err = s.submit(act, func(tx Txn) error {
 		k, err := visibleAPIKey(tx, p, ref)
@@ -535,7 +535,7 @@ func (s *Service) DeleteAPIKey(ctx context.Context, ref APIKeyRef) (*DeleteAPIKe
 		if err := checkFlagReach(p, "API key "+k.KeyID, "it", k.Flags); err != nil {
 			return err
 		}
-		digest = k.Digest
+		digest, keyID = k.Digest, k.KeyID
 		dels := append(k.indexKeys(), join(pfxAPIKey, []byte(k.KeyID)), join(pfxAPIDigest, []byte(k.Digest)))
 		for _, d := range dels {
 			if err := tx.Delete(d); err != nil {
@@ -543,7 +543,7 @@ func (s *Service) DeleteAPIKey(ctx context.Context, ref APIKeyRef) (*DeleteAPIKe
 			}
 		}
 		return adjustCount(tx, countAPIKeys+k.AccountID, -1, 0, "")
-	}, func() { s.principals.Remove(digest) })
+	}, func() { s.principals.Remove(digest); s.signers.Remove(keyID) })
 	if err != nil {
 		return nil, err
 	}

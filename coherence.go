@@ -117,6 +117,7 @@ func (s *Service) forgetKeys(keys [][]byte) {
 	}
 	if principals {
 		s.principals.Reset()
+		s.signers.Reset()
 		s.forgetSessions()
 	}
 }
@@ -130,6 +131,7 @@ func (s *Service) forgetCaches() {
 	s.keys.Reset()
 	s.heldKeys.Reset()
 	s.principals.Reset()
+	s.signers.Reset()
 	s.forgetSessions()
 }
 

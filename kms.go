@@ -83,6 +83,7 @@ func New(st Store, opts Options) (*Service, error) {
 	s.keyVersions = cache.New[string, string](size)
 	s.heldKeys = cache.New[string, *keytype.Key](size)
 	s.principals = cache.New[string, *Principal](size)
+	s.signers = cache.New[string, *signer](size)
 	s.users = newUserState(size, st, keys.Throttle, func(err error, msg string) { s.log.Error().Err(err).Msg(msg) })
 	s.counts = encryptcount.New(encryptcount.Config{
 		Store:    st,

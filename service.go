@@ -172,6 +172,7 @@ type Service struct {
 	aliases    *cache.Cache[string, string]      // lower-case alias of a held key -> ring ID, "" for no such alias (heldkeys_alias.go)
 	keys       *cache.Cache[string, *keyRecord]  // key ID -> key
 	principals *cache.Cache[string, *Principal]  // digest of a secret -> principal
+	signers    *cache.Cache[string, *signer]     // API key ID -> its secret, for signed requests
 	users      *userState                        // sessions and login throttles
 	counts     *encryptcount.Counters            // the encrypt calls of each key, against reservations in the store
 	ringLocks  sync.Map                          // ring ID -> *journal.Lock (lockRing)

@@ -28,9 +28,10 @@ var errUnknownSigner = Errorf(KindUnauthenticated, "the access key of the reques
 
 // AuthenticateSigned returns the principal of the API key keyID when
 // verify, given the key's secret, accepts the request that the key's ID
-// names (verify checks its signature; the secret is cleared once it
-// returns). A key that does not exist or is inactive, one whose secret
-// the service does not keep, and a signature verify refuses are errors
+// names (verify checks its signature, and keeps nothing of the secret,
+// which the service keeps in memory, as it keeps held keys). A key that
+// does not exist or is inactive, one whose secret the service does not
+// keep, and a signature verify refuses are errors
 // of kind Unauthenticated; verify's error is wrapped, for the protocol
 // to tell why. The principal is the one the key's secret authenticates
 // as a bearer credential.
@@ -38,6 +39,29 @@ func (s *Service) AuthenticateSigned(ctx context.Context, keyID string, verify f
 	if keyID == "" || len(keyID) > 128 || strings.ContainsAny(keyID, "/\x00") {
 		return nil, errUnknownSigner
 	}
+	sg, err := s.signers.Load(keyID, func() (*signer, error) { return s.readSigner(ctx, keyID) })
+	if err != nil {
+		return nil, err
+	}
+	if verr := verify(sg.secret); verr != nil {
+		return nil, &Error{Kind: KindUnauthenticated, Message: "the request's signature does not verify", Err: verr}
+	}
+	// The principal as a bearer credential finds it: a key made inactive
+	// or deleted since its secret was cached is refused here.
+	return s.principals.Load(sg.digest, func() (*Principal, error) { return s.readAPIKey(ctx, sg.digest) })
+}
+
+// signer is what checks the signatures of an API key: its secret, and
+// the digest its principal is found by. A key's secret never changes,
+// so an entry stays true for as long as the key exists; whether it is
+// still active is the principal's lookup's to say.
+type signer struct {
+	digest string
+	secret []byte
+}
+
+// readSigner reads the signer of the API key keyID from the store.
+func (s *Service) readSigner(ctx context.Context, keyID string) (*signer, error) {
 	var k *apiKeyRecord
 	err := s.store.View(ctx, func(tx Txn) error {
 		var err error
@@ -58,10 +82,5 @@ func (s *Service) AuthenticateSigned(ctx context.Context, keyID string, verify f
 	if err != nil {
 		return nil, internalError("open the secret of an API key", err)
 	}
-	verr := verify(secret)
-	clear(secret)
-	if verr != nil {
-		return nil, &Error{Kind: KindUnauthenticated, Message: "the request's signature does not verify", Err: verr}
-	}
-	return s.principals.Load(k.Digest, func() (*Principal, error) { return s.readAPIKey(ctx, k.Digest) })
+	return &signer{digest: k.Digest, secret: secret}, nil
 }
