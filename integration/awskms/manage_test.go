@@ -11,19 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awskms "github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/kms/types"
-
-	"github.com/ringkms/kms/integration/internal/harness"
 )
-
-// sdkKit is AWS's SDK for Go's client of a fresh kmsd -aws-kms, signing
-// with an API key that may do everything.
-func sdkKit(t *testing.T) *awskms.Client {
-	t.Helper()
-	in := harness.New(t)
-	p := in.Start(t, "-aws-kms")
-	k := in.NewAPIKey(t, p, "*")
-	return sdkClient(p, k.KeyID, k.Key)
-}
 
 // newSymmetricKey makes a SYMMETRIC_DEFAULT key and answers its ID and
 // ARN.

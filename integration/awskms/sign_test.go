@@ -20,8 +20,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awskms "github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/kms/types"
-
-	"github.com/ringkms/kms/integration/internal/harness"
 )
 
 // oidMLDSA65 is ML-DSA-65's OID (FIPS 204, NIST's arc).
@@ -100,10 +98,7 @@ func verifyOffline(der []byte, alg types.SigningAlgorithmSpec, msg, sig []byte) 
 // ML-DSA) DIGEST; each signature verifies offline with GetPublicKey's
 // key and with Verify, and an altered one is KMSInvalidSignatureException.
 func TestSDKSign(t *testing.T) {
-	in := harness.New(t)
-	p := in.Start(t, "-aws-kms")
-	k := in.NewAPIKey(t, p, "*")
-	c := sdkClient(p, k.KeyID, k.Key)
+	c := sdkKit(t)
 	ctx := context.Background()
 	msg := []byte("a release to sign")
 	pss := []types.SigningAlgorithmSpec{types.SigningAlgorithmSpecRsassaPssSha256, types.SigningAlgorithmSpecRsassaPssSha384, types.SigningAlgorithmSpecRsassaPssSha512}
@@ -222,10 +217,7 @@ func sameAlgorithms(got, want []types.SigningAlgorithmSpec) bool {
 // HMAC keys; the MAC is HMAC's, and a MAC that does not hold is
 // KMSInvalidMacException.
 func TestSDKMac(t *testing.T) {
-	in := harness.New(t)
-	p := in.Start(t, "-aws-kms")
-	k := in.NewAPIKey(t, p, "*")
-	c := sdkClient(p, k.KeyID, k.Key)
+	c := sdkKit(t)
 	ctx := context.Background()
 
 	made, err := c.CreateKey(ctx, &awskms.CreateKeyInput{KeySpec: types.KeySpecHmac256, KeyUsage: types.KeyUsageTypeGenerateVerifyMac})
