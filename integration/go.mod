@@ -3,6 +3,7 @@ module github.com/ringkms/kms/integration
 go 1.26.0
 
 require (
+	filippo.io/mldsa v1.0.0
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/credentials v1.19.29
 	github.com/aws/aws-sdk-go-v2/service/kms v1.54.1
@@ -27,7 +28,6 @@ require (
 
 require (
 	cel.dev/expr v0.25.3 // indirect
-	filippo.io/mldsa v1.0.0 // indirect
 	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect
 	github.com/aws/aws-sdk-go-v2/internal/configsources v1.4.30 // indirect
 	github.com/aws/aws-sdk-go-v2/internal/endpoints/v2 v2.7.30 // indirect

@@ -27,6 +27,16 @@ func sdkClient(p *kmsdtest.Proc, id, secret string) *awskms.Client {
 	return awskms.NewFromConfig(cfg, func(o *awskms.Options) { o.BaseEndpoint = aws.String(p.URL) })
 }
 
+// sdkKit is AWS's SDK for Go's client of a fresh kmsd -aws-kms, signing
+// with an API key that may do everything.
+func sdkKit(t *testing.T) *awskms.Client {
+	t.Helper()
+	in := harness.New(t)
+	p := in.Start(t, "-aws-kms")
+	k := in.NewAPIKey(t, p, "*")
+	return sdkClient(p, k.KeyID, k.Key)
+}
+
 // errorCode is the AWS error code of err, which AWS's SDK surfaces as a
 // smithy.APIError.
 func errorCode(err error) string {
@@ -41,10 +51,7 @@ func errorCode(err error) string {
 // encrypts, decrypts, re-encrypts and makes data keys against kmsd
 // -aws-kms, with the encryption context bound to the ciphertext.
 func TestSDK(t *testing.T) {
-	in := harness.New(t)
-	p := in.Start(t, "-aws-kms")
-	k := in.NewAPIKey(t, p, "*")
-	c := sdkClient(p, k.KeyID, k.Key)
+	c := sdkKit(t)
 	ctx := context.Background()
 
 	made, err := c.CreateKey(ctx, &awskms.CreateKeyInput{Description: aws.String("sdk")})
