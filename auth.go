@@ -331,3 +331,11 @@ func (s *Service) inRootAccount(ctx context.Context, p *Principal, notes string)
 	p.AccountID = root.ID
 	return nil
 }
+
+// apiKeySecretAAD is what the sealed secret of API key id is bound to.
+func apiKeySecretAAD(id string) []byte { return []byte("apikey/secret/" + id) }
+
+// sealAPIKeySecret seals the secret of the API key id in tx.
+func (s *Service) sealAPIKeySecret(tx Txn, id, secret string) ([]byte, error) {
+	return s.barrier.SealIn(tx, []byte(secret), apiKeySecretAAD(id))
+}

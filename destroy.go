@@ -162,3 +162,90 @@ func (s *Service) eraseDestroyed(ctx context.Context) error {
 		return nil
 	}, nil)
 }
+
+// deleteHeldDue deletes the held keys whose deletion is due by now (after
+// the destroyer destroyed their versions, in the same pass), and returns
+// when the next is due (zero: none is scheduled).
+func (s *Service) deleteHeldDue(ctx context.Context) (time.Time, error) {
+	for {
+		due, next, err := s.scanDue(ctx, heldDeleteDue, destroyBatch, s.now().UnixMilli())
+		if err != nil {
+			return time.Time{}, internalError("read keys due for deletion", err)
+		}
+		for _, k := range due {
+			if err := s.deleteHeldNow(k); err != nil {
+				return time.Time{}, err
+			}
+		}
+		if len(due) < destroyBatch {
+			return next, nil
+		}
+	}
+}
+
+// deleteHeldNow deletes the held key that the index entry due names, if
+// it is still pending deletion at that date, and drops the entry: a
+// version not destroyed yet is noted for erasure with the others
+// (destroy.go), and the key's ring, versions, aliases and indexes go, in
+// one write recorded as transit.key.delete by the Service. Processes that
+// race delete it once: the others find it gone and write nothing.
+func (s *Service) deleteHeldNow(due []byte) error {
+	at, ringID, _, ok := heldDeleteDue.Parse(due)
+	if !ok {
+		return s.submit(nil, func(tx Txn) error { return tx.Delete(due) }, nil)
+	}
+	act := s.newActivity(systemPrincipal, transitDeleteAction, "", true, map[string]any{"ringId": ringID, "reason": "deletionDate",
+		"deletionDate": time.UnixMilli(at).UTC().Format(time.RFC3339Nano)})
+	var gone *removedRing
+	jb := &activityJob{}
+	jb.Mutate = func(tx Txn) error {
+		jb.Rec, gone = nil, nil
+		if err := tx.Delete(due); err != nil {
+			return err
+		}
+		cur, err := loadRing(tx, ringID)
+		if isNotFound(err) {
+			return nil // deleted meanwhile
+		} else if err != nil {
+			return err
+		}
+		if t := cur.held(); t.State != HeldKeyPendingDeletion || t.DeletionDate == nil || t.DeletionDate.UnixMilli() != at {
+			return nil // cancelled, or scheduled again
+		}
+		keys, err := versionsOf(tx, cur.ID)
+		if err != nil {
+			return err
+		}
+		left := []string{}
+		for _, k := range keys {
+			if k.state() != KeyDestroyed {
+				if err := noteErase(tx, k); err != nil {
+					return err
+				}
+				left = append(left, k.ID)
+			}
+		}
+		act.Ring, act.Props["destroyedKeyIds"] = strings.ToLower(cur.Name), left
+		if gone, err = removeRing(tx, cur); err != nil {
+			return err
+		}
+		jb.Rec = act
+		return nil
+	}
+	jb.After = func() {
+		if gone != nil {
+			s.forgetRing(gone)
+		}
+	}
+	return s.journal.Submit(jb)
+}
+
+// versionsOf returns the keys of the ring ringID as tx has them.
+func versionsOf(tx Txn, ringID string) ([]*keyRecord, error) {
+	var keys []*keyRecord
+	err := eachKey(tx, ringID, func(k *keyRecord) error {
+		keys = append(keys, k)
+		return nil
+	})
+	return keys, err
+}

@@ -37,12 +37,6 @@ import (
 // reads as held from now on, though its first keys were handed out at its
 // creation (docs/TRANSIT.md says what to do about it).
 
-// errHandedOut is the answer of a transit call on r, an /asym ring made
-// by CreateAsymKeyRing.
-func errHandedOut(r *ringRecord) error {
-	return Errorf(KindInvalid, "key ring %q was made by POST /asym/keyrings, whose answer handed out its keys: transit uses only keys that the service holds and never hands out; make a transit key under another name", r.Name)
-}
-
 // ExportedKeys are versions of an exportable held key, in the clear.
 type ExportedKeys struct {
 	Name string // the ring's name

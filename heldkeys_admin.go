@@ -6,9 +6,6 @@ import (
 	"maps"
 	"strings"
 	"time"
-
-	"github.com/ringkms/kms/internal/keytype"
-	"github.com/ringkms/kms/internal/wrap"
 )
 
 // Held keys, managed: what the service keeps for each (heldkeys.go), made,
@@ -120,37 +117,6 @@ type HeldKeyConfig struct {
 	Description *string
 }
 
-// checkHeldPeriod checks a rotation period given as a duration.
-func checkHeldPeriod(d time.Duration) error {
-	if d != 0 && d < MinRotationPeriod {
-		return Errorf(KindInvalid, "auto rotate period must be 0 to disable or at least an hour")
-	}
-	return nil
-}
-
-// CreateHeldKeyInput makes a held key.
-type CreateHeldKeyInput struct {
-	Name string
-	// Type is the key's type (HeldKey.Type); empty is aes256-gcm96.
-	// KeySize (hmac: 32 to 512 bytes, 32 by default) and ParameterSet
-	// (ml-dsa: "44", "65" or "87", "65" by default) are its parameters;
-	// given for a type they do not apply to, they are refused.
-	Type         string
-	KeySize      int
-	ParameterSet string
-	// RotationPeriod is the ring's algos.aes256.rotationPeriod: zero for
-	// none, else at least MinRotationPeriod.
-	RotationPeriod time.Duration
-	// Exportable makes a key whose versions ExportHeldKey answers, to
-	// a caller with keyring.<name>.export; it can never be unset. By
-	// default no route answers the key's material.
-	Exportable bool
-	// Description and Tags are what the caller says of the key
-	// (heldkeys_tags.go, which bounds them).
-	Description string
-	Tags        map[string]string
-}
-
 // CreateHeldKey makes the held key in.Name, an /asym ring whose
 // keys the service holds (heldkeys.go). A key that exists already is
 // answered as it is, with Existed set, as Vault answers; an /asym ring of
@@ -201,63 +167,6 @@ func (s *Service) CreateHeldKey(ctx context.Context, in CreateHeldKeyInput) (*He
 		}
 	}
 	return key, nil
-}
-
-// newHeldSettings are the settings of the key in makes: its type with
-// its parameters filled in (keytype.NewSpec), which never change, whether
-// it is exportable, its description and tags.
-func newHeldSettings(in CreateHeldKeyInput) (*heldSettings, error) {
-	t, err := keytype.Parse(in.Type)
-	if err != nil {
-		return nil, Errorf(KindInvalid, "%s", keytype.Message(err))
-	}
-	spec, err := keytype.NewSpec(t, keytype.Params{KeySize: in.KeySize, ParameterSet: keytype.ParameterSet(in.ParameterSet)})
-	if err != nil {
-		return nil, Errorf(KindInvalid, "%s", keytype.Message(err))
-	}
-	if err := checkDescription(in.Description); err != nil {
-		return nil, err
-	}
-	if err := checkTags(in.Tags); err != nil {
-		return nil, err
-	}
-	h := &heldSettings{Exportable: in.Exportable, KeySize: spec.Params().KeySize, ParameterSet: string(spec.Params().ParameterSet),
-		Description: in.Description}
-	if len(in.Tags) > 0 {
-		h.Tags = maps.Clone(in.Tags)
-	}
-	if t != keytype.AES256GCM96 {
-		h.Type = string(t) // empty reads as aes256-gcm96, as the keys made before types did
-	}
-	return h, nil
-}
-
-// createHeldRing makes the /asym ring of a new held key with settings,
-// recorded as transit.key.create. A ring of that name made meanwhile by
-// another call is answered (the caller checks that it is a held key's);
-// a /ks ring of that name is an Invalid error.
-func (s *Service) createHeldRing(ctx context.Context, p *Principal, name string, period time.Duration, settings *heldSettings) (*ringRecord, error) {
-	priv, err := wrap.Generate(wrap.XWing)
-	if err != nil {
-		return nil, internalError("generate key pair", err)
-	}
-	raw := priv.Bytes()
-	defer clear(raw)
-	var algos ConfigAlgos
-	if period > 0 {
-		algos.AES256.RotationPeriod = formatPeriod(period)
-	}
-	r, _, err := s.createRing(p, ringSpec{group: groupAsym, name: name, pub: priv.Public(), private: raw,
-		algos: algos, transit: settings, origin: originHeld, action: transitCreateAction})
-	if ErrorKind(err) == KindConflict {
-		if other, err := s.ringByName(ctx, groupAsym, name); err == nil {
-			return other, nil // made meanwhile by another call
-		}
-		if _, err := s.ringByName(ctx, groupKS, name); err == nil {
-			return nil, Errorf(KindInvalid, "key ring %q is a /ks ring, whose keys the service never holds: transit cannot use it; choose another name", name)
-		}
-	}
-	return r, err
 }
 
 // describeHeld describes r, a ring with versions, as a held key.

@@ -28,12 +28,6 @@ import (
 // aliases of one key keyring.<key>.read. Each call is recorded
 // (transit.alias.*) under the key's name, with the alias.
 
-// maxAliasLen and maxAliasesPerKey bound aliases.
-const (
-	maxAliasLen      = 256
-	maxAliasesPerKey = 50
-)
-
 // HeldKeyAlias is an alias of a held key.
 type HeldKeyAlias struct {
 	Name string // the alias, spelled as it was created
@@ -43,84 +37,6 @@ type HeldKeyAlias struct {
 	TargetID  string
 	CreatedAt time.Time
 	UpdatedAt time.Time // when it was made or last moved to another key
-}
-
-// heldAliasRecord is an alias as stored, under its lower-case name.
-type heldAliasRecord struct {
-	Name      string    `json:"name"`
-	RingID    string    `json:"ringId"`
-	CreatedAt time.Time `json:"createdAt"`
-	UpdatedAt time.Time `json:"updatedAt"`
-}
-
-// checkAliasName checks the name of an alias. The error quotes no name
-// shaped like a credential.
-func checkAliasName(name string) error {
-	if name == "" || len(name) > maxAliasLen {
-		return Errorf(KindInvalid, "an alias has 1 to %d characters", maxAliasLen)
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '/' || c == '_' || c == '-') {
-			return Errorf(KindInvalid, "an alias has only ASCII letters, digits, '/', '_' and '-'")
-		}
-	}
-	for _, prefix := range secretPrefixes {
-		if len(name) >= len(prefix) && strings.EqualFold(name[:len(prefix)], prefix) {
-			return Errorf(KindInvalid, "an alias may not start with %s, as the credentials of the service do", strings.Join(secretPrefixes, ", "))
-		}
-	}
-	return nil
-}
-
-// aliasTarget returns the ID of the ring that the alias name names, or ""
-// when name is no alias: a key's name (which no alias can be), or no name
-// at all.
-func (s *Service) aliasTarget(ctx context.Context, name string) (string, error) {
-	lower := strings.ToLower(name)
-	if ValidateRingName(name) == nil {
-		if _, ok := s.ringNames.Get(lower); ok {
-			return "", nil
-		}
-	}
-	if checkAliasName(name) != nil {
-		return "", nil
-	}
-	return s.aliases.Load(lower, func() (string, error) {
-		var id string
-		err := s.store.View(ctx, func(tx Txn) error {
-			a, err := loadAlias(tx, lower)
-			if err == nil {
-				id = a.RingID
-			} else if isNotFound(err) {
-				err = nil
-			}
-			return err
-		})
-		if err != nil {
-			return "", internalError("read an alias", err)
-		}
-		return id, nil
-	})
-}
-
-// errAliasNotFound is the error of an alias that does not exist. It
-// quotes no name shaped like a credential: a caller may have pasted one
-// where a key's name goes.
-func errAliasNotFound(name string) error {
-	if LooksLikeSecret(name) {
-		return Errorf(KindNotFound, "alias not found")
-	}
-	return Errorf(KindNotFound, "alias %q not found", name)
-}
-
-// loadAlias reads the alias lower (lower-case) as tx has it.
-func loadAlias(tx Txn, lower string) (*heldAliasRecord, error) {
-	var a heldAliasRecord
-	if _, err := getJSON(tx, join(pfxHeldAlias, []byte(lower)), &a, errAliasNotFound(lower)); err != nil {
-		return nil, err
-	}
-	return &a, nil
 }
 
 // putAlias writes a, and its entry in the index of the aliases of its

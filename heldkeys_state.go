@@ -1,9 +1,7 @@
 package kms
 
 import (
-	"cmp"
 	"context"
-	"fmt"
 	"strings"
 	"time"
 )
@@ -41,14 +39,6 @@ import (
 // DELETE: a deletion with a window is another, slower operation, which
 // the window makes undoable.
 
-// The states of a held key (HeldKey.State). A key's record keeps none for
-// enabled.
-const (
-	HeldKeyEnabled         = "enabled"
-	HeldKeyDisabled        = "disabled"
-	HeldKeyPendingDeletion = "pending-deletion"
-)
-
 // The windows of a held key's deletion (ScheduleHeldKeyDeletion): a
 // window of zero is DefaultHeldDeletionWindow; a window is at least the
 // Service's shortest delay of a destruction (Options.MinDestroyDelay) and
@@ -57,32 +47,6 @@ const (
 	DefaultHeldDeletionWindow = 30 * 24 * time.Hour
 	MaxHeldDeletionWindow     = 365 * 24 * time.Hour
 )
-
-// heldState is the state of r as a held key.
-func (r *ringRecord) heldState() string { return cmp.Or(r.held().State, HeldKeyEnabled) }
-
-// heldUsable returns nil when r, a held key, is enabled, and otherwise
-// the error of a use of it: Disabled, with the key's state.
-func (r *ringRecord) heldUsable() error {
-	switch t := r.held(); t.State {
-	case "":
-		return nil
-	case HeldKeyPendingDeletion:
-		return &Error{Kind: KindDisabled, State: HeldKeyPendingDeletion, Message: fmt.Sprintf("key %s is pending deletion on %s and cannot be used: cancel its deletion and enable it to use it again",
-			r.Name, t.DeletionDate.UTC().Format(time.RFC3339))}
-	default:
-		return &Error{Kind: KindDisabled, State: t.State, Message: fmt.Sprintf("key %s is disabled: enable it to use it again", r.Name)}
-	}
-}
-
-// notPendingDeletion refuses a change of cur, a held key, while its
-// deletion is pending.
-func notPendingDeletion(cur *ringRecord) error {
-	if t := cur.held(); t.State == HeldKeyPendingDeletion {
-		return Errorf(KindConflict, "key %s is pending deletion on %s: cancel its deletion first", cur.Name, t.DeletionDate.UTC().Format(time.RFC3339))
-	}
-	return nil
-}
 
 // DisableHeldKey disables the held key name (or the key an alias names)
 // as a whole: no call uses it until EnableHeldKey (see above); its
@@ -196,16 +160,6 @@ func (s *Service) setHeldState(ctx context.Context, name, action, op string,
 	return s.describeHeld(ctx, next, false)
 }
 
-// versionsOf returns the keys of the ring ringID as tx has them.
-func versionsOf(tx Txn, ringID string) ([]*keyRecord, error) {
-	var keys []*keyRecord
-	err := eachKey(tx, ringID, func(k *keyRecord) error {
-		keys = append(keys, k)
-		return nil
-	})
-	return keys, err
-}
-
 // scheduleVersions schedules the destruction of the versions of cur as tx
 // has them at at, the deletion date of their key, and notes the state
 // each had (Before): a destroyed version and one whose own destruction
@@ -271,81 +225,4 @@ func restoreVersions(tx Txn, cur *ringRecord) ([]*keyRecord, error) {
 		changed = append(changed, k)
 	}
 	return changed, nil
-}
-
-// deleteHeldDue deletes the held keys whose deletion is due by now (after
-// the destroyer destroyed their versions, in the same pass), and returns
-// when the next is due (zero: none is scheduled).
-func (s *Service) deleteHeldDue(ctx context.Context) (time.Time, error) {
-	for {
-		due, next, err := s.scanDue(ctx, heldDeleteDue, destroyBatch, s.now().UnixMilli())
-		if err != nil {
-			return time.Time{}, internalError("read keys due for deletion", err)
-		}
-		for _, k := range due {
-			if err := s.deleteHeldNow(k); err != nil {
-				return time.Time{}, err
-			}
-		}
-		if len(due) < destroyBatch {
-			return next, nil
-		}
-	}
-}
-
-// deleteHeldNow deletes the held key that the index entry due names, if
-// it is still pending deletion at that date, and drops the entry: a
-// version not destroyed yet is noted for erasure with the others
-// (destroy.go), and the key's ring, versions, aliases and indexes go, in
-// one write recorded as transit.key.delete by the Service. Processes that
-// race delete it once: the others find it gone and write nothing.
-func (s *Service) deleteHeldNow(due []byte) error {
-	at, ringID, _, ok := heldDeleteDue.Parse(due)
-	if !ok {
-		return s.submit(nil, func(tx Txn) error { return tx.Delete(due) }, nil)
-	}
-	act := s.newActivity(systemPrincipal, transitDeleteAction, "", true, map[string]any{"ringId": ringID, "reason": "deletionDate",
-		"deletionDate": time.UnixMilli(at).UTC().Format(time.RFC3339Nano)})
-	var gone *removedRing
-	jb := &activityJob{}
-	jb.Mutate = func(tx Txn) error {
-		jb.Rec, gone = nil, nil
-		if err := tx.Delete(due); err != nil {
-			return err
-		}
-		cur, err := loadRing(tx, ringID)
-		if isNotFound(err) {
-			return nil // deleted meanwhile
-		} else if err != nil {
-			return err
-		}
-		if t := cur.held(); t.State != HeldKeyPendingDeletion || t.DeletionDate == nil || t.DeletionDate.UnixMilli() != at {
-			return nil // cancelled, or scheduled again
-		}
-		keys, err := versionsOf(tx, cur.ID)
-		if err != nil {
-			return err
-		}
-		left := []string{}
-		for _, k := range keys {
-			if k.state() != KeyDestroyed {
-				if err := noteErase(tx, k); err != nil {
-					return err
-				}
-				left = append(left, k.ID)
-			}
-		}
-		act.Ring, act.Props["destroyedKeyIds"] = strings.ToLower(cur.Name), left
-		if gone, err = removeRing(tx, cur); err != nil {
-			return err
-		}
-		jb.Rec = act
-		return nil
-	}
-	jb.After = func() {
-		if gone != nil {
-			s.forgetRing(gone)
-		}
-	}
-	return s.journal.Submit(jb)
 }

@@ -5,8 +5,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 )
 
 // Descriptions and tags of held keys: what callers say of a key, to find
@@ -22,54 +20,6 @@ import (
 // the description by ConfigureHeldKey, tags by TagHeldKey and
 // UntagHeldKey, recorded as transit.key.config, transit.key.tag and
 // transit.key.untag. A key pending deletion changes none.
-
-// The bounds of descriptions and tags.
-const (
-	maxDescriptionLen = 8192
-	maxTags           = 50
-	maxTagKeyLen      = 128
-	maxTagValueLen    = 256
-)
-
-// checkDescription checks the description of a held key.
-func checkDescription(d string) error {
-	if !utf8.ValidString(d) {
-		return Errorf(KindInvalid, "a description is text in UTF-8")
-	}
-	if n := utf8.RuneCountInString(d); n > maxDescriptionLen {
-		return Errorf(KindInvalid, "a description has at most %d characters, not %d", maxDescriptionLen, n)
-	}
-	return nil
-}
-
-// checkTagText checks the key (what "key") or the value ("value") of a
-// tag: UTF-8 without control characters, of min to max characters. The
-// error quotes neither.
-func checkTagText(what, text string, min, max int) error {
-	if !utf8.ValidString(text) || strings.IndexFunc(text, unicode.IsControl) >= 0 {
-		return Errorf(KindInvalid, "a tag's %s is text in UTF-8 without control characters", what)
-	}
-	if n := utf8.RuneCountInString(text); n < min || n > max {
-		return Errorf(KindInvalid, "a tag's %s has %d to %d characters, not %d", what, min, max, n)
-	}
-	return nil
-}
-
-// checkTags checks tags, at most maxTags of them.
-func checkTags(tags map[string]string) error {
-	if len(tags) > maxTags {
-		return Errorf(KindInvalid, "a key has at most %d tags", maxTags)
-	}
-	for k, v := range tags {
-		if err := checkTagText("key", k, 1, maxTagKeyLen); err != nil {
-			return err
-		}
-		if err := checkTagText("value", v, 0, maxTagValueLen); err != nil {
-			return err
-		}
-	}
-	return nil
-}
 
 // TagHeldKey sets tags on the held key name (or the key an alias names):
 // each tag's value replaces the one its key had, and the key keeps its

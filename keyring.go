@@ -483,3 +483,43 @@ type EncodedValue struct {
 	Value    string `json:"value"`
 	Encoding string `json:"encoding"`
 }
+
+// The states of a held key (HeldKey.State). A key's record keeps none for
+// enabled.
+const (
+	HeldKeyEnabled         = "enabled"
+	HeldKeyDisabled        = "disabled"
+	HeldKeyPendingDeletion = "pending-deletion"
+)
+
+// heldState is the state of r as a held key.
+func (r *ringRecord) heldState() string { return cmp.Or(r.held().State, HeldKeyEnabled) }
+
+// heldUsable returns nil when r, a held key, is enabled, and otherwise
+// the error of a use of it: Disabled, with the key's state.
+func (r *ringRecord) heldUsable() error {
+	switch t := r.held(); t.State {
+	case "":
+		return nil
+	case HeldKeyPendingDeletion:
+		return &Error{Kind: KindDisabled, State: HeldKeyPendingDeletion, Message: fmt.Sprintf("key %s is pending deletion on %s and cannot be used: cancel its deletion and enable it to use it again",
+			r.Name, t.DeletionDate.UTC().Format(time.RFC3339))}
+	default:
+		return &Error{Kind: KindDisabled, State: t.State, Message: fmt.Sprintf("key %s is disabled: enable it to use it again", r.Name)}
+	}
+}
+
+// notPendingDeletion refuses a change of cur, a held key, while its
+// deletion is pending.
+func notPendingDeletion(cur *ringRecord) error {
+	if t := cur.held(); t.State == HeldKeyPendingDeletion {
+		return Errorf(KindConflict, "key %s is pending deletion on %s: cancel its deletion first", cur.Name, t.DeletionDate.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// errHandedOut is the answer of a transit call on r, an /asym ring made
+// by CreateAsymKeyRing.
+func errHandedOut(r *ringRecord) error {
+	return Errorf(KindInvalid, "key ring %q was made by POST /asym/keyrings, whose answer handed out its keys: transit uses only keys that the service holds and never hands out; make a transit key under another name", r.Name)
+}

@@ -208,3 +208,12 @@ type Observer interface {
 	// keep nor change them.
 	ObserveRecords(recs []*Activity)
 }
+
+// signer is what checks the signatures of an API key: its secret, and
+// the digest its principal is found by. A key's secret never changes,
+// so an entry stays true for as long as the key exists; whether it is
+// still active is the principal's lookup's to say.
+type signer struct {
+	digest string
+	secret []byte
+}

@@ -14,14 +14,6 @@ import (
 // made before the secret was kept have none, and sign nothing: make a
 // new key for such a client.
 
-// apiKeySecretAAD is what the sealed secret of API key id is bound to.
-func apiKeySecretAAD(id string) []byte { return []byte("apikey/secret/" + id) }
-
-// sealAPIKeySecret seals the secret of the API key id in tx.
-func (s *Service) sealAPIKeySecret(tx Txn, id, secret string) ([]byte, error) {
-	return s.barrier.SealIn(tx, []byte(secret), apiKeySecretAAD(id))
-}
-
 // errUnknownSigner is the answer to a signed request whose access key is
 // not an active API key.
 var errUnknownSigner = Errorf(KindUnauthenticated, "the access key of the request is not an active API key")
@@ -49,15 +41,6 @@ func (s *Service) AuthenticateSigned(ctx context.Context, keyID string, verify f
 	// The principal as a bearer credential finds it: a key made inactive
 	// or deleted since its secret was cached is refused here.
 	return s.principals.Load(sg.digest, func() (*Principal, error) { return s.readAPIKey(ctx, sg.digest) })
-}
-
-// signer is what checks the signatures of an API key: its secret, and
-// the digest its principal is found by. A key's secret never changes,
-// so an entry stays true for as long as the key exists; whether it is
-// still active is the principal's lookup's to say.
-type signer struct {
-	digest string
-	secret []byte
 }
 
 // readSigner reads the signer of the API key keyID from the store.
