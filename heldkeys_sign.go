@@ -2,6 +2,8 @@ package kms
 
 import (
 	"context"
+	"slices"
+	"strings"
 
 	"github.com/ringkms/kms/internal/keytype"
 )
@@ -42,6 +44,27 @@ type HeldSignOptions struct {
 	// number of bytes.
 	Algorithm  string
 	SaltLength string
+	// KeyTypes, when given, are the types the key must be of (a
+	// protocol whose algorithms each go with certain keys): a key of
+	// another type is refused (Invalid) before anything is made.
+	KeyTypes []string
+}
+
+// typed is accept narrowed to o.KeyTypes.
+func (o HeldSignOptions) typed(accept func(*ringRecord) error) func(*ringRecord) error {
+	return func(r *ringRecord) error {
+		if err := accept(r); err != nil || len(o.KeyTypes) == 0 {
+			return err
+		}
+		spec, err := r.keySpec()
+		if err != nil {
+			return internalError("type of a held key", err)
+		}
+		if !slices.Contains(o.KeyTypes, string(spec.Type())) {
+			return Errorf(KindInvalid, "key %s is of type %s, not %s", r.Name, spec.Type(), strings.Join(o.KeyTypes, " or "))
+		}
+		return nil
+	}
 }
 
 // options is o as internal/keytype takes it.
@@ -102,7 +125,7 @@ type HeldVerified struct {
 // error. It needs keyring.<name>.sign.
 func (s *Service) SignWithHeldKey(ctx context.Context, in HeldSignInput) ([]HeldSigned, error) {
 	return s.produce(ctx, heldSignAction, OpSign, in.Name, in.KeyVersion, in.Inputs,
-		func(r *ringRecord) error { return r.supports(keytype.Type.Signs, "signing") },
+		in.Options.typed(func(r *ringRecord) error { return r.supports(keytype.Type.Signs, "signing") }),
 		func(key *keytype.Key, input []byte) ([]byte, error) { return key.Sign(input, in.Options.options()) })
 }
 
@@ -112,7 +135,7 @@ func (s *Service) SignWithHeldKey(ctx context.Context, in HeldSignInput) ([]Held
 // them in order, each with its error. Every type has HMAC keys. It needs
 // keyring.<name>.hmac.
 func (s *Service) HMACWithHeldKey(ctx context.Context, in HeldSignInput) ([]HeldSigned, error) {
-	return s.produce(ctx, heldHMACAction, OpHMAC, in.Name, in.KeyVersion, in.Inputs, func(*ringRecord) error { return nil },
+	return s.produce(ctx, heldHMACAction, OpHMAC, in.Name, in.KeyVersion, in.Inputs, in.Options.typed(func(*ringRecord) error { return nil }),
 		func(key *keytype.Key, input []byte) ([]byte, error) {
 			return key.HMAC(keytype.Hash(in.Options.Hash), input)
 		})
@@ -176,7 +199,7 @@ func (s *Service) heldUseKey(ctx context.Context, r *ringRecord, v int) (*ringRe
 // It needs keyring.<name>.verify.
 func (s *Service) VerifyWithHeldKey(ctx context.Context, in HeldVerifyInput) ([]HeldVerified, error) {
 	opts := in.Options.options()
-	return s.check(ctx, in.Name, in.Items, func(r *ringRecord) error { return r.supports(keytype.Type.Signs, "verification") },
+	return s.check(ctx, in.Name, in.Items, in.Options.typed(func(r *ringRecord) error { return r.supports(keytype.Type.Signs, "verification") }),
 		func(key *keytype.Key, c HeldCheck) (bool, error) { return key.Verify(c.Input, c.Signature, opts) })
 }
 
@@ -186,7 +209,7 @@ func (s *Service) VerifyWithHeldKey(ctx context.Context, in HeldVerifyInput) ([]
 // whether each holds. It needs keyring.<name>.verify.
 func (s *Service) VerifyHMACWithHeldKey(ctx context.Context, in HeldVerifyInput) ([]HeldVerified, error) {
 	hash := keytype.Hash(in.Options.Hash)
-	return s.check(ctx, in.Name, in.Items, func(*ringRecord) error { return nil },
+	return s.check(ctx, in.Name, in.Items, in.Options.typed(func(*ringRecord) error { return nil }),
 		func(key *keytype.Key, c HeldCheck) (bool, error) { return key.VerifyHMAC(hash, c.Input, c.Signature) })
 }
 

@@ -510,10 +510,11 @@ func (r *ringRecord) heldUsable() error {
 }
 
 // notPendingDeletion refuses a change of cur, a held key, while its
-// deletion is pending.
+// deletion is pending: Conflict, with the key's state.
 func notPendingDeletion(cur *ringRecord) error {
 	if t := cur.held(); t.State == HeldKeyPendingDeletion {
-		return Errorf(KindConflict, "key %s is pending deletion on %s: cancel its deletion first", cur.Name, t.DeletionDate.UTC().Format(time.RFC3339))
+		return &Error{Kind: KindConflict, State: HeldKeyPendingDeletion,
+			Message: fmt.Sprintf("key %s is pending deletion on %s: cancel its deletion first", cur.Name, t.DeletionDate.UTC().Format(time.RFC3339))}
 	}
 	return nil
 }

@@ -42,6 +42,8 @@ func exception(err error) *awsError {
 		return &awsError{status: http.StatusInternalServerError, typ: typ, message: kms.ErrorMessage(err)}
 	case kind == kms.KindUnavailable:
 		return &awsError{status: http.StatusServiceUnavailable, typ: typ, message: kms.ErrorMessage(err)}
+	case (kind == kms.KindDisabled || kind == kms.KindConflict) && kms.AsError(err) != nil && kms.AsError(err).State == kms.HeldKeyPendingDeletion:
+		return fail("KMSInvalidStateException", kms.ErrorMessage(err))
 	case kind == kms.KindUnauthenticated:
 		return fail(typ, "The security token included in the request is invalid. "+kms.ErrorMessage(err))
 	}

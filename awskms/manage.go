@@ -30,17 +30,8 @@ func setState(enable bool) operation {
 			change = a.svc.EnableHeldKey
 		}
 		_, err = change(c.r.Context(), name)
-		return struct{}{}, pendingState(err)
+		return struct{}{}, err
 	}
-}
-
-// pendingState is err of a change of a key pending deletion as AWS
-// answers it: KMSInvalidStateException.
-func pendingState(err error) error {
-	if kms.ErrorKind(err) == kms.KindConflict {
-		return fail("KMSInvalidStateException", kms.ErrorMessage(err))
-	}
-	return err
 }
 
 func scheduleKeyDeletion(a *api, c *call) (any, error) {
@@ -61,7 +52,7 @@ func scheduleKeyDeletion(a *api, c *call) (any, error) {
 	}
 	k, err := a.svc.ScheduleHeldKeyDeletion(c.r.Context(), name, time.Duration(days)*day)
 	if err != nil {
-		return nil, pendingState(err)
+		return nil, err
 	}
 	return map[string]any{"KeyId": arn(c.region, k.Name), "DeletionDate": epoch(k.DeletionDate), "KeyState": "PendingDeletion",
 		"PendingWindowInDays": days}, nil
@@ -75,7 +66,7 @@ func cancelKeyDeletion(a *api, c *call) (any, error) {
 	}
 	k, err := a.svc.CancelHeldKeyDeletion(c.r.Context(), name)
 	if err != nil {
-		return nil, pendingState(err)
+		return nil, err
 	}
 	return map[string]any{"KeyId": arn(c.region, k.Name)}, nil
 }

@@ -31,14 +31,23 @@ func (a *api) held(c *call, in *keyIDRequest) (string, *kms.HeldKey, error) {
 // rotatable is held for a key whose rotation AWS allows: a symmetric
 // key (HMAC and asymmetric keys do not rotate there).
 func (a *api) rotatable(c *call, in *keyIDRequest) (string, error) {
-	name, k, err := a.held(c, in)
+	_, k, err := a.held(c, in)
 	if err != nil {
 		return "", err
 	}
-	if spec, _ := specOf(k); spec != "SYMMETRIC_DEFAULT" {
-		return "", fail("UnsupportedOperationException", fmt.Sprintf("key %s is a %s key: only SYMMETRIC_DEFAULT keys rotate", name, spec))
+	if err := symmetric(k); err != nil {
+		return "", err
 	}
-	return name, nil
+	return k.Name, nil
+}
+
+// symmetric refuses a key that is not a symmetric one: only those rotate
+// in AWS KMS.
+func symmetric(k *kms.HeldKey) error {
+	if spec, _ := specOf(k); spec != "SYMMETRIC_DEFAULT" {
+		return fail("UnsupportedOperationException", fmt.Sprintf("key %s is a %s key: only SYMMETRIC_DEFAULT keys rotate", k.Name, spec))
+	}
+	return nil
 }
 
 // setRotation is EnableKeyRotation, or with enable false
@@ -68,11 +77,14 @@ func setRotation(enable bool) operation {
 
 func getKeyRotationStatus(a *api, c *call) (any, error) {
 	var in keyIDRequest
-	name, k, err := a.held(c, &in)
+	_, k, err := a.held(c, &in)
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]any{"KeyId": arn(c.region, name), "KeyRotationEnabled": k.RotationPeriod > 0}
+	if err := symmetric(k); err != nil {
+		return nil, err
+	}
+	out := map[string]any{"KeyId": arn(c.region, k.Name), "KeyRotationEnabled": k.RotationPeriod > 0}
 	if k.RotationPeriod > 0 {
 		out["RotationPeriodInDays"] = int(k.RotationPeriod / day)
 		if t, ok := k.Versions[k.LatestVersion]; ok {
@@ -96,8 +108,11 @@ func rotateKeyOnDemand(a *api, c *call) (any, error) {
 
 func listKeyRotations(a *api, c *call) (any, error) {
 	var in keyIDRequest
-	name, k, err := a.held(c, &in)
+	_, k, err := a.held(c, &in)
 	if err != nil {
+		return nil, err
+	}
+	if err := symmetric(k); err != nil {
 		return nil, err
 	}
 	type rotation struct {
@@ -113,7 +128,7 @@ func listKeyRotations(a *api, c *call) (any, error) {
 	slices.Sort(versions)
 	out := make([]rotation, 0, len(versions))
 	for _, v := range versions {
-		out = append(out, rotation{arn(c.region, name), float64(k.Versions[v].UnixMilli()) / 1000})
+		out = append(out, rotation{arn(c.region, k.Name), float64(k.Versions[v].UnixMilli()) / 1000})
 	}
 	return map[string]any{"Rotations": out, "Truncated": false}, nil
 }

@@ -30,7 +30,7 @@ var signing = map[string]struct {
 	"RSASSA_PKCS1_V1_5_SHA_256": {kms.HeldSignOptions{Hash: "sha2-256", Algorithm: "pkcs1v15"}, rsaSpecs},
 	"RSASSA_PKCS1_V1_5_SHA_384": {kms.HeldSignOptions{Hash: "sha2-384", Algorithm: "pkcs1v15"}, rsaSpecs},
 	"RSASSA_PKCS1_V1_5_SHA_512": {kms.HeldSignOptions{Hash: "sha2-512", Algorithm: "pkcs1v15"}, rsaSpecs},
-	"ML_DSA_SHAKE_256":          {kms.HeldSignOptions{}, []string{"ML_DSA_44", "ML_DSA_65", "ML_DSA_87"}},
+	"ML_DSA_SHAKE_256":          {kms.HeldSignOptions{}, []string{"ML_DSA_65"}},
 }
 
 var rsaSpecs = []string{"RSA_2048", "RSA_3072", "RSA_4096"}
@@ -81,7 +81,8 @@ func (in *msgRequest) read(c *call, mac bool) (name string, opts kms.HeldSignOpt
 		if !ok {
 			err = fail("ValidationException", fmt.Sprintf("MacAlgorithm %q: use HMAC_SHA_224, HMAC_SHA_256, HMAC_SHA_384 or HMAC_SHA_512", in.MacAlgorithm))
 		}
-		return name, kms.HeldSignOptions{Hash: h}, in.MacAlgorithm, in.Mac, err
+		// AWS computes MACs with HMAC keys only.
+		return name, kms.HeldSignOptions{Hash: h, KeyTypes: []string{"hmac"}}, in.MacAlgorithm, in.Mac, err
 	}
 	a, ok := signing[in.SigningAlgorithm]
 	if !ok {
@@ -94,6 +95,12 @@ func (in *msgRequest) read(c *call, mac bool) (name string, opts kms.HeldSignOpt
 		return
 	}
 	opts = a.opts
+	// An algorithm goes with the key specs that take it.
+	for _, spec := range a.specs {
+		if t := keySpecs[spec].Type; !slices.Contains(opts.KeyTypes, t) {
+			opts.KeyTypes = append(opts.KeyTypes, t)
+		}
+	}
 	switch in.MessageType {
 	case "", "RAW":
 	case "DIGEST":
@@ -214,6 +221,6 @@ func getPublicKey(a *api, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"KeyId": arn(c.region, name), "PublicKey": der, "KeySpec": spec, "CustomerMasterKeySpec": spec,
+	return map[string]any{"KeyId": arn(c.region, k.Name), "PublicKey": der, "KeySpec": spec, "CustomerMasterKeySpec": spec,
 		"KeyUsage": usage, "SigningAlgorithms": signingAlgorithms(spec)}, nil
 }

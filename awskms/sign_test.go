@@ -162,3 +162,38 @@ func TestMacAndRotation(t *testing.T) {
 		t.Fatal("rotation still enabled")
 	}
 }
+
+// An algorithm that does not go with the key's spec, or a MAC with a key
+// that is not an HMAC key, is refused (InvalidKeyUsageException) and
+// nothing is made; an alias answers with its key's ARN.
+func TestKeyUsage(t *testing.T) {
+	c, env := newClient(t, kms.Flags{"*": true})
+	p256 := c.makeKey(t, "ECC_NIST_P256")
+	rsaKey := c.makeKey(t, "RSA_2048")
+	sym := c.makeKey(t, "SYMMETRIC_DEFAULT")
+	for _, tt := range []struct{ op, key, alg string }{
+		{"Sign", p256, "ECDSA_SHA_384"}, {"Sign", p256, "RSASSA_PSS_SHA_256"}, {"Sign", rsaKey, "ECDSA_SHA_256"},
+		{"Sign", rsaKey, "ML_DSA_SHAKE_256"}, {"Verify", p256, "RSASSA_PKCS1_V1_5_SHA_256"},
+	} {
+		in := map[string]any{"KeyId": tt.key, "Message": []byte("m"), "SigningAlgorithm": tt.alg, "Signature": []byte("s")}
+		if _, typ := c.do(t, tt.op, in, nil); typ != "InvalidKeyUsageException" {
+			t.Errorf("%s with %s on a key it does not go with: %q", tt.op, tt.alg, typ)
+		}
+	}
+	for _, op := range []string{"GenerateMac", "VerifyMac"} {
+		if _, typ := c.do(t, op, map[string]any{"KeyId": sym, "Message": []byte("m"), "MacAlgorithm": "HMAC_SHA_256", "Mac": []byte("x")}, nil); typ != "InvalidKeyUsageException" {
+			t.Errorf("%s with a symmetric key: %q", op, typ)
+		}
+	}
+	recs, _ := env.Service.SearchActivity(env.RootCtx, kms.ActivityFilter{Action: "transit.sign"}, kms.PageRequest{})
+	for _, r := range recs.Data {
+		if r.Props["result"] == "ok" || r.Props["version"] != nil {
+			t.Errorf("a refused signature was made: %+v", r)
+		}
+	}
+	c.do(t, "CreateAlias", map[string]any{"AliasName": "alias/signer", "TargetKeyId": p256}, nil)
+	var pub struct{ KeyId string }
+	if c.do(t, "GetPublicKey", map[string]any{"KeyId": "alias/signer"}, &pub); pub.KeyId != "arn:aws:kms:eu-west-3:000000000000:key/"+p256 {
+		t.Errorf("GetPublicKey by alias answered KeyId %q, want the key's ARN", pub.KeyId)
+	}
+}
