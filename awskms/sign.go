@@ -152,12 +152,12 @@ func check(mac bool) operation {
 			call, valid, algName, invalid = a.svc.VerifyHMACWithHeldKey, "MacValid", "MacAlgorithm", fail("KMSInvalidMacException", "the MAC does not verify")
 		}
 		res, err := call(c.r.Context(), kms.HeldVerifyInput{Name: name, Options: opts, Items: []kms.HeldCheck{{Signature: sig, Input: in.Message}}})
-		if err == nil {
-			err = res[0].Err
+		if err != nil { // the key, its type, the caller's flag
+			return nil, keyUsage(err)
 		}
-		switch {
+		switch err := res[0].Err; {
 		case err != nil && kms.ErrorKind(err) == kms.KindInvalid && len(sig) > 0:
-			return nil, invalid
+			return nil, invalid // a signature that does not read
 		case err != nil:
 			return nil, keyUsage(err)
 		case !res[0].Valid:
