@@ -1,7 +1,6 @@
 package kms_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/ringkms/kms"
@@ -45,25 +44,7 @@ func TestTransitCluster(t *testing.T) {
 // seen another node disable a held key encrypts nothing with it: the
 // encrypt's commit checks the key's state.
 func TestStaleNodeNeverUsesDisabledHeldKey(t *testing.T) {
-	ctx := context.Background()
-	nodes := pgNodes(t, 2, kms.Options{MasterKey: kms.GenerateMasterKey()}, func(i int, st kms.Store) kms.Store {
-		if i == 1 {
-			return unwatched{st}
-		}
-		return st
-	})
-	const secret = "stale-node-bootstrap-secret-0123456789"
-	if _, err := nodes[0].Bootstrap(ctx, secret); err != nil {
-		t.Fatal(err)
-	}
-	var roots [2]context.Context
-	for i, svc := range nodes {
-		p, err := svc.Authenticate(ctx, secret)
-		if err != nil {
-			t.Fatal(err)
-		}
-		roots[i] = kms.WithPrincipal(ctx, p)
-	}
+	nodes, roots := staleNodes(t)
 	if _, err := nodes[0].CreateHeldKey(roots[0], kms.CreateHeldKeyInput{Name: "shared"}); err != nil {
 		t.Fatal(err)
 	}

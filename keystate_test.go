@@ -399,15 +399,11 @@ func TestDestroyOnceAcrossNodes(t *testing.T) {
 	}
 }
 
-// unwatched hides a store's Watch: a Service over it learns of other
-// processes' writes only when it empties its caches (every 500 ms).
-type unwatched struct{ kms.Store }
-
-// TestStaleNodeNeverHandsOutDisabledKey: a node whose cache has not yet
-// seen another node rotate a ring and disable its old key (one call,
-// "rotate": true) refuses to hand the old key out: the encrypt's commit
-// checks the key it hands out.
-func TestStaleNodeNeverHandsOutDisabledKey(t *testing.T) {
+// staleNodes are two nodes on one PostgreSQL database, bootstrapped, and
+// a context of the root key on each: the second never hears of the
+// first's writes but when it empties its caches (unwatched).
+func staleNodes(t *testing.T) ([]*kms.Service, [2]context.Context) {
+	t.Helper()
 	ctx := context.Background()
 	nodes := pgNodes(t, 2, kms.Options{MasterKey: kms.GenerateMasterKey()}, func(i int, st kms.Store) kms.Store {
 		if i == 1 {
@@ -427,6 +423,19 @@ func TestStaleNodeNeverHandsOutDisabledKey(t *testing.T) {
 		}
 		roots[i] = kms.WithPrincipal(ctx, p)
 	}
+	return nodes, roots
+}
+
+// unwatched hides a store's Watch: a Service over it learns of other
+// processes' writes only when it empties its caches (every 500 ms).
+type unwatched struct{ kms.Store }
+
+// TestStaleNodeNeverHandsOutDisabledKey: a node whose cache has not yet
+// seen another node rotate a ring and disable its old key (one call,
+// "rotate": true) refuses to hand the old key out: the encrypt's commit
+// checks the key it hands out.
+func TestStaleNodeNeverHandsOutDisabledKey(t *testing.T) {
+	nodes, roots := staleNodes(t)
 	if _, err := nodes[0].CreateKeyRing(roots[0], kms.CreateKeyRingInput{Name: "leaky"}); err != nil {
 		t.Fatal(err)
 	}

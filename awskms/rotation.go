@@ -30,15 +30,12 @@ func (a *api) held(c *call, in *keyIDRequest) (string, *kms.HeldKey, error) {
 
 // rotatable is held for a key whose rotation AWS allows: a symmetric
 // key (HMAC and asymmetric keys do not rotate there).
-func (a *api) rotatable(c *call, in *keyIDRequest) (string, error) {
+func (a *api) rotatable(c *call, in *keyIDRequest) (*kms.HeldKey, error) {
 	_, k, err := a.held(c, in)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	if err := symmetric(k); err != nil {
-		return "", err
-	}
-	return k.Name, nil
+	return k, symmetric(k)
 }
 
 // symmetric refuses a key that is not a symmetric one: only those rotate
@@ -55,7 +52,7 @@ func symmetric(k *kms.HeldKey) error {
 func setRotation(enable bool) operation {
 	return func(a *api, c *call) (any, error) {
 		var in keyIDRequest
-		name, err := a.rotatable(c, &in)
+		k, err := a.rotatable(c, &in)
 		if err != nil {
 			return nil, err
 		}
@@ -70,18 +67,15 @@ func setRotation(enable bool) operation {
 			}
 			period = time.Duration(days) * day
 		}
-		_, err = a.svc.ConfigureHeldKey(c.r.Context(), name, kms.HeldKeyConfig{RotationPeriod: &period})
+		_, err = a.svc.ConfigureHeldKey(c.r.Context(), k.Name, kms.HeldKeyConfig{RotationPeriod: &period})
 		return struct{}{}, err
 	}
 }
 
 func getKeyRotationStatus(a *api, c *call) (any, error) {
 	var in keyIDRequest
-	_, k, err := a.held(c, &in)
+	k, err := a.rotatable(c, &in)
 	if err != nil {
-		return nil, err
-	}
-	if err := symmetric(k); err != nil {
 		return nil, err
 	}
 	out := map[string]any{"KeyId": arn(c.region, k.Name), "KeyRotationEnabled": k.RotationPeriod > 0}
@@ -96,23 +90,20 @@ func getKeyRotationStatus(a *api, c *call) (any, error) {
 
 func rotateKeyOnDemand(a *api, c *call) (any, error) {
 	var in keyIDRequest
-	name, err := a.rotatable(c, &in)
+	k, err := a.rotatable(c, &in)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := a.svc.RotateHeldKey(c.r.Context(), name); err != nil {
+	if _, err := a.svc.RotateHeldKey(c.r.Context(), k.Name); err != nil {
 		return nil, err
 	}
-	return map[string]any{"KeyId": arn(c.region, name)}, nil
+	return map[string]any{"KeyId": arn(c.region, k.Name)}, nil
 }
 
 func listKeyRotations(a *api, c *call) (any, error) {
 	var in keyIDRequest
-	_, k, err := a.held(c, &in)
+	k, err := a.rotatable(c, &in)
 	if err != nil {
-		return nil, err
-	}
-	if err := symmetric(k); err != nil {
 		return nil, err
 	}
 	type rotation struct {
