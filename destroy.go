@@ -52,26 +52,35 @@ func (s *Service) scanDue(ctx context.Context, x schedule.Index, limit int, now 
 // keeps of destroyed keys' material, and returns when the next scheduled
 // destruction or deletion is due (zero: none is scheduled).
 func (s *Service) destroyDue(ctx context.Context) (time.Time, error) {
+	next, err := s.drainDue(ctx, keyDue, "destruction", s.destroyNow)
+	if err != nil {
+		return time.Time{}, err
+	}
+	held, err := s.drainDue(ctx, heldDeleteDue, "deletion", s.deleteHeldNow)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if next.IsZero() || !held.IsZero() && held.Before(next) {
+		next = held
+	}
+	return next, s.eraseDestroyed(ctx)
+}
+
+// drainDue runs do on each entry of x due by now, a batch at a time, and
+// returns when the next entry is due (zero: none is scheduled).
+func (s *Service) drainDue(ctx context.Context, x schedule.Index, what string, do func(due []byte) error) (time.Time, error) {
 	for {
-		now := s.now().UnixMilli()
-		due, next, err := s.scanDue(ctx, keyDue, destroyBatch, now)
+		due, next, err := s.scanDue(ctx, x, destroyBatch, s.now().UnixMilli())
 		if err != nil {
-			return time.Time{}, internalError("read keys due for destruction", err)
+			return time.Time{}, internalError("read keys due for "+what, err)
 		}
 		for _, k := range due {
-			if err := s.destroyNow(k); err != nil {
+			if err := do(k); err != nil {
 				return time.Time{}, err
 			}
 		}
 		if len(due) < destroyBatch {
-			held, err := s.deleteHeldDue(ctx)
-			if err != nil {
-				return time.Time{}, err
-			}
-			if next.IsZero() || !held.IsZero() && held.Before(next) {
-				next = held
-			}
-			return next, s.eraseDestroyed(ctx)
+			return next, nil
 		}
 	}
 }
@@ -161,26 +170,6 @@ func (s *Service) eraseDestroyed(ctx context.Context) error {
 		}
 		return nil
 	}, nil)
-}
-
-// deleteHeldDue deletes the held keys whose deletion is due by now (after
-// the destroyer destroyed their versions, in the same pass), and returns
-// when the next is due (zero: none is scheduled).
-func (s *Service) deleteHeldDue(ctx context.Context) (time.Time, error) {
-	for {
-		due, next, err := s.scanDue(ctx, heldDeleteDue, destroyBatch, s.now().UnixMilli())
-		if err != nil {
-			return time.Time{}, internalError("read keys due for deletion", err)
-		}
-		for _, k := range due {
-			if err := s.deleteHeldNow(k); err != nil {
-				return time.Time{}, err
-			}
-		}
-		if len(due) < destroyBatch {
-			return next, nil
-		}
-	}
 }
 
 // deleteHeldNow deletes the held key that the index entry due names, if
