@@ -15,6 +15,8 @@ require (
 	github.com/rs/zerolog v1.35.1
 	golang.org/x/crypto v0.58.0
 	golang.org/x/sys v0.49.0
+	google.golang.org/grpc v1.85.0
+	k8s.io/kms v0.37.2
 )
 
 require (
@@ -48,7 +50,5 @@ require (
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
-	google.golang.org/grpc v1.85.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
-	k8s.io/kms v0.37.2 // indirect
 )
