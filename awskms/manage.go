@@ -85,6 +85,9 @@ func tagResource(a *api, c *call) (any, error) {
 	}
 	tags := make(map[string]string, len(in.Tags))
 	for _, t := range in.Tags {
+		if strings.HasPrefix(strings.ToLower(t.TagKey), "aws:") {
+			return nil, fail("TagException", "tag keys beginning with aws: are AWS's own")
+		}
 		tags[t.TagKey] = t.TagValue
 	}
 	return struct{}{}, a.svc.TagHeldKey(c.r.Context(), name, tags)
@@ -184,6 +187,9 @@ func listAliases(a *api, c *call) (any, error) {
 	}
 	if err := c.decode(&in); err != nil {
 		return nil, err
+	}
+	if in.Limit < 0 || in.Limit > 100 {
+		return nil, fail("ValidationException", fmt.Sprintf("Limit must be 1 to 100, not %d", in.Limit))
 	}
 	target := ""
 	if in.KeyId != "" {

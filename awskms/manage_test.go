@@ -129,3 +129,15 @@ func TestGenerateRandom(t *testing.T) {
 		t.Errorf("GenerateRandom of 0 bytes: %q", typ)
 	}
 }
+
+// AWS's own tag keys and page sizes past 100 are refused.
+func TestManageLimits(t *testing.T) {
+	c, _ := newClient(t, kms.Flags{"*": true})
+	id := c.makeKey(t, "SYMMETRIC_DEFAULT")
+	if _, typ := c.do(t, "TagResource", map[string]any{"KeyId": id, "Tags": []map[string]string{{"TagKey": "aws:owner", "TagValue": "x"}}}, nil); typ != "TagException" {
+		t.Errorf("a tag key of aws: = %q", typ)
+	}
+	if _, typ := c.do(t, "ListAliases", map[string]any{"Limit": 101}, nil); typ != "ValidationException" {
+		t.Errorf("ListAliases with Limit 101 = %q", typ)
+	}
+}
