@@ -74,35 +74,30 @@ func cancelKeyDeletion(a *api, c *call) (any, error) {
 // tag is one of AWS's tags.
 type tag struct{ TagKey, TagValue string }
 
-func tagResource(a *api, c *call) (any, error) {
-	var in struct {
-		KeyId string
-		Tags  []tag
-	}
-	name, err := c.named(&in, &in.KeyId)
-	if err != nil {
-		return nil, err
-	}
-	tags := make(map[string]string, len(in.Tags))
-	for _, t := range in.Tags {
-		if strings.HasPrefix(strings.ToLower(t.TagKey), "aws:") {
-			return nil, fail("TagException", "tag keys beginning with aws: are AWS's own")
+// tagging is TagResource, or with untag UntagResource.
+func tagging(untag bool) operation {
+	return func(a *api, c *call) (any, error) {
+		var in struct {
+			KeyId   string
+			Tags    []tag
+			TagKeys []string
 		}
-		tags[t.TagKey] = t.TagValue
+		name, err := c.named(&in, &in.KeyId)
+		switch {
+		case err != nil:
+			return nil, err
+		case untag:
+			return struct{}{}, a.svc.UntagHeldKey(c.r.Context(), name, in.TagKeys)
+		}
+		tags := make(map[string]string, len(in.Tags))
+		for _, t := range in.Tags {
+			if strings.HasPrefix(strings.ToLower(t.TagKey), "aws:") {
+				return nil, fail("TagException", "tag keys beginning with aws: are AWS's own")
+			}
+			tags[t.TagKey] = t.TagValue
+		}
+		return struct{}{}, a.svc.TagHeldKey(c.r.Context(), name, tags)
 	}
-	return struct{}{}, a.svc.TagHeldKey(c.r.Context(), name, tags)
-}
-
-func untagResource(a *api, c *call) (any, error) {
-	var in struct {
-		KeyId   string
-		TagKeys []string
-	}
-	name, err := c.named(&in, &in.KeyId)
-	if err != nil {
-		return nil, err
-	}
-	return struct{}{}, a.svc.UntagHeldKey(c.r.Context(), name, in.TagKeys)
 }
 
 func listResourceTags(a *api, c *call) (any, error) {
