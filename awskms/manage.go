@@ -17,6 +17,18 @@ var keyStates = map[string]string{
 	kms.HeldKeyEnabled: "Enabled", "": "Enabled", kms.HeldKeyDisabled: "Disabled", kms.HeldKeyPendingDeletion: "PendingDeletion",
 }
 
+// usable refuses a key that is not enabled, as its uses are refused:
+// DisabledException, or KMSInvalidStateException pending deletion.
+func usable(k *kms.HeldKey) error {
+	switch k.State {
+	case kms.HeldKeyDisabled:
+		return fail("DisabledException", fmt.Sprintf("key %s is disabled", k.Name))
+	case kms.HeldKeyPendingDeletion:
+		return fail("KMSInvalidStateException", fmt.Sprintf("key %s is pending deletion", k.Name))
+	}
+	return nil
+}
+
 // setState is EnableKey, or with enable false DisableKey.
 func setState(enable bool) operation {
 	return func(a *api, c *call) (any, error) {
@@ -194,6 +206,9 @@ func listAliases(a *api, c *call) (any, error) {
 		}
 	}
 	page, err := a.svc.ListHeldKeyAliases(c.r.Context(), target, kms.PageRequest{Cursor: in.Marker, Limit: in.Limit})
+	if err != nil && in.Marker != "" && kms.ErrorKind(err) == kms.KindInvalid {
+		return nil, fail("InvalidMarkerException", "Marker is not one that ListAliases answered")
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -141,3 +141,20 @@ func TestManageLimits(t *testing.T) {
 		t.Errorf("ListAliases with Limit 101 = %q", typ)
 	}
 }
+
+// GetPublicKey of a disabled key, a DIGEST of the wrong size and a Marker
+// that no page answered are refused as AWS refuses them.
+func TestAWSRefusals(t *testing.T) {
+	c, _ := newClient(t, kms.Flags{"*": true})
+	id := c.makeKey(t, "ECC_NIST_P256")
+	if _, typ := c.do(t, "Sign", map[string]any{"KeyId": id, "Message": make([]byte, 48), "MessageType": "DIGEST", "SigningAlgorithm": "ECDSA_SHA_256"}, nil); typ != "ValidationException" {
+		t.Errorf("a 48-byte DIGEST for ECDSA_SHA_256: %q", typ)
+	}
+	c.do(t, "DisableKey", map[string]any{"KeyId": id}, nil)
+	if _, typ := c.do(t, "GetPublicKey", map[string]any{"KeyId": id}, nil); typ != "DisabledException" {
+		t.Errorf("GetPublicKey of a disabled key: %q", typ)
+	}
+	if _, typ := c.do(t, "ListAliases", map[string]any{"Marker": "not-a-marker"}, nil); typ != "InvalidMarkerException" {
+		t.Errorf("ListAliases with a made-up Marker: %q", typ)
+	}
+}

@@ -35,6 +35,9 @@ var signing = map[string]struct {
 
 var rsaSpecs = []string{"RSA_2048", "RSA_3072", "RSA_4096"}
 
+// digestSizes are the sizes of the digests of the algorithms' hashes.
+var digestSizes = map[string]int{"sha2-256": 32, "sha2-384": 48, "sha2-512": 64}
+
 // signingAlgorithms are the signing algorithms of a key spec, in name
 // order.
 func signingAlgorithms(spec string) []string {
@@ -106,6 +109,8 @@ func (in *msgRequest) read(c *call, mac bool) (name string, opts kms.HeldSignOpt
 	case "DIGEST":
 		if in.SigningAlgorithm == "ML_DSA_SHAKE_256" {
 			err = fail("ValidationException", "MessageType DIGEST (an external mu) is not served for ML_DSA_SHAKE_256: send the message, RAW")
+		} else if n := digestSizes[opts.Hash]; len(in.Message) != n {
+			err = fail("ValidationException", fmt.Sprintf("a DIGEST for %s has %d bytes, not %d", in.SigningAlgorithm, n, len(in.Message)))
 		}
 		opts.Prehashed = true
 	default:
@@ -213,6 +218,9 @@ func getPublicKey(a *api, c *call) (any, error) {
 		return nil, err
 	}
 	spec, usage := specOf(k)
+	if err := usable(k); err != nil {
+		return nil, err
+	}
 	text, ok := k.PublicKeys[k.LatestVersion]
 	if !ok || usage != "SIGN_VERIFY" {
 		return nil, fail("UnsupportedOperationException", fmt.Sprintf("key %s is a %s key, which has no public key", name, spec))
