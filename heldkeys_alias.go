@@ -53,6 +53,16 @@ func putAlias(tx Txn, a *heldAliasRecord) error {
 	return tx.Set(join(pfxHeldAliasRing, []byte(a.RingID), sep, []byte(lower)), []byte{})
 }
 
+// aliasTargetIn reads the ring ringID in tx as an alias's target, which it
+// must be fit to be (aliasTargetOK).
+func aliasTargetIn(tx Txn, ringID string) (*ringRecord, error) {
+	cur, err := loadRing(tx, ringID)
+	if err != nil {
+		return nil, err
+	}
+	return cur, aliasTargetOK(tx, cur)
+}
+
 // aliasTargetOK checks, in tx, that cur, the ring an alias is to name, can
 // take one more: a held key not pending deletion, with fewer than
 // maxAliasesPerKey aliases.
@@ -103,11 +113,8 @@ func (s *Service) CreateHeldKeyAlias(ctx context.Context, alias, target string) 
 		if err := nameFree(tx, la, alias); err != nil {
 			return err
 		}
-		cur, err := loadRing(tx, r.ID)
+		cur, err := aliasTargetIn(tx, r.ID)
 		if err != nil {
-			return err
-		}
-		if err := aliasTargetOK(tx, cur); err != nil {
 			return err
 		}
 		now := s.now().UTC()
@@ -185,11 +192,8 @@ func (s *Service) UpdateHeldKeyAlias(ctx context.Context, alias, target string) 
 			out = a
 			return nil
 		}
-		cur, err := loadRing(tx, r.ID)
+		cur, err := aliasTargetIn(tx, r.ID)
 		if err != nil {
-			return err
-		}
-		if err := aliasTargetOK(tx, cur); err != nil {
 			return err
 		}
 		if err := tx.Delete(join(pfxHeldAliasRing, []byte(a.RingID), sep, []byte(la))); err != nil {
