@@ -1,12 +1,11 @@
 package awskms
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"strings"
 
 	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/internal/ids"
 )
 
 // keySpecs maps AWS's KeySpec onto the held keys' types and parameters.
@@ -71,14 +70,6 @@ func arn(region, name string) string {
 	return "arn:aws:kms:" + region + ":" + accountID + ":key/" + name
 }
 
-// newKeyID names a new key: 32 hexadecimal digits, an ID of the service's
-// own shape.
-func newKeyID() string {
-	var b [16]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
 // keyMetadata is AWS's KeyMetadata of k.
 type keyMetadata struct {
 	AWSAccountID          string   `json:"AWSAccountId"`
@@ -140,7 +131,7 @@ func createKey(a *api, c *call) (any, error) {
 	if _, usage := specOf(&kms.HeldKey{Type: create.Type, KeySize: create.KeySize, ParameterSet: create.ParameterSet}); in.KeyUsage != "" && in.KeyUsage != usage {
 		return nil, fail("ValidationException", fmt.Sprintf("KeyUsage %s does not go with KeySpec %s, whose usage is %s", in.KeyUsage, in.KeySpec, usage))
 	}
-	create.Name, create.Description = newKeyID(), in.Description
+	create.Name, create.Description = ids.New(a.now()), in.Description
 	if len(in.Tags) > 0 {
 		create.Tags = make(map[string]string, len(in.Tags))
 		for _, t := range in.Tags {

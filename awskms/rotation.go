@@ -82,7 +82,7 @@ func getKeyRotationStatus(a *api, c *call) (any, error) {
 	if k.RotationPeriod > 0 {
 		out["RotationPeriodInDays"] = int(k.RotationPeriod / day)
 		if t, ok := k.Versions[k.LatestVersion]; ok {
-			out["NextRotationDate"] = float64(t.Add(k.RotationPeriod).UnixMilli()) / 1000
+			out["NextRotationDate"] = epoch(t.Add(k.RotationPeriod))
 		}
 	}
 	return out, nil
@@ -119,7 +119,7 @@ func listKeyRotations(a *api, c *call) (any, error) {
 	slices.Sort(versions)
 	out := make([]rotation, 0, len(versions))
 	for _, v := range versions {
-		out = append(out, rotation{arn(c.region, k.Name), float64(k.Versions[v].UnixMilli()) / 1000})
+		out = append(out, rotation{arn(c.region, k.Name), epoch(k.Versions[v])})
 	}
 	return map[string]any{"Rotations": out, "Truncated": false}, nil
 }
