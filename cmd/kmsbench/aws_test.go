@@ -63,22 +63,14 @@ func TestParseFlagsAWS(t *testing.T) {
 		{name: "a mode AWS's protocol has not here", args: []string{"-mode", "aws-sign", "-start"}, wantErr: "aws-encrypt, aws-decrypt"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			o, err := parseFlags(tt.args, envOf(tt.env), &bytes.Buffer{})
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("parseFlags(%q) = %v, want an error with %q", tt.args, err, tt.wantErr)
-				}
+			o, err := parseCase(t, tt.args, tt.env, tt.wantErr)
+			if err != nil {
 				for _, a := range tt.args {
-					if strings.HasPrefix(a, "rk_") || strings.HasPrefix(a, "kmsbench-") {
-						if strings.Contains(err.Error(), a) {
-							t.Errorf("the error quotes the secret given as the ID: %v", err)
-						}
+					if (strings.HasPrefix(a, "rk_") || strings.HasPrefix(a, "kmsbench-")) && strings.Contains(err.Error(), a) {
+						t.Errorf("the error quotes the secret given as the ID: %v", err)
 					}
 				}
 				return
-			}
-			if err != nil {
-				t.Fatalf("parseFlags(%q) = %v, want no error", tt.args, err)
 			}
 			if o.awsKey != tt.awsKey {
 				t.Errorf("parseFlags(%q): key %q, want %q", tt.args, o.awsKey, tt.awsKey)
@@ -87,14 +79,7 @@ func TestParseFlagsAWS(t *testing.T) {
 	}
 
 	// As a command: run answers the usage error and loads nothing.
-	var stdout, stderr bytes.Buffer
-	err := run(context.Background(), []string{"-mode", "aws-encrypt", "-url", "http://127.0.0.1:1", "-key", "k", "-n", "20"}, noEnv, &stdout, &stderr)
-	if err == nil || !strings.Contains(err.Error(), "needs -aws-access-key-id ID") || !strings.Contains(err.Error(), "(see kmsbench -h)") {
-		t.Errorf("kmsbench -mode aws-encrypt without the ID = %v, want the usage error", err)
-	}
-	if stdout.Len() != 0 || stderr.Len() != 0 {
-		t.Errorf("kmsbench -mode aws-encrypt wrote %q and %q, want nothing", stdout.String(), stderr.String())
-	}
+	checkUsageError(t, []string{"-mode", "aws-encrypt", "-url", "http://127.0.0.1:1", "-key", "k", "-n", "20"}, "needs -aws-access-key-id ID")
 }
 
 // TestRunAWSStart: kmsbench starts kmsd with -aws-kms, signs with its
@@ -226,23 +211,14 @@ func TestAWSDecryptChecksPlaintext(t *testing.T) {
 // errors by AWS's exception.
 func TestSummaryTableAWS(t *testing.T) {
 	o := &options{mode: "aws-decrypt", concurrency: 8, ring: "kmsbench", pool: 20, warmup: time.Second, urls: []string{"http://127.0.0.1:8200"}}
-	var h Histogram
-	h.Record(2 * time.Millisecond)
-	st := &stats{requests: 100, errors: 3, byStatus: map[string]int64{"ThrottlingException": 2, "mismatch": 1}, elapsed: time.Second, hist: h}
-	s := newSummary(o)
-	s.Rows = []row{newRow("kmsd", o.urls, o, st)}
-	out := checkTable(t, s,
+	byStatus := map[string]int64{"ThrottlingException": 2, "mismatch": 1}
+	checkModeTable(t, o, byStatus,
 		"mode: aws-decrypt, AWS KMS's protocol signed with SigV4, a key made by CreateKey, 32-byte plaintexts, a context of one pair, 20 of them sealed first to decrypt, warm-up 1s per target\n",
 		"kmsd    aws-decrypt            8       100       3      1.0    100",
 		"kmsd errors by status: ThrottlingException: 2, mismatch: 1\n",
 	)
-	if strings.Contains(out, "ring") {
-		t.Errorf("the table names a ring:\n%s", out)
-	}
 	o.mode, o.awsKey = "aws-encrypt", "sops"
-	s = newSummary(o)
-	s.Rows = []row{newRow("kmsd", o.urls, o, st)}
-	checkTable(t, s, "mode: aws-encrypt, AWS KMS's protocol signed with SigV4, key sops, 32-byte plaintexts, a context of one pair, warm-up 1s per target\n")
+	checkModeTable(t, o, byStatus, "mode: aws-encrypt, AWS KMS's protocol signed with SigV4, key sops, 32-byte plaintexts, a context of one pair, warm-up 1s per target\n")
 }
 
 // TestRunAWSWithoutProtocol: against a kmsd that does not serve AWS

@@ -49,15 +49,9 @@ func TestParseFlagsK8s(t *testing.T) {
 		{name: "a mode the plugin has not", args: []string{"-mode", "k8s-rotate", "-start"}, wantErr: "k8s-encrypt or k8s-decrypt"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			o, err := parseFlags(tt.args, func(k string) string { return tt.env[k] }, &bytes.Buffer{})
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("parseFlags(%q) = %v, want an error with %q", tt.args, err, tt.wantErr)
-				}
-				return
-			}
+			o, err := parseCase(t, tt.args, tt.env, tt.wantErr)
 			if err != nil {
-				t.Fatalf("parseFlags(%q) = %v, want no error", tt.args, err)
+				return
 			}
 			if !slices.Equal(o.urls, tt.urls) {
 				t.Errorf("parseFlags(%q): nodes %q, want %q", tt.args, o.urls, tt.urls)
@@ -66,14 +60,7 @@ func TestParseFlagsK8s(t *testing.T) {
 	}
 
 	// As a command: run answers the usage error and loads nothing.
-	var stdout, stderr bytes.Buffer
-	err = run(context.Background(), []string{"-mode", "k8s-decrypt", "-n", "20"}, noEnv, &stdout, &stderr)
-	if err == nil || !strings.Contains(err.Error(), "needs -k8s-socket PATH") || !strings.Contains(err.Error(), "(see kmsbench -h)") {
-		t.Errorf("kmsbench -mode k8s-decrypt = %v, want the usage error", err)
-	}
-	if stdout.Len() != 0 || stderr.Len() != 0 {
-		t.Errorf("kmsbench -mode k8s-decrypt wrote %q and %q, want nothing", stdout.String(), stderr.String())
-	}
+	checkUsageError(t, []string{"-mode", "k8s-decrypt", "-n", "20"}, "needs -k8s-socket PATH")
 }
 
 // TestRunK8sStart: kmsbench starts kmsd with its KMS plugin on a socket
@@ -161,16 +148,9 @@ func runningK8s(t *testing.T) *kmsd {
 // socket and the data keys, not a ring, and its errors by gRPC code.
 func TestSummaryTableK8s(t *testing.T) {
 	o := &options{mode: "k8s-decrypt", concurrency: 8, ring: "kmsbench", pool: 20, warmup: time.Second, urls: []string{"unix:///run/kms.sock"}}
-	var h Histogram
-	h.Record(2 * time.Millisecond)
-	s := newSummary(o)
-	s.Rows = []row{newRow("kmsd", o.urls, o, &stats{requests: 100, errors: 3, byStatus: map[string]int64{"Unavailable": 2, "mismatch": 1}, elapsed: time.Second, hist: h})}
-	out := checkTable(t, s,
+	checkModeTable(t, o, map[string]int64{"Unavailable": 2, "mismatch": 1},
 		"mode: k8s-decrypt, kmsd's KMS plugin socket, 32-byte data keys, 20 of them sealed first to decrypt, warm-up 1s per target\n",
 		"kmsd    k8s-decrypt            8       100       3      1.0    100",
 		"kmsd errors by status: Unavailable: 2, mismatch: 1\n",
 	)
-	if strings.Contains(out, "ring") {
-		t.Errorf("the table names a ring:\n%s", out)
-	}
 }

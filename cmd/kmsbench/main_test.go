@@ -174,24 +174,49 @@ func TestParseFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			getenv := func(k string) string { return tt.env[k] }
-			o, err := parseFlags(tt.args, getenv, &bytes.Buffer{})
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("parseFlags(%q) = %v, want an error with %q", tt.args, err, tt.wantErr)
-				}
+			o, err := parseCase(t, tt.args, tt.env, tt.wantErr)
+			if err != nil {
 				if strings.Contains(err.Error(), "hunter2") {
 					t.Errorf("parseFlags(%q) = %v: the error shows the password", tt.args, err)
 				}
 				return
 			}
-			if err != nil {
-				t.Fatalf("parseFlags(%q) = %v, want no error", tt.args, err)
-			}
 			if tt.check != nil && !tt.check(o) {
 				t.Errorf("parseFlags(%q) = %+v, not what was asked", tt.args, *o)
 			}
 		})
+	}
+}
+
+// parseCase parses args under env. With wantErr, the parse must fail
+// with an error that says it, which parseCase returns; without, it must
+// succeed, and parseCase returns the options.
+func parseCase(t *testing.T, args []string, env map[string]string, wantErr string) (*options, error) {
+	t.Helper()
+	o, err := parseFlags(args, envOf(env), &bytes.Buffer{})
+	if wantErr == "" {
+		if err != nil {
+			t.Fatalf("parseFlags(%q) = %v, want no error", args, err)
+		}
+		return o, nil
+	}
+	if err == nil || !strings.Contains(err.Error(), wantErr) {
+		t.Fatalf("parseFlags(%q) = %v, want an error with %q", args, err, wantErr)
+	}
+	return nil, err
+}
+
+// checkUsageError runs kmsbench with args, as a command: it must answer
+// a usage error that says want and points at -h, and load nothing.
+func checkUsageError(t *testing.T, args []string, want string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), args, noEnv, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "(see kmsbench -h)") {
+		t.Errorf("kmsbench %q = %v, want the usage error saying %q", args, err, want)
+	}
+	if stdout.Len() != 0 || stderr.Len() != 0 {
+		t.Errorf("kmsbench %q wrote %q and %q, want nothing", args, stdout.String(), stderr.String())
 	}
 }
 
@@ -227,6 +252,21 @@ func checkTable(t *testing.T, s *summary, want ...string) string {
 		}
 	}
 	return out.String()
+}
+
+// checkModeTable prints the summary of one kmsd of o's mode, loaded
+// with 100 calls of 2 ms, 3 of them failed as byStatus counts, and
+// checks that the table says want and names no ring (the protocols'
+// modes name their keys otherwise).
+func checkModeTable(t *testing.T, o *options, byStatus map[string]int64, want ...string) {
+	t.Helper()
+	var h Histogram
+	h.Record(2 * time.Millisecond)
+	s := newSummary(o)
+	s.Rows = []row{newRow("kmsd", o.urls, o, &stats{requests: 100, errors: 3, byStatus: byStatus, elapsed: time.Second, hist: h})}
+	if out := checkTable(t, s, want...); strings.Contains(out, "ring") {
+		t.Errorf("the table names a ring:\n%s", out)
+	}
 }
 
 // printJSON prints s as JSON and decodes it into got.
