@@ -312,12 +312,7 @@ func (s *Service) ListAccountAPIKeys(ctx context.Context, ref AccountRef, req Pa
 	if err != nil {
 		return nil, err
 	}
-	var a *Account
-	err = s.store.View(ctx, func(tx Txn) error {
-		var err error
-		a, err = visibleAccount(tx, p, ref)
-		return err
-	})
+	a, err := viewOne(ctx, s.store, func(tx Txn) (*Account, error) { return visibleAccount(tx, p, ref) })
 	if err != nil {
 		return nil, s.recordFailure(p, "apikey.list", "", internalError("read account", err))
 	}

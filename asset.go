@@ -220,12 +220,7 @@ func (s *Service) writeAsset(tx Txn, p *Principal, ringID, keyID, newID string, 
 // holds when the call's journal job writes the Asset.
 func (s *Service) authorizeAssetUpdate(ctx context.Context, p *Principal, r *ringRecord, id string) error {
 	ring := strings.ToLower(r.Name)
-	var cur *assetRecord
-	err := s.store.View(ctx, func(tx Txn) error {
-		var err error
-		cur, err = s.visibleAsset(tx, p, id)
-		return err
-	})
+	cur, err := viewOne(ctx, s.store, func(tx Txn) (*assetRecord, error) { return s.visibleAsset(tx, p, id) })
 	if err != nil {
 		return s.recordFailure(p, "encrypt", ring, internalError("read asset", err))
 	}
@@ -279,12 +274,7 @@ func (s *Service) checkNoCycle(tx Txn, id string, parents []string) error {
 // that its data and parents are unchanged since the header was signed.
 func (s *Service) verifyAsset(ctx context.Context, seal *assetSeal) (*Asset, string, error) {
 	id := hex.EncodeToString(seal.id[:])
-	var r *assetRecord
-	err := s.store.View(ctx, func(tx Txn) error {
-		var err error
-		r, err = loadAsset(tx, id)
-		return err
-	})
+	r, err := viewOne(ctx, s.store, func(tx Txn) (*assetRecord, error) { return loadAsset(tx, id) })
 	if isNotFound(err) {
 		return nil, "asset failed verification: asset " + id + " was deleted", nil
 	} else if err != nil {

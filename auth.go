@@ -305,12 +305,7 @@ func (s *Service) Application(ctx context.Context, name string) (*Principal, err
 // inRootAccount puts p in the root Account (uid "root"), which it makes,
 // recorded under p with notes, on a store that has none.
 func (s *Service) inRootAccount(ctx context.Context, p *Principal, notes string) error {
-	var root *Account
-	err := s.store.View(ctx, func(tx Txn) error {
-		var err error
-		root, err = getAccount(tx, BootstrapAccountUID, true)
-		return err
-	})
+	root, err := viewOne(ctx, s.store, func(tx Txn) (*Account, error) { return getAccount(tx, BootstrapAccountUID, true) })
 	if err == nil {
 		p.AccountID = root.ID
 		return nil

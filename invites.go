@@ -384,12 +384,7 @@ var errResetRecent = Errorf(KindLimit, "a reset link was sent to the user less t
 // unknown address leaves none but the request's.
 func (s *Service) issueReset(ctx context.Context, mailer Mailer, email string, at time.Time) {
 	const action = "user.reset.issue"
-	var u *userRecord
-	err := s.store.View(ctx, func(tx Txn) error {
-		var err error
-		u, err = findUser(tx, UserRef{Value: email, ByEmail: true})
-		return err
-	})
+	u, err := viewOne(ctx, s.store, func(tx Txn) (*userRecord, error) { return findUser(tx, UserRef{Value: email, ByEmail: true}) })
 	if isNotFound(err) {
 		return
 	} else if err != nil {

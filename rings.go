@@ -184,12 +184,7 @@ func (s *Service) ringByID(ctx context.Context, group, id string) (*ringRecord, 
 // only, not on every call.
 func (s *Service) readRing(ctx context.Context, id string) (*ringRecord, error) {
 	return s.rings.Load(id, func() (*ringRecord, error) {
-		var r *ringRecord
-		err := s.store.View(ctx, func(tx Txn) error {
-			var err error
-			r, err = loadRing(tx, id)
-			return err
-		})
+		r, err := viewOne(ctx, s.store, func(tx Txn) (*ringRecord, error) { return loadRing(tx, id) })
 		if err != nil {
 			return nil, internalError("read key ring", err)
 		}
@@ -241,12 +236,7 @@ func (s *Service) readRingName(ctx context.Context, lower, name string) (string,
 // keyByID returns a key of a ring, from the cache or the store.
 func (s *Service) keyByID(ctx context.Context, ringID, keyID string) (*keyRecord, error) {
 	read := func() (*keyRecord, error) {
-		var k *keyRecord
-		err := s.store.View(ctx, func(tx Txn) error {
-			var err error
-			k, err = loadKey(tx, ringID, keyID)
-			return err
-		})
+		k, err := viewOne(ctx, s.store, func(tx Txn) (*keyRecord, error) { return loadKey(tx, ringID, keyID) })
 		if err != nil {
 			return nil, internalError("read key", err)
 		}

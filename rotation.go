@@ -383,12 +383,7 @@ func (s *Service) rotateScheduled(ctx context.Context, due []byte, now int64) er
 	if !ok {
 		return drop()
 	}
-	var r *ringRecord
-	err := s.store.View(ctx, func(tx Txn) error {
-		var err error
-		r, err = loadRing(tx, ringID)
-		return err
-	})
+	r, err := viewOne(ctx, s.store, func(tx Txn) (*ringRecord, error) { return loadRing(tx, ringID) })
 	switch {
 	case isNotFound(err):
 		return drop()

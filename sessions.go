@@ -307,12 +307,7 @@ func (s *Service) Login(ctx context.Context, in LoginInput) (*LoginResult, error
 	if in.ByEmail {
 		by = "email"
 	}
-	var u *userRecord
-	err := s.store.View(ctx, func(tx Txn) error {
-		var err error
-		u, err = findUser(tx, UserRef{Value: in.Username, ByEmail: in.ByEmail})
-		return err
-	})
+	u, err := viewOne(ctx, s.store, func(tx Txn) (*userRecord, error) { return findUser(tx, UserRef{Value: in.Username, ByEmail: in.ByEmail}) })
 	if isNotFound(err) || ErrorKind(err) == KindInvalid {
 		u, err = nil, nil
 	} else if err != nil {

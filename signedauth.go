@@ -45,12 +45,7 @@ func (s *Service) AuthenticateSigned(ctx context.Context, keyID string, verify f
 
 // readSigner reads the signer of the API key keyID from the store.
 func (s *Service) readSigner(ctx context.Context, keyID string) (*signer, error) {
-	var k *apiKeyRecord
-	err := s.store.View(ctx, func(tx Txn) error {
-		var err error
-		k, err = getAPIKey(tx, keyID)
-		return err
-	})
+	k, err := viewOne(ctx, s.store, func(tx Txn) (*apiKeyRecord, error) { return getAPIKey(tx, keyID) })
 	switch {
 	case isNotFound(err):
 		return nil, errUnknownSigner

@@ -1,6 +1,10 @@
 package kms
 
-import "github.com/ringkms/kms/internal/base"
+import (
+	"context"
+
+	"github.com/ringkms/kms/internal/base"
+)
 
 // The storage contract is defined in internal/base, which the mechanisms
 // under internal/ (the journal among them) share with this package; these
@@ -46,3 +50,15 @@ type Watcher = base.Watcher
 
 // prefetch reads keys into tx when it is a Prefetcher (base.Prefetch).
 func prefetch(tx Txn, keys [][]byte) error { return base.Prefetch(tx, keys) }
+
+// viewOne reads one thing in a read-only transaction of st: what read
+// returns of it.
+func viewOne[T any](ctx context.Context, st Store, read func(Txn) (T, error)) (T, error) {
+	var out T
+	err := st.View(ctx, func(tx Txn) error {
+		var err error
+		out, err = read(tx)
+		return err
+	})
+	return out, err
+}

@@ -386,12 +386,7 @@ func (s *Service) resolveUser(ctx context.Context, action string, ref UserRef, f
 	if !held && !(self && p.Kind == PrincipalUser) {
 		return nil, nil, deny()
 	}
-	var u *userRecord
-	err = s.store.View(ctx, func(tx Txn) error {
-		var err error
-		u, err = findUser(tx, ref)
-		return err
-	})
+	u, err := viewOne(ctx, s.store, func(tx Txn) (*userRecord, error) { return findUser(tx, ref) })
 	if !held && (err != nil || u.ID != p.ID) {
 		return nil, nil, deny()
 	}
