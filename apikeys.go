@@ -40,7 +40,7 @@ type apiKeyRecord struct {
 	// signs (AuthenticateSigned). Keys made before it was kept have none.
 	SealedSecret []byte `json:"sealedSecret,omitempty"`
 
-	stored int // bytes as read by getAPIKey: its size in a page
+	sized // bytes as read by getAPIKey: its size in a page
 }
 
 // APIKeyInput creates an API key.
@@ -203,13 +203,7 @@ func putAPIKey(tx Txn, k *apiKeyRecord, old ...*apiKeyRecord) error {
 }
 
 func getAPIKey(tx Txn, id string) (*apiKeyRecord, error) {
-	var k apiKeyRecord
-	n, err := getJSON(tx, join(pfxAPIKey, []byte(id)), &k, errAPIKeyNotFound)
-	if err != nil {
-		return nil, err
-	}
-	k.stored = n
-	return &k, nil
+	return getSized[apiKeyRecord](tx, join(pfxAPIKey, []byte(id)), errAPIKeyNotFound)
 }
 
 // APIKeyRef names an API key: by its ID, or by its secret when BySecret.

@@ -42,7 +42,7 @@ type assetRecord struct {
 	// the Asset, sorted: the keys whose leak exposes data of the Asset.
 	KeyIDs []string `json:"keyIds,omitempty"`
 
-	stored int // bytes as read by loadAsset: its size in a page
+	sized // bytes as read by loadAsset: its size in a page
 }
 
 // Limits of one Asset.
@@ -137,13 +137,7 @@ func cleanParents(parents []string) ([]string, error) {
 }
 
 func loadAsset(tx Txn, id string) (*assetRecord, error) {
-	var r assetRecord
-	n, err := getJSON(tx, join(pfxAsset, []byte(id)), &r, Errorf(KindNotFound, "asset %s not found", id))
-	if err != nil {
-		return nil, err
-	}
-	r.stored = n
-	return &r, nil
+	return getSized[assetRecord](tx, join(pfxAsset, []byte(id)), Errorf(KindNotFound, "asset %s not found", id))
 }
 
 // writeAsset creates or updates an Asset for an encrypt call by p on ring

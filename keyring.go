@@ -143,7 +143,7 @@ type ringRecord struct {
 	pub      *wrap.PublicKey
 	share    atomic.Pointer[splitkey.Secret] // SealedShare opened, once needed
 	newShare []byte                          // a new ring's share secret, until sealRing has sealed it
-	stored   int                             // bytes as read by loadRing: its size in a page
+	sized                                    // bytes as read by loadRing: its size in a page
 }
 
 // KeyRingConfig is the configuration of a ring.
@@ -304,16 +304,14 @@ var (
 )
 
 func loadRing(tx Txn, id string) (*ringRecord, error) {
-	var r ringRecord
-	n, err := getJSON(tx, join(pfxRing, []byte(id)), &r, errRingNotFound)
+	r, err := getSized[ringRecord](tx, join(pfxRing, []byte(id)), errRingNotFound)
 	if err != nil {
 		return nil, err
 	}
-	r.stored = n
 	if r.pub, err = wrap.ParsePublicKey(r.PublicKey); err != nil {
 		return nil, Errorf(KindInternal, "key ring %s has a corrupt public key", r.ID)
 	}
-	return &r, nil
+	return r, nil
 }
 
 func loadKey(tx Txn, ringID, keyID string) (*keyRecord, error) {

@@ -156,6 +156,26 @@ func getJSON(tx Txn, key []byte, rec any, notFound error) (int, error) {
 	return len(v), json.Unmarshal(v, rec)
 }
 
+// sized is the size of a record as read, kept in the records that pages
+// list with their size.
+type sized struct{ stored int }
+
+func (s *sized) setStored(n int) { s.stored = n }
+
+// getSized reads the record under key as getJSON does, keeping its size.
+func getSized[T any, P interface {
+	*T
+	setStored(int)
+}](tx Txn, key []byte, notFound error) (P, error) {
+	rec := P(new(T))
+	n, err := getJSON(tx, key, rec, notFound)
+	if err != nil {
+		return nil, err
+	}
+	rec.setStored(n)
+	return rec, nil
+}
+
 // newID returns a new identifier (internal/ids): creation time and
 // randomness, strictly increasing within one process, so lists in ID order
 // are in creation order.

@@ -307,7 +307,9 @@ func (s *Service) Login(ctx context.Context, in LoginInput) (*LoginResult, error
 	if in.ByEmail {
 		by = "email"
 	}
-	u, err := viewOne(ctx, s.store, func(tx Txn) (*userRecord, error) { return findUser(tx, UserRef{Value: in.Username, ByEmail: in.ByEmail}) })
+	u, err := viewOne(ctx, s.store, func(tx Txn) (*userRecord, error) {
+		return findUser(tx, UserRef{Value: in.Username, ByEmail: in.ByEmail})
+	})
 	if isNotFound(err) || ErrorKind(err) == KindInvalid {
 		u, err = nil, nil
 	} else if err != nil {

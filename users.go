@@ -60,7 +60,7 @@ type userRecord struct {
 	ResetDigest  string    `json:"resetDigest,omitempty"`
 	ResetSentAt  time.Time `json:"resetSentAt,omitzero"`
 
-	stored int // bytes as read by getUser, without Keys
+	sized // bytes as read by getUser, without Keys
 }
 
 // UserRef names a User: by username (the default), by email address, or by
@@ -147,13 +147,7 @@ func findUser(tx Txn, ref UserRef) (*userRecord, error) {
 }
 
 func getUser(tx Txn, id string) (*userRecord, error) {
-	var u userRecord
-	n, err := getJSON(tx, join(pfxUser, []byte(id)), &u, errUserNotFound)
-	if err != nil {
-		return nil, err
-	}
-	u.stored = n
-	return &u, nil
+	return getSized[userRecord](tx, join(pfxUser, []byte(id)), errUserNotFound)
 }
 
 // putUser writes u and its index entries. old, when set, is the record it
