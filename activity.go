@@ -395,21 +395,23 @@ func (s *Service) SearchActivity(ctx context.Context, f ActivityFilter, req Page
 	if err != nil {
 		return nil, err
 	}
-	var ps pageScan
-	indexed := "none"
-	out := &List[*Activity]{Data: []*Activity{}}
-	err = s.store.View(ctx, func(tx Txn) error {
+	return audited(s, ctx, p, "activity.search", "", func(tx Txn) (*List[*Activity], map[string]any, error) {
+		out := &List[*Activity]{Data: []*Activity{}}
+		indexed := "none"
+		answer := func(err error) (*List[*Activity], map[string]any, error) {
+			return out, map[string]any{"count": out.Pagination.Count, "index": indexed}, err
+		}
 		head, err := loadHead(tx)
 		if err != nil {
-			return err
+			return answer(err)
 		}
 		from, until, none, err := activitySeqRange(tx, q.Start, q.End)
 		if err != nil {
-			return err
+			return answer(err)
 		}
 		if none || q.none {
 			out.Pagination, err = s.emptyPage(q.scope, req)
-			return err
+			return answer(err)
 		}
 		// The search sees the records the index names in this snapshot:
 		// the trail may already hold a few more.
@@ -419,7 +421,7 @@ func (s *Service) SearchActivity(ctx context.Context, f ActivityFilter, req Page
 		}
 		var prefix []byte
 		prefix, indexed = q.index()
-		ps = s.recordScan(tx, prefix, from, until)
+		ps := s.recordScan(tx, prefix, from, until)
 		ps.Scope = q.scope
 		var cur *Activity
 		ps.Match = func(_, v []byte) (bool, error) {
@@ -435,15 +437,8 @@ func (s *Service) SearchActivity(ctx context.Context, f ActivityFilter, req Page
 			return nil
 		}
 		out.Pagination, err = s.pager.scan(ctx, tx, req, ps)
-		return err
+		return answer(err)
 	})
-	if err != nil {
-		return nil, s.recordFailure(p, "activity.search", "", internalError("search activity", err))
-	}
-	if err := s.record(p, "activity.search", "", map[string]any{"count": out.Pagination.Count, "index": indexed}, nil); err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 // recordScan is the page walk of the activity records in [from, until)

@@ -449,14 +449,17 @@ func (s *Service) SearchAssets(ctx context.Context, f AssetFilter, req PageReque
 	if until > 0 {
 		ps.Until = join(prefix, idTimePrefix(until))
 	}
-	out := &List[*Asset]{Data: []*Asset{}}
-	var cur *assetRecord
-	err = s.store.View(ctx, func(tx Txn) error {
+	return audited(s, ctx, p, "asset.search", "", func(tx Txn) (*List[*Asset], map[string]any, error) {
+		out := &List[*Asset]{Data: []*Asset{}}
+		answer := func(err error) (*List[*Asset], map[string]any, error) {
+			return out, map[string]any{"count": out.Pagination.Count, "index": indexed}, err
+		}
 		if none {
 			var err error
 			out.Pagination, err = s.emptyPage(ps.Scope, req)
-			return err
+			return answer(err)
 		}
+		var cur *assetRecord
 		ps.Match = func(k, _ []byte) (bool, error) {
 			id := string(k[len(prefix):])
 			r, err := loadAsset(tx, id)
@@ -479,15 +482,8 @@ func (s *Service) SearchAssets(ctx context.Context, f AssetFilter, req PageReque
 		}
 		var err error
 		out.Pagination, err = s.pager.scan(ctx, tx, req, ps)
-		return err
+		return answer(err)
 	})
-	if err != nil {
-		return nil, s.recordFailure(p, "asset.search", "", internalError("search assets", err))
-	}
-	if err := s.record(p, "asset.search", "", map[string]any{"count": out.Pagination.Count, "index": indexed}, nil); err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 // maxIDTime is the last epoch millisecond an ID can hold (48 bits).

@@ -684,8 +684,8 @@ func (s *Service) ListUsers(ctx context.Context, req PageRequest) (*List[*User],
 	if !p.Can(FlagAllAccounts) {
 		ps = pageScan{Scope: "users/account/" + p.AccountID, Prefix: join(pfxUserAccount, []byte(p.AccountID), sep)}
 	}
-	out := &List[*User]{Data: []*User{}}
-	err = s.store.View(ctx, func(tx Txn) error {
+	return audited(s, ctx, p, action, "", func(tx Txn) (*List[*User], map[string]any, error) {
+		out := &List[*User]{Data: []*User{}}
 		var cur *User
 		var size int
 		ps.Match = func(_, v []byte) (bool, error) {
@@ -706,13 +706,6 @@ func (s *Service) ListUsers(ctx context.Context, req PageRequest) (*List[*User],
 		}
 		var err error
 		out.Pagination, err = s.pager.scan(ctx, tx, req, ps)
-		return err
+		return out, map[string]any{"count": out.Pagination.Count}, err
 	})
-	if err != nil {
-		return nil, s.recordFailure(p, action, "", internalError("list users", err))
-	}
-	if err := s.record(p, action, "", map[string]any{"count": out.Pagination.Count}, nil); err != nil {
-		return nil, err
-	}
-	return out, nil
 }
