@@ -393,6 +393,32 @@ func (s *Service) resolveUser(ctx context.Context, action string, ref UserRef, f
 	return p, u, nil
 }
 
+// userToChange is resolveUser for a change of the User: it needs
+// users.write, and the reach rule over the User as it is (checkReach).
+func (s *Service) userToChange(ctx context.Context, action string, ref UserRef, self bool) (*Principal, *userRecord, error) {
+	p, u, err := s.resolveUser(ctx, action, ref, FlagUsersWrite, self)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkReach(p, u); err != nil {
+		return nil, nil, s.recordFailure(p, action, "", err)
+	}
+	return p, u, nil
+}
+
+// reachedUser reads the User id in tx and checks the reach rule over
+// its flags as they are now, as a change does when it writes.
+func reachedUser(tx Txn, p *Principal, id string) (*userRecord, error) {
+	u, err := getUser(tx, id)
+	if err == nil {
+		err = checkReach(p, u)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
 // GetUser returns a User. It needs users.read, except for a User reading
 // itself with its access token. A User missing (or of another Account,
 // without accounts.all) is NotFound: 404.
@@ -429,12 +455,9 @@ func (s *Service) GetUser(ctx context.Context, ref UserRef) (*User, error) {
 // User had before it, whoever made it.
 func (s *Service) UpdateUser(ctx context.Context, ref UserRef, in UserUpdate) (*User, error) {
 	const action = "user.update"
-	p, u, err := s.resolveUser(ctx, action, ref, FlagUsersWrite, true)
+	p, u, err := s.userToChange(ctx, action, ref, true)
 	if err != nil {
 		return nil, err
-	}
-	if err := checkReach(p, u); err != nil {
-		return nil, s.recordFailure(p, action, "", err)
 	}
 	self := p.Kind == PrincipalUser && p.ID == u.ID
 	if in.Password != nil && !self {
@@ -510,11 +533,8 @@ func (s *Service) UpdateUser(ctx context.Context, ref UserRef, in UserUpdate) (*
 	var notice *Message
 	act := s.newActivity(p, action, "", true, map[string]any{"userId": u.ID, "fields": changed})
 	err = s.submit(act, func(tx Txn) error {
-		old, err := getUser(tx, u.ID)
+		old, err := reachedUser(tx, p, u.ID)
 		if err != nil {
-			return err
-		}
-		if err := checkReach(p, old); err != nil { // the User's flags as they are now
 			return err
 		}
 		n := *old
@@ -633,20 +653,14 @@ func (s *Service) confirmPassword(ctx context.Context, p *Principal, action stri
 // Account). It needs users.write, and every flag the User holds.
 func (s *Service) DeleteUser(ctx context.Context, ref UserRef) (*DeleteUserResult, error) {
 	const action = "user.delete"
-	p, u, err := s.resolveUser(ctx, action, ref, FlagUsersWrite, false)
+	p, u, err := s.userToChange(ctx, action, ref, false)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkReach(p, u); err != nil {
-		return nil, s.recordFailure(p, action, "", err)
-	}
 	act := s.newActivity(p, action, "", true, map[string]any{"userId": u.ID, "accountId": u.AccountID})
 	err = s.submit(act, func(tx Txn) error {
-		cur, err := getUser(tx, u.ID)
+		cur, err := reachedUser(tx, p, u.ID)
 		if err != nil {
-			return err
-		}
-		if err := checkReach(p, cur); err != nil { // the User's flags as they are now
 			return err
 		}
 		dels := append(cur.indexKeys(), join(pfxUser, []byte(cur.ID)))
