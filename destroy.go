@@ -90,7 +90,7 @@ func (s *Service) drainDue(ctx context.Context, x schedule.Index, what string, d
 func (s *Service) destroyNow(due []byte) error {
 	at, ringID, keyID, ok := keyDue.Parse(due)
 	if !ok {
-		return s.submit(nil, func(tx Txn) error { return tx.Delete(due) }, nil)
+		return s.dropDue(due)
 	}
 	ring := ""
 	if r, err := s.ringByID(context.Background(), groupKS, ringID); err == nil {
@@ -101,41 +101,60 @@ func (s *Service) destroyNow(due []byte) error {
 	act := s.newActivity(systemPrincipal, "key.destroy", ring, true, map[string]any{"ringId": ringID, "keyId": keyID,
 		"previousState": KeyDestroyScheduled, "state": KeyDestroyed})
 	var next *keyRecord
-	jb := &activityJob{}
-	jb.Mutate = func(tx Txn) error {
+	return s.dueJob(due, act, func(tx Txn) (bool, error) {
 		// The record is the destruction's: a process that finds the key
 		// destroyed by another (or its destruction cancelled) writes none.
-		jb.Rec, next = nil, nil
-		if err := tx.Delete(due); err != nil {
-			return err
-		}
+		next = nil
 		k, err := loadKey(tx, ringID, keyID)
 		if isNotFound(err) {
-			return nil // its ring was deleted
+			return false, nil // its ring was deleted
 		} else if err != nil {
-			return err
+			return false, err
 		}
 		if k.state() != KeyDestroyScheduled || k.DestroyAt == nil || k.DestroyAt.UnixMilli() != at {
-			return nil
+			return false, nil
 		}
 		now := s.now().UTC()
 		k.State, k.DestroyAt, k.DestroyedAt, k.KeyData, k.Before = KeyDestroyed, nil, &now, KeyData{}, ""
 		if err := noteErase(tx, k); err != nil {
-			return err
+			return false, err
 		}
 		if r, err := loadRing(tx, ringID); err == nil && r.Group == groupAsym {
 			act.Action = "asym.key.destroy"
 		}
-		jb.Rec, next = act, k
-		return putKey(tx, k)
-	}
-	jb.After = func() {
+		next = k
+		return true, putKey(tx, k)
+	}, func() {
 		if next != nil {
 			s.keys.Set(next.ID, next)
 			s.heldKeys.Remove(next.ID)
 		}
+	})
+}
+
+// dueJob submits the work of the due entry due in one transaction that
+// drops the entry and runs do, which says whether it acted: only then is
+// rec written (another process may have done the work first, or it was
+// called off meanwhile). after runs once the transaction is durable.
+func (s *Service) dueJob(due []byte, rec *Activity, do func(tx Txn) (bool, error), after func()) error {
+	jb := &activityJob{After: after}
+	jb.Mutate = func(tx Txn) error {
+		jb.Rec = nil
+		if err := tx.Delete(due); err != nil {
+			return err
+		}
+		acted, err := do(tx)
+		if acted {
+			jb.Rec = rec
+		}
+		return err
 	}
 	return s.journal.Submit(jb)
+}
+
+// dropDue drops the due entry due, which names nothing to do.
+func (s *Service) dropDue(due []byte) error {
+	return s.submit(nil, func(tx Txn) error { return tx.Delete(due) }, nil)
 }
 
 // noteErase notes the key k, destroyed in tx, for eraseDestroyed.
@@ -181,52 +200,43 @@ func (s *Service) eraseDestroyed(ctx context.Context) error {
 func (s *Service) deleteHeldNow(due []byte) error {
 	at, ringID, _, ok := heldDeleteDue.Parse(due)
 	if !ok {
-		return s.submit(nil, func(tx Txn) error { return tx.Delete(due) }, nil)
+		return s.dropDue(due)
 	}
 	act := s.newActivity(systemPrincipal, transitDeleteAction, "", true, map[string]any{"ringId": ringID, "reason": "deletionDate",
 		"deletionDate": time.UnixMilli(at).UTC().Format(time.RFC3339Nano)})
 	var gone *removedRing
-	jb := &activityJob{}
-	jb.Mutate = func(tx Txn) error {
-		jb.Rec, gone = nil, nil
-		if err := tx.Delete(due); err != nil {
-			return err
-		}
+	return s.dueJob(due, act, func(tx Txn) (bool, error) {
+		gone = nil
 		cur, err := loadRing(tx, ringID)
 		if isNotFound(err) {
-			return nil // deleted meanwhile
+			return false, nil // deleted meanwhile
 		} else if err != nil {
-			return err
+			return false, err
 		}
 		if t := cur.held(); t.State != HeldKeyPendingDeletion || t.DeletionDate == nil || t.DeletionDate.UnixMilli() != at {
-			return nil // cancelled, or scheduled again
+			return false, nil // cancelled, or scheduled again
 		}
 		keys, err := versionsOf(tx, cur.ID)
 		if err != nil {
-			return err
+			return false, err
 		}
 		left := []string{}
 		for _, k := range keys {
 			if k.state() != KeyDestroyed {
 				if err := noteErase(tx, k); err != nil {
-					return err
+					return false, err
 				}
 				left = append(left, k.ID)
 			}
 		}
 		act.Ring, act.Props["destroyedKeyIds"] = strings.ToLower(cur.Name), left
-		if gone, err = removeRing(tx, cur); err != nil {
-			return err
-		}
-		jb.Rec = act
-		return nil
-	}
-	jb.After = func() {
+		gone, err = removeRing(tx, cur)
+		return err == nil, err
+	}, func() {
 		if gone != nil {
 			s.forgetRing(gone)
 		}
-	}
-	return s.journal.Submit(jb)
+	})
 }
 
 // versionsOf returns the keys of the ring ringID as tx has them.

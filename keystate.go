@@ -89,6 +89,18 @@ func keyAction(group, op string) string {
 	return "key." + op
 }
 
+// notDestroying refuses a change of a key that is destroyed, or
+// scheduled for destruction (until the destruction is cancelled).
+func notDestroying(r *ringRecord, k *keyRecord) error {
+	switch k.state() {
+	case KeyDestroyed:
+		return errKeyDestroyed(r, k)
+	case KeyDestroyScheduled:
+		return Errorf(KindConflict, "key %s is already scheduled for destruction at %s: cancel the destruction first to change it", k.ID, k.DestroyAt.Format(time.RFC3339))
+	}
+	return nil
+}
+
 func (s *Service) setKeyState(ctx context.Context, group string, ref RingRef, keyID string, in KeyStateInput) (*Key, error) {
 	want := strings.ToLower(in.State)
 	if want != KeyEnabled && want != KeyDisabled {
@@ -96,11 +108,8 @@ func (s *Service) setKeyState(ctx context.Context, group string, ref RingRef, ke
 	}
 	return s.changeKey(ctx, group, ref, keyID, keyAction(group, "state"), in.Rotate && want == KeyDisabled,
 		func(r *ringRecord, k *keyRecord, _ time.Time) error {
-			switch k.state() {
-			case KeyDestroyed:
-				return errKeyDestroyed(r, k)
-			case KeyDestroyScheduled:
-				return Errorf(KindConflict, "key %s is scheduled for destruction at %s: cancel the destruction first", k.ID, k.DestroyAt.Format(time.RFC3339))
+			if err := notDestroying(r, k); err != nil {
+				return err
 			}
 			if want == KeyDisabled {
 				if err := notActive(r, k, "disabled"); err != nil {
@@ -125,11 +134,8 @@ func (s *Service) destroyKey(ctx context.Context, group string, ref RingRef, key
 	}
 	return s.changeKey(ctx, group, ref, keyID, keyAction(group, "destroy.schedule"), in.Rotate,
 		func(r *ringRecord, k *keyRecord, now time.Time) error {
-			switch k.state() {
-			case KeyDestroyed:
-				return errKeyDestroyed(r, k)
-			case KeyDestroyScheduled:
-				return Errorf(KindConflict, "key %s is already scheduled for destruction at %s", k.ID, k.DestroyAt.Format(time.RFC3339))
+			if err := notDestroying(r, k); err != nil {
+				return err
 			}
 			if err := notActive(r, k, "destroyed"); err != nil {
 				return err

@@ -379,18 +379,17 @@ func (s *Service) rotateDue(ctx context.Context) (time.Time, error) {
 // that names what the ring no longer has is dropped.
 func (s *Service) rotateScheduled(ctx context.Context, due []byte, now int64) error {
 	at, ringID, keyID, ok := rotateDue.Parse(due)
-	drop := func() error { return s.submit(nil, func(tx Txn) error { return tx.Delete(due) }, nil) }
 	if !ok {
-		return drop()
+		return s.dropDue(due)
 	}
 	r, err := viewOne(ctx, s.store, func(tx Txn) (*ringRecord, error) { return loadRing(tx, ringID) })
 	switch {
 	case isNotFound(err):
-		return drop()
+		return s.dropDue(due)
 	case err != nil:
 		return internalError("read a ring due for rotation", err)
 	case r.ActiveKey != keyID || r.RotateDue != at:
-		return drop() // rotated or rescheduled: its entry is another
+		return s.dropDue(due) // rotated or rescheduled: its entry is another
 	}
 	mu, err := s.lockRing(r.ID)
 	if err != nil {
