@@ -122,14 +122,51 @@ func putToken(tx Txn, prefix []byte, digest string, t *tokenRecord) error {
 	return tx.Set(join(prefix, []byte(digest)), v)
 }
 
+// tokenKind is an invitation's tokens or a password reset's: the index
+// of their digests and the prefix of their text.
+type tokenKind struct {
+	index  []byte
+	prefix string
+}
+
+var (
+	invitation    = tokenKind{index: pfxInvite, prefix: inviteTokenPrefix}
+	passwordReset = tokenKind{index: pfxReset, prefix: resetTokenPrefix}
+)
+
+// useToken is the write of a token's use, in tx: the token must still be
+// usable, as it was when checked (else refused(state)); the User gets
+// the password hash, sealed, and what set changes, and the token goes.
+// It returns the User as written.
+func (s *Service) useToken(tx Txn, kind tokenKind, token string, now time.Time, hash string, refused func(state string) error, set func(*userRecord)) (*userRecord, error) {
+	cur, state, err := findToken(tx, kind, token, now)
+	if err != nil {
+		return nil, err
+	}
+	if state != InviteSuccess {
+		return nil, refused(state)
+	}
+	sealed, err := s.sealPassword(tx, cur.ID, hash)
+	if err != nil {
+		return nil, err
+	}
+	n := *cur
+	n.Password = sealed
+	set(&n)
+	if err := putUser(tx, &n, cur); err != nil {
+		return nil, err
+	}
+	return &n, tx.Delete(join(kind.index, []byte(secretDigest(token))))
+}
+
 // lookupToken is findToken in a transaction of its own; a failure of the
 // store is an internal error, naming what the caller was doing.
-func (s *Service) lookupToken(ctx context.Context, prefix []byte, tokenPrefix, token string, now time.Time, doing string) (*userRecord, string, error) {
+func (s *Service) lookupToken(ctx context.Context, kind tokenKind, token string, now time.Time, doing string) (*userRecord, string, error) {
 	var u *userRecord
 	var state string
 	err := s.store.View(ctx, func(tx Txn) error {
 		var err error
-		u, state, err = findToken(tx, prefix, tokenPrefix, token, now)
+		u, state, err = findToken(tx, kind, token, now)
 		return err
 	})
 	if err != nil {
@@ -142,12 +179,12 @@ func (s *Service) lookupToken(ctx context.Context, prefix []byte, tokenPrefix, t
 // whether it is usable: InviteSuccess, InviteExpired or InviteInvalid. The
 // User is nil when unknown. A token of the wrong shape, one already used,
 // one of a deleted User or one replaced by a newer token is invalid.
-func findToken(tx Txn, prefix []byte, tokenPrefix, token string, now time.Time) (*userRecord, string, error) {
-	if !strings.HasPrefix(token, tokenPrefix) || len(token) > 512 {
+func findToken(tx Txn, kind tokenKind, token string, now time.Time) (*userRecord, string, error) {
+	if !strings.HasPrefix(token, kind.prefix) || len(token) > 512 {
 		return nil, InviteInvalid, nil
 	}
 	digest := secretDigest(token)
-	v, err := tx.Get(join(prefix, []byte(digest)))
+	v, err := tx.Get(join(kind.index, []byte(digest)))
 	if isNotFound(err) {
 		return nil, InviteInvalid, nil
 	} else if err != nil {
@@ -163,15 +200,12 @@ func findToken(tx Txn, prefix []byte, tokenPrefix, token string, now time.Time) 
 	} else if err != nil {
 		return nil, "", err
 	}
-	current := u.InviteDigest
-	if tokenPrefix == resetTokenPrefix {
-		current = u.ResetDigest
+	current, status := u.InviteDigest, UserInvited
+	if kind.prefix == resetTokenPrefix {
+		current, status = u.ResetDigest, UserActive
 	}
 	switch {
-	case current != digest:
-		return u, InviteInvalid, nil
-	case tokenPrefix == inviteTokenPrefix && u.Status != UserInvited,
-		tokenPrefix == resetTokenPrefix && u.Status != UserActive:
+	case current != digest || u.Status != status:
 		return u, InviteInvalid, nil
 	case !now.Before(t.ExpiresAt):
 		return u, InviteExpired, nil
@@ -201,7 +235,7 @@ func (s *Service) ValidateInvite(ctx context.Context, token string) (*InviteVali
 	var out *User
 	err := s.store.View(ctx, func(tx Txn) error {
 		var err error
-		u, state, err = findToken(tx, pfxInvite, inviteTokenPrefix, token, now)
+		u, state, err = findToken(tx, invitation, token, now)
 		if err == nil && state == InviteSuccess {
 			out, err = u.public(tx)
 		}
@@ -228,7 +262,7 @@ func (s *Service) ValidateInvite(ctx context.Context, token string) (*InviteVali
 func (s *Service) CompleteInvite(ctx context.Context, token, password string) (*InviteCompletion, error) {
 	const action = "user.invite.complete"
 	now := s.now()
-	u, state, err := s.lookupToken(ctx, pfxInvite, inviteTokenPrefix, token, now, "complete invitation")
+	u, state, err := s.lookupToken(ctx, invitation, token, now, "complete invitation")
 	if err != nil {
 		return nil, err
 	}
@@ -243,31 +277,17 @@ func (s *Service) CompleteInvite(ctx context.Context, token, password string) (*
 		return nil, err
 	}
 	access := newSecret(accessTokenPrefix)
-	digest := secretDigest(token)
 	at := s.now().UTC()
 	var out *User
 	act := s.newActivity(actor(u), action, "", true, map[string]any{"userId": u.ID})
 	err = s.submit(act, func(tx Txn) error {
-		cur, state, err := findToken(tx, pfxInvite, inviteTokenPrefix, token, now)
+		n, err := s.useToken(tx, invitation, token, now, hash, inviteError, func(n *userRecord) {
+			n.Status, n.InviteDigest, n.UpdatedAt = UserActive, "", at
+		})
 		if err != nil {
 			return err
 		}
-		if state != InviteSuccess {
-			return inviteError(state) // used or changed since the check
-		}
-		sealed, err := s.sealPassword(tx, u.ID, hash)
-		if err != nil {
-			return err
-		}
-		n := *cur
-		n.Password, n.Status, n.InviteDigest, n.UpdatedAt = sealed, UserActive, "", at
-		if err := putUser(tx, &n, cur); err != nil {
-			return err
-		}
-		if err := tx.Delete(join(pfxInvite, []byte(digest))); err != nil {
-			return err
-		}
-		if err := s.startSession(tx, &n, secretDigest(access), at, at); err != nil {
+		if err := s.startSession(tx, n, secretDigest(access), at, at); err != nil {
 			return err
 		}
 		out, err = n.public(tx)
@@ -465,7 +485,7 @@ func (s *Service) sendMail(ctx context.Context, mailer Mailer, msg Message, u *u
 func (s *Service) CompletePasswordReset(ctx context.Context, token, password string) error {
 	const action = "user.reset.complete"
 	now := s.now()
-	u, state, err := s.lookupToken(ctx, pfxReset, resetTokenPrefix, token, now, "complete password reset")
+	u, state, err := s.lookupToken(ctx, passwordReset, token, now, "complete password reset")
 	if err != nil {
 		return err
 	}
@@ -479,27 +499,13 @@ func (s *Service) CompletePasswordReset(ctx context.Context, token, password str
 	if err != nil {
 		return err
 	}
-	digest := secretDigest(token)
 	at := s.now().UTC()
 	act := s.newActivity(actor(u), action, "", true, map[string]any{"userId": u.ID})
 	err = s.submit(act, func(tx Txn) error {
-		cur, state, err := findToken(tx, pfxReset, resetTokenPrefix, token, now)
+		n, err := s.useToken(tx, passwordReset, token, now, hash, func(string) error { return errBadReset }, func(n *userRecord) {
+			n.ResetDigest, n.UpdatedAt = "", at
+		})
 		if err != nil {
-			return err
-		}
-		if state != InviteSuccess {
-			return errBadReset
-		}
-		sealed, err := s.sealPassword(tx, u.ID, hash)
-		if err != nil {
-			return err
-		}
-		n := *cur
-		n.Password, n.ResetDigest, n.UpdatedAt = sealed, "", at
-		if err := putUser(tx, &n, cur); err != nil {
-			return err
-		}
-		if err := tx.Delete(join(pfxReset, []byte(digest))); err != nil {
 			return err
 		}
 		return deleteUserSessions(tx, n.ID)
@@ -516,7 +522,7 @@ func (s *Service) CompletePasswordReset(ctx context.Context, token, password str
 // new password: nil when the token can complete a reset, else the same
 // Invalid error CompletePasswordReset gives. Public: no principal needed.
 func (s *Service) ValidatePasswordReset(ctx context.Context, token string) error {
-	u, state, err := s.lookupToken(ctx, pfxReset, resetTokenPrefix, token, s.now(), "validate password reset")
+	u, state, err := s.lookupToken(ctx, passwordReset, token, s.now(), "validate password reset")
 	if err != nil {
 		return err
 	}
