@@ -68,24 +68,36 @@ type msgRequest struct {
 	Mac              []byte
 }
 
-// read decodes the call's request, for a MAC or a signature, and
-// answers the key it names, the held keys' options, and the algorithm's
-// name and the signature (or MAC) given, for a check.
-func (in *msgRequest) read(c *call, mac bool) (name string, opts kms.HeldSignOptions, alg string, sig []byte, err error) {
-	if name, err = c.named(in, &in.KeyId); err != nil {
-		return
+// message is a Sign, Verify, GenerateMac or VerifyMac request as read:
+// the key it names, the held keys' options, the algorithm's name, the
+// message, and the signature (or MAC) given, for a check.
+type message struct {
+	name  string
+	opts  kms.HeldSignOptions
+	alg   string
+	input []byte
+	sig   []byte
+}
+
+// readMessage decodes the call's request, for a MAC or a signature.
+func readMessage(c *call, mac bool) (*message, error) {
+	var in msgRequest
+	name, err := c.named(&in, &in.KeyId)
+	if err != nil {
+		return nil, err
 	}
 	if n := len(in.Message); n == 0 || n > maxMessage {
-		err = fail("ValidationException", fmt.Sprintf("Message must have 1 to %d bytes, not %d", maxMessage, n))
-		return
+		return nil, fail("ValidationException", fmt.Sprintf("Message must have 1 to %d bytes, not %d", maxMessage, n))
 	}
+	m := &message{name: name, input: in.Message}
 	if mac {
 		h, ok := macs[in.MacAlgorithm]
 		if !ok {
-			err = fail("ValidationException", fmt.Sprintf("MacAlgorithm %q: use HMAC_SHA_224, HMAC_SHA_256, HMAC_SHA_384 or HMAC_SHA_512", in.MacAlgorithm))
+			return nil, fail("ValidationException", fmt.Sprintf("MacAlgorithm %q: use HMAC_SHA_224, HMAC_SHA_256, HMAC_SHA_384 or HMAC_SHA_512", in.MacAlgorithm))
 		}
 		// AWS computes MACs with HMAC keys only.
-		return name, kms.HeldSignOptions{Hash: h, KeyTypes: []string{"hmac"}}, in.MacAlgorithm, in.Mac, err
+		m.opts, m.alg, m.sig = kms.HeldSignOptions{Hash: h, KeyTypes: []string{"hmac"}}, in.MacAlgorithm, in.Mac
+		return m, nil
 	}
 	a, ok := signing[in.SigningAlgorithm]
 	if !ok {
@@ -94,36 +106,35 @@ func (in *msgRequest) read(c *call, mac bool) (name string, opts kms.HeldSignOpt
 			names = append(names, n)
 		}
 		slices.Sort(names)
-		err = fail("ValidationException", fmt.Sprintf("SigningAlgorithm %q: use one of %s", in.SigningAlgorithm, strings.Join(names, ", ")))
-		return
+		return nil, fail("ValidationException", fmt.Sprintf("SigningAlgorithm %q: use one of %s", in.SigningAlgorithm, strings.Join(names, ", ")))
 	}
-	opts = a.opts
+	m.opts, m.alg, m.sig = a.opts, in.SigningAlgorithm, in.Signature
 	// An algorithm goes with the key specs that take it.
 	for _, spec := range a.specs {
-		if t := keySpecs[spec].Type; !slices.Contains(opts.KeyTypes, t) {
-			opts.KeyTypes = append(opts.KeyTypes, t)
+		if t := keySpecs[spec].Type; !slices.Contains(m.opts.KeyTypes, t) {
+			m.opts.KeyTypes = append(m.opts.KeyTypes, t)
 		}
 	}
 	switch in.MessageType {
 	case "", "RAW":
 	case "DIGEST":
 		if in.SigningAlgorithm == "ML_DSA_SHAKE_256" {
-			err = fail("ValidationException", "MessageType DIGEST (an external mu) is not served for ML_DSA_SHAKE_256: send the message, RAW")
-		} else if n := digestSizes[opts.Hash]; len(in.Message) != n {
-			err = fail("ValidationException", fmt.Sprintf("a DIGEST for %s has %d bytes, not %d", in.SigningAlgorithm, n, len(in.Message)))
+			return nil, fail("ValidationException", "MessageType DIGEST (an external mu) is not served for ML_DSA_SHAKE_256: send the message, RAW")
 		}
-		opts.Prehashed = true
+		if n := digestSizes[m.opts.Hash]; len(in.Message) != n {
+			return nil, fail("ValidationException", fmt.Sprintf("a DIGEST for %s has %d bytes, not %d", in.SigningAlgorithm, n, len(in.Message)))
+		}
+		m.opts.Prehashed = true
 	default:
-		err = fail("ValidationException", fmt.Sprintf("MessageType %q: use RAW or DIGEST", in.MessageType))
+		return nil, fail("ValidationException", fmt.Sprintf("MessageType %q: use RAW or DIGEST", in.MessageType))
 	}
-	return name, opts, in.SigningAlgorithm, in.Signature, err
+	return m, nil
 }
 
 // produce is Sign, or with mac GenerateMac.
 func produce(mac bool) operation {
 	return func(a *api, c *call) (any, error) {
-		var in msgRequest
-		name, opts, alg, _, err := in.read(c, mac)
+		m, err := readMessage(c, mac)
 		if err != nil {
 			return nil, err
 		}
@@ -131,14 +142,14 @@ func produce(mac bool) operation {
 		if mac {
 			call, out, algName = a.svc.HMACWithHeldKey, "Mac", "MacAlgorithm"
 		}
-		res, err := call(c.r.Context(), kms.HeldSignInput{Name: name, Options: opts, Inputs: [][]byte{in.Message}})
+		res, err := call(c.r.Context(), kms.HeldSignInput{Name: m.name, Options: m.opts, Inputs: [][]byte{m.input}})
 		if err == nil {
 			err = res[0].Err
 		}
 		if err != nil {
 			return nil, keyUsage(err)
 		}
-		return map[string]any{"KeyId": arn(c.region, res[0].Key), out: res[0].Signature, algName: alg}, nil
+		return map[string]any{"KeyId": arn(c.region, res[0].Key), out: res[0].Signature, algName: m.alg}, nil
 	}
 }
 
@@ -147,8 +158,7 @@ func produce(mac bool) operation {
 // (KMSInvalidMacException).
 func check(mac bool) operation {
 	return func(a *api, c *call) (any, error) {
-		var in msgRequest
-		name, opts, alg, sig, err := in.read(c, mac)
+		m, err := readMessage(c, mac)
 		if err != nil {
 			return nil, err
 		}
@@ -156,19 +166,19 @@ func check(mac bool) operation {
 		if mac {
 			call, valid, algName, invalid = a.svc.VerifyHMACWithHeldKey, "MacValid", "MacAlgorithm", fail("KMSInvalidMacException", "the MAC does not verify")
 		}
-		res, err := call(c.r.Context(), kms.HeldVerifyInput{Name: name, Options: opts, Items: []kms.HeldCheck{{Signature: sig, Input: in.Message}}})
+		res, err := call(c.r.Context(), kms.HeldVerifyInput{Name: m.name, Options: m.opts, Items: []kms.HeldCheck{{Signature: m.sig, Input: m.input}}})
 		if err != nil { // the key, its type, the caller's flag
 			return nil, keyUsage(err)
 		}
 		switch err := res[0].Err; {
-		case err != nil && kms.ErrorKind(err) == kms.KindInvalid && len(sig) > 0:
+		case err != nil && kms.ErrorKind(err) == kms.KindInvalid && len(m.sig) > 0:
 			return nil, invalid // a signature that does not read
 		case err != nil:
 			return nil, keyUsage(err)
 		case !res[0].Valid:
 			return nil, invalid
 		}
-		return map[string]any{"KeyId": arn(c.region, res[0].Key), valid: true, algName: alg}, nil
+		return map[string]any{"KeyId": arn(c.region, res[0].Key), valid: true, algName: m.alg}, nil
 	}
 }
 
