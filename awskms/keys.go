@@ -146,8 +146,7 @@ func createKey(a *api, c *call) (any, error) {
 }
 
 func describeKey(a *api, c *call) (any, error) {
-	var in keyIDRequest
-	_, k, err := a.held(c, &in)
+	_, k, err := a.held(c)
 	if err != nil {
 		return nil, err
 	}

@@ -32,8 +32,7 @@ func usable(k *kms.HeldKey) error {
 // setState is EnableKey, or with enable false DisableKey.
 func setState(enable bool) operation {
 	return func(a *api, c *call) (any, error) {
-		var in keyIDRequest
-		name, err := c.named(&in, &in.KeyId)
+		_, name, err := c.keyID()
 		if err != nil {
 			return nil, err
 		}
@@ -71,8 +70,7 @@ func scheduleKeyDeletion(a *api, c *call) (any, error) {
 }
 
 func cancelKeyDeletion(a *api, c *call) (any, error) {
-	var in keyIDRequest
-	name, err := c.named(&in, &in.KeyId)
+	_, name, err := c.keyID()
 	if err != nil {
 		return nil, err
 	}
@@ -113,8 +111,7 @@ func tagging(untag bool) operation {
 }
 
 func listResourceTags(a *api, c *call) (any, error) {
-	var in keyIDRequest
-	_, k, err := a.held(c, &in)
+	_, k, err := a.held(c)
 	if err != nil {
 		return nil, err
 	}

@@ -17,25 +17,33 @@ type keyIDRequest struct {
 	RotationPeriodInDays int
 }
 
-// held decodes a request that names a key and answers the key as the
-// service describes it.
-func (a *api) held(c *call, in *keyIDRequest) (string, *kms.HeldKey, error) {
-	name, err := c.named(in, &in.KeyId)
+// keyID decodes a request that names a key (a keyIDRequest) and
+// answers it and the key's name.
+func (c *call) keyID() (*keyIDRequest, string, error) {
+	var in keyIDRequest
+	name, err := c.named(&in, &in.KeyId)
+	return &in, name, err
+}
+
+// held decodes a request that names a key and answers it and the key as
+// the service describes it.
+func (a *api) held(c *call) (*keyIDRequest, *kms.HeldKey, error) {
+	in, name, err := c.keyID()
 	if err != nil {
-		return "", nil, err
+		return nil, nil, err
 	}
 	k, err := a.svc.GetHeldKey(c.r.Context(), name)
-	return name, k, err
+	return in, k, err
 }
 
 // rotatable is held for a key whose rotation AWS allows: a symmetric
 // key (HMAC and asymmetric keys do not rotate there).
-func (a *api) rotatable(c *call, in *keyIDRequest) (*kms.HeldKey, error) {
-	_, k, err := a.held(c, in)
+func (a *api) rotatable(c *call) (*keyIDRequest, *kms.HeldKey, error) {
+	in, k, err := a.held(c)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return k, symmetric(k)
+	return in, k, symmetric(k)
 }
 
 // symmetric refuses a key that is not a symmetric one: only those rotate
@@ -51,8 +59,7 @@ func symmetric(k *kms.HeldKey) error {
 // DisableKeyRotation.
 func setRotation(enable bool) operation {
 	return func(a *api, c *call) (any, error) {
-		var in keyIDRequest
-		k, err := a.rotatable(c, &in)
+		in, k, err := a.rotatable(c)
 		if err != nil {
 			return nil, err
 		}
@@ -73,8 +80,7 @@ func setRotation(enable bool) operation {
 }
 
 func getKeyRotationStatus(a *api, c *call) (any, error) {
-	var in keyIDRequest
-	k, err := a.rotatable(c, &in)
+	_, k, err := a.rotatable(c)
 	if err != nil {
 		return nil, err
 	}
@@ -89,8 +95,7 @@ func getKeyRotationStatus(a *api, c *call) (any, error) {
 }
 
 func rotateKeyOnDemand(a *api, c *call) (any, error) {
-	var in keyIDRequest
-	k, err := a.rotatable(c, &in)
+	_, k, err := a.rotatable(c)
 	if err != nil {
 		return nil, err
 	}
@@ -101,8 +106,7 @@ func rotateKeyOnDemand(a *api, c *call) (any, error) {
 }
 
 func listKeyRotations(a *api, c *call) (any, error) {
-	var in keyIDRequest
-	k, err := a.rotatable(c, &in)
+	_, k, err := a.rotatable(c)
 	if err != nil {
 		return nil, err
 	}

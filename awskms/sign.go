@@ -222,8 +222,7 @@ func publicKeyDER(k *kms.HeldKey, text string) ([]byte, error) {
 }
 
 func getPublicKey(a *api, c *call) (any, error) {
-	var in keyIDRequest
-	name, k, err := a.held(c, &in)
+	_, k, err := a.held(c)
 	if err != nil {
 		return nil, err
 	}
@@ -233,7 +232,7 @@ func getPublicKey(a *api, c *call) (any, error) {
 	}
 	text, ok := k.PublicKeys[k.LatestVersion]
 	if !ok || usage != "SIGN_VERIFY" {
-		return nil, fail("UnsupportedOperationException", fmt.Sprintf("key %s is a %s key, which has no public key", name, spec))
+		return nil, fail("UnsupportedOperationException", fmt.Sprintf("key %s is a %s key, which has no public key", k.Name, spec))
 	}
 	der, err := publicKeyDER(k, text)
 	if err != nil {
