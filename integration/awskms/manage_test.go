@@ -24,6 +24,17 @@ func newSymmetricKey(t *testing.T, c *awskms.Client) (id, keyARN string) {
 	return aws.ToString(made.KeyMetadata.KeyId), aws.ToString(made.KeyMetadata.Arn)
 }
 
+// encrypt encrypts plain with the key that keyID names (its ID, ARN or
+// an alias), which must be the key wantARN, and answers the blob.
+func encrypt(t *testing.T, c *awskms.Client, keyID string, plain []byte, wantARN string) []byte {
+	t.Helper()
+	enc, err := c.Encrypt(context.Background(), &awskms.EncryptInput{KeyId: aws.String(keyID), Plaintext: plain})
+	if err != nil || aws.ToString(enc.KeyId) != wantARN {
+		t.Fatalf("Encrypt with %s = %v, %+v, want the key %s", keyID, err, enc, wantARN)
+	}
+	return enc.CiphertextBlob
+}
+
 // near is whether t is within a day of want: dates that kmsd computes
 // from the clock, checked without depending on when the test runs.
 func near(t *time.Time, want time.Time) bool {
@@ -39,10 +50,7 @@ func TestSDKRotation(t *testing.T) {
 	ctx := context.Background()
 	id, keyARN := newSymmetricKey(t, c)
 	plain := []byte("written before the rotation")
-	before, err := c.Encrypt(ctx, &awskms.EncryptInput{KeyId: aws.String(id), Plaintext: plain})
-	if err != nil {
-		t.Fatalf("Encrypt = %v", err)
-	}
+	before := encrypt(t, c, id, plain, keyARN)
 
 	st, err := c.GetKeyRotationStatus(ctx, &awskms.GetKeyRotationStatusInput{KeyId: aws.String(id)})
 	if err != nil || st.KeyRotationEnabled || st.RotationPeriodInDays != nil {
@@ -71,11 +79,8 @@ func TestSDKRotation(t *testing.T) {
 	if r := rots.Rotations[0]; aws.ToString(r.KeyId) != keyARN || !near(r.RotationDate, time.Now()) {
 		t.Errorf("ListKeyRotations' rotation = KeyId %s, RotationDate %v", aws.ToString(r.KeyId), r.RotationDate)
 	}
-	after, err := c.Encrypt(ctx, &awskms.EncryptInput{KeyId: aws.String(id), Plaintext: plain})
-	if err != nil {
-		t.Fatalf("Encrypt after the rotation = %v", err)
-	}
-	for what, blob := range map[string][]byte{"from before the rotation": before.CiphertextBlob, "from after it": after.CiphertextBlob} {
+	after := encrypt(t, c, id, plain, keyARN)
+	for what, blob := range map[string][]byte{"from before the rotation": before, "from after it": after} {
 		dec, err := c.Decrypt(ctx, &awskms.DecryptInput{CiphertextBlob: blob})
 		if err != nil || !bytes.Equal(dec.Plaintext, plain) || aws.ToString(dec.KeyId) != keyARN {
 			t.Errorf("Decrypt of a blob %s = %v", what, err)
@@ -95,7 +100,7 @@ func TestSDKRotation(t *testing.T) {
 	if rots, err := c.ListKeyRotations(ctx, &awskms.ListKeyRotationsInput{KeyId: aws.String(id)}); err != nil || len(rots.Rotations) != 2 {
 		t.Fatalf("ListKeyRotations after a second rotation = %v, %+v", err, rots)
 	}
-	if dec, err := c.Decrypt(ctx, &awskms.DecryptInput{CiphertextBlob: before.CiphertextBlob}); err != nil || !bytes.Equal(dec.Plaintext, plain) {
+	if dec, err := c.Decrypt(ctx, &awskms.DecryptInput{CiphertextBlob: before}); err != nil || !bytes.Equal(dec.Plaintext, plain) {
 		t.Errorf("Decrypt of the first blob after two rotations = %v", err)
 	}
 
@@ -125,10 +130,7 @@ func TestSDKKeyState(t *testing.T) {
 	ctx := context.Background()
 	id, keyARN := newSymmetricKey(t, c)
 	plain := []byte("x")
-	blob, err := c.Encrypt(ctx, &awskms.EncryptInput{KeyId: aws.String(id), Plaintext: plain})
-	if err != nil {
-		t.Fatalf("Encrypt = %v", err)
-	}
+	blob := encrypt(t, c, id, plain, keyARN)
 	describe := func() *types.KeyMetadata {
 		t.Helper()
 		d, err := c.DescribeKey(ctx, &awskms.DescribeKeyInput{KeyId: aws.String(id)})
@@ -147,7 +149,7 @@ func TestSDKKeyState(t *testing.T) {
 	if _, err := c.Encrypt(ctx, &awskms.EncryptInput{KeyId: aws.String(id), Plaintext: plain}); !errors.As(err, new(*types.DisabledException)) {
 		t.Fatalf("Encrypt with a disabled key = %v, want DisabledException", err)
 	}
-	if _, err := c.Decrypt(ctx, &awskms.DecryptInput{CiphertextBlob: blob.CiphertextBlob}); !errors.As(err, new(*types.DisabledException)) {
+	if _, err := c.Decrypt(ctx, &awskms.DecryptInput{CiphertextBlob: blob}); !errors.As(err, new(*types.DisabledException)) {
 		t.Errorf("Decrypt with a disabled key = %v, want DisabledException", err)
 	}
 	if _, err := c.EnableKey(ctx, &awskms.EnableKeyInput{KeyId: aws.String(id)}); err != nil {
@@ -180,7 +182,7 @@ func TestSDKKeyState(t *testing.T) {
 	if _, err := c.Encrypt(ctx, &awskms.EncryptInput{KeyId: aws.String(id), Plaintext: plain}); err == nil {
 		t.Fatal("Encrypt with a key pending deletion succeeded")
 	}
-	if _, err := c.Decrypt(ctx, &awskms.DecryptInput{CiphertextBlob: blob.CiphertextBlob}); err == nil {
+	if _, err := c.Decrypt(ctx, &awskms.DecryptInput{CiphertextBlob: blob}); err == nil {
 		t.Fatal("Decrypt with a key pending deletion succeeded")
 	}
 	if _, err := c.EnableKey(ctx, &awskms.EnableKeyInput{KeyId: aws.String(id)}); !errors.As(err, new(*types.KMSInvalidStateException)) {
@@ -203,7 +205,7 @@ func TestSDKKeyState(t *testing.T) {
 	if _, err := c.EnableKey(ctx, &awskms.EnableKeyInput{KeyId: aws.String(id)}); err != nil {
 		t.Fatalf("EnableKey after the deletion was cancelled = %v", err)
 	}
-	if dec, err := c.Decrypt(ctx, &awskms.DecryptInput{CiphertextBlob: blob.CiphertextBlob}); err != nil || !bytes.Equal(dec.Plaintext, plain) {
+	if dec, err := c.Decrypt(ctx, &awskms.DecryptInput{CiphertextBlob: blob}); err != nil || !bytes.Equal(dec.Plaintext, plain) {
 		t.Fatalf("Decrypt once the key is enabled again = %v", err)
 	}
 	if _, err := c.DisableKey(ctx, &awskms.DisableKeyInput{KeyId: aws.String("0123456789abcdef0123456789abcdef")}); !errors.As(err, new(*types.NotFoundException)) {
@@ -291,11 +293,7 @@ func TestSDKAliases(t *testing.T) {
 	plain := []byte("an invoice")
 	var blobs [][]byte
 	for _, name := range []string{"alias/billing", aliasARN} {
-		enc, err := c.Encrypt(ctx, &awskms.EncryptInput{KeyId: aws.String(name), Plaintext: plain})
-		if err != nil || aws.ToString(enc.KeyId) != firstARN {
-			t.Fatalf("Encrypt with %s = %v, %+v, want the key %s", name, err, enc, firstARN)
-		}
-		blobs = append(blobs, enc.CiphertextBlob)
+		blobs = append(blobs, encrypt(t, c, name, plain, firstARN))
 		d, err := c.DescribeKey(ctx, &awskms.DescribeKeyInput{KeyId: aws.String(name)})
 		if err != nil || aws.ToString(d.KeyMetadata.KeyId) != first {
 			t.Errorf("DescribeKey %s = %v, %+v", name, err, d)
@@ -338,10 +336,7 @@ func TestSDKAliases(t *testing.T) {
 	if _, err := c.UpdateAlias(ctx, &awskms.UpdateAliasInput{AliasName: aws.String("alias/billing"), TargetKeyId: aws.String(second)}); err != nil {
 		t.Fatalf("UpdateAlias = %v", err)
 	}
-	enc, err := c.Encrypt(ctx, &awskms.EncryptInput{KeyId: aws.String("alias/billing"), Plaintext: plain})
-	if err != nil || aws.ToString(enc.KeyId) != secondARN {
-		t.Fatalf("Encrypt with the alias moved = %v, %+v, want the key %s", err, enc, secondARN)
-	}
+	moved := encrypt(t, c, "alias/billing", plain, secondARN)
 	if _, err := c.Decrypt(ctx, &awskms.DecryptInput{CiphertextBlob: blobs[1], KeyId: aws.String("alias/billing")}); !errors.As(err, new(*types.IncorrectKeyException)) {
 		t.Errorf("Decrypt of the first key's blob naming the moved alias = %v, want IncorrectKeyException", err)
 	}
@@ -395,7 +390,7 @@ func TestSDKAliases(t *testing.T) {
 	if got, want := listAliases(t, c, &awskms.ListAliasesInput{}), map[string]string{"alias/ledger": second}; !maps.Equal(got, want) {
 		t.Errorf("ListAliases after DeleteAlias = %v, want %v", got, want)
 	}
-	if dec, err := c.Decrypt(ctx, &awskms.DecryptInput{CiphertextBlob: enc.CiphertextBlob}); err != nil || aws.ToString(dec.KeyId) != secondARN {
+	if dec, err := c.Decrypt(ctx, &awskms.DecryptInput{CiphertextBlob: moved}); err != nil || aws.ToString(dec.KeyId) != secondARN {
 		t.Errorf("Decrypt of a blob made through the deleted alias = %v", err)
 	}
 }
