@@ -251,13 +251,7 @@ func (s *Service) UpdateAccount(ctx context.Context, ref AccountRef, in AccountU
 	if err := checkProps("props", in.Props); err != nil {
 		return nil, s.recordFailure(p, "account.update", "", err)
 	}
-	var out *Account
-	act := s.newActivity(p, "account.update", "", true, map[string]any{"account": ref.Value})
-	err = s.submit(act, func(tx Txn) error {
-		a, err := visibleAccount(tx, p, ref)
-		if err != nil {
-			return err
-		}
+	return s.changeAccount(p, "account.update", ref, func(tx Txn, a *Account) error {
 		if err := checkAccountReach(tx, p, a); err != nil {
 			return err
 		}
@@ -272,9 +266,24 @@ func (s *Service) UpdateAccount(ctx context.Context, ref AccountRef, in AccountU
 			a.Props = cloneMap(in.Props)
 		}
 		a.UpdatedAt = s.now().UTC()
-		out = a
 		return putAccount(tx, a, old)
 	}, nil)
+}
+
+// changeAccount runs change, as p's action, over the Account that ref
+// names as tx has it (visible to p), and answers the Account as change
+// left it; after runs once the change is durable.
+func (s *Service) changeAccount(p *Principal, action string, ref AccountRef, change func(tx Txn, a *Account) error, after func()) (*Account, error) {
+	var out *Account
+	act := s.newActivity(p, action, "", true, map[string]any{"account": ref.Value})
+	err := s.submit(act, func(tx Txn) error {
+		a, err := visibleAccount(tx, p, ref)
+		if err != nil {
+			return err
+		}
+		out = a
+		return change(tx, a)
+	}, after)
 	if err != nil {
 		return nil, err
 	}
@@ -291,13 +300,7 @@ func (s *Service) DeleteAccount(ctx context.Context, ref AccountRef) (*Account, 
 	if err != nil {
 		return nil, err
 	}
-	var out *Account
-	act := s.newActivity(p, "account.delete", "", true, map[string]any{"account": ref.Value})
-	err = s.submit(act, func(tx Txn) error {
-		a, err := visibleAccount(tx, p, ref)
-		if err != nil {
-			return err
-		}
+	return s.changeAccount(p, "account.delete", ref, func(tx Txn, a *Account) error {
 		if a.ID == p.AccountID {
 			return Errorf(KindConflict, "cannot delete the account of the credential in use")
 		}
@@ -320,7 +323,6 @@ func (s *Service) DeleteAccount(ctx context.Context, ref AccountRef) (*Account, 
 				return Errorf(KindConflict, "account %s still has %s: delete them first", a.UID, owned.what)
 			}
 		}
-		out = a
 		if err := tx.Delete(join(pfxAccount, []byte(a.ID))); err != nil {
 			return err
 		}
@@ -329,8 +331,4 @@ func (s *Service) DeleteAccount(ctx context.Context, ref AccountRef) (*Account, 
 		}
 		return adjustCount(tx, countAccounts, -1, 0, "accounts")
 	}, func() { s.principals.Reset() })
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }
