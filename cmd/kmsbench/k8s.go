@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ringkms/kms/k8skms"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	kmsapi "k8s.io/kms/apis/v2"
@@ -151,11 +152,7 @@ func (k *k8sCalls) seal(ctx context.Context, node int) (sealedKey, time.Duration
 	dk := make([]byte, dataKeySize)
 	rand.Read(dk)
 	req := &kmsapi.EncryptRequest{Plaintext: dk, Uid: k.uid()}
-	var res *kmsapi.EncryptResponse
-	latency, err := k.timed(ctx, func(ctx context.Context) (err error) {
-		res, err = k.clients[node].Encrypt(ctx, req)
-		return err
-	})
+	res, latency, err := timed(ctx, k, k.clients[node].Encrypt, req)
 	switch {
 	case err != nil:
 		return sealedKey{}, latency, err
@@ -169,11 +166,7 @@ func (k *k8sCalls) seal(ctx context.Context, node int) (sealedKey, time.Duration
 // It returns the call's latency.
 func (k *k8sCalls) open(ctx context.Context, node int, s sealedKey) (time.Duration, error) {
 	req := &kmsapi.DecryptRequest{Ciphertext: s.ciphertext, KeyId: s.keyID, Uid: k.uid()}
-	var res *kmsapi.DecryptResponse
-	latency, err := k.timed(ctx, func(ctx context.Context) (err error) {
-		res, err = k.clients[node].Decrypt(ctx, req)
-		return err
-	})
+	res, latency, err := timed(ctx, k, k.clients[node].Decrypt, req)
 	switch {
 	case err != nil:
 		return latency, err
@@ -183,23 +176,20 @@ func (k *k8sCalls) open(ctx context.Context, node int, s sealedKey) (time.Durati
 	return latency, nil
 }
 
-// timed makes the call f within -timeout and returns its latency.
-func (k *k8sCalls) timed(ctx context.Context, f func(context.Context) error) (time.Duration, error) {
+// timed makes the plugin call call of req within -timeout and returns
+// its answer and latency.
+func timed[Req, Res any](ctx context.Context, k *k8sCalls, call func(context.Context, Req, ...grpc.CallOption) (Res, error), req Req) (Res, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, k.timeout)
 	defer cancel()
 	t0 := time.Now()
-	err := f(ctx)
-	return time.Since(t0), err
+	res, err := call(ctx, req)
+	return res, time.Since(t0), err
 }
 
 // ready asks node's plugin for its Status, which must be healthy, and
 // returns the key_id it answers.
 func (k *k8sCalls) ready(ctx context.Context, node int) (string, error) {
-	var st *kmsapi.StatusResponse
-	_, err := k.timed(ctx, func(ctx context.Context) (err error) {
-		st, err = k.clients[node].Status(ctx, &kmsapi.StatusRequest{})
-		return err
-	})
+	st, _, err := timed(ctx, k, k.clients[node].Status, &kmsapi.StatusRequest{})
 	switch {
 	case err != nil:
 		return "", fmt.Errorf("Status: %w (is kmsd serving its KMS plugin there, -k8s-kms-socket?)", err)
