@@ -182,8 +182,9 @@ func check(mac bool) operation {
 	}
 }
 
-// keyUsage is err of a signature call: a key of a type that does not
-// sign, or an algorithm its type does not take, is AWS's
+// keyUsage is err of a call with a key, once the request is checked: a
+// key of a type that does not do what is asked (encrypt, sign, compute
+// a MAC), or an algorithm its type does not take, is AWS's
 // InvalidKeyUsageException.
 func keyUsage(err error) error {
 	if kms.ErrorKind(err) == kms.KindInvalid {

@@ -185,6 +185,25 @@ func TestKeyUsage(t *testing.T) {
 			t.Errorf("%s with a symmetric key: %q", op, typ)
 		}
 	}
+	// A key that does not encrypt neither encrypts nor makes data keys,
+	// nor opens a blob as the key KeyId names.
+	hmacKey := c.makeKey(t, "HMAC_256")
+	var enc struct{ CiphertextBlob []byte }
+	c.do(t, "Encrypt", map[string]any{"KeyId": sym, "Plaintext": []byte("p")}, &enc)
+	for _, key := range []string{p256, hmacKey} {
+		for op, in := range map[string]map[string]any{
+			"Encrypt":                         {"KeyId": key, "Plaintext": []byte("p")},
+			"GenerateDataKey":                 {"KeyId": key, "KeySpec": "AES_256"},
+			"GenerateDataKeyWithoutPlaintext": {"KeyId": key, "NumberOfBytes": 32},
+			"ReEncrypt":                       {"CiphertextBlob": enc.CiphertextBlob, "DestinationKeyId": key},
+			"Decrypt":                         {"CiphertextBlob": enc.CiphertextBlob, "KeyId": key},
+		} {
+			if status, typ := c.do(t, op, in, nil); typ != "InvalidKeyUsageException" || status != 400 {
+				t.Errorf("%s with a key that does not encrypt: %d %q, want 400 InvalidKeyUsageException", op, status, typ)
+			}
+		}
+	}
+
 	recs, _ := env.Service.SearchActivity(env.RootCtx, kms.ActivityFilter{Action: "transit.sign"}, kms.PageRequest{})
 	for _, r := range recs.Data {
 		if r.Props["result"] == "ok" || r.Props["version"] != nil {

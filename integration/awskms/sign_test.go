@@ -193,6 +193,12 @@ func TestSDKSign(t *testing.T) {
 	if _, err := c.Sign(ctx, &awskms.SignInput{KeyId: sym.KeyMetadata.KeyId, Message: msg, SigningAlgorithm: types.SigningAlgorithmSpecEcdsaSha256}); !errors.As(err, new(*types.InvalidKeyUsageException)) {
 		t.Errorf("Sign with a symmetric key = %v, want InvalidKeyUsageException", err)
 	}
+	if _, err := c.Encrypt(ctx, &awskms.EncryptInput{KeyId: ec.KeyMetadata.KeyId, Plaintext: msg}); !errors.As(err, new(*types.InvalidKeyUsageException)) {
+		t.Errorf("Encrypt with a signing key = %v, want InvalidKeyUsageException", err)
+	}
+	if _, err := c.GenerateDataKey(ctx, &awskms.GenerateDataKeyInput{KeyId: ec.KeyMetadata.KeyId, KeySpec: types.DataKeySpecAes256}); !errors.As(err, new(*types.InvalidKeyUsageException)) {
+		t.Errorf("GenerateDataKey with a signing key = %v, want InvalidKeyUsageException", err)
+	}
 	if _, err := c.Sign(ctx, &awskms.SignInput{KeyId: mlDSA.KeyMetadata.KeyId, Message: digestOf(types.SigningAlgorithmSpecEcdsaSha256, msg),
 		MessageType: types.MessageTypeDigest, SigningAlgorithm: types.SigningAlgorithmSpecMlDsaShake256}); errorCode(err) != "ValidationException" {
 		t.Errorf("Sign with ML_DSA_SHAKE_256 of a DIGEST = %v, want ValidationException", err)
