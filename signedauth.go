@@ -43,6 +43,32 @@ func (s *Service) AuthenticateSigned(ctx context.Context, keyID string, verify f
 	return s.principals.Load(sg.digest, func() (*Principal, error) { return s.readAPIKey(ctx, sg.digest) })
 }
 
+// AuthenticateSession returns the principal of a User's access token
+// that a signed request carries as its session token (AWS's
+// X-Amz-Security-Token), signed with the token itself as the secret:
+// verify, given the token, must accept the request, and keyID, the
+// request's access key, must be the token's User's ID. The token is the
+// credential, as it is when sent as a bearer secret; the signature binds
+// it to the request. Anything else (an API key's secret as the token, a
+// token expired or revoked, another User's ID) is an error of kind
+// Unauthenticated; verify's error is wrapped.
+func (s *Service) AuthenticateSession(ctx context.Context, keyID, token string, verify func(secret []byte) error) (*Principal, error) {
+	if !strings.HasPrefix(token, accessTokenPrefix) {
+		return nil, Errorf(KindUnauthenticated, "the session token of a signed request must be a User's access token")
+	}
+	if verr := verify([]byte(token)); verr != nil {
+		return nil, &Error{Kind: KindUnauthenticated, Message: "the request's signature does not verify", Err: verr}
+	}
+	p, err := s.Authenticate(ctx, token)
+	if err != nil {
+		return nil, err
+	}
+	if p.Kind != PrincipalUser || p.ID != keyID {
+		return nil, Errorf(KindUnauthenticated, "the access key of a request signed with a session token must be the ID of the token's User")
+	}
+	return p, nil
+}
+
 // readSigner reads the signer of the API key keyID from the store.
 func (s *Service) readSigner(ctx context.Context, keyID string) (*signer, error) {
 	k, err := viewOne(ctx, s.store, func(tx Txn) (*apiKeyRecord, error) { return getAPIKey(tx, keyID) })

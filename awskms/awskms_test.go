@@ -2,6 +2,7 @@ package awskms_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 // integration module.
 type client struct {
 	url, id, secret string
+	session         string // X-Amz-Security-Token, when set
 }
 
 func newClient(t *testing.T, flags kms.Flags) (*client, *kmstest.Env) {
@@ -41,6 +43,9 @@ func (c *client) do(t *testing.T, op string, in, out any) (int, string) {
 	r, _ := http.NewRequest("POST", c.url+"/", bytes.NewReader(body))
 	r.Header.Set("Content-Type", awskms.ContentType)
 	r.Header.Set("X-Amz-Target", awskms.TargetPrefix+op)
+	if c.session != "" {
+		r.Header.Set("X-Amz-Security-Token", c.session)
+	}
 	if err := sigv4.Sign(r, body, c.id, c.secret, "eu-west-3", "kms", time.Now()); err != nil {
 		t.Fatal(err)
 	}
@@ -149,4 +154,62 @@ func TestRefusals(t *testing.T) {
 	if recs == nil || len(recs.Data) != 1 || recs.Data[0].Valid || recs.Data[0].Props["call"] != "aws.CreateKey" {
 		t.Errorf("the refusal of CreateKey was not recorded as the call aws.CreateKey: %+v", recs)
 	}
+}
+
+// A User signs in with its access token as the session token (the
+// User's ID the access key, the token the secret): it acts with its own
+// flags, and its calls are recorded as its own. Another secret, an API
+// key's ID, or a token logged out is refused with AWS's exceptions.
+func TestSessionToken(t *testing.T) {
+	c, env := newClient(t, kms.Flags{"*": true})
+	res, err := env.Service.CreateUser(env.RootCtx, kms.UserInput{Username: "ann", Email: "ann@example.com", FirstName: "Ann", LastName: "Lee",
+		Flags: kms.Flags{"keyring.*.create": true, "keyring.*.encrypt": true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	login, err := env.Service.Login(context.Background(), kms.LoginInput{Username: "ann", Password: res.Password})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ann := &client{url: c.url, id: res.User.ID, secret: login.AccessToken, session: login.AccessToken}
+	var key struct{ KeyMetadata struct{ KeyId string } }
+	if code, typ := ann.do(t, "CreateKey", map[string]any{}, &key); code != 200 {
+		t.Fatalf("CreateKey with a session token: %d %s", code, typ)
+	}
+	if code, typ := ann.do(t, "Encrypt", map[string]any{"KeyId": key.KeyMetadata.KeyId, "Plaintext": []byte("p")}, nil); code != 200 {
+		t.Fatalf("Encrypt with a session token: %d %s", code, typ)
+	}
+	if code, typ := ann.do(t, "ListKeys", map[string]any{}, nil); code != 400 || typ != "AccessDeniedException" {
+		t.Errorf("ListKeys without the flag: %d %s", code, typ)
+	}
+	recs, _ := env.Service.SearchActivity(env.RootCtx, kms.ActivityFilter{Action: "transit.encrypt"}, kms.PageRequest{})
+	if recs == nil || len(recs.Data) != 1 || recs.Data[0].KeyID != res.User.ID || recs.Data[0].Props["call"] != "aws.Encrypt" {
+		t.Errorf("the Encrypt was not recorded as the User's call aws.Encrypt: %+v", recs)
+	}
+
+	wrong := *ann
+	wrong.secret = "not the token"
+	if code, typ := wrong.do(t, "Encrypt", map[string]any{"KeyId": key.KeyMetadata.KeyId, "Plaintext": []byte("p")}, nil); code != 400 || typ != "InvalidSignatureException" {
+		t.Errorf("a session token signed with another secret: %d %s", code, typ)
+	}
+	other := *ann
+	other.id = c.id
+	if code, typ := other.do(t, "Encrypt", map[string]any{"KeyId": key.KeyMetadata.KeyId, "Plaintext": []byte("p")}, nil); code != 400 || typ != "UnrecognizedClientException" {
+		t.Errorf("a session token under an API key's ID: %d %s", code, typ)
+	}
+	if err := env.Service.Logout(kms.WithPrincipal(context.Background(), mustAuth(t, env, login.AccessToken)), login.AccessToken); err != nil {
+		t.Fatal(err)
+	}
+	if code, typ := ann.do(t, "Encrypt", map[string]any{"KeyId": key.KeyMetadata.KeyId, "Plaintext": []byte("p")}, nil); code != 400 || typ != "UnrecognizedClientException" {
+		t.Errorf("a session token logged out: %d %s", code, typ)
+	}
+}
+
+func mustAuth(t *testing.T, env *kmstest.Env, secret string) *kms.Principal {
+	t.Helper()
+	p, err := env.Service.Authenticate(context.Background(), secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -116,8 +116,9 @@ func Handles(r *http.Request) bool {
 }
 
 // authenticate checks the request's Signature Version 4 against the
-// secret of the API key it names, reading the (capped) body, which it
-// leaves for the operation.
+// secret of the API key it names or, with a session token, against the
+// User's access token that the token is, reading the (capped) body,
+// which it leaves for the operation.
 func (a *api) authenticate(r *http.Request) (*kms.Principal, error) {
 	q, err := sigv4.Parse(r, service, a.now())
 	if err != nil {
@@ -132,7 +133,15 @@ func (a *api) authenticate(r *http.Request) (*kms.Principal, error) {
 		return nil, fail("ValidationException", "the request's body could not be read")
 	}
 	r.Body = &readBody{Reader: bytes.NewReader(body), body: body}
-	p, err := a.svc.AuthenticateSigned(r.Context(), q.AccessKeyID, func(secret []byte) error { return q.Verify(body, secret) })
+	verify := func(secret []byte) error { return q.Verify(body, secret) }
+	var p *kms.Principal
+	if q.SecurityToken != "" {
+		// A User's access token, as temporary credentials are: the
+		// User's ID as the access key, the token as the secret.
+		p, err = a.svc.AuthenticateSession(r.Context(), q.AccessKeyID, q.SecurityToken, verify)
+	} else {
+		p, err = a.svc.AuthenticateSigned(r.Context(), q.AccessKeyID, verify)
+	}
 	if err != nil {
 		return nil, unauthenticated(err)
 	}

@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kms/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/ringkms/kms"
+	"github.com/ringkms/kms/client"
 	"github.com/ringkms/kms/integration/internal/harness"
 	"github.com/ringkms/kms/internal/kmsdtest"
 )
@@ -23,7 +25,13 @@ const region = "eu-west-3"
 // access key id and secret; nothing of the machine's AWS configuration
 // is read.
 func sdkClient(p *kmsdtest.Proc, id, secret string) *awskms.Client {
-	cfg := aws.Config{Region: region, Credentials: credentials.NewStaticCredentialsProvider(id, secret, "")}
+	return sessionClient(p, id, secret, "")
+}
+
+// sessionClient is sdkClient with a session token, as temporary
+// credentials have one.
+func sessionClient(p *kmsdtest.Proc, id, secret, session string) *awskms.Client {
+	cfg := aws.Config{Region: region, Credentials: credentials.NewStaticCredentialsProvider(id, secret, session)}
 	return awskms.NewFromConfig(cfg, func(o *awskms.Options) { o.BaseEndpoint = aws.String(p.URL) })
 }
 
@@ -185,5 +193,54 @@ func TestSDKRefusals(t *testing.T) {
 	}
 	if _, err := c.ListKeys(ctx, &awskms.ListKeysInput{}); err != nil {
 		t.Errorf("ListKeys with the read flag = %v", err)
+	}
+}
+
+// TestSDKSessionToken: a User signed in to kmsd calls it with AWS's SDK
+// as with temporary credentials: its ID as the access key, its access
+// token as both the secret and the session token. It acts with its own
+// flags; once it logs out, the token is refused.
+func TestSDKSessionToken(t *testing.T) {
+	in := harness.New(t)
+	p := in.Start(t, "-aws-kms")
+	ctx := context.Background()
+	root := harness.Client(t, p, in.Bootstrap)
+	u, err := root.CreateUser(ctx, kms.UserInput{Username: "ann", Email: "ann@example.com", FirstName: "Ann", LastName: "Lee",
+		Flags: kms.Flags{"keyring.*.create": true, "keyring.*.encrypt": true, "keyring.*.decrypt": true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	login, err := root.Login(ctx, kms.LoginInput{Username: "ann", Password: u.Password})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := sessionClient(p, u.User.ID, login.AccessToken, login.AccessToken)
+	key, err := c.CreateKey(ctx, &awskms.CreateKeyInput{})
+	if err != nil {
+		t.Fatalf("CreateKey with a session token = %v", err)
+	}
+	enc, err := c.Encrypt(ctx, &awskms.EncryptInput{KeyId: key.KeyMetadata.KeyId, Plaintext: []byte("p")})
+	if err != nil {
+		t.Fatalf("Encrypt with a session token = %v", err)
+	}
+	if dec, err := c.Decrypt(ctx, &awskms.DecryptInput{CiphertextBlob: enc.CiphertextBlob}); err != nil || string(dec.Plaintext) != "p" {
+		t.Fatalf("Decrypt with a session token = %v", err)
+	}
+	if _, err := c.ListKeys(ctx, &awskms.ListKeysInput{}); errorCode(err) != "AccessDeniedException" {
+		t.Errorf("ListKeys without the flag = %v, want AccessDeniedException", err)
+	}
+	if _, err := sessionClient(p, u.User.ID, "another secret", login.AccessToken).Encrypt(ctx,
+		&awskms.EncryptInput{KeyId: key.KeyMetadata.KeyId, Plaintext: []byte("p")}); errorCode(err) != "InvalidSignatureException" {
+		t.Errorf("Encrypt signed with another secret = %v, want InvalidSignatureException", err)
+	}
+	user, err := client.New(p.URL, client.WithToken(login.AccessToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := user.Logout(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Encrypt(ctx, &awskms.EncryptInput{KeyId: key.KeyMetadata.KeyId, Plaintext: []byte("p")}); errorCode(err) != "UnrecognizedClientException" {
+		t.Errorf("Encrypt with a token logged out = %v, want UnrecognizedClientException", err)
 	}
 }
