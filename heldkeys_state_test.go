@@ -3,6 +3,7 @@ package kms_test
 import (
 	"context"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -31,67 +32,31 @@ func heldUses(t *testing.T, e *env, ctx context.Context, app, sig string) map[st
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := func(errs ...error) error {
-		for _, err := range errs {
-			if err != nil {
-				return err
-			}
-		}
-		return nil
-	}
 	return map[string]func() error{
 		"encrypt": func() error {
-			out, err := e.svc.EncryptWithHeldKey(ctx, kms.HeldEncryptInput{Name: app, Items: []kms.HeldPlaintext{{Plaintext: []byte("x")}}})
-			if err != nil {
-				return err
-			}
-			return out[0].Err
+			return failed(e.svc.EncryptWithHeldKey(ctx, kms.HeldEncryptInput{Name: app, Items: []kms.HeldPlaintext{{Plaintext: []byte("x")}}}))
 		},
 		"decrypt": func() error {
-			out, err := e.svc.DecryptWithHeldKey(ctx, kms.HeldDecryptInput{Name: app, Items: []kms.HeldSealed{ct}})
-			if err != nil {
-				return err
-			}
-			return out[0].Err
+			return failed(e.svc.DecryptWithHeldKey(ctx, kms.HeldDecryptInput{Name: app, Items: []kms.HeldSealed{ct}}))
 		},
 		"rewrap": func() error {
-			out, err := e.svc.RewrapWithHeldKey(ctx, kms.HeldRewrapInput{Name: app, Items: []kms.HeldRewrapItem{{HeldSealed: ct}}})
-			if err != nil {
-				return err
-			}
-			return out[0].Err
+			return failed(e.svc.RewrapWithHeldKey(ctx, kms.HeldRewrapInput{Name: app, Items: []kms.HeldRewrapItem{{HeldSealed: ct}}}))
 		},
 		"datakey": func() error {
 			_, err := e.svc.GenerateHeldDataKey(ctx, kms.HeldDataKeyInput{Name: app})
 			return err
 		},
 		"hmac": func() error {
-			out, err := e.svc.HMACWithHeldKey(ctx, kms.HeldSignInput{Name: app, Inputs: [][]byte{[]byte("doc")}})
-			if err != nil {
-				return err
-			}
-			return out[0].Err
+			return failed(e.svc.HMACWithHeldKey(ctx, kms.HeldSignInput{Name: app, Inputs: [][]byte{[]byte("doc")}}))
 		},
 		"verify hmac": func() error {
-			out, err := e.svc.VerifyHMACWithHeldKey(ctx, kms.HeldVerifyInput{Name: app, Items: []kms.HeldCheck{{KeyVersion: 1, Input: []byte("doc"), Signature: macs[0].Signature}}})
-			if err != nil {
-				return err
-			}
-			return first(out[0].Err)
+			return failed(e.svc.VerifyHMACWithHeldKey(ctx, kms.HeldVerifyInput{Name: app, Items: []kms.HeldCheck{{KeyVersion: 1, Input: []byte("doc"), Signature: macs[0].Signature}}}))
 		},
 		"sign": func() error {
-			out, err := e.svc.SignWithHeldKey(ctx, kms.HeldSignInput{Name: sig, Inputs: [][]byte{[]byte("doc")}})
-			if err != nil {
-				return err
-			}
-			return out[0].Err
+			return failed(e.svc.SignWithHeldKey(ctx, kms.HeldSignInput{Name: sig, Inputs: [][]byte{[]byte("doc")}}))
 		},
 		"verify": func() error {
-			out, err := e.svc.VerifyWithHeldKey(ctx, kms.HeldVerifyInput{Name: sig, Items: []kms.HeldCheck{{KeyVersion: 1, Input: []byte("doc"), Signature: signed[0].Signature}}})
-			if err != nil {
-				return err
-			}
-			return out[0].Err
+			return failed(e.svc.VerifyWithHeldKey(ctx, kms.HeldVerifyInput{Name: sig, Items: []kms.HeldCheck{{KeyVersion: 1, Input: []byte("doc"), Signature: signed[0].Signature}}}))
 		},
 		"ready": func() error {
 			_, err := e.svc.HeldKeyReady(ctx, app)
@@ -113,6 +78,16 @@ func heldUses(t *testing.T, e *env, ctx context.Context, app, sig string) map[st
 			return err
 		},
 	}
+}
+
+// failed is the error of a call of one item: the call's, or its item's
+// (the field Err of the held keys' answers).
+func failed[T any](out []T, err error) error {
+	if err != nil || len(out) == 0 {
+		return err
+	}
+	itemErr, _ := reflect.ValueOf(out[0]).FieldByName("Err").Interface().(error)
+	return itemErr
 }
 
 // makeUsedKeys makes app and sig, the keys of heldUses.
