@@ -363,11 +363,30 @@ func parseFlags(args []string, getenv func(string) string, stdout io.Writer) (*o
 	return o, nil
 }
 
+// modeFlags are the flags of some modes only, and the modes they go with.
+var modeFlags = []struct {
+	name  string
+	modes func(mode string) bool
+	with  string
+}{
+	{"k8s-socket", k8sMode, "-mode k8s-encrypt and k8s-decrypt"},
+	{"aws-access-key-id", awsMode, "-mode aws-encrypt and aws-decrypt"},
+}
+
 func (o *options) validate(set map[string]bool) error {
-	if err := o.validateK8s(set); err != nil {
-		return err
+	for _, f := range modeFlags {
+		if set[f.name] && !f.modes(o.mode) {
+			return fmt.Errorf("-%s goes with %s", f.name, f.with)
+		}
 	}
-	if err := o.validateAWS(set); err != nil {
+	var err error
+	switch {
+	case k8sMode(o.mode):
+		err = o.validateK8s(set)
+	case awsMode(o.mode):
+		err = o.validateAWS(set)
+	}
+	if err != nil {
 		return err
 	}
 	overHTTP := !k8sMode(o.mode)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -29,6 +30,15 @@ type sealer interface {
 type sealedKey struct {
 	plaintext, ciphertext []byte
 	keyID                 string
+}
+
+// opened is the error of an open of s that answered got, and err: err,
+// or errMismatch when got is not s's key.
+func (s sealedKey) opened(got []byte, err error) error {
+	if err == nil && !bytes.Equal(got, s.plaintext) {
+		return errMismatch
+	}
+	return err
 }
 
 // sealedPools are what a decrypt mode opens: node i opens those of
