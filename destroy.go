@@ -116,7 +116,7 @@ func (s *Service) destroyNow(due []byte) error {
 		}
 		now := s.now().UTC()
 		k.State, k.DestroyAt, k.DestroyedAt, k.KeyData, k.Before = KeyDestroyed, nil, &now, KeyData{}, ""
-		if err := noteErase(tx, k); err != nil {
+		if err := noteErase(tx, k.RingID, k.ID); err != nil {
 			return false, err
 		}
 		if r, err := loadRing(tx, ringID); err == nil && r.Group == groupAsym {
@@ -157,9 +157,10 @@ func (s *Service) dropDue(due []byte) error {
 	return s.submit(nil, func(tx Txn) error { return tx.Delete(due) }, nil)
 }
 
-// noteErase notes the key k, destroyed in tx, for eraseDestroyed.
-func noteErase(tx Txn, k *keyRecord) error {
-	return tx.Set(join(pfxKeyErase, []byte(k.RingID), sep, []byte(k.ID)), []byte{})
+// noteErase notes the key keyID of the ring ringID, destroyed or
+// deleted in tx, for eraseDestroyed.
+func noteErase(tx Txn, ringID, keyID string) error {
+	return tx.Set(join(pfxKeyErase, []byte(ringID), sep, []byte(keyID)), []byte{})
 }
 
 // eraseDestroyed has the store erase the earlier versions of the records
@@ -220,12 +221,9 @@ func (s *Service) deleteHeldNow(due []byte) error {
 		if err != nil {
 			return false, err
 		}
-		left := []string{}
+		left := []string{} // removeRing notes them for erasure
 		for _, k := range keys {
 			if k.state() != KeyDestroyed {
-				if err := noteErase(tx, k); err != nil {
-					return false, err
-				}
 				left = append(left, k.ID)
 			}
 		}

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dgraph-io/badger/v4/options"
-
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/kmstest"
 	"github.com/ringkms/kms/store/badgerstore"
@@ -258,15 +256,7 @@ func TestAsymKeyStates(t *testing.T) {
 // its wrapped key material.
 func TestDestroyAfterRestart(t *testing.T) {
 	dir := t.TempDir()
-	open := func() *badgerstore.Store {
-		// Uncompressed, so that the wrapped key shows in the tables as
-		// it is in the record.
-		st, err := badgerstore.Open(badgerstore.DefaultOptions(dir).WithCompression(options.None))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st
-	}
+	open := func() *badgerstore.Store { return openUncompressed(t, dir) }
 	clock := kmstest.ClockAt(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	mk := kms.GenerateMasterKey()
 	st := open()

@@ -45,7 +45,10 @@ func (s *Service) deleteRing(p *Principal, r *ringRecord, action string, allowed
 		}
 		gone, err = removeRing(tx, cur)
 		return err
-	}, func() { s.forgetRing(gone) })
+	}, func() {
+		s.forgetRing(gone)
+		s.destroyer.Wake() // to erase the keys' records
+	})
 }
 
 // removedRing is what removeRing deleted, for the caches: the ring, its
@@ -57,8 +60,8 @@ type removedRing struct {
 
 // removeRing deletes, in tx, the ring cur as tx has it, with its keys,
 // their versions and counts, its aliases, its name and its entries in the
-// schedules of rotations and of a held key's deletion, and counts one
-// ring fewer.
+// schedules of rotations and of a held key's deletion, notes its keys
+// for erasure (noteErase), and counts one ring fewer.
 func removeRing(tx Txn, cur *ringRecord) (*removedRing, error) {
 	lower := strings.ToLower(cur.Name)
 	gone := &removedRing{id: cur.ID, lower: lower}
@@ -90,6 +93,11 @@ func removeRing(tx Txn, cur *ringRecord) (*removedRing, error) {
 	}
 	for _, id := range gone.keyIDs {
 		dels = append(dels, join(pfxKeyCount, []byte(id)))
+		// Deleted, the record still lies in the files of a store that
+		// keeps earlier versions, until the destroyer's pass erases it.
+		if err := noteErase(tx, cur.ID, id); err != nil {
+			return nil, err
+		}
 	}
 	if cur.RotateDue != 0 {
 		dels = append(dels, rotateDueKey(cur.RotateDue, cur.ID, cur.ActiveKey))
