@@ -1,6 +1,10 @@
 package kms
 
-import "github.com/ringkms/kms/internal/base"
+import (
+	"strings"
+
+	"github.com/ringkms/kms/internal/base"
+)
 
 // The error type, its kinds and sentinels are defined in internal/base,
 // which the mechanisms under internal/ share with this package; these are
@@ -68,6 +72,16 @@ func ErrorMessage(err error) string { return base.ErrorMessage(err) }
 
 // internalError wraps an unexpected failure (base.InternalError).
 func internalError(doing string, err error) error { return base.InternalError(doing, err) }
+
+// errNamedNotFound is the NotFound error of the what named name. It
+// quotes no name shaped like a credential (LooksLikeSecret): a caller may
+// have pasted one where a name goes, and errors reach logs.
+func errNamedNotFound(what, name string) error {
+	if _, last, _ := strings.Cut(name, "/"); LooksLikeSecret(name) || LooksLikeSecret(last) { // alias/NAME too
+		return Errorf(KindNotFound, "%s not found (its name is not quoted: it is shaped like a credential)", what)
+	}
+	return Errorf(KindNotFound, "%s %q not found", what, name)
+}
 
 // errBadLogin is the one answer to wrong credentials, whether the User
 // exists or not.

@@ -127,7 +127,7 @@ func (s *Service) findHeld(ctx context.Context, h heldRef) (*Principal, *ringRec
 		r, err = s.createHeldRing(ctx, p, h.name, h.create.RotationPeriod, settings)
 	}
 	if isNotFound(err) {
-		err = Errorf(KindNotFound, "transit key %q not found", h.name)
+		err = errNamedNotFound("transit key", h.name)
 	}
 	if err != nil {
 		return nil, nil, s.recordFailure(p, h.action, lower, err)
@@ -205,15 +205,8 @@ func (s *Service) aliasTarget(ctx context.Context, name string) (string, error) 
 	})
 }
 
-// errAliasNotFound is the error of an alias that does not exist. It
-// quotes no name shaped like a credential: a caller may have pasted one
-// where a key's name goes.
-func errAliasNotFound(name string) error {
-	if LooksLikeSecret(name) {
-		return Errorf(KindNotFound, "alias not found")
-	}
-	return Errorf(KindNotFound, "alias %q not found", name)
-}
+// errAliasNotFound is the error of an alias that does not exist.
+func errAliasNotFound(name string) error { return errNamedNotFound("alias", name) }
 
 // heldAliasRecord is an alias as stored, under its lower-case name.
 type heldAliasRecord struct {

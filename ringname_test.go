@@ -62,6 +62,27 @@ func TestRingNameShapedLikeSecret(t *testing.T) {
 			t.Errorf("%s(a name of 31 characters) = %v", m.name, err)
 		}
 	}
+	// Looking a name up records the look-up, found or not, granted or
+	// denied; no record, nor the error of a denial, holds the name.
+	nobody := e.as(t, kms.Flags{})
+	for _, name := range secretShapedNames {
+		_, ringErr := e.svc.GetKeyRing(e.root, kms.RingRef{Name: name})
+		_, asymErr := e.svc.GetAsymConfig(e.root, kms.RingRef{Name: name})
+		_, heldErr := e.svc.EncryptWithHeldKey(e.root, kms.HeldEncryptInput{Name: name, Items: []kms.HeldPlaintext{{Plaintext: []byte("x")}}})
+		_, aliasErr := e.svc.EncryptWithHeldKey(e.root, kms.HeldEncryptInput{Name: "alias/" + name, Items: []kms.HeldPlaintext{{Plaintext: []byte("x")}}})
+		_, deniedErr := e.svc.GetKeyRing(nobody, kms.RingRef{Name: name})
+		for what, err := range map[string]error{"GetKeyRing": ringErr, "GetAsymConfig": asymErr, "EncryptWithHeldKey": heldErr, "EncryptWithHeldKey(an alias)": aliasErr,
+			"GetKeyRing(without the flag)": deniedErr} {
+			want := kms.KindNotFound
+			if err == deniedErr {
+				want = kms.KindPermissionDenied
+			}
+			wantKind(t, what+"(a name shaped like a credential)", err, want)
+			if strings.Contains(strings.ToLower(err.Error()), strings.ToLower(name)) {
+				t.Errorf("%s(a name shaped like a credential) quotes it: %v", what, err)
+			}
+		}
+	}
 	recs, err := e.svc.SearchActivity(e.root, kms.ActivityFilter{}, kms.PageRequest{Limit: 10000})
 	if err != nil {
 		t.Fatal(err)
@@ -71,13 +92,6 @@ func TestRingNameShapedLikeSecret(t *testing.T) {
 		if strings.Contains(strings.ToLower(string(trail)), strings.ToLower(name)) {
 			t.Errorf("an activity record holds the name %s", name)
 		}
-	}
-	// (Looking a name up records the look-up: after the check above.)
-	for _, name := range secretShapedNames {
-		_, err := e.svc.GetKeyRing(e.root, kms.RingRef{Name: name})
-		wantKind(t, "GetKeyRing(a name shaped like a credential)", err, kms.KindNotFound)
-		_, err = e.svc.GetAsymConfig(e.root, kms.RingRef{Name: name})
-		wantKind(t, "GetAsymConfig(a name shaped like a credential)", err, kms.KindNotFound)
 	}
 }
 

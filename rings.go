@@ -207,7 +207,7 @@ func (s *Service) ringByName(ctx context.Context, group, name string) (*ringReco
 	}
 	r, err := s.ringByID(ctx, group, id)
 	if isNotFound(err) {
-		return nil, Errorf(KindNotFound, "key ring %q not found", name)
+		return nil, errNamedNotFound("key ring", name)
 	}
 	return r, err
 }
@@ -221,7 +221,7 @@ func (s *Service) readRingName(ctx context.Context, lower, name string) (string,
 		err := s.store.View(ctx, func(tx Txn) error {
 			v, err := tx.Get(join(pfxRingName, []byte(lower)))
 			if isNotFound(err) {
-				return Errorf(KindNotFound, "key ring %q not found", name)
+				return errNamedNotFound("key ring", name)
 			}
 			id = string(v)
 			return err
