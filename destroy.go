@@ -157,12 +157,6 @@ func (s *Service) dropDue(due []byte) error {
 	return s.submit(nil, func(tx Txn) error { return tx.Delete(due) }, nil)
 }
 
-// noteErase notes the key keyID of the ring ringID, destroyed or
-// deleted in tx, for eraseDestroyed.
-func noteErase(tx Txn, ringID, keyID string) error {
-	return tx.Set(join(pfxKeyErase, []byte(ringID), sep, []byte(keyID)), []byte{})
-}
-
 // eraseDestroyed has the store erase the earlier versions of the records
 // of destroyed keys (those noted under pfxKeyErase), then drops the notes.
 func (s *Service) eraseDestroyed(ctx context.Context) error {

@@ -156,6 +156,12 @@ func getJSON(tx Txn, key []byte, rec any, notFound error) (int, error) {
 	return len(v), json.Unmarshal(v, rec)
 }
 
+// noteErase notes the key keyID of the ring ringID, destroyed or
+// deleted in tx, for eraseDestroyed.
+func noteErase(tx Txn, ringID, keyID string) error {
+	return tx.Set(join(pfxKeyErase, []byte(ringID), sep, []byte(keyID)), []byte{})
+}
+
 // sized is the size of a record as read, kept in the records that pages
 // list with their size.
 type sized struct{ stored int }
