@@ -66,5 +66,5 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	ae := exception(err)
 	httpedge.NoteError(r, err, ae.typ)
 	httpedge.SetRetryAfter(w.Header(), err)
-	writeJSON(w, r, ae.status, map[string]string{"__type": ae.typ, "message": ae.message})
+	answers.Write(w, r, ae.status, map[string]string{"__type": ae.typ, "message": ae.message})
 }

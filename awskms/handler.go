@@ -209,7 +209,7 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request, _ httprouter.Params)
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, r, http.StatusOK, out)
+	answers.Write(w, r, http.StatusOK, out)
 }
 
 // served are the operations served, in name order.
@@ -252,20 +252,15 @@ func jsonProblem(err error) string {
 	return "malformed JSON"
 }
 
-// writeJSON is the one writer of this package's answers, which carry
-// the request's ID as AWS's do (x-amzn-RequestId), for the SDKs' errors
-// and logs.
-func writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`{"__type":"KMSInternalException","message":"internal error"}`)
-	}
-	h := w.Header()
-	h.Set("Content-Type", ContentType)
-	h.Set("Cache-Control", "no-store")
-	if id := httpedge.RequestID(r); id != "" {
-		h.Set("x-amzn-RequestId", id)
-	}
-	w.WriteHeader(status)
-	w.Write(b)
+// answers is the one writer of this package's answers
+// (httpedge.JSONWriter, in AWS's format), which carry the request's ID as
+// AWS's do (x-amzn-RequestId), for the SDKs' errors and logs.
+var answers = &httpedge.JSONWriter{
+	ContentType: ContentType,
+	Internal:    map[string]string{"__type": "KMSInternalException", "message": "internal error"},
+	Header: func(h http.Header, r *http.Request) {
+		if id := httpedge.RequestID(r); id != "" {
+			h.Set("x-amzn-RequestId", id)
+		}
+	},
 }

@@ -273,11 +273,11 @@ func (a *api) edgeRoute(rt route) httpedge.Route {
 			}
 			switch {
 			case err == nil:
-				a.writeJSON(w, r, http.StatusOK, body)
+				answers.Write(w, r, http.StatusOK, body)
 			case body != nil:
 				status, code := statusOf(err)
 				httpedge.NoteError(r, err, code)
-				a.writeJSON(w, r, status, body)
+				answers.Write(w, r, status, body)
 			default:
 				a.writeError(w, r, err)
 			}

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
-	"sync"
 
 	"github.com/ringkms/kms"
 	"github.com/ringkms/kms/internal/httpedge"
@@ -30,8 +29,8 @@ func (a *api) decode(r *http.Request, v any) error {
 	}
 	// Whatever decoding keeps, it copies (strings, json.RawMessage): the
 	// buffer is free again once decode returns.
-	buf := getBuf()
-	defer putBuf(buf)
+	buf := httpedge.Buffer()
+	defer httpedge.PutBuffer(buf)
 	if err := httpedge.ReadBody(buf, r.Body); err != nil {
 		return err
 	}
@@ -46,21 +45,6 @@ func (a *api) decode(r *http.Request, v any) error {
 		return jsonError(err)
 	}
 	return nil
-}
-
-// bufs holds the buffers that request bodies are read into and answers
-// encoded into; one that grew past maxPooledBuf is left to the collector.
-var bufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-
-const maxPooledBuf = 16 << 10
-
-func getBuf() *bytes.Buffer { return bufs.Get().(*bytes.Buffer) }
-
-func putBuf(b *bytes.Buffer) {
-	if b.Cap() <= maxPooledBuf {
-		b.Reset()
-		bufs.Put(b)
-	}
 }
 
 // decodeOptional is decode for a request whose body may be absent (a

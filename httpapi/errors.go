@@ -1,10 +1,8 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/ringkms/kms"
@@ -69,59 +67,15 @@ func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if e := kms.AsError(err); e != nil && status < 500 {
 		body.Errors, body.State, body.Results = e.Fields, e.State, e.Details
 	}
-	a.writeJSON(w, r, status, body)
+	answers.Write(w, r, status, body)
 }
 
-// jsonAppender is an answer that encodes itself without reflection, as
-// json.Marshal would (the answers of encrypt and decrypt).
-type jsonAppender interface {
-	AppendJSON([]byte) ([]byte, error)
-}
-
-// writeJSON is the one JSON writer of every answer.
-func (a *api) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
-	c, cached := v.(cacheable)
-	if cached {
-		v = c.body
-	}
-	var b []byte
-	var err error
-	if ap, ok := v.(jsonAppender); ok {
-		buf := getBuf()
-		defer putBuf(buf)
-		if b, err = ap.AppendJSON(buf.AvailableBuffer()); err == nil {
-			buf.Write(b) // in place; a first answer that outgrew buf grows it
-			b = buf.Bytes()
-		}
-	} else {
-		b, err = json.Marshal(v)
-	}
-	if err != nil {
-		cached = false
-		// Only a programming error gets here (an unencodable type).
-		err = fmt.Errorf("encode answer: %w", err)
-		httpedge.NoteError(r, err, kms.KindInternal.String())
-		status = http.StatusInternalServerError
-		b, _ = json.Marshal(errorBody{Message: "internal error", Code: kms.KindInternal.String()})
-	}
-	// Answers carry key material and are per caller: no cache keeps them.
-	// The values share one array (each its own slice, so that
-	// appending to one cannot touch another); the names are canonical.
-	// The Content-Length, set last, shares the array too.
-	v4 := []string{"application/json; charset=utf-8", "nosniff", "no-store", ""}
-	h := w.Header()
-	h["Content-Type"] = v4[0:1:1]
-	h["X-Content-Type-Options"] = v4[1:2:2]
-	h["Cache-Control"] = v4[2:3:3]
-	if cached && c.notModified(h, r, b) {
-		w.WriteHeader(http.StatusNotModified)
-		return
-	}
-	b = append(b, '\n')
-	v4[3] = strconv.Itoa(len(b))
-	h["Content-Length"] = v4[3:4:4]
-	w.WriteHeader(status)
-	w.Write(b) // the server copies it, or writes it, before returning
+// answers is the one JSON writer of every answer. An answer that cannot
+// be encoded is a 500 of the one error shape.
+var answers = &httpedge.JSONWriter{
+	ContentType:  "application/json; charset=utf-8",
+	Internal:     errorBody{Message: "internal error", Code: kms.KindInternal.String()},
+	InternalCode: kms.KindInternal.String(),
 }
 
 // notFound answers a path that no route serves. The path it echoes is

@@ -25,18 +25,21 @@ func (a *api) signingKeys(r *http.Request, _ httprouter.Params) (any, error) {
 }
 
 // cacheable is an answer that is the same for every caller, which caches
-// may keep for maxAge seconds: writeJSON sends it with Cache-Control and an
-// ETag, or answers 304 to a request that names the ETag.
+// may keep for maxAge seconds (httpedge.Conditional): answers sends it
+// with Cache-Control and an ETag, or answers 304 to a request that names
+// the ETag.
 type cacheable struct {
 	body   any
 	maxAge int
 }
 
-// notModified sets the cache headers of the answer b in h, replacing
+func (c cacheable) Body() any { return c.body }
+
+// NotModified sets the cache headers of the answer b in h, replacing
 // no-store, and reports whether the request's If-None-Match names its ETag
 // (or "*"; RFC 9110 section 13.1.2, weak comparison): then the answer is
 // 304 with no body.
-func (c cacheable) notModified(h http.Header, r *http.Request, b []byte) bool {
+func (c cacheable) NotModified(h http.Header, r *http.Request, b []byte) bool {
 	sum := sha256.Sum256(b)
 	etag := `"` + hex.EncodeToString(sum[:16]) + `"`
 	h.Set("Cache-Control", "public, max-age="+strconv.Itoa(c.maxAge))
@@ -45,7 +48,6 @@ func (c cacheable) notModified(h http.Header, r *http.Request, b []byte) bool {
 		for tag := range strings.SplitSeq(line, ",") {
 			tag = strings.TrimPrefix(strings.TrimSpace(tag), "W/")
 			if tag == etag || tag == "*" {
-				h.Del("Content-Type")
 				return true
 			}
 		}

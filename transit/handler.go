@@ -1,10 +1,8 @@
 package transit
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/julienschmidt/httprouter"
@@ -240,10 +238,10 @@ func (a *api) writeAnswer(w http.ResponseWriter, r *http.Request, ans *answer) {
 		status = http.StatusOK
 	}
 	if ans.data == nil && ans.auth == nil && status == http.StatusOK {
-		a.write(w, r, http.StatusNoContent, nil)
+		answers.Write(w, r, http.StatusNoContent, nil)
 		return
 	}
-	a.write(w, r, status, envelope{RequestID: httpedge.RequestID(r), Data: ans.data, Auth: ans.auth, Warnings: ans.warnings, MountType: "transit"})
+	answers.Write(w, r, status, envelope{RequestID: httpedge.RequestID(r), Data: ans.data, Auth: ans.auth, Warnings: ans.warnings, MountType: "transit"})
 }
 
 // statusOf is the status of err, as Vault's transit engine answers its
@@ -288,41 +286,12 @@ func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error, read
 	if status == http.StatusNotFound && kms.ErrorKind(err) == kms.KindNotFound {
 		body.Errors = []string{}
 	}
-	a.write(w, r, status, body)
+	answers.Write(w, r, status, body)
 }
 
-// write is the one writer of every answer: JSON, or nothing for 204. Its
-// status is a final one, 200 to 599: any other is a programming error,
-// answered 500, never written (net/http panics on a status below 100,
-// and takes a 1xx for an interim answer, 101 for a switch of protocols).
-func (a *api) write(w http.ResponseWriter, r *http.Request, status int, v any) {
-	var b []byte
-	var bad error // a programming error: the answer cannot be written
-	if status < 200 || status > 599 {
-		bad = fmt.Errorf("answer status %d: a final status is 200 to 599", status)
-	} else if v != nil {
-		var err error
-		if b, err = json.Marshal(v); err != nil {
-			bad = fmt.Errorf("encode answer: %w", err) // an unencodable type
-		}
-	}
-	if bad != nil {
-		httpedge.NoteError(r, bad, "")
-		status = http.StatusInternalServerError
-		b, _ = json.Marshal(errorsBody{Errors: []string{"internal error"}})
-	}
-	if b != nil {
-		b = append(b, '\n')
-	}
-	h := w.Header()
-	h.Set("Cache-Control", "no-store")
-	if b != nil {
-		h.Set("Content-Type", "application/json")
-		h.Set("Content-Length", strconv.Itoa(len(b)))
-	}
-	w.WriteHeader(status)
-	w.Write(b)
-}
+// answers is the one writer of every answer (httpedge.JSONWriter, in
+// Vault's format): JSON, or nothing for 204.
+var answers = &httpedge.JSONWriter{ContentType: "application/json", Internal: errorsBody{Errors: []string{"internal error"}}}
 
 // notFound answers a path that no route serves, as Vault answers a path
 // it lacks: 404, saying what the engine serves when the path is in it,

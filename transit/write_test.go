@@ -44,7 +44,7 @@ func TestWriteFinalStatusOnly(t *testing.T) {
 	a, logs := testAPI()
 	for _, status := range []int{-1, 0, 1, 99, 100, 101, 103, 199, 600, 999, 1000} {
 		w, line := logged(t, logs, a.edge.Log(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			a.write(w, r, status, envelope{Data: map[string]any{"batch_results": []any{}}})
+			answers.Write(w, r, status, envelope{Data: map[string]any{"batch_results": []any{}}})
 		})), "/v1/transit/encrypt/k")
 		var body errorsBody
 		if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || w.Code != http.StatusInternalServerError ||
@@ -57,7 +57,7 @@ func TestWriteFinalStatusOnly(t *testing.T) {
 	}
 	for _, status := range []int{200, 207, 400, 599} {
 		w, _ := logged(t, logs, a.edge.Log(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			a.write(w, r, status, envelope{})
+			answers.Write(w, r, status, envelope{})
 		})), "/v1/transit/encrypt/k")
 		if w.Code != status {
 			t.Errorf("write(%d) = %d", status, w.Code)
