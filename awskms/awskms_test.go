@@ -142,6 +142,24 @@ func TestRefusals(t *testing.T) {
 	if code, typ := c.do(t, "CreateKey", map[string]any{}, nil); code != 400 || typ != "AccessDeniedException" {
 		t.Errorf("CreateKey without the flag: %d %s", code, typ)
 	}
+	// The operation is the one signed: a body signed for one operation
+	// is not answered as another's.
+	body := []byte(`{"KeyId":"alias/x"}`)
+	r, _ := http.NewRequest("POST", c.url+"/", bytes.NewReader(body))
+	r.Header.Set("Content-Type", awskms.ContentType)
+	if err := sigv4.Sign(r, body, c.id, c.secret, "eu-west-3", "kms", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	r.Header.Set("X-Amz-Target", awskms.TargetPrefix+"DisableKey")
+	unsigned, err := http.DefaultClient.Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unsignedBody, _ := io.ReadAll(unsigned.Body)
+	unsigned.Body.Close()
+	if unsigned.StatusCode != 400 || !strings.Contains(string(unsignedBody), "IncompleteSignatureException") {
+		t.Errorf("an operation added unsigned: %d %s", unsigned.StatusCode, unsignedBody)
+	}
 	resp, err := http.Post(c.url+"/", awskms.ContentType, strings.NewReader("{}"))
 	if err != nil {
 		t.Fatal(err)

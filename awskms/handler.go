@@ -120,7 +120,7 @@ func Handles(r *http.Request) bool {
 // User's access token that the token is, reading the (capped) body,
 // which it leaves for the operation.
 func (a *api) authenticate(r *http.Request) (*kms.Principal, error) {
-	q, err := sigv4.Parse(r, service, a.now())
+	q, err := sigv4.Parse(r, service, a.now(), "x-amz-target") // the operation is the signed one
 	if err != nil {
 		return nil, unauthenticated(err)
 	}

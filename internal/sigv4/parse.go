@@ -3,6 +3,7 @@ package sigv4
 import (
 	"encoding/hex"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 )
@@ -63,10 +64,12 @@ type Request struct {
 // Parse reads the signature of r (its Authorization header, as AWS's
 // SDKs send it) for a service and checks all that can be checked without
 // the secret and the body: the header is complete and well formed, the
-// signature covers host and x-amz-date, the credential is scoped to
+// signature covers host, x-amz-date and the headers that the service
+// names in required (lower case: the headers whose value says what the
+// request does, which an unsigned copy could change), the credential is scoped to
 // service and to the day of X-Amz-Date, and that time is within MaxSkew
 // of now. Its errors are *Error. r's body is neither read nor kept.
-func Parse(r *http.Request, service string, now time.Time) (*Request, error) {
+func Parse(r *http.Request, service string, now time.Time, required ...string) (*Request, error) {
 	auths := r.Header.Values("Authorization")
 	if len(auths) == 0 || len(auths) == 1 && strings.TrimSpace(auths[0]) == "" {
 		return nil, refuse(KindMissing, "Missing Authentication Token")
@@ -82,7 +85,7 @@ func Parse(r *http.Request, service string, now time.Time) (*Request, error) {
 	if err := q.parseCredential(params[0], service); err != nil {
 		return nil, err
 	}
-	if err := q.parseSignedHeaders(params[1]); err != nil {
+	if err := q.parseSignedHeaders(params[1], required); err != nil {
 		return nil, err
 	}
 	if len(params[2]) != 2*len(q.signature) {
@@ -177,8 +180,8 @@ func (q *Request) parseCredential(cred, service string) error {
 }
 
 // parseSignedHeaders reads SignedHeaders: names in lower case, separated
-// by ";", host and x-amz-date among them.
-func (q *Request) parseSignedHeaders(list string) error {
+// by ";", host, x-amz-date and those of required among them.
+func (q *Request) parseSignedHeaders(list string, required []string) error {
 	q.SignedHeaders = strings.Split(list, ";")
 	var host, date bool
 	for _, name := range q.SignedHeaders {
@@ -193,6 +196,11 @@ func (q *Request) parseSignedHeaders(list string) error {
 	}
 	if !date {
 		return refuse(KindIncomplete, "'X-Amz-Date' must be a 'SignedHeader' in the AWS Authorization.")
+	}
+	for _, name := range required {
+		if !slices.Contains(q.SignedHeaders, name) {
+			return refuse(KindIncomplete, "'%s' must be a 'SignedHeader' in the AWS Authorization.", http.CanonicalHeaderKey(name))
+		}
 	}
 	return nil
 }

@@ -32,6 +32,7 @@ func TestRefusals(t *testing.T) {
 		signWith string                  // the client's secret, if not the right one ("-": empty)
 		now      time.Time               // the server's clock, if not t0
 		service  string                  // the server's service, if not kms
+		required []string                // the headers the server wants signed, beside host and x-amz-date
 		want     Kind                    // "": accepted
 		message  string                  // the whole message, where it matters
 	}{
@@ -44,6 +45,11 @@ func TestRefusals(t *testing.T) {
 		{name: "body's hash sent unsigned", edit: func(r *http.Request) {
 			r.Header.Set("X-Amz-Content-Sha256", payloadHash([]byte(signedBody)))
 		}},
+		{name: "a required header signed", required: []string{"x-amz-target", "content-type"}},
+		{name: "a required header added unsigned", required: []string{"x-amz-target"},
+			before: func(req *http.Request) { req.Header.Del("X-Amz-Target") },
+			edit:   func(r *http.Request) { r.Header.Set("X-Amz-Target", "TrentService.DisableKey") },
+			want:   KindIncomplete, message: "'X-Amz-Target' must be a 'SignedHeader' in the AWS Authorization."},
 		{name: "server 5 minutes ahead", now: t0.Add(MaxSkew)},
 		{name: "server 5 minutes behind", now: t0.Add(-MaxSkew)},
 
@@ -175,7 +181,7 @@ func TestRefusals(t *testing.T) {
 			default:
 				body = []byte(c.body)
 			}
-			q, err := Parse(r, service, now)
+			q, err := Parse(r, service, now, c.required...)
 			if err == nil {
 				err = q.Verify(body, []byte(secret))
 			}
