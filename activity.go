@@ -56,12 +56,6 @@ func (s *Service) newActivity(p *Principal, action, ring string, valid bool, pro
 	if p.call != "" {
 		props["call"] = p.call
 	}
-	if LooksLikeSecret(ring) {
-		// A secret pasted where a ring's name goes, in a call that finds
-		// no ring by it (no ring made since checkNewRingName has such a
-		// name): the trail must not hold it.
-		ring = ""
-	}
 	return &Activity{ // the journal sets ID, CreatedAt and the chain fields
 		KeyID:     p.ID,
 		AccountID: p.AccountID,

@@ -166,8 +166,9 @@ func (s *Service) authorize(ctx context.Context, action, ring, flag string) (*Pr
 	if p.Can(flag) {
 		return p, nil
 	}
-	if LooksLikeSecret(ring) { // neither the record nor the error may hold it (newActivity)
+	if LooksLikeSecret(ring) { // neither the record nor the error may hold it (unresolvedRing)
 		flag = strings.Replace(flag, ring, "<a name shaped like a credential>", 1)
+		ring = ""
 	}
 	return nil, s.refuse(p, action, ring, map[string]any{"flag": flag}, Errorf(KindPermissionDenied, "missing permission flag %s", flag))
 }

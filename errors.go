@@ -83,6 +83,19 @@ func errNamedNotFound(what, name string) error {
 	return Errorf(KindNotFound, "%s %q not found", what, name)
 }
 
+// unresolvedRing is the ring a record names for a ring that a caller
+// named and that was not found: its name in lower case, or none when it
+// is shaped like a credential (LooksLikeSecret), which the trail must not
+// hold: no ring made since checkNewRingName has such a name, and the
+// caller may have pasted a secret in its place. A ring found keeps its
+// name in its records, whatever its shape.
+func unresolvedRing(name string) string {
+	if LooksLikeSecret(name) {
+		return ""
+	}
+	return strings.ToLower(name)
+}
+
 // errBadLogin is the one answer to wrong credentials, whether the User
 // exists or not.
 var errBadLogin = Errorf(KindInvalid, "invalid username or password")

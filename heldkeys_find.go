@@ -130,7 +130,7 @@ func (s *Service) findHeld(ctx context.Context, h heldRef) (*Principal, *ringRec
 		err = errNamedNotFound("transit key", h.name)
 	}
 	if err != nil {
-		return nil, nil, s.recordFailure(p, h.action, lower, err)
+		return nil, nil, s.recordFailure(p, h.action, unresolvedRing(h.name), err)
 	}
 	return p, r, nil
 }

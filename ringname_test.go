@@ -2,6 +2,7 @@ package kms_test
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -139,5 +140,17 @@ func TestRingNameShapedLikeSecretMadeBefore(t *testing.T) {
 	}
 	if _, err := svc.Decrypt(app, kms.DecryptInput{Hash: enc.Hash, Header: enc.Header}); err != nil {
 		t.Fatalf("Decrypt(a ring named before) = %v", err)
+	}
+	// The ring's records name it: a ring found keeps its name in the trail.
+	recs, err := svc.SearchActivity(app, kms.ActivityFilter{Ring: long}, kms.PageRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var actions []string
+	for _, r := range recs.Data {
+		actions = append(actions, r.Action)
+	}
+	if !slices.Contains(actions, "keyring.read") || !slices.Contains(actions, "encrypt") || !slices.Contains(actions, "decrypt") {
+		t.Errorf("the records of the ring named before are %q, want its read, encrypt and decrypt", actions)
 	}
 }

@@ -265,7 +265,7 @@ func (s *Service) resolveRing(ctx context.Context, group string, ref RingRef, ac
 		}
 		r, err := s.ringByName(ctx, group, ref.Name)
 		if err != nil {
-			return nil, nil, s.recordFailure(p, action, strings.ToLower(ref.Name), err)
+			return nil, nil, s.recordFailure(p, action, unresolvedRing(ref.Name), err)
 		}
 		return p, r, nil
 	}
