@@ -46,7 +46,8 @@ func rekeyResult(counts []int) *RekeyResult {
 // Rekey moves st from the root key old to the root key new: it draws a
 // new root secret, reseals under it every secret that st holds sealed
 // (the header signing keys, the private keys of /asym rings, the share
-// secrets of split /ks rings, the Users' password hashes) with the MAC
+// secrets of split /ks rings, the Users' password hashes, the API keys'
+// secrets that verify signed requests) with the MAC
 // and cursor keys that st has under old, so that every hash, header,
 // cursor and activity record issued before stays valid, stores the new
 // root secret sealed under new, and adds old to the keys st has left
