@@ -55,7 +55,8 @@ type Options struct {
 	ClientIPHops   int
 	// Requests, when set, is told of every request once it is answered
 	// (httpedge.RequestObserver; package metrics has one). Its route is
-	// the operation: "TrentService.Encrypt".
+	// the operation served, "TrentService.Encrypt"; "/" for a request
+	// that names none.
 	Requests httpedge.RequestObserver
 	// Now is the clock that signatures' times are checked against; nil
 	// is time.Now.
@@ -193,6 +194,7 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request, _ httprouter.Params)
 		writeError(w, r, fail("UnsupportedOperationException", fmt.Sprintf("%s is not served; the operations served are %s", name, strings.Join(served(), ", "))))
 		return
 	}
+	httpedge.SetRoute(r, target) // an operation served: the log line and the metrics name it
 	var body []byte
 	if rb, ok := r.Body.(*readBody); ok {
 		body = rb.body // read and checked by authenticate

@@ -41,6 +41,16 @@ func NoteError(r *http.Request, err error, code string) {
 	}
 }
 
+// SetRoute names the route of r, for its log line and the request
+// observer, in place of the pattern its router matched: a protocol whose
+// one path serves many operations names the operation (from a set of
+// its own, so that the names stay few).
+func SetRoute(r *http.Request, route string) {
+	if st := stateFrom(r.Context()); st != nil {
+		st.route = route
+	}
+}
+
 // rawWriter returns the writer the server handed to Log, so that
 // http.MaxBytesReader can tell the server to close the connection.
 func rawWriter(w http.ResponseWriter, r *http.Request) http.ResponseWriter {
