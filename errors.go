@@ -1,6 +1,7 @@
 package kms
 
 import (
+	"errors"
 	"strings"
 
 	"github.com/ringkms/kms/internal/base"
@@ -82,6 +83,12 @@ func errNamedNotFound(what, name string) error {
 	}
 	return Errorf(KindNotFound, "%s %q not found", what, name)
 }
+
+// ErrKeyUsage is the cause of the Invalid error of a held key asked to do
+// what its type does not (encrypt with a signing key, sign with an HMAC
+// key, an algorithm another type takes): errors.Is tells it from the
+// other Invalid errors, as a protocol that answers it apart must.
+var ErrKeyUsage = errors.New("the key's type does not do what was asked")
 
 // unresolvedRing is the ring a record names for a ring that a caller
 // named and that was not found: its name in lower case, or none when it

@@ -3,6 +3,7 @@ package kms
 import (
 	"context"
 	"crypto/rand"
+	"fmt"
 
 	"github.com/ringkms/kms/internal/encryptcount"
 	"github.com/ringkms/kms/internal/keytype"
@@ -315,7 +316,7 @@ func (r *ringRecord) supports(can func(keytype.Type) bool, what string) error {
 		return internalError("type of a held key", err)
 	}
 	if !can(spec.Type()) {
-		return Errorf(KindInvalid, "key type %s does not support %s", spec.Type(), what)
+		return &Error{Kind: KindInvalid, Message: fmt.Sprintf("key type %s does not support %s", spec.Type(), what), Err: ErrKeyUsage}
 	}
 	return nil
 }

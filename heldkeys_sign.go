@@ -2,6 +2,7 @@ package kms
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -61,7 +62,8 @@ func (o HeldSignOptions) typed(accept func(*ringRecord) error) func(*ringRecord)
 			return internalError("type of a held key", err)
 		}
 		if !slices.Contains(o.KeyTypes, string(spec.Type())) {
-			return Errorf(KindInvalid, "key %s is of type %s, not %s", r.Name, spec.Type(), strings.Join(o.KeyTypes, " or "))
+			return &Error{Kind: KindInvalid, Message: fmt.Sprintf("key %s is of type %s, not %s", r.Name, spec.Type(), strings.Join(o.KeyTypes, " or ")),
+				Err: ErrKeyUsage}
 		}
 		return nil
 	}

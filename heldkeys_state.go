@@ -2,6 +2,7 @@ package kms
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 )
@@ -115,9 +116,11 @@ func (s *Service) CancelHeldKeyDeletion(ctx context.Context, name string) (*Held
 	return s.setHeldState(ctx, name, transitDeleteCancelAction, OpDelete, func(tx Txn, cur *ringRecord, t *heldSettings, _ *Activity) ([]*keyRecord, error) {
 		switch {
 		case t.State != HeldKeyPendingDeletion:
-			return nil, Errorf(KindConflict, "key %s is not pending deletion", cur.Name)
+			return nil, &Error{Kind: KindConflict, State: cur.heldState(), Message: fmt.Sprintf("key %s is not pending deletion", cur.Name)}
+		case t.DeletionDate == nil:
+			return nil, Errorf(KindInternal, "key %s is pending deletion with no date", cur.Name)
 		case !s.now().Before(*t.DeletionDate):
-			return nil, Errorf(KindConflict, "the deletion date of key %s has come: it is being deleted", cur.Name)
+			return nil, &Error{Kind: KindConflict, State: HeldKeyPendingDeletion, Message: fmt.Sprintf("the deletion date of key %s has come: it is being deleted", cur.Name)}
 		}
 		if err := tx.Delete(heldDeleteDue.Key(t.DeletionDate.UnixMilli(), cur.ID, "")); err != nil {
 			return nil, err

@@ -501,10 +501,20 @@ func (r *ringRecord) heldUsable() error {
 		return nil
 	case HeldKeyPendingDeletion:
 		return &Error{Kind: KindDisabled, State: HeldKeyPendingDeletion, Message: fmt.Sprintf("key %s is pending deletion on %s and cannot be used: cancel its deletion and enable it to use it again",
-			r.Name, t.DeletionDate.UTC().Format(time.RFC3339))}
+			r.Name, t.deletionDay())}
 	default:
 		return &Error{Kind: KindDisabled, State: t.State, Message: fmt.Sprintf("key %s is disabled: enable it to use it again", r.Name)}
 	}
+}
+
+// deletionDay is the deletion date of a held key pending deletion, for a
+// message (a record that has none, which the service never writes, says
+// so rather than panic).
+func (t *heldSettings) deletionDay() string {
+	if t.DeletionDate == nil {
+		return "no date"
+	}
+	return t.DeletionDate.UTC().Format(time.RFC3339)
 }
 
 // notPendingDeletion refuses a change of cur, a held key, while its
@@ -512,7 +522,7 @@ func (r *ringRecord) heldUsable() error {
 func notPendingDeletion(cur *ringRecord) error {
 	if t := cur.held(); t.State == HeldKeyPendingDeletion {
 		return &Error{Kind: KindConflict, State: HeldKeyPendingDeletion,
-			Message: fmt.Sprintf("key %s is pending deletion on %s: cancel its deletion first", cur.Name, t.DeletionDate.UTC().Format(time.RFC3339))}
+			Message: fmt.Sprintf("key %s is pending deletion on %s: cancel its deletion first", cur.Name, t.deletionDay())}
 	}
 	return nil
 }

@@ -50,7 +50,7 @@ func (a *api) seal(c *call, name string, plain []byte, ctx map[string]string) ([
 	res, err := a.svc.EncryptWithHeldKey(c.r.Context(), kms.HeldEncryptInput{Name: name,
 		Items: []kms.HeldPlaintext{{Plaintext: plain, AssociatedData: contextAAD(ctx)}}})
 	if err != nil { // the key, its type, the caller's flag
-		return nil, "", keyUsage(err)
+		return nil, "", err
 	}
 	if err := res[0].Err; err != nil {
 		return nil, "", err
@@ -76,7 +76,7 @@ func (a *api) open(c *call, blob []byte, want string, ctx map[string]string) ([]
 	res, err := a.svc.DecryptWithHeldKey(c.r.Context(), kms.HeldDecryptInput{Name: with,
 		Items: []kms.HeldSealed{{KeyVersion: version, Ciphertext: sealed, AssociatedData: contextAAD(ctx)}}})
 	if err != nil { // the key, its type, the caller's flag
-		return nil, "", keyUsage(err)
+		return nil, "", err
 	}
 	it := res[0]
 	switch {
@@ -191,7 +191,7 @@ func generateDataKey(withPlaintext bool) operation {
 		dk, err := a.svc.GenerateHeldDataKey(c.r.Context(), kms.HeldDataKeyInput{Name: name, Bits: bits,
 			AssociatedData: contextAAD(in.EncryptionContext), Plaintext: withPlaintext})
 		if err != nil {
-			return nil, keyUsage(err)
+			return nil, err
 		}
 		out := map[string]any{"CiphertextBlob": marshalBlob(dk.Key, dk.KeyVersion, dk.Ciphertext), "KeyId": arn(c.region, dk.Key)}
 		if withPlaintext {

@@ -33,7 +33,10 @@ func exception(err error) *awsError {
 	if errors.As(err, &se) {
 		return fail(string(se.Kind), se.Message)
 	}
-	kind := kms.ErrorKind(err)
+	kind, state := kms.ErrorKind(err), ""
+	if e := kms.AsError(err); e != nil {
+		state = e.State
+	}
 	typ, ok := exceptions[kind]
 	switch {
 	case !ok:
@@ -42,7 +45,13 @@ func exception(err error) *awsError {
 		return &awsError{status: http.StatusInternalServerError, typ: typ, message: kms.ErrorMessage(err)}
 	case kind == kms.KindUnavailable:
 		return &awsError{status: http.StatusServiceUnavailable, typ: typ, message: kms.ErrorMessage(err)}
-	case (kind == kms.KindDisabled || kind == kms.KindConflict) && kms.AsError(err) != nil && kms.AsError(err).State == kms.HeldKeyPendingDeletion:
+	case errors.Is(err, kms.ErrKeyUsage):
+		// A key asked for what its type does not do, or an algorithm
+		// another type takes.
+		return fail("InvalidKeyUsageException", kms.ErrorMessage(err))
+	case kind == kms.KindDisabled && state == kms.HeldKeyPendingDeletion, kind == kms.KindConflict && state != "":
+		// A use of a key pending deletion, or a change its state does
+		// not allow.
 		return fail("KMSInvalidStateException", kms.ErrorMessage(err))
 	case kind == kms.KindUnauthenticated:
 		return fail(typ, "The security token included in the request is invalid. "+kms.ErrorMessage(err))

@@ -62,6 +62,9 @@ func TestKeyStateAndDeletion(t *testing.T) {
 	if s, _ := state(); s != "Disabled" {
 		t.Fatalf("a key whose deletion was cancelled is %s, want Disabled", s)
 	}
+	if _, typ := c.do(t, "CancelKeyDeletion", map[string]any{"KeyId": id}, nil); typ != "KMSInvalidStateException" {
+		t.Errorf("CancelKeyDeletion of a key not pending deletion: %q, want KMSInvalidStateException", typ)
+	}
 }
 
 // Tags and aliases: an alias names its key wherever a KeyId goes.

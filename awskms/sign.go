@@ -147,7 +147,7 @@ func produce(mac bool) operation {
 			err = res[0].Err
 		}
 		if err != nil {
-			return nil, keyUsage(err)
+			return nil, err
 		}
 		return map[string]any{"KeyId": arn(c.region, res[0].Key), out: res[0].Signature, algName: m.alg}, nil
 	}
@@ -168,29 +168,18 @@ func check(mac bool) operation {
 		}
 		res, err := call(c.r.Context(), kms.HeldVerifyInput{Name: m.name, Options: m.opts, Items: []kms.HeldCheck{{Signature: m.sig, Input: m.input}}})
 		if err != nil { // the key, its type, the caller's flag
-			return nil, keyUsage(err)
+			return nil, err
 		}
 		switch err := res[0].Err; {
 		case err != nil && kms.ErrorKind(err) == kms.KindInvalid && len(m.sig) > 0:
 			return nil, invalid // a signature that does not read
 		case err != nil:
-			return nil, keyUsage(err)
+			return nil, err
 		case !res[0].Valid:
 			return nil, invalid
 		}
 		return map[string]any{"KeyId": arn(c.region, res[0].Key), valid: true, algName: m.alg}, nil
 	}
-}
-
-// keyUsage is err of a call with a key, once the request is checked: a
-// key of a type that does not do what is asked (encrypt, sign, compute
-// a MAC), or an algorithm its type does not take, is AWS's
-// InvalidKeyUsageException.
-func keyUsage(err error) error {
-	if kms.ErrorKind(err) == kms.KindInvalid {
-		return fail("InvalidKeyUsageException", kms.ErrorMessage(err))
-	}
-	return err
 }
 
 // oidMLDSA are the OIDs of ML-DSA's parameter sets (FIPS 204, NIST's

@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/asn1"
+	"strings"
 	"testing"
 
 	"filippo.io/mldsa"
@@ -201,6 +202,12 @@ func TestKeyUsage(t *testing.T) {
 			if status, typ := c.do(t, op, in, nil); typ != "InvalidKeyUsageException" || status != 400 {
 				t.Errorf("%s with a key that does not encrypt: %d %q, want 400 InvalidKeyUsageException", op, status, typ)
 			}
+		}
+	}
+	// Other invalid requests are not a key's usage.
+	for _, keyID := range []string{"bad name!", strings.Repeat("k", 300), "alias/" + strings.Repeat("a", 300)} {
+		if status, typ := c.do(t, "Encrypt", map[string]any{"KeyId": keyID, "Plaintext": []byte("p")}, nil); typ != "ValidationException" || status != 400 {
+			t.Errorf("Encrypt with the KeyId %.20q...: %d %q, want 400 ValidationException", keyID, status, typ)
 		}
 	}
 
