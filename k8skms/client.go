@@ -1,6 +1,7 @@
 package k8skms
 
 import (
+	"path/filepath"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -16,11 +17,15 @@ type Client struct {
 }
 
 // Dial returns a Client of the socket at path ("unix://" in front, as
-// an EncryptionConfiguration names it, or not). It connects at the first
-// call, and again after a failure.
+// an EncryptionConfiguration names it, or not; relative to the working
+// directory, or absolute). It connects at the first call, and again
+// after a failure.
 func Dial(path string) (*Client, error) {
-	target := "unix://" + strings.TrimPrefix(path, "unix://")
-	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	abs, err := filepath.Abs(strings.TrimPrefix(path, "unix://"))
+	if err != nil {
+		return nil, err
+	}
+	conn, err := grpc.NewClient("unix://"+abs, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return nil, err
 	}

@@ -104,3 +104,24 @@ func dataKey() []byte {
 	rand.Read(k)
 	return k
 }
+
+// Dial takes the socket's path as an EncryptionConfiguration names it
+// (unix:// in front) or as a path, absolute or relative to the working
+// directory.
+func TestDialPaths(t *testing.T) {
+	p := newPlugin(t, k8skms.Options{}, true)
+	t.Chdir(filepath.Dir(p.sock))
+	for _, path := range []string{p.sock, "unix://" + p.sock, filepath.Base(p.sock), "unix://" + filepath.Base(p.sock)} {
+		c, err := k8skms.Dial(path)
+		if err != nil {
+			t.Fatalf("Dial(%q) = %v", path, err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		st, err := c.Status(ctx, &kmsapi.StatusRequest{})
+		cancel()
+		c.Close()
+		if err != nil || st.Healthz != "ok" {
+			t.Errorf("Status through Dial(%q) = %+v, %v", path, st, err)
+		}
+	}
+}

@@ -134,7 +134,7 @@ func TestRunAWSRunning(t *testing.T) {
 	var stdout, errOut bytes.Buffer
 	err := run(context.Background(), []string{"-mode", "aws-encrypt", "-url", k.url, "-aws-access-key-id", other, "-n", "5", "-warmup", "0"}, env, &stdout, &errOut)
 	if err == nil || !strings.Contains(err.Error(), "CreateKey: 400 InvalidSignatureException") {
-		t.Errorf("signed as another API key: %v, want CreateKey refused with InvalidSignatureException", err)
+		t.Fatalf("signed as another API key: %v, want CreateKey refused with InvalidSignatureException", err)
 	}
 	if strings.Contains(err.Error(), secret) || strings.Contains(errOut.String(), secret) {
 		t.Errorf("the secret is in the error or on stderr: %v\n%s", err, errOut.String())

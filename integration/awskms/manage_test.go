@@ -179,11 +179,11 @@ func TestSDKKeyState(t *testing.T) {
 	if m := describe(); m.KeyState != types.KeyStatePendingDeletion || m.Enabled || !near(m.DeletionDate, week) {
 		t.Fatalf("DescribeKey of a key pending deletion: KeyState %s, Enabled %v, DeletionDate %v", m.KeyState, m.Enabled, m.DeletionDate)
 	}
-	if _, err := c.Encrypt(ctx, &awskms.EncryptInput{KeyId: aws.String(id), Plaintext: plain}); err == nil {
-		t.Fatal("Encrypt with a key pending deletion succeeded")
+	if _, err := c.Encrypt(ctx, &awskms.EncryptInput{KeyId: aws.String(id), Plaintext: plain}); !errors.As(err, new(*types.KMSInvalidStateException)) {
+		t.Fatalf("Encrypt with a key pending deletion = %v, want KMSInvalidStateException", err)
 	}
-	if _, err := c.Decrypt(ctx, &awskms.DecryptInput{CiphertextBlob: blob}); err == nil {
-		t.Fatal("Decrypt with a key pending deletion succeeded")
+	if _, err := c.Decrypt(ctx, &awskms.DecryptInput{CiphertextBlob: blob}); !errors.As(err, new(*types.KMSInvalidStateException)) {
+		t.Fatalf("Decrypt with a key pending deletion = %v, want KMSInvalidStateException", err)
 	}
 	if _, err := c.EnableKey(ctx, &awskms.EnableKeyInput{KeyId: aws.String(id)}); !errors.As(err, new(*types.KMSInvalidStateException)) {
 		t.Errorf("EnableKey of a key pending deletion = %v, want KMSInvalidStateException", err)
