@@ -20,8 +20,9 @@ var errUnknownSigner = Errorf(KindUnauthenticated, "the access key of the reques
 
 // AuthenticateSigned returns the principal of the API key keyID when
 // verify, given the key's secret, accepts the request that the key's ID
-// names (verify checks its signature, and keeps nothing of the secret,
-// which the service keeps in memory, as it keeps held keys). A key that
+// names (verify checks its signature, and must neither keep nor change
+// the secret: it is the one copy the service keeps in memory, as it
+// keeps held keys, for the key's next requests). A key that
 // does not exist or is inactive, one whose secret the service does not
 // keep, and a signature verify refuses are errors
 // of kind Unauthenticated; verify's error is wrapped, for the protocol
